@@ -1,0 +1,136 @@
+# Makefile - builds libmlcore (static and shared), the commands, the tests.
+# One non-recursive GNU Make file; every output goes under $(B)/.
+#
+#   make                 library and commands
+#   make check           unit tests (libcheck) and command tests (bats)
+#   make sanitize        the whole check under ASan + UBSan (in build-san/)
+#   make install         PREFIX=/usr/local DESTDIR= (commands, library,
+#                        header, pkg-config file, man pages); make uninstall
+#   make bench           benchmarks (slow, writes a 1 GiB model to $(BENCH_DIR))
+
+VERSION := 0.1.0
+SOVERSION := 0
+
+B ?= build
+CC ?= cc
+CFLAGS ?= -O2 -g
+WERROR ?= -Werror
+WARN := -Wall -Wextra $(WERROR) -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+        -Wvla -Wformat=2 -Wundef -Wpointer-arith -Wwrite-strings -Wno-format-nonliteral
+# -ffp-contract=off: no fused multiply-add behind our back, so every
+# kernel variant can be bit-identical to the scalar reference.
+BASE := -std=c11 -Icmd/common -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -fPIC -ffp-contract=off \
+        -fvisibility=hidden -Iinclude -Ilib -MMD -MP
+ALL_CFLAGS = $(BASE) $(WARN) $(CFLAGS)
+LDLIBS_LIB := -lz -lm -lpthread
+
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+PCDIR ?= $(LIBDIR)/pkgconfig
+
+LIB_SRC := $(wildcard lib/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
+CMD_COMMON_SRC := $(wildcard cmd/common/*.c)
+CMD_COMMON_OBJ := $(CMD_COMMON_SRC:%.c=$(B)/%.o)
+TOOLS := $(notdir $(patsubst %/,%,$(filter-out cmd/common/,$(wildcard cmd/*/))))
+BINS := $(TOOLS:%=$(B)/bin/%)
+UNIT_SRC := $(wildcard tests/unit/*.c)
+UNIT_OBJ := $(UNIT_SRC:%.c=$(B)/%.o)
+TEST_TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(wildcard tests/tools/*.c))
+MAN1 := $(wildcard man/*.1)
+MAN5 := $(wildcard man/*.5)
+MAN3 := $(wildcard man/*.3)
+
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+
+.SECONDARY:
+.PHONY: all lib check unit cli sanitize install uninstall clean bench man-lint tests
+all: lib $(BINS)
+lib: $(B)/libmlcore.a $(B)/libmlcore.so
+tests: $(B)/tests/unit $(TEST_TOOLS)
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(B)/libmlcore.a: $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(B)/libmlcore.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libmlcore.so.$(SOVERSION) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_LIB)
+
+# Commands link the static library: one self-contained binary each.
+$(B)/bin/%: $(B)/cmd/%/main.o $(CMD_COMMON_OBJ) $(B)/libmlcore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_LIB)
+
+$(B)/tests/unit: $(UNIT_OBJ) $(B)/libmlcore.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS_LIB)
+$(UNIT_OBJ): ALL_CFLAGS += $(CHECK_CFLAGS)
+
+$(B)/tests/%: $(B)/tests/tools/%.o $(B)/libmlcore.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_LIB)
+
+check: unit cli man-lint
+
+unit: $(B)/tests/unit
+	$(B)/tests/unit
+
+cli: all $(TEST_TOOLS)
+	MLCORE_BUILD=$(abspath $(B)) bats tests/cli
+
+man-lint:
+	@for p in $(MAN1) $(MAN3) $(MAN5); do \
+	  out=$$(LC_ALL=C groff -mandoc -ww -z $$p 2>&1); \
+	  if [ -n "$$out" ]; then echo "$$p: $$out"; exit 1; fi; \
+	done; echo "man pages: $(words $(MAN1) $(MAN3) $(MAN5)) clean"
+
+# ASan + UBSan over the whole suite; CK_FORK=no keeps the sanitizer in-process.
+SAN := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+sanitize:
+	$(MAKE) B=build-san CFLAGS="$(SAN)" LDFLAGS="$(SAN)" all tests
+	CK_FORK=no ASAN_OPTIONS=detect_leaks=1 build-san/tests/unit
+	MLCORE_BUILD=$(abspath build-san) bats tests/cli
+
+BENCH_DIR ?= /tmp
+bench: all $(TEST_TOOLS)
+	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-mlb.sh
+
+$(B)/mlcore.pc: Makefile
+	@mkdir -p $(B)
+	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: mlcore\nDescription: %s\nVersion: %s\nLibs: -L$${libdir} -lmlcore\nLibs.private: -lz -lm -lpthread\nCflags: -I$${includedir}\n' \
+	  '$(PREFIX)' '$(LIBDIR)' '$(INCDIR)' 'LLM model files and CPU inference' '$(VERSION)' > $@
+
+install: all $(B)/mlcore.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(PCDIR) \
+	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5
+	install -m 755 $(BINS) $(DESTDIR)$(BINDIR)/
+	install -m 644 $(B)/libmlcore.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(B)/libmlcore.so $(DESTDIR)$(LIBDIR)/libmlcore.so.$(VERSION)
+	ln -sf libmlcore.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libmlcore.so.$(SOVERSION)
+	ln -sf libmlcore.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmlcore.so
+	install -m 644 include/mlcore.h $(DESTDIR)$(INCDIR)/
+	install -m 644 $(B)/mlcore.pc $(DESTDIR)$(PCDIR)/
+	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/)
+	$(if $(MAN3),install -m 644 $(MAN3) $(DESTDIR)$(MANDIR)/man3/)
+	$(if $(MAN5),install -m 644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/)
+
+uninstall:
+	rm -f $(TOOLS:%=$(DESTDIR)$(BINDIR)/%)
+	rm -f $(DESTDIR)$(LIBDIR)/libmlcore.a $(DESTDIR)$(LIBDIR)/libmlcore.so \
+	  $(DESTDIR)$(LIBDIR)/libmlcore.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmlcore.so.$(VERSION)
+	rm -f $(DESTDIR)$(INCDIR)/mlcore.h $(DESTDIR)$(PCDIR)/mlcore.pc
+	rm -f $(notdir $(MAN1):%=$(DESTDIR)$(MANDIR)/man1/%) \
+	  $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
+	  $(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3))) \
+	  $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5)))
+
+clean:
+	rm -rf build build-san build-clang
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,266 @@
+/* cli.c - shared command-line plumbing: option parsing from one table,
+ * usage text, exit statuses, error lines and stdout discipline. */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ID_HELP (-1000)
+#define ID_VERSION (-1001)
+#define MAX_OPTS 64
+
+static const cli *C;
+static struct option longopts[MAX_OPTS + 3];
+static char shortopts[3 * MAX_OPTS + 8];
+
+static void build_tables(void)
+{
+    int k = 0;
+    size_t s = 0;
+    shortopts[s++] = ':'; /* report a missing argument as ':', not '?' */
+    for (int i = 0; i < C->n_opts && i < MAX_OPTS; i++) {
+        const cli_opt *o = &C->opts[i];
+        if (o->long_name)
+            longopts[k++] = (struct option){o->long_name, o->arg ? required_argument : no_argument,
+                                            NULL, 256 + i};
+        if (o->short_name) {
+            shortopts[s++] = o->short_name;
+            if (o->arg)
+                shortopts[s++] = ':';
+        }
+    }
+    longopts[k++] = (struct option){"help", no_argument, NULL, 'h'};
+    longopts[k++] = (struct option){"version", no_argument, NULL, 'V'};
+    longopts[k] = (struct option){NULL, 0, NULL, 0};
+    shortopts[s++] = 'h';
+    shortopts[s++] = 'V';
+    shortopts[s] = 0;
+}
+
+void cli_init(const cli *c)
+{
+    C = c;
+    signal(SIGPIPE, SIG_IGN);
+    build_tables();
+}
+
+static void print_usage(FILE *f)
+{
+    fprintf(f, "Usage: %s %s\n%s\n\nOptions:\n", C->prog, C->synopsis, C->summary);
+    for (int i = 0; i < C->n_opts; i++) {
+        const cli_opt *o = &C->opts[i];
+        char left[64];
+        int n = 0;
+        if (o->short_name)
+            n = snprintf(left, sizeof left, "-%c%s", o->short_name, o->long_name ? ", " : "");
+        else
+            n = snprintf(left, sizeof left, "    ");
+        if (o->long_name)
+            n += snprintf(left + n, sizeof left - (size_t)n, "--%s", o->long_name);
+        if (o->arg)
+            snprintf(left + n, sizeof left - (size_t)n, " %s", o->arg);
+        fprintf(f, "  %-24s %s\n", left, o->help);
+    }
+    fprintf(f, "  %-24s %s\n  %-24s %s\n", "-h, --help", "print this help and exit",
+            "-V, --version", "print the version and exit");
+    if (C->epilogue)
+        fprintf(f, "\n%s", C->epilogue);
+    fprintf(f, "\nExit status: 0 success, 1 invalid input or failed check, 2 usage error,\n"
+               "3 I/O error, 4 valid but unsupported input.  See %s(1).\n", C->prog);
+}
+
+void cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", C->prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry '%s --help' for more information.\n", C->prog);
+    exit(EXIT_USAGE);
+}
+
+/* getopt reports the failing option in optopt or in argv[optind - 1]. */
+static const char *bad_option(char **argv)
+{
+    static char buf[8];
+    if (optopt && optopt < 256) {
+        snprintf(buf, sizeof buf, "-%c", optopt);
+        return buf;
+    }
+    return argv[optind - 1];
+}
+
+int cli_next(int argc, char **argv, const char **arg, int *optind_out)
+{
+    opterr = 0;
+    for (;;) {
+        optopt = 0;
+        int c = getopt_long(argc, argv, shortopts, longopts, NULL);
+        *arg = optarg;
+        *optind_out = optind;
+        if (c == -1)
+            return -1;
+        if (c == 'h') {
+            print_usage(stdout);
+            exit(cli_finish(EXIT_OK));
+        }
+        if (c == 'V') {
+            printf("%s (mlcore) %s\n", C->prog, ML_VERSION_STRING);
+            exit(cli_finish(EXIT_OK));
+        }
+        if (c == '?')
+            cli_usage_error("unknown option '%s'", bad_option(argv));
+        if (c == ':')
+            cli_usage_error("option '%s' needs an argument", bad_option(argv));
+        if (c >= 256)
+            return C->opts[c - 256].id;
+        for (int i = 0; i < C->n_opts; i++)
+            if (C->opts[i].short_name == c)
+                return C->opts[i].id;
+    }
+}
+
+uint64_t cli_u64(const char *opt, const char *arg, uint64_t min, uint64_t max)
+{
+    char *end;
+    errno = 0;
+    if (!arg || !*arg || *arg == '-' || *arg == '+' || *arg == ' ')
+        cli_usage_error("%s: '%s' is not a number", opt, arg ? arg : "");
+    unsigned long long v = strtoull(arg, &end, 10);
+    if (errno || *end)
+        cli_usage_error("%s: '%s' is not a number", opt, arg);
+    if (v < min || v > max)
+        cli_usage_error("%s: %llu is outside %llu..%llu", opt, v, (unsigned long long)min,
+                        (unsigned long long)max);
+    return v;
+}
+
+int cli_exit_status(ml_status s)
+{
+    switch (s) {
+    case ML_OK: return EXIT_OK;
+    case ML_E_FORMAT: case ML_E_SHAPE: case ML_E_MISMATCH: return EXIT_INVALID;
+    case ML_E_INVAL: return EXIT_USAGE;
+    case ML_E_UNSUPPORTED: return EXIT_UNSUPPORTED;
+    case ML_E_IO: case ML_E_NOMEM: return EXIT_IO;
+    }
+    return EXIT_IO;
+}
+
+const char *cli_name(const char *path)
+{
+    return strcmp(path, "-") == 0 ? "(stdin)" : path;
+}
+
+int cli_fail(const char *file, ml_status s, const ml_error *err)
+{
+    fflush(stdout);
+    fprintf(stderr, "%s: %s%s%s: %s\n", C->prog, file ? cli_name(file) : "", file ? ": " : "",
+            ml_status_name(s), err && err->msg[0] ? err->msg : ml_strerror(s));
+    return cli_exit_status(s);
+}
+
+void cli_warn(const char *file, const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, "%s: ", C->prog);
+    if (file)
+        fprintf(stderr, "%s: ", cli_name(file));
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int cli_stdout_ok(void)
+{
+    return !ferror(stdout);
+}
+
+int cli_finish(int status)
+{
+    int bad = fflush(stdout) != 0 || ferror(stdout);
+    int e = errno;
+    if (fclose(stdout) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad && e != EPIPE) {
+        fprintf(stderr, "%s: (stdout): ML_E_IO: write error: %s\n", C->prog, strerror(e));
+        return status ? status : EXIT_IO;
+    }
+    return status;
+}
+
+int cli_stderr_is_tty(void)
+{
+    return isatty(2);
+}
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] < 0xc2 ? 0 : s[0] < 0xe0 ? 2 : s[0] < 0xf0 ? 3 : s[0] < 0xf5 ? 4 : 0;
+    if (!len || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+        return 0; /* overlong, surrogate or above U+10FFFF */
+    return len;
+}
+
+void json_strn(FILE *f, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = p[i];
+        if (c == '"' || c == '\\') {
+            fprintf(f, "\\%c", c);
+        } else if (c == '\n') {
+            fputs("\\n", f);
+        } else if (c == '\t') {
+            fputs("\\t", f);
+        } else if (c < 0x20 || c == 0x7f) {
+            fprintf(f, "\\u%04x", c);
+        } else if (c < 0x80) {
+            fputc(c, f);
+        } else {
+            size_t len = utf8_len(p + i, n - i);
+            if (len) { /* valid UTF-8 passes through */
+                fwrite(p + i, 1, len, f);
+                i += len - 1;
+            } else { /* a byte that is not UTF-8: U+FFFD */
+                fputs("\\ufffd", f);
+            }
+        }
+    }
+    fputc('"', f);
+}
+
+void json_str(FILE *f, const char *s)
+{
+    json_strn(f, s, strlen(s));
+}
+
+void json_f32(FILE *f, float v)
+{
+    if (v != v)
+        fputs("\"NaN\"", f);
+    else if (v > 3.4e38f)
+        fputs("\"Infinity\"", f);
+    else if (v < -3.4e38f)
+        fputs("\"-Infinity\"", f);
+    else
+        fprintf(f, "%.9g", (double)v);
+}

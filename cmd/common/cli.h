@@ -1,0 +1,80 @@
+/* cli.h - what every mlcore command shares: one option table that drives
+ * parsing and --help, strict number parsing, the exit-status table, error
+ * lines of the form "PROG: FILE: ML_E_NAME: detail", and stdout checks. */
+#ifndef ML_CLI_H
+#define ML_CLI_H
+
+#include "mlcore.h"
+
+#include <stdio.h>
+
+/* Exit statuses, the same for every command (see each man page). */
+enum {
+    EXIT_OK = 0,
+    EXIT_INVALID = 1,     /* invalid input or failed check */
+    EXIT_USAGE = 2,
+    EXIT_IO = 3,
+    EXIT_UNSUPPORTED = 4
+};
+
+/* One option.  `arg` names the argument ("N", "FILE"), NULL for a flag.
+ * `id` is returned by cli_next; -h/--help and -V/--version are added by
+ * the parser and handled there. */
+typedef struct cli_opt {
+    int id;
+    char short_name;     /* 0 for long-only options */
+    const char *long_name;
+    const char *arg;
+    const char *help;
+} cli_opt;
+
+typedef struct cli {
+    const char *prog;
+    const char *synopsis;    /* "[options] FILE..." */
+    const char *summary;     /* one line: what the command does */
+    const char *epilogue;    /* printed after the options (may be NULL) */
+    const cli_opt *opts;
+    int n_opts;
+} cli;
+
+/* Sets the program name used in messages; ignores SIGPIPE so that a closed
+ * stdout is seen as EPIPE and ends the command quietly. */
+void cli_init(const cli *c);
+
+/* Returns the next option's id with *arg set (or NULL), or -1 when the
+ * options end (*optind_out then indexes the first operand).  Exits 0 for
+ * --help and --version, 2 for a usage error. */
+int cli_next(int argc, char **argv, const char **arg, int *optind_out);
+
+/* Prints "PROG: message" and "Try 'PROG --help'..." to stderr; exits 2. */
+void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Strict conversions of option arguments; a bad value is a usage error. */
+uint64_t cli_u64(const char *opt, const char *arg, uint64_t min, uint64_t max);
+
+/* Maps a library status to the exit status. */
+int cli_exit_status(ml_status s);
+
+/* Prints "PROG: FILE: ML_E_NAME: detail" and returns the exit status. */
+int cli_fail(const char *file, ml_status s, const ml_error *err);
+/* Prints "PROG: FILE: message" (FILE may be NULL); no status. */
+void cli_warn(const char *file, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* 1 when stdout can still take data; 0 after EPIPE (reader went away). */
+int cli_stdout_ok(void);
+/* Flushes and closes stdout: returns `status`, or 3 after a write error
+ * other than EPIPE (which ends quietly with `status`). */
+int cli_finish(int status);
+
+/* Whether progress may be drawn: stderr is a terminal. */
+int cli_stderr_is_tty(void);
+
+/* The display name of an operand: "-" reads as "(stdin)". */
+const char *cli_name(const char *path);
+
+/* JSON output helpers (stdout). */
+void json_str(FILE *f, const char *s);           /* quoted, escaped */
+void json_strn(FILE *f, const char *s, size_t n); /* arbitrary bytes */
+void json_f32(FILE *f, float v);  /* %.9g; NaN and infinities as strings */
+
+#endif

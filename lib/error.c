@@ -1,0 +1,77 @@
+/* error.c - status names and the filling of ml_error. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+const char *ml_status_name(ml_status s)
+{
+    switch (s) {
+    case ML_OK: return "ML_OK";
+    case ML_E_IO: return "ML_E_IO";
+    case ML_E_FORMAT: return "ML_E_FORMAT";
+    case ML_E_SHAPE: return "ML_E_SHAPE";
+    case ML_E_NOMEM: return "ML_E_NOMEM";
+    case ML_E_INVAL: return "ML_E_INVAL";
+    case ML_E_UNSUPPORTED: return "ML_E_UNSUPPORTED";
+    case ML_E_MISMATCH: return "ML_E_MISMATCH";
+    }
+    return "ML_E_UNKNOWN";
+}
+
+const char *ml_strerror(ml_status s)
+{
+    switch (s) {
+    case ML_OK: return "success";
+    case ML_E_IO: return "input/output error";
+    case ML_E_FORMAT: return "malformed file";
+    case ML_E_SHAPE: return "invalid shape";
+    case ML_E_NOMEM: return "out of memory or size overflow";
+    case ML_E_INVAL: return "invalid argument";
+    case ML_E_UNSUPPORTED: return "unsupported input";
+    case ML_E_MISMATCH: return "verification mismatch";
+    }
+    return "unknown status";
+}
+
+ml_status ml__err(ml_error *err, ml_status code, const char *field, int64_t offset,
+                  const char *fmt, ...)
+{
+    if (!err)
+        return code;
+    char detail[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    err->code = code;
+    err->sys_errno = 0;
+    err->offset = offset;
+    snprintf(err->field, sizeof err->field, "%s", field ? field : "");
+    /* Compose in a larger buffer, then cut: a long detail is truncated,
+     * never dropped. */
+    char full[sizeof err->msg + sizeof err->field + 64];
+    if (field && *field && offset >= 0)
+        snprintf(full, sizeof full, "%s (offset %lld): %s", field, (long long)offset, detail);
+    else if (field && *field)
+        snprintf(full, sizeof full, "%s: %s", field, detail);
+    else if (offset >= 0)
+        snprintf(full, sizeof full, "offset %lld: %s", (long long)offset, detail);
+    else
+        snprintf(full, sizeof full, "%s", detail);
+    size_t n = strlen(full);
+    if (n >= sizeof err->msg)
+        n = sizeof err->msg - 1;
+    memcpy(err->msg, full, n);
+    err->msg[n] = 0;
+    return code;
+}
+
+ml_status ml__err_io(ml_error *err, const char *what, int64_t offset)
+{
+    int e = errno;
+    ml__err(err, ML_E_IO, "", offset, "%s: %s", what, strerror(e));
+    if (err)
+        err->sys_errno = e;
+    return ML_E_IO;
+}
