@@ -22,7 +22,7 @@ WARN := -Wall -Wextra $(WERROR) -Wshadow -Wstrict-prototypes -Wmissing-prototype
 BASE := -std=c11 -Icmd/common -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -fPIC -ffp-contract=off \
         -fvisibility=hidden -Iinclude -Ilib -MMD -MP
 ALL_CFLAGS = $(BASE) $(WARN) $(CFLAGS)
-LDLIBS_LIB := -lz -lm -lpthread
+LDLIBS_LIB := -ldeflate -lz -lm -lpthread
 
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
@@ -103,7 +103,7 @@ bench: all $(TEST_TOOLS)
 
 $(B)/mlcore.pc: Makefile
 	@mkdir -p $(B)
-	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: mlcore\nDescription: %s\nVersion: %s\nLibs: -L$${libdir} -lmlcore\nLibs.private: -lz -lm -lpthread\nCflags: -I$${includedir}\n' \
+	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: mlcore\nDescription: %s\nVersion: %s\nLibs: -L$${libdir} -lmlcore\nLibs.private: -ldeflate -lz -lm -lpthread\nCflags: -I$${includedir}\n' \
 	  '$(PREFIX)' '$(LIBDIR)' '$(INCDIR)' 'LLM model files and CPU inference' '$(VERSION)' > $@
 
 install: all $(B)/mlcore.pc

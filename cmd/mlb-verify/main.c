@@ -1,6 +1,7 @@
 /* mlb-verify - deep validation of .mlb models read once, in order, from
  * files or pipes: the loader's rules plus every byte (see mlb-verify(1)).
  * --sums prints CRC-32 manifests; --check verifies files against one. */
+#define _GNU_SOURCE /* F_SETPIPE_SZ */
 #include "cli.h"
 
 #include <errno.h>
@@ -95,6 +96,11 @@ static int verify_one(run *r)
         snprintf(err.msg, sizeof err.msg, "cannot open: %s", strerror(e));
         return cli_fail(r->name, ML_E_IO, &err);
     }
+#ifdef F_SETPIPE_SZ
+    /* A 1 MiB pipe lets the writer run ahead of us; the default 64 KiB
+     * makes both sides wait on each other. */
+    fcntl(fd, F_SETPIPE_SZ, 1 << 20);
+#endif
     ml_verify_report rep = {0};
     rep.on_tensor = on_tensor;
     rep.ctx = r;
