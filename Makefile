@@ -3,6 +3,7 @@
 #
 #   make                 library and commands
 #   make check           unit tests (libcheck) and command tests (bats)
+#   make check-all       check with gcc, with clang, and under sanitizers (CI)
 #   make sanitize        the whole check under ASan + UBSan (in build-san/)
 #   make install         PREFIX=/usr/local DESTDIR= (commands, library,
 #                        header, pkg-config file, man pages); make uninstall
@@ -48,35 +49,47 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 .SECONDARY:
-.PHONY: all lib check unit cli sanitize install uninstall clean bench man-lint tests
+.PHONY: all lib check check-all unit cli sanitize install uninstall clean bench man-lint tests
 all: lib $(BINS)
 lib: $(B)/libmlcore.a $(B)/libmlcore.so
 tests: $(B)/tests/unit $(TEST_TOOLS)
 
+# Quiet by default; `make V=1` shows the commands.
+Q := $(if $(V),,@)
+
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(B)/libmlcore.a: $(LIB_OBJ)
 	@rm -f $@
-	$(AR) rcs $@ $^
+	$(Q)$(AR) rcs $@ $^
 
 $(B)/libmlcore.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libmlcore.so.$(SOVERSION) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_LIB)
+	$(Q)$(CC) -shared -Wl,-soname,libmlcore.so.$(SOVERSION) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_LIB)
 
 # Commands link the static library: one self-contained binary each.
 $(B)/bin/%: $(B)/cmd/%/main.o $(CMD_COMMON_OBJ) $(B)/libmlcore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_LIB)
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_LIB)
 
 $(B)/tests/unit: $(UNIT_OBJ) $(B)/libmlcore.a
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS_LIB)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS_LIB)
 $(UNIT_OBJ): ALL_CFLAGS += $(CHECK_CFLAGS)
 
 $(B)/tests/%: $(B)/tests/tools/%.o $(B)/libmlcore.a
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_LIB)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_LIB)
 
 check: unit cli man-lint
+
+# What CI runs: the suite with gcc, again with clang, again under sanitizers.
+check-all: check
+	$(MAKE) B=build-clang CC=clang check
+	$(MAKE) sanitize
 
 unit: $(B)/tests/unit
 	$(B)/tests/unit
@@ -125,8 +138,7 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libmlcore.a $(DESTDIR)$(LIBDIR)/libmlcore.so \
 	  $(DESTDIR)$(LIBDIR)/libmlcore.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmlcore.so.$(VERSION)
 	rm -f $(DESTDIR)$(INCDIR)/mlcore.h $(DESTDIR)$(PCDIR)/mlcore.pc
-	rm -f $(notdir $(MAN1):%=$(DESTDIR)$(MANDIR)/man1/%) \
-	  $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
 	  $(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3))) \
 	  $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5)))
 
