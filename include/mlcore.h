@@ -281,7 +281,9 @@ typedef struct ml_mlb ml_mlb;
 
 /* Maps the file read-only and applies every rule of the validation table
  * (mlb(5)), including the scan for -128 in Q8_0 quants.  f16 scales are
- * converted to f32.  "-" is not accepted (use ml_mlb_verify_stream). */
+ * converted to f32.  A path of "-", or a pipe, is read whole into memory
+ * (a model arriving through a pipe is better checked with
+ * ml_mlb_verify_stream, which holds a fixed buffer). */
 ML_API ml_status ml_mlb_open(const char *path, ml_mlb **out, ml_error *err);
 /* The same over a buffer the caller keeps alive until ml_mlb_close. */
 ML_API ml_status ml_mlb_open_memory(const void *buf, size_t len, ml_mlb **out, ml_error *err);
@@ -324,6 +326,8 @@ typedef struct ml_verify_report {
      * NULL).  crc is the CRC-32 of the tensor's arrays as stored, without
      * padding (quants, then scales). */
     void (*on_tensor)(void *ctx, const ml_tensor *t, uint32_t crc);
+    /* Called after each chunk with the bytes read so far (may be NULL). */
+    void (*on_progress)(void *ctx, uint64_t bytes);
     void *ctx;
     /* Filled on return: */
     ml_mlb_header header;

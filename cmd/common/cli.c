@@ -96,8 +96,22 @@ static const char *bad_option(char **argv)
     return argv[optind - 1];
 }
 
+/* --help wins wherever it stands before "--", even after a bad option or
+ * value: asking for help is never an error. */
+static void help_anywhere(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0) {
+            print_usage(stdout);
+            exit(cli_finish(EXIT_OK));
+        }
+}
+
 int cli_next(int argc, char **argv, const char **arg, int *optind_out)
 {
+    static int scanned;
+    if (!scanned++)
+        help_anywhere(argc, argv);
     opterr = 0;
     for (;;) {
         optopt = 0;
@@ -114,6 +128,11 @@ int cli_next(int argc, char **argv, const char **arg, int *optind_out)
             printf("%s (mlcore) %s\n", C->prog, ML_VERSION_STRING);
             exit(cli_finish(EXIT_OK));
         }
+        /* A known long option given "=VALUE" it does not take: getopt sets
+         * optopt to its id (or to 'h'/'V', which never fail as short ones). */
+        if (c == '?' && (optopt >= 256 || optopt == 'h' || optopt == 'V'))
+            cli_usage_error("option '%.*s' takes no argument",
+                            (int)strcspn(argv[optind - 1], "="), argv[optind - 1]);
         if (c == '?')
             cli_usage_error("unknown option '%s'", bad_option(argv));
         if (c == ':')
@@ -188,7 +207,9 @@ int cli_finish(int status)
 {
     int bad = fflush(stdout) != 0 || ferror(stdout);
     int e = errno;
-    if (fclose(stdout) != 0 && !bad) {
+    /* EBADF here means stdout was closed (cmd >&-) and nothing was written
+     * to it (a pending byte would have failed fflush): nothing was lost. */
+    if (fclose(stdout) != 0 && !bad && errno != EBADF) {
         bad = 1;
         e = errno;
     }

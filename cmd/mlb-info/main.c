@@ -67,9 +67,9 @@ static void describe_layer(const ml_mlb_header *h, uint8_t f, char *buf, size_t 
     if (strcmp(r, "none") == 0)
         snprintf(buf + w, n - (size_t)w, ", no RoPE");
     else if (strcmp(r, "local") == 0)
-        snprintf(buf + w, n - (size_t)w, ", local RoPE (theta %g)", (double)h->rope_local_theta);
+        snprintf(buf + w, n - (size_t)w, ", local RoPE (theta %.9g)", (double)h->rope_local_theta);
     else
-        snprintf(buf + w, n - (size_t)w, ", RoPE (theta %g)", (double)h->rope_theta);
+        snprintf(buf + w, n - (size_t)w, ", RoPE (theta %.9g)", (double)h->rope_theta);
     if (h->attn_gate)
         strncat(buf, ", gated", n - strlen(buf) - 1);
 }
@@ -221,7 +221,8 @@ static void print_human(const char *path, const ml_mlb *m, const options *o)
         if (!t.kind_layers[k])
             continue;
         human_size(t.kind_bytes[k], buf, sizeof buf);
-        printf("  %-22s %" PRIu64 " layers, %s\n", kind_names[k], t.kind_layers[k], buf);
+        printf("  %-22s %" PRIu64 " layer%s, %s\n", kind_names[k], t.kind_layers[k],
+               t.kind_layers[k] == 1 ? "" : "s", buf);
     }
     human_size(t.state_total, buf, sizeof buf);
     printf("  %-22s %s\n", "KV cache and state", buf);

@@ -53,26 +53,25 @@ typedef struct run {
     int quiet;
 } run;
 
-static sum_entry *find_entry(manifest *m, const char *file, const char *tensor)
-{
-    for (size_t i = 0; i < m->n; i++)
-        if (strcmp(m->e[i].tensor, tensor) == 0 && strcmp(m->e[i].file, file) == 0)
-            return &m->e[i];
-    return NULL;
-}
-
+/* Compares one sum with every entry the manifest has for it: a manifest
+ * may list a file twice (sums appended again), and each entry must match. */
 static void compare(run *r, const char *tensor, uint32_t crc)
 {
-    sum_entry *e = find_entry(r->expect, r->expect_file, tensor);
-    if (!e) {
-        cli_warn(r->name, "ML_E_MISMATCH: %s is not in the sums file", tensor);
-        r->mismatches++;
-        return;
-    }
-    e->seen = 1;
-    if (e->crc != crc) {
-        cli_warn(r->name, "ML_E_MISMATCH: %s: crc32 %08" PRIx32 ", expected %08" PRIx32,
+    int found = 0;
+    for (size_t i = 0; i < r->expect->n; i++) {
+        sum_entry *e = &r->expect->e[i];
+        if (strcmp(e->tensor, tensor) != 0 || strcmp(e->file, r->expect_file) != 0)
+            continue;
+        found = 1;
+        e->seen = 1;
+        if (e->crc != crc) {
+            cli_warn(r->name, "ML_E_MISMATCH: %s: crc32 %08" PRIx32 ", expected %08" PRIx32,
                      tensor, crc, e->crc);
+            r->mismatches++;
+        }
+    }
+    if (!found) {
+        cli_warn(r->name, "ML_E_MISMATCH: %s is not in the sums file", tensor);
         r->mismatches++;
     }
 }
@@ -86,14 +85,13 @@ static void on_tensor(void *ctx, const ml_tensor *t, uint32_t crc)
         compare(r, t->name, crc);
 }
 
-/* Verifies one operand; returns the exit status for it. */
-static int verify_one(run *r)
+/* Reads and checks one operand; fills *rep.  Returns the exit status. */
+static int stream_one(run *r, ml_verify_report *rep)
 {
     int fd = strcmp(r->name, "-") == 0 ? 0 : open(r->name, O_RDONLY | O_CLOEXEC);
     ml_error err;
     if (fd < 0) {
-        int e = errno;
-        snprintf(err.msg, sizeof err.msg, "cannot open: %s", strerror(e));
+        snprintf(err.msg, sizeof err.msg, "cannot open: %s", strerror(errno));
         return cli_fail(r->name, ML_E_IO, &err);
     }
 #ifdef F_SETPIPE_SZ
@@ -101,33 +99,49 @@ static int verify_one(run *r)
      * makes both sides wait on each other. */
     fcntl(fd, F_SETPIPE_SZ, 1 << 20);
 #endif
-    ml_verify_report rep = {0};
-    rep.on_tensor = on_tensor;
-    rep.ctx = r;
-    ml_status s = ml_mlb_verify_stream(ml_fd_reader, &fd, &rep, &err);
+    rep->on_tensor = on_tensor;
+    rep->ctx = r;
+    ml_status s = ml_mlb_verify_stream(ml_fd_reader, &fd, rep, &err);
     if (fd != 0)
         close(fd);
-    if (s)
-        return cli_fail(r->name, s, &err);
-    if (r->print_sums)
-        printf("%08" PRIx32 "  " WHOLE_FILE "  %s\n", rep.file_crc, r->name);
-    if (r->expect) {
-        compare(r, WHOLE_FILE, rep.file_crc);
-        for (size_t i = 0; i < r->expect->n; i++) {
-            sum_entry *e = &r->expect->e[i];
-            if (strcmp(e->file, r->expect_file) == 0 && !e->seen) {
-                cli_warn(r->name, "ML_E_MISMATCH: %s is in the sums file but not in the model",
-                         e->tensor);
-                r->mismatches++;
-            }
+    return s ? cli_fail(r->name, s, &err) : EXIT_OK;
+}
+
+/* Entries of the manifest for this file that the model did not have. */
+static void report_unseen(run *r)
+{
+    for (size_t i = 0; i < r->expect->n; i++) {
+        sum_entry *e = &r->expect->e[i];
+        if (strcmp(e->file, r->expect_file) == 0 && !e->seen) {
+            cli_warn(r->name, "ML_E_MISMATCH: %s is in the sums file but not in the model",
+                     e->tensor);
+            r->mismatches++;
+        }
+    }
+}
+
+/* Verifies one operand and prints its line; returns the exit status. */
+static int verify_one(run *r)
+{
+    ml_verify_report rep = {0};
+    int status = stream_one(r, &rep);
+    if (r->expect) { /* like sha256sum -c: every file gets OK or FAILED */
+        if (!status) {
+            compare(r, WHOLE_FILE, rep.file_crc);
+            report_unseen(r);
+            status = r->mismatches ? EXIT_INVALID : EXIT_OK;
         }
         if (!r->quiet)
-            printf("%s: %s\n", r->name, r->mismatches ? "FAILED" : "OK");
-        return r->mismatches ? EXIT_INVALID : EXIT_OK;
+            printf("%s: %s\n", cli_name(r->name), status ? "FAILED" : "OK");
+        return status;
     }
-    if (!r->quiet && !r->print_sums)
-        printf("%s: OK, %zu tensors, %" PRIu64 " bytes, crc32 %08" PRIx32 "\n", r->name,
-               rep.n_tensors, rep.bytes, rep.file_crc);
+    if (status)
+        return status;
+    if (r->print_sums) /* "-" stays "-": a manifest line names an operand */
+        printf("%08" PRIx32 "  " WHOLE_FILE "  %s\n", rep.file_crc, r->name);
+    else if (!r->quiet)
+        printf("%s: OK, %zu tensors, %" PRIu64 " bytes, crc32 %08" PRIx32 "\n",
+               cli_name(r->name), rep.n_tensors, rep.bytes, rep.file_crc);
     return EXIT_OK;
 }
 
@@ -243,7 +257,7 @@ static int check_mode(const char *sumfile, char **files, int n_files, int quiet)
                                 sumfile);
         }
     int count = n_files ? n_files : (int)n_names;
-    for (int i = 0; i < count && !(status && !names); i++) {
+    for (int i = 0; names && i < count && cli_stdout_ok(); i++) {
         run r = {0};
         r.name = n_files ? files[i] : names[i];
         r.expect = &m;
@@ -252,8 +266,8 @@ static int check_mode(const char *sumfile, char **files, int n_files, int quiet)
         for (size_t k = 0; k < m.n; k++)
             m.e[k].seen = 0;
         int e = verify_one(&r);
-        if (e && (!status || status == EXIT_INVALID))
-            status = status ? status : e;
+        if (e && !status)
+            status = e;
     }
     free(names);
     free_manifest(&m);
