@@ -22,6 +22,7 @@ uint32_t ml_crc32(uint32_t crc, const void *buf, size_t n)
 typedef struct stream {
     ml_read_fn rd;
     void *rctx;
+    const ml_verify_report *rep; /* for progress */
     uint8_t *buf;
     uint64_t pos;      /* bytes consumed so far */
     uint32_t file_crc;
@@ -46,6 +47,8 @@ static ml_status read_exact(stream *st, size_t n, const char *what, ml_error *er
     st->last_crc = ml_crc32(0, st->buf, n);
     st->file_crc = (uint32_t)crc32_combine(st->file_crc, st->last_crc, (z_off_t)n);
     st->pos += n;
+    if (st->rep->on_progress && n == CHUNK)
+        st->rep->on_progress(st->rep->ctx, st->pos);
     return ML_OK;
 }
 
@@ -197,7 +200,7 @@ static ml_status verify_body(stream *st, ml_verify_report *rep, ml_error *err)
 
 ml_status ml_mlb_verify_stream(ml_read_fn rd, void *rctx, ml_verify_report *rep, ml_error *err)
 {
-    stream st = {rd, rctx, NULL, 0, 0, 0};
+    stream st = {rd, rctx, rep, NULL, 0, 0, 0};
     rep->bytes = 0;
     rep->file_crc = 0;
     rep->n_tensors = 0;

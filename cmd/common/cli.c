@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ID_HELP (-1000)
@@ -179,6 +180,7 @@ const char *cli_name(const char *path)
 
 int cli_fail(const char *file, ml_status s, const ml_error *err)
 {
+    cli_progress_end();
     fflush(stdout);
     fprintf(stderr, "%s: %s%s%s: %s\n", C->prog, file ? cli_name(file) : "", file ? ": " : "",
             ml_status_name(s), err && err->msg[0] ? err->msg : ml_strerror(s));
@@ -188,6 +190,7 @@ int cli_fail(const char *file, ml_status s, const ml_error *err)
 void cli_warn(const char *file, const char *fmt, ...)
 {
     va_list ap;
+    cli_progress_end();
     fflush(stdout);
     fprintf(stderr, "%s: ", C->prog);
     if (file)
@@ -223,6 +226,37 @@ int cli_finish(int status)
 int cli_stderr_is_tty(void)
 {
     return isatty(2);
+}
+
+static int progress_shown;
+
+void cli_progress(const char *name, uint64_t done, uint64_t total)
+{
+    static int tty = -1;
+    static struct timespec last;
+    if (tty < 0)
+        tty = isatty(2);
+    if (!tty)
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double dt = (double)(now.tv_sec - last.tv_sec) + (double)(now.tv_nsec - last.tv_nsec) / 1e9;
+    if (progress_shown && dt < 0.2)
+        return;
+    last = now;
+    if (total)
+        fprintf(stderr, "\r%s: %s: %3.0f%% (%.2f of %.2f GB) ", C->prog, cli_name(name),
+                100.0 * (double)done / (double)total, (double)done / 1e9, (double)total / 1e9);
+    else
+        fprintf(stderr, "\r%s: %s: %.2f GB ", C->prog, cli_name(name), (double)done / 1e9);
+    progress_shown = 1;
+}
+
+void cli_progress_end(void)
+{
+    if (progress_shown)
+        fputs("\r\033[K", stderr);
+    progress_shown = 0;
 }
 
 /* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid. */

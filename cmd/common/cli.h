@@ -69,6 +69,12 @@ int cli_finish(int status);
 /* Whether progress may be drawn: stderr is a terminal. */
 int cli_stderr_is_tty(void);
 
+/* A progress line on stderr, only when it is a terminal, at most five
+ * redraws a second: "PROG: NAME: 45% (1.2 of 2.5 GB)".  total 0 means
+ * unknown (bytes only).  cli_progress_end erases the line. */
+void cli_progress(const char *name, uint64_t done, uint64_t total);
+void cli_progress_end(void);
+
 /* The display name of an operand: "-" reads as "(stdin)". */
 const char *cli_name(const char *path);
 

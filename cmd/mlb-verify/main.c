@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum { OPT_QUIET, OPT_SUMS, OPT_CHECK };
@@ -46,6 +47,7 @@ typedef struct manifest {
 /* What one verification collects, for printing or comparing. */
 typedef struct run {
     const char *name;     /* file name as given */
+    uint64_t size;        /* bytes, when known (regular files), for progress */
     int print_sums;
     manifest *expect;     /* entries to compare against (may be NULL) */
     const char *expect_file;
@@ -76,6 +78,13 @@ static void compare(run *r, const char *tensor, uint32_t crc)
     }
 }
 
+static void on_progress(void *ctx, uint64_t bytes)
+{
+    const run *r = ctx;
+    if (!r->quiet)
+        cli_progress(r->name, bytes, r->size);
+}
+
 static void on_tensor(void *ctx, const ml_tensor *t, uint32_t crc)
 {
     run *r = ctx;
@@ -99,9 +108,13 @@ static int stream_one(run *r, ml_verify_report *rep)
      * makes both sides wait on each other. */
     fcntl(fd, F_SETPIPE_SZ, 1 << 20);
 #endif
+    struct stat st;
+    r->size = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
     rep->on_tensor = on_tensor;
+    rep->on_progress = on_progress;
     rep->ctx = r;
     ml_status s = ml_mlb_verify_stream(ml_fd_reader, &fd, rep, &err);
+    cli_progress_end();
     if (fd != 0)
         close(fd);
     return s ? cli_fail(r->name, s, &err) : EXIT_OK;
