@@ -32,7 +32,7 @@ INCDIR ?= $(PREFIX)/include
 MANDIR ?= $(PREFIX)/share/man
 PCDIR ?= $(LIBDIR)/pkgconfig
 
-LIB_SRC := $(wildcard lib/*.c)
+LIB_SRC := $(wildcard lib/*.c lib/*/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
 CMD_COMMON_SRC := $(wildcard cmd/common/*.c)
 CMD_COMMON_OBJ := $(CMD_COMMON_SRC:%.c=$(B)/%.o)
@@ -52,7 +52,8 @@ CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 .PHONY: all lib check check-all unit cli sanitize install uninstall clean bench man-lint tests
 all: lib $(BINS)
 lib: $(B)/libmlcore.a $(B)/libmlcore.so
-tests: $(B)/tests/unit $(TEST_TOOLS)
+UNIT := $(B)/tests/unit-tests
+tests: $(UNIT) $(TEST_TOOLS)
 
 # Quiet by default; `make V=1` shows the commands.
 Q := $(if $(V),,@)
@@ -61,6 +62,14 @@ $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# Only the kernel files of an instruction set are compiled for it; the
+# rest of the library stays baseline x86-64 and dispatch picks at run time.
+# No -mfma: fused multiply-adds would break bit-identity with the scalar
+# reference.
+$(B)/%_avx2.o: ALL_CFLAGS += -mavx2 -mf16c
+$(B)/%_avx512.o: ALL_CFLAGS += -mavx2 -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni \
+                               -mavx512dq
 
 $(B)/libmlcore.a: $(LIB_OBJ)
 	@rm -f $@
@@ -75,10 +84,18 @@ $(B)/bin/%: $(B)/cmd/%/main.o $(CMD_COMMON_OBJ) $(B)/libmlcore.a
 	$(if $(Q),@echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_LIB)
 
-$(B)/tests/unit: $(UNIT_OBJ) $(B)/libmlcore.a
+$(UNIT): $(UNIT_OBJ) $(B)/libmlcore.a
 	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS_LIB)
-$(UNIT_OBJ): ALL_CFLAGS += $(CHECK_CFLAGS)
+$(UNIT_OBJ): ALL_CFLAGS += $(CHECK_CFLAGS) -I$(B)/tests
+$(UNIT_OBJ): $(B)/tests/suites.inc
+
+# The suite list, from the definitions in the check files.
+$(B)/tests/suites.inc: $(UNIT_SRC)
+	@mkdir -p $(dir $@)
+	$(Q)sed -n 's/^Suite \*suite_\([a-z0-9_]*\)(void)$$/SUITE(\1)/p' $(sort $(UNIT_SRC)) > $@.tmp
+	$(Q)if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
 
 $(B)/tests/%: $(B)/tests/tools/%.o $(B)/libmlcore.a
 	@mkdir -p $(dir $@)
@@ -91,8 +108,8 @@ check-all: check
 	$(MAKE) B=build-clang CC=clang check
 	$(MAKE) sanitize
 
-unit: $(B)/tests/unit
-	$(B)/tests/unit
+unit: $(UNIT)
+	$(UNIT)
 
 cli: all $(TEST_TOOLS)
 	MLCORE_BUILD=$(abspath $(B)) bats tests/cli
@@ -107,7 +124,7 @@ man-lint:
 SAN := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 sanitize:
 	$(MAKE) B=build-san CFLAGS="$(SAN)" LDFLAGS="$(SAN)" all tests
-	CK_FORK=no ASAN_OPTIONS=detect_leaks=1 build-san/tests/unit
+	CK_FORK=no ASAN_OPTIONS=detect_leaks=1 build-san/tests/unit-tests
 	MLCORE_BUILD=$(abspath build-san) bats tests/cli
 
 BENCH_DIR ?= /tmp
@@ -128,6 +145,8 @@ install: all $(B)/mlcore.pc
 	ln -sf libmlcore.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libmlcore.so.$(SOVERSION)
 	ln -sf libmlcore.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmlcore.so
 	install -m 644 include/mlcore.h $(DESTDIR)$(INCDIR)/
+	install -d $(DESTDIR)$(INCDIR)/mlcore
+	$(if $(wildcard include/mlcore/*.h),install -m 644 $(wildcard include/mlcore/*.h) $(DESTDIR)$(INCDIR)/mlcore/)
 	install -m 644 $(B)/mlcore.pc $(DESTDIR)$(PCDIR)/
 	$(if $(MAN1),install -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/)
 	$(if $(MAN3),install -m 644 $(MAN3) $(DESTDIR)$(MANDIR)/man3/)
@@ -138,6 +157,7 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libmlcore.a $(DESTDIR)$(LIBDIR)/libmlcore.so \
 	  $(DESTDIR)$(LIBDIR)/libmlcore.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmlcore.so.$(VERSION)
 	rm -f $(DESTDIR)$(INCDIR)/mlcore.h $(DESTDIR)$(PCDIR)/mlcore.pc
+	rm -rf $(DESTDIR)$(INCDIR)/mlcore
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
 	  $(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3))) \
 	  $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5)))

@@ -225,10 +225,17 @@ static ml_status check_rope(const ml_mlb_header *h, ml_error *err)
     float f = h->rope_factor, lo = h->rope_low_freq_factor, hi = h->rope_high_freq_factor;
     uint32_t orig = h->rope_orig_max_seq;
     switch (h->rope_type) {
-    case ML_ROPE_PLAIN:
-        if (f != 0 || lo != 0 || hi != 0 || orig != 0)
-            return BAD(ML_E_FORMAT, rope_type,
-                       "plain RoPE but offsets 56-71 (scaling parameters) are not zero");
+    case ML_ROPE_PLAIN: /* bytes, not values: -0.0 is not zero here */
+        if (ml__f32_bits(f))
+            return BAD(ML_E_FORMAT, rope_factor, "%.9g with plain RoPE (must be 0)", (double)f);
+        if (ml__f32_bits(lo))
+            return BAD(ML_E_FORMAT, rope_low_freq_factor, "%.9g with plain RoPE (must be 0)",
+                       (double)lo);
+        if (ml__f32_bits(hi))
+            return BAD(ML_E_FORMAT, rope_high_freq_factor, "%.9g with plain RoPE (must be 0)",
+                       (double)hi);
+        if (orig)
+            return BAD(ML_E_FORMAT, rope_orig_max_seq, "%u with plain RoPE (must be 0)", orig);
         break;
     case ML_ROPE_LLAMA3:
         if (!pos_finite(f))
@@ -246,9 +253,14 @@ static ml_status check_rope(const ml_mlb_header *h, ml_error *err)
     case ML_ROPE_LINEAR:
         if (!pos_finite(f))
             return BAD(ML_E_FORMAT, rope_factor, "linear: %.9g must be finite and > 0", (double)f);
-        if (lo != 0 || hi != 0 || orig != 0)
-            return BAD(ML_E_FORMAT, rope_type,
-                       "linear RoPE uses only rope_factor, but offsets 60-71 are not zero");
+        if (ml__f32_bits(lo))
+            return BAD(ML_E_FORMAT, rope_low_freq_factor, "%.9g with linear RoPE (must be 0)",
+                       (double)lo);
+        if (ml__f32_bits(hi))
+            return BAD(ML_E_FORMAT, rope_high_freq_factor, "%.9g with linear RoPE (must be 0)",
+                       (double)hi);
+        if (orig)
+            return BAD(ML_E_FORMAT, rope_orig_max_seq, "%u with linear RoPE (must be 0)", orig);
         break;
     case ML_ROPE_YARN:
         if (!pos_finite(f))

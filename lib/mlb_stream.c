@@ -64,7 +64,7 @@ static ml_status skip_padding(stream *st, uint64_t to, const char *what, ml_erro
         for (size_t i = 0; i < n; i++)
             if (st->buf[i])
                 return ml__err(err, ML_E_FORMAT, what, (int64_t)(start + i),
-                               "padding byte is 0x%02x, must be 0", st->buf[i]);
+                               "padding byte before this array is 0x%02x, must be 0", st->buf[i]);
     }
     return ML_OK;
 }

@@ -487,7 +487,7 @@ accepts() { # FILE: both commands accept it
 
 @test "rule 10: RoPE scaling parameters per rope_type (FORMAT)" {
     rejects "$(mutate "$TINY" rope_factor=2)" ML_E_FORMAT \
-        'rope_type (offset 52): plain RoPE but offsets 56-71 (scaling parameters) are not zero'
+        'rope_factor (offset 56): 2 with plain RoPE (must be 0)'
     rejects "$(mutate "$TINY" rope_type=4)" ML_E_FORMAT 'rope_type (offset 52): unknown RoPE type 4'
     rejects "$(mutate "$TINY" rope_attn_factor=1)" ML_E_FORMAT \
         'rope_attn_factor (offset 88): 1 without yarn scaling (must be 0)'
@@ -500,7 +500,7 @@ accepts() { # FILE: both commands accept it
     # linear: rope_factor only.
     accepts "$(mutate "$TINY" rope_type=2 rope_factor=2)"
     rejects "$(mutate "$TINY" rope_type=2 rope_factor=2 rope_orig_max_seq=5)" ML_E_FORMAT \
-        'rope_type (offset 52): linear RoPE uses only rope_factor'
+        'rope_orig_max_seq (offset 68): 5 with linear RoPE (must be 0)'
     # yarn (the full preset): beta_fast (offset 60) must exceed beta_slow (64).
     rejects "$(mutate "$FULL" rope_low_freq_factor=0.5)" ML_E_FORMAT \
         'rope_low_freq_factor (offset 60): yarn beta_fast: 0.5 must be finite and > beta_slow 1'

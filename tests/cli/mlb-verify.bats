@@ -113,13 +113,13 @@ deep_reject() { # FILE EXPECTED-DETAIL
     local f off
     f=$(mutant "$FULL" a.mlb)
     patch_hex "$f" 300 2a # the flags end at 260, tok_emb starts at 320
-    deep_reject "$f" "tok_emb (offset 300): padding byte is 0x2a, must be 0"
+    deep_reject "$f" "tok_emb (offset 300): padding byte before this array is 0x2a, must be 0"
     # q_norm's 96 bytes are followed by 32 bytes of padding before k_norm.
     f=$(mutant "$FULL" b.mlb)
     off=$(($(tensor "$FULL" blk.0.q_norm offset) + 96 + 31))
     [[ $((off + 1)) -eq $(tensor "$FULL" blk.0.k_norm offset) ]]
     patch_hex "$f" "$off" ff
-    deep_reject "$f" "blk.0.k_norm (offset $off): padding byte is 0xff, must be 0"
+    deep_reject "$f" "blk.0.k_norm (offset $off): padding byte before this array is 0xff, must be 0"
     # full ends 16 bytes short of a multiple of 64; the writer pads them.
     f=$(mutant "$FULL" c.mlb)
     off=$(($(file_size "$FULL") - 4))
