@@ -378,4 +378,10 @@ ML_API ml_status ml_mlb_write_random(const ml_mlb_header *h, const uint8_t *flag
 #ifdef __cplusplus
 }
 #endif
+
+/* The other parts of the library, one header each. */
+#include <mlcore/quant.h>
+#include <mlcore/gguf.h>
+#include <mlcore/mlt.h>
+
 #endif /* MLCORE_H */
