@@ -20,7 +20,7 @@ WARN := -Wall -Wextra $(WERROR) -Wshadow -Wstrict-prototypes -Wmissing-prototype
         -Wvla -Wformat=2 -Wundef -Wpointer-arith -Wwrite-strings -Wno-format-nonliteral
 # -ffp-contract=off: no fused multiply-add behind our back, so every
 # kernel variant can be bit-identical to the scalar reference.
-BASE := -std=c11 -Icmd/common -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -fPIC -ffp-contract=off \
+BASE := -std=c11 -Icmd/common -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -fPIC -ffp-contract=off \
         -fvisibility=hidden -Iinclude -Ilib -MMD -MP
 ALL_CFLAGS = $(BASE) $(WARN) $(CFLAGS)
 LDLIBS_LIB := -ldeflate -lz -lm -lpthread
@@ -131,11 +131,16 @@ BENCH_DIR ?= /tmp
 bench: all $(TEST_TOOLS)
 	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-mlb.sh
 
+# libdir and includedir are written relative to ${prefix} when they lie
+# under it, so `pkg-config --define-variable=prefix=...` relocates them.
+PC_LIBDIR = $(patsubst $(PREFIX)%,$${prefix}%,$(LIBDIR))
+PC_INCDIR = $(patsubst $(PREFIX)%,$${prefix}%,$(INCDIR))
 $(B)/mlcore.pc: Makefile
 	@mkdir -p $(B)
-	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: mlcore\nDescription: %s\nVersion: %s\nLibs: -L$${libdir} -lmlcore\nLibs.private: -ldeflate -lz -lm -lpthread\nCflags: -I$${includedir}\n' \
-	  '$(PREFIX)' '$(LIBDIR)' '$(INCDIR)' 'LLM model files and CPU inference' '$(VERSION)' > $@
+	$(Q)printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: mlcore\nDescription: %s\nVersion: %s\nLibs: -L$${libdir} -lmlcore\nLibs.private: -ldeflate -lz -lm -lpthread\nCflags: -I$${includedir}\n' \
+	  '$(PREFIX)' '$(PC_LIBDIR)' '$(PC_INCDIR)' 'LLM model files and CPU inference' '$(VERSION)' > $@
 
+.PHONY: $(B)/mlcore.pc
 install: all $(B)/mlcore.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(PCDIR) \
 	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5
