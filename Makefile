@@ -23,7 +23,7 @@ WARN := -Wall -Wextra $(WERROR) -Wshadow -Wstrict-prototypes -Wmissing-prototype
 BASE := -std=c11 -Icmd/common -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -fPIC -ffp-contract=off \
         -fvisibility=hidden -Iinclude -Ilib -MMD -MP
 ALL_CFLAGS = $(BASE) $(WARN) $(CFLAGS)
-LDLIBS_LIB := -ldeflate -lz -lm -lpthread
+LDLIBS_LIB := -lutf8proc -ldeflate -lz -lm -lpthread
 
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
@@ -49,6 +49,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 .SECONDARY:
+.PHONY: bench-tok
 .PHONY: all lib check check-all unit cli sanitize install uninstall clean bench man-lint tests
 all: lib $(BINS)
 lib: $(B)/libmlcore.a $(B)/libmlcore.so
@@ -131,13 +132,16 @@ BENCH_DIR ?= /tmp
 bench: all $(TEST_TOOLS)
 	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-mlb.sh
 
+bench-tok: all
+	MLCORE_BUILD=$(abspath $(B)) bash bench/bench-tok.sh
+
 # libdir and includedir are written relative to ${prefix} when they lie
 # under it, so `pkg-config --define-variable=prefix=...` relocates them.
 PC_LIBDIR = $(patsubst $(PREFIX)%,$${prefix}%,$(LIBDIR))
 PC_INCDIR = $(patsubst $(PREFIX)%,$${prefix}%,$(INCDIR))
 $(B)/mlcore.pc: Makefile
 	@mkdir -p $(B)
-	$(Q)printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: mlcore\nDescription: %s\nVersion: %s\nLibs: -L$${libdir} -lmlcore\nLibs.private: -ldeflate -lz -lm -lpthread\nCflags: -I$${includedir}\n' \
+	$(Q)printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: mlcore\nDescription: %s\nVersion: %s\nLibs: -L$${libdir} -lmlcore\nLibs.private: -lutf8proc -ldeflate -lz -lm -lpthread\nCflags: -I$${includedir}\n' \
 	  '$(PREFIX)' '$(PC_LIBDIR)' '$(PC_INCDIR)' 'LLM model files and CPU inference' '$(VERSION)' > $@
 
 .PHONY: $(B)/mlcore.pc

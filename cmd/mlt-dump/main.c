@@ -1,0 +1,476 @@
+/* mlt-dump - look into .mlt tokenizers (mlt(5)): a header summary by
+ * default; the vocabulary, the merges, encoding text to ids and decoding
+ * ids to text on request, as text for people and pipes or --json for
+ * scripts. */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { OPT_VOCAB, OPT_MERGES, OPT_ENCODE, OPT_DECODE, OPT_LINES, OPT_JSON, OPT_BOS, OPT_NO_BOS,
+       OPT_SKIP, OPT_KEEP_SPACE };
+
+static const cli_opt opts[] = {
+    {OPT_VOCAB, 'v', "vocab", NULL, "print every token: id, attr, piece"},
+    {OPT_MERGES, 'm', "merges", NULL, "print every merge: rank, left, right, result"},
+    {OPT_ENCODE, 'e', "encode", "TEXT", "print the ids of TEXT (- reads standard input)"},
+    {OPT_DECODE, 'd', "decode", NULL, "print the text of the ID operands (or of ids on stdin)"},
+    {OPT_LINES, 'l', "lines", NULL, "with --encode: one line of ids per input line"},
+    {OPT_JSON, 'j', "json", NULL, "print JSON for scripts"},
+    {OPT_BOS, 0, "bos", NULL, "with --encode: always put the BOS id first"},
+    {OPT_NO_BOS, 0, "no-bos", NULL, "with --encode: never put the BOS id first"},
+    {OPT_SKIP, 0, "skip-bos-eos", NULL, "with --decode: leave out the BOS and EOS ids"},
+    {OPT_KEEP_SPACE, 0, "keep-space", NULL, "with --decode: keep the space of the leading \xe2\x96\x81"},
+};
+
+static const cli cmd = {
+    "mlt-dump", "[options] FILE [ID...]",
+    "Validate an .mlt tokenizer and print its header, vocabulary or merges,\n"
+    "or encode text and decode ids with it.  FILE may be - for standard input.",
+    "Examples:\n"
+    "  mlt-dump m.mlt                      header summary\n"
+    "  mlt-dump --vocab m.mlt | grep hello\n"
+    "  echo hi | mlt-dump --encode - m.mlt\n"
+    "  mlt-dump --decode m.mlt 9906 1917\n",
+    opts, sizeof opts / sizeof opts[0],
+};
+
+typedef struct options {
+    int vocab, merges, decode, lines, json, bos, skip, keep_space;
+    const char *encode; /* TEXT, "-" or NULL */
+} options;
+
+static const char *attr_name(unsigned a)
+{
+    return a == ML_MLT_ADDED ? "added" : a == ML_MLT_BYTE ? "byte" : "normal";
+}
+
+/* A piece for people: valid UTF-8 as it is, backslash, tab, newline,
+ * control and invalid bytes as \\ \t \n \xHH, so every piece reads back
+ * unambiguously and stays on one line. */
+static void print_piece(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = p[i];
+        if (c == '\\') {
+            fputs("\\\\", stdout);
+        } else if (c == '\t') {
+            fputs("\\t", stdout);
+        } else if (c == '\n') {
+            fputs("\\n", stdout);
+        } else if (c < 0x20 || c == 0x7f) {
+            printf("\\x%02x", c);
+        } else if (c < 0x80) {
+            putchar(c);
+        } else {
+            size_t len = c < 0xc2 ? 0 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : c < 0xf5 ? 4 : 0;
+            int ok = len && len <= n - i;
+            for (size_t k = 1; ok && k < len; k++)
+                ok = (p[i + k] & 0xc0) == 0x80;
+            if (ok && ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] > 0x9f) ||
+                       (c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] > 0x8f)))
+                ok = 0;
+            /* C1 controls (U+0080..U+009F) are escaped too. */
+            if (ok && c == 0xc2 && p[i + 1] < 0xa0)
+                ok = 0;
+            if (ok) {
+                fwrite(p + i, 1, len, stdout);
+                i += len - 1;
+            } else {
+                printf("\\x%02x", c);
+            }
+        }
+    }
+}
+
+static void print_hex(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        printf("%02x", p[i]);
+}
+
+static void json_token(const ml_mlt *t, uint32_t id)
+{
+    ml_mlt_token k = ml_mlt_get_token(t, id);
+    printf("{\"id\":%u,\"attr\":\"%s\",\"piece\":", id, attr_name(k.attr));
+    json_strn(stdout, (const char *)k.bytes, k.len);
+    printf(",\"hex\":\"");
+    print_hex(k.bytes, k.len);
+    printf("\"}");
+}
+
+static const char *kind_name(uint32_t kind)
+{
+    return kind == ML_MLT_KIND_SPM ? "SentencePiece-style BPE" : "byte-level BPE";
+}
+
+static const char *pretok_name(const ml_mlt_header *h)
+{
+    uint32_t f = h->flags;
+    if (h->kind == ML_MLT_KIND_SPM)
+        return f & ML_MLT_NO_PREFIX ? "none; spaces as \xe2\x96\x81, no prefix"
+               : f & ML_MLT_PREFIX_FIRST ? "none; spaces as \xe2\x96\x81, prefix at the start"
+                                         : "none; spaces as \xe2\x96\x81, prefix after every added token";
+    if (f & ML_MLT_GPT2_REGEX)
+        return f & ML_MLT_SPLIT_DIGITS ? "digits split off, then the GPT-2 regex" : "GPT-2 regex";
+    if (f & ML_MLT_MARKS_REGEX)
+        return "Llama 3 regex with [\\p{L}\\p{M}]+ letters (Qwen3.5)";
+    return f & ML_MLT_SINGLE_DIGITS ? "Llama 3 regex with single digits" : "Llama 3 regex";
+}
+
+static void count_attrs(const ml_mlt *t, uint32_t c[3])
+{
+    c[0] = c[1] = c[2] = 0;
+    for (uint32_t i = 0; i < ml_mlt_get_header(t)->n_vocab; i++)
+        c[ml_mlt_get_token(t, i).attr]++;
+}
+
+static void print_special(const char *name, const ml_mlt *t, int32_t id, const char *meaning)
+{
+    printf("  %-22s %-15d ", name, (int)id);
+    if (id >= 0) {
+        ml_mlt_token k = ml_mlt_get_token(t, (uint32_t)id);
+        print_piece(k.bytes, k.len);
+    } else {
+        printf("none");
+    }
+    printf(" (%s)\n", meaning);
+}
+
+static void print_header(const char *path, const ml_mlt *t)
+{
+    const ml_mlt_header *h = ml_mlt_get_header(t);
+    uint32_t c[3];
+    char names[160];
+    count_attrs(t, c);
+    ml_mlt_flag_names(h->flags, names, sizeof names);
+    printf("%s\n", cli_name(path));
+    printf("  %-22s .mlt version %u\n", "format", h->version);
+    printf("  %-22s %" PRIu64 " bytes\n", "file size", ml_mlt_file_size(t));
+    printf("  %-22s %-15u %s\n", "kind", h->kind, kind_name(h->kind));
+    printf("  %-22s %-15u %u normal, %u added, %u byte\n", "n_vocab", h->n_vocab, c[0], c[1],
+           c[2]);
+    printf("  %-22s %u\n", "n_merges", h->n_merges);
+    print_special("bos", t, h->bos, "beginning of sequence");
+    print_special("eos", t, h->eos, "end of sequence");
+    printf("  %-22s %-15u %s\n", "flags", h->flags, h->flags ? names : "none");
+    printf("  %-22s %s\n", "pre-tokenizer", pretok_name(h));
+    printf("  %-22s %s\n", "normalization", h->flags & ML_MLT_NFC ? "NFC" : "none");
+}
+
+static void json_header(const char *path, const ml_mlt *t)
+{
+    const ml_mlt_header *h = ml_mlt_get_header(t);
+    uint32_t c[3];
+    char names[160];
+    count_attrs(t, c);
+    ml_mlt_flag_names(h->flags, names, sizeof names);
+    printf("{\"file\":");
+    json_str(stdout, cli_name(path));
+    printf(",\"size\":%" PRIu64 ",\"version\":%u,\"kind\":%u,\"n_vocab\":%u,\"n_merges\":%u,"
+           "\"bos\":%d,\"eos\":%d,\"flags\":%u,\"flag_names\":",
+           ml_mlt_file_size(t), h->version, h->kind, h->n_vocab, h->n_merges, (int)h->bos,
+           (int)h->eos, h->flags);
+    json_str(stdout, names);
+    printf(",\"normal\":%u,\"added\":%u,\"byte\":%u}\n", c[0], c[1], c[2]);
+}
+
+static void dump_vocab(const ml_mlt *t, int json)
+{
+    uint32_t n = ml_mlt_get_header(t)->n_vocab;
+    for (uint32_t i = 0; i < n && cli_stdout_ok(); i++) {
+        if (json) {
+            json_token(t, i);
+            putchar('\n');
+            continue;
+        }
+        ml_mlt_token k = ml_mlt_get_token(t, i);
+        printf("%u\t%s\t", i, attr_name(k.attr));
+        print_piece(k.bytes, k.len);
+        putchar('\n');
+    }
+}
+
+static void dump_merges(const ml_mlt *t, int json)
+{
+    uint32_t n = ml_mlt_get_header(t)->n_merges;
+    for (uint32_t r = 0; r < n && cli_stdout_ok(); r++) {
+        uint32_t a, b, m;
+        ml_mlt_get_merge(t, r, &a, &b, &m);
+        if (json) {
+            printf("{\"rank\":%u,\"left\":%u,\"right\":%u,\"merged\":%u}\n", r, a, b, m);
+            continue;
+        }
+        printf("%u\t%u\t%u\t%u\t", r, a, b, m);
+        ml_mlt_token k = ml_mlt_get_token(t, a);
+        print_piece(k.bytes, k.len);
+        putchar('\t');
+        k = ml_mlt_get_token(t, b);
+        print_piece(k.bytes, k.len);
+        putchar('\t');
+        k = ml_mlt_get_token(t, m);
+        print_piece(k.bytes, k.len);
+        putchar('\n');
+    }
+}
+
+/* Reads all of standard input. */
+static int read_stdin(char **out, size_t *len)
+{
+    size_t cap = 1 << 16, n = 0;
+    char *p = malloc(cap);
+    if (!p)
+        return -1;
+    for (;;) {
+        if (n == cap) {
+            char *q = cap > SIZE_MAX / 2 ? NULL : realloc(p, cap * 2);
+            if (!q) {
+                free(p);
+                return -1;
+            }
+            p = q;
+            cap *= 2;
+        }
+        size_t r = fread(p + n, 1, cap - n, stdin);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    if (ferror(stdin)) {
+        free(p);
+        return -2;
+    }
+    *out = p;
+    *len = n;
+    return 0;
+}
+
+static ml_status print_ids(ml_tok *k, const char *text, size_t len, int bos, int json,
+                           ml_error *err)
+{
+    ml_ids ids = {0};
+    ml_status s = ml_tok_encode(k, text, len, bos, &ids, err);
+    if (s)
+        return s;
+    printf(json ? "{\"ids\":[" : "");
+    for (size_t i = 0; i < ids.n; i++)
+        printf(json ? "%s%u" : "%s%u", i ? (json ? "," : " ") : "", ids.v[i]);
+    printf(json ? "]}\n" : "\n");
+    ml_ids_free(&ids);
+    return ML_OK;
+}
+
+static int do_encode(const char *path, const ml_mlt *t, const options *o)
+{
+    ml_tok *k;
+    ml_error err;
+    ml_status s = ml_tok_new(t, &k, &err);
+    if (s)
+        return cli_fail(path, s, &err);
+    char *buf = NULL;
+    size_t len;
+    if (strcmp(o->encode, "-") == 0) {
+        int r = read_stdin(&buf, &len);
+        if (r) {
+            ml_tok_free(k);
+            if (r == -1)
+                return cli_fail("-", ML_E_NOMEM, NULL);
+            cli_warn("-", "ML_E_IO: read error: %s", strerror(errno));
+            return EXIT_IO;
+        }
+    } else {
+        len = strlen(o->encode);
+    }
+    const char *text = buf ? buf : o->encode;
+    if (!o->lines) {
+        s = print_ids(k, text, len, o->bos, o->json, &err);
+    } else {
+        size_t start = 0;
+        while (start < len && !s && cli_stdout_ok()) {
+            const char *nl = memchr(text + start, '\n', len - start);
+            size_t end = nl ? (size_t)(nl - text) : len;
+            s = print_ids(k, text + start, end - start, o->bos, o->json, &err);
+            start = end + 1;
+        }
+    }
+    free(buf);
+    ml_tok_free(k);
+    return s ? cli_fail(path, s, &err) : EXIT_OK;
+}
+
+static int is_number(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return 0;
+    return 1;
+}
+
+/* A token id operand: digits only (checked by is_number), below 2^32. */
+static uint32_t parse_id(const char *s)
+{
+    errno = 0;
+    unsigned long long v = strtoull(s, NULL, 10);
+    if (errno || v > UINT32_MAX)
+        cli_usage_error("'%s' is not a token id", s);
+    return (uint32_t)v;
+}
+
+static ml_status stdout_sink(void *ctx, const void *buf, size_t n, ml_error *err)
+{
+    (void)ctx;
+    (void)err;
+    fwrite(buf, 1, n, stdout);
+    return ML_OK;
+}
+
+/* Decodes ids from the operands or, without any, from standard input. */
+static int do_decode(const char *path, const ml_mlt *t, const options *o, char **ids, int n_ids)
+{
+    ml_tok_stream st;
+    ml_error err;
+    ml_status s = ML_OK;
+    unsigned dopts = (o->skip ? ML_TOK_SKIP_BOS_EOS : 0) | (o->keep_space ? ML_TOK_KEEP_SPACE : 0);
+    ml_tok_stream_init(&st, t, dopts);
+    if (o->json) {
+        /* Collect, then print as one JSON string. */
+        uint32_t *v = malloc(((size_t)n_ids + 1) * sizeof *v);
+        if (!v)
+            return cli_fail(NULL, ML_E_NOMEM, NULL);
+        for (int i = 0; i < n_ids; i++)
+            v[i] = parse_id(ids[i]);
+        char *text;
+        size_t len;
+        s = ml_tok_decode(t, v, (size_t)n_ids, dopts, &text, &len, &err);
+        free(v);
+        if (s)
+            return cli_fail(path, s, &err);
+        printf("{\"text\":");
+        json_strn(stdout, text, len);
+        printf("}\n");
+        free(text);
+        return EXIT_OK;
+    }
+    for (int i = 0; i < n_ids && !s; i++)
+        s = ml_tok_stream_put(&st, parse_id(ids[i]), stdout_sink, NULL, &err);
+    if (!s)
+        s = ml_tok_stream_end(&st, stdout_sink, NULL, &err);
+    if (!s)
+        putchar('\n');
+    return s ? cli_fail(path, s, &err) : EXIT_OK;
+}
+
+/* Ids as whitespace-separated numbers on standard input; *buf_out holds
+ * the text they point into. */
+static int stdin_ids(char ***out, int *n, char **buf_out)
+{
+    char *buf;
+    size_t len;
+    if (read_stdin(&buf, &len))
+        return -1;
+    *buf_out = buf;
+    char **v = malloc((len / 2 + 2) * sizeof *v);
+    if (!v) {
+        free(buf);
+        return -1;
+    }
+    buf[len] = 0; /* read_stdin leaves room */
+    int k = 0;
+    for (char *tok = strtok(buf, " \t\r\n"); tok; tok = strtok(NULL, " \t\r\n")) {
+        if (!is_number(tok))
+            cli_usage_error("'%s' on standard input is not a token id", tok);
+        v[k++] = tok;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    options o = {0};
+    const char *arg;
+    int id, first;
+    cli_init(&cmd);
+    o.bos = ML_TOK_BOS_AUTO;
+    while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
+        switch (id) {
+        case OPT_VOCAB: o.vocab = 1; break;
+        case OPT_MERGES: o.merges = 1; break;
+        case OPT_ENCODE: o.encode = arg; break;
+        case OPT_DECODE: o.decode = 1; break;
+        case OPT_LINES: o.lines = 1; break;
+        case OPT_JSON: o.json = 1; break;
+        case OPT_BOS: o.bos = ML_TOK_BOS_YES; break;
+        case OPT_NO_BOS: o.bos = ML_TOK_BOS_NO; break;
+        case OPT_SKIP: o.skip = 1; break;
+        case OPT_KEEP_SPACE: o.keep_space = 1; break;
+        }
+    }
+    if (o.vocab + o.merges + (o.encode != NULL) + o.decode > 1)
+        cli_usage_error("--vocab, --merges, --encode and --decode exclude each other");
+    if (o.lines && !o.encode)
+        cli_usage_error("--lines goes with --encode");
+    /* With --decode the FILE is the operand that is not a number (the
+     * others are ids), or the first one if all are numbers. */
+    const char *path = NULL;
+    char **ids = malloc(((size_t)argc + 1) * sizeof *ids);
+    int n_ids = 0, file_at = first;
+    if (o.decode)
+        for (int i = first; i < argc; i++)
+            if (!is_number(argv[i])) {
+                file_at = i;
+                break;
+            }
+    for (int i = first; i < argc; i++) {
+        if (i == file_at)
+            path = argv[i];
+        else if (o.decode && is_number(argv[i]))
+            ids[n_ids++] = argv[i];
+        else
+            cli_usage_error("one FILE only (extra operand '%s')", argv[i]);
+    }
+    if (!path)
+        cli_usage_error("no FILE given");
+    if (o.encode && strcmp(o.encode, "-") == 0 && strcmp(path, "-") == 0)
+        cli_usage_error("the text and the tokenizer cannot both come from standard input");
+    char *ids_text = NULL;
+    ml_mlt *t;
+    ml_error err;
+    ml_status s = ml_mlt_open(path, &t, &err);
+    if (s) {
+        free(ids);
+        return cli_finish(cli_fail(path, s, &err));
+    }
+    int status = EXIT_OK;
+    if (o.vocab) {
+        dump_vocab(t, o.json);
+    } else if (o.merges) {
+        dump_merges(t, o.json);
+    } else if (o.encode) {
+        status = do_encode(path, t, &o);
+    } else if (o.decode) {
+        if (!n_ids && strcmp(path, "-") != 0) {
+            free(ids);
+            ids = NULL;
+            if (stdin_ids(&ids, &n_ids, &ids_text)) {
+                ml_mlt_close(t);
+                cli_warn("-", "ML_E_IO: cannot read the ids");
+                return cli_finish(EXIT_IO);
+            }
+        }
+        status = do_decode(path, t, &o, ids, n_ids);
+    } else if (o.json) {
+        json_header(path, t);
+    } else {
+        print_header(path, t);
+    }
+    ml_mlt_close(t);
+    free(ids);
+    free(ids_text);
+    return cli_finish(status);
+}

@@ -1,0 +1,218 @@
+#!/usr/bin/env bats
+# mlt-dump.bats - the header summary, --vocab, --merges, --encode (text,
+# standard input, --lines, BOS options), --decode (operands, standard
+# input, streaming repair), --json, pipes between them, and errors: exit
+# statuses and the error line for missing, malformed and unsupported files
+# and for usage mistakes.  Fixtures: tests/fixtures/tok (tools/json2mlt.py).
+
+bats_require_minimum_version 1.5.0
+
+load helpers
+
+FIX="$BATS_TEST_DIRNAME/../fixtures/tok"
+L3="$FIX/llama3_1.mlt"
+L2="$FIX/llama2.mlt"
+GEMMA="$FIX/gemma3.mlt"
+
+# ---------------------------------------------------------------- header
+
+@test "header summary of llama3_1" {
+    run -0 --separate-stderr mlt-dump "$L3"
+    [[ -z $stderr ]]
+    [[ ${lines[0]} == "$L3" ]]
+    [[ ${lines[1]} == "  format                 .mlt version 1" ]]
+    [[ ${lines[2]} == "  file size              4841885 bytes" ]]
+    [[ ${lines[3]} == "  kind                   2               byte-level BPE" ]]
+    [[ ${lines[4]} == "  n_vocab                128256          128000 normal, 256 added, 0 byte" ]]
+    [[ ${lines[5]} == "  n_merges               280147" ]]
+    [[ ${lines[6]} == "  bos                    128000          <|begin_of_text|> (beginning of sequence)" ]]
+    [[ ${lines[7]} == "  eos                    128009          <|eot_id|> (end of sequence)" ]]
+    [[ ${lines[8]} == "  flags                  3               add_bos ignore_merges" ]]
+    [[ ${lines[9]} == "  pre-tokenizer          Llama 3 regex" ]]
+    [[ ${#lines[@]} -eq 11 ]]
+}
+
+@test "header summary of gemma3 names the no_prefix extension and byte tokens" {
+    run -0 mlt-dump "$GEMMA"
+    [[ ${lines[4]} == "  n_vocab                262145          255474 normal, 6415 added, 256 byte" ]]
+    [[ ${lines[8]} == "  flags                  129             add_bos no_prefix" ]]
+    [[ ${lines[9]} == "  pre-tokenizer          none; spaces as ▁, no prefix" ]]
+}
+
+@test "--json header; standard input is (stdin)" {
+    run -0 bash -c "cat '$FIX/qwen3.mlt' | mlt-dump --json -"
+    jq -e '.file == "(stdin)" and .kind == 2 and .n_vocab == 151669 and .n_merges == 151387
+        and .bos == -1 and .eos == 151645 and .flags == 24 and .flag_names == "nfc single_digits"
+        and .normal == 151643 and .added == 26 and .byte == 0' <<<"$output"
+}
+
+# ---------------------------------------------------------------- vocab, merges
+
+@test "--vocab: id, attr, piece with control bytes escaped" {
+    run -0 mlt-dump --vocab "$L3"
+    [[ ${#lines[@]} -eq 128256 ]]
+    [[ ${lines[0]} == $'0\tnormal\t!' ]]
+    [[ ${lines[198]} == $'198\tnormal\t\\n' ]]
+    [[ ${lines[220]} == $'220\tnormal\t ' ]]
+    [[ ${lines[128000]} == $'128000\tadded\t<|begin_of_text|>' ]]
+    run -0 mlt-dump --vocab "$L2"
+    [[ ${lines[3]} == $'3\tbyte\t\\x00' ]]
+    [[ ${lines[95]} == $'95\tbyte\t\\\\' ]]
+    [[ ${lines[29871]} == $'29871\tnormal\t▁' ]]
+}
+
+@test "--vocab composes with grep; --json has the exact bytes in hex" {
+    run -0 bash -c "mlt-dump --vocab '$L3' | grep -P '\tHello\$'"
+    [[ $output == $'9906\tnormal\tHello' ]]
+    run -0 bash -c "mlt-dump --vocab --json '$L2' | sed -n 4p"
+    jq -e '.id == 3 and .attr == "byte" and .hex == "00"' <<<"$output"
+}
+
+@test "--merges: rank, ids and pieces" {
+    run -0 bash -c "mlt-dump --merges '$L2' | head -2"
+    [[ ${lines[0]} == $'0\t29871\t29873\t260\t▁\tt\t▁t' ]]
+    [[ ${lines[1]} == $'1\t29872\t29878\t261\te\tr\ter' ]]
+    run -0 bash -c "mlt-dump --merges --json '$L2' | head -1"
+    [[ $output == '{"rank":0,"left":29871,"right":29873,"merged":260}' ]]
+}
+
+# ---------------------------------------------------------------- encode
+
+@test "--encode TEXT, with the tokenizer's own BOS, --no-bos and --bos" {
+    run -0 mlt-dump --encode "Hello world" "$L3"
+    [[ $output == "128000 9906 1917" ]]
+    run -0 mlt-dump --no-bos --encode "Hello world" "$L3"
+    [[ $output == "9906 1917" ]]
+    run -0 mlt-dump --encode "Hello world" "$FIX/llama3.mlt"
+    [[ $output == "9906 1917" ]]
+    run -0 mlt-dump --bos --encode "Hello world" "$FIX/llama3.mlt"
+    [[ $output == "128000 9906 1917" ]]
+    run -0 mlt-dump --encode "a</s>b" "$L2"
+    [[ $output == "1 263 2 289" ]]
+}
+
+@test "--encode - reads standard input; --lines gives one line per line" {
+    run -0 bash -c "echo hi | mlt-dump --no-bos --encode - '$L3'"
+    [[ $output == "6151 198" ]]
+    run -0 bash -c "printf 'Hello world\nhi\n\n' | mlt-dump -l --encode - '$L3'"
+    [[ ${#lines[@]} -eq 3 ]]
+    [[ ${lines[0]} == "128000 9906 1917" ]]
+    [[ ${lines[1]} == "128000 6151" ]]
+    [[ ${lines[2]} == "128000" ]]
+    run -0 mlt-dump --json --encode "Hello" "$FIX/qwen3.mlt"
+    [[ $output == '{"ids":[9707]}' ]]
+}
+
+@test "invalid UTF-8 is encoded as U+FFFD" {
+    run -0 bash -c "printf 'a\\xffb' | mlt-dump --no-bos --encode - '$L3'"
+    want=$(mlt-dump --no-bos --encode $'a\xef\xbf\xbdb' "$L3")
+    [[ $output == "$want" ]]
+}
+
+# ---------------------------------------------------------------- decode
+
+@test "--decode ID...: the file may stand before or after the ids" {
+    run -0 mlt-dump --decode "$L3" 128000 9906 1917
+    [[ $output == "<|begin_of_text|>Hello world" ]]
+    run -0 mlt-dump --decode 9906 1917 "$L3"
+    [[ $output == "Hello world" ]]
+    run -0 mlt-dump --decode --skip-bos-eos "$L3" 128000 9906 128009
+    [[ $output == "Hello" ]]
+}
+
+@test "--decode reads ids from standard input: encode | decode gives the text back" {
+    text='Grüße, 世界! 👋  code: x += 1'
+    for f in llama3_1 qwen3 gemma3 mistral llama2; do
+        run -0 bash -c "mlt-dump --encode '$text' '$FIX/$f.mlt' | mlt-dump --decode --skip-bos-eos '$FIX/$f.mlt'"
+        [[ $output == "$text" ]] || fail_with "$f: $output"
+    done
+}
+
+@test "--decode: SentencePiece spaces, --keep-space, byte tokens, repair" {
+    run -0 mlt-dump --decode "$L2" 15043 3186
+    [[ $output == "Hello world" ]]
+    run -0 mlt-dump --decode --keep-space "$L2" 15043 3186
+    [[ $output == " Hello world" ]]
+    # <0xE2> <0x82> <0xAC> is the euro sign; <0xE2> alone is repaired.
+    run -0 mlt-dump --decode "$L2" 229 133 175
+    [[ $output == "€" ]]
+    run -0 mlt-dump --decode "$L2" 229 263
+    [[ $output == $'\xef\xbf\xbd a' ]]
+    run -0 mlt-dump --json --decode "$L2" 15043
+    [[ $output == '{"text":"Hello"}' ]]
+}
+
+@test "--decode: an id beyond the vocabulary is an error (exit 2)" {
+    run -2 --separate-stderr mlt-dump --decode "$L2" 15043 32000
+    [[ $stderr == "mlt-dump: $L2: ML_E_INVAL: token id 32000 is not below n_vocab 32000" ]]
+}
+
+# ---------------------------------------------------------------- errors
+
+@test "missing file: exit 3" {
+    run -3 --separate-stderr mlt-dump "$BATS_TEST_TMPDIR/none.mlt"
+    [[ $stderr == "mlt-dump: $BATS_TEST_TMPDIR/none.mlt: ML_E_IO: cannot open: No such file or directory" ]]
+}
+
+@test "wrong files: a model, a JSON file; exit 1 with the field and offset" {
+    f="$BATS_TEST_TMPDIR/m.mlt"
+    printf 'MLB1\1\0\0\0' > "$f"
+    head -c 100 /dev/zero >> "$f"
+    run -1 --separate-stderr mlt-dump "$f"
+    [[ $stderr == "mlt-dump: $f: ML_E_FORMAT: magic (offset 0): \"MLB1\" is not \"MLT1\": this is an .mlb model, not a tokenizer" ]]
+    printf '{"version": "1.0"}' > "$f"
+    run -1 --separate-stderr mlt-dump "$f"
+    [[ $stderr == *'this looks like JSON (a tokenizer.json?); convert it with tools/json2mlt.py' ]]
+}
+
+@test "unknown flag bit, newer version, truncation, trailing bytes: exit 1" {
+    f=$(mutant "$L2" x.mlt)
+    put_u32 "$f" 28 $((1 | 4096))
+    run -1 --separate-stderr mlt-dump "$f"
+    [[ $stderr == "mlt-dump: $f: ML_E_FORMAT: flags (offset 28): 0x1001 has unknown bits 0x1000 (this build knows 0x1ff)" ]]
+    f=$(mutant "$L2" y.mlt)
+    put_u32 "$f" 4 2
+    run -1 --separate-stderr mlt-dump "$f"
+    [[ $stderr == "mlt-dump: $f: ML_E_FORMAT: version (offset 4): 2 is not 1 (this build reads version 1)" ]]
+    f="$BATS_TEST_TMPDIR/z.mlt"
+    head -c 1000000 "$L2" > "$f"
+    run -1 --separate-stderr mlt-dump "$f"
+    [[ $stderr == "mlt-dump: $f: ML_E_FORMAT: n_merges (offset 16): 61249 merges need 734988 bytes, "* ]]
+    f=$(mutant "$L2" t.mlt)
+    printf 'x' >> "$f"
+    run -1 --separate-stderr mlt-dump "$f"
+    [[ $stderr == "mlt-dump: $f: ML_E_FORMAT: merges (offset 1104659): 1 bytes after the last merge" ]]
+}
+
+@test "usage errors: exit 2 with a hint" {
+    run -2 --separate-stderr mlt-dump
+    [[ ${stderr_lines[0]} == "mlt-dump: no FILE given" ]]
+    [[ ${stderr_lines[1]} == "Try 'mlt-dump --help' for more information." ]]
+    run -2 --separate-stderr mlt-dump --vocab --merges "$L2"
+    [[ ${stderr_lines[0]} == "mlt-dump: --vocab, --merges, --encode and --decode exclude each other" ]]
+    run -2 --separate-stderr mlt-dump --lines "$L2"
+    [[ ${stderr_lines[0]} == "mlt-dump: --lines goes with --encode" ]]
+    run -2 --separate-stderr mlt-dump --encode - -
+    [[ ${stderr_lines[0]} == "mlt-dump: the text and the tokenizer cannot both come from standard input" ]]
+    run -2 --separate-stderr mlt-dump "$L2" 12
+    [[ ${stderr_lines[0]} == "mlt-dump: one FILE only (extra operand '12')" ]]
+    run -2 --separate-stderr mlt-dump "$L2" "$L3"
+    [[ ${stderr_lines[0]} == "mlt-dump: one FILE only (extra operand '$L3')" ]]
+}
+
+@test "--help lists every option; --version" {
+    run -0 mlt-dump --help
+    [[ ${lines[0]} == "Usage: mlt-dump [options] FILE [ID...]" ]]
+    for o in vocab merges encode decode lines json bos no-bos skip-bos-eos keep-space; do
+        has_line "--$o" "${lines[@]}"
+        m=$(printf '%s' "--$o" | sed 's/-/\\-/g')
+        grep -qF -- "$m" "$BATS_TEST_DIRNAME/../../man/mlt-dump.1" || fail_with "--$o not in mlt-dump(1)"
+    done
+    run -0 mlt-dump --version
+    [[ $output == "mlt-dump (mlcore) "* ]]
+}
+
+@test "a full stdout is an I/O error (exit 3)" {
+    run -3 --separate-stderr bash -c "mlt-dump --vocab '$L2' > /dev/full"
+    [[ $stderr == "mlt-dump: (stdout): ML_E_IO: write error: No space left on device" ]]
+}
