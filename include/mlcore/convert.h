@@ -1,0 +1,222 @@
+/* mlcore/convert.h - converting a GGUF model (llama.cpp's format) into an
+ * .mlb model, and reading .mli importance matrices for the quantizer.
+ *
+ * Conversion is two steps.  ml_convert_plan_new reads the GGUF's metadata and
+ * tensor infos (not the weights), maps the architecture onto the .mlb header
+ * and decides, for every array of the .mlb body, which GGUF tensor it comes
+ * from, what happens on the way (row permutations, splits, the Qwen3.5
+ * re-orderings) and whether the values arrive unchanged.  ml_convert_write
+ * then streams the model through a sink, tensor by tensor, in file order.
+ * The plan can be printed without writing anything (gguf2mlb --dry-run).
+ *
+ * What is mapped, and every decision where the specification is silent, is
+ * in gguf2mlb(1) and docs/convert-decisions.md.  In short:
+ *   - architectures llama (Llama 2 and 3.x, Mistral, SmolLM, SmolLM2),
+ *     qwen2, qwen3, gemma, gemma2, gemma3, smollm3 and qwen35; anything else,
+ *     and any key or tensor .mlb cannot represent, is ML_E_UNSUPPORTED
+ *     naming the key or tensor;
+ *   - a GGUF Q8_0 or Q4_0 matrix written as the same type is copied block by
+ *     block, bit for bit (scales as f16 bits, or widened exactly to f32);
+ *     Q4_0, Q5_0 and IQ4_NL blocks written as Q8_0 keep their scale and get
+ *     their exact integer levels; everything else is dequantized to float
+ *     and quantized with the spec's rules (mlcore/quant.h);
+ *   - a GGUF Q8_0 quant of -128, which .mlb forbids, becomes -127: one
+ *     quantization step on that weight, the rest of the block unchanged
+ *     (counted in ml_convert_stats).
+ *
+ * The plan borrows the ml_gguf (and the ml_mli given in the options): both
+ * must stay open until the plan is freed. */
+#ifndef MLCORE_CONVERT_H
+#define MLCORE_CONVERT_H
+
+#include <mlcore.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Importance matrices (.mli, mli(5); written by ml-run --imatrix)
+ * ------------------------------------------------------------------------ */
+#define ML_MLI_HEADER_SIZE 40
+
+typedef struct ml_mli ml_mli;
+
+typedef struct ml_mli_info {
+    uint32_t version; /* 1 */
+    uint32_t n_layers;
+    uint32_t dim;
+    uint32_t hidden_dim;
+    uint32_t q_dim;        /* as stored: 0 when it equals dim */
+    uint64_t layer_tokens; /* tokens summed into the layers */
+    uint64_t cls_tokens;   /* tokens summed into the classifier */
+} ml_mli_info;
+
+/* The channel groups of the file, in file order within a layer. */
+typedef enum ml_mli_slot {
+    ML_MLI_ATTN_IN = 0, /* input of wq, wk, wv (dim); also lqkv and lz */
+    ML_MLI_WO_IN = 1,   /* input of wo (q_dim) */
+    ML_MLI_FFN_IN = 2,  /* input of w1 and w3 (dim) */
+    ML_MLI_W2_IN = 3,   /* input of w2 (hidden_dim) */
+    ML_MLI_CLS_IN = 4   /* input of the classifier (dim); layer ignored */
+} ml_mli_slot;
+
+/* Maps the file read-only (a pipe or "-" is read whole) and validates it:
+ * magic "MLI1" (ML_E_FORMAT), version 1 (0 is ML_E_FORMAT, above 1
+ * ML_E_UNSUPPORTED), dimensions non-zero and within the .mlb limits
+ * (ML_E_SHAPE), the file size exactly 40 bytes plus the sums the header
+ * implies (ML_E_FORMAT), and every sum finite and >= 0 (ML_E_FORMAT naming
+ * the sum and its offset). */
+ML_API ml_status ml_mli_open(const char *path, ml_mli **out, ml_error *err);
+/* The same over a buffer the caller keeps alive until ml_mli_close. */
+ML_API ml_status ml_mli_open_memory(const void *buf, size_t len, ml_mli **out, ml_error *err);
+/* Accepts NULL. */
+ML_API void ml_mli_close(ml_mli *m);
+/* The header; borrowed from m. */
+ML_API const ml_mli_info *ml_mli_get_info(const ml_mli *m);
+
+/* Whether the file fits a model: n_layers, dim, hidden_dim and q_dim must
+ * equal the header's (ML_E_MISMATCH naming the field).  Linear-attention
+ * layers count like any other. */
+ML_API ml_status ml_mli_check_model(const ml_mli *m, const ml_mlb_header *h, ml_error *err);
+
+/* The sums of one slot of one layer (layer ignored for ML_MLI_CLS_IN) into
+ * out, which holds exactly n doubles (the slot's size, else ML_E_INVAL),
+ * and the tokens they were summed over into *tokens (may be NULL). */
+ML_API ml_status ml_mli_sums(const ml_mli *m, ml_mli_slot slot, uint32_t layer, double *out,
+                             size_t n, uint64_t *tokens, ml_error *err);
+
+/* ------------------------------------------------------------------------
+ * Options
+ * ------------------------------------------------------------------------ */
+
+/* Called after each piece of work with the output bytes done so far and the
+ * total; a non-zero return stops the conversion (ML_E_IO, "interrupted"). */
+typedef int (*ml_convert_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
+typedef struct ml_convert_opts {
+    uint32_t wtype;                  /* 0: keep the source's size class (below);
+                                        ML_WTYPE_Q8_0 or ML_WTYPE_Q4_0 */
+    int64_t q8_mask;                 /* -1: automatic (below); else ML_Q8_* bits,
+                                        only for a Q4_0 model */
+    int scale_f16;                   /* 1: f16 scales (default); 0: f32 scales */
+    int q4_rule;                     /* -1: automatic (round for gemma3, fit
+                                        otherwise); ML_Q4_FIT or ML_Q4_ROUND */
+    const ml_mli *imatrix;           /* importances for Q4_0 fit quantization, or NULL */
+    unsigned threads;                /* quantizer threads; 0 means 1 */
+    ml_convert_progress_fn progress; /* may be NULL */
+    void *progress_ctx;
+} ml_convert_opts;
+
+/* Defaults: automatic wtype, q8_mask and rule, f16 scales, one thread. */
+ML_API void ml_convert_opts_init(ml_convert_opts *o);
+
+/* ------------------------------------------------------------------------
+ * Plans
+ * ------------------------------------------------------------------------ */
+
+/* What happens to values on the way (ml_convert_item.transform). */
+enum {
+    ML_CONV_ROPE_PERM = 1,   /* rows (elements) of each head from rotate-half
+                                to interleaved pairs: new 2i+s <- old s*r/2+i */
+    ML_CONV_ROWS = 2,        /* a row (element) range of a fused tensor */
+    ML_CONV_QGATE = 4,       /* Qwen3.5: query or gate rows of attn_q */
+    ML_CONV_VHEADS = 8,      /* Qwen3.5: value heads from llama.cpp's tiled
+                                order back to the grouped order (rows or
+                                elements) */
+    ML_CONV_VHEAD_COLS = 16, /* the same on columns (lout) */
+    ML_CONV_A_LOG = 32,      /* A_log = ln(-ssm_a) */
+    ML_CONV_ZEROS = 64       /* no source tensor: zeros (a missing bias) */
+};
+
+/* How an item's values are produced. */
+typedef enum ml_convert_method {
+    ML_CONV_COPY = 0,     /* bytes copied (F32 -> F32, Q8_0 -> Q8_0, Q4_0 -> Q4_0) */
+    ML_CONV_EXACT = 1,    /* re-encoded without loss: F16/BF16/quantized
+                             vectors to F32, Q4_0/Q5_0/IQ4_NL to Q8_0 */
+    ML_CONV_QUANTIZE = 2, /* float or dequantized values quantized by the
+                             spec's rule: values change within its bound */
+    ML_CONV_DERIVED = 3   /* computed (A_log): not bit-exact */
+} ml_convert_method;
+
+/* One array (or quantized matrix) of the .mlb body. */
+typedef struct ml_convert_item {
+    ml_tensor dst;             /* name, role, layer, type, shape, offsets */
+    const ml_gguf_tensor *src; /* where the values come from; NULL with
+                                  ML_CONV_ZEROS */
+    uint32_t transform;        /* ML_CONV_* bits */
+    ml_convert_method method;
+    int lossless; /* 1: the .mlb holds exactly the values
+                     llama.cpp reads from the GGUF */
+} ml_convert_item;
+
+typedef struct ml_convert_plan ml_convert_plan;
+
+/* Reads the metadata and tensor infos of g and builds the plan.  Fails with:
+ *   ML_E_UNSUPPORTED  an architecture, key value, tensor or tensor type
+ *                     .mlb cannot represent or this build cannot read (err
+ *                     names the key or tensor);
+ *   ML_E_FORMAT       a required key is missing or has the wrong type, or a
+ *                     value is out of range (err names the key);
+ *   ML_E_SHAPE        a tensor's shape disagrees with the metadata (err names
+ *                     the tensor and the offset of its info);
+ *   ML_E_MISMATCH     the importance matrix does not fit the model;
+ *   ML_E_INVAL        bad options (an importance matrix with the round rule,
+ *                     a q8_mask for a Q8_0 model, an unknown wtype);
+ *   ML_E_NOMEM. */
+ML_API ml_status ml_convert_plan_new(const ml_gguf *g, const ml_convert_opts *o,
+                                     ml_convert_plan **out, ml_error *err);
+/* Accepts NULL. */
+ML_API void ml_convert_plan_free(ml_convert_plan *p);
+
+/* Accessors; pointers are borrowed from the plan. */
+ML_API const ml_mlb_header *ml_convert_plan_header(const ml_convert_plan *p);
+/* The per-layer flag bytes, or NULL when the header has no layer flags. */
+ML_API const uint8_t *ml_convert_plan_flags(const ml_convert_plan *p);
+/* general.architecture, and a description of how it was read. */
+ML_API const char *ml_convert_plan_arch(const ml_convert_plan *p);
+ML_API const char *ml_convert_plan_arch_desc(const ml_convert_plan *p);
+/* The Q4_0 rule used for requantized matrices (ML_Q4_FIT or ML_Q4_ROUND). */
+ML_API int ml_convert_plan_q4_rule(const ml_convert_plan *p);
+ML_API size_t ml_convert_plan_n_items(const ml_convert_plan *p);
+ML_API const ml_convert_item *ml_convert_plan_item(const ml_convert_plan *p, size_t i);
+/* Notes for people: decisions taken (recovered RoPE parameters, defaults
+ * applied, GGUF tensors not used and why).  One line each. */
+ML_API size_t ml_convert_plan_n_notes(const ml_convert_plan *p);
+ML_API const char *ml_convert_plan_note(const ml_convert_plan *p, size_t i);
+/* Bytes of the .mlb the plan writes (with the final padding). */
+ML_API uint64_t ml_convert_plan_size(const ml_convert_plan *p);
+
+/* "copy", "exact Q4_0 -> Q8_0", "quantize Q4_K -> Q4_0 (fit)", ... plus the
+ * transforms, into buf (always terminated). */
+ML_API void ml_convert_item_describe(const ml_convert_plan *p, const ml_convert_item *it, char *buf,
+                                     size_t n);
+
+/* ------------------------------------------------------------------------
+ * Writing
+ * ------------------------------------------------------------------------ */
+typedef struct ml_convert_stats {
+    uint64_t clamped_q8;    /* GGUF Q8_0 quants of -128 written as -127 */
+    char first_clamped[64]; /* the GGUF tensor of the first one */
+    uint32_t copied;        /* items by method */
+    uint32_t exact;
+    uint32_t quantized;
+    uint32_t derived;
+    uint64_t bytes; /* bytes written */
+} ml_convert_stats;
+
+/* Writes the whole .mlb through fn, tensor by tensor in file order, holding
+ * at most one output tensor and a bounded float buffer in memory.  The bytes
+ * depend only on the GGUF and the options, not on opts.threads.  Errors:
+ * those of the sink (ML_E_IO), ML_E_FORMAT for non-finite values or scales
+ * in the source (err names the GGUF tensor and the offset), ML_E_UNSUPPORTED
+ * for a scale above 65504 with f16 scales, ML_E_IO "interrupted" when the
+ * progress callback asks to stop, ML_E_NOMEM.  st may be NULL. */
+ML_API ml_status ml_convert_write(const ml_convert_plan *p, ml_write_fn fn, void *ctx,
+                                  ml_convert_stats *st, ml_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

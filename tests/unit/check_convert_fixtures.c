@@ -1,0 +1,238 @@
+/* check_convert_fixtures.c - llama.cpp's own GGUFs converted: the models of
+ * tests/fixtures/models (tiny random Hugging Face models of every
+ * supported architecture, converted by llama.cpp's convert_hf_to_gguf.py
+ * and quantized by its llama-quantize; tools/make_model_fixtures.py).
+ * Every file is converted with the default options and every array checked
+ * against its GGUF tensor (tc_check_arrays: lossless arrays bit for bit,
+ * requantized ones equal to the spec's quantizer on the source values);
+ * the header is checked against the metadata by the mapping of
+ * gguf2mlb(1), written out here again.  The F32 files are also converted to
+ * Q4_0.  MLCORE_MODELS names another directory of the same layout
+ * (NAME/NAME-TYPE.gguf). */
+#include "check_convert_util.h"
+#include "suites.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *models_dir(void)
+{
+    const char *d = getenv("MLCORE_MODELS");
+    return d && *d ? d : "tests/fixtures/models";
+}
+
+static uint32_t key_u32(const ml_gguf *g, const char *arch, const char *suffix, uint32_t def)
+{
+    char k[96];
+    snprintf(k, sizeof k, "%s.%s", arch, suffix);
+    uint32_t v = def;
+    int found;
+    ck_assert(ml_gguf_get_u32(g, k, &v, &found, NULL) == ML_OK);
+    return v;
+}
+
+static float key_f32(const ml_gguf *g, const char *arch, const char *suffix, float def)
+{
+    char k[96];
+    snprintf(k, sizeof k, "%s.%s", arch, suffix);
+    float v = def;
+    int found;
+    ck_assert(ml_gguf_get_f32(g, k, &v, &found, NULL) == ML_OK);
+    return v;
+}
+
+static int is(const char *a, const char *b)
+{
+    return strcmp(a, b) == 0;
+}
+
+/* The layer flags the architecture's documented rules give layer l. */
+static uint8_t want_flags(const ml_gguf *g, const char *arch, uint32_t l)
+{
+    if (is(arch, "gemma2"))
+        return l % 2 == 0 ? ML_LAYER_SLIDING : 0;
+    if (is(arch, "gemma3"))
+        return key_u32(g, arch, "attention.sliding_window", 0) && l % 6 < 5
+                   ? ML_LAYER_SLIDING | ML_LAYER_LOCAL_ROPE
+                   : 0;
+    if (is(arch, "smollm3"))
+        return (l + 1) % 4 == 0 ? ML_LAYER_NO_ROPE : 0;
+    if (is(arch, "qwen35")) {
+        char k[96];
+        snprintf(k, sizeof k, "%s.attention.recurrent_layers", arch);
+        ml_gguf_value arr, e;
+        int found, v;
+        ck_assert(ml_gguf_get_array(g, k, &arr, &found, NULL) == ML_OK);
+        if (found) {
+            ck_assert(ml_gguf_array_get(&arr, l, &e, NULL) == ML_OK);
+            ck_assert(ml_gguf_value_bool(&e, &v, NULL) == ML_OK);
+            return v ? ML_LAYER_LINEAR : 0;
+        }
+        return (l + 1) % key_u32(g, arch, "full_attention_interval", 4) ? ML_LAYER_LINEAR : 0;
+    }
+    return 0;
+}
+
+static void check_header(const tc_conv *c, const char *file)
+{
+    const ml_gguf *g = c->g;
+    const ml_mlb_header *h = ml_mlb_get_header(c->m);
+    const char *s;
+    size_t n;
+    char arch[32];
+    ck_assert(ml_gguf_get_str(g, "general.architecture", &s, &n, NULL, NULL) == ML_OK);
+    snprintf(arch, sizeof arch, "%.*s", (int)n, s);
+    uint32_t dim = key_u32(g, arch, "embedding_length", 0),
+             heads = key_u32(g, arch, "attention.head_count", 0);
+    uint32_t hd = key_u32(g, arch, "attention.key_length", dim / heads);
+    const ml_gguf_tensor *emb = ml_gguf_find_tensor(g, "token_embd.weight");
+    ck_assert_msg(h->dim == dim && h->n_heads == heads, "%s: dim/heads", file);
+    ck_assert_uint_eq(h->n_layers, key_u32(g, arch, "block_count", 0) -
+                                       key_u32(g, arch, "nextn_predict_layers", 0));
+    ck_assert_uint_eq(h->n_kv_heads, key_u32(g, arch, "attention.head_count_kv", heads));
+    ck_assert_uint_eq(h->hidden_dim, key_u32(g, arch, "feed_forward_length", 0));
+    ck_assert_uint_eq(h->max_seq, key_u32(g, arch, "context_length", 0));
+    ck_assert_uint_eq(h->vocab, emb->rows);
+    ck_assert(h->rope_theta == key_f32(g, arch, "rope.freq_base", 10000.0f));
+    ck_assert(h->norm_eps == key_f32(g, arch, "attention.layer_norm_rms_epsilon", -1.0f));
+    ck_assert_uint_eq(h->head_dim, hd == dim / heads ? 0 : hd);
+    ck_assert_uint_eq(h->shared_classifier, ml_gguf_find_tensor(g, "output.weight") == NULL);
+    int gemma = strncmp(arch, "gemma", 5) == 0;
+    ck_assert_uint_eq(h->act, gemma);
+    ck_assert(h->embed_scale == (gemma ? sqrtf((float)dim) : 0.0f));
+    ck_assert_uint_eq(h->post_norms, is(arch, "gemma2") || is(arch, "gemma3"));
+    ck_assert_uint_eq(h->qk_norm, is(arch, "qwen3") || is(arch, "gemma3") || is(arch, "qwen35"));
+    ck_assert_uint_eq(h->attn_gate, is(arch, "qwen35"));
+    if (is(arch, "qwen2"))
+        ck_assert_uint_eq(h->qkv_bias, 1);
+    if (is(arch, "gemma2")) {
+        ck_assert(h->attn_softcap == key_f32(g, arch, "attn_logit_softcapping", 50.0f));
+        ck_assert(h->final_softcap == key_f32(g, arch, "final_logit_softcapping", 30.0f));
+    }
+    if (is(arch, "gemma3"))
+        ck_assert(h->final_softcap == key_f32(g, arch, "final_logit_softcapping", 0.0f));
+    /* RoPE scaling */
+    char k[96];
+    snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
+    int found;
+    const char *ty = "";
+    ck_assert(ml_gguf_get_str(g, k, &ty, &n, &found, NULL) == ML_OK);
+    uint32_t want_rope = ml_gguf_find_tensor(g, "rope_freqs.weight") ? ML_ROPE_LLAMA3
+                         : !found                                    ? ML_ROPE_PLAIN
+                         : n == 4 && !memcmp(ty, "yarn", 4)          ? ML_ROPE_YARN
+                         : n == 6 && !memcmp(ty, "linear", 6)        ? ML_ROPE_LINEAR
+                                                                     : ML_ROPE_PLAIN;
+    ck_assert_msg(h->rope_type == want_rope, "%s: rope_type %u, expected %u", file, h->rope_type,
+                  want_rope);
+    if (want_rope == ML_ROPE_LINEAR || want_rope == ML_ROPE_YARN)
+        ck_assert(h->rope_factor == key_f32(g, arch, "rope.scaling.factor", 0));
+    if (want_rope == ML_ROPE_YARN) {
+        ck_assert_uint_eq(h->rope_orig_max_seq,
+                          key_u32(g, arch, "rope.scaling.original_context_length", h->max_seq));
+        ck_assert(h->rope_attn_factor == (float)(0.1 * log((double)h->rope_factor) + 1.0));
+    }
+    int any = 0;
+    for (uint32_t l = 0; l < h->n_layers; l++) {
+        uint8_t f = want_flags(g, arch, l);
+        any |= f;
+        ck_assert_msg(ml_mlb_layer_flag(c->m, l) == f, "%s: layer %u flags %u, expected %u", file,
+                      l, ml_mlb_layer_flag(c->m, l), f);
+    }
+    ck_assert_uint_eq(h->layer_flags, any != 0);
+    if (is(arch, "qwen35") && any) {
+        ck_assert_uint_eq(h->lin_k_heads, key_u32(g, arch, "ssm.group_count", 0));
+        ck_assert_uint_eq(h->lin_v_heads, key_u32(g, arch, "ssm.time_step_rank", 0));
+        ck_assert_uint_eq(h->lin_k_dim, key_u32(g, arch, "ssm.state_size", 0));
+        ck_assert_uint_eq(h->lin_conv, key_u32(g, arch, "ssm.conv_kernel", 0));
+        ck_assert_uint_eq(h->rot_dim, key_u32(g, arch, "rope.dimension_count", 0));
+    }
+}
+
+typedef struct seen {
+    size_t files, q8_files, archs_mask;
+} seen;
+
+static void check_file(const char *path, const char *base, seen *sn)
+{
+    tc_conv c;
+    tc_convert_file(&c, path, NULL);
+    check_header(&c, base);
+    size_t lossless = tc_check_arrays(&c);
+    size_t n = ml_convert_plan_n_items(c.p);
+    /* A Q8_0 GGUF: everything lossless but the computed A_log, and lout
+     * when its value heads are narrower than a block (its columns move by
+     * less than a block: requantized). */
+    if (strstr(base, "-q8_0.gguf")) {
+        size_t narrow = ml_mlb_get_header(c.m)->lin_v_dim % 32 ? c.st.quantized : 0;
+        for (size_t i = 0; i < n && narrow; i++)
+            if (ml_convert_plan_item(c.p, i)->method == ML_CONV_QUANTIZE)
+                ck_assert_int_eq(ml_convert_plan_item(c.p, i)->dst.role, ML_R_LOUT);
+        ck_assert_msg(lossless + c.st.derived + narrow == n, "%s: %zu of %zu arrays lossless", base,
+                      lossless, n);
+        sn->q8_files++;
+    }
+    const char *arch = ml_convert_plan_arch(c.p);
+    static const char *const archs[] = {"llama",  "qwen2",  "qwen3",   "gemma",
+                                        "gemma2", "gemma3", "smollm3", "qwen35"};
+    for (size_t i = 0; i < 8; i++)
+        if (is(arch, archs[i]))
+            sn->archs_mask |= 1u << i;
+    tc_conv_free(&c);
+    /* F32 sources: to Q4_0 as well (the architecture's default rule). */
+    if (strstr(base, "-f32.gguf")) {
+        ml_convert_opts o;
+        ml_convert_opts_init(&o);
+        o.wtype = ML_WTYPE_Q4_0;
+        o.threads = 2;
+        tc_convert_file(&c, path, &o);
+        tc_check_arrays(&c);
+        tc_conv_free(&c);
+    }
+    sn->files++;
+}
+
+START_TEST(test_fixture_models)
+{
+    const char *root = models_dir();
+    DIR *d = opendir(root);
+    ck_assert_msg(d != NULL, "no fixture models in %s", root);
+    seen sn = {0};
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char sub[512];
+        snprintf(sub, sizeof sub, "%s/%s", root, e->d_name);
+        DIR *m = opendir(sub);
+        if (!m)
+            continue;
+        struct dirent *f;
+        while ((f = readdir(m))) {
+            size_t n = strlen(f->d_name);
+            if (n < 6 || strcmp(f->d_name + n - 5, ".gguf") != 0)
+                continue;
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", sub, f->d_name);
+            check_file(path, f->d_name, &sn);
+        }
+        closedir(m);
+    }
+    closedir(d);
+    /* Every architecture but possibly Qwen3.5, at least one Q8_0 each. */
+    ck_assert_msg((sn.archs_mask & 0x7f) == 0x7f, "architectures seen: mask %zx", sn.archs_mask);
+    ck_assert_msg(sn.files >= 40 && sn.q8_files >= 12, "%zu files, %zu Q8_0", sn.files,
+                  sn.q8_files);
+}
+END_TEST
+
+Suite *suite_convert_fixtures(void)
+{
+    Suite *s = suite_create("convert_fixtures");
+    TCase *tc = tcase_create("llama.cpp");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_fixture_models);
+    suite_add_tcase(s, tc);
+    return s;
+}
