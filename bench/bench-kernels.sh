@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# bench-kernels.sh - builds bench/bench_kernels.c against an already built
+# libmlcore.a (no make needed) and runs it; see the top of bench_kernels.c
+# for what it measures.
+#
+#   bash bench/bench-kernels.sh [-s SECONDS] [VARIANT...]
+#   MLCORE_BUILD=build-clang bash bench/bench-kernels.sh avx2
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${MLCORE_BUILD:-build}
+CC=${CC:-cc}
+if [ ! -f "$B/libmlcore.a" ]; then
+    echo "bench-kernels.sh: $B/libmlcore.a is missing; run make first" >&2
+    exit 1
+fi
+"$CC" -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra \
+    -Iinclude -Ilib bench/bench_kernels.c "$B/libmlcore.a" -ldeflate -lz -lm -lpthread \
+    -o "$B/bench_kernels"
+exec "$B/bench_kernels" "$@"

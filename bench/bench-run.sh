@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# bench-run.sh - ml-run against llama.cpp on the same weights, same machine,
+# same threads: generation and prompt-processing tokens/s, generation
+# against the memory-bandwidth bound, and peak RSS.  The model is a
+# TinyLlama-1.1B-shaped llama GGUF with random Q8_0 and Q4_0 weights
+# (bench/make_bench_gguf.py), converted losslessly by gguf2mlb, so both
+# programs read the very same blocks.
+#
+#   make bench-run                  (or MLCORE_BUILD=build bash bench/bench-run.sh)
+#   LLAMA_BIN=DIR   directory holding llama-bench (a llama.cpp build);
+#                   without it the script builds llama.cpp from the
+#                   llama-cpp-python source package (pip download) once.
+#   BENCH_DIR=/tmp  where the models and the build go
+#   THREADS=2 SHAPE=tinyllama PROMPT=512 GEN=128 TYPES="q8_0 q4_0"
+# Needs: python3 with numpy and gguf, cmake and g++ (to build llama.cpp).
+set -euo pipefail
+B=${MLCORE_BUILD:-build}
+DIR=${BENCH_DIR:-/tmp}
+T=${THREADS:-2}
+SHAPE=${SHAPE:-tinyllama}
+NP=${PROMPT:-512}
+NG=${GEN:-128}
+TYPES=${TYPES:-"q8_0 q4_0"}
+here=$(cd "$(dirname "$0")" && pwd)
+
+llama_bin() {
+    if [ -n "${LLAMA_BIN:-}" ]; then echo "$LLAMA_BIN"; return; fi
+    local src="$DIR/mlcore-llama.cpp"
+    if [ ! -x "$src/build/bin/llama-bench" ]; then
+        echo "building llama.cpp from the llama-cpp-python source package into $src ..." >&2
+        mkdir -p "$src.dl"
+        pip download -q --no-deps --no-binary :all: -d "$src.dl" llama-cpp-python >&2
+        rm -rf "$src" && mkdir -p "$src"
+        tar xzf "$src.dl"/llama_cpp_python-*.tar.gz -C "$src.dl"
+        cp -r "$src.dl"/llama_cpp_python-*/vendor/llama.cpp/. "$src"
+        cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+            -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF >&2
+        cmake --build "$src/build" -j"$(nproc)" --target llama-bench >&2
+    fi
+    echo "$src/build/bin"
+}
+
+# Peak RSS in MiB of a command (GNU time or /proc fallback not needed: bash
+# reads it from getrusage through /usr/bin/time when present).
+rss() { /usr/bin/time -f "%M" "$@" 2>&1 >/dev/null | tail -1; }
+
+LB=$(llama_bin)
+cc -O2 -pthread "$here/bandwidth.c" -o "$DIR/mlcore-bandwidth"
+bw=$("$DIR/mlcore-bandwidth" "$T" | awk -v t="$T" '$1 == t { print $2 }')
+echo "memory read bandwidth, $T threads: $bw GB/s"
+printf '%-6s %-10s %10s %10s %8s\n' type test llama.cpp mlcore ratio
+
+ids=$(seq 1 "$NP" | awk '{ printf "%d ", ($1 * 7919) % 31000 + 3 }')
+for ty in $TYPES; do
+    g="$DIR/mlcore-bench-$SHAPE-$ty.gguf" m="$DIR/mlcore-bench-$SHAPE-$ty.mlb"
+    [ -f "$g" ] || python3 "$here/make_bench_gguf.py" "$g" --type "$ty" --shape "$SHAPE"
+    [ -f "$m" ] || "$B/bin/gguf2mlb" "$g" -o "$m" -t "${m%.mlb}.mlt" -q -f
+    cat "$g" > /dev/null; cat "$m" > /dev/null
+    json=$("$LB/llama-bench" -m "$g" -t "$T" -p "$NP" -n "$NG" -r 3 -o json 2>/dev/null)
+    l_pp=$(echo "$json" | python3 -c 'import json,sys; r=json.load(sys.stdin); print([x["avg_ts"] for x in r if x["n_prompt"]>0][0])')
+    l_tg=$(echo "$json" | python3 -c 'import json,sys; r=json.load(sys.stdin); print([x["avg_ts"] for x in r if x["n_gen"]>0][0])')
+    best_pp=0 best_tg=0
+    for _ in 1 2 3; do
+        line=$("$B/bin/ml-run" -m "$m" --ids -p "$ids" -n "$NG" --ignore-eos --temp 0 -t "$T" \
+            --ctx $((NP + NG + 8)) 2>&1 >/dev/null | tail -1)
+        pp=$(echo "$line" | sed -n 's/.*prompt [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p')
+        tg=$(echo "$line" | sed -n 's/.*generation [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p')
+        best_pp=$(awk -v a="$best_pp" -v b="$pp" 'BEGIN { print (b > a ? b : a) }')
+        best_tg=$(awk -v a="$best_tg" -v b="$tg" 'BEGIN { print (b > a ? b : a) }')
+    done
+    # Bytes of weights read per generated token: the file less one
+    # embedding matrix (only one of its rows is read per token).
+    emb=$("$B/bin/mlb-info" --json "$m" | python3 -c 'import json,sys; t=json.load(sys.stdin)["tensors"]; e=[x for x in t if x["name"]=="tok_emb"][0]; print(e["bytes"]+e.get("scale_bytes",0))')
+    per_tok=$(( $(stat -c %s "$m") - emb ))
+    bound=$(awk -v b="$bw" -v p="$per_tok" 'BEGIN { print b * 1e9 / p }')
+    printf '%-6s %-10s %10.2f %10.2f %8.2f\n' "$ty" "pp$NP" "$l_pp" "$best_pp" "$(awk -v a="$best_pp" -v b="$l_pp" 'BEGIN{print a/b}')"
+    printf '%-6s %-10s %10.2f %10.2f %8.2f\n' "$ty" "tg$NG" "$l_tg" "$best_tg" "$(awk -v a="$best_tg" -v b="$l_tg" 'BEGIN{print a/b}')"
+    printf '%-6s %-10s %10.2f %10.2f %8.2f   (bound %.2f tokens/s from %.2f GB/token)\n' "$ty" "tg/bound" \
+        "$(awk -v a="$l_tg" -v b="$bound" 'BEGIN{print a/b}')" "$(awk -v a="$best_tg" -v b="$bound" 'BEGIN{print a/b}')" \
+        "$(awk -v a="$best_tg" -v b="$l_tg" 'BEGIN{print a/b}')" "$bound" "$(awk -v p="$per_tok" 'BEGIN{print p/1e9}')"
+    if [ -x /usr/bin/time ]; then
+        r_l=$(rss "$LB/llama-bench" -m "$g" -t "$T" -p 0 -n 16 -r 1)
+        r_m=$(rss "$B/bin/ml-run" -m "$m" --ids -p "1 2 3" -n 16 --ignore-eos -t "$T" --ctx $((NP + NG + 8)) -q)
+        printf '%-6s %-10s %10.0f %10.0f %8.2f   (peak RSS, MiB)\n' "$ty" "rss" "$((r_l / 1024))" "$((r_m / 1024))" "$(awk -v a="$r_m" -v b="$r_l" 'BEGIN{print a/b}')"
+    fi
+done

@@ -1,0 +1,347 @@
+/* bench_kernels.c - speed of the compute kernels, per variant, next to the
+ * machine's memory bandwidth: matvec (decode) as ns per row and GB/s of
+ * weights read, with the weights in cache ("hot": one matrix over and
+ * over) and in memory ("cold": a ring of copies larger than any cache,
+ * which is what decoding a model does), and the ratio of the cold numbers
+ * to the measured read bandwidth; matmul (prefill) for 64 and 512 tokens
+ * as ns per row and token and Gop/s; 1 and 2 threads through the
+ * runtime's pool; and the pool's wake-up latency.
+ *
+ * Build and run without make, from the repository root after `make`:
+ *     bash bench/bench-kernels.sh [-s SECONDS] [VARIANT...]
+ * which is
+ *     cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -Ilib \
+ *        bench/bench_kernels.c build/libmlcore.a -ldeflate -lz -lm -lpthread
+ * (MLCORE_BUILD=DIR uses DIR/libmlcore.a).  VARIANT: scalar, avx2,
+ * avx512vnni (default: every one this CPU runs).  -s: seconds per
+ * measurement (default 0.3). */
+#include "kernels/kernels.h"
+#include "runtime/pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void *xalloc(size_t n)
+{
+    void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+    if (!p) {
+        fprintf(stderr, "bench_kernels: out of memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    return p;
+}
+
+static uint64_t rng_state = 0x12345678;
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double seconds = 0.3;
+
+/* ---- memory bandwidth ---- */
+
+typedef struct bw_job {
+    const uint64_t *p;
+    size_t n;
+    uint64_t sum[64];
+} bw_job;
+
+static void bw_fn(void *ctx, unsigned ith, unsigned nth)
+{
+    bw_job *j = ctx;
+    size_t b, e;
+    ml__pool_split(j->n, 64, ith, nth, &b, &e);
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = b; i < e; i += 4) {
+        s0 += j->p[i];
+        s1 += j->p[i + 1];
+        s2 += j->p[i + 2];
+        s3 += j->p[i + 3];
+    }
+    j->sum[ith % 64] = s0 + s1 + s2 + s3;
+}
+
+/* Best of 5 passes over 512 MiB, in GB/s. */
+static double read_bandwidth(ml_pool *pool)
+{
+    const size_t n = (size_t)64 << 20;
+    static uint64_t *buf;
+    if (!buf) {
+        buf = xalloc(n * 8);
+        for (size_t i = 0; i < n; i++)
+            buf[i] = i;
+    }
+    bw_job j = {buf, n, {0}};
+    double best = 1e9;
+    for (int r = 0; r < 5; r++) {
+        double t = now();
+        ml__pool_run(pool, bw_fn, &j);
+        t = now() - t;
+        if (t < best)
+            best = t;
+    }
+    return (double)n * 8 / best / 1e9;
+}
+
+/* ---- pool latency ---- */
+
+static void nop_fn(void *ctx, unsigned ith, unsigned nth)
+{
+    (void)ctx;
+    (void)ith;
+    (void)nth;
+}
+
+static void pool_latency(ml_pool *pool)
+{
+    const int n = 20000;
+    double t = now();
+    for (int i = 0; i < n; i++)
+        ml__pool_run(pool, nop_fn, NULL);
+    const double spin = (now() - t) / n;
+    double asleep = 0;
+    for (int i = 0; i < 50; i++) {
+        struct timespec gap = {0, 5000000};
+        nanosleep(&gap, NULL);
+        t = now();
+        ml__pool_run(pool, nop_fn, NULL);
+        asleep += now() - t;
+    }
+    printf("pool, %u threads: an empty job takes %.2f us back to back (workers spinning), "
+           "%.1f us after 5 ms idle (workers asleep)\n",
+           ml__pool_size(pool), spin * 1e6, asleep / 50 * 1e6);
+}
+
+/* ---- matrices ---- */
+
+typedef struct matrix {
+    int q4;
+    size_t rows, cols;
+    size_t copies;       /* the ring of copies for cold runs */
+    uint8_t **q;         /* quants of each copy */
+    float **d;           /* scales of each copy */
+} matrix;
+
+static size_t weight_bytes(const matrix *m)
+{
+    return m->rows * m->cols / (m->q4 ? 2 : 1) + m->rows * m->cols / 32 * 4;
+}
+
+/* `copies` copies of one random matrix, together at least `min_bytes`. */
+static void matrix_new(matrix *m, int q4, size_t rows, size_t cols, size_t min_bytes)
+{
+    m->q4 = q4;
+    m->rows = rows;
+    m->cols = cols;
+    m->copies = min_bytes / weight_bytes(m) + 1;
+    m->q = malloc(m->copies * sizeof *m->q);
+    m->d = malloc(m->copies * sizeof *m->d);
+    const size_t qn = rows * cols / (q4 ? 2 : 1), dn = rows * cols / 32;
+    for (size_t c = 0; c < m->copies; c++) {
+        m->q[c] = xalloc(qn);
+        m->d[c] = xalloc(dn * sizeof(float));
+        if (c == 0) {
+            for (size_t i = 0; i < qn; i++)
+                m->q[0][i] = q4 ? (uint8_t)rnd() : (uint8_t)(int8_t)((int)(rnd() % 255) - 127);
+            for (size_t i = 0; i < dn; i++)
+                m->d[0][i] = (float)(rnd() % 1000) * 1e-5f;
+        } else {
+            memcpy(m->q[c], m->q[0], qn);
+            memcpy(m->d[c], m->d[0], dn * sizeof(float));
+        }
+    }
+}
+
+static void matrix_free(matrix *m)
+{
+    for (size_t c = 0; c < m->copies; c++) {
+        free(m->q[c]);
+        free(m->d[c]);
+    }
+    free(m->q);
+    free(m->d);
+}
+
+typedef struct acts {
+    size_t n_tok;
+    int8_t *q;
+    float *d;
+    float *y;
+} acts;
+
+static void acts_new(acts *a, const ml_kernels *k, size_t n_tok, size_t cols, size_t rows)
+{
+    float *x = xalloc(n_tok * cols * sizeof(float));
+    for (size_t i = 0; i < n_tok * cols; i++)
+        x[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0 * 2 - 1);
+    a->n_tok = n_tok;
+    a->q = xalloc(n_tok * cols);
+    a->d = xalloc(n_tok * cols / 32 * sizeof(float));
+    a->y = xalloc(n_tok * rows * sizeof(float));
+    k->quantize_q8_0(x, n_tok * cols, a->q, a->d);
+    free(x);
+}
+
+static void acts_free(acts *a)
+{
+    free(a->q);
+    free(a->d);
+    free(a->y);
+}
+
+/* One product on the pool, rows split in units of 8 as the runtime does. */
+typedef struct mm_job {
+    const ml_kernels *k;
+    const matrix *m;
+    size_t copy;
+    const acts *a;
+} mm_job;
+
+static void mm_fn(void *ctx, unsigned ith, unsigned nth)
+{
+    const mm_job *j = ctx;
+    const matrix *m = j->m;
+    size_t b, e;
+    ml__pool_split(m->rows, 8, ith, nth, &b, &e);
+    const uint8_t *q = m->q[j->copy];
+    const float *d = m->d[j->copy];
+    const acts *a = j->a;
+    if (a->n_tok == 1) {
+        if (m->q4)
+            j->k->matvec_q4_0(q, d, m->cols, b, e, a->q, a->d, a->y);
+        else
+            j->k->matvec_q8_0((const int8_t *)q, d, m->cols, b, e, a->q, a->d, a->y);
+    } else {
+        if (m->q4)
+            j->k->matmul_q4_0(q, d, m->cols, b, e, a->q, a->d, a->n_tok, a->y, m->rows);
+        else
+            j->k->matmul_q8_0((const int8_t *)q, d, m->cols, b, e, a->q, a->d, a->n_tok, a->y,
+                              m->rows);
+    }
+}
+
+/* Seconds per product: repeated for `seconds` (at least twice), the
+ * copies taken in turn when `cold`. */
+static double time_product(ml_pool *pool, const ml_kernels *k, const matrix *m, const acts *a,
+                           int cold)
+{
+    mm_job j = {k, m, 0, a};
+    ml__pool_run(pool, mm_fn, &j); /* warm-up */
+    size_t n = 0;
+    const double t0 = now();
+    double t;
+    do {
+        j.copy = cold ? n % m->copies : 0;
+        ml__pool_run(pool, mm_fn, &j);
+        n++;
+        t = now() - t0;
+    } while (t < seconds || n < 2);
+    return t / (double)n;
+}
+
+static void header(void)
+{
+    printf("\n%-11s %-12s %-10s %3s %-5s %10s %9s %9s\n", "variant", "op", "shape", "thr",
+           "data", "ns/row", "GB/s", "of bw");
+}
+
+static void bench_matvec(ml_pool **pools, const double *bw, const ml_kernels *k, matrix *m)
+{
+    acts a;
+    acts_new(&a, k, 1, m->cols, m->rows);
+    char shape[32];
+    snprintf(shape, sizeof shape, "%zux%zu", m->rows, m->cols);
+    for (int cold = 0; cold < 2; cold++)
+        for (unsigned t = 1; t <= 2; t++) {
+            const double s = time_product(pools[t - 1], k, m, &a, cold);
+            const double gbs = (double)weight_bytes(m) / s / 1e9;
+            printf("%-11s matvec %-5s %-10s %3u %-5s %10.2f %9.2f", k->name,
+                   m->q4 ? "Q4_0" : "Q8_0", shape, t, cold ? "cold" : "hot",
+                   s / (double)m->rows * 1e9, gbs);
+            if (cold)
+                printf(" %8.0f%%", 100 * gbs / bw[t - 1]);
+            printf("\n");
+        }
+    acts_free(&a);
+}
+
+static void bench_matmul(ml_pool **pools, const ml_kernels *k, matrix *m, size_t n_tok)
+{
+    acts a;
+    acts_new(&a, k, n_tok, m->cols, m->rows);
+    char shape[32];
+    snprintf(shape, sizeof shape, "%zux%zu", m->rows, m->cols);
+    for (unsigned t = 1; t <= 2; t++) {
+        const double s = time_product(pools[t - 1], k, m, &a, 0);
+        printf("%-11s matmul %-5s %-10s %3u %-5zu %10.3f %9.1f Gop/s, %.0f tokens/s\n", k->name,
+               m->q4 ? "Q4_0" : "Q8_0", shape, t, n_tok,
+               s / (double)(m->rows * n_tok) * 1e9,
+               2.0 * (double)(m->rows * m->cols * n_tok) / s / 1e9, (double)n_tok / s);
+    }
+    acts_free(&a);
+}
+
+static int wanted(const ml_kernels *k, int argc, char **argv, int first)
+{
+    if (first >= argc)
+        return 1;
+    for (int i = first; i < argc; i++)
+        if (strcmp(argv[i], k->name) == 0)
+            return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int first = 1;
+    if (argc > 2 && strcmp(argv[1], "-s") == 0) {
+        seconds = atof(argv[2]);
+        first = 3;
+    }
+    ml_pool *pools[2];
+    for (unsigned t = 1; t <= 2; t++)
+        if (ml__pool_new(t, &pools[t - 1], NULL) != ML_OK) {
+            fprintf(stderr, "bench_kernels: cannot start %u threads\n", t);
+            return 1;
+        }
+    const double bw[2] = {read_bandwidth(pools[0]), read_bandwidth(pools[1])};
+    printf("machine: %ld CPUs; memory read bandwidth %.1f GB/s with 1 thread, %.1f GB/s with 2 "
+           "(512 MiB, best of 5)\n",
+           sysconf(_SC_NPROCESSORS_ONLN), bw[0], bw[1]);
+    pool_latency(pools[1]);
+
+    const ml_kernels *ks[8];
+    const size_t nk = ml__kernels_available(ks, 8);
+    static const size_t shapes[][2] = {{2048, 2048}, {5632, 2048}};
+    for (int q4 = 0; q4 < 2; q4++)
+        for (size_t s = 0; s < 2; s++) {
+            matrix m;
+            matrix_new(&m, q4, shapes[s][0], shapes[s][1], (size_t)256 << 20);
+            header();
+            for (size_t v = 0; v < nk; v++)
+                if (wanted(ks[v], argc, argv, first))
+                    bench_matvec(pools, bw, ks[v], &m);
+            for (size_t n_tok = 64; n_tok <= 512; n_tok *= 8)
+                for (size_t v = 0; v < nk; v++)
+                    if (wanted(ks[v], argc, argv, first))
+                        bench_matmul(pools, ks[v], &m, n_tok);
+            matrix_free(&m);
+        }
+    ml__pool_free(pools[0]);
+    ml__pool_free(pools[1]);
+    return 0;
+}

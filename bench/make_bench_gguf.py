@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""make_bench_gguf.py - a llama-architecture GGUF with random Q8_0 or Q4_0
+weights of any shape, for speed comparisons with llama.cpp (the values do
+not matter for speed; llama.cpp and mlcore then run the very same weights,
+since gguf2mlb copies Q8_0 and Q4_0 blocks losslessly).
+
+    python3 bench/make_bench_gguf.py OUT.gguf --type q8_0 [--shape tinyllama|gemma3]
+
+Needs numpy and the gguf package (pip install numpy gguf).
+"""
+import argparse
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFWriter
+
+SHAPES = {  # dim, layers, heads, kv heads, hidden, vocab, ctx
+    "tinyllama": (2048, 22, 32, 4, 5632, 32000, 2048),
+    "smollm2": (576, 30, 9, 3, 1536, 49152, 8192),
+}
+
+
+def blocks(rng, rows, cols, qtype, scale):
+    """Raw GGUF blocks of a rows x cols matrix: f16 d, then the quants."""
+    nb = rows * cols // 32
+    d = (rng.uniform(0.5, 1.5, nb) * scale).astype("<f2").view(np.uint8).reshape(nb, 2)
+    if qtype == "q8_0":
+        q = rng.integers(-127, 128, (nb, 32), dtype=np.int8).view(np.uint8)
+    else:
+        q = rng.integers(0, 256, (nb, 16), dtype=np.uint8)
+    return np.concatenate([d, q], axis=1).reshape(rows, -1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--type", choices=["q8_0", "q4_0"], default="q8_0")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="tinyllama")
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    dim, n_layers, n_heads, n_kv, hidden, vocab, ctx = SHAPES[a.shape]
+    head = dim // n_heads
+    rng = np.random.default_rng(a.seed)
+    qt = GGMLQuantizationType.Q8_0 if a.type == "q8_0" else GGMLQuantizationType.Q4_0
+    # Scales that keep activations near unit variance (quants are ~uniform).
+    qstd = 73.3 if a.type == "q8_0" else 4.6
+
+    w = GGUFWriter(a.out, "llama")
+    w.add_context_length(ctx)
+    w.add_embedding_length(dim)
+    w.add_block_count(n_layers)
+    w.add_feed_forward_length(hidden)
+    w.add_head_count(n_heads)
+    w.add_head_count_kv(n_kv)
+    w.add_rope_dimension_count(head)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model("llama")
+    toks = [b"<unk>", b"<s>", b"</s>"] + [("\u2581t%d" % i).encode() for i in range(vocab - 3)]
+    w.add_token_list(toks)
+    w.add_token_scores([0.0] * 3 + [-float(i) for i in range(vocab - 3)])
+    w.add_token_types([2, 3, 3] + [1] * (vocab - 3))
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+
+    def mat(name, rows, cols):
+        raw = blocks(rng, rows, cols, a.type, 1.0 / (qstd * np.sqrt(cols)))
+        w.add_tensor(name, raw, raw_dtype=qt)
+
+    def vec(name, n):
+        w.add_tensor(name, np.ones(n, dtype=np.float32))
+
+    mat("token_embd.weight", vocab, dim)
+    for i in range(n_layers):
+        p = "blk.%d." % i
+        vec(p + "attn_norm.weight", dim)
+        mat(p + "attn_q.weight", dim, dim)
+        mat(p + "attn_k.weight", head * n_kv, dim)
+        mat(p + "attn_v.weight", head * n_kv, dim)
+        mat(p + "attn_output.weight", dim, dim)
+        vec(p + "ffn_norm.weight", dim)
+        mat(p + "ffn_gate.weight", hidden, dim)
+        mat(p + "ffn_down.weight", dim, hidden)
+        mat(p + "ffn_up.weight", hidden, dim)
+    vec("output_norm.weight", dim)
+    mat("output.weight", vocab, dim)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,560 @@
+/* ml-run - run an .mlb model: generate text from a prompt, write the logits
+ * of every evaluated position, or score a text's perplexity the way
+ * llama.cpp's llama-perplexity does. */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum {
+    OPT_MODEL, OPT_TOK, OPT_PROMPT, OPT_FILE, OPT_IDS, OPT_N, OPT_CTX, OPT_THREADS, OPT_BATCH,
+    OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_REPEAT, OPT_SEED, OPT_LOGITS, OPT_PPL, OPT_NOBOS,
+    OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET
+};
+
+static const cli_opt opts[] = {
+    {OPT_MODEL, 'm', "model", "FILE", "the model (.mlb); required"},
+    {OPT_TOK, 'k', "tokenizer", "FILE", "the tokenizer (.mlt; default: beside the model)"},
+    {OPT_PROMPT, 'p', "prompt", "TEXT", "the prompt (default: standard input)"},
+    {OPT_FILE, 'f', "file", "FILE", "read the prompt from FILE"},
+    {OPT_IDS, 0, "ids", NULL, "the prompt is token ids; print generated ids, not text"},
+    {OPT_N, 'n', "n-predict", "N", "tokens to generate (default 128; 0: only evaluate)"},
+    {OPT_CTX, 'c', "ctx", "N", "context positions (default: 4096, at most max_seq)"},
+    {OPT_THREADS, 't', "threads", "N", "threads (default: the number of CPUs)"},
+    {OPT_BATCH, 'b', "batch", "N", "prompt tokens per step (default 64)"},
+    {OPT_TEMP, 0, "temp", "T", "temperature; 0 is greedy (default 0.8)"},
+    {OPT_TOPK, 0, "top-k", "K", "keep the K most likely tokens (default 40; 0: off)"},
+    {OPT_TOPP, 0, "top-p", "P", "keep the most likely tokens up to probability P (default 0.95)"},
+    {OPT_MINP, 0, "min-p", "P", "drop tokens below P times the best's probability (default 0.05)"},
+    {OPT_REPEAT, 0, "repeat-penalty", "R", "penalty on the last 64 tokens (default 1: off)"},
+    {OPT_SEED, 's', "seed", "S", "random seed (default: from the clock; printed with -v)"},
+    {OPT_LOGITS, 0, "logits", "FILE", "write the logits of every evaluated position to FILE"},
+    {OPT_PPL, 0, "perplexity", "FILE", "score the text in FILE like llama-perplexity"},
+    {OPT_NOBOS, 0, "no-bos", NULL, "do not prepend BOS to the prompt"},
+    {OPT_IGNORE_EOS, 0, "ignore-eos", NULL, "keep generating after end-of-sequence"},
+    {OPT_VERBOSE, 'v', "verbose", NULL, "print the model and settings to stderr first"},
+    {OPT_QUIET, 'q', "quiet", NULL, "no timings on stderr"},
+};
+
+static const cli cmd = {
+    "ml-run", "-m MODEL.mlb [options]",
+    "Generate text with an .mlb model, write its logits, or score a text's perplexity.\n"
+    "The prompt comes from -p, -f FILE or standard input; the generated text goes to\n"
+    "standard output as it is produced, timings to standard error.",
+    NULL, opts, sizeof opts / sizeof opts[0],
+};
+
+typedef struct options {
+    const char *model, *tok, *prompt, *file, *logits, *ppl;
+    int ids, no_bos, ignore_eos, verbose, quiet;
+    uint64_t n_predict, ctx, threads, batch;
+    int seed_set;
+    ml_sampler_params sp;
+} options;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static float parse_float(const char *opt, const char *arg, float lo, float hi)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(arg, &end);
+    if (errno || end == arg || *end || !(v >= lo && v <= hi))
+        cli_usage_error("%s: '%s' is not a number in [%g, %g]", opt, arg, (double)lo, (double)hi);
+    return v;
+}
+
+static void parse(int argc, char **argv, options *o)
+{
+    const char *arg;
+    int id, first;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    memset(o, 0, sizeof *o);
+    o->n_predict = 128;
+    o->threads = ncpu > 0 ? (uint64_t)ncpu : 1;
+    o->sp = (ml_sampler_params){0.8f, 40, 0.95f, 0.05f, 1.0f, 64, 0};
+    while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
+        switch (id) {
+        case OPT_MODEL: o->model = arg; break;
+        case OPT_TOK: o->tok = arg; break;
+        case OPT_PROMPT: o->prompt = arg; break;
+        case OPT_FILE: o->file = arg; break;
+        case OPT_IDS: o->ids = 1; break;
+        case OPT_N: o->n_predict = cli_u64("--n-predict", arg, 0, 1u << 24); break;
+        case OPT_CTX: o->ctx = cli_u64("--ctx", arg, 1, ML_MLB_VOCAB_LIMIT); break;
+        case OPT_THREADS: o->threads = cli_u64("--threads", arg, 1, 256); break;
+        case OPT_BATCH: o->batch = cli_u64("--batch", arg, 1, 4096); break;
+        case OPT_TEMP: o->sp.temperature = parse_float("--temp", arg, 0, 100); break;
+        case OPT_TOPK: o->sp.top_k = (uint32_t)cli_u64("--top-k", arg, 0, ML_MLB_VOCAB_LIMIT); break;
+        case OPT_TOPP: o->sp.top_p = parse_float("--top-p", arg, 0, 1); break;
+        case OPT_MINP: o->sp.min_p = parse_float("--min-p", arg, 0, 1); break;
+        case OPT_REPEAT: o->sp.repeat_penalty = parse_float("--repeat-penalty", arg, 0, 100); break;
+        case OPT_SEED: o->sp.seed = cli_u64("--seed", arg, 0, UINT64_MAX), o->seed_set = 1; break;
+        case OPT_LOGITS: o->logits = arg; break;
+        case OPT_PPL: o->ppl = arg; break;
+        case OPT_NOBOS: o->no_bos = 1; break;
+        case OPT_IGNORE_EOS: o->ignore_eos = 1; break;
+        case OPT_VERBOSE: o->verbose = 1; break;
+        case OPT_QUIET: o->quiet = 1; break;
+        }
+    }
+    if (first < argc)
+        cli_usage_error("unexpected operand '%s' (the prompt goes after -p)", argv[first]);
+    if (!o->model)
+        cli_usage_error("no model given (-m MODEL.mlb)");
+    if (o->prompt && o->file)
+        cli_usage_error("-p and -f exclude each other");
+    if (o->ppl && (o->prompt || o->file || o->ids))
+        cli_usage_error("--perplexity takes its text from FILE alone");
+    if (!o->seed_set)
+        o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+}
+
+/* Everything one run holds; released by close_run. */
+typedef struct run {
+    options o;
+    ml_mlb *mlb;
+    ml_model *model;
+    ml_mlt *mlt;
+    ml_tok *tok;
+    ml_ctx *ctx;
+    ml_sampler *sampler;
+    ml_outfile *logits;
+    const ml_mlb_header *h;
+    int32_t *ids;        /* prompt and generated tokens */
+    size_t n_ids, cap_ids;
+    float *row;          /* logits: one row, or n_batch rows for --logits */
+    size_t nb;           /* tokens per evaluation step (the context's batch) */
+    double t_load, t_prompt, t_gen;
+    size_t n_prompt, n_gen;
+} run;
+
+static int fail(const char *file, ml_status s, const ml_error *err)
+{
+    return cli_fail(file, s, err);
+}
+
+/* Reads a whole file ("-": stdin) into a NUL-terminated buffer. */
+static int read_text(const char *path, char **out, size_t *len)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    ml_error err = {0};
+    if (!f) {
+        snprintf(err.msg, sizeof err.msg, "cannot open: %s", strerror(errno));
+        return fail(path, ML_E_IO, &err);
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (n < cap)
+            break;
+        char *nb = cap < SIZE_MAX / 4 ? realloc(buf, 2 * cap + 1) : NULL;
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (!buf)
+        return fail(path, ML_E_NOMEM, NULL);
+    if (bad) {
+        free(buf);
+        snprintf(err.msg, sizeof err.msg, "read error");
+        return fail(path, ML_E_IO, &err);
+    }
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+static int push_id(run *r, int32_t id)
+{
+    if (r->n_ids == r->cap_ids) {
+        size_t nc = r->cap_ids ? 2 * r->cap_ids : 256;
+        int32_t *n = realloc(r->ids, nc * sizeof *n);
+        if (!n)
+            return -1;
+        r->ids = n;
+        r->cap_ids = nc;
+    }
+    r->ids[r->n_ids++] = id;
+    return 0;
+}
+
+/* The tokenizer beside the model: NAME.mlb -> NAME.mlt. */
+static char *beside(const char *model)
+{
+    size_t n = strlen(model);
+    char *p = malloc(n + 5);
+    if (!p)
+        return NULL;
+    memcpy(p, model, n + 1);
+    if (n > 4 && strcmp(p + n - 4, ".mlb") == 0)
+        memcpy(p + n - 4, ".mlt", 5);
+    else
+        memcpy(p + n, ".mlt", 5);
+    return p;
+}
+
+static int open_tokenizer(run *r)
+{
+    ml_error err;
+    char *def = r->o.tok ? NULL : beside(r->o.model);
+    const char *path = r->o.tok ? r->o.tok : def;
+    if (!path)
+        return fail(NULL, ML_E_NOMEM, NULL);
+    ml_status s = ml_mlt_open(path, &r->mlt, &err);
+    if (!s)
+        s = ml_mlt_check_vocab(r->mlt, r->h->vocab, &err);
+    if (!s)
+        s = ml_tok_new(r->mlt, &r->tok, &err);
+    int e = s ? fail(path, s, &err) : 0;
+    if (s == ML_E_IO && !r->o.tok)
+        cli_warn(NULL, "hint: give the tokenizer with -k FILE.mlt, or the prompt as ids with --ids");
+    free(def);
+    return e;
+}
+
+static int open_model(run *r)
+{
+    ml_error err;
+    double t0 = now();
+    ml_status s = ml_mlb_open(r->o.model, &r->mlb, &err);
+    if (s)
+        return fail(r->o.model, s, &err);
+    r->h = ml_mlb_get_header(r->mlb);
+    if ((s = ml_model_new(r->mlb, &r->model, &err)))
+        return fail(r->o.model, s, &err);
+    uint32_t n_ctx = (uint32_t)r->o.ctx;
+    if (!n_ctx)
+        n_ctx = r->o.ppl ? 512 : (r->h->max_seq < 4096 ? r->h->max_seq : 4096);
+    r->nb = r->o.batch ? r->o.batch : 64;
+    ml_ctx_params p = {n_ctx, (uint32_t)r->nb, (unsigned)r->o.threads};
+    if ((s = ml_ctx_new(r->model, &p, &r->ctx, &err)))
+        return fail(r->o.model, s, &err);
+    if ((s = ml_sampler_new(&r->o.sp, r->h->vocab, &r->sampler, &err)))
+        return fail(r->o.model, s, &err);
+    /* Logits of one step: a batch's rows for --logits and --perplexity. */
+    size_t rows = (r->o.logits || r->o.ppl) ? r->nb : 1;
+    r->row = malloc(rows * r->h->vocab * sizeof(float));
+    if (!r->row)
+        return fail(r->o.model, ML_E_NOMEM, NULL);
+    if (!r->o.ids || r->o.ppl) {
+        int e = open_tokenizer(r);
+        if (e)
+            return e;
+    }
+    r->t_load = now() - t0;
+    if (r->o.verbose)
+        fprintf(stderr, "ml-run: %s: %u layers, dim %u, vocab %u, context %u, %u threads, "
+                        "kernels %s, seed %" PRIu64 "\n",
+                r->o.model, r->h->n_layers, r->h->dim, r->h->vocab, ml_ctx_n_ctx(r->ctx),
+                (unsigned)r->o.threads, ml_kernels_name(), r->o.sp.seed);
+    return 0;
+}
+
+/* The prompt as ids: parsed numbers with --ids, else encoded text. */
+static int prompt_ids(run *r)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int e = 0;
+    if (r->o.prompt) {
+        len = strlen(r->o.prompt);
+        text = malloc(len + 1);
+        if (!text)
+            return fail(NULL, ML_E_NOMEM, NULL);
+        memcpy(text, r->o.prompt, len + 1);
+    } else if ((e = read_text(r->o.file ? r->o.file : "-", &text, &len))) {
+        return e;
+    }
+    if (r->o.ids) {
+        char *p = text, *end;
+        for (;;) {
+            while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r' || *p == ',')
+                p++;
+            if (!*p)
+                break;
+            errno = 0;
+            long v = strtol(p, &end, 10);
+            if (end == p || errno || v < 0 || v >= (long)r->h->vocab) {
+                int n = (int)strcspn(p, " \n\t\r,");
+                cli_usage_error("--ids: '%.*s' is not a token id below %u", n < 20 ? n : 20, p,
+                                r->h->vocab); /* exits; text is not freed */
+            }
+            if (push_id(r, (int32_t)v) < 0)
+                e = fail(NULL, ML_E_NOMEM, NULL);
+            p = end;
+        }
+    } else {
+        ml_ids ids = {0};
+        ml_error err;
+        ml_status s = ml_tok_encode(r->tok, text, len, r->o.no_bos ? ML_TOK_BOS_NO : ML_TOK_BOS_AUTO,
+                                    &ids, &err);
+        if (s)
+            e = fail(r->o.file ? r->o.file : NULL, s, &err);
+        for (size_t i = 0; !e && i < ids.n; i++)
+            if (push_id(r, (int32_t)ids.v[i]) < 0)
+                e = fail(NULL, ML_E_NOMEM, NULL);
+        ml_ids_free(&ids);
+    }
+    free(text);
+    return e;
+}
+
+static ml_status write_logits(run *r, const float *rows, size_t n, ml_error *err)
+{
+    if (!r->logits)
+        return ML_OK;
+    return ml_outfile_write(r->logits, rows, n * r->h->vocab * sizeof(float), err);
+}
+
+/* Evaluates ids[from..to) a batch at a time and leaves the last row's
+ * logits in r->row; with --logits every row goes to the file. */
+static int eval(run *r, size_t from, size_t to)
+{
+    ml_error err;
+    int all = r->logits != NULL;
+    ml_status s = ML_OK;
+    while (!s && from < to) {
+        size_t n = to - from < r->nb ? to - from : r->nb;
+        s = ml_ctx_eval(r->ctx, r->ids + from, n, r->row, all, &err);
+        if (!s && all) {
+            s = write_logits(r, r->row, n, &err);
+            if (!s && n > 1)
+                memmove(r->row, r->row + (n - 1) * r->h->vocab, r->h->vocab * sizeof(float));
+        }
+        from += n;
+    }
+    return s ? fail(s == ML_E_IO ? r->o.logits : r->o.model, s, &err) : 0;
+}
+
+static ml_status out_sink(void *ctx, const void *buf, size_t n, ml_error *err)
+{
+    (void)ctx;
+    (void)err;
+    fwrite(buf, 1, n, stdout);
+    fflush(stdout);
+    return ML_OK;
+}
+
+static int generate(run *r)
+{
+    ml_tok_stream ts;
+    ml_error err;
+    const ml_mlt_header *th = r->mlt ? ml_mlt_get_header(r->mlt) : NULL;
+    int32_t eos = th ? th->eos : -1;
+    if (r->mlt)
+        ml_tok_stream_init(&ts, r->mlt, ML_TOK_SKIP_BOS_EOS);
+    double t0 = now();
+    int e = 0;
+    for (uint64_t i = 0; i < r->o.n_predict && !e && cli_stdout_ok(); i++) {
+        int32_t id = ml_sampler_next(r->sampler, r->row, r->ids, r->n_ids);
+        if (!r->o.ignore_eos && id == eos)
+            break;
+        if (push_id(r, id) < 0)
+            return fail(NULL, ML_E_NOMEM, NULL);
+        r->n_gen++;
+        if (r->o.ids)
+            printf("%s%d", r->n_gen > 1 ? " " : "", id), fflush(stdout);
+        else if ((e = ml_tok_stream_put(&ts, (uint32_t)id, out_sink, NULL, &err)))
+            return fail(NULL, e, &err);
+        if (i + 1 == r->o.n_predict)
+            break;
+        if (ml_ctx_pos(r->ctx) == ml_ctx_n_ctx(r->ctx)) {
+            cli_warn(NULL, "the context is full (%u positions; --ctx); stopping",
+                     ml_ctx_n_ctx(r->ctx));
+            break;
+        }
+        e = eval(r, r->n_ids - 1, r->n_ids);
+    }
+    if (r->mlt && !r->o.ids)
+        ml_tok_stream_end(&ts, out_sink, NULL, &err);
+    if (r->n_gen && r->o.ids)
+        printf("\n");
+    r->t_gen = now() - t0;
+    return e;
+}
+
+static void timings(const run *r)
+{
+    if (r->o.quiet)
+        return;
+    if (r->n_gen && !r->o.ids)
+        fputc('\n', stderr); /* the generated text rarely ends a line */
+    fprintf(stderr, "ml-run: load %.2f s; prompt %zu tokens, %.1f tokens/s; generation %zu tokens, "
+                    "%.1f tokens/s\n",
+            r->t_load, r->n_prompt, r->t_prompt > 0 ? r->n_prompt / r->t_prompt : 0.0, r->n_gen,
+            r->t_gen > 0 ? r->n_gen / r->t_gen : 0.0);
+}
+
+/* -log p(next) from one row of logits, in double as llama-perplexity does. */
+static double nll_of(const float *logits, uint32_t vocab, int32_t next)
+{
+    float max = logits[0];
+    for (uint32_t i = 1; i < vocab; i++)
+        if (logits[i] > max)
+            max = logits[i];
+    double sum = 0;
+    for (uint32_t i = 0; i < vocab; i++)
+        sum += exp((double)logits[i] - max);
+    return log(sum) - ((double)logits[next] - max);
+}
+
+/* llama-perplexity's scheme: chunks of n_ctx tokens, BOS at the start of
+ * each chunk when the tokenizer adds one, the first half of each chunk as
+ * context and the second half scored. */
+static int perplexity(run *r)
+{
+    char *text;
+    size_t len;
+    int e = read_text(r->o.ppl, &text, &len);
+    if (e)
+        return e;
+    ml_ids ids = {0};
+    ml_error err;
+    ml_status s = ml_tok_encode(r->tok, text, len, r->o.no_bos ? ML_TOK_BOS_NO : ML_TOK_BOS_AUTO,
+                                &ids, &err);
+    free(text);
+    if (s)
+        return fail(r->o.ppl, s, &err);
+    const ml_mlt_header *th = ml_mlt_get_header(r->mlt);
+    int add_bos = !r->o.no_bos && (th->flags & ML_MLT_ADD_BOS) && th->bos >= 0;
+    uint32_t n_ctx = ml_ctx_n_ctx(r->ctx), vocab = r->h->vocab;
+    size_t n_chunk = ids.n / n_ctx, first = n_ctx / 2;
+    if (n_chunk == 0) {
+        snprintf(err.msg, sizeof err.msg, "%zu tokens are fewer than one chunk of %u (--ctx)",
+                 ids.n, n_ctx);
+        ml_ids_free(&ids);
+        return fail(r->o.ppl, ML_E_INVAL, &err);
+    }
+    int32_t *chunk = malloc(n_ctx * sizeof *chunk);
+    double nll = 0, nll2 = 0, t0 = now();
+    size_t count = 0;
+    for (size_t c = 0; c < n_chunk && !e && chunk; c++) {
+        for (uint32_t j = 0; j < n_ctx; j++)
+            chunk[j] = (int32_t)ids.v[c * n_ctx + j];
+        if (add_bos)
+            chunk[0] = th->bos;
+        ml_ctx_reset(r->ctx);
+        for (size_t b = 0; b < n_ctx && !e; b += r->nb) {
+            size_t n = n_ctx - b < r->nb ? n_ctx - b : r->nb;
+            if ((s = ml_ctx_eval(r->ctx, chunk + b, n, r->row, 1, &err))) {
+                e = fail(r->o.model, s, &err);
+                break;
+            }
+            for (size_t j = b; j < b + n; j++) {
+                if (j < first || j + 1 >= n_ctx)
+                    continue;
+                double v = nll_of(r->row + (j - b) * vocab, vocab,
+                                  (int32_t)ids.v[c * n_ctx + j + 1]);
+                nll += v;
+                nll2 += v * v;
+                count++;
+            }
+        }
+        if (!r->o.quiet && cli_stderr_is_tty())
+            fprintf(stderr, "\rml-run: chunk %zu/%zu, ppl %.4f ", c + 1, n_chunk,
+                    exp(nll / (double)count));
+    }
+    if (!chunk)
+        e = fail(NULL, ML_E_NOMEM, NULL);
+    if (!e) {
+        if (!r->o.quiet && cli_stderr_is_tty())
+            fputs("\r\033[K", stderr);
+        double mean = nll / (double)count, ppl = exp(mean);
+        double var = count > 1 ? (nll2 / (double)count - mean * mean) / (double)(count - 1) : 0;
+        printf("%s: %zu chunks of %u tokens, %zu scored: PPL = %.4f +/- %.5f\n",
+               cli_name(r->o.ppl), n_chunk, n_ctx, count, ppl, var > 0 ? sqrt(var) * ppl : 0.0);
+        r->n_prompt = n_chunk * n_ctx;
+        r->t_prompt = now() - t0;
+    }
+    free(chunk);
+    ml_ids_free(&ids);
+    return e;
+}
+
+static void close_run(run *r)
+{
+    ml_outfile_abort(r->logits);
+    ml_sampler_free(r->sampler);
+    ml_ctx_free(r->ctx);
+    ml_tok_free(r->tok);
+    ml_mlt_close(r->mlt);
+    ml_model_free(r->model);
+    ml_mlb_close(r->mlb);
+    free(r->ids);
+    free(r->row);
+}
+
+static int run_prompt(run *r)
+{
+    int e = prompt_ids(r);
+    if (e)
+        return e;
+    r->n_prompt = r->n_ids;
+    if (r->n_ids == 0) {
+        ml_error err = {0};
+        snprintf(err.msg, sizeof err.msg, "the prompt is empty (and adds no BOS)");
+        return fail(NULL, ML_E_INVAL, &err);
+    }
+    if (r->n_ids > ml_ctx_n_ctx(r->ctx)) {
+        ml_error err = {0};
+        snprintf(err.msg, sizeof err.msg,
+                 "the prompt has %zu tokens; the context holds %u (raise --ctx, at most max_seq "
+                 "%u)", r->n_ids, ml_ctx_n_ctx(r->ctx), r->h->max_seq);
+        return fail(NULL, ML_E_INVAL, &err);
+    }
+    if (r->o.logits) {
+        ml_error err;
+        ml_status s = ml_outfile_open(r->o.logits, &r->logits, &err);
+        if (s)
+            return fail(r->o.logits, s, &err);
+    }
+    double t0 = now();
+    e = eval(r, 0, r->n_ids);
+    r->t_prompt = now() - t0;
+    if (!e)
+        e = generate(r);
+    if (!e && r->logits) {
+        ml_error err;
+        ml_status s = ml_outfile_commit(r->logits, &err);
+        r->logits = NULL;
+        if (s)
+            e = fail(r->o.logits, s, &err);
+    }
+    return e;
+}
+
+int main(int argc, char **argv)
+{
+    run r;
+    memset(&r, 0, sizeof r);
+    cli_init(&cmd);
+    parse(argc, argv, &r.o);
+    int e = open_model(&r);
+    if (!e)
+        e = r.o.ppl ? perplexity(&r) : run_prompt(&r);
+    if (!e)
+        timings(&r);
+    close_run(&r);
+    return cli_finish(e);
+}

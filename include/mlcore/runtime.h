@@ -1,0 +1,88 @@
+/* mlcore/runtime.h - running an .mlb model on the CPU: bind the weights of
+ * an open model, evaluate tokens (prompt batches or one at a time) into a
+ * cache, and sample the next token.  Included by mlcore.h. */
+#ifndef MLCORE_RUNTIME_H
+#define MLCORE_RUNTIME_H
+
+#include <mlcore.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Model: the weights of an open ml_mlb, bound for computing.  Borrows the
+ * ml_mlb, which must stay open while the model lives.  Read-only after
+ * creation: one model may serve several contexts and threads.
+ * ------------------------------------------------------------------------ */
+typedef struct ml_model ml_model;
+
+ML_API ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err);
+ML_API void ml_model_free(ml_model *m);
+ML_API const ml_mlb_header *ml_model_header(const ml_model *m);
+
+/* ------------------------------------------------------------------------
+ * Context: the state of one sequence (KV cache, recurrent state, scratch
+ * buffers) and the threads that compute it, allocated once by ml_ctx_new.
+ * Evaluation allocates only the matrix-product kernels' temporary panels
+ * for prompt batches (freed before it returns; if that fails the kernels
+ * fall back to row-by-row products with the same results).
+ * ------------------------------------------------------------------------ */
+typedef struct ml_ctx ml_ctx;
+
+typedef struct ml_ctx_params {
+    uint32_t n_ctx;     /* positions the cache holds; 0: max_seq; above max_seq: error */
+    uint32_t n_batch;   /* tokens per prefill step; 0: 64 */
+    unsigned n_threads; /* 0: 1 */
+} ml_ctx_params;
+
+ML_API ml_status ml_ctx_new(const ml_model *m, const ml_ctx_params *p, ml_ctx **out,
+                            ml_error *err);
+ML_API void ml_ctx_free(ml_ctx *c);
+
+/* Bytes ml_ctx_new allocated for the cache and recurrent state (what
+ * mlb-info reports for the same context) and for everything else. */
+ML_API uint64_t ml_ctx_state_bytes(const ml_ctx *c);
+ML_API uint64_t ml_ctx_scratch_bytes(const ml_ctx *c);
+
+/* Positions evaluated so far; the next token goes at this position. */
+ML_API uint32_t ml_ctx_pos(const ml_ctx *c);
+ML_API uint32_t ml_ctx_n_ctx(const ml_ctx *c);
+/* Forgets the sequence (position 0, empty cache). */
+ML_API void ml_ctx_reset(ml_ctx *c);
+
+/* Evaluates n tokens at the next n positions.  logits (may be NULL)
+ * receives vocab floats per token: for all n tokens when all_logits is
+ * non-zero (n x vocab, row t for token t), else for the last token only.
+ * Fails with ML_E_INVAL when a token id is out of range or the context is
+ * full (nothing is evaluated then). */
+ML_API ml_status ml_ctx_eval(ml_ctx *c, const int32_t *tokens, size_t n, float *logits,
+                             int all_logits, ml_error *err);
+
+/* ------------------------------------------------------------------------
+ * Sampling
+ * ------------------------------------------------------------------------ */
+typedef struct ml_sampler_params {
+    float temperature;    /* 0: greedy (argmax, lowest id on ties) */
+    uint32_t top_k;       /* 0: off */
+    float top_p;          /* 1 or 0: off */
+    float min_p;          /* 0: off */
+    float repeat_penalty; /* 1 or 0: off; applied to the last repeat_last_n tokens */
+    uint32_t repeat_last_n; /* 0: 64 */
+    uint64_t seed;
+} ml_sampler_params;
+
+typedef struct ml_sampler ml_sampler;
+
+ML_API ml_status ml_sampler_new(const ml_sampler_params *p, uint32_t vocab, ml_sampler **out,
+                                ml_error *err);
+ML_API void ml_sampler_free(ml_sampler *s);
+/* Picks the next token from logits (modified in place); `history` holds
+ * the tokens so far, for the repeat penalty. */
+ML_API int32_t ml_sampler_next(ml_sampler *s, float *logits, const int32_t *history,
+                               size_t n_history);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,65 @@
+/* kernels.h - private: the table of hot operations, one scalar reference
+ * (kernels_scalar.c) and per-ISA variants (kernels_avx2.c, ...) chosen at
+ * run time by dispatch.c.
+ *
+ * Every variant is bit-identical to the scalar reference.  The rules that
+ * make it possible:
+ *  1. Activations are quantized to Q8_0 by the spec's float32 recipe
+ *     (ml_quantize_row_q8_0), operation for operation.
+ *  2. Integer block sums are exact: each 32-element block's Σ wq·xq is an
+ *     int32 (|sum| <= 32·127·127), whatever instructions compute it.
+ *  3. Float accumulation has one canonical order.  For block b of a row,
+ *        s_b = (float)isum_b * (wd[b] * xd[b]);   acc[b % 8] += s_b;
+ *     (acc starts at +0.0f), and the row's result is
+ *        ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)).
+ *     An 8-lane SIMD accumulator does exactly this; the scalar code keeps
+ *     an array of 8.  No FMA anywhere (-ffp-contract=off, no -mfma).
+ *  4. Threads split rows (outputs), never a reduction, so the thread count
+ *     cannot change a result; matmul computes each (token, row) dot the
+ *     same way as matvec, so prefill and decode agree bit for bit.
+ * Weights: Q8_0 quants int8 (never -128; the loader checks) or Q4_0 nibble
+ * bytes (byte j of a block: element j low nibble, j+16 high; value
+ * nibble - 8), with f32 scales (the loader converts f16 scales).  Row
+ * lengths are multiples of 32. */
+#ifndef ML_KERNELS_H
+#define ML_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ml_kernels {
+    const char *name; /* "scalar", "avx2", "avx512vnni" */
+
+    /* The spec's Q8_0 rule on n floats (n % 32 == 0): q[n], d[n/32]. */
+    void (*quantize_q8_0)(const float *x, size_t n, int8_t *q, float *d);
+
+    /* y[r] = row r of W · x for r in [r0, r1); W has `cols` columns;
+     * x is given quantized (xq, xd).  wq points at the matrix's quants
+     * (row r starts at r*cols bytes for Q8_0, r*cols/2 for Q4_0) and wd at
+     * its scales (row r at r*cols/32). */
+    void (*matvec_q8_0)(const int8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, float *y);
+    void (*matvec_q4_0)(const uint8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, float *y);
+
+    /* The same for n_tok activation rows at once (prefill): activation t is
+     * xq + t*cols, xd + t*cols/32; y[t*ldy + r] receives row r · x_t.
+     * Blocked for the cache; every (t, r) result equals matvec's. */
+    void (*matmul_q8_0)(const int8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
+    void (*matmul_q4_0)(const uint8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
+} ml_kernels;
+
+/* The scalar reference table; always available. */
+extern const ml_kernels ml__kernels_scalar;
+
+/* The table chosen for this CPU (cpuid), or by ML_KERNELS=scalar|avx2|...
+ * (an unknown or unsupported value: NULL and *why set). */
+const ml_kernels *ml__kernels_select(const char **why);
+
+/* Every table this build has and this CPU can run (scalar first); for
+ * tests that compare variants.  Returns the count. */
+size_t ml__kernels_available(const ml_kernels **out, size_t cap);
+
+#endif

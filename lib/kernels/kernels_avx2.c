@@ -1,0 +1,613 @@
+/* kernels_avx2.c - the kernels for x86-64 with AVX2 (compiled with -mavx2
+ * -mf16c and never -mfma), bit-identical to kernels_scalar.c by the rules
+ * of kernels.h.
+ *
+ * Quantization does the spec's operations lane by lane.  A dot product
+ * computes each block's exact int32 sum, gathers eight consecutive blocks'
+ * sums into one vector (lane k = block 8j+k) and combines them with the
+ * scales in an 8-lane float accumulator: that is rule 3's acc[b % 8].
+ *
+ * Two ways to get the block sums:
+ *  - matvec (decode, memory-bound): per block, maddubs/madd give eight
+ *    int32 partial sums, and a transpose-and-add folds eight blocks'
+ *    vectors into one.
+ *  - matmul (prefill, compute-bound): the weights of a panel of rows and
+ *    the activations of all tokens are first rearranged ("transposed
+ *    groups": for eight blocks, register g holds bytes 4g..4g+3 of block k
+ *    in lane k), so a multiply-add of two registers leaves every lane
+ *    inside one block and the sums need no horizontal folding at all.  The
+ *    rearranging is paid once per row panel and once per token, and shared
+ *    by all tokens and all rows.
+ * The Q4_0 products use the nibbles unsigned (0..15) and subtract
+ * 8 * sum(x) per block afterwards; the Q8_0 products move the sign of w
+ * onto x (the reason the format forbids -128). */
+#include "kernels/kernels.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+/* Loops over registers must be unrolled for the registers to stay registers. */
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* ======================================================================
+ * Quantization
+ * ====================================================================== */
+
+/* |x| with NaN lanes set to 0, so a NaN never wins the maximum (the
+ * reference's "if (a > amax)" skips it). */
+ALWAYS_INLINE __m256 abs_no_nan(__m256 x)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    return _mm256_and_ps(_mm256_andnot_ps(sign, x), _mm256_cmp_ps(x, x, _CMP_ORD_Q));
+}
+
+ALWAYS_INLINE float hmax8(__m256 v)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+}
+
+/* trunc(x * scale + copysign(0.5, x)) clamped to [-127, 127] as int32:
+ * the clamp comes before any saturating pack (those stop at -128).  A NaN
+ * gives 0, as in the reference: it is zeroed before the conversion, which
+ * would make it INT32_MIN. */
+ALWAYS_INLINE __m256i round_q(__m256 x, __m256 scale)
+{
+    const __m256 half = _mm256_or_ps(_mm256_and_ps(x, _mm256_set1_ps(-0.0f)),
+                                     _mm256_set1_ps(0.5f));
+    const __m256 v = _mm256_add_ps(_mm256_mul_ps(x, scale), half);
+    const __m256i q = _mm256_cvttps_epi32(_mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q)));
+    return _mm256_max_epi32(_mm256_min_epi32(q, _mm256_set1_epi32(127)), _mm256_set1_epi32(-127));
+}
+
+static void quantize_q8_0(const float *x, size_t n, int8_t *q, float *d)
+{
+    for (size_t b = 0; b < n / 32; b++) {
+        const float *xb = x + 32 * b;
+        const __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+        const __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        const __m256 m = _mm256_max_ps(_mm256_max_ps(abs_no_nan(v0), abs_no_nan(v1)),
+                                       _mm256_max_ps(abs_no_nan(v2), abs_no_nan(v3)));
+        const float amax = hmax8(m);
+        if (amax < 1e-30f) {
+            d[b] = 0.0f;
+            memset(q + 32 * b, 0, 32);
+            continue;
+        }
+        d[b] = amax / 127.0f;
+        const __m256 scale = _mm256_set1_ps(127.0f / amax);
+        /* packs work per 128-bit half: the dwords come out as elements
+         * 0-3, 8-11, 16-19, 24-27 | 4-7, 12-15, 20-23, 28-31. */
+        const __m256i p01 = _mm256_packs_epi32(round_q(v0, scale), round_q(v1, scale));
+        const __m256i p23 = _mm256_packs_epi32(round_q(v2, scale), round_q(v3, scale));
+        const __m256i p = _mm256_packs_epi16(p01, p23);
+        const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        _mm256_storeu_si256((__m256i *)(q + 32 * b), _mm256_permutevar8x32_epi32(p, order));
+    }
+}
+
+/* ======================================================================
+ * Shared pieces of the dot products
+ * ====================================================================== */
+
+/* Rule 3's fold: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). */
+ALWAYS_INLINE float fold8(__m256 acc)
+{
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+/* Lane k = the sum of the eight lanes of v[k]. */
+ALWAYS_INLINE __m256i hsum8x8(const __m256i v[8])
+{
+    __m256i a[4], b[2];
+    UNROLL
+    for (int i = 0; i < 4; i++)
+        a[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                                _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+    UNROLL
+    for (int i = 0; i < 2; i++)
+        b[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(a[2 * i], a[2 * i + 1]),
+                                _mm256_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(b[0], b[1], 0x20),
+                            _mm256_permute2x128_si256(b[0], b[1], 0x31));
+}
+
+/* In place: afterwards v[g] lane k holds dword g of the old v[k]. */
+ALWAYS_INLINE void transpose8x8(__m256i v[8])
+{
+    __m256i t[8], u[8];
+    UNROLL
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+    }
+    UNROLL
+    for (int i = 0; i < 2; i++) {
+        u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+        v[g] = _mm256_permute2x128_si256(u[g], u[g + 4], 0x20);
+        v[g + 4] = _mm256_permute2x128_si256(u[g], u[g + 4], 0x31);
+    }
+}
+
+/* wd[k] * xd[k] for the m <= 8 blocks of a group; lanes past m are +0,
+ * and a +0 added to an accumulator (never -0) leaves it unchanged. */
+ALWAYS_INLINE __m256 scales8(const float *wd, const float *xd, size_t m)
+{
+    if (m == 8)
+        return _mm256_mul_ps(_mm256_loadu_ps(wd), _mm256_loadu_ps(xd));
+    const __m256i mask =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32((int)m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_mul_ps(_mm256_maskload_ps(wd, mask), _mm256_maskload_ps(xd, mask));
+}
+
+/* Rule 3 for one group: acc + (float)isum * (wd * xd), lane by lane. */
+ALWAYS_INLINE __m256 combine(__m256 acc, __m256i isum, __m256 sc)
+{
+    return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), sc));
+}
+
+/* The 32 elements of a Q4_0 block as unsigned nibbles in natural order. */
+ALWAYS_INLINE __m256i q4_unpack(const uint8_t *w)
+{
+    const __m128i b = _mm_loadu_si128((const __m128i *)w);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
+}
+
+/* Σ x over each of the m <= 8 blocks at x, lane k for block k. */
+ALWAYS_INLINE __m256i block_sums(const int8_t *x, size_t m)
+{
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    __m256i v[8];
+    UNROLL
+    for (size_t k = 0; k < 8; k++) {
+        v[k] = _mm256_setzero_si256();
+        if (k < m) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(x + 32 * k));
+            v[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, xv), ones16);
+        }
+    }
+    return hsum8x8(v);
+}
+
+/* ======================================================================
+ * matvec: one row at a time, horizontal folding per group of 8 blocks
+ * ====================================================================== */
+
+/* Eight int32 lanes that sum to block's Σ w·x: |w| · (x with w's sign). */
+ALWAYS_INLINE __m256i q8_block(const int8_t *w, const int8_t *x)
+{
+    const __m256i wv = _mm256_loadu_si256((const __m256i *)w);
+    const __m256i xv = _mm256_loadu_si256((const __m256i *)x);
+    const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* The same for Q4_0 with unsigned nibbles: Σ nibble·x (8·Σx still due). */
+ALWAYS_INLINE __m256i q4_block(const uint8_t *w, const int8_t *x)
+{
+    const __m256i xv = _mm256_loadu_si256((const __m256i *)x);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(q4_unpack(w), xv), _mm256_set1_epi16(1));
+}
+
+ALWAYS_INLINE __m256 group_q8(__m256 acc, const int8_t *w, const float *wd, const int8_t *x,
+                              const float *xd, size_t m)
+{
+    __m256i v[8];
+    UNROLL
+    for (size_t k = 0; k < 8; k++)
+        v[k] = k < m ? q8_block(w + 32 * k, x + 32 * k) : _mm256_setzero_si256();
+    return combine(acc, hsum8x8(v), scales8(wd, xd, m));
+}
+
+/* xs8: 8·Σx of the group's blocks. */
+ALWAYS_INLINE __m256 group_q4(__m256 acc, const uint8_t *w, const float *wd, const int8_t *x,
+                              const float *xd, __m256i xs8, size_t m)
+{
+    __m256i v[8];
+    UNROLL
+    for (size_t k = 0; k < 8; k++)
+        v[k] = k < m ? q4_block(w + 16 * k, x + 32 * k) : _mm256_setzero_si256();
+    return combine(acc, _mm256_sub_epi32(hsum8x8(v), xs8), scales8(wd, xd, m));
+}
+
+/* Decode streams every weight once from memory; the hardware prefetcher
+ * stops at each 4 KiB page, so the rows ahead are asked for explicitly:
+ * PREFETCH bytes of quants ahead (measured: +10% for Q8_0 and up to +50%
+ * for Q4_0 on Zen 4 with 4 KiB pages), and the scales at the same pace. */
+#define PREFETCH 2048
+
+/* The `lines` cache lines PREFETCH bytes after p. */
+ALWAYS_INLINE void prefetch_ahead(const void *p, int lines)
+{
+    const char *a = (const char *)p + PREFETCH;
+    UNROLL
+    for (int i = 0; i < lines; i++)
+        _mm_prefetch(a + 64 * i, _MM_HINT_T0);
+}
+
+/* For a group of 8 blocks: 256 bytes of Q8_0 quants, 32 of scales. */
+ALWAYS_INLINE void prefetch_q8(const int8_t *w, const float *wd)
+{
+    prefetch_ahead(w, 4);
+    _mm_prefetch((const char *)wd + PREFETCH / 8, _MM_HINT_T0);
+}
+
+/* For a group of 8 blocks: 128 bytes of Q4_0 quants, 32 of scales. */
+ALWAYS_INLINE void prefetch_q4(const uint8_t *w, const float *wd)
+{
+    prefetch_ahead(w, 2);
+    _mm_prefetch((const char *)wd + PREFETCH / 4, _MM_HINT_T0);
+}
+
+static float row_q8(const int8_t *w, const float *wd, const int8_t *x, const float *xd, size_t nb)
+{
+    __m256 acc = _mm256_setzero_ps();
+    size_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        prefetch_q8(w + 32 * b, wd + b);
+        acc = group_q8(acc, w + 32 * b, wd + b, x + 32 * b, xd + b, 8);
+    }
+    if (b < nb)
+        acc = group_q8(acc, w + 32 * b, wd + b, x + 32 * b, xd + b, nb - b);
+    return fold8(acc);
+}
+
+/* xs: 8·Σx of every group of blocks of the activation, or NULL to compute
+ * them on the way. */
+static float row_q4(const uint8_t *w, const float *wd, const int8_t *x, const float *xd,
+                    const __m256i *xs, size_t nb)
+{
+    __m256 acc = _mm256_setzero_ps();
+    size_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        prefetch_q4(w + 16 * b, wd + b);
+        const __m256i s = xs ? xs[b / 8] : _mm256_slli_epi32(block_sums(x + 32 * b, 8), 3);
+        acc = group_q4(acc, w + 16 * b, wd + b, x + 32 * b, xd + b, s, 8);
+    }
+    if (b < nb) {
+        const __m256i s = xs ? xs[b / 8] : _mm256_slli_epi32(block_sums(x + 32 * b, nb - b), 3);
+        acc = group_q4(acc, w + 16 * b, wd + b, x + 32 * b, xd + b, s, nb - b);
+    }
+    return fold8(acc);
+}
+
+/* Activation block sums kept on the stack up to this many groups (rows of
+ * 65536 columns, the format's dimension limit); longer rows compute them
+ * per row. */
+#define XS_GROUPS 256
+
+static void matvec_q8_0(const int8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, float *y)
+{
+    const size_t nb = cols / 32;
+    for (size_t r = r0; r < r1; r++)
+        y[r] = row_q8(wq + r * cols, wd + r * nb, xq, xd, nb);
+}
+
+static void matvec_q4_0(const uint8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, float *y)
+{
+    const size_t nb = cols / 32, ng = (nb + 7) / 8;
+    __m256i xs_buf[XS_GROUPS];
+    const __m256i *xs = NULL;
+    if (ng <= XS_GROUPS) {
+        for (size_t j = 0; j < ng; j++) {
+            const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
+            xs_buf[j] = _mm256_slli_epi32(block_sums(xq + 256 * j, m), 3);
+        }
+        xs = xs_buf;
+    }
+    for (size_t r = r0; r < r1; r++)
+        y[r] = row_q4(wq + r * (cols / 2), wd + r * nb, xq, xd, xs, nb);
+}
+
+/* ======================================================================
+ * matmul: transposed groups, register tiles of rows x tokens
+ * ====================================================================== */
+
+#define RB 16         /* rows per panel of rearranged weights */
+#define MM_MIN_TOK 2  /* from 2 tokens on, reading the weights once pays (measured) */
+/* Register tiles (16 registers), measured best on Zen 4 among 1-3 rows x
+ * 2-6 tokens; the differences were within 15%. */
+#define RT_Q8 1
+#define TT_Q8 5
+#define RT_Q4 1
+#define TT_Q4 4
+#define RT_MAX 1
+#define TT_MAX 5
+
+/* Activation layout per token and group: 8 registers of transposed quants,
+ * then -8·Σx per block (the Q4_0 correction; unused for Q8_0). */
+#define XG_BYTES 288
+#define WG_BYTES 256
+
+/* Keeps a loaded vector in a register: without this the compiler folds
+ * the load into every instruction that uses it, one load per row. */
+#define IN_REGISTER(v) __asm__("" : "+x"(v))
+
+typedef struct mm_scratch {
+    void *base;
+    uint8_t *xt;  /* n_tok * ng * XG_BYTES */
+    uint8_t *wt;  /* RB * ng * WG_BYTES */
+} mm_scratch;
+
+static int scratch_new(mm_scratch *s, size_t n_tok, size_t ng)
+{
+    size_t xgroup, xbytes, wbytes, total;
+    if (__builtin_mul_overflow(ng, (size_t)XG_BYTES, &xgroup) ||
+        __builtin_mul_overflow(n_tok, xgroup, &xbytes) ||
+        __builtin_mul_overflow((size_t)RB, ng * WG_BYTES, &wbytes) ||
+        __builtin_add_overflow(xbytes, wbytes + 63, &total))
+        return 0;
+    s->base = aligned_alloc(64, total & ~(size_t)63); /* a multiple of the alignment */
+    if (!s->base)
+        return 0;
+    s->xt = s->base;
+    s->wt = s->xt + xbytes;
+    return 1;
+}
+
+static void store8(uint8_t *dst, const __m256i v[8])
+{
+    UNROLL
+    for (int g = 0; g < 8; g++)
+        _mm256_store_si256((__m256i *)(dst + 32 * g), v[g]);
+}
+
+static void prepare_x(const int8_t *xq, size_t nb, size_t n_tok, uint8_t *xt)
+{
+    const size_t ng = (nb + 7) / 8;
+    for (size_t t = 0; t < n_tok; t++)
+        for (size_t j = 0; j < ng; j++) {
+            const int8_t *x = xq + t * nb * 32 + 256 * j;
+            const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
+            uint8_t *dst = xt + (t * ng + j) * XG_BYTES;
+            __m256i v[8];
+            UNROLL
+            for (size_t k = 0; k < 8; k++)
+                v[k] = k < m ? _mm256_loadu_si256((const __m256i *)(x + 32 * k))
+                             : _mm256_setzero_si256();
+            transpose8x8(v);
+            store8(dst, v);
+            const __m256i s8 = _mm256_slli_epi32(block_sums(x, m), 3);
+            const __m256i corr = _mm256_sub_epi32(_mm256_setzero_si256(), s8);
+            _mm256_store_si256((__m256i *)(dst + 256), corr);
+        }
+}
+
+/* The rows of a panel are read from memory here, once per matmul, in
+ * order: prefetched as in matvec. */
+static void prepare_w_q8(const int8_t *w, size_t nb, uint8_t *wt)
+{
+    for (size_t j = 0; j < (nb + 7) / 8; j++) {
+        const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
+        prefetch_ahead(w + 256 * j, 4);
+        __m256i v[8];
+        UNROLL
+        for (size_t k = 0; k < 8; k++)
+            v[k] = k < m ? _mm256_loadu_si256((const __m256i *)(w + 256 * j + 32 * k))
+                         : _mm256_setzero_si256();
+        transpose8x8(v);
+        store8(wt + j * WG_BYTES, v);
+    }
+}
+
+static void prepare_w_q4(const uint8_t *w, size_t nb, uint8_t *wt)
+{
+    for (size_t j = 0; j < (nb + 7) / 8; j++) {
+        const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
+        prefetch_ahead(w + 128 * j, 2);
+        __m256i v[8];
+        UNROLL
+        for (size_t k = 0; k < 8; k++)
+            v[k] = k < m ? q4_unpack(w + 128 * j + 16 * k) : _mm256_setzero_si256();
+        transpose8x8(v);
+        store8(wt + j * WG_BYTES, v);
+    }
+}
+
+/* The m <= 8 scales at d, zeros after. */
+ALWAYS_INLINE __m256 load_scales(const float *d, size_t m)
+{
+    if (m == 8)
+        return _mm256_loadu_ps(d);
+    const __m256i mask =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32((int)m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_maskload_ps(d, mask);
+}
+
+/* Group j (m <= 8 blocks) of nr <= rt weight rows (rearranged, at wt with
+ * stride wstride; scales wd with stride nb) against nt <= tt tokens from
+ * t0, into the float accumulators.  Q8_0: |w| · (x with w's sign), madd
+ * to int32 per register.  Q4_0: nibbles · x summed in int16 over the whole
+ * group (at most 16 products of 15·127 per lane), one madd at the end. */
+ALWAYS_INLINE void tile_group(int q4, size_t rt, size_t tt, const uint8_t *wt, size_t wstride,
+                              const float *wd, size_t nb, const uint8_t *xt, const float *xd,
+                              size_t t0, size_t nt, size_t nr, size_t j, size_t m,
+                              __m256 acc[RT_MAX][TT_MAX])
+{
+    const size_t ng = (nb + 7) / 8;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const uint8_t *xg[TT_MAX];
+    __m256i is[RT_MAX][TT_MAX];
+    UNROLL
+    for (size_t t = 0; t < tt; t++) {
+        xg[t] = xt + ((t0 + (t < nt ? t : 0)) * ng + j) * XG_BYTES;
+        UNROLL
+        for (size_t i = 0; i < rt; i++)
+            is[i][t] = _mm256_setzero_si256();
+    }
+    UNROLL
+    for (int g = 0; g < 8; g++) {
+        __m256i w[RT_MAX], aw[RT_MAX];
+        UNROLL
+        for (size_t i = 0; i < rt; i++) {
+            w[i] = i < nr ? _mm256_load_si256(
+                                (const __m256i *)(wt + i * wstride + j * WG_BYTES + 32 * g))
+                          : _mm256_setzero_si256();
+            aw[i] = _mm256_abs_epi8(w[i]);
+        }
+        UNROLL
+        for (size_t t = 0; t < tt; t++)
+            if (t < nt) {
+                __m256i x = _mm256_load_si256((const __m256i *)(xg[t] + 32 * g));
+                IN_REGISTER(x);
+                UNROLL
+                for (size_t i = 0; i < rt; i++)
+                    if (i < nr) {
+                        if (q4)
+                            is[i][t] = _mm256_add_epi16(is[i][t], _mm256_maddubs_epi16(w[i], x));
+                        else
+                            is[i][t] = _mm256_add_epi32(
+                                is[i][t],
+                                _mm256_madd_epi16(
+                                    _mm256_maddubs_epi16(aw[i], _mm256_sign_epi8(x, w[i])), ones));
+                    }
+            }
+    }
+    __m256 sx[TT_MAX];
+    UNROLL
+    for (size_t t = 0; t < tt; t++)
+        sx[t] = t < nt ? load_scales(xd + (t0 + t) * nb + 8 * j, m) : _mm256_setzero_ps();
+    UNROLL
+    for (size_t i = 0; i < rt; i++)
+        if (i < nr) {
+            const __m256 sw = load_scales(wd + i * nb + 8 * j, m);
+            UNROLL
+            for (size_t t = 0; t < tt; t++)
+                if (t < nt) {
+                    __m256i isum = is[i][t];
+                    if (q4)
+                        isum = _mm256_add_epi32(
+                            _mm256_madd_epi16(isum, ones),
+                            _mm256_load_si256((const __m256i *)(xg[t] + 256)));
+                    acc[i][t] = combine(acc[i][t], isum, _mm256_mul_ps(sw, sx[t]));
+                }
+        }
+}
+
+/* Rows r0 .. r0 + nr of y for tokens t0 .. t0 + nt: full groups, then the
+ * partial one. */
+ALWAYS_INLINE void tile(int q4, size_t rt, size_t tt, const uint8_t *wt, size_t wstride,
+                        const float *wd, size_t nb, const uint8_t *xt, const float *xd, size_t t0,
+                        size_t nt, size_t nr, float *y, size_t ldy, size_t r0)
+{
+    __m256 acc[RT_MAX][TT_MAX];
+    UNROLL
+    for (size_t i = 0; i < rt; i++)
+        UNROLL
+        for (size_t t = 0; t < tt; t++)
+            acc[i][t] = _mm256_setzero_ps();
+    size_t j = 0;
+    for (; j < nb / 8; j++)
+        tile_group(q4, rt, tt, wt, wstride, wd, nb, xt, xd, t0, nt, nr, j, 8, acc);
+    if (nb % 8)
+        tile_group(q4, rt, tt, wt, wstride, wd, nb, xt, xd, t0, nt, nr, j, nb % 8, acc);
+    UNROLL
+    for (size_t i = 0; i < rt; i++)
+        UNROLL
+        for (size_t t = 0; t < tt; t++)
+            if (i < nr && t < nt)
+                y[(t0 + t) * ldy + r0 + i] = fold8(acc[i][t]);
+}
+
+/* Full tiles get code with every slot known to be used. */
+static void tile_q8(const uint8_t *wt, size_t wstride, const float *wd, size_t nb,
+                    const uint8_t *xt, const float *xd, size_t t0, size_t nt, size_t nr, float *y,
+                    size_t ldy, size_t r0)
+{
+    if (nt == TT_Q8 && nr == RT_Q8)
+        tile(0, RT_Q8, TT_Q8, wt, wstride, wd, nb, xt, xd, t0, TT_Q8, RT_Q8, y, ldy, r0);
+    else
+        tile(0, RT_Q8, TT_Q8, wt, wstride, wd, nb, xt, xd, t0, nt, nr, y, ldy, r0);
+}
+
+static void tile_q4(const uint8_t *wt, size_t wstride, const float *wd, size_t nb,
+                    const uint8_t *xt, const float *xd, size_t t0, size_t nt, size_t nr, float *y,
+                    size_t ldy, size_t r0)
+{
+    if (nt == TT_Q4 && nr == RT_Q4)
+        tile(1, RT_Q4, TT_Q4, wt, wstride, wd, nb, xt, xd, t0, TT_Q4, RT_Q4, y, ldy, r0);
+    else
+        tile(1, RT_Q4, TT_Q4, wt, wstride, wd, nb, xt, xd, t0, nt, nr, y, ldy, r0);
+}
+
+/* The blocked loop: panels of RB rearranged rows; in each, token tiles
+ * outside (their activations stay in L1) and row tiles inside. */
+static void panels(const void *wq, size_t row_bytes, int q4, const float *wd, size_t nb,
+                   size_t r0, size_t r1, const mm_scratch *s, const float *xd, size_t n_tok,
+                   float *y, size_t ldy)
+{
+    const size_t ng = (nb + 7) / 8, wstride = ng * WG_BYTES;
+    const size_t rt = q4 ? RT_Q4 : RT_Q8, tt = q4 ? TT_Q4 : TT_Q8;
+    for (size_t p = r0; p < r1; p += RB) {
+        const size_t pe = r1 - p < RB ? r1 : p + RB;
+        for (size_t r = p; r < pe; r++) {
+            const uint8_t *row = (const uint8_t *)wq + r * row_bytes;
+            if (q4)
+                prepare_w_q4(row, nb, s->wt + (r - p) * wstride);
+            else
+                prepare_w_q8((const int8_t *)row, nb, s->wt + (r - p) * wstride);
+        }
+        for (size_t t0 = 0; t0 < n_tok; t0 += tt)
+            for (size_t r = p; r < pe; r += rt) {
+                const size_t nt = n_tok - t0 < tt ? n_tok - t0 : tt, nr = pe - r < rt ? pe - r : rt;
+                (q4 ? tile_q4 : tile_q8)(s->wt + (r - p) * wstride, wstride, wd + r * nb, nb, s->xt,
+                                         xd, t0, nt, nr, y, ldy, r);
+            }
+    }
+}
+
+static void matmul_q8_0(const int8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    const size_t nb = cols / 32;
+    mm_scratch s;
+    if (r0 >= r1)
+        return;
+    if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8)) {
+        for (size_t t = 0; t < n_tok; t++)
+            matvec_q8_0(wq, wd, cols, r0, r1, xq + t * cols, xd + t * nb, y + t * ldy);
+        return;
+    }
+    prepare_x(xq, nb, n_tok, s.xt);
+    panels(wq, cols, 0, wd, nb, r0, r1, &s, xd, n_tok, y, ldy);
+    free(s.base);
+}
+
+static void matmul_q4_0(const uint8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    const size_t nb = cols / 32;
+    mm_scratch s;
+    if (r0 >= r1)
+        return;
+    if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8)) {
+        for (size_t t = 0; t < n_tok; t++)
+            matvec_q4_0(wq, wd, cols, r0, r1, xq + t * cols, xd + t * nb, y + t * ldy);
+        return;
+    }
+    prepare_x(xq, nb, n_tok, s.xt);
+    panels(wq, cols / 2, 1, wd, nb, r0, r1, &s, xd, n_tok, y, ldy);
+    free(s.base);
+}
+
+const ml_kernels ml__kernels_avx2 = {
+    "avx2", quantize_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0,
+};
+
+#endif /* __x86_64__ */

@@ -1,0 +1,593 @@
+/* kernels_avx512.c - the kernels for x86-64 with AVX-512 VNNI (compiled
+ * with -mavx512f/bw/vl/dq/vnni, never -mfma), bit-identical to
+ * kernels_scalar.c by the rules of kernels.h.
+ *
+ * The same plan as kernels_avx2.c, with vpdpbusd doing the integer work:
+ * it multiplies unsigned by signed bytes and adds four products into each
+ * int32 lane, so
+ *  - Q8_0 uses w + 128 (w XOR 0x80, in 1..255) and subtracts 128 * Σx per
+ *    block: Σ (w + 128) x = Σ w x + 128 Σ x;
+ *  - Q4_0 uses the nibbles (0..15) and subtracts 8 * Σx.
+ * Nothing saturates, so no 16-bit intermediates need watching.  The
+ * vectors are 256 bits wide (EVEX encoded, 32 registers): on the CPUs that
+ * have VNNI, 512-bit operations do not do more work per cycle, and the
+ * 8-lane accumulator of rule 3 is exactly one 256-bit register.
+ *
+ * matvec folds each block's 8 lanes horizontally, eight blocks at a time;
+ * matmul rearranges a panel of weight rows and all tokens' activations
+ * into transposed groups (register g holds bytes 4g..4g+3 of block k in
+ * lane k), so one vpdpbusd per 32 bytes and per (row, token) leaves every
+ * lane inside its block, and a tile of 3 rows x 4 tokens shares each load
+ * between four or three multiply-adds. */
+#include "kernels/kernels.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+/* Loops over registers must be unrolled for the registers to stay registers. */
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* ======================================================================
+ * Quantization (16 lanes)
+ * ====================================================================== */
+
+/* trunc(x * scale + copysign(0.5, x)) clamped to [-127, 127]; NaN gives 0
+ * as in the reference (zeroed before the conversion). */
+ALWAYS_INLINE __m512i round_q(__m512 x, __m512 scale)
+{
+    const __m512 half = _mm512_or_ps(_mm512_and_ps(x, _mm512_set1_ps(-0.0f)), _mm512_set1_ps(0.5f));
+    const __m512 v = _mm512_add_ps(_mm512_mul_ps(x, scale), half);
+    const __mmask16 ordered = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
+    const __m512i q = _mm512_cvttps_epi32(_mm512_maskz_mov_ps(ordered, v));
+    return _mm512_max_epi32(_mm512_min_epi32(q, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+}
+
+/* |x| with NaN lanes 0: a NaN never wins the maximum, as in the reference. */
+ALWAYS_INLINE __m512 abs_no_nan(__m512 x)
+{
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, x, _CMP_ORD_Q), _mm512_abs_ps(x));
+}
+
+static void quantize_q8_0(const float *x, size_t n, int8_t *q, float *d)
+{
+    for (size_t b = 0; b < n / 32; b++) {
+        const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(abs_no_nan(v0), abs_no_nan(v1)));
+        if (amax < 1e-30f) {
+            d[b] = 0.0f;
+            memset(q + 32 * b, 0, 32);
+            continue;
+        }
+        d[b] = amax / 127.0f;
+        const __m512 scale = _mm512_set1_ps(127.0f / amax);
+        _mm_storeu_si128((__m128i *)(q + 32 * b), _mm512_cvtepi32_epi8(round_q(v0, scale)));
+        _mm_storeu_si128((__m128i *)(q + 32 * b + 16), _mm512_cvtepi32_epi8(round_q(v1, scale)));
+    }
+}
+
+/* ======================================================================
+ * Shared pieces of the dot products
+ * ====================================================================== */
+
+/* Rule 3's fold: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). */
+ALWAYS_INLINE float fold8(__m256 acc)
+{
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+/* Lane k = the sum of the eight lanes of v[k]. */
+ALWAYS_INLINE __m256i hsum8x8(const __m256i v[8])
+{
+    __m256i a[4], b[2];
+    UNROLL
+    for (int i = 0; i < 4; i++)
+        a[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                                _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+    UNROLL
+    for (int i = 0; i < 2; i++)
+        b[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(a[2 * i], a[2 * i + 1]),
+                                _mm256_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(b[0], b[1], 0x20),
+                            _mm256_permute2x128_si256(b[0], b[1], 0x31));
+}
+
+/* In place: afterwards v[g] lane k holds dword g of the old v[k]. */
+ALWAYS_INLINE void transpose8x8(__m256i v[8])
+{
+    __m256i t[8], u[8];
+    UNROLL
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+    }
+    UNROLL
+    for (int i = 0; i < 2; i++) {
+        u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+        v[g] = _mm256_permute2x128_si256(u[g], u[g + 4], 0x20);
+        v[g + 4] = _mm256_permute2x128_si256(u[g], u[g + 4], 0x31);
+    }
+}
+
+ALWAYS_INLINE __mmask8 first(size_t m)
+{
+    return (__mmask8)((1u << m) - 1);
+}
+
+/* wd[k] * xd[k] for the m <= 8 blocks of a group; lanes past m are +0,
+ * and a +0 added to an accumulator (never -0) leaves it unchanged. */
+ALWAYS_INLINE __m256 scales8(const float *wd, const float *xd, size_t m)
+{
+    if (m == 8)
+        return _mm256_mul_ps(_mm256_loadu_ps(wd), _mm256_loadu_ps(xd));
+    return _mm256_mul_ps(_mm256_maskz_loadu_ps(first(m), wd), _mm256_maskz_loadu_ps(first(m), xd));
+}
+
+/* The m <= 8 scales at d, zeros after. */
+ALWAYS_INLINE __m256 load_scales(const float *d, size_t m)
+{
+    return m == 8 ? _mm256_loadu_ps(d) : _mm256_maskz_loadu_ps(first(m), d);
+}
+
+/* Rule 3 for one group: acc + (float)isum * (wd * xd), lane by lane. */
+ALWAYS_INLINE __m256 combine(__m256 acc, __m256i isum, __m256 sc)
+{
+    return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), sc));
+}
+
+ALWAYS_INLINE __m256i dpbusd(__m256i acc, __m256i u8, __m256i s8)
+{
+    return _mm256_dpbusd_epi32(acc, u8, s8);
+}
+
+ALWAYS_INLINE __m256i load8(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* Σ x over each of the m <= 8 blocks at x (lane k: block k), times
+ * -2^shift: the correction the unsigned weights need. */
+ALWAYS_INLINE __m256i correction(const int8_t *x, size_t m, int shift)
+{
+    const __m256i ones = _mm256_set1_epi8(1);
+    __m256i v[8];
+    UNROLL
+    for (size_t k = 0; k < 8; k++)
+        v[k] = k < m ? dpbusd(_mm256_setzero_si256(), ones, load8(x + 32 * k))
+                     : _mm256_setzero_si256();
+    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(hsum8x8(v), shift));
+}
+
+/* ======================================================================
+ * matvec: one row at a time, horizontal folding per group of 8 blocks
+ * ====================================================================== */
+
+/* Eight lanes summing to Σ (w + 128) x of one block. */
+ALWAYS_INLINE __m256i q8_block(const int8_t *w, const int8_t *x)
+{
+    return dpbusd(_mm256_setzero_si256(), _mm256_xor_si256(load8(w), _mm256_set1_epi8(-128)),
+                  load8(x));
+}
+
+/* Two Q4_0 blocks from one 32-byte load: the low nibbles of both, then
+ * the high ones, regrouped per block (elements 0..15, then 16..31). */
+ALWAYS_INLINE void q4_pair(const uint8_t *w, const int8_t *x, __m256i *v0, __m256i *v1)
+{
+    const __m256i b = load8(w), m4 = _mm256_set1_epi8(15);
+    const __m256i lo = _mm256_and_si256(b, m4), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+    *v0 = dpbusd(_mm256_setzero_si256(), _mm256_permute2x128_si256(lo, hi, 0x20), load8(x));
+    *v1 = dpbusd(_mm256_setzero_si256(), _mm256_permute2x128_si256(lo, hi, 0x31), load8(x + 32));
+}
+
+/* One Q4_0 block alone (16 bytes): for a group's odd last block. */
+ALWAYS_INLINE __m256i q4_block(const uint8_t *w, const int8_t *x)
+{
+    const __m128i b = _mm_loadu_si128((const __m128i *)w);
+    const __m256i n =
+        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
+    return dpbusd(_mm256_setzero_si256(), n, load8(x));
+}
+
+ALWAYS_INLINE __m256 group_q8(__m256 acc, const int8_t *w, const float *wd, const int8_t *x,
+                              const float *xd, __m256i corr, size_t m)
+{
+    __m256i v[8];
+    UNROLL
+    for (size_t k = 0; k < 8; k++)
+        v[k] = k < m ? q8_block(w + 32 * k, x + 32 * k) : _mm256_setzero_si256();
+    return combine(acc, _mm256_add_epi32(hsum8x8(v), corr), scales8(wd, xd, m));
+}
+
+ALWAYS_INLINE __m256 group_q4(__m256 acc, const uint8_t *w, const float *wd, const int8_t *x,
+                              const float *xd, __m256i corr, size_t m)
+{
+    __m256i v[8];
+    UNROLL
+    for (size_t k = 0; k < 8; k += 2) {
+        if (k + 1 < m) {
+            q4_pair(w + 16 * k, x + 32 * k, &v[k], &v[k + 1]);
+        } else {
+            v[k] = k < m ? q4_block(w + 16 * k, x + 32 * k) : _mm256_setzero_si256();
+            v[k + 1] = _mm256_setzero_si256();
+        }
+    }
+    return combine(acc, _mm256_add_epi32(hsum8x8(v), corr), scales8(wd, xd, m));
+}
+
+/* Decode streams every weight once from memory; the hardware prefetcher
+ * stops at each 4 KiB page, so the rows ahead are asked for explicitly:
+ * PREFETCH bytes of quants ahead (measured: +10% for Q8_0 and up to +50%
+ * for Q4_0 on Zen 4 with 4 KiB pages), and the scales at the same pace. */
+#define PREFETCH 2048
+
+/* The `lines` cache lines PREFETCH bytes after p. */
+ALWAYS_INLINE void prefetch_ahead(const void *p, int lines)
+{
+    const char *a = (const char *)p + PREFETCH;
+    UNROLL
+    for (int i = 0; i < lines; i++)
+        _mm_prefetch(a + 64 * i, _MM_HINT_T0);
+}
+
+/* For a group of 8 blocks: 256 bytes of Q8_0 quants, 32 of scales. */
+ALWAYS_INLINE void prefetch_q8(const int8_t *w, const float *wd)
+{
+    prefetch_ahead(w, 4);
+    _mm_prefetch((const char *)wd + PREFETCH / 8, _MM_HINT_T0);
+}
+
+/* For a group of 8 blocks: 128 bytes of Q4_0 quants, 32 of scales. */
+ALWAYS_INLINE void prefetch_q4(const uint8_t *w, const float *wd)
+{
+    prefetch_ahead(w, 2);
+    _mm_prefetch((const char *)wd + PREFETCH / 4, _MM_HINT_T0);
+}
+
+/* Per-group corrections are kept on the stack up to this many groups
+ * (65536 columns, the format's dimension limit); longer rows compute them
+ * per row. */
+#define XS_GROUPS 256
+
+typedef struct corrections {
+    __m256i v[XS_GROUPS];
+    int have;
+} corrections;
+
+static void corrections_init(corrections *c, const int8_t *x, size_t nb, int shift)
+{
+    const size_t ng = (nb + 7) / 8;
+    c->have = ng <= XS_GROUPS;
+    if (c->have)
+        for (size_t j = 0; j < ng; j++)
+            c->v[j] = correction(x + 256 * j, nb - 8 * j < 8 ? nb - 8 * j : 8, shift);
+}
+
+ALWAYS_INLINE __m256i corr_get(const corrections *c, const int8_t *x, size_t nb, size_t j,
+                               int shift)
+{
+    return c->have ? c->v[j] : correction(x + 256 * j, nb - 8 * j < 8 ? nb - 8 * j : 8, shift);
+}
+
+static float row_q8(const int8_t *w, const float *wd, const int8_t *x, const float *xd,
+                    const corrections *c, size_t nb)
+{
+    __m256 acc = _mm256_setzero_ps();
+    size_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        prefetch_q8(w + 32 * b, wd + b);
+        acc = group_q8(acc, w + 32 * b, wd + b, x + 32 * b, xd + b, corr_get(c, x, nb, b / 8, 7),
+                       8);
+    }
+    if (b < nb)
+        acc = group_q8(acc, w + 32 * b, wd + b, x + 32 * b, xd + b, corr_get(c, x, nb, b / 8, 7),
+                       nb - b);
+    return fold8(acc);
+}
+
+static float row_q4(const uint8_t *w, const float *wd, const int8_t *x, const float *xd,
+                    const corrections *c, size_t nb)
+{
+    __m256 acc = _mm256_setzero_ps();
+    size_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        prefetch_q4(w + 16 * b, wd + b);
+        acc = group_q4(acc, w + 16 * b, wd + b, x + 32 * b, xd + b, corr_get(c, x, nb, b / 8, 3),
+                       8);
+    }
+    if (b < nb)
+        acc = group_q4(acc, w + 16 * b, wd + b, x + 32 * b, xd + b, corr_get(c, x, nb, b / 8, 3),
+                       nb - b);
+    return fold8(acc);
+}
+
+static void matvec_q8_0(const int8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, float *y)
+{
+    const size_t nb = cols / 32;
+    corrections c;
+    corrections_init(&c, xq, nb, 7);
+    for (size_t r = r0; r < r1; r++)
+        y[r] = row_q8(wq + r * cols, wd + r * nb, xq, xd, &c, nb);
+}
+
+static void matvec_q4_0(const uint8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, float *y)
+{
+    const size_t nb = cols / 32;
+    corrections c;
+    corrections_init(&c, xq, nb, 3);
+    for (size_t r = r0; r < r1; r++)
+        y[r] = row_q4(wq + r * (cols / 2), wd + r * nb, xq, xd, &c, nb);
+}
+
+/* ======================================================================
+ * matmul: transposed groups, register tiles of RT rows x TT tokens
+ * ====================================================================== */
+
+/* Tile and panel sizes: 3 x 4 keeps 12 integer and 12 float accumulators
+ * in the 32 registers, and each load feeds 3 or 4 multiply-adds.  On Zen 4
+ * 2x4 to 4x4 tiles and panels of 16 to 144 rows were within 10%. */
+#define RT 3          /* rows per register tile */
+#define TT 4          /* tokens per register tile */
+#define RB 48         /* rows per panel of rearranged weights (multiple of RT) */
+#define MM_MIN_TOK 2  /* from 2 tokens on, reading the weights once pays (measured) */
+
+/* Activation layout per token and group: 8 registers of transposed quants,
+ * then the group's corrections (-2^shift · Σx per block). */
+#define XG_BYTES 288
+#define WG_BYTES 256
+
+typedef struct mm_scratch {
+    void *base;
+    uint8_t *xt;  /* n_tok * ng * XG_BYTES */
+    uint8_t *wt;  /* RB * ng * WG_BYTES */
+} mm_scratch;
+
+static int scratch_new(mm_scratch *s, size_t n_tok, size_t ng)
+{
+    size_t xgroup, xbytes, wbytes, total;
+    if (__builtin_mul_overflow(ng, (size_t)XG_BYTES, &xgroup) ||
+        __builtin_mul_overflow(n_tok, xgroup, &xbytes) ||
+        __builtin_mul_overflow((size_t)RB, ng * WG_BYTES, &wbytes) ||
+        __builtin_add_overflow(xbytes, wbytes + 63, &total))
+        return 0;
+    s->base = aligned_alloc(64, total & ~(size_t)63); /* a multiple of the alignment */
+    if (!s->base)
+        return 0;
+    s->xt = s->base;
+    s->wt = s->xt + xbytes;
+    return 1;
+}
+
+static void store8(uint8_t *dst, const __m256i v[8])
+{
+    UNROLL
+    for (int g = 0; g < 8; g++)
+        _mm256_store_si256((__m256i *)(dst + 32 * g), v[g]);
+}
+
+static void prepare_x(const int8_t *xq, size_t nb, size_t n_tok, int shift, uint8_t *xt)
+{
+    const size_t ng = (nb + 7) / 8;
+    for (size_t t = 0; t < n_tok; t++)
+        for (size_t j = 0; j < ng; j++) {
+            const int8_t *x = xq + t * nb * 32 + 256 * j;
+            const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
+            uint8_t *dst = xt + (t * ng + j) * XG_BYTES;
+            __m256i v[8];
+            UNROLL
+            for (size_t k = 0; k < 8; k++)
+                v[k] = k < m ? load8(x + 32 * k) : _mm256_setzero_si256();
+            transpose8x8(v);
+            store8(dst, v);
+            _mm256_store_si256((__m256i *)(dst + 256), correction(x, m, shift));
+        }
+}
+
+/* Q8_0 rows as w + 128; padding blocks become 128s, which meet the zero
+ * padding of the activations. */
+/* The rows of a panel are read from memory here, once per matmul, in
+ * order: prefetched as in matvec. */
+static void prepare_w_q8(const int8_t *w, size_t nb, uint8_t *wt)
+{
+    for (size_t j = 0; j < (nb + 7) / 8; j++) {
+        const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
+        prefetch_ahead(w + 256 * j, 4);
+        __m256i v[8];
+        UNROLL
+        for (size_t k = 0; k < 8; k++)
+            v[k] = k < m ? load8(w + 256 * j + 32 * k) : _mm256_setzero_si256();
+        transpose8x8(v);
+        UNROLL
+        for (int g = 0; g < 8; g++)
+            v[g] = _mm256_xor_si256(v[g], _mm256_set1_epi8(-128));
+        store8(wt + j * WG_BYTES, v);
+    }
+}
+
+static void prepare_w_q4(const uint8_t *w, size_t nb, uint8_t *wt)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (size_t j = 0; j < (nb + 7) / 8; j++) {
+        const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
+        prefetch_ahead(w + 128 * j, 2);
+        __m256i v[8];
+        UNROLL
+        for (size_t k = 0; k < 8; k++) {
+            if (k < m) {
+                const __m128i b = _mm_loadu_si128((const __m128i *)(w + 128 * j + 16 * k));
+                v[k] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), m4);
+            } else {
+                v[k] = _mm256_setzero_si256();
+            }
+        }
+        transpose8x8(v);
+        store8(wt + j * WG_BYTES, v);
+    }
+}
+
+/* Keeps a loaded vector in a register: without this the compiler folds
+ * the load into every multiply-add that uses it, one load per row. */
+#define IN_REGISTER(v) __asm__("" : "+v"(v))
+
+/* Group j (m <= 8 blocks) of nr <= RT weight rows (rearranged, at wt with
+ * stride wstride; scales wd with stride nb) against nt <= TT tokens from
+ * t0: integer sums by vpdpbusd, then rule 3 into acc. */
+ALWAYS_INLINE void tile_group(const uint8_t *wt, size_t wstride, const float *wd, size_t nb,
+                              const uint8_t *xt, const float *xd, size_t t0, size_t nt, size_t nr,
+                              size_t j, size_t m, __m256 acc[RT][TT])
+{
+    const size_t ng = (nb + 7) / 8;
+    const uint8_t *xg[TT];
+    __m256i is[RT][TT];
+    UNROLL
+    for (size_t t = 0; t < TT; t++) {
+        xg[t] = xt + ((t0 + (t < nt ? t : 0)) * ng + j) * XG_BYTES;
+        const __m256i c = _mm256_load_si256((const __m256i *)(xg[t] + 256));
+        UNROLL
+        for (size_t i = 0; i < RT; i++)
+            is[i][t] = c;
+    }
+    UNROLL
+    for (int g = 0; g < 8; g++) {
+        __m256i w[RT];
+        UNROLL
+        for (size_t i = 0; i < RT; i++)
+            w[i] = i < nr ? _mm256_load_si256(
+                                (const __m256i *)(wt + i * wstride + j * WG_BYTES + 32 * g))
+                          : _mm256_setzero_si256();
+        UNROLL
+        for (size_t t = 0; t < TT; t++)
+            if (t < nt) {
+                __m256i x = _mm256_load_si256((const __m256i *)(xg[t] + 32 * g));
+                IN_REGISTER(x);
+                UNROLL
+                for (size_t i = 0; i < RT; i++)
+                    if (i < nr)
+                        is[i][t] = dpbusd(is[i][t], w[i], x);
+            }
+    }
+    __m256 sx[TT];
+    UNROLL
+    for (size_t t = 0; t < TT; t++)
+        sx[t] = t < nt ? load_scales(xd + (t0 + t) * nb + 8 * j, m) : _mm256_setzero_ps();
+    UNROLL
+    for (size_t i = 0; i < RT; i++)
+        if (i < nr) {
+            const __m256 sw = load_scales(wd + i * nb + 8 * j, m);
+            UNROLL
+            for (size_t t = 0; t < TT; t++)
+                if (t < nt)
+                    acc[i][t] = combine(acc[i][t], is[i][t], _mm256_mul_ps(sw, sx[t]));
+        }
+}
+
+/* Rows r0 .. r0 + nr of y for tokens t0 .. t0 + nt: full groups, then the
+ * partial one. */
+ALWAYS_INLINE void tile(const uint8_t *wt, size_t wstride, const float *wd, size_t nb,
+                        const uint8_t *xt, const float *xd, size_t t0, size_t nt, size_t nr,
+                        float *y, size_t ldy, size_t r0)
+{
+    __m256 acc[RT][TT];
+    UNROLL
+    for (size_t i = 0; i < RT; i++)
+        UNROLL
+        for (size_t t = 0; t < TT; t++)
+            acc[i][t] = _mm256_setzero_ps();
+    size_t j = 0;
+    for (; j < nb / 8; j++)
+        tile_group(wt, wstride, wd, nb, xt, xd, t0, nt, nr, j, 8, acc);
+    if (nb % 8)
+        tile_group(wt, wstride, wd, nb, xt, xd, t0, nt, nr, j, nb % 8, acc);
+    UNROLL
+    for (size_t i = 0; i < RT; i++)
+        UNROLL
+        for (size_t t = 0; t < TT; t++)
+            if (i < nr && t < nt)
+                y[(t0 + t) * ldy + r0 + i] = fold8(acc[i][t]);
+}
+
+/* Full tiles get code with every slot known to be used. */
+static void tile_any(const uint8_t *wt, size_t wstride, const float *wd, size_t nb,
+                     const uint8_t *xt, const float *xd, size_t t0, size_t nt, size_t nr,
+                     float *y, size_t ldy, size_t r0)
+{
+    if (nt == TT && nr == RT)
+        tile(wt, wstride, wd, nb, xt, xd, t0, TT, RT, y, ldy, r0);
+    else
+        tile(wt, wstride, wd, nb, xt, xd, t0, nt, nr, y, ldy, r0);
+}
+
+/* The blocked loop: panels of RB rearranged rows; in each, token tiles
+ * outside (their activations stay in L1) and row tiles inside. */
+static void panels(const void *wq, size_t row_bytes, int q4, const float *wd, size_t nb,
+                   size_t r0, size_t r1, const mm_scratch *s, const float *xd, size_t n_tok,
+                   float *y, size_t ldy)
+{
+    const size_t ng = (nb + 7) / 8, wstride = ng * WG_BYTES;
+    for (size_t p = r0; p < r1; p += RB) {
+        const size_t pe = r1 - p < RB ? r1 : p + RB;
+        for (size_t r = p; r < pe; r++) {
+            const uint8_t *row = (const uint8_t *)wq + r * row_bytes;
+            if (q4)
+                prepare_w_q4(row, nb, s->wt + (r - p) * wstride);
+            else
+                prepare_w_q8((const int8_t *)row, nb, s->wt + (r - p) * wstride);
+        }
+        for (size_t t0 = 0; t0 < n_tok; t0 += TT)
+            for (size_t r = p; r < pe; r += RT)
+                tile_any(s->wt + (r - p) * wstride, wstride, wd + r * nb, nb, s->xt, xd, t0,
+                         n_tok - t0 < TT ? n_tok - t0 : TT, pe - r < RT ? pe - r : RT, y, ldy, r);
+    }
+}
+
+static void matmul_q8_0(const int8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    const size_t nb = cols / 32;
+    mm_scratch s;
+    if (r0 >= r1)
+        return;
+    if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8)) {
+        for (size_t t = 0; t < n_tok; t++)
+            matvec_q8_0(wq, wd, cols, r0, r1, xq + t * cols, xd + t * nb, y + t * ldy);
+        return;
+    }
+    prepare_x(xq, nb, n_tok, 7, s.xt);
+    panels(wq, cols, 0, wd, nb, r0, r1, &s, xd, n_tok, y, ldy);
+    free(s.base);
+}
+
+static void matmul_q4_0(const uint8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    const size_t nb = cols / 32;
+    mm_scratch s;
+    if (r0 >= r1)
+        return;
+    if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8)) {
+        for (size_t t = 0; t < n_tok; t++)
+            matvec_q4_0(wq, wd, cols, r0, r1, xq + t * cols, xd + t * nb, y + t * ldy);
+        return;
+    }
+    prepare_x(xq, nb, n_tok, 3, s.xt);
+    panels(wq, cols / 2, 1, wd, nb, r0, r1, &s, xd, n_tok, y, ldy);
+    free(s.base);
+}
+
+const ml_kernels ml__kernels_avx512 = {
+    "avx512vnni", quantize_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0,
+};
+
+#endif /* __x86_64__ */

@@ -1,0 +1,664 @@
+/* forward.c - the evaluation context and the forward pass of mlb(5): embed,
+ * then per layer RMSNorm, attention (GQA, RoPE on interleaved pairs,
+ * biases, q/k norms, window, softcap, gate) and the gated FFN, each with
+ * optional post-norms, then the final norm and the classifier.  Matrices
+ * multiply Q8_0-quantized activations (the spec's rule, bit for bit);
+ * everything else is float32, computed in one fixed order, so results do
+ * not depend on the thread count or the batch size. */
+#include "runtime/runtime.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+struct ml_ctx {
+    const ml_model *m;
+    ml_pool *pool;
+    uint32_t n_ctx, n_batch, pos;
+    float **kc, **vc;     /* per layer: (cap[l], kv_dim) keys and values */
+    uint32_t *cap;        /* positions layer l holds: n_ctx, or a window ring */
+    uint64_t state_bytes, scratch_bytes;
+    /* Scratch for one batch of B = n_batch tokens, row t for token t. */
+    float *x;             /* (B, dim) residual stream */
+    float *xb;            /* (B, dim) normalized block input */
+    float *q;             /* (B, q_dim) */
+    float *k, *v;         /* (B, kv_dim) */
+    float *ao;            /* (B, q_dim) attention output per head */
+    float *g;             /* (B, q_dim) gate */
+    float *hb, *hb2;      /* (B, hidden_dim) FFN gate and up */
+    float *o;             /* (B, dim) block output before the residual */
+    int8_t *aq;           /* (B, max input) quantized activations */
+    float *ad;            /* (B, max input / 32) their scales */
+    float *att;           /* (n_threads, n_ctx) attention scores */
+    /* Linear attention (only when the model has such layers). */
+    float **lstate;       /* per layer: (lin_v_heads, lin_k_dim, lin_v_dim) state S */
+    float **lconv;        /* per layer: (lin_conv - 1, lin_qkv) last conv inputs, oldest first */
+    float *lqkv;          /* (B, lin_qkv) projections, then conv + SiLU output */
+    float *lz;            /* (B, lin_vd) output gate */
+    float *lba;           /* (B, 2 lin_v_heads): b then a */
+    float *lo;            /* (B, lin_vd) per-head outputs */
+    void *scratch;
+};
+
+/* ---------------------------------------------------------------------------
+ * Small float operations (one order, no SIMD: they are not the hot path)
+ * ------------------------------------------------------------------------- */
+
+static void rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
+{
+    double ss = 0;
+    for (uint32_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt(ss / n + eps));
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = x[i] * inv * w[i];
+}
+
+static float silu(float x)
+{
+    return x / (1.0f + expf(-x));
+}
+
+static float gelu_tanh(float x)
+{
+    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+}
+
+static float sigmoid(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
+static float softcap(float x, float cap)
+{
+    return cap > 0 ? cap * tanhf(x / cap) : x;
+}
+
+/* Rotates the first 2*half dims of one head on interleaved pairs. */
+static void rope(float *v, const float *inv, uint32_t half, uint32_t pos, float mul)
+{
+    for (uint32_t i = 0; i < half; i++) {
+        double a = (double)pos * inv[i];
+        float c = (float)cos(a) * mul, s = (float)sin(a) * mul;
+        float x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * c - x1 * s;
+        v[2 * i + 1] = x0 * s + x1 * c;
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Matrix products on the pool
+ * ------------------------------------------------------------------------- */
+
+typedef struct mm_job {
+    const ml_kernels *k;
+    const ml_mat *w;
+    const int8_t *xq;
+    const float *xd;
+    size_t n_tok;
+    float *y;
+    size_t ldy;
+} mm_job;
+
+static void mm_run(void *ctx, unsigned ith, unsigned nth)
+{
+    const mm_job *j = ctx;
+    const ml_mat *w = j->w;
+    size_t b, e;
+    ml__pool_split(w->rows, 8, ith, nth, &b, &e);
+    if (b >= e)
+        return;
+    if (w->type == ML_TYPE_Q8_0) {
+        if (j->n_tok == 1)
+            j->k->matvec_q8_0(w->q, w->d, w->cols, b, e, j->xq, j->xd, j->y);
+        else
+            j->k->matmul_q8_0(w->q, w->d, w->cols, b, e, j->xq, j->xd, j->n_tok, j->y, j->ldy);
+    } else {
+        if (j->n_tok == 1)
+            j->k->matvec_q4_0(w->q, w->d, w->cols, b, e, j->xq, j->xd, j->y);
+        else
+            j->k->matmul_q4_0(w->q, w->d, w->cols, b, e, j->xq, j->xd, j->n_tok, j->y, j->ldy);
+    }
+}
+
+/* Quantizes n_tok rows of n floats (stride n) into the context's buffer. */
+static void quantize(ml_ctx *c, const float *x, size_t n_tok, uint32_t n)
+{
+    for (size_t t = 0; t < n_tok; t++)
+        c->m->k->quantize_q8_0(x + t * n, n, c->aq + t * n, c->ad + t * (n / 32));
+}
+
+/* y (n_tok rows of w->rows, stride ldy) = W · x for the quantized x. */
+static void matmul(ml_ctx *c, const ml_mat *w, size_t n_tok, float *y, size_t ldy)
+{
+    mm_job j = {c->m->k, w, c->aq, c->ad, n_tok, y, ldy};
+    ml__pool_run(c->pool, mm_run, &j);
+}
+
+static void add_bias(float *y, const float *b, size_t n_tok, uint32_t n)
+{
+    if (!b)
+        return;
+    for (size_t t = 0; t < n_tok; t++)
+        for (uint32_t i = 0; i < n; i++)
+            y[t * n + i] += b[i];
+}
+
+/* ---------------------------------------------------------------------------
+ * Attention
+ * ------------------------------------------------------------------------- */
+
+typedef struct att_job {
+    ml_ctx *c;
+    const ml_layer *L;
+    uint32_t l;
+    size_t t0, n_tok;   /* batch rows [t0, t0 + n_tok) */
+    uint32_t pos0;      /* position of batch row 0 */
+} att_job;
+
+/* One query head of one token against the cached keys and values. */
+static void attend(const att_job *j, size_t t, uint32_t h, float *scores)
+{
+    const ml_model *m = j->c->m;
+    const ml_mlb_header *hd = &m->h;
+    uint32_t dh = m->d.head_dim, kv_dim = m->d.kv_dim;
+    uint32_t kvh = h / (hd->n_heads / hd->n_kv_heads);
+    uint32_t p = j->pos0 + (uint32_t)t, cap = j->c->cap[j->l];
+    uint32_t lo = j->L->sliding && p + 1 > hd->sliding_window ? p + 1 - hd->sliding_window : 0;
+    const float *q = j->c->q + t * m->d.q_dim + (size_t)h * dh;
+    const float *kc = j->c->kc[j->l], *vc = j->c->vc[j->l];
+    float max = -INFINITY;
+    for (uint32_t s = lo; s <= p; s++) {
+        const float *k = kc + (size_t)(s % cap) * kv_dim + (size_t)kvh * dh;
+        float dot = 0;
+        for (uint32_t i = 0; i < dh; i++)
+            dot += q[i] * k[i];
+        float sc = softcap(dot * m->attn_scale, hd->attn_softcap);
+        scores[s - lo] = sc;
+        if (sc > max)
+            max = sc;
+    }
+    float sum = 0;
+    for (uint32_t s = lo; s <= p; s++) {
+        scores[s - lo] = expf(scores[s - lo] - max);
+        sum += scores[s - lo];
+    }
+    float *out = j->c->ao + t * m->d.q_dim + (size_t)h * dh;
+    for (uint32_t i = 0; i < dh; i++)
+        out[i] = 0;
+    for (uint32_t s = lo; s <= p; s++) {
+        const float *v = vc + (size_t)(s % cap) * kv_dim + (size_t)kvh * dh;
+        float w = scores[s - lo] / sum;
+        for (uint32_t i = 0; i < dh; i++)
+            out[i] += w * v[i];
+    }
+}
+
+static void att_run(void *ctx, unsigned ith, unsigned nth)
+{
+    const att_job *j = ctx;
+    uint32_t n_heads = j->c->m->h.n_heads;
+    size_t b, e;
+    ml__pool_split(j->n_tok * n_heads, 1, ith, nth, &b, &e);
+    float *scores = j->c->att + (size_t)ith * j->c->n_ctx;
+    for (size_t i = b; i < e; i++)
+        attend(j, j->t0 + i / n_heads, (uint32_t)(i % n_heads), scores);
+}
+
+/* Per-head RMSNorm of q or k, then RoPE, for batch rows [0, n_tok). */
+static void qk_prepare(const ml_ctx *c, const ml_layer *L, float *v, uint32_t n_heads,
+                       const float *norm, size_t n_tok)
+{
+    const ml_model *m = c->m;
+    uint32_t dh = m->d.head_dim;
+    for (size_t t = 0; t < n_tok; t++)
+        for (uint32_t h = 0; h < n_heads; h++) {
+            float *x = v + (t * n_heads + h) * dh;
+            if (norm)
+                rmsnorm(x, x, norm, dh, m->h.norm_eps);
+            if (L->inv_freq)
+                rope(x, L->inv_freq, m->d.rot_dim / 2, c->pos + (uint32_t)t, L->rope_mul);
+        }
+}
+
+static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
+{
+    const ml_model *m = c->m;
+    const ml_layer *L = &m->layers[l];
+    uint32_t q_dim = m->d.q_dim, kv_dim = m->d.kv_dim;
+    quantize(c, c->xb, n_tok, m->h.dim);
+    matmul(c, &L->wq, n_tok, c->q, q_dim);
+    matmul(c, &L->wk, n_tok, c->k, kv_dim);
+    matmul(c, &L->wv, n_tok, c->v, kv_dim);
+    if (m->h.attn_gate)
+        matmul(c, &L->wg, n_tok, c->g, q_dim);
+    add_bias(c->q, L->bq, n_tok, q_dim);
+    add_bias(c->k, L->bk, n_tok, kv_dim);
+    add_bias(c->v, L->bv, n_tok, kv_dim);
+    qk_prepare(c, L, c->q, m->h.n_heads, L->q_norm, n_tok);
+    qk_prepare(c, L, c->k, m->h.n_kv_heads, L->k_norm, n_tok);
+    /* A ring that could wrap within the batch is filled token by token, so
+     * no token's window is overwritten before it has attended. */
+    uint32_t cap = c->cap[l];
+    size_t step = cap >= c->n_ctx ? n_tok : 1;
+    for (size_t t0 = 0; t0 < n_tok; t0 += step) {
+        size_t n = n_tok - t0 < step ? n_tok - t0 : step;
+        for (size_t t = t0; t < t0 + n; t++) {
+            uint32_t slot = (c->pos + (uint32_t)t) % cap;
+            memcpy(c->kc[l] + (size_t)slot * kv_dim, c->k + t * kv_dim, kv_dim * sizeof(float));
+            memcpy(c->vc[l] + (size_t)slot * kv_dim, c->v + t * kv_dim, kv_dim * sizeof(float));
+        }
+        att_job j = {c, L, l, t0, n, c->pos};
+        ml__pool_run(c->pool, att_run, &j);
+    }
+    if (m->h.attn_gate)
+        for (size_t i = 0; i < n_tok * q_dim; i++)
+            c->ao[i] *= sigmoid(c->g[i]);
+    quantize(c, c->ao, n_tok, q_dim);
+    matmul(c, &L->wo, n_tok, c->o, m->h.dim);
+}
+
+/* ---------------------------------------------------------------------------
+ * Linear attention: the gated delta rule of mlb(5), token by token
+ * ------------------------------------------------------------------------- */
+
+/* Step 1 for one token: the causal convolution over each channel's last
+ * lin_conv inputs (tap lin_conv-1 is the current one), then SiLU; the
+ * history shifts by one. */
+static void lin_conv_step(ml_ctx *c, const ml_layer *L, uint32_t l, float *x)
+{
+    const ml_mlb_header *h = &c->m->h;
+    uint32_t n = c->m->d.lin_qkv, taps = h->lin_conv;
+    float *hist = c->lconv[l];
+    for (uint32_t ch = 0; ch < n; ch++) {
+        const float *w = L->lconv + (size_t)ch * taps;
+        float acc = 0;
+        for (uint32_t j = 0; j + 1 < taps; j++)
+            acc += w[j] * hist[(size_t)j * n + ch];
+        acc += w[taps - 1] * x[ch];
+        for (uint32_t j = 0; j + 2 < taps; j++)
+            hist[(size_t)j * n + ch] = hist[(size_t)(j + 1) * n + ch];
+        if (taps > 1)
+            hist[(size_t)(taps - 2) * n + ch] = x[ch];
+        x[ch] = silu(acc);
+    }
+}
+
+/* x / sqrt(sum x^2 + 1e-6), times `scale`. */
+static void l2norm(float *x, uint32_t n, float scale)
+{
+    double ss = 0;
+    for (uint32_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt(ss + 1e-6)) * scale;
+    for (uint32_t i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+typedef struct lin_job {
+    ml_ctx *c;
+    const ml_layer *L;
+    uint32_t l;
+    size_t t;
+} lin_job;
+
+/* Steps 3-5 (up to lout) for the value heads of one thread. */
+static void lin_heads(void *ctx, unsigned ith, unsigned nth)
+{
+    const lin_job *j = ctx;
+    ml_ctx *c = j->c;
+    const ml_mlb_header *h = &c->m->h;
+    uint32_t K = h->lin_k_heads, V = h->lin_v_heads, dk = h->lin_k_dim, dv = h->lin_v_dim;
+    const float *qkv = c->lqkv + j->t * c->m->d.lin_qkv;
+    const float *ba = c->lba + j->t * 2 * V;
+    size_t b, e;
+    ml__pool_split(V, 1, ith, nth, &b, &e);
+    for (size_t vh = b; vh < e; vh++) {
+        uint32_t kh = (uint32_t)vh / (V / K);
+        const float *q = qkv + (size_t)kh * dk, *k = qkv + (size_t)(K + kh) * dk;
+        const float *v = qkv + (size_t)2 * K * dk + vh * dv;
+        float beta = sigmoid(ba[vh]);
+        float sp = ba[V + vh] + j->L->dt_bias[vh];
+        sp = sp > 20 ? sp : log1pf(expf(sp)); /* softplus */
+        float decay = expf(-expf(j->L->A_log[vh]) * sp);
+        float *S = c->lstate[j->l] + vh * dk * dv;
+        float *o = c->lo + j->t * c->m->d.lin_vd + vh * dv;
+        for (size_t i = 0; i < (size_t)dk * dv; i++)
+            S[i] *= decay;
+        for (uint32_t col = 0; col < dv; col++) { /* delta = beta (v - S^T k) */
+            float sk = 0;
+            for (uint32_t r = 0; r < dk; r++)
+                sk += S[(size_t)r * dv + col] * k[r];
+            o[col] = beta * (v[col] - sk);
+        }
+        for (uint32_t r = 0; r < dk; r++) /* S += k delta^T */
+            for (uint32_t col = 0; col < dv; col++)
+                S[(size_t)r * dv + col] += k[r] * o[col];
+        for (uint32_t col = 0; col < dv; col++) { /* o = S^T q */
+            float acc = 0;
+            for (uint32_t r = 0; r < dk; r++)
+                acc += S[(size_t)r * dv + col] * q[r];
+            o[col] = acc;
+        }
+        const float *z = c->lz + j->t * c->m->d.lin_vd + vh * dv;
+        rmsnorm(o, o, j->L->lnorm, dv, h->norm_eps);
+        for (uint32_t col = 0; col < dv; col++)
+            o[col] *= silu(z[col]);
+    }
+}
+
+static void linear_attention(ml_ctx *c, uint32_t l, size_t n_tok)
+{
+    const ml_model *m = c->m;
+    const ml_layer *L = &m->layers[l];
+    const ml_mlb_header *h = &m->h;
+    uint32_t K = h->lin_k_heads, V = h->lin_v_heads, dk = h->lin_k_dim;
+    quantize(c, c->xb, n_tok, h->dim);
+    matmul(c, &L->lqkv, n_tok, c->lqkv, m->d.lin_qkv);
+    matmul(c, &L->lz, n_tok, c->lz, m->d.lin_vd);
+    matmul(c, &L->lb, n_tok, c->lba, 2 * V);
+    matmul(c, &L->la, n_tok, c->lba + V, 2 * V);
+    for (size_t t = 0; t < n_tok; t++) {
+        float *x = c->lqkv + t * m->d.lin_qkv;
+        lin_conv_step(c, L, l, x);
+        for (uint32_t i = 0; i < K; i++) {
+            l2norm(x + (size_t)i * dk, dk, (float)(1.0 / sqrt(dk)));
+            l2norm(x + (size_t)(K + i) * dk, dk, 1.0f);
+        }
+        lin_job j = {c, L, l, t};
+        ml__pool_run(c->pool, lin_heads, &j);
+    }
+    quantize(c, c->lo, n_tok, m->d.lin_vd);
+    matmul(c, &L->lout, n_tok, c->o, h->dim);
+}
+
+static void ffn(ml_ctx *c, const ml_layer *L, size_t n_tok)
+{
+    const ml_model *m = c->m;
+    uint32_t hidden = m->h.hidden_dim;
+    quantize(c, c->xb, n_tok, m->h.dim);
+    matmul(c, &L->w1, n_tok, c->hb, hidden);
+    matmul(c, &L->w3, n_tok, c->hb2, hidden);
+    for (size_t i = 0; i < n_tok * hidden; i++) {
+        float a = m->h.act == ML_ACT_GELU_TANH ? gelu_tanh(c->hb[i]) : silu(c->hb[i]);
+        c->hb[i] = a * c->hb2[i];
+    }
+    quantize(c, c->hb, n_tok, hidden);
+    matmul(c, &L->w2, n_tok, c->o, m->h.dim);
+}
+
+/* x += o, after the optional post-norm of o. */
+static void residual(ml_ctx *c, const float *post_norm, size_t n_tok)
+{
+    uint32_t dim = c->m->h.dim;
+    for (size_t t = 0; t < n_tok; t++) {
+        float *o = c->o + t * dim, *x = c->x + t * dim;
+        if (post_norm)
+            rmsnorm(o, o, post_norm, dim, c->m->h.norm_eps);
+        for (uint32_t i = 0; i < dim; i++)
+            x[i] += o[i];
+    }
+}
+
+/* Row `id` of the embedding, dequantized and scaled. */
+static void embed(const ml_model *m, int32_t id, float *x)
+{
+    const ml_mat *e = &m->tok_emb;
+    uint32_t dim = m->h.dim;
+    const float *d = e->d + (size_t)id * (dim / 32);
+    if (e->type == ML_TYPE_Q8_0) {
+        const int8_t *q = (const int8_t *)e->q + (size_t)id * dim;
+        for (uint32_t i = 0; i < dim; i++)
+            x[i] = (float)q[i] * d[i / 32] * m->embed_scale;
+    } else {
+        const uint8_t *q = (const uint8_t *)e->q + (size_t)id * dim / 2;
+        for (uint32_t i = 0; i < dim; i++) {
+            uint8_t byte = q[(i / 32) * 16 + (i % 32) % 16];
+            int nib = (i % 32) < 16 ? byte & 15 : byte >> 4;
+            x[i] = (float)(nib - 8) * d[i / 32] * m->embed_scale;
+        }
+    }
+}
+
+/* One batch of n_tok <= n_batch tokens at c->pos. */
+static void eval_batch(ml_ctx *c, const int32_t *tokens, size_t n_tok, float *logits, int all)
+{
+    const ml_model *m = c->m;
+    uint32_t dim = m->h.dim;
+    float eps = m->h.norm_eps;
+    for (size_t t = 0; t < n_tok; t++)
+        embed(m, tokens[t], c->x + t * dim);
+    for (uint32_t l = 0; l < m->h.n_layers; l++) {
+        const ml_layer *L = &m->layers[l];
+        for (size_t t = 0; t < n_tok; t++)
+            rmsnorm(c->xb + t * dim, c->x + t * dim, L->attn_norm, dim, eps);
+        if (L->flags & ML_LAYER_LINEAR)
+            linear_attention(c, l, n_tok);
+        else
+            attention(c, l, n_tok);
+        residual(c, L->post_attn_norm, n_tok);
+        for (size_t t = 0; t < n_tok; t++)
+            rmsnorm(c->xb + t * dim, c->x + t * dim, L->ffn_norm, dim, eps);
+        ffn(c, L, n_tok);
+        residual(c, L->post_ffn_norm, n_tok);
+    }
+    c->pos += (uint32_t)n_tok;
+    if (!logits)
+        return;
+    size_t first = all ? 0 : n_tok - 1, n_out = n_tok - first;
+    for (size_t t = first; t < n_tok; t++)
+        rmsnorm(c->xb + (t - first) * dim, c->x + t * dim, m->final_norm, dim, eps);
+    quantize(c, c->xb, n_out, dim);
+    matmul(c, &m->wcls, n_out, logits, m->h.vocab);
+    if (m->h.final_softcap > 0)
+        for (size_t i = 0; i < n_out * m->h.vocab; i++)
+            logits[i] = softcap(logits[i], m->h.final_softcap);
+}
+
+ml_status ml_ctx_eval(ml_ctx *c, const int32_t *tokens, size_t n, float *logits, int all_logits,
+                      ml_error *err)
+{
+    const ml_model *m = c->m;
+    if (n > c->n_ctx - c->pos)
+        return ml__err(err, ML_E_INVAL, "", -1,
+                       "%zu tokens do not fit: the context holds %u positions and %u are used",
+                       n, c->n_ctx, c->pos);
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= m->h.vocab)
+            return ml__err(err, ML_E_INVAL, "", -1, "token %zu: id %d is outside 0..%u", i,
+                           tokens[i], m->h.vocab - 1);
+    for (size_t done = 0; done < n;) {
+        size_t b = n - done < c->n_batch ? n - done : c->n_batch;
+        int last = done + b == n;
+        float *out = logits && (all_logits || last)
+                         ? logits + (all_logits ? done * m->h.vocab : 0)
+                         : NULL;
+        eval_batch(c, tokens + done, b, out, all_logits);
+        done += b;
+    }
+    return ML_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Context lifetime
+ * ------------------------------------------------------------------------- */
+
+static size_t max3(size_t a, size_t b, size_t c)
+{
+    size_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+/* Scratch layout: every buffer 64-byte aligned inside one allocation. */
+static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
+{
+    const ml_model *m = c->m;
+    size_t B = c->n_batch, dim = m->h.dim, q_dim = m->d.q_dim, kv = m->d.kv_dim;
+    size_t hid = m->h.hidden_dim, in = max3(dim, q_dim, hid);
+    size_t lq = m->d.lin_qkv, lvd = m->d.lin_vd, lv = m->h.lin_v_heads;
+    if (lvd > in)
+        in = lvd;
+    struct { void **p; size_t bytes; } parts[] = {
+        {(void **)&c->x, B * dim * 4},   {(void **)&c->xb, B * dim * 4},
+        {(void **)&c->q, B * q_dim * 4}, {(void **)&c->k, B * kv * 4},
+        {(void **)&c->v, B * kv * 4},    {(void **)&c->ao, B * q_dim * 4},
+        {(void **)&c->g, B * q_dim * 4}, {(void **)&c->hb, B * hid * 4},
+        {(void **)&c->hb2, B * hid * 4}, {(void **)&c->o, B * dim * 4},
+        {(void **)&c->aq, B * in},       {(void **)&c->ad, B * (in / 32) * 4},
+        {(void **)&c->att, (size_t)n_threads * c->n_ctx * 4},
+        {(void **)&c->lqkv, B * lq * 4}, {(void **)&c->lz, B * lvd * 4},
+        {(void **)&c->lba, B * 2 * lv * 4}, {(void **)&c->lo, B * lvd * 4},
+    };
+    uint64_t total = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        uint64_t a;
+        if (ml__align_up(parts[i].bytes, 64, &a) || ml__add64(total, a, &total))
+            return ml__err(err, ML_E_NOMEM, "", -1, "scratch size overflows");
+    }
+    size_t bytes;
+    if (ml__to_size(total, &bytes) || posix_memalign(&c->scratch, 64, bytes))
+        return ml__err(err, ML_E_NOMEM, "", -1, "cannot allocate %llu bytes of scratch memory",
+                       (unsigned long long)total);
+    uint8_t *p = c->scratch;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        *parts[i].p = p;
+        p += (parts[i].bytes + 63) & ~(size_t)63;
+    }
+    c->scratch_bytes = total;
+    return ML_OK;
+}
+
+/* A linear-attention layer's fixed state: S, then the conv history. */
+static ml_status alloc_linear(ml_ctx *c, uint32_t l, uint64_t bytes, ml_error *err)
+{
+    const ml_mlb_header *h = &c->m->h;
+    size_t s_bytes = (size_t)h->lin_v_heads * h->lin_k_dim * h->lin_v_dim * 4;
+    size_t total;
+    if (ml__to_size(bytes, &total) || total < s_bytes)
+        return ml__err(err, ML_E_NOMEM, "", -1, "the state of layer %u does not fit", l);
+    c->lstate[l] = calloc(1, s_bytes ? s_bytes : 1);
+    c->lconv[l] = calloc(1, total - s_bytes ? total - s_bytes : 1);
+    if (!c->lstate[l] || !c->lconv[l])
+        return ml__err(err, ML_E_NOMEM, "", -1, "cannot allocate %zu bytes for layer %u's state",
+                       total, l);
+    c->state_bytes += bytes;
+    return ML_OK;
+}
+
+static ml_status alloc_cache(ml_ctx *c, ml_error *err)
+{
+    const ml_model *m = c->m;
+    uint32_t n = m->h.n_layers;
+    c->kc = calloc(n, sizeof *c->kc);
+    c->vc = calloc(n, sizeof *c->vc);
+    c->cap = calloc(n, sizeof *c->cap);
+    c->lstate = calloc(n, sizeof *c->lstate);
+    c->lconv = calloc(n, sizeof *c->lconv);
+    if (!c->kc || !c->vc || !c->cap || !c->lstate || !c->lconv)
+        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    for (uint32_t l = 0; l < n; l++) {
+        const ml_layer *L = &m->layers[l];
+        uint64_t bytes = ml_mlb_layer_state_bytes(&m->h, L->flags, c->n_ctx);
+        if (L->flags & ML_LAYER_LINEAR) {
+            ml_status s = alloc_linear(c, l, bytes, err);
+            if (s)
+                return s;
+            continue;
+        }
+        size_t half;
+        c->cap[l] = L->sliding && m->h.sliding_window < c->n_ctx ? m->h.sliding_window : c->n_ctx;
+        if (bytes == UINT64_MAX || ml__to_size(bytes / 2, &half))
+            return ml__err(err, ML_E_NOMEM, "", -1, "the cache of layer %u does not fit in memory",
+                           l);
+        c->kc[l] = malloc(half ? half : 1);
+        c->vc[l] = malloc(half ? half : 1);
+        if (!c->kc[l] || !c->vc[l])
+            return ml__err(err, ML_E_NOMEM, "", -1,
+                           "cannot allocate %llu bytes for the cache of layer %u (context %u); "
+                           "try a smaller context",
+                           (unsigned long long)bytes, l, c->n_ctx);
+        c->state_bytes += bytes;
+    }
+    return ML_OK;
+}
+
+ml_status ml_ctx_new(const ml_model *m, const ml_ctx_params *p, ml_ctx **out, ml_error *err)
+{
+    *out = NULL;
+    ml_ctx_params def = {0, 0, 0};
+    if (!p)
+        p = &def;
+    uint32_t n_ctx = p->n_ctx ? p->n_ctx : m->h.max_seq;
+    if (n_ctx > m->h.max_seq)
+        return ml__err(err, ML_E_INVAL, "max_seq", 32, "a context of %u is above the model's %u",
+                       n_ctx, m->h.max_seq);
+    ml_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    c->m = m;
+    c->n_ctx = n_ctx;
+    c->n_batch = p->n_batch ? p->n_batch : 64;
+    unsigned nt = p->n_threads ? p->n_threads : 1;
+    ml_status s = ml__pool_new(nt, &c->pool, err);
+    if (!s)
+        s = alloc_cache(c, err);
+    if (!s)
+        s = alloc_scratch(c, nt, err);
+    if (s) {
+        ml_ctx_free(c);
+        return s;
+    }
+    *out = c;
+    return ML_OK;
+}
+
+void ml_ctx_free(ml_ctx *c)
+{
+    if (!c)
+        return;
+    for (uint32_t l = 0; c->kc && c->lstate && l < c->m->h.n_layers; l++) {
+        free(c->kc[l]);
+        free(c->vc[l]);
+        free(c->lstate[l]);
+        free(c->lconv[l]);
+    }
+    free(c->kc);
+    free(c->vc);
+    free(c->lstate);
+    free(c->lconv);
+    free(c->cap);
+    free(c->scratch);
+    ml__pool_free(c->pool);
+    free(c);
+}
+
+uint64_t ml_ctx_state_bytes(const ml_ctx *c)
+{
+    return c->state_bytes;
+}
+
+uint64_t ml_ctx_scratch_bytes(const ml_ctx *c)
+{
+    return c->scratch_bytes;
+}
+
+uint32_t ml_ctx_pos(const ml_ctx *c)
+{
+    return c->pos;
+}
+
+uint32_t ml_ctx_n_ctx(const ml_ctx *c)
+{
+    return c->n_ctx;
+}
+
+void ml_ctx_reset(ml_ctx *c)
+{
+    const ml_mlb_header *h = &c->m->h;
+    c->pos = 0;
+    for (uint32_t l = 0; l < h->n_layers; l++) /* recurrent state starts at zero */
+        if (c->lstate[l]) {
+            memset(c->lstate[l], 0, (size_t)h->lin_v_heads * h->lin_k_dim * h->lin_v_dim * 4);
+            memset(c->lconv[l], 0, (size_t)(h->lin_conv - 1) * c->m->d.lin_qkv * 4);
+        }
+}

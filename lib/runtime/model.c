@@ -1,0 +1,110 @@
+/* model.c - binding an open .mlb for computing: every tensor becomes a
+ * pointer into the mapping (no copies), RoPE frequency tables are built,
+ * and the kernel variant for this CPU is chosen. */
+#include "runtime/runtime.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static ml_mat mat_of(const ml_tensor *t)
+{
+    ml_mat m = {0};
+    if (t) {
+        m.type = t->type;
+        m.rows = t->rows;
+        m.cols = t->cols;
+        m.q = t->data;
+        m.d = t->scales;
+    }
+    return m;
+}
+
+static const float *vec_of(const ml_tensor *t)
+{
+    return t ? (const float *)t->data : NULL;
+}
+
+static void bind_layer(const ml_mlb *mlb, const ml_model *m, uint32_t l, ml_layer *L)
+{
+    const ml_mlb_header *h = &m->h;
+    int32_t i = (int32_t)l;
+#define T(role) ml_mlb_get(mlb, role, i)
+    L->flags = ml_mlb_layer_flag(mlb, l);
+    L->sliding = h->layer_flags ? (L->flags & ML_LAYER_SLIDING) != 0 : h->sliding_window != 0;
+    L->attn_norm = vec_of(T(ML_R_ATTN_NORM));
+    L->wq = mat_of(T(ML_R_WQ)), L->wk = mat_of(T(ML_R_WK)), L->wv = mat_of(T(ML_R_WV));
+    L->wo = mat_of(T(ML_R_WO)), L->wg = mat_of(T(ML_R_WG));
+    L->bq = vec_of(T(ML_R_BQ)), L->bk = vec_of(T(ML_R_BK)), L->bv = vec_of(T(ML_R_BV));
+    L->q_norm = vec_of(T(ML_R_Q_NORM)), L->k_norm = vec_of(T(ML_R_K_NORM));
+    L->ffn_norm = vec_of(T(ML_R_FFN_NORM));
+    L->w1 = mat_of(T(ML_R_W1)), L->w2 = mat_of(T(ML_R_W2)), L->w3 = mat_of(T(ML_R_W3));
+    L->post_attn_norm = vec_of(T(ML_R_POST_ATTN_NORM));
+    L->post_ffn_norm = vec_of(T(ML_R_POST_FFN_NORM));
+    L->lqkv = mat_of(T(ML_R_LQKV)), L->lz = mat_of(T(ML_R_LZ));
+    L->lb = mat_of(T(ML_R_LB)), L->la = mat_of(T(ML_R_LA)), L->lout = mat_of(T(ML_R_LOUT));
+    L->lconv = vec_of(T(ML_R_LCONV));
+    L->dt_bias = vec_of(T(ML_R_DT_BIAS)), L->A_log = vec_of(T(ML_R_A_LOG));
+    L->lnorm = vec_of(T(ML_R_LNORM));
+#undef T
+    if (L->flags & (ML_LAYER_NO_ROPE | ML_LAYER_LINEAR)) {
+        L->inv_freq = NULL;
+        L->rope_mul = 1;
+    } else if (L->flags & ML_LAYER_LOCAL_ROPE) {
+        L->inv_freq = m->inv_freq_local;
+        L->rope_mul = 1; /* the local base is used unscaled */
+    } else {
+        L->inv_freq = m->inv_freq_global;
+        L->rope_mul = h->rope_type == ML_ROPE_YARN ? h->rope_attn_factor : 1;
+    }
+}
+
+ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
+{
+    *out = NULL;
+    const ml_mlb_header *h = ml_mlb_get_header(mlb);
+    const char *why = NULL;
+    const ml_kernels *k = ml__kernels_select(&why);
+    if (!k)
+        return ml__err(err, ML_E_INVAL, "ML_KERNELS", -1, "%s", why ? why : "no kernels");
+    ml_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    m->h = *h;
+    m->d = *ml_mlb_get_derived(mlb);
+    m->k = k;
+    uint32_t half = m->d.rot_dim / 2;
+    m->layers = calloc(h->n_layers, sizeof *m->layers);
+    m->inv_freq_global = malloc((half ? half : 1) * sizeof(float));
+    m->inv_freq_local = malloc((half ? half : 1) * sizeof(float));
+    if (!m->layers || !m->inv_freq_global || !m->inv_freq_local) {
+        ml_model_free(m);
+        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    }
+    ml__rope_freqs(h, &m->d, 0, m->inv_freq_global);
+    if (h->rope_local_theta > 0)
+        ml__rope_freqs(h, &m->d, 1, m->inv_freq_local);
+    m->embed_scale = h->embed_scale > 0 ? h->embed_scale : 1.0f;
+    m->attn_scale = h->attn_scale > 0 ? h->attn_scale : (float)(1.0 / sqrt(m->d.head_dim));
+    m->tok_emb = mat_of(ml_mlb_get(mlb, ML_R_TOK_EMB, -1));
+    m->wcls = h->shared_classifier ? m->tok_emb : mat_of(ml_mlb_get(mlb, ML_R_WCLS, -1));
+    m->final_norm = vec_of(ml_mlb_get(mlb, ML_R_FINAL_NORM, -1));
+    for (uint32_t l = 0; l < h->n_layers; l++)
+        bind_layer(mlb, m, l, &m->layers[l]);
+    *out = m;
+    return ML_OK;
+}
+
+void ml_model_free(ml_model *m)
+{
+    if (!m)
+        return;
+    free(m->layers);
+    free(m->inv_freq_global);
+    free(m->inv_freq_local);
+    free(m);
+}
+
+const ml_mlb_header *ml_model_header(const ml_model *m)
+{
+    return &m->h;
+}

@@ -1,0 +1,54 @@
+/* runtime.h - private: the bound model and the evaluation context.  Names
+ * follow the math of mlb(5): x the residual stream, xb the normalized
+ * input of a block, q/k/v the projections, hb/hb2 the FFN's two halves. */
+#ifndef ML_RUNTIME_H
+#define ML_RUNTIME_H
+
+#include "internal.h"
+#include "kernels/kernels.h"
+#include "runtime/pool.h"
+
+/* A quantized matrix bound in place: rows x cols, Q8_0 or Q4_0. */
+typedef struct ml_mat {
+    ml_type type;
+    uint32_t rows, cols;
+    const void *q;     /* quants */
+    const float *d;    /* f32 scales, one per 32 weights */
+} ml_mat;
+
+typedef struct ml_layer {
+    uint8_t flags;                  /* ML_LAYER_* (0 without layer flags) */
+    int sliding;                    /* attends to the last sliding_window positions */
+    const float *attn_norm;         /* (dim) */
+    ml_mat wq, wk, wv, wo, wg;      /* wg only with attn_gate */
+    const float *bq, *bk, *bv;      /* (q_dim), (kv_dim), (kv_dim) or NULL */
+    const float *q_norm, *k_norm;   /* (head_dim) or NULL */
+    const float *ffn_norm;          /* (dim) */
+    ml_mat w1, w2, w3;              /* gate (hidden x dim), down (dim x hidden), up */
+    const float *post_attn_norm, *post_ffn_norm; /* (dim) or NULL */
+    /* Linear attention (flag ML_LAYER_LINEAR). */
+    ml_mat lqkv, lz, lb, la, lout;
+    const float *lconv;             /* (lin_qkv, lin_conv) */
+    const float *dt_bias, *A_log;   /* (lin_v_heads) */
+    const float *lnorm;             /* (lin_v_dim) */
+    const float *inv_freq;          /* RoPE frequencies (rot_dim/2), NULL: no RoPE */
+    float rope_mul;                 /* factor on cos and sin (yarn attention factor) */
+} ml_layer;
+
+struct ml_model {
+    ml_mlb_header h;
+    ml_mlb_derived d;
+    ml_mat tok_emb, wcls;            /* wcls == tok_emb with a shared classifier */
+    const float *final_norm;         /* (dim) */
+    ml_layer *layers;                /* (n_layers) */
+    float *inv_freq_global;          /* (rot_dim/2), with the file's RoPE scaling */
+    float *inv_freq_local;           /* (rot_dim/2), rope_local_theta, unscaled */
+    float embed_scale;               /* 1 when the header says 0 */
+    float attn_scale;                /* 1/sqrt(head_dim) when the header says 0 */
+    const ml_kernels *k;
+};
+
+/* RoPE inverse frequencies for pairs 0..rot_dim/2-1 (rope.c). */
+void ml__rope_freqs(const ml_mlb_header *h, const ml_mlb_derived *d, int local, float *inv);
+
+#endif

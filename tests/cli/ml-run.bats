@@ -1,0 +1,132 @@
+#!/usr/bin/env bats
+# ml-run.bats - generation, logits and perplexity through the command: the
+# conventions, reproducibility (greedy, seeds, threads, batches, kernels),
+# the logits file against the committed numpy reference, the limits of the
+# context, and the tokenizer beside the model.
+bats_require_minimum_version 1.5.0
+load helpers
+
+FIX="$BATS_TEST_DIRNAME/../fixtures"
+
+setup_file() {
+    # A model whose vocabulary fits the Llama 2 tokenizer (32000 ids).
+    "$MKMODEL" -o "$BATS_FILE_TMPDIR/m.mlb" --seed 3 vocab=32000 wtype=2 scale_f16=1 \
+        shared_classifier=1 max_seq=256
+    cp "$FIX/tok/llama2.mlt" "$BATS_FILE_TMPDIR/m.mlt"
+}
+
+M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
+
+@test "--help, --version, usage errors" {
+    run -0 ml-run --help
+    [[ ${lines[0]} == "Usage: ml-run -m MODEL.mlb [options]" ]]
+    run -0 ml-run --version
+    [[ $output == "ml-run (mlcore) 0.1.0" ]]
+    run -2 --separate-stderr ml-run -p hi
+    [[ ${stderr_lines[0]} == "ml-run: no model given (-m MODEL.mlb)" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" --temp x
+    [[ ${stderr_lines[0]} == "ml-run: --temp: 'x' is not a number in [0, 100]" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" -p a -f b
+    run -2 --separate-stderr ml-run -m "$(M)" stray
+    [[ ${stderr_lines[0]} == "ml-run: unexpected operand 'stray' (the prompt goes after -p)" ]]
+}
+
+@test "missing or invalid model and tokenizer" {
+    run -3 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/none.mlb" -p hi
+    [[ ${stderr_lines[0]} == "ml-run: $BATS_TEST_TMPDIR/none.mlb: ML_E_IO: cannot open"* ]]
+    printf 'GGUF' > "$BATS_TEST_TMPDIR/x.mlb"
+    run -1 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/x.mlb" -p hi
+    [[ ${stderr_lines[0]} == *"ML_E_FORMAT"* ]]
+    "$MKMODEL" -o "$BATS_TEST_TMPDIR/small.mlb"
+    run -3 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/small.mlb" -p hi
+    [[ ${stderr_lines[0]} == "ml-run: $BATS_TEST_TMPDIR/small.mlt: ML_E_IO: cannot open: "* ]]
+    [[ ${stderr_lines[1]} == "ml-run: hint: give the tokenizer with -k FILE.mlt, or the prompt as ids with --ids" ]]
+    # A tokenizer larger than the model's vocabulary.
+    run -1 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/small.mlb" -k "$FIX/tok/llama2.mlt" -p hi
+    [[ ${stderr_lines[0]} == *"ML_E_SHAPE: n_vocab (offset 12): the tokenizer has 32000 tokens"* ]]
+}
+
+@test "greedy generation is reproducible and independent of threads and batch" {
+    run -0 --separate-stderr ml-run -m "$(M)" -p "Once upon a time" -n 12 --temp 0 -t 1
+    local want=$output
+    [[ -n $want ]]
+    run -0 --separate-stderr ml-run -m "$(M)" -p "Once upon a time" -n 12 --temp 0 -t 2 -b 1
+    [[ $output == "$want" ]]
+    [[ $stderr == *"ml-run: load "*" s; prompt "*" tokens, "*"tokens/s; generation 12 tokens"* ]]
+    run -0 --separate-stderr ml-run -m "$(M)" -p "Once upon a time" -n 12 --temp 0 -q
+    [[ $output == "$want" && -z $stderr ]]
+    # The tokenizer given explicitly, and the prompt from a file and stdin.
+    printf 'Once upon a time' > "$BATS_TEST_TMPDIR/p.txt"
+    run -0 ml-run -m "$(M)" -k "$BATS_FILE_TMPDIR/m.mlt" -f "$BATS_TEST_TMPDIR/p.txt" -n 12 --temp 0 -q
+    [[ $output == "$want" ]]
+    run -0 ml-run -m "$(M)" -n 12 --temp 0 -q < "$BATS_TEST_TMPDIR/p.txt"
+    [[ $output == "$want" ]]
+}
+
+@test "a fixed seed reproduces sampling; another seed differs" {
+    run -0 ml-run -m "$(M)" -p "x" -n 24 --seed 7 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 -q
+    local a=$output
+    run -0 ml-run -m "$(M)" -p "x" -n 24 --seed 7 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 -q -t 2
+    [[ $output == "$a" ]]
+    run -0 ml-run -m "$(M)" -p "x" -n 24 --seed 8 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 -q
+    [[ $output != "$a" ]]
+}
+
+@test "--ids: ids in, ids out, no tokenizer needed" {
+    "$MKMODEL" -o "$BATS_TEST_TMPDIR/s.mlb"
+    run -0 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/s.mlb" --ids -p "1 2, 3" -n 6 --temp 0 -q
+    [[ $output =~ ^[0-9]+( [0-9]+){5}$ ]]
+    run -2 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/s.mlb" --ids -p "1 999" -n 6
+    [[ ${stderr_lines[0]} == "ml-run: --ids: '999' is not a token id below 256" ]]
+}
+
+@test "--logits: one row per evaluated position; kernels, threads and batches change no bit" {
+    local f n
+    for f in "$FIX"/runtime/*.mlb; do
+        n=$(basename "$f" .mlb)
+        run -0 ml-run -m "$f" --ids -f "$FIX/runtime/$n.ids" -n 0 --ctx 64 --logits "$BATS_TEST_TMPDIR/$n.f32" -q
+        [[ $(stat -c %s "$BATS_TEST_TMPDIR/$n.f32") == $(stat -c %s "$FIX/runtime/$n.f32") ]]
+        # Kernels and threads change nothing, bit for bit.
+        for k in scalar avx2 avx512; do
+            ML_KERNELS=$k ml-run -m "$f" --ids -f "$FIX/runtime/$n.ids" -n 0 --ctx 64 \
+                --logits "$BATS_TEST_TMPDIR/$n.$k" -q -t 2 -b 5 2>/dev/null || continue
+            cmp "$BATS_TEST_TMPDIR/$n.f32" "$BATS_TEST_TMPDIR/$n.$k"
+        done
+    done
+    # Generated tokens add rows: 3 prompt + 4 generated, the last unevaluated.
+    run -0 ml-run -m "$FIX/runtime/llama-q8.mlb" --ids -p "1 2 3" -n 4 --temp 0 --logits "$BATS_TEST_TMPDIR/g.f32" -q
+    [[ $(stat -c %s "$BATS_TEST_TMPDIR/g.f32") == $((6 * 96 * 4)) ]]
+}
+
+@test "the context: a prompt too long, generation up to the end, above max_seq" {
+    "$MKMODEL" -o "$BATS_TEST_TMPDIR/s.mlb"
+    run -2 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/s.mlb" --ids -p "1 2 3 4 5" --ctx 4
+    [[ ${stderr_lines[0]} == "ml-run: ML_E_INVAL: the prompt has 5 tokens; the context holds 4 (raise --ctx, at most max_seq 256)" ]]
+    run -0 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/s.mlb" --ids -p "1 2 3" --ctx 6 -n 50 --temp 0 -q
+    [[ $output =~ ^[0-9]+( [0-9]+){3}$ ]]
+    [[ ${stderr_lines[0]} == "ml-run: the context is full (6 positions; --ctx); stopping" ]]
+    run -2 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/s.mlb" --ids -p 1 --ctx 257
+    [[ ${stderr_lines[0]} == "ml-run: $BATS_TEST_TMPDIR/s.mlb: ML_E_INVAL: max_seq (offset 32): a context of 257 is above the model's 256" ]]
+    ML_KERNELS=frob run -2 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/s.mlb" --ids -p 1
+    [[ ${stderr_lines[0]} == *"ML_KERNELS"* ]]
+}
+
+@test "--perplexity: chunks, the result line, too short a text" {
+    for i in $(seq 200); do echo "The quick brown fox jumps over the lazy dog number $i."; done > "$BATS_TEST_TMPDIR/t.txt"
+    run -0 --separate-stderr ml-run -m "$(M)" --perplexity "$BATS_TEST_TMPDIR/t.txt" --ctx 128 -q
+    [[ $output =~ ^$BATS_TEST_TMPDIR/t.txt:\ [0-9]+\ chunks\ of\ 128\ tokens,\ [0-9]+\ scored:\ PPL\ =\ [0-9.]+\ \+/-\ [0-9.]+$ ]]
+    local a=$output
+    run -0 ml-run -m "$(M)" --perplexity "$BATS_TEST_TMPDIR/t.txt" --ctx 128 -q -t 2 -b 16
+    [[ $output == "$a" ]]
+    echo "short" > "$BATS_TEST_TMPDIR/s.txt"
+    run -2 --separate-stderr ml-run -m "$(M)" --perplexity "$BATS_TEST_TMPDIR/s.txt" --ctx 128
+    [[ ${stderr_lines[0]} == *"ML_E_INVAL: "*"fewer than one chunk of 128 (--ctx)" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" --perplexity "$BATS_TEST_TMPDIR/s.txt" -p x
+}
+
+@test "a closed stdout ends generation quietly; /dev/full is an error" {
+    run -0 --separate-stderr bash -c 'ml-run -m "$1" -p "x" -n 200 --temp 0 -q --ignore-eos | head -c 1 > /dev/null; exit ${PIPESTATUS[0]}' _ "$(M)"
+    [[ -z $stderr ]]
+    run -3 --separate-stderr bash -c 'ml-run -m "$1" -p "x" -n 5 --temp 0 -q --ignore-eos > /dev/full' _ "$(M)"
+    [[ $stderr == *"ML_E_IO: write error"* ]]
+}

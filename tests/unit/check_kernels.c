@@ -1,0 +1,808 @@
+/* check_kernels.c - the compute kernels (lib/kernels): every variant this
+ * CPU runs against the scalar reference, compared with memcmp on the bits
+ * (quants, scales, float results), never with a tolerance; the scalar
+ * reference itself against an independent reading of the spec (the Q8_0
+ * recipe written out here, rule 3's accumulation order on values where any
+ * other order gives another answer, and a double-precision dot product);
+ * and the ML_KERNELS selection. */
+#include "suites.h"
+#include "testutil.h"
+
+#include "kernels/kernels.h"
+#include "mlcore/kernels.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define MAX_VARIANTS 8
+
+static const ml_kernels *variants[MAX_VARIANTS];
+static size_t n_variants;
+
+static void load_variants(void)
+{
+    n_variants = ml__kernels_available(variants, MAX_VARIANTS);
+    ck_assert_uint_ge(n_variants, 1);
+    ck_assert_ptr_eq(variants[0], &ml__kernels_scalar);
+}
+
+/* ---- data ---- */
+
+static uint32_t fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static double uniform01(tu_rng *r)
+{
+    return (double)(tu_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static float normal(tu_rng *r)
+{
+    double u = uniform01(r), v = uniform01(r);
+    return (float)(sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v));
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* ======================================================================
+ * Quantization
+ * ====================================================================== */
+
+/* The spec's recipe, written out from mlb(5) and mlcore/quant.h without
+ * looking at lib/quant.c: NaN is ignored by the maximum and gives q = 0. */
+static void spec_quantize(const float *x, size_t n, int8_t *q, float *d)
+{
+    for (size_t b = 0; b < n / 32; b++) {
+        const float *xb = x + 32 * b;
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++)
+            if (fabsf(xb[i]) > amax)
+                amax = fabsf(xb[i]);
+        if (amax < 1e-30f) {
+            d[b] = 0.0f;
+            memset(q + 32 * b, 0, 32);
+            continue;
+        }
+        d[b] = amax / 127.0f;
+        const float s = 127.0f / amax;
+        for (int i = 0; i < 32; i++) {
+            float v = truncf(xb[i] * s + copysignf(0.5f, xb[i]));
+            q[32 * b + i] = isnan(v) ? 0 : v > 127.0f ? 127 : v < -127.0f ? -127 : (int8_t)v;
+        }
+    }
+}
+
+/* Quantizes x with the recipe above and with every variant; all must
+ * agree on every byte of q and every bit of d. */
+static void check_quantize(const float *x, size_t n, const char *what)
+{
+    int8_t *q0 = xmalloc(n), *q1 = xmalloc(n);
+    float *d0 = xmalloc(n / 32 * sizeof(float)), *d1 = xmalloc(n / 32 * sizeof(float));
+    spec_quantize(x, n, q0, d0);
+    for (size_t v = 0; v < n_variants; v++) {
+        memset(q1, 0x55, n);
+        memset(d1, 0x55, n / 32 * sizeof(float));
+        variants[v]->quantize_q8_0(x, n, q1, d1);
+        for (size_t b = 0; b < n / 32; b++)
+            TU_REQUIRE(fbits(d0[b]) == fbits(d1[b]), "%s, %s: n %zu, d[%zu] %a, expected %a", what,
+                       variants[v]->name, n, b, (double)d1[b], (double)d0[b]);
+        for (size_t i = 0; i < n; i++)
+            TU_REQUIRE(q0[i] == q1[i], "%s, %s: n %zu, q[%zu] %d, expected %d (x %a, d %a)", what,
+                       variants[v]->name, n, i, q1[i], q0[i], (double)x[i], (double)d0[i / 32]);
+    }
+    free(q0);
+    free(q1);
+    free(d0);
+    free(d1);
+}
+
+/* Lengths: 32..4096 and odd block counts. */
+static const size_t qlens[] = {32, 64, 96, 224, 256, 288, 544, 1024, 4096};
+#define N_QLENS (sizeof qlens / sizeof qlens[0])
+
+START_TEST(quantize_random)
+{
+    load_variants();
+    tu_rng r = {11};
+    float *x = xmalloc(4096 * sizeof(float));
+    static const float scales[] = {1.0f, 1e-3f, 1e3f, 1e-20f, 1e20f};
+    for (size_t l = 0; l < N_QLENS; l++)
+        for (size_t s = 0; s < sizeof scales / sizeof scales[0]; s++)
+            for (int rep = 0; rep < 4; rep++) {
+                for (size_t i = 0; i < qlens[l]; i++)
+                    x[i] = rep & 1 ? normal(&r) * scales[s]
+                                   : (float)(uniform01(&r) * 2 - 1) * scales[s];
+                check_quantize(x, qlens[l], rep & 1 ? "normal" : "uniform");
+            }
+    free(x);
+}
+END_TEST
+
+/* Fills 32 values around a maximum magnitude `amax` at position `at`. */
+static void block_with_max(float *x, float amax, int at, tu_rng *r)
+{
+    for (int i = 0; i < 32; i++)
+        x[i] = (float)(uniform01(r) * 2 - 1) * amax;
+    x[at] = at & 1 ? -amax : amax;
+}
+
+START_TEST(quantize_edges)
+{
+    load_variants();
+    tu_rng r = {12};
+    float x[288];
+    /* All zeros, and -0.0. */
+    memset(x, 0, sizeof x);
+    check_quantize(x, 288, "zeros");
+    for (int i = 0; i < 288; i++)
+        x[i] = i % 3 ? -0.0f : 0.0f;
+    check_quantize(x, 288, "signed zeros");
+    for (int i = 0; i < 288; i++)
+        x[i] = i % 5 == 0 ? -0.0f : normal(&r);
+    check_quantize(x, 288, "-0.0 among values");
+    /* amax just below, at and just above 1e-30 (below: all zero). */
+    const float lims[] = {nextafterf(1e-30f, 0.0f), 1e-30f, nextafterf(1e-30f, 1.0f)};
+    for (int k = 0; k < 3; k++) {
+        for (int b = 0; b < 9; b++)
+            block_with_max(x + 32 * b, lims[k], (b * 7) % 32, &r);
+        check_quantize(x, 288, "amax near 1e-30");
+    }
+    /* Subnormals: a whole block of them (zero), and among normal values. */
+    for (int i = 0; i < 288; i++)
+        x[i] = from_bits(1u + (uint32_t)tu_below(&r, 0x7fffff)) * (i & 1 ? -1.0f : 1.0f);
+    check_quantize(x, 288, "subnormal block");
+    for (int i = 0; i < 288; i++)
+        x[i] = i % 4 ? from_bits(1u + (uint32_t)tu_below(&r, 0x7fffff)) : 1e-30f * (i % 8 ? 1 : -1);
+    check_quantize(x, 288, "subnormals with amax 1e-30");
+    /* Huge values: FLT_MAX / 127 and FLT_MAX itself. */
+    for (int b = 0; b < 9; b++)
+        block_with_max(x + 32 * b, b & 1 ? FLT_MAX : FLT_MAX / 127.0f, b, &r);
+    check_quantize(x, 288, "huge");
+    /* The clamp: elements equal to +-amax give +-127. */
+    for (int i = 0; i < 288; i++)
+        x[i] = (i & 1 ? -1.0f : 1.0f) * (i % 3 ? 3.5f : 3.25f);
+    check_quantize(x, 288, "clamp");
+    /* NaN and infinity are defined by the reference: NaN is skipped and
+     * quantizes to 0; an infinity makes d infinite and every q 0. */
+    for (int i = 0; i < 288; i++)
+        x[i] = i % 7 == 0 ? NAN : i % 11 == 0 ? -NAN : normal(&r);
+    check_quantize(x, 288, "NaN");
+    for (int i = 0; i < 288; i++)
+        x[i] = i % 37 == 0 ? (i & 1 ? -INFINITY : INFINITY) : normal(&r);
+    check_quantize(x, 288, "infinity");
+}
+END_TEST
+
+/* Values whose scaled magnitude is exactly k + 0.5: the spec's rounding
+ * goes away from zero (trunc(v + 0.5)), where round-to-nearest-even would
+ * not, so a SIMD rounding shortcut shows here. */
+START_TEST(quantize_ties)
+{
+    load_variants();
+    float x[256];
+    /* amax 127: the scale 127/amax is exactly 1. */
+    for (int i = 0; i < 256; i++) {
+        int k = i % 127;
+        x[i] = (i & 1 ? -1.0f : 1.0f) * ((float)k + 0.5f);
+    }
+    for (int b = 0; b < 8; b++)
+        x[32 * b + 5] = b & 1 ? -127.0f : 127.0f;
+    check_quantize(x, 256, "ties, scale 1");
+    /* amax 254: the scale is 0.5 and odd integers land on k + 0.5. */
+    for (int i = 0; i < 256; i++)
+        x[i] = (i & 2 ? -1.0f : 1.0f) * (float)(2 * (i % 127) + 1);
+    for (int b = 0; b < 8; b++)
+        x[32 * b + 30] = 254.0f;
+    check_quantize(x, 256, "ties, scale 0.5");
+    int8_t q[256];
+    float d[8];
+    ml__kernels_scalar.quantize_q8_0(x, 256, q, d);
+    /* x = 1 scales to 0.5, which rounds away from zero to 1; 3 gives 2. */
+    ck_assert_int_eq(q[0], 1);
+    ck_assert_int_eq(q[1], 2);
+    ck_assert_int_eq(q[2], -3);
+    ck_assert_float_eq(d[0], 2.0f);
+}
+END_TEST
+
+/* ======================================================================
+ * Dot products
+ * ====================================================================== */
+
+typedef struct mat {
+    int q4;          /* Q4_0, else Q8_0 */
+    size_t rows, cols;
+    void *wq;        /* rows*cols int8, or rows*cols/2 nibble bytes */
+    float *wd;       /* rows*cols/32 */
+} mat;
+
+static size_t mat_row_bytes(const mat *m)
+{
+    return m->q4 ? m->cols / 2 : m->cols;
+}
+
+/* Scales of every kind: normal, zero, negative, tiny, huge. */
+static float random_scale(tu_rng *r)
+{
+    switch (tu_below(r, 10)) {
+    case 0: return 0.0f;
+    case 1: return -normal(r) * 1e-3f;
+    case 2: return 1e-25f * (float)uniform01(r);
+    case 3: return 1e15f * normal(r);
+    default: return normal(r) * 0.01f;
+    }
+}
+
+/* `extreme`: quants at the ends of their ranges, to catch an overflow of
+ * a 16-bit intermediate. */
+static void mat_new(mat *m, int q4, size_t rows, size_t cols, tu_rng *r, int extreme)
+{
+    m->q4 = q4;
+    m->rows = rows;
+    m->cols = cols;
+    m->wq = xmalloc(rows * mat_row_bytes(m));
+    m->wd = xmalloc(rows * cols / 32 * sizeof(float));
+    uint8_t *p = m->wq;
+    for (size_t i = 0; i < rows * mat_row_bytes(m); i++) {
+        if (q4)
+            p[i] = extreme ? (uint8_t)(tu_below(r, 2) ? 0xff : 0x00) : (uint8_t)tu_below(r, 256);
+        else
+            p[i] = (uint8_t)(int8_t)(extreme ? (tu_below(r, 2) ? 127 : -127)
+                                             : (int)tu_below(r, 255) - 127);
+    }
+    for (size_t i = 0; i < rows * cols / 32; i++)
+        m->wd[i] = random_scale(r);
+}
+
+static void mat_free(mat *m)
+{
+    free(m->wq);
+    free(m->wd);
+}
+
+typedef struct acts {
+    size_t n_tok, cols;
+    int8_t *q;   /* n_tok * cols */
+    float *d;    /* n_tok * cols / 32 */
+} acts;
+
+/* Activations as the quantizer makes them: quants in [-127, 127]. */
+static void acts_new(acts *a, size_t n_tok, size_t cols, tu_rng *r, int extreme)
+{
+    a->n_tok = n_tok;
+    a->cols = cols;
+    a->q = xmalloc(n_tok * cols);
+    a->d = xmalloc(n_tok * cols / 32 * sizeof(float));
+    for (size_t i = 0; i < n_tok * cols; i++)
+        a->q[i] = (int8_t)(extreme ? (tu_below(r, 2) ? 127 : -127) : (int)tu_below(r, 255) - 127);
+    for (size_t i = 0; i < n_tok * cols / 32; i++)
+        a->d[i] = random_scale(r);
+}
+
+static void acts_free(acts *a)
+{
+    free(a->q);
+    free(a->d);
+}
+
+#define SENTINEL 0x7fa5a5a5u /* a signalling NaN no kernel computes */
+
+static float *sentinel_buf(size_t n)
+{
+    float *y = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        y[i] = from_bits(SENTINEL);
+    return y;
+}
+
+static void matvec(const ml_kernels *k, const mat *m, size_t r0, size_t r1, const int8_t *xq,
+                   const float *xd, float *y)
+{
+    if (m->q4)
+        k->matvec_q4_0(m->wq, m->wd, m->cols, r0, r1, xq, xd, y);
+    else
+        k->matvec_q8_0(m->wq, m->wd, m->cols, r0, r1, xq, xd, y);
+}
+
+static void matmul(const ml_kernels *k, const mat *m, size_t r0, size_t r1, const acts *a,
+                   float *y, size_t ldy)
+{
+    if (m->q4)
+        k->matmul_q4_0(m->wq, m->wd, m->cols, r0, r1, a->q, a->d, a->n_tok, y, ldy);
+    else
+        k->matmul_q8_0(m->wq, m->wd, m->cols, r0, r1, a->q, a->d, a->n_tok, y, ldy);
+}
+
+/* got[i] must equal want[i] bit for bit inside [r0, r1) and still hold
+ * the sentinel outside. */
+static void require_rows(const float *got, const float *want, size_t n, size_t r0, size_t r1,
+                         const char *what, const char *variant, const mat *m, size_t t)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t g = fbits(got[i]), w = i >= r0 && i < r1 ? fbits(want[i]) : SENTINEL;
+        TU_REQUIRE(g == w, "%s, %s, %s %zux%zu rows %zu-%zu token %zu: y[%zu] = %a (0x%08x), "
+                           "expected %a (0x%08x)",
+                   what, variant, m->q4 ? "Q4_0" : "Q8_0", m->rows, m->cols, r0, r1, t, i,
+                   (double)got[i], g, (double)from_bits(w), w);
+    }
+}
+
+/* matvec of every variant against the scalar one, rows [r0, r1). */
+static void check_matvec(const mat *m, const acts *a, size_t r0, size_t r1)
+{
+    float *want = sentinel_buf(m->rows), *got = sentinel_buf(m->rows);
+    matvec(&ml__kernels_scalar, m, r0, r1, a->q, a->d, want);
+    for (size_t v = 0; v < n_variants; v++) {
+        for (size_t i = 0; i < m->rows; i++)
+            got[i] = from_bits(SENTINEL);
+        matvec(variants[v], m, r0, r1, a->q, a->d, got);
+        require_rows(got, want, m->rows, r0, r1, "matvec", variants[v]->name, m, 0);
+    }
+    free(want);
+    free(got);
+}
+
+/* matmul of every variant against the scalar matmul, and every (t, r)
+ * against the variant's own matvec; y has ldy > rows. */
+static void check_matmul(const mat *m, const acts *a, size_t r0, size_t r1)
+{
+    const size_t ldy = m->rows + 3, ny = a->n_tok * ldy;
+    float *want = sentinel_buf(ny), *got = sentinel_buf(ny), *vec = sentinel_buf(m->rows);
+    matmul(&ml__kernels_scalar, m, r0, r1, a, want, ldy);
+    for (size_t v = 0; v < n_variants; v++) {
+        for (size_t i = 0; i < ny; i++)
+            got[i] = from_bits(SENTINEL);
+        matmul(variants[v], m, r0, r1, a, got, ldy);
+        for (size_t t = 0; t < a->n_tok; t++) {
+            require_rows(got + t * ldy, want + t * ldy, ldy, r0, r1, "matmul vs scalar",
+                         variants[v]->name, m, t);
+            matvec(variants[v], m, r0, r1, a->q + t * m->cols, a->d + t * m->cols / 32, vec);
+            require_rows(got + t * ldy, vec, m->rows, r0, r1, "matmul vs matvec",
+                         variants[v]->name, m, t);
+        }
+    }
+    free(want);
+    free(got);
+    free(vec);
+}
+
+/* Columns: 1, 2, 3, 7, 8, 9, 17, 35 and 128 blocks. */
+static const size_t dcols[] = {32, 64, 96, 224, 256, 288, 544, 1120, 4096};
+#define N_DCOLS (sizeof dcols / sizeof dcols[0])
+/* Row ranges [r0, r1) of a matrix of r1 + 2 rows; some longer than one
+ * or two panels of the blocked matmul (16 or 48 rows), with partial row
+ * tiles at the ends; and an empty one, which must write nothing. */
+static const size_t dranges[][2] = {{4, 4}, {0, 1}, {3, 4}, {1, 6}, {5, 22}, {2, 43}, {5, 112}};
+#define N_DRANGES (sizeof dranges / sizeof dranges[0])
+
+static void dot_cases(int q4, int extreme, uint64_t seed)
+{
+    load_variants();
+    tu_rng r = {seed};
+    for (size_t c = 0; c < N_DCOLS; c++)
+        for (size_t k = 0; k < N_DRANGES; k++) {
+            const size_t r0 = dranges[k][0], r1 = dranges[k][1];
+            mat m;
+            acts a;
+            mat_new(&m, q4, r1 + 2, dcols[c], &r, extreme);
+            acts_new(&a, 1 + (c + k) % 9, dcols[c], &r, extreme);
+            check_matvec(&m, &a, r0, r1);
+            check_matmul(&m, &a, r0, r1);
+            acts_free(&a);
+            mat_free(&m);
+        }
+}
+
+START_TEST(dot_q8_0)
+{
+    dot_cases(0, 0, 21);
+}
+END_TEST
+
+START_TEST(dot_q4_0)
+{
+    dot_cases(1, 0, 22);
+}
+END_TEST
+
+START_TEST(dot_extreme_quants)
+{
+    dot_cases(0, 1, 23);
+    dot_cases(1, 1, 24);
+}
+END_TEST
+
+/* Every token count 1..9 for both types, on 9 and 17 blocks. */
+START_TEST(matmul_token_counts)
+{
+    load_variants();
+    tu_rng r = {25};
+    for (int q4 = 0; q4 < 2; q4++)
+        for (size_t cols = 288; cols <= 544; cols += 256)
+            for (size_t n_tok = 1; n_tok <= 9; n_tok++) {
+                mat m;
+                acts a;
+                mat_new(&m, q4, 40, cols, &r, 0);
+                acts_new(&a, n_tok, cols, &r, 0);
+                check_matmul(&m, &a, 3, 38);
+                acts_free(&a);
+                mat_free(&m);
+            }
+}
+END_TEST
+
+/* Rows longer than the format's 65536-column limit still work (the SIMD
+ * code keeps per-activation sums on the stack only up to that). */
+START_TEST(dot_long_rows)
+{
+    load_variants();
+    tu_rng r = {26};
+    for (int q4 = 0; q4 < 2; q4++) {
+        mat m;
+        acts a;
+        mat_new(&m, q4, 4, 65536 + 32 * 9, &r, 0);
+        acts_new(&a, 5, 65536 + 32 * 9, &r, 0);
+        check_matvec(&m, &a, 1, 4);
+        check_matmul(&m, &a, 0, 3);
+        acts_free(&a);
+        mat_free(&m);
+    }
+}
+END_TEST
+
+/* Activations made by the quantizer from real-looking floats. */
+START_TEST(dot_quantized_activations)
+{
+    load_variants();
+    tu_rng r = {27};
+    const size_t cols = 2048, n_tok = 7;
+    float *x = xmalloc(n_tok * cols * sizeof(float));
+    for (size_t i = 0; i < n_tok * cols; i++)
+        x[i] = normal(&r);
+    acts a = {n_tok, cols, xmalloc(n_tok * cols), xmalloc(n_tok * cols / 32 * sizeof(float))};
+    ml__kernels_scalar.quantize_q8_0(x, n_tok * cols, a.q, a.d);
+    for (int q4 = 0; q4 < 2; q4++) {
+        mat m;
+        mat_new(&m, q4, 70, cols, &r, 0);
+        for (size_t i = 0; i < 70 * cols / 32; i++)
+            m.wd[i] = normal(&r) * 0.02f;
+        check_matvec(&m, &a, 0, 70);
+        check_matmul(&m, &a, 0, 70);
+        mat_free(&m);
+    }
+    acts_free(&a);
+    free(x);
+}
+END_TEST
+
+/* ---- the scalar reference against the spec, independently ---- */
+
+/* Element i of row r as an integer. */
+static int weight(const mat *m, size_t r, size_t i)
+{
+    if (!m->q4)
+        return ((const int8_t *)m->wq)[r * m->cols + i];
+    const uint8_t *blk = (const uint8_t *)m->wq + r * m->cols / 2 + i / 32 * 16;
+    const size_t j = i % 32;
+    return (j < 16 ? blk[j] & 15 : blk[j - 16] >> 4) - 8;
+}
+
+/* The dot product in double: close to the reference, whatever the order. */
+START_TEST(scalar_matches_double)
+{
+    tu_rng r = {31};
+    for (int q4 = 0; q4 < 2; q4++)
+        for (size_t c = 0; c < N_DCOLS; c++) {
+            mat m;
+            acts a;
+            mat_new(&m, q4, 8, dcols[c], &r, 0);
+            acts_new(&a, 1, dcols[c], &r, 0);
+            for (size_t i = 0; i < 8 * dcols[c] / 32; i++)
+                m.wd[i] = normal(&r) * 0.01f;
+            for (size_t i = 0; i < dcols[c] / 32; i++)
+                a.d[i] = normal(&r) * 0.01f;
+            float y[8];
+            matvec(&ml__kernels_scalar, &m, 0, 8, a.q, a.d, y);
+            for (size_t row = 0; row < 8; row++) {
+                double sum = 0, mag = 0;
+                for (size_t b = 0; b < dcols[c] / 32; b++) {
+                    long is = 0;
+                    for (size_t i = 32 * b; i < 32 * b + 32; i++)
+                        is += (long)weight(&m, row, i) * a.q[i];
+                    double term = (double)is * m.wd[row * dcols[c] / 32 + b] * a.d[b];
+                    sum += term;
+                    mag += fabs(term);
+                }
+                ck_assert_msg(fabs(y[row] - sum) <= 1e-5 * mag + 1e-30,
+                              "%s cols %zu row %zu: %.9g, double %.9g (magnitude %g)",
+                              q4 ? "Q4_0" : "Q8_0", dcols[c], row, (double)y[row], sum, mag);
+            }
+            acts_free(&a);
+            mat_free(&m);
+        }
+}
+END_TEST
+
+/* Rule 3 exactly: blocks whose products are 2^24, 1, -2^24 and so on, where
+ * any other order of the float additions gives another result.  Checked
+ * for every variant, both types. */
+static float rule3_case(const ml_kernels *k, int q4, const float *s, size_t nb)
+{
+    /* Block b: one product of 1 (weight 1, activation 1), scaled by s[b]. */
+    const size_t cols = 32 * nb;
+    int8_t *wq8 = calloc(cols, 1), *xq = calloc(cols, 1);
+    uint8_t *wq4 = xmalloc(cols / 2);
+    float *wd = xmalloc(nb * sizeof(float)), *xd = xmalloc(nb * sizeof(float));
+    memset(wq4, 0x88, cols / 2); /* every nibble 8: weight 0 */
+    for (size_t b = 0; b < nb; b++) {
+        wq8[32 * b + 3] = 1;
+        wq4[16 * b + 3] = 0x89; /* element 3 low nibble 9: weight 1 */
+        xq[32 * b + 3] = 1;
+        wd[b] = s[b];
+        xd[b] = 1.0f;
+    }
+    float y = 0;
+    if (q4)
+        k->matvec_q4_0(wq4, wd, cols, 0, 1, xq, xd, &y);
+    else
+        k->matvec_q8_0(wq8, wd, cols, 0, 1, xq, xd, &y);
+    free(wq8);
+    free(xq);
+    free(wq4);
+    free(wd);
+    free(xd);
+    return y;
+}
+
+START_TEST(rule3_order)
+{
+    load_variants();
+    const float big = 16777216.0f; /* 2^24: big + 1 rounds back to big */
+    /* acc0 gets blocks 0 and 8: 2^24 - 2^24 = 0, acc1 = 1: result 1.  In
+     * block order the 1 would be lost: (2^24 + 1) - 2^24 = 0. */
+    const float s1[9] = {big, 1, 0, 0, 0, 0, 0, 0, -big};
+    /* The fold: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) with
+     * a0 = 2^24, a4 = 1, a2 = 1, a1 = -2^24: (2^24 + 1) + 1 = 2^24, and
+     * 2^24 - 2^24 = 0.  Lane order a0 + a1 + ... would give 2. */
+    const float s2[8] = {big, -big, 1, 0, 1, 0, 0, 0};
+    /* 17 blocks: acc0 = 2^24 + 1 + 1 (blocks 0, 8, 16) = 2^24 (each 1
+     * is lost), acc1 = -2^24: result 0.  Adding the ones first gives 2. */
+    float s3[17] = {big, -big};
+    s3[8] = 1;
+    s3[16] = 1;
+    for (size_t v = 0; v < n_variants; v++)
+        for (int q4 = 0; q4 < 2; q4++) {
+            ck_assert_msg(rule3_case(variants[v], q4, s1, 9) == 1.0f, "%s s1", variants[v]->name);
+            ck_assert_msg(rule3_case(variants[v], q4, s2, 8) == 0.0f, "%s s2", variants[v]->name);
+            ck_assert_msg(rule3_case(variants[v], q4, s3, 17) == 0.0f, "%s s3", variants[v]->name);
+        }
+}
+END_TEST
+
+/* Hand-computed blocks: the Q4_0 nibble order and the -8 offset. */
+START_TEST(known_values)
+{
+    load_variants();
+    int8_t x[32];
+    uint8_t w4[16];
+    int8_t w8[32];
+    for (int j = 0; j < 16; j++) {
+        x[j] = 1;
+        x[j + 16] = 2;
+        w4[j] = 0x0f;        /* element j: 15 - 8 = 7; element j + 16: 0 - 8 = -8 */
+        w8[j] = -127;
+        w8[j + 16] = 127;
+    }
+    const float wd = 0.5f, xd = 0.25f;
+    for (size_t v = 0; v < n_variants; v++) {
+        float y = 0;
+        variants[v]->matvec_q4_0(w4, &wd, 32, 0, 1, x, &xd, &y);
+        /* 16 * 7 * 1 + 16 * -8 * 2 = -144, times 0.125 */
+        ck_assert_msg(y == -18.0f, "%s Q4_0: %g", variants[v]->name, (double)y);
+        variants[v]->matvec_q8_0(w8, &wd, 32, 0, 1, x, &xd, &y);
+        /* 16 * -127 + 16 * 127 * 2 = 2032, times 0.125 */
+        ck_assert_msg(y == 254.0f, "%s Q8_0: %g", variants[v]->name, (double)y);
+    }
+}
+END_TEST
+
+/* The largest block sums there are, through matvec and the blocked
+ * matmul (5 tokens), on 9 blocks: Q8_0 127 * +-127 (516128 a block) and
+ * Q4_0 nibble 15 (weight 7) * +-127, where the SIMD code's 16-bit
+ * intermediates are fullest. */
+START_TEST(extreme_sums)
+{
+    load_variants();
+    const size_t nb = 9, cols = 32 * nb, n_tok = 5;
+    int8_t *w8 = xmalloc(cols), *xq = xmalloc(n_tok * cols);
+    uint8_t *w4 = xmalloc(cols / 2);
+    float wd[9], xd[5 * 9];
+    memset(w8, 127, cols);
+    memset(w4, 0xff, cols / 2);
+    for (size_t b = 0; b < nb; b++)
+        wd[b] = 1.0f;
+    for (size_t t = 0; t < n_tok; t++)
+        for (size_t i = 0; i < cols; i++) {
+            xq[t * cols + i] = (int8_t)(t % 2 ? -127 : 127);
+            xd[t * nb + i / 32] = 1.0f;
+        }
+    const float want8 = 9.0f * 516128.0f, want4 = 9.0f * 32 * 7 * 127;
+    for (size_t v = 0; v < n_variants; v++) {
+        float y[5];
+        variants[v]->matmul_q8_0(w8, wd, cols, 0, 1, xq, xd, n_tok, y, 1);
+        for (size_t t = 0; t < n_tok; t++)
+            ck_assert_msg(y[t] == (t % 2 ? -want8 : want8), "%s Q8_0 token %zu: %.9g",
+                          variants[v]->name, t, (double)y[t]);
+        variants[v]->matmul_q4_0(w4, wd, cols, 0, 1, xq, xd, n_tok, y, 1);
+        for (size_t t = 0; t < n_tok; t++)
+            ck_assert_msg(y[t] == (t % 2 ? -want4 : want4), "%s Q4_0 token %zu: %.9g",
+                          variants[v]->name, t, (double)y[t]);
+        variants[v]->matvec_q8_0(w8, wd, cols, 0, 1, xq + cols, xd, y);
+        ck_assert_msg(y[0] == -want8, "%s Q8_0 matvec: %.9g", variants[v]->name, (double)y[0]);
+        variants[v]->matvec_q4_0(w4, wd, cols, 0, 1, xq, xd, y);
+        ck_assert_msg(y[0] == want4, "%s Q4_0 matvec: %.9g", variants[v]->name, (double)y[0]);
+    }
+    free(w8);
+    free(w4);
+    free(xq);
+}
+END_TEST
+
+/* ======================================================================
+ * Selection
+ * ====================================================================== */
+
+/* Runs with ML_KERNELS set to value (NULL: unset), restoring it after. */
+typedef struct env_saved {
+    char *value;
+} env_saved;
+
+static env_saved env_set(const char *value)
+{
+    const char *old = getenv("ML_KERNELS");
+    env_saved s = {old ? strdup(old) : NULL};
+    if (value)
+        setenv("ML_KERNELS", value, 1);
+    else
+        unsetenv("ML_KERNELS");
+    return s;
+}
+
+static void env_restore(env_saved s)
+{
+    if (s.value)
+        setenv("ML_KERNELS", s.value, 1);
+    else
+        unsetenv("ML_KERNELS");
+    free(s.value);
+}
+
+START_TEST(select_by_env)
+{
+    load_variants();
+    const char *why = NULL;
+    /* Unset, empty and "auto": the best variant the CPU runs, the last. */
+    static const char *const autos[] = {NULL, "", "auto"};
+    for (int i = 0; i < 3; i++) {
+        env_saved s = env_set(autos[i]);
+        ck_assert_ptr_eq(ml__kernels_select(&why), variants[n_variants - 1]);
+        ck_assert_str_eq(ml_kernels_name(), variants[n_variants - 1]->name);
+        env_restore(s);
+    }
+    /* Every available variant by its table name. */
+    for (size_t v = 0; v < n_variants; v++) {
+        env_saved s = env_set(variants[v]->name);
+        ck_assert_ptr_eq(ml__kernels_select(&why), variants[v]);
+        ck_assert_str_eq(ml_kernels_name(), variants[v]->name);
+        env_restore(s);
+    }
+    env_saved s = env_set("scalar");
+    ck_assert_ptr_eq(ml__kernels_select(&why), &ml__kernels_scalar);
+    env_restore(s);
+    /* "avx512" is the short name of the avx512vnni table. */
+    if (strcmp(variants[n_variants - 1]->name, "avx512vnni") == 0) {
+        s = env_set("avx512");
+        ck_assert_ptr_eq(ml__kernels_select(&why), variants[n_variants - 1]);
+        env_restore(s);
+    }
+}
+END_TEST
+
+START_TEST(select_unknown)
+{
+    static const char *const bad[] = {"neon", "AVX2", "avx2 ", "fast", "scalar,avx2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *why = NULL;
+        env_saved s = env_set(bad[i]);
+        ck_assert_ptr_null(ml__kernels_select(&why));
+        ck_assert_ptr_nonnull(why);
+        ck_assert_msg(strstr(why, "unknown") != NULL, "%s: %s", bad[i], why);
+        ck_assert_ptr_null(ml__kernels_select(NULL)); /* why may be NULL */
+        ck_assert_str_eq(ml_kernels_name(), "none");
+        env_restore(s);
+    }
+}
+END_TEST
+
+/* On x86-64 every variant is built; one this CPU cannot run is refused. */
+START_TEST(select_unsupported)
+{
+    load_variants();
+#if defined(__x86_64__)
+    static const char *const all[] = {"avx2", "avx512"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *why = NULL;
+        env_saved s = env_set(all[i]);
+        const ml_kernels *k = ml__kernels_select(&why);
+        int runs = 0;
+        for (size_t v = 0; v < n_variants; v++)
+            runs |= strncmp(variants[v]->name, all[i], strlen(all[i])) == 0;
+        if (runs) {
+            ck_assert_ptr_nonnull(k);
+        } else {
+            ck_assert_ptr_null(k);
+            ck_assert_msg(strstr(why, "CPU") != NULL, "%s", why);
+        }
+        env_restore(s);
+    }
+#endif
+}
+END_TEST
+
+Suite *suite_kernels(void)
+{
+    Suite *s = suite_create("kernels");
+    n_variants = ml__kernels_available(variants, MAX_VARIANTS);
+    fprintf(stderr, "check_kernels: variants compared with scalar:");
+    for (size_t v = 1; v < n_variants; v++)
+        fprintf(stderr, " %s", variants[v]->name);
+    fprintf(stderr, "%s\n", n_variants > 1 ? "" : " none (this CPU runs only scalar)");
+
+    TCase *tc = tcase_create("quantize");
+    tcase_add_test(tc, quantize_random);
+    tcase_add_test(tc, quantize_edges);
+    tcase_add_test(tc, quantize_ties);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("dot");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, dot_q8_0);
+    tcase_add_test(tc, dot_q4_0);
+    tcase_add_test(tc, dot_extreme_quants);
+    tcase_add_test(tc, matmul_token_counts);
+    tcase_add_test(tc, dot_long_rows);
+    tcase_add_test(tc, dot_quantized_activations);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("reference");
+    tcase_add_test(tc, scalar_matches_double);
+    tcase_add_test(tc, rule3_order);
+    tcase_add_test(tc, known_values);
+    tcase_add_test(tc, extreme_sums);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("select");
+    tcase_add_test(tc, select_by_env);
+    tcase_add_test(tc, select_unknown);
+    tcase_add_test(tc, select_unsupported);
+    suite_add_tcase(s, tc);
+    return s;
+}

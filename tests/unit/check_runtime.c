@@ -1,0 +1,277 @@
+/* check_runtime.c - the forward pass against tools/mlb.py, the numpy
+ * reference written from the spec (fixtures in tests/fixtures/runtime,
+ * made by tools/make_runtime_fixtures.sh), and the invariances the runtime
+ * promises: the same bits for any batch size, thread count and kernel
+ * variant; cache memory equal to what mlb-info reports; clean errors for a
+ * full context and bad token ids. */
+#include "suites.h"
+
+#include "mlcore.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FIX "tests/fixtures/runtime/"
+
+static const char *const models[] = {"llama-q8", "llama-q4",  "llama3-rope", "linear-rope",
+                                     "yarn-rope", "qwen",     "gemma",       "gated",
+                                     "window",   "qwen35"};
+#define N_MODELS (sizeof models / sizeof models[0])
+
+typedef struct fixture {
+    ml_mlb *mlb;
+    ml_model *model;
+    int32_t ids[64];
+    size_t n;
+    float *want; /* n x vocab */
+    uint32_t vocab;
+} fixture;
+
+static void *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s (run the tests from the repository root)", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = malloc((size_t)n + 1);
+    ck_assert(p && fread(p, 1, (size_t)n, f) == (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return p;
+}
+
+static void fixture_open(fixture *fx, const char *name)
+{
+    char path[256];
+    ml_error err;
+    memset(fx, 0, sizeof *fx);
+    snprintf(path, sizeof path, FIX "%s.mlb", name);
+    ck_assert_msg(ml_mlb_open(path, &fx->mlb, &err) == ML_OK, "%s: %s", path, err.msg);
+    ck_assert_msg(ml_model_new(fx->mlb, &fx->model, &err) == ML_OK, "%s: %s", path, err.msg);
+    fx->vocab = ml_mlb_get_header(fx->mlb)->vocab;
+    size_t len;
+    snprintf(path, sizeof path, FIX "%s.ids", name);
+    char *text = slurp(path, &len), *p = text, *end;
+    text[len] = 0;
+    while (fx->n < 64) {
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        fx->ids[fx->n++] = (int32_t)v;
+        p = end;
+    }
+    free(text);
+    snprintf(path, sizeof path, FIX "%s.f32", name);
+    fx->want = slurp(path, &len);
+    ck_assert_uint_eq(len, fx->n * fx->vocab * sizeof(float));
+}
+
+static void fixture_close(fixture *fx)
+{
+    ml_model_free(fx->model);
+    ml_mlb_close(fx->mlb);
+    free(fx->want);
+}
+
+/* All logits of the fixture's prompt with the given batch and threads. */
+static float *run_all(const fixture *fx, uint32_t batch, unsigned threads)
+{
+    ml_ctx_params p = {64, batch, threads};
+    ml_ctx *c;
+    ml_error err;
+    ck_assert_msg(ml_ctx_new(fx->model, &p, &c, &err) == ML_OK, "%s", err.msg);
+    float *out = malloc(fx->n * fx->vocab * sizeof(float));
+    ck_assert(out);
+    ck_assert_msg(ml_ctx_eval(c, fx->ids, fx->n, out, 1, &err) == ML_OK, "%s", err.msg);
+    ck_assert_uint_eq(ml_ctx_pos(c), fx->n);
+    ml_ctx_free(c);
+    return out;
+}
+
+static int argmax(const float *v, uint32_t n)
+{
+    int b = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (v[i] > v[b])
+            b = (int)i;
+    return b;
+}
+
+/* Agreement with the numpy reference (tools/mlb.py).  The two quantize
+ * activations by the same float32 rule but sum in different orders, so a
+ * value landing next to a rounding boundary can take the other quant now
+ * and then: such a flip moves that position's logits by up to ~1e-3 of
+ * their range.  A wrong formula moves nearly every position.  So: at
+ * least 90% of positions agree within 1e-5 (relative to the largest
+ * logit), every position within 1e-2, and the argmax is the same wherever
+ * the reference's top two are not nearly tied. */
+START_TEST(test_matches_reference)
+{
+    fixture fx;
+    fixture_open(&fx, models[_i]);
+    float *got = run_all(&fx, 64, 1);
+    size_t close = 0;
+    for (size_t t = 0; t < fx.n; t++) {
+        const float *a = got + t * fx.vocab, *b = fx.want + t * fx.vocab;
+        double maxabs = 0, diff = 0;
+        for (uint32_t i = 0; i < fx.vocab; i++) {
+            ck_assert_msg(isfinite(a[i]), "%s: logit %zu/%u not finite", models[_i], t, i);
+            if (fabs(b[i]) > maxabs)
+                maxabs = fabs(b[i]);
+            if (fabs(a[i] - b[i]) > diff)
+                diff = fabs(a[i] - b[i]);
+        }
+        double rel = diff / (maxabs > 1e-6 ? maxabs : 1e-6);
+        ck_assert_msg(rel < 1e-2, "%s: position %zu: relative difference %g", models[_i], t, rel);
+        close += rel < 1e-5;
+        int ga = argmax(a, fx.vocab), gb = argmax(b, fx.vocab);
+        if (ga != gb) {
+            float second = -INFINITY;
+            for (uint32_t i = 0; i < fx.vocab; i++)
+                if ((int)i != gb && b[i] > second)
+                    second = b[i];
+            ck_assert_msg(b[gb] - second < 1e-3 * maxabs,
+                          "%s: position %zu: argmax %d, reference %d (margin %g)", models[_i], t,
+                          ga, gb, (double)(b[gb] - second));
+        }
+    }
+    ck_assert_msg(close * 10 >= fx.n * 9, "%s: only %zu of %zu positions within 1e-5",
+                  models[_i], close, fx.n);
+    free(got);
+    fixture_close(&fx);
+}
+END_TEST
+
+/* Batch sizes and thread counts change nothing, not one bit. */
+START_TEST(test_invariance)
+{
+    fixture fx;
+    fixture_open(&fx, models[_i]);
+    float *ref = run_all(&fx, 64, 1);
+    size_t bytes = fx.n * fx.vocab * sizeof(float);
+    const uint32_t batches[] = {1, 7, 16};
+    for (size_t b = 0; b < 3; b++) {
+        float *x = run_all(&fx, batches[b], 1);
+        ck_assert_msg(memcmp(x, ref, bytes) == 0, "%s: batch %u differs", models[_i],
+                      batches[b]);
+        free(x);
+    }
+    for (unsigned t = 2; t <= 3; t++) {
+        float *x = run_all(&fx, 5, t);
+        ck_assert_msg(memcmp(x, ref, bytes) == 0, "%s: %u threads differ", models[_i], t);
+        free(x);
+    }
+    free(ref);
+    fixture_close(&fx);
+}
+END_TEST
+
+/* Every kernel variant this CPU runs gives the scalar reference's bits. */
+START_TEST(test_kernel_variants)
+{
+    const char *names[] = {"scalar", "avx2", "avx512"};
+    float *ref = NULL;
+    fixture fx;
+    for (size_t v = 0; v < 3; v++) {
+        setenv("ML_KERNELS", names[v], 1);
+        ml_mlb *mlb;
+        ml_model *model;
+        ml_error err;
+        ck_assert(ml_mlb_open(FIX "gemma.mlb", &mlb, &err) == ML_OK);
+        if (ml_model_new(mlb, &model, &err) != ML_OK) { /* not on this CPU */
+            ml_mlb_close(mlb);
+            continue;
+        }
+        ml_model_free(model);
+        ml_mlb_close(mlb);
+        fixture_open(&fx, "gemma");
+        float *x = run_all(&fx, 16, 2);
+        if (!ref)
+            ref = x;
+        else {
+            ck_assert_msg(memcmp(x, ref, fx.n * fx.vocab * sizeof(float)) == 0,
+                          "kernels %s differ from scalar", names[v]);
+            free(x);
+        }
+        fixture_close(&fx);
+    }
+    unsetenv("ML_KERNELS");
+    free(ref);
+}
+END_TEST
+
+START_TEST(test_state_bytes_and_errors)
+{
+    fixture fx;
+    fixture_open(&fx, "gemma");
+    const ml_mlb_header *h = ml_mlb_get_header(fx.mlb);
+    ml_ctx_params p = {100, 16, 1};
+    ml_ctx *c;
+    ml_error err;
+    ck_assert(ml_ctx_new(fx.model, &p, &c, &err) == ML_OK);
+    uint64_t want = 0;
+    for (uint32_t l = 0; l < h->n_layers; l++)
+        want += ml_mlb_layer_state_bytes(h, ml_mlb_layer_flag(fx.mlb, l), 100);
+    ck_assert_uint_eq(ml_ctx_state_bytes(c), want);
+    /* Sliding layers hold their window only: 2 of 4 layers at 8 positions. */
+    ck_assert_uint_eq(want, (uint64_t)2 * 8 * 64 * 2 * 4 + (uint64_t)2 * 100 * 64 * 2 * 4);
+    int32_t bad = (int32_t)h->vocab;
+    ck_assert_int_eq(ml_ctx_eval(c, &bad, 1, NULL, 0, &err), ML_E_INVAL);
+    ck_assert_uint_eq(ml_ctx_pos(c), 0);
+    int32_t many[101] = {0};
+    ck_assert_int_eq(ml_ctx_eval(c, many, 101, NULL, 0, &err), ML_E_INVAL);
+    ck_assert_int_eq(ml_ctx_eval(c, many, 100, NULL, 0, &err), ML_OK);
+    ck_assert_int_eq(ml_ctx_eval(c, many, 1, NULL, 0, &err), ML_E_INVAL);
+    ml_ctx_free(c);
+    p.n_ctx = h->max_seq + 1;
+    ck_assert_int_eq(ml_ctx_new(fx.model, &p, &c, &err), ML_E_INVAL);
+    fixture_close(&fx);
+}
+END_TEST
+
+/* Greedy sampling is argmax; a fixed seed reproduces a sequence. */
+START_TEST(test_sampler)
+{
+    ml_sampler_params sp = {0, 0, 1, 0, 1, 64, 1};
+    ml_sampler *s;
+    ml_error err;
+    float logits[8] = {0.1f, 3.0f, 2.9f, -1, 0, 0, 3.0f, 0};
+    ck_assert(ml_sampler_new(&sp, 8, &s, &err) == ML_OK);
+    ck_assert_int_eq(ml_sampler_next(s, logits, NULL, 0), 1);
+    ml_sampler_free(s);
+    sp.temperature = 1;
+    sp.seed = 42;
+    int32_t seq[2][32];
+    for (int r = 0; r < 2; r++) {
+        ck_assert(ml_sampler_new(&sp, 8, &s, &err) == ML_OK);
+        for (int i = 0; i < 32; i++) {
+            float l[8] = {1, 2, 3, 4, 4, 3, 2, 1};
+            seq[r][i] = ml_sampler_next(s, l, NULL, 0);
+        }
+        ml_sampler_free(s);
+    }
+    ck_assert(memcmp(seq[0], seq[1], sizeof seq[0]) == 0);
+    sp.top_k = 1; /* top-k 1 is greedy whatever the temperature */
+    ck_assert(ml_sampler_new(&sp, 8, &s, &err) == ML_OK);
+    float l2[8] = {1, 2, 3, 9, 4, 3, 2, 1};
+    ck_assert_int_eq(ml_sampler_next(s, l2, NULL, 0), 3);
+    ml_sampler_free(s);
+}
+END_TEST
+
+Suite *suite_runtime(void)
+{
+    Suite *s = suite_create("runtime");
+    TCase *tc = tcase_create("forward");
+    tcase_add_loop_test(tc, test_matches_reference, 0, N_MODELS);
+    tcase_add_loop_test(tc, test_invariance, 0, N_MODELS);
+    tcase_add_test(tc, test_kernel_variants);
+    tcase_add_test(tc, test_state_bytes_and_errors);
+    tcase_add_test(tc, test_sampler);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
+    return s;
+}
