@@ -75,3 +75,17 @@ ml_status ml__err_io(ml_error *err, const char *what, int64_t offset)
         err->sys_errno = e;
     return ML_E_IO;
 }
+
+void ml__magic_shown(const uint8_t m[4], char out[17])
+{
+    size_t k = 0;
+    for (int i = 0; i < 4; i++) {
+        if (m[i] >= 0x20 && m[i] < 0x7f && m[i] != '\\' && m[i] != '"') {
+            out[k++] = (char)m[i];
+        } else {
+            snprintf(out + k, 5, "\\x%02x", m[i]);
+            k += 4;
+        }
+    }
+    out[k] = 0;
+}

@@ -359,16 +359,7 @@ static ml_status check_magic(rd *r)
         return ML_OK;
     }
     char shown[17];
-    size_t k = 0;
-    for (int i = 0; i < 4; i++) {
-        if (m[i] >= 0x20 && m[i] < 0x7f && m[i] != '\\' && m[i] != '"') {
-            shown[k++] = (char)m[i];
-        } else {
-            snprintf(shown + k, 5, "\\x%02x", m[i]);
-            k += 4;
-        }
-    }
-    shown[k] = 0;
+    ml__magic_shown(m, shown);
     return ml__err(r->err, ML_E_FORMAT, "magic", 0, "\"%s\" is not \"GGUF\": %s", shown,
                    magic_hint(m));
 }

@@ -84,6 +84,10 @@ static inline uint32_t ml__f32_bits(float f)
  * "FIELD (offset N): detail" built from fmt.  Returns code. */
 ml_status ml__err(ml_error *err, ml_status code, const char *field, int64_t offset,
                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* A 4-byte magic for messages: printable ASCII as is, anything else (and
+ * backslash and quote) as \xNN.  out holds at least 17 bytes. */
+void ml__magic_shown(const uint8_t m[4], char out[17]);
+
 /* Same for ML_E_IO with errno kept: "what: strerror(errno)". */
 ml_status ml__err_io(ml_error *err, const char *what, int64_t offset);
 

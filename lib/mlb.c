@@ -149,17 +149,7 @@ static ml_status check_magic(const ml_mlb_header *h, ml_error *err)
              memcmp(m, "<HTM", 4) == 0)
         what = "this is an HTML page, not a model (a web page downloaded instead of the file?)";
     char shown[17];
-    size_t k = 0;
-    for (int i = 0; i < 4; i++) {
-        unsigned char c = (unsigned char)m[i];
-        if (c >= 0x20 && c < 0x7f && c != '\\') {
-            shown[k++] = (char)c;
-        } else {
-            snprintf(shown + k, 5, "\\x%02x", c);
-            k += 4;
-        }
-    }
-    shown[k] = 0;
+    ml__magic_shown((const uint8_t *)m, shown);
     return BAD(ML_E_FORMAT, magic, "\"%s\" is not \"MLB1\": %s", shown, what);
 }
 

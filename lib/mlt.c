@@ -91,16 +91,7 @@ static ml_status check_magic(const uint8_t *m, ml_error *err)
     else if (m[0] == '{')
         what = "this looks like JSON (a tokenizer.json?); convert it with tools/json2mlt.py";
     char shown[17];
-    size_t k = 0;
-    for (int i = 0; i < 4; i++) {
-        if (m[i] >= 0x20 && m[i] < 0x7f && m[i] != '\\' && m[i] != '"') {
-            shown[k++] = (char)m[i];
-        } else {
-            snprintf(shown + k, 5, "\\x%02x", m[i]);
-            k += 4;
-        }
-    }
-    shown[k] = 0;
+    ml__magic_shown(m, shown);
     return ml__err(err, ML_E_FORMAT, "magic", O_MAGIC, "\"%s\" is not \"MLT1\": %s", shown, what);
 }
 
