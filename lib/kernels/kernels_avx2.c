@@ -25,13 +25,11 @@
 
 #if defined(__x86_64__)
 
+#include "kernels/kernels_x86.h"
+
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-/* Loops over registers must be unrolled for the registers to stay registers. */
-#define UNROLL _Pragma("GCC unroll 16")
 
 /* ======================================================================
  * Quantization
@@ -96,52 +94,6 @@ static void quantize_q8_0(const float *x, size_t n, int8_t *q, float *d)
  * Shared pieces of the dot products
  * ====================================================================== */
 
-/* Rule 3's fold: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). */
-ALWAYS_INLINE float fold8(__m256 acc)
-{
-    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
-}
-
-/* Lane k = the sum of the eight lanes of v[k]. */
-ALWAYS_INLINE __m256i hsum8x8(const __m256i v[8])
-{
-    __m256i a[4], b[2];
-    UNROLL
-    for (int i = 0; i < 4; i++)
-        a[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
-                                _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
-    UNROLL
-    for (int i = 0; i < 2; i++)
-        b[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(a[2 * i], a[2 * i + 1]),
-                                _mm256_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(b[0], b[1], 0x20),
-                            _mm256_permute2x128_si256(b[0], b[1], 0x31));
-}
-
-/* In place: afterwards v[g] lane k holds dword g of the old v[k]. */
-ALWAYS_INLINE void transpose8x8(__m256i v[8])
-{
-    __m256i t[8], u[8];
-    UNROLL
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
-    }
-    UNROLL
-    for (int i = 0; i < 2; i++) {
-        u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    UNROLL
-    for (int g = 0; g < 4; g++) {
-        v[g] = _mm256_permute2x128_si256(u[g], u[g + 4], 0x20);
-        v[g + 4] = _mm256_permute2x128_si256(u[g], u[g + 4], 0x31);
-    }
-}
 
 /* wd[k] * xd[k] for the m <= 8 blocks of a group; lanes past m are +0,
  * and a +0 added to an accumulator (never -0) leaves it unchanged. */
