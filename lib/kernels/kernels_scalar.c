@@ -94,6 +94,15 @@ static void matmul_q4_0(const uint8_t *wq, const float *wd, size_t cols, size_t 
                 row_dot_q4(wq + r * (cols / 2), wd + r * nb, xq + t * cols, xd + t * nb, nb);
 }
 
+/* Attention scores: eight strided partial sums, folded pairwise. */
+static float dot_f32(const float *a, const float *b, size_t n)
+{
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i < n; i++)
+        acc[i % 8] += a[i] * b[i];
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
 const ml_kernels ml__kernels_scalar = {
-    "scalar", ml_quantize_row_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0,
+    "scalar", ml_quantize_row_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0, dot_f32,
 };

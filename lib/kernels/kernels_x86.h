@@ -5,6 +5,7 @@
 #define ML_KERNELS_X86_H
 
 #include <immintrin.h>
+#include <stddef.h>
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 /* Loops over registers must be unrolled for the registers to stay registers. */
@@ -55,6 +56,25 @@ ALWAYS_INLINE void transpose8x8(__m256i v[8])
         v[g] = _mm256_permute2x128_si256(u[g], u[g + 4], 0x20);
         v[g + 4] = _mm256_permute2x128_si256(u[g], u[g + 4], 0x31);
     }
+}
+
+/* Attention scores in the table's order: lane j of the accumulator sums
+ * a[i] * b[i] for i % 8 == j (a multiply, then an add: no FMA), the
+ * remainder goes to its lanes one by one, then fold8. */
+static inline float dot_f32_x86(const float *a, const float *b, size_t n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    if (i < n) {
+        float lane[8];
+        _mm256_storeu_ps(lane, acc);
+        for (; i < n; i++)
+            lane[i % 8] += a[i] * b[i];
+        acc = _mm256_loadu_ps(lane);
+    }
+    return fold8(acc);
 }
 
 #endif

@@ -156,21 +156,6 @@ typedef struct att_job {
     uint32_t pos0;      /* position of batch row 0 */
 } att_job;
 
-/* q . k over n (even) floats in a fixed order: eight strided partial sums,
- * folded pairwise.  The compiler turns the independent lanes into SIMD
- * without reassociating anything, so the result is the same everywhere. */
-static float dot8(const float *q, const float *k, uint32_t n)
-{
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    uint32_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            acc[j] += q[i + j] * k[i + j];
-    for (; i < n; i++)
-        acc[i % 8] += q[i] * k[i];
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-}
-
 /* One query head of one token against the cached keys and values. */
 static void attend(const att_job *j, size_t t, uint32_t h, float *scores)
 {
@@ -185,7 +170,7 @@ static void attend(const att_job *j, size_t t, uint32_t h, float *scores)
     float max = -INFINITY;
     for (uint32_t s = lo; s <= p; s++) {
         const float *k = kc + (size_t)(s % cap) * kv_dim + (size_t)kvh * dh;
-        float sc = softcap(dot8(q, k, dh) * m->attn_scale, hd->attn_softcap);
+        float sc = softcap(m->k->dot_f32(q, k, dh) * m->attn_scale, hd->attn_softcap);
         scores[s - lo] = sc;
         if (sc > max)
             max = sc;
