@@ -262,6 +262,66 @@ START_TEST(test_sampler)
 }
 END_TEST
 
+/* Sliding-window and linear-attention layers keep the same memory whatever
+ * the context: from --ctx 4096 to 32768 only the full-attention layers
+ * grow, each by 2 x kv_dim floats per position. */
+typedef struct growbuf {
+    uint8_t *p;
+    size_t len;
+} growbuf;
+
+static ml_status mem_sink(void *ctx, const void *buf, size_t n, ml_error *err)
+{
+    (void)err;
+    growbuf *g = ctx;
+    uint8_t *p = realloc(g->p, g->len + n);
+    if (!p)
+        return ML_E_NOMEM;
+    memcpy(p + g->len, buf, n);
+    g->p = p;
+    g->len += n;
+    return ML_OK;
+}
+
+START_TEST(test_memory_does_not_grow)
+{
+    ml_mlb_header h;
+    ml_mlb_header_init(&h);
+    h.dim = 64, h.n_layers = 4, h.n_heads = 4, h.n_kv_heads = 2, h.hidden_dim = 64;
+    h.vocab = 16, h.max_seq = 32768, h.rope_theta = 10000, h.norm_eps = 1e-5f;
+    h.wtype = ML_WTYPE_Q8_0, h.layer_flags = 1, h.sliding_window = 512;
+    h.rope_local_theta = 10000, h.lin_k_heads = 1, h.lin_v_heads = 4, h.lin_k_dim = 16;
+    h.lin_v_dim = 16, h.lin_conv = 4;
+    const uint8_t flags[4] = {ML_LAYER_SLIDING, ML_LAYER_LINEAR, 0, ML_LAYER_SLIDING | 2};
+    growbuf buf = {NULL, 0};
+    ml_error err;
+    ck_assert_msg(ml_mlb_write_random(&h, flags, 1, mem_sink, &buf, &err) == ML_OK, "%s", err.msg);
+    ml_mlb *mlb;
+    ml_model *m;
+    ck_assert(ml_mlb_open_memory(buf.p, buf.len, &mlb, &err) == ML_OK);
+    ck_assert(ml_model_new(mlb, &m, &err) == ML_OK);
+    uint64_t bytes[2];
+    const uint32_t ctx[2] = {4096, 32768};
+    for (int i = 0; i < 2; i++) {
+        ml_ctx_params p = {ctx[i], 8, 1};
+        ml_ctx *c;
+        ck_assert_msg(ml_ctx_new(m, &p, &c, &err) == ML_OK, "%s", err.msg);
+        bytes[i] = ml_ctx_state_bytes(c);
+        int32_t ids[3] = {1, 2, 3};
+        ck_assert(ml_ctx_eval(c, ids, 3, NULL, 0, &err) == ML_OK);
+        ml_ctx_free(c);
+    }
+    uint64_t kv_dim = 32; /* head_dim 16 x 2 KV heads */
+    ck_assert_uint_eq(bytes[1] - bytes[0], (uint64_t)(32768 - 4096) * 2 * kv_dim * 4);
+    /* At 4096: two sliding layers at 512, one full layer, the linear state. */
+    uint64_t lin = 4 * ((uint64_t)4 * 16 * 16 + (uint64_t)3 * (2 * 16 + 4 * 16));
+    ck_assert_uint_eq(bytes[0], 2 * 512 * 2 * kv_dim * 4 + 4096 * 2 * kv_dim * 4 + lin);
+    ml_model_free(m);
+    ml_mlb_close(mlb);
+    free(buf.p);
+}
+END_TEST
+
 Suite *suite_runtime(void)
 {
     Suite *s = suite_create("runtime");
@@ -271,6 +331,7 @@ Suite *suite_runtime(void)
     tcase_add_test(tc, test_kernel_variants);
     tcase_add_test(tc, test_state_bytes_and_errors);
     tcase_add_test(tc, test_sampler);
+    tcase_add_test(tc, test_memory_does_not_grow);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return s;
