@@ -55,6 +55,10 @@ typedef struct ml_kernels {
      * same pairwise fold.  Each lane is a sequential sum, so 4- or 8-wide
      * SIMD gives the scalar bits. */
     float (*dot_f32)(const float *a, const float *b, size_t n);
+
+    /* y[i] += a * x[i] for i < n (attention's value sums): one multiply and
+     * one add per element, so every width gives the same bits. */
+    void (*axpy_f32)(float *y, float a, const float *x, size_t n);
 } ml_kernels;
 
 /* The scalar reference table; always available. */

@@ -103,6 +103,13 @@ static float dot_f32(const float *a, const float *b, size_t n)
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
+static void axpy_f32(float *y, float a, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
 const ml_kernels ml__kernels_scalar = {
     "scalar", ml_quantize_row_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0, dot_f32,
+    axpy_f32,
 };

@@ -77,4 +77,15 @@ static inline float dot_f32_x86(const float *a, const float *b, size_t n)
     return fold8(acc);
 }
 
+static inline void axpy_f32_x86(float *y, float a, const float *x, size_t n)
+{
+    const __m256 va = _mm256_set1_ps(a);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i),
+                                              _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+
 #endif

@@ -185,9 +185,7 @@ static void attend(const att_job *j, size_t t, uint32_t h, float *scores)
         out[i] = 0;
     for (uint32_t s = lo; s <= p; s++) {
         const float *v = vc + (size_t)(s % cap) * kv_dim + (size_t)kvh * dh;
-        float w = scores[s - lo] / sum;
-        for (uint32_t i = 0; i < dh; i++)
-            out[i] += w * v[i];
+        m->k->axpy_f32(out, scores[s - lo] / sum, v, dh);
     }
 }
 

@@ -767,7 +767,7 @@ START_TEST(select_unsupported)
 }
 END_TEST
 
-/* The attention dot product: every variant gives the scalar bits for
+/* The attention dot product and value sum: every variant gives the scalar bits for
  * every length (whole groups of 8, remainders, fewer than 8), and the
  * scalar follows the documented lane order, which differs from a plain
  * left-to-right sum on inputs built to tell them apart. */
@@ -783,10 +783,17 @@ START_TEST(dot_f32_variants)
                 b[i] = normal(&r) * (rep % 5 ? 1.0f : 1e20f);
             }
             float want = ml__kernels_scalar.dot_f32(a, b, len);
+            float ys[300], yv[300], w = normal(&r);
+            memcpy(ys, a, len * sizeof(float));
+            ml__kernels_scalar.axpy_f32(ys, w, b, len);
             for (size_t v = 1; v < n_variants; v++) {
                 float got = variants[v]->dot_f32(a, b, len);
                 ck_assert_msg(fbits(got) == fbits(want), "%s: length %zu: %a, scalar %a",
                               variants[v]->name, len, (double)got, (double)want);
+                memcpy(yv, a, len * sizeof(float));
+                variants[v]->axpy_f32(yv, w, b, len);
+                ck_assert_msg(memcmp(yv, ys, len * sizeof(float)) == 0, "%s: axpy length %zu",
+                              variants[v]->name, len);
             }
         }
     }
