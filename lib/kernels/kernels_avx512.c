@@ -177,34 +177,6 @@ ALWAYS_INLINE __m256 group_q4(__m256 acc, const uint8_t *w, const float *wd, con
     return combine(acc, _mm256_add_epi32(hsum8x8(v), corr), scales8(wd, xd, m));
 }
 
-/* Decode streams every weight once from memory; the hardware prefetcher
- * stops at each 4 KiB page, so the rows ahead are asked for explicitly:
- * PREFETCH bytes of quants ahead (measured: +10% for Q8_0 and up to +50%
- * for Q4_0 on Zen 4 with 4 KiB pages), and the scales at the same pace. */
-#define PREFETCH 2048
-
-/* The `lines` cache lines PREFETCH bytes after p. */
-ALWAYS_INLINE void prefetch_ahead(const void *p, int lines)
-{
-    const char *a = (const char *)p + PREFETCH;
-    UNROLL
-    for (int i = 0; i < lines; i++)
-        _mm_prefetch(a + 64 * i, _MM_HINT_T0);
-}
-
-/* For a group of 8 blocks: 256 bytes of Q8_0 quants, 32 of scales. */
-ALWAYS_INLINE void prefetch_q8(const int8_t *w, const float *wd)
-{
-    prefetch_ahead(w, 4);
-    _mm_prefetch((const char *)wd + PREFETCH / 8, _MM_HINT_T0);
-}
-
-/* For a group of 8 blocks: 128 bytes of Q4_0 quants, 32 of scales. */
-ALWAYS_INLINE void prefetch_q4(const uint8_t *w, const float *wd)
-{
-    prefetch_ahead(w, 2);
-    _mm_prefetch((const char *)wd + PREFETCH / 4, _MM_HINT_T0);
-}
 
 /* Per-group corrections are kept on the stack up to this many groups
  * (65536 columns, the format's dimension limit); longer rows compute them

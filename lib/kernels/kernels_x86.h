@@ -58,6 +58,35 @@ ALWAYS_INLINE void transpose8x8(__m256i v[8])
     }
 }
 
+/* Decode streams every weight once from memory; the hardware prefetcher
+ * stops at each 4 KiB page, so the rows ahead are asked for explicitly:
+ * PREFETCH bytes of quants ahead (measured: +10% for Q8_0 and up to +50%
+ * for Q4_0 on Zen 4 with 4 KiB pages), and the scales at the same pace. */
+#define PREFETCH 2048
+
+/* The `lines` cache lines PREFETCH bytes after p. */
+ALWAYS_INLINE void prefetch_ahead(const void *p, int lines)
+{
+    const char *a = (const char *)p + PREFETCH;
+    UNROLL
+    for (int i = 0; i < lines; i++)
+        _mm_prefetch(a + 64 * i, _MM_HINT_T0);
+}
+
+/* For a group of 8 blocks: 256 bytes of Q8_0 quants, 32 of scales. */
+ALWAYS_INLINE void prefetch_q8(const int8_t *w, const float *wd)
+{
+    prefetch_ahead(w, 4);
+    _mm_prefetch((const char *)wd + PREFETCH / 8, _MM_HINT_T0);
+}
+
+/* For a group of 8 blocks: 128 bytes of Q4_0 quants, 32 of scales. */
+ALWAYS_INLINE void prefetch_q4(const uint8_t *w, const float *wd)
+{
+    prefetch_ahead(w, 2);
+    _mm_prefetch((const char *)wd + PREFETCH / 4, _MM_HINT_T0);
+}
+
 /* Attention scores in the table's order: lane j of the accumulator sums
  * a[i] * b[i] for i % 8 == j (a multiply, then an add: no FMA), the
  * remainder goes to its lanes one by one, then fold8. */
