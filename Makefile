@@ -180,6 +180,9 @@ uninstall:
 	  $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5)))
 
 clean:
-	rm -rf build build-san build-clang
+	rm -rf build build-san build-clang build-fuzz build-m32
+
+# Extra targets, one concern per file (fuzzing, valgrind, 32-bit build).
+include $(sort $(wildcard mk/*.mk))
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
