@@ -384,6 +384,7 @@ ML_API ml_status ml_mlb_write_random(const ml_mlb_header *h, const uint8_t *flag
 #include <mlcore/gguf.h>
 #include <mlcore/mlt.h>
 #include <mlcore/convert_tok.h>
+#include <mlcore/mli.h>
 #include <mlcore/convert.h>
 #include <mlcore/kernels.h>
 #include <mlcore/runtime.h>

@@ -280,66 +280,46 @@ static ml_status check_unused(ml__conv_build *b)
  * Importance matrices
  * ========================================================================= */
 
-static int imp_slot(const ml_convert_plan *p, ml_role role)
-{
-    switch (role) {
-    case ML_R_WQ:
-    case ML_R_WK:
-    case ML_R_WV:
-    case ML_R_WG:
-    case ML_R_LQKV:
-    case ML_R_LZ: return ML_MLI_ATTN_IN;
-    case ML_R_WO: return ML_MLI_WO_IN;
-    case ML_R_W1:
-    case ML_R_W3: return ML_MLI_FFN_IN;
-    case ML_R_W2: return ML_MLI_W2_IN;
-    case ML_R_WCLS: return ML_MLI_CLS_IN;
-    case ML_R_TOK_EMB: return p->h.shared_classifier ? ML_MLI_CLS_IN : -1;
-    default: return -1;
-    }
-}
-
+/* Importances for every matrix quantized to Q4_0 with the fit rule; the
+ * slot a matrix reads is mli(5)'s decision (ml_mli_matrix_slot). */
 static ml_status attach_importances(ml__conv_build *b, const ml_mli *m)
 {
     ml_convert_plan *p = b->p;
     ml_status s = ml_mli_check_model(m, &p->h, b->err);
     if (s)
         return s;
-    const ml_mli_info *mi = ml_mli_get_info(m);
-    if (mi->layer_tokens == 0)
+    if (ml_mli_get_info(m)->layer_tokens == 0)
         return ml__err(b->err, ML_E_INVAL, "imatrix", -1, "the importance matrix holds no tokens");
-    size_t used = 0, skipped_cls = 0;
-    for (size_t i = 0; i < p->n_items; i++) {
+    size_t used = 0, skipped_cls = 0, skipped_lout = 0;
+    for (size_t i = 0; i < p->n_items && !s; i++) {
         ml__conv_item *it = &p->items[i];
         const ml_tensor *t = &it->pub.dst;
-        int slot = imp_slot(p, t->role);
-        if (slot < 0 || t->type != ML_TYPE_Q4_0 || it->pub.method != ML_CONV_QUANTIZE)
+        if (t->type != ML_TYPE_Q4_0 || it->pub.method != ML_CONV_QUANTIZE)
             continue;
-        if (slot == ML_MLI_CLS_IN && mi->cls_tokens == 0) {
-            skipped_cls++;
+        int slot = ml_mli_matrix_slot(&p->h, t->role, NULL);
+        skipped_lout += t->role == ML_R_LOUT && slot < 0;
+        if (slot < 0)
             continue;
-        }
-        double *sums = malloc(t->cols * sizeof *sums);
-        it->imp = malloc(t->cols * sizeof *it->imp);
-        if (!sums || !it->imp) {
-            free(sums);
+        if (!(it->imp = malloc(t->cols * sizeof *it->imp)))
             return ml__err(b->err, ML_E_NOMEM, "", -1, "out of memory");
+        int got;
+        s = ml_mli_importance(m, &p->h, t->role, t->layer, t->cols, it->imp, &got, b->err);
+        if (!got) {
+            free(it->imp);
+            it->imp = NULL;
         }
-        uint64_t tokens;
-        s = ml_mli_sums(m, (ml_mli_slot)slot, t->layer < 0 ? 0 : (uint32_t)t->layer, sums, t->cols,
-                        &tokens, b->err);
-        if (!s)
-            s = ml_quant_importance(sums, t->cols, tokens, it->imp, b->err);
-        free(sums);
-        if (s)
-            return s;
-        used++;
+        used += got;
+        skipped_cls += !s && !got && slot == ML_MLI_CLS_IN;
     }
-    s = ml__conv_note(b, "importance matrix applied to %zu matrices (Q4_0, fit rule)", used);
+    if (!s)
+        s = ml__conv_note(b, "importance matrix applied to %zu matrices (Q4_0, fit rule)", used);
     if (!s && skipped_cls)
         s = ml__conv_note(
             b, "the importance matrix has no classifier tokens: the classifier is quantized "
                "without importances");
+    if (!s && skipped_lout)
+        s = ml__conv_note(b, "lout is quantized without importances: its input (lin_v_heads x "
+                             "lin_v_dim) is wider than the importance matrix's wo slot");
     return s;
 }
 

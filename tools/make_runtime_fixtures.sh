@@ -34,5 +34,8 @@ for name in "${!M[@]}"; do
   # A prompt longer than every window: 40 ids.
   seq 0 39 | awk -v v=96 '{ print ($1 * 37 + 11) % v }' > "$OUT/$name.ids"
   python3 tools/mlb.py logits "$OUT/$name.mlb" $(cat "$OUT/$name.ids") > "$OUT/$name.f32"
+  case $name in llama-q8|qwen35|gemma)
+    python3 tools/mlb.py imatrix "$OUT/$name.mlb" $(cat "$OUT/$name.ids") > "$OUT/$name.mli" ;;
+  esac
   echo "$name: $(stat -c %s "$OUT/$name.mlb") bytes"
 done

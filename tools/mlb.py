@@ -11,6 +11,13 @@ in float64 here), so the two agree to float32 rounding, not bit for bit.
 
     python3 tools/mlb.py info MODEL.mlb
     python3 tools/mlb.py logits MODEL.mlb ID ID ... > out.f32   (n x vocab float32)
+    python3 tools/mlb.py imatrix MODEL.mlb ID ID ... > out.mli  (mli(5), logits for every id)
+
+The importance matrix is written from the spec's "Importance matrix file"
+table: the float input of each matrix product, squared and summed per
+channel in float64; a linear-attention layer adds the input of lqkv/lz/
+lb/la to the attention slot and, as mli(5) decides, the input of lout to
+the first lin_v_heads x lin_v_dim channels of the wo slot.
 """
 import math
 import struct
@@ -189,8 +196,19 @@ def rmsnorm(x, w, eps):
     return (x * inv * w).astype(F32)
 
 
-def forward(m, ids):
+def forward(m, ids, im=None):
+    """Logits for every id; with im (a dict), adds the squared matrix inputs
+    to im[(layer, slot)] (slot 0 wq/wk/wv, 1 wo, 2 w1/w3, 3 w2; layer -1
+    slot 4 the classifier)."""
     h = m.h
+
+    def rec(l, slot, v):
+        if im is not None:
+            v = v.astype(np.float64)
+            if (l, slot) in im:
+                im[(l, slot)] = im[(l, slot)] + v * v
+            else:
+                im[(l, slot)] = v * v
     dim, hd, eps = h["dim"], m.head_dim, h["norm_eps"]
     nh, nkv = h["n_heads"], h["n_kv_heads"]
     scale = h["attn_scale"] or 1 / math.sqrt(hd)
@@ -210,6 +228,7 @@ def forward(m, ids):
         for l in range(h["n_layers"]):
             P, fl = "blk.%d." % l, m.flags[l]
             xb = rmsnorm(x, m.t[P + "attn_norm"], eps)
+            rec(l, 0, xb)
             if fl & 8:  # the gated delta rule, the spec's five steps
                 qkv = matvec(m.t[P + "lqkv"], xb)
                 z = matvec(m.t[P + "lz"], xb)
@@ -238,12 +257,15 @@ def forward(m, ids):
                     oh = rmsnorm(oh, m.t[P + "lnorm"], eps)
                     zz = z[vh * dv:(vh + 1) * dv].astype(np.float64)
                     o[vh] = oh * (zz / (1 + np.exp(-zz)))
+                rec(l, 1, o.reshape(-1).astype(F32))
                 out_l = matvec(m.t[P + "lout"], o.reshape(-1).astype(F32))
                 if h["post_norms"]:
                     out_l = rmsnorm(out_l, m.t[P + "post_attn_norm"], eps)
                 x = (x + out_l).astype(F32)
                 xb = rmsnorm(x, m.t[P + "ffn_norm"], eps)
+                rec(l, 2, xb)
                 hb = act(matvec(m.t[P + "w1"], xb)) * matvec(m.t[P + "w3"], xb)
+                rec(l, 3, hb.astype(F32))
                 o2 = matvec(m.t[P + "w2"], hb.astype(F32))
                 if h["post_norms"]:
                     o2 = rmsnorm(o2, m.t[P + "post_ffn_norm"], eps)
@@ -282,17 +304,21 @@ def forward(m, ids):
             if h["attn_gate"]:
                 gate = matvec(m.t[P + "wg"], xb)
                 ao = (ao * (1 / (1 + np.exp(-gate)))).astype(F32)
+            rec(l, 1, ao)
             o = matvec(m.t[P + "wo"], ao)
             if h["post_norms"]:
                 o = rmsnorm(o, m.t[P + "post_attn_norm"], eps)
             x = (x + o).astype(F32)
             xb = rmsnorm(x, m.t[P + "ffn_norm"], eps)
+            rec(l, 2, xb)
             hb = act(matvec(m.t[P + "w1"], xb)) * matvec(m.t[P + "w3"], xb)
+            rec(l, 3, hb.astype(F32))
             o = matvec(m.t[P + "w2"], hb.astype(F32))
             if h["post_norms"]:
                 o = rmsnorm(o, m.t[P + "post_ffn_norm"], eps)
             x = (x + o).astype(F32)
         xf = rmsnorm(x, m.t["final_norm"], eps)
+        rec(-1, 4, xf)
         logits = matvec(m.t["wcls" if "wcls" in m.t else "tok_emb"], xf)
         if h["final_softcap"]:
             logits = (h["final_softcap"] * np.tanh(logits / h["final_softcap"])).astype(F32)
@@ -300,8 +326,28 @@ def forward(m, ids):
     return np.stack(out)
 
 
+def imatrix_bytes(m, ids):
+    """The .mli file of evaluating ids with logits for every position."""
+    h, im = m.h, {}
+    forward(m, ids, im)
+    q_dim = h["n_heads"] * m.head_dim
+    sizes = [h["dim"], q_dim, h["dim"], h["hidden_dim"]]
+    parts = []
+    for l in range(h["n_layers"]):
+        for slot, n in enumerate(sizes):
+            v = np.zeros(n)
+            got = im.get((l, slot))
+            if got is not None:
+                v[:len(got)] = got
+            parts.append(v)
+    parts.append(im[(-1, 4)])
+    head = b"MLI1" + struct.pack("<5I2Q", 1, h["n_layers"], h["dim"], h["hidden_dim"],
+                                 0 if q_dim == h["dim"] else q_dim, len(ids), len(ids))
+    return head + np.concatenate(parts).astype("<f8").tobytes()
+
+
 def main(argv):
-    if len(argv) < 3 or argv[1] not in ("info", "logits"):
+    if len(argv) < 3 or argv[1] not in ("info", "logits", "imatrix"):
         sys.exit(__doc__)
     m = Model(argv[2])
     if argv[1] == "info":
@@ -310,6 +356,9 @@ def main(argv):
         print("tensors", len(m.t), "end", m.pos)
         return
     ids = [int(a) for a in argv[3:]]
+    if argv[1] == "imatrix":
+        sys.stdout.buffer.write(imatrix_bytes(m, ids))
+        return
     sys.stdout.buffer.write(forward(m, ids).astype("<f4").tobytes())
 
 

@@ -1,5 +1,5 @@
 /* mlcore/convert.h - converting a GGUF model (llama.cpp's format) into an
- * .mlb model, and reading .mli importance matrices for the quantizer.
+ * .mlb model.
  *
  * Conversion is two steps.  ml_convert_plan_new reads the GGUF's metadata and
  * tensor infos (not the weights), maps the architecture onto the .mlb header
@@ -34,57 +34,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ------------------------------------------------------------------------
- * Importance matrices (.mli, mli(5); written by ml-run --imatrix)
- * ------------------------------------------------------------------------ */
-#define ML_MLI_HEADER_SIZE 40
-
-typedef struct ml_mli ml_mli;
-
-typedef struct ml_mli_info {
-    uint32_t version; /* 1 */
-    uint32_t n_layers;
-    uint32_t dim;
-    uint32_t hidden_dim;
-    uint32_t q_dim;        /* as stored: 0 when it equals dim */
-    uint64_t layer_tokens; /* tokens summed into the layers */
-    uint64_t cls_tokens;   /* tokens summed into the classifier */
-} ml_mli_info;
-
-/* The channel groups of the file, in file order within a layer. */
-typedef enum ml_mli_slot {
-    ML_MLI_ATTN_IN = 0, /* input of wq, wk, wv (dim); also lqkv and lz */
-    ML_MLI_WO_IN = 1,   /* input of wo (q_dim) */
-    ML_MLI_FFN_IN = 2,  /* input of w1 and w3 (dim) */
-    ML_MLI_W2_IN = 3,   /* input of w2 (hidden_dim) */
-    ML_MLI_CLS_IN = 4   /* input of the classifier (dim); layer ignored */
-} ml_mli_slot;
-
-/* Maps the file read-only (a pipe or "-" is read whole) and validates it:
- * magic "MLI1" (ML_E_FORMAT), version 1 (0 is ML_E_FORMAT, above 1
- * ML_E_UNSUPPORTED), dimensions non-zero and within the .mlb limits
- * (ML_E_SHAPE), the file size exactly 40 bytes plus the sums the header
- * implies (ML_E_FORMAT), and every sum finite and >= 0 (ML_E_FORMAT naming
- * the sum and its offset). */
-ML_API ml_status ml_mli_open(const char *path, ml_mli **out, ml_error *err);
-/* The same over a buffer the caller keeps alive until ml_mli_close. */
-ML_API ml_status ml_mli_open_memory(const void *buf, size_t len, ml_mli **out, ml_error *err);
-/* Accepts NULL. */
-ML_API void ml_mli_close(ml_mli *m);
-/* The header; borrowed from m. */
-ML_API const ml_mli_info *ml_mli_get_info(const ml_mli *m);
-
-/* Whether the file fits a model: n_layers, dim, hidden_dim and q_dim must
- * equal the header's (ML_E_MISMATCH naming the field).  Linear-attention
- * layers count like any other. */
-ML_API ml_status ml_mli_check_model(const ml_mli *m, const ml_mlb_header *h, ml_error *err);
-
-/* The sums of one slot of one layer (layer ignored for ML_MLI_CLS_IN) into
- * out, which holds exactly n doubles (the slot's size, else ML_E_INVAL),
- * and the tokens they were summed over into *tokens (may be NULL). */
-ML_API ml_status ml_mli_sums(const ml_mli *m, ml_mli_slot slot, uint32_t layer, double *out,
-                             size_t n, uint64_t *tokens, ml_error *err);
 
 /* ------------------------------------------------------------------------
  * Options

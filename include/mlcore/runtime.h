@@ -59,6 +59,14 @@ ML_API void ml_ctx_reset(ml_ctx *c);
 ML_API ml_status ml_ctx_eval(ml_ctx *c, const int32_t *tokens, size_t n, float *logits,
                              int all_logits, ml_error *err);
 
+/* Collects an importance matrix (mli(5)) from now on: every evaluation adds
+ * the squares of each matrix's float input (before its Q8_0 quantization)
+ * to imatrix's sums, token by token, and counts the tokens; the classifier
+ * only for the tokens whose logits are computed.  imatrix must fit the
+ * model (ML_E_MISMATCH otherwise, see ml_mli_check_model); the context
+ * borrows it until it is freed or given NULL, which stops collecting. */
+ML_API ml_status ml_ctx_set_imatrix(ml_ctx *c, ml_mli *imatrix, ml_error *err);
+
 /* ------------------------------------------------------------------------
  * Sampling
  * ------------------------------------------------------------------------ */

@@ -7,6 +7,8 @@
  * not depend on the thread count or the batch size. */
 #include "runtime/runtime.h"
 
+#include "mli_impl.h"
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -37,6 +39,7 @@ struct ml_ctx {
     float *lba;           /* (B, 2 lin_v_heads): b then a */
     float *lo;            /* (B, lin_vd) per-head outputs */
     void *scratch;
+    ml_mli *imatrix;      /* sums of squares of matrix inputs, or NULL */
 };
 
 /* ---------------------------------------------------------------------------
@@ -126,6 +129,20 @@ static void quantize(ml_ctx *c, const float *x, size_t n_tok, uint32_t n)
 {
     for (size_t t = 0; t < n_tok; t++)
         c->m->k->quantize_q8_0(x + t * n, n, c->aq + t * n, c->ad + t * (n / 32));
+}
+
+/* Importance-matrix collection: adds x^2 of n_tok rows of n inputs (stride
+ * n) to the first n channels of a slot, token after token, so the sums do
+ * not depend on the batch size. */
+static void observe(ml_ctx *c, ml_mli_slot slot, uint32_t l, const float *x, size_t n_tok,
+                    uint32_t n)
+{
+    if (!c->imatrix)
+        return;
+    double *sum = ml__mli_slot(c->imatrix, slot, l);
+    for (size_t t = 0; t < n_tok; t++)
+        for (uint32_t i = 0; i < n; i++)
+            sum[i] += (double)x[t * n + i] * x[t * n + i];
 }
 
 /* y (n_tok rows of w->rows, stride ldy) = W · x for the quantized x. */
@@ -221,6 +238,7 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
     const ml_model *m = c->m;
     const ml_layer *L = &m->layers[l];
     uint32_t q_dim = m->d.q_dim, kv_dim = m->d.kv_dim;
+    observe(c, ML_MLI_ATTN_IN, l, c->xb, n_tok, m->h.dim);
     quantize(c, c->xb, n_tok, m->h.dim);
     matmul(c, &L->wq, n_tok, c->q, q_dim);
     matmul(c, &L->wk, n_tok, c->k, kv_dim);
@@ -249,6 +267,7 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
     if (m->h.attn_gate)
         for (size_t i = 0; i < n_tok * q_dim; i++)
             c->ao[i] *= sigmoid(c->g[i]);
+    observe(c, ML_MLI_WO_IN, l, c->ao, n_tok, q_dim);
     quantize(c, c->ao, n_tok, q_dim);
     matmul(c, &L->wo, n_tok, c->o, m->h.dim);
 }
@@ -348,6 +367,7 @@ static void linear_attention(ml_ctx *c, uint32_t l, size_t n_tok)
     const ml_layer *L = &m->layers[l];
     const ml_mlb_header *h = &m->h;
     uint32_t K = h->lin_k_heads, V = h->lin_v_heads, dk = h->lin_k_dim;
+    observe(c, ML_MLI_ATTN_IN, l, c->xb, n_tok, h->dim);
     quantize(c, c->xb, n_tok, h->dim);
     matmul(c, &L->lqkv, n_tok, c->lqkv, m->d.lin_qkv);
     matmul(c, &L->lz, n_tok, c->lz, m->d.lin_vd);
@@ -363,14 +383,18 @@ static void linear_attention(ml_ctx *c, uint32_t l, size_t n_tok)
         lin_job j = {c, L, l, t};
         ml__pool_run(c->pool, lin_heads, &j);
     }
+    if (m->d.lin_vd <= m->d.q_dim) /* mli(5): lout's input in the wo slot */
+        observe(c, ML_MLI_WO_IN, l, c->lo, n_tok, m->d.lin_vd);
     quantize(c, c->lo, n_tok, m->d.lin_vd);
     matmul(c, &L->lout, n_tok, c->o, h->dim);
 }
 
-static void ffn(ml_ctx *c, const ml_layer *L, size_t n_tok)
+static void ffn(ml_ctx *c, uint32_t l, size_t n_tok)
 {
     const ml_model *m = c->m;
+    const ml_layer *L = &m->layers[l];
     uint32_t hidden = m->h.hidden_dim;
+    observe(c, ML_MLI_FFN_IN, l, c->xb, n_tok, m->h.dim);
     quantize(c, c->xb, n_tok, m->h.dim);
     matmul(c, &L->w1, n_tok, c->hb, hidden);
     matmul(c, &L->w3, n_tok, c->hb2, hidden);
@@ -378,6 +402,7 @@ static void ffn(ml_ctx *c, const ml_layer *L, size_t n_tok)
         float a = m->h.act == ML_ACT_GELU_TANH ? gelu_tanh(c->hb[i]) : silu(c->hb[i]);
         c->hb[i] = a * c->hb2[i];
     }
+    observe(c, ML_MLI_W2_IN, l, c->hb, n_tok, hidden);
     quantize(c, c->hb, n_tok, hidden);
     matmul(c, &L->w2, n_tok, c->o, m->h.dim);
 }
@@ -434,15 +459,18 @@ static void eval_batch(ml_ctx *c, const int32_t *tokens, size_t n_tok, float *lo
         residual(c, L->post_attn_norm, n_tok);
         for (size_t t = 0; t < n_tok; t++)
             rmsnorm(c->xb + t * dim, c->x + t * dim, L->ffn_norm, dim, eps);
-        ffn(c, L, n_tok);
+        ffn(c, l, n_tok);
         residual(c, L->post_ffn_norm, n_tok);
     }
     c->pos += (uint32_t)n_tok;
+    size_t first = all ? 0 : n_tok - 1, n_out = logits ? n_tok - first : 0;
+    if (c->imatrix)
+        ml__mli_count(c->imatrix, n_tok, n_out);
     if (!logits)
         return;
-    size_t first = all ? 0 : n_tok - 1, n_out = n_tok - first;
     for (size_t t = first; t < n_tok; t++)
         rmsnorm(c->xb + (t - first) * dim, c->x + t * dim, m->final_norm, dim, eps);
+    observe(c, ML_MLI_CLS_IN, 0, c->xb, n_out, dim);
     quantize(c, c->xb, n_out, dim);
     matmul(c, &m->wcls, n_out, logits, m->h.vocab);
     if (m->h.final_softcap > 0)
@@ -656,4 +684,15 @@ void ml_ctx_reset(ml_ctx *c)
             memset(c->lstate[l], 0, (size_t)h->lin_v_heads * h->lin_k_dim * h->lin_v_dim * 4);
             memset(c->lconv[l], 0, (size_t)(h->lin_conv - 1) * c->m->d.lin_qkv * 4);
         }
+}
+
+ml_status ml_ctx_set_imatrix(ml_ctx *c, ml_mli *imatrix, ml_error *err)
+{
+    if (imatrix) {
+        ml_status s = ml_mli_check_model(imatrix, &c->m->h, err);
+        if (s)
+            return s;
+    }
+    c->imatrix = imatrix;
+    return ML_OK;
 }
