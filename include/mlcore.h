@@ -386,6 +386,7 @@ ML_API ml_status ml_mlb_write_random(const ml_mlb_header *h, const uint8_t *flag
 #include <mlcore/convert_tok.h>
 #include <mlcore/mli.h>
 #include <mlcore/convert.h>
+#include <mlcore/requant.h>
 #include <mlcore/kernels.h>
 #include <mlcore/runtime.h>
 

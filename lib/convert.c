@@ -397,6 +397,8 @@ ml_status ml_convert_plan_new(const ml_gguf *g, const ml_convert_opts *o, ml_con
     p->threads = o->threads ? o->threads : 1;
     p->progress = o->progress;
     p->progress_ctx = o->progress_ctx;
+    p->on_tensor = o->on_tensor;
+    p->tensor_ctx = o->tensor_ctx;
     s = build(&b, o);
     if (b.flags != p->flags) /* failed before the plan took them */
         free(b.flags);

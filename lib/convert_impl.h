@@ -33,6 +33,8 @@ struct ml_convert_plan {
     unsigned threads;
     ml_convert_progress_fn progress;
     void *progress_ctx;
+    ml_convert_tensor_fn on_tensor;
+    void *tensor_ctx;
     ml__conv_item *items;
     size_t n_items, cap_items;
     char **notes;

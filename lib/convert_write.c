@@ -239,6 +239,7 @@ typedef struct qjob {
     _Atomic uint64_t fail_chunk; /* UINT64_MAX: none */
     _Atomic int stop;            /* cancelled */
     pthread_mutex_t mu;
+    ml_quant_error *chunk_err; /* (n_chunks) with on_tensor, else NULL */
     ml_status st; /* of fail_chunk */
     ml_error err;
 } qjob;
@@ -292,6 +293,9 @@ static ml_status do_chunk(qjob *j, uint64_t c, float *x, float *tmp, ml_error *e
     if (!s)
         s = ml_quantize_matrix(x, (size_t)n, (size_t)t->cols, &o, j->q + r0 * j->qrow,
                                (size_t)n * j->qrow, j->sc + r0 * j->srow, (size_t)n * j->srow, e);
+    if (!s && j->chunk_err)
+        ml_quant_error_add(&j->chunk_err[c], x, (size_t)n, (size_t)t->cols, t->type,
+                           o.scale_f16, j->q + r0 * j->qrow, j->sc + r0 * j->srow);
     if (s && e && s != ML_E_FORMAT) { /* the quantizer counts rows from the chunk's start */
         char m[sizeof e->msg + 48];
         snprintf(m, sizeof m, "%s (rows from %llu)", e->msg, (unsigned long long)r0);
@@ -345,7 +349,7 @@ static void *worker(void *arg)
 #define MAX_WORKERS             256
 
 static ml_status quantize_item(wctx *w, const ml__conv_item *it, uint8_t *q, size_t qbytes,
-                               uint8_t *sc, size_t sbytes)
+                               uint8_t *sc, size_t sbytes, ml_quant_error *qe)
 {
     const ml_tensor *t = &it->pub.dst;
     unsigned n = w->p->threads > MAX_WORKERS ? MAX_WORKERS : w->p->threads;
@@ -357,6 +361,8 @@ static ml_status quantize_item(wctx *w, const ml__conv_item *it, uint8_t *q, siz
     j.n_chunks = (t->rows + j.chunk - 1) / j.chunk;
     if (n > j.n_chunks)
         n = (unsigned)j.n_chunks;
+    if (qe && !(j.chunk_err = calloc(j.n_chunks, sizeof *j.chunk_err)))
+        return ml__err(w->err, ML_E_NOMEM, t->name, -1, "out of memory");
     atomic_init(&j.next, 0);
     atomic_init(&j.rows_done, 0);
     atomic_init(&j.fail_chunk, UINT64_MAX);
@@ -371,6 +377,9 @@ static ml_status quantize_item(wctx *w, const ml__conv_item *it, uint8_t *q, siz
     for (unsigned i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
     pthread_mutex_destroy(&j.mu);
+    for (uint64_t c = 0; j.chunk_err && c < j.n_chunks; c++) /* row order: same sums for any n */
+        ml_quant_error_merge(qe, &j.chunk_err[c]);
+    free(j.chunk_err);
     if (atomic_load(&j.fail_chunk) != UINT64_MAX) {
         if (w->err)
             *w->err = j.err;
@@ -452,6 +461,8 @@ static ml_status put_f32(wctx *w, const ml__conv_item *it, ml_mlb_writer *mw)
         s = ml_mlb_writer_put(mw, x, nb, NULL, 0, w->err);
     if (!s)
         s = progress(w, nb);
+    if (!s && w->p->on_tensor)
+        w->p->on_tensor(w->p->tensor_ctx, &it->pub, NULL);
     free(x);
     return s;
 }
@@ -483,12 +494,16 @@ static ml_status put_matrix(wctx *w, const ml__conv_item *it, ml_mlb_writer *mw)
     if (!q || !sc)
         return ml__err(w->err, ML_E_NOMEM, t->name, -1, "out of memory");
     ml_status s;
-    if (it->pub.method == ML_CONV_QUANTIZE)
-        s = quantize_item(w, it, q, qb, sc, sb);
+    ml_quant_error qe = {0};
+    int quantized = it->pub.method == ML_CONV_QUANTIZE;
+    if (quantized)
+        s = quantize_item(w, it, q, qb, sc, sb, w->p->on_tensor ? &qe : NULL);
     else if (!(s = put_blocks(w, it, q, sc)))
         s = progress(w, (uint64_t)qb + sb);
     if (!s)
         s = ml_mlb_writer_put(mw, q, qb, sc, sb, w->err);
+    if (!s && w->p->on_tensor)
+        w->p->on_tensor(w->p->tensor_ctx, &it->pub, quantized ? &qe : NULL);
     return s;
 }
 

@@ -62,6 +62,11 @@ static inline void ml__wr32(uint8_t *p, uint32_t v)
     p[2] = (uint8_t)(v >> 16);
     p[3] = (uint8_t)(v >> 24);
 }
+static inline void ml__wr16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
 static inline void ml__wr64(uint8_t *p, uint64_t v)
 {
     ml__wr32(p, (uint32_t)v);

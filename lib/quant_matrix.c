@@ -284,3 +284,45 @@ ml_status ml_quantize_matrix(const float *x, size_t rows, size_t cols, const ml_
     atomic_init(&j.fail_row, SIZE_MAX);
     return run_job(&j, n, err);
 }
+
+/* ===========================================================================
+ * Quantization error (ml-quant --stats)
+ * ========================================================================= */
+
+/* Scale k of a row in the file's encoding. */
+static float file_scale(const uint8_t *s, size_t k, int scale_f16)
+{
+    return scale_f16 ? ml_f16_to_f32(ml__rd16(s + 2 * k)) : ml__rdf32(s + 4 * k);
+}
+
+void ml_quant_error_add(ml_quant_error *e, const float *x, size_t rows, size_t cols, ml_type type,
+                        int scale_f16, const void *quants, const void *scales)
+{
+    const uint8_t *q = quants, *s = scales;
+    size_t qrow = type == ML_TYPE_Q8_0 ? cols : cols / 2, srow = cols / QK * (scale_f16 ? 2 : 4);
+    for (size_t r = 0; r < rows; r++, q += qrow, s += srow)
+        for (size_t c = 0; c < cols; c++) {
+            float d = file_scale(s, c / QK, scale_f16), y;
+            if (type == ML_TYPE_Q8_0) {
+                y = (float)(int8_t)q[c] * d;
+            } else {
+                uint8_t b = q[(c / QK) * 16 + (c % QK) % 16];
+                y = (float)(((c % QK) < 16 ? b & 15 : b >> 4) - 8) * d;
+            }
+            double v = x[r * cols + c], err = fabs((double)y - v);
+            e->sse += err * err;
+            e->ssq += v * v;
+            if (err > e->max_abs)
+                e->max_abs = err;
+        }
+    e->n += (uint64_t)rows * cols;
+}
+
+void ml_quant_error_merge(ml_quant_error *dst, const ml_quant_error *src)
+{
+    dst->n += src->n;
+    dst->sse += src->sse;
+    dst->ssq += src->ssq;
+    if (src->max_abs > dst->max_abs)
+        dst->max_abs = src->max_abs;
+}

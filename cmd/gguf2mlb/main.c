@@ -4,13 +4,13 @@
  * name, rename at the end, removed on failure or on SIGINT/SIGTERM), the
  * progress line and --dry-run's report. */
 #include "cli.h"
+#include "signals.h"
 
 #include <mlcore/convert.h>
 #include <mlcore/convert_tok.h>
 
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,41 +77,8 @@ typedef struct options {
 } options;
 
 /* ===========================================================================
- * Signals: the first SIGINT/SIGTERM/SIGHUP stops the conversion at the next
- * chunk; the temporary files are removed and the signal is raised again so
- * the exit status says what happened.
+ * Progress (stops at the first SIGINT/SIGTERM/SIGHUP: signals.h)
  * ========================================================================= */
-
-static volatile sig_atomic_t stop_signal;
-
-static void on_signal(int sig)
-{
-    if (stop_signal) { /* a second one: give up at once */
-        signal(sig, SIG_DFL);
-        raise(sig);
-    }
-    stop_signal = sig;
-}
-
-static void catch_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-}
-
-static void die_by_signal(void)
-{
-    int sig = stop_signal;
-    fflush(stdout);
-    signal(sig, SIG_DFL);
-    raise(sig);
-    _exit(128 + sig);
-}
 
 typedef struct prog {
     const char *name;
@@ -123,7 +90,7 @@ static int on_progress(void *ctx, uint64_t done, uint64_t total)
     prog *p = ctx;
     if (p->show)
         cli_progress(p->name, done, total);
-    return stop_signal != 0;
+    return cli_stop_signal() != 0;
 }
 
 /* ===========================================================================
@@ -468,7 +435,7 @@ static int convert(const options *o, const ml_gguf *g, const ml_convert_plan *p)
     int rc;
     if ((rc = check_output(o, o->out)) || (o->tok && (rc = check_output(o, o->tok))))
         return rc;
-    catch_signals();
+    cli_catch_signals();
     ml_outfile *mf = NULL, *tf = NULL;
     if (o->tok && (rc = write_tokenizer(o, g, ml_convert_plan_header(p)->vocab, &tf)))
         return rc;
@@ -481,11 +448,11 @@ static int convert(const options *o, const ml_gguf *g, const ml_convert_plan *p)
     ml_convert_stats st;
     s = ml_convert_write(p, ml_outfile_sink, mf, &st, &e);
     cli_progress_end();
-    if (s || stop_signal) {
+    if (s || cli_stop_signal()) {
         ml_outfile_abort(mf);
         ml_outfile_abort(tf);
-        if (stop_signal)
-            die_by_signal();
+        if (cli_stop_signal())
+            cli_die_by_signal();
         return cli_fail(s == ML_E_IO && e.sys_errno ? o->out : o->in, s, &e);
     }
     report_clamps(o, &st);

@@ -43,6 +43,13 @@ extern "C" {
  * total; a non-zero return stops the conversion (ML_E_IO, "interrupted"). */
 typedef int (*ml_convert_progress_fn)(void *ctx, uint64_t done, uint64_t total);
 
+struct ml_convert_item;
+/* Called after each array is written, in file order.  err is the error of
+ * the written values against the source values (ml_quant_error_add) for a
+ * quantized matrix, NULL for arrays written without loss. */
+typedef void (*ml_convert_tensor_fn)(void *ctx, const struct ml_convert_item *it,
+                                     const ml_quant_error *err);
+
 typedef struct ml_convert_opts {
     uint32_t wtype;                  /* 0: keep the source's size class (below);
                                         ML_WTYPE_Q8_0 or ML_WTYPE_Q4_0 */
@@ -55,6 +62,9 @@ typedef struct ml_convert_opts {
     unsigned threads;                /* quantizer threads; 0 means 1 */
     ml_convert_progress_fn progress; /* may be NULL */
     void *progress_ctx;
+    ml_convert_tensor_fn on_tensor;  /* may be NULL; when set, quantized
+                                        matrices are measured (one more pass) */
+    void *tensor_ctx;
 } ml_convert_opts;
 
 /* Defaults: automatic wtype, q8_mask and rule, f16 scales, one thread. */

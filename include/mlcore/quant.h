@@ -162,6 +162,27 @@ ML_API ml_status ml_quantize_matrix(const float *x, size_t rows, size_t cols,
                                     void *scales, size_t scale_bytes, ml_error *err);
 
 /* ------------------------------------------------------------------------
+ * Quantization error, for reports (ml-quant --stats)
+ * ------------------------------------------------------------------------ */
+typedef struct ml_quant_error {
+    uint64_t n;     /* values compared */
+    double sse;     /* sum of squared errors */
+    double ssq;     /* sum of squares of the source values */
+    double max_abs; /* largest absolute error */
+} ml_quant_error;
+
+/* Adds the error of rows x cols quantized values, in the .mlb encoding
+ * (quants, then scales as f32 or f16 bits), against the source x.  RMS
+ * error is sqrt(sse / n), relative RMS sqrt(sse / ssq).  Sums are in row
+ * order, so a caller that adds chunks in row order gets the same bits for
+ * any number of threads. */
+ML_API void ml_quant_error_add(ml_quant_error *e, const float *x, size_t rows, size_t cols,
+                               ml_type type, int scale_f16, const void *quants,
+                               const void *scales);
+/* dst += src (for chunks added in order). */
+ML_API void ml_quant_error_merge(ml_quant_error *dst, const ml_quant_error *src);
+
+/* ------------------------------------------------------------------------
  * q8_mask classes (mlb(5), WEIGHT TYPES)
  * ------------------------------------------------------------------------ */
 

@@ -1,0 +1,15 @@
+/* signals.h - stopping a long write cleanly: the first SIGINT, SIGTERM or
+ * SIGHUP only sets a flag the progress callback reports, so the library
+ * stops at its next chunk and the command removes its temporary output;
+ * then the command re-raises the signal so the exit status says what
+ * happened.  A second signal ends the process at once. */
+#ifndef MLCORE_CLI_SIGNALS_H
+#define MLCORE_CLI_SIGNALS_H
+
+void cli_catch_signals(void);
+/* The signal caught, or 0. */
+int cli_stop_signal(void);
+/* Re-raises the caught signal (exit status 128 + signal); does not return. */
+void cli_die_by_signal(void) __attribute__((noreturn));
+
+#endif

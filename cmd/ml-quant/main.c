@@ -1,0 +1,479 @@
+/* ml-quant - requantize a model into an .mlb: from a GGUF (the best source:
+ * its tensors dequantized once, as gguf2mlb does) or from an .mlb (its
+ * matrices quantized a second time), with another weight type, q8_mask,
+ * Q4_0 rule, scale encoding or importance matrix; --stats reports each
+ * tensor's error against its source (see ml-quant(1)).  The library does
+ * the work (mlcore/convert.h, mlcore/requant.h). */
+#include "cli.h"
+#include "signals.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum {
+    OPT_OUTPUT, OPT_WTYPE, OPT_Q8_MASK, OPT_IMATRIX, OPT_Q4_RULE, OPT_SCALE_F16, OPT_SCALE_F32,
+    OPT_STATS, OPT_THREADS, OPT_DRY_RUN, OPT_FORCE, OPT_QUIET
+};
+
+static const cli_opt opts[] = {
+    {OPT_OUTPUT, 'o', "output", "FILE", "the model to write (.mlb); - for stdout; required"},
+    {OPT_WTYPE, 0, "wtype", "TYPE", "q8_0 or q4_0 (default: the source's)"},
+    {OPT_Q8_MASK, 0, "q8-mask", "CLASSES", "Q4_0 models: matrices kept as Q8_0"},
+    {OPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli) for the Q4_0 fit rule"},
+    {OPT_Q4_RULE, 0, "q4-rule", "RULE", "fit or round (default: fit; from a GGUF, as gguf2mlb)"},
+    {OPT_SCALE_F16, 0, "scale-f16", NULL, "store scales as f16 (default: as the source)"},
+    {OPT_SCALE_F32, 0, "scale-f32", NULL, "store scales as f32"},
+    {OPT_STATS, 0, "stats", NULL, "print each tensor's RMS and largest error against the source"},
+    {OPT_THREADS, 't', "threads", "N", "quantizer threads (default: the number of CPUs)"},
+    {OPT_DRY_RUN, 'n', "dry-run", NULL, "print what each tensor would become; write nothing"},
+    {OPT_FORCE, 'f', "force", NULL, "overwrite an existing output file"},
+    {OPT_QUIET, 'q', "quiet", NULL, "no progress line and no warnings"},
+};
+
+static const cli cmd = {
+    "ml-quant",
+    "IN.gguf|IN.mlb -o OUT.mlb [options]",
+    "Requantize a model into an .mlb, from a GGUF (best: one quantization) or an .mlb.\n"
+    "IN may be - for standard input.",
+    "From a GGUF the defaults are gguf2mlb's (the weight type of the source's size\n"
+    "class, the automatic q8_mask, f16 scales, the round rule for gemma3).  From\n"
+    "an .mlb they are the source's (type, mask, scales) and the fit rule; a\n"
+    "matrix whose type and scale encoding stay is copied bit for bit, Q4_0 to\n"
+    "Q8_0 and f16 to f32 scales are exact, anything else is quantized a second\n"
+    "time (with a warning).  CLASSES: tok_emb, wcls, wq, wk, wg, lqkv, wv, lz, wo,\n"
+    "lout, w1, w3, w2, all, none.  --stats writes to standard output (standard\n"
+    "error with -o -).\n",
+    opts,
+    sizeof opts / sizeof opts[0],
+};
+
+typedef struct options {
+    const char *in, *out, *imatrix;
+    uint32_t wtype;
+    int64_t q8_mask;
+    int q4_rule, scale_f16; /* -1: default */
+    unsigned threads;
+    int stats, dry_run, force, quiet;
+} options;
+
+static void parse(int argc, char **argv, options *o)
+{
+    const char *arg;
+    int id, first;
+    memset(o, 0, sizeof *o);
+    o->q8_mask = -1, o->q4_rule = -1, o->scale_f16 = -1;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    o->threads = ncpu < 1 ? 1 : ncpu > 1024 ? 1024 : (unsigned)ncpu;
+    while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
+        switch (id) {
+        case OPT_OUTPUT: o->out = arg; break;
+        case OPT_WTYPE:
+            if (strcasecmp(arg, "q8_0") == 0)
+                o->wtype = ML_WTYPE_Q8_0;
+            else if (strcasecmp(arg, "q4_0") == 0)
+                o->wtype = ML_WTYPE_Q4_0;
+            else
+                cli_usage_error("--wtype: '%s' is not q8_0 or q4_0", arg);
+            break;
+        case OPT_Q8_MASK: {
+            uint32_t m;
+            ml_error e;
+            if (ml_q8_mask_parse(arg, &m, &e))
+                cli_usage_error("--q8-mask: %s", e.msg);
+            o->q8_mask = m;
+            break;
+        }
+        case OPT_IMATRIX: o->imatrix = arg; break;
+        case OPT_Q4_RULE:
+            if (strcmp(arg, "fit") && strcmp(arg, "round"))
+                cli_usage_error("--q4-rule: '%s' is not fit or round", arg);
+            o->q4_rule = strcmp(arg, "fit") == 0 ? ML_Q4_FIT : ML_Q4_ROUND;
+            break;
+        case OPT_SCALE_F16:
+        case OPT_SCALE_F32:
+            if (o->scale_f16 >= 0 && o->scale_f16 != (id == OPT_SCALE_F16))
+                cli_usage_error("--scale-f16 and --scale-f32 contradict each other");
+            o->scale_f16 = id == OPT_SCALE_F16;
+            break;
+        case OPT_STATS: o->stats = 1; break;
+        case OPT_THREADS: o->threads = (unsigned)cli_u64("--threads", arg, 1, 1024); break;
+        case OPT_DRY_RUN: o->dry_run = 1; break;
+        case OPT_FORCE: o->force = 1; break;
+        case OPT_QUIET: o->quiet = 1; break;
+        }
+    }
+    if (first >= argc)
+        cli_usage_error("no input file given");
+    if (argc - first > 1)
+        cli_usage_error("one input file at a time ('%s' is extra)", argv[first + 1]);
+    o->in = argv[first];
+    if (!o->out && !o->dry_run)
+        cli_usage_error("name the output with -o OUT.mlb (or - for standard output)");
+    if (o->wtype == ML_WTYPE_Q8_0 && o->q8_mask > 0)
+        cli_usage_error("--q8-mask is for Q4_0 models; a Q8_0 model stores every matrix as Q8_0");
+    if (o->imatrix && o->q4_rule == ML_Q4_ROUND)
+        cli_usage_error("--imatrix needs the fit rule; --q4-rule round cannot use importances");
+}
+
+/* ===========================================================================
+ * Input: a GGUF or an .mlb, told apart by the magic
+ * ========================================================================= */
+
+typedef struct input {
+    ml_gguf *gguf;
+    ml_mlb *mlb;
+    void *buf; /* standard input, read whole */
+} input;
+
+static int read_stdin(void **out, size_t *len)
+{
+    size_t cap = 1 << 20, n = 0;
+    char *p = malloc(cap);
+    for (ssize_t k; p; n += (size_t)k) {
+        if (n == cap) {
+            char *q = cap > SIZE_MAX / 2 ? NULL : realloc(p, cap *= 2);
+            if (!q)
+                break;
+            p = q;
+        }
+        if ((k = read(0, p + n, cap - n)) <= 0) {
+            if (k == 0) {
+                *out = p, *len = n;
+                return 0;
+            }
+            if (errno == EINTR) {
+                k = 0;
+                continue;
+            }
+            ml_error e = {.code = ML_E_IO, .sys_errno = errno, .offset = -1};
+            snprintf(e.msg, sizeof e.msg, "read: %s", strerror(errno));
+            free(p);
+            return cli_fail("-", ML_E_IO, &e);
+        }
+    }
+    free(p);
+    return cli_fail("-", ML_E_NOMEM, NULL);
+}
+
+static int magic_of(const char *path, const void *buf, size_t len, char magic[4])
+{
+    memset(magic, 0, 4);
+    if (buf) {
+        memcpy(magic, buf, len < 4 ? len : 4);
+        return 0;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        ml_error e = {.code = ML_E_IO, .sys_errno = errno, .offset = -1};
+        snprintf(e.msg, sizeof e.msg, "%s", strerror(errno));
+        return cli_fail(path, ML_E_IO, &e);
+    }
+    size_t got = fread(magic, 1, 4, f);
+    (void)got; /* a short file is the parsers' to report */
+    fclose(f);
+    return 0;
+}
+
+static int open_input(const char *path, input *in)
+{
+    size_t len = 0;
+    int rc;
+    char magic[4];
+    if (strcmp(path, "-") == 0 && (rc = read_stdin(&in->buf, &len)))
+        return rc;
+    if ((rc = magic_of(path, in->buf, len, magic)))
+        return rc;
+    ml_error e;
+    ml_status s;
+    if (memcmp(magic, "GGUF", 4) == 0)
+        s = in->buf ? ml_gguf_open_memory(in->buf, len, &in->gguf, &e)
+                    : ml_gguf_open(path, &in->gguf, &e);
+    else
+        s = in->buf ? ml_mlb_open_memory(in->buf, len, &in->mlb, &e)
+                    : ml_mlb_open(path, &in->mlb, &e);
+    return s ? cli_fail(path, s, &e) : 0;
+}
+
+static void close_input(input *in)
+{
+    ml_gguf_close(in->gguf);
+    ml_mlb_close(in->mlb);
+    free(in->buf);
+}
+
+/* ===========================================================================
+ * Progress, --stats and --dry-run
+ * ========================================================================= */
+
+typedef struct report {
+    const options *o;
+    FILE *out; /* --stats lines */
+    ml_quant_error total;
+    unsigned requantized;
+    int show_progress;
+} report;
+
+static int on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    report *r = ctx;
+    if (r->show_progress)
+        cli_progress(r->o->out, done, total);
+    return cli_stop_signal() != 0;
+}
+
+static void stats_line(report *r, const char *name, const char *type, const char *method,
+                       const ml_quant_error *e)
+{
+    if (!r->o->stats)
+        return;
+    if (!e) {
+        fprintf(r->out, "%-24s %-5s %-28s %12s %10s %12s\n", name, type, method, "0", "0", "0");
+        return;
+    }
+    ml_quant_error_merge(&r->total, e);
+    r->requantized++;
+    fprintf(r->out, "%-24s %-5s %-28s %12.6g %10.6f %12.6g\n", name, type, method,
+            sqrt(e->sse / (double)(e->n ? e->n : 1)), e->ssq > 0 ? sqrt(e->sse / e->ssq) : 0.0,
+            e->max_abs);
+}
+
+static void stats_header(report *r)
+{
+    if (r->o->stats)
+        fprintf(r->out, "%-24s %-5s %-28s %12s %10s %12s\n", "tensor", "type", "method",
+                "rms_error", "rel_rms", "max_error");
+}
+
+static void stats_total(report *r)
+{
+    if (!r->o->stats)
+        return;
+    const ml_quant_error *e = &r->total;
+    fprintf(r->out, "%-24s %-5s %-28s %12.6g %10.6f %12.6g\n", "total", "",
+            r->requantized ? "quantized matrices" : "nothing quantized",
+            sqrt(e->sse / (double)(e->n ? e->n : 1)), e->ssq > 0 ? sqrt(e->sse / e->ssq) : 0.0,
+            e->max_abs);
+}
+
+static void on_gguf_tensor(void *ctx, const ml_convert_item *it, const ml_quant_error *e)
+{
+    report *r = ctx;
+    char how[96];
+    snprintf(how, sizeof how, "%s", it->method == ML_CONV_QUANTIZE ? "quantize" : "copy/exact");
+    stats_line(r, it->dst.name, ml_type_name(it->dst.type), how, e);
+}
+
+static const char *method_name(ml_requant_method m)
+{
+    return m == ML_REQUANT_COPY ? "copy" : m == ML_REQUANT_EXACT ? "exact" : "quantize again";
+}
+
+static void on_mlb_tensor(void *ctx, const ml_tensor *t, ml_requant_method m,
+                          const ml_quant_error *e)
+{
+    stats_line(ctx, t->name, ml_type_name(t->type), method_name(m), e);
+}
+
+/* ===========================================================================
+ * Writing
+ * ========================================================================= */
+
+static int check_output(const options *o)
+{
+    struct stat so, si;
+    if (!o->out || strcmp(o->out, "-") == 0 || stat(o->out, &so) != 0)
+        return 0;
+    if (strcmp(o->in, "-") != 0 && stat(o->in, &si) == 0 && so.st_dev == si.st_dev &&
+        so.st_ino == si.st_ino) {
+        cli_warn(o->out, "is the input file; choose another output");
+        return EXIT_USAGE;
+    }
+    if (!o->force && S_ISREG(so.st_mode)) {
+        cli_warn(o->out, "exists; use -f to overwrite it");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+typedef ml_status (*write_fn)(void *src, ml_write_fn fn, void *sink, ml_error *err);
+
+/* Temporary output, renamed when complete; removed on error or signal. */
+static int write_out(const options *o, write_fn wr, void *src, const char *src_name)
+{
+    int rc = check_output(o);
+    if (rc)
+        return rc;
+    cli_catch_signals();
+    ml_outfile *f;
+    ml_error e;
+    ml_status s = ml_outfile_open(o->out, &f, &e);
+    if (s)
+        return cli_fail(o->out, s, &e);
+    s = wr(src, ml_outfile_sink, f, &e);
+    cli_progress_end();
+    if (s || cli_stop_signal()) {
+        ml_outfile_abort(f);
+        if (cli_stop_signal())
+            cli_die_by_signal();
+        return cli_fail(s == ML_E_IO && e.sys_errno ? o->out : src_name, s, &e);
+    }
+    if ((s = ml_outfile_commit(f, &e)))
+        return cli_fail(o->out, s, &e);
+    return EXIT_OK;
+}
+
+typedef struct gguf_job {
+    const ml_convert_plan *plan;
+} gguf_job;
+
+static ml_status write_gguf(void *src, ml_write_fn fn, void *sink, ml_error *err)
+{
+    return ml_convert_write(((gguf_job *)src)->plan, fn, sink, NULL, err);
+}
+
+typedef struct mlb_job {
+    const ml_mlb *mlb;
+    const ml_requant_opts *ro;
+} mlb_job;
+
+static ml_status write_mlb(void *src, ml_write_fn fn, void *sink, ml_error *err)
+{
+    mlb_job *j = src;
+    return ml_requant_write(j->mlb, j->ro, fn, sink, err);
+}
+
+static int from_gguf(const options *o, const ml_gguf *g, const ml_mli *mli, report *r)
+{
+    ml_convert_opts co;
+    ml_convert_opts_init(&co);
+    co.wtype = o->wtype;
+    co.q8_mask = o->q8_mask;
+    if (o->scale_f16 >= 0)
+        co.scale_f16 = o->scale_f16;
+    co.q4_rule = o->q4_rule;
+    co.imatrix = mli;
+    co.threads = o->threads;
+    co.progress = on_progress, co.progress_ctx = r;
+    if (o->stats)
+        co.on_tensor = on_gguf_tensor, co.tensor_ctx = r;
+    ml_convert_plan *p;
+    ml_error e;
+    ml_status s = ml_convert_plan_new(g, &co, &p, &e);
+    if (s)
+        return cli_fail(s == ML_E_MISMATCH && o->imatrix ? o->imatrix : o->in, s, &e);
+    int rc = EXIT_OK;
+    if (o->dry_run) {
+        char how[160];
+        for (size_t i = 0; i < ml_convert_plan_n_items(p); i++) {
+            const ml_convert_item *it = ml_convert_plan_item(p, i);
+            ml_convert_item_describe(p, it, how, sizeof how);
+            printf("%-24s %-5s %s\n", it->dst.name, ml_type_name(it->dst.type), how);
+        }
+        for (size_t i = 0; i < ml_convert_plan_n_notes(p); i++)
+            printf("note: %s\n", ml_convert_plan_note(p, i));
+    } else {
+        stats_header(r);
+        gguf_job j = {p};
+        rc = write_out(o, write_gguf, &j, o->in);
+        if (!rc)
+            stats_total(r);
+    }
+    ml_convert_plan_free(p);
+    return rc;
+}
+
+/* Counts the matrices quantized a second time (and prints the plan). */
+static unsigned plan_mlb(const ml_mlb *src, const ml_mlb_header *h, int print)
+{
+    ml_mlb_layout it;
+    ml_tensor t;
+    ml_error e;
+    unsigned again = 0;
+    uint8_t *fl = NULL;
+    if (h->layer_flags && (fl = malloc(h->n_layers)))
+        for (uint32_t l = 0; l < h->n_layers; l++)
+            fl[l] = ml_mlb_layer_flag(src, l);
+    if (h->layer_flags && !fl)
+        return 0;
+    ml_mlb_layout_begin(&it, h, fl);
+    int sf = ml_mlb_get_header(src)->scale_f16 != 0;
+    while (ml_mlb_layout_next(&it, &t, &e) == 1) {
+        const ml_tensor *from = ml_mlb_get(src, t.role, t.layer);
+        if (!from || t.type == ML_TYPE_U8)
+            continue;
+        ml_requant_method m = t.type == ML_TYPE_F32 ? ML_REQUANT_COPY
+                                                    : ml_requant_method_of(from, &t, sf,
+                                                                           h->scale_f16 != 0);
+        again += m == ML_REQUANT_QUANTIZE;
+        if (print)
+            printf("%-24s %-5s %s%s%s\n", t.name, ml_type_name(t.type), method_name(m),
+                   m == ML_REQUANT_QUANTIZE ? " from " : "",
+                   m == ML_REQUANT_QUANTIZE ? ml_type_name(from->type) : "");
+    }
+    free(fl);
+    return again;
+}
+
+static int from_mlb(const options *o, const ml_mlb *src, const ml_mli *mli, report *r)
+{
+    ml_requant_opts ro;
+    ml_requant_opts_init(&ro);
+    ro.wtype = o->wtype;
+    ro.q8_mask = o->q8_mask;
+    ro.scale_f16 = o->scale_f16;
+    if (o->q4_rule >= 0)
+        ro.q4_rule = o->q4_rule;
+    ro.imatrix = mli;
+    ro.threads = o->threads;
+    ro.progress = on_progress, ro.progress_ctx = r;
+    if (o->stats)
+        ro.on_tensor = on_mlb_tensor, ro.tensor_ctx = r;
+    ml_mlb_header h;
+    ml_error e;
+    ml_status s = ml_requant_header(src, &ro, &h, &e);
+    if (s)
+        return cli_fail(s == ML_E_MISMATCH && o->imatrix ? o->imatrix : o->in, s, &e);
+    unsigned again = plan_mlb(src, &h, o->dry_run);
+    if (again && !o->quiet)
+        cli_warn(o->in,
+                 "warning: %u matrices are quantized a second time from an .mlb; quantize from "
+                 "the GGUF for the best quality",
+                 again);
+    if (o->dry_run)
+        return EXIT_OK;
+    stats_header(r);
+    mlb_job j = {src, &ro};
+    int rc = write_out(o, write_mlb, &j, o->in);
+    if (!rc)
+        stats_total(r);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    cli_init(&cmd);
+    parse(argc, argv, &o);
+    input in = {0};
+    ml_mli *mli = NULL;
+    report r = {&o, o.out && strcmp(o.out, "-") == 0 ? stderr : stdout, {0}, 0,
+                !o.quiet && cli_stderr_is_tty()};
+    int rc = open_input(o.in, &in);
+    if (!rc && o.imatrix) {
+        ml_error e;
+        ml_status s = ml_mli_open(o.imatrix, &mli, &e);
+        if (s)
+            rc = cli_fail(o.imatrix, s, &e);
+    }
+    if (!rc)
+        rc = in.gguf ? from_gguf(&o, in.gguf, mli, &r) : from_mlb(&o, in.mlb, mli, &r);
+    ml_mli_close(mli);
+    close_input(&in);
+    return cli_finish(rc);
+}
