@@ -2,6 +2,7 @@
  * of every evaluated position, or score a text's perplexity the way
  * llama.cpp's llama-perplexity does. */
 #include "cli.h"
+#include "text.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -14,7 +15,7 @@
 enum {
     OPT_MODEL, OPT_TOK, OPT_PROMPT, OPT_FILE, OPT_IDS, OPT_N, OPT_CTX, OPT_THREADS, OPT_BATCH,
     OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_REPEAT, OPT_SEED, OPT_LOGITS, OPT_PPL, OPT_NOBOS,
-    OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET
+    OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET, OPT_IMATRIX
 };
 
 static const cli_opt opts[] = {
@@ -35,6 +36,7 @@ static const cli_opt opts[] = {
     {OPT_SEED, 's', "seed", "S", "random seed (default: from the clock; printed with -v)"},
     {OPT_LOGITS, 0, "logits", "FILE", "write the logits of every evaluated position to FILE"},
     {OPT_PPL, 0, "perplexity", "FILE", "score the text in FILE like llama-perplexity"},
+    {OPT_IMATRIX, 0, "imatrix", "FILE", "collect an importance matrix (.mli) into FILE"},
     {OPT_NOBOS, 0, "no-bos", NULL, "do not prepend BOS to the prompt"},
     {OPT_IGNORE_EOS, 0, "ignore-eos", NULL, "keep generating after end-of-sequence"},
     {OPT_VERBOSE, 'v', "verbose", NULL, "print the model and settings to stderr first"},
@@ -50,7 +52,7 @@ static const cli cmd = {
 };
 
 typedef struct options {
-    const char *model, *tok, *prompt, *file, *logits, *ppl;
+    const char *model, *tok, *prompt, *file, *logits, *ppl, *imatrix;
     int ids, no_bos, ignore_eos, verbose, quiet;
     uint64_t n_predict, ctx, threads, batch;
     int seed_set;
@@ -102,6 +104,7 @@ static void parse(int argc, char **argv, options *o)
         case OPT_SEED: o->sp.seed = cli_u64("--seed", arg, 0, UINT64_MAX), o->seed_set = 1; break;
         case OPT_LOGITS: o->logits = arg; break;
         case OPT_PPL: o->ppl = arg; break;
+        case OPT_IMATRIX: o->imatrix = arg; break;
         case OPT_NOBOS: o->no_bos = 1; break;
         case OPT_IGNORE_EOS: o->ignore_eos = 1; break;
         case OPT_VERBOSE: o->verbose = 1; break;
@@ -130,6 +133,7 @@ typedef struct run {
     ml_ctx *ctx;
     ml_sampler *sampler;
     ml_outfile *logits;
+    ml_mli *imatrix;
     const ml_mlb_header *h;
     int32_t *ids;        /* prompt and generated tokens */
     size_t n_ids, cap_ids;
@@ -144,46 +148,6 @@ static int fail(const char *file, ml_status s, const ml_error *err)
     return cli_fail(file, s, err);
 }
 
-/* Reads a whole file ("-": stdin) into a NUL-terminated buffer. */
-static int read_text(const char *path, char **out, size_t *len)
-{
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    ml_error err = {0};
-    if (!f) {
-        snprintf(err.msg, sizeof err.msg, "cannot open: %s", strerror(errno));
-        return fail(path, ML_E_IO, &err);
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (n < cap)
-            break;
-        char *nb = cap < SIZE_MAX / 4 ? realloc(buf, 2 * cap + 1) : NULL;
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    if (f != stdin)
-        fclose(f);
-    if (!buf)
-        return fail(path, ML_E_NOMEM, NULL);
-    if (bad) {
-        free(buf);
-        snprintf(err.msg, sizeof err.msg, "read error");
-        return fail(path, ML_E_IO, &err);
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return 0;
-}
 
 static int push_id(run *r, int32_t id)
 {
@@ -200,37 +164,9 @@ static int push_id(run *r, int32_t id)
 }
 
 /* The tokenizer beside the model: NAME.mlb -> NAME.mlt. */
-static char *beside(const char *model)
-{
-    size_t n = strlen(model);
-    char *p = malloc(n + 5);
-    if (!p)
-        return NULL;
-    memcpy(p, model, n + 1);
-    if (n > 4 && strcmp(p + n - 4, ".mlb") == 0)
-        memcpy(p + n - 4, ".mlt", 5);
-    else
-        memcpy(p + n, ".mlt", 5);
-    return p;
-}
-
 static int open_tokenizer(run *r)
 {
-    ml_error err;
-    char *def = r->o.tok ? NULL : beside(r->o.model);
-    const char *path = r->o.tok ? r->o.tok : def;
-    if (!path)
-        return fail(NULL, ML_E_NOMEM, NULL);
-    ml_status s = ml_mlt_open(path, &r->mlt, &err);
-    if (!s)
-        s = ml_mlt_check_vocab(r->mlt, r->h->vocab, &err);
-    if (!s)
-        s = ml_tok_new(r->mlt, &r->tok, &err);
-    int e = s ? fail(path, s, &err) : 0;
-    if (s == ML_E_IO && !r->o.tok)
-        cli_warn(NULL, "hint: give the tokenizer with -k FILE.mlt, or the prompt as ids with --ids");
-    free(def);
-    return e;
+    return cli_open_tokenizer(r->o.tok, r->o.model, r->h->vocab, &r->mlt, &r->tok);
 }
 
 static int open_model(run *r)
@@ -294,7 +230,7 @@ static int prompt_ids(run *r)
         if (!text)
             return fail(NULL, ML_E_NOMEM, NULL);
         memcpy(text, r->o.prompt, len + 1);
-    } else if ((e = read_text(r->o.file ? r->o.file : "-", &text, &len))) {
+    } else if ((e = cli_read_text(r->o.file ? r->o.file : "-", &text, &len))) {
         return e;
     }
     if (r->o.ids) {
@@ -418,18 +354,6 @@ static void timings(const run *r)
 }
 
 /* -log p(next) from one row of logits, in double as llama-perplexity does. */
-static double nll_of(const float *logits, uint32_t vocab, int32_t next)
-{
-    float max = logits[0];
-    for (uint32_t i = 1; i < vocab; i++)
-        if (logits[i] > max)
-            max = logits[i];
-    double sum = 0;
-    for (uint32_t i = 0; i < vocab; i++)
-        sum += exp((double)logits[i] - max);
-    return log(sum) - ((double)logits[next] - max);
-}
-
 /* llama-perplexity's scheme: chunks of n_ctx tokens, BOS at the start of
  * each chunk when the tokenizer adds one, the first half of each chunk as
  * context and the second half scored. */
@@ -437,7 +361,7 @@ static int perplexity(run *r)
 {
     char *text;
     size_t len;
-    int e = read_text(r->o.ppl, &text, &len);
+    int e = cli_read_text(r->o.ppl, &text, &len);
     if (e)
         return e;
     ml_ids ids = {0};
@@ -449,7 +373,7 @@ static int perplexity(run *r)
         return fail(r->o.ppl, s, &err);
     const ml_mlt_header *th = ml_mlt_get_header(r->mlt);
     int add_bos = !r->o.no_bos && (th->flags & ML_MLT_ADD_BOS) && th->bos >= 0;
-    uint32_t n_ctx = ml_ctx_n_ctx(r->ctx), vocab = r->h->vocab;
+    uint32_t n_ctx = ml_ctx_n_ctx(r->ctx);
     size_t n_chunk = ids.n / n_ctx, first = n_ctx / 2;
     if (n_chunk == 0) {
         snprintf(err.msg, sizeof err.msg, "%zu tokens are fewer than one chunk of %u (--ctx)",
@@ -458,43 +382,29 @@ static int perplexity(run *r)
         return fail(r->o.ppl, ML_E_INVAL, &err);
     }
     int32_t *chunk = malloc(n_ctx * sizeof *chunk);
-    double nll = 0, nll2 = 0, t0 = now();
-    size_t count = 0;
+    double t0 = now();
+    ml_nll acc = {0};
     for (size_t c = 0; c < n_chunk && !e && chunk; c++) {
         for (uint32_t j = 0; j < n_ctx; j++)
             chunk[j] = (int32_t)ids.v[c * n_ctx + j];
         if (add_bos)
             chunk[0] = th->bos;
-        ml_ctx_reset(r->ctx);
-        for (size_t b = 0; b < n_ctx && !e; b += r->nb) {
-            size_t n = n_ctx - b < r->nb ? n_ctx - b : r->nb;
-            if ((s = ml_ctx_eval(r->ctx, chunk + b, n, r->row, 1, &err))) {
-                e = fail(r->o.model, s, &err);
-                break;
-            }
-            for (size_t j = b; j < b + n; j++) {
-                if (j < first || j + 1 >= n_ctx)
-                    continue;
-                double v = nll_of(r->row + (j - b) * vocab, vocab,
-                                  (int32_t)ids.v[c * n_ctx + j + 1]);
-                nll += v;
-                nll2 += v * v;
-                count++;
-            }
+        if ((s = ml_ctx_score(r->ctx, chunk, n_ctx, first, r->row, &acc, &err))) {
+            e = fail(r->o.model, s, &err);
+            break;
         }
         if (!r->o.quiet && cli_stderr_is_tty())
             fprintf(stderr, "\rml-run: chunk %zu/%zu, ppl %.4f ", c + 1, n_chunk,
-                    exp(nll / (double)count));
+                    ml_nll_perplexity(&acc, NULL));
     }
     if (!chunk)
         e = fail(NULL, ML_E_NOMEM, NULL);
     if (!e) {
         if (!r->o.quiet && cli_stderr_is_tty())
             fputs("\r\033[K", stderr);
-        double mean = nll / (double)count, ppl = exp(mean);
-        double var = count > 1 ? (nll2 / (double)count - mean * mean) / (double)(count - 1) : 0;
-        printf("%s: %zu chunks of %u tokens, %zu scored: PPL = %.4f +/- %.5f\n",
-               cli_name(r->o.ppl), n_chunk, n_ctx, count, ppl, var > 0 ? sqrt(var) * ppl : 0.0);
+        double pm, ppl = ml_nll_perplexity(&acc, &pm);
+        printf("%s: %zu chunks of %u tokens, %" PRIu64 " scored: PPL = %.4f +/- %.5f\n",
+               cli_name(r->o.ppl), n_chunk, n_ctx, acc.count, ppl, pm);
         r->n_prompt = n_chunk * n_ctx;
         r->t_prompt = now() - t0;
     }
@@ -503,8 +413,31 @@ static int perplexity(run *r)
     return e;
 }
 
+/* The importance matrix, written whole once the run has succeeded. */
+static int write_imatrix(run *r)
+{
+    ml_outfile *f;
+    ml_error err;
+    ml_status s = ml_outfile_open(r->o.imatrix, &f, &err);
+    if (!s && (s = ml_mli_write(r->imatrix, ml_outfile_sink, f, &err)))
+        ml_outfile_abort(f);
+    if (!s)
+        s = ml_outfile_commit(f, &err);
+    return s ? fail(r->o.imatrix, s, &err) : 0;
+}
+
+static int start_imatrix(run *r)
+{
+    ml_error err;
+    ml_status s = ml_mli_new(r->h, &r->imatrix, &err);
+    if (!s)
+        s = ml_ctx_set_imatrix(r->ctx, r->imatrix, &err);
+    return s ? fail(r->o.model, s, &err) : 0;
+}
+
 static void close_run(run *r)
 {
+    ml_mli_close(r->imatrix);
     ml_outfile_abort(r->logits);
     ml_sampler_free(r->sampler);
     ml_ctx_free(r->ctx);
@@ -562,8 +495,12 @@ int main(int argc, char **argv)
     cli_init(&cmd);
     parse(argc, argv, &r.o);
     int e = open_model(&r);
+    if (!e && r.o.imatrix)
+        e = start_imatrix(&r);
     if (!e)
         e = r.o.ppl ? perplexity(&r) : run_prompt(&r);
+    if (!e && r.o.imatrix)
+        e = write_imatrix(&r);
     if (!e)
         timings(&r);
     close_run(&r);

@@ -67,6 +67,27 @@ ML_API ml_status ml_ctx_eval(ml_ctx *c, const int32_t *tokens, size_t n, float *
  * borrows it until it is freed or given NULL, which stops collecting. */
 ML_API ml_status ml_ctx_set_imatrix(ml_ctx *c, ml_mli *imatrix, ml_error *err);
 
+ML_API uint32_t ml_ctx_n_batch(const ml_ctx *c);
+ML_API const ml_model *ml_ctx_model(const ml_ctx *c);
+
+/* ------------------------------------------------------------------------
+ * Scoring text (perplexity), as llama.cpp's llama-perplexity does
+ * ------------------------------------------------------------------------ */
+typedef struct ml_nll {
+    double sum, sum2; /* of -log p(next token), and of its square */
+    uint64_t count;   /* tokens scored */
+} ml_nll;
+
+/* Resets the context, evaluates tokens[0..n) in steps of the context's
+ * batch with every token's logits (into rows: n_batch x vocab floats the
+ * caller provides), and adds -log p(tokens[j+1]) for j = first .. n-2 to
+ * acc.  ml_ctx_eval's errors. */
+ML_API ml_status ml_ctx_score(ml_ctx *c, const int32_t *tokens, size_t n, size_t first,
+                              float *rows, ml_nll *acc, ml_error *err);
+/* exp(mean), and into *error (may be NULL) llama-perplexity's +/- (the
+ * standard error of the mean times the perplexity). */
+ML_API double ml_nll_perplexity(const ml_nll *acc, double *error);
+
 /* ------------------------------------------------------------------------
  * Sampling
  * ------------------------------------------------------------------------ */

@@ -696,3 +696,13 @@ ml_status ml_ctx_set_imatrix(ml_ctx *c, ml_mli *imatrix, ml_error *err)
     c->imatrix = imatrix;
     return ML_OK;
 }
+
+uint32_t ml_ctx_n_batch(const ml_ctx *c)
+{
+    return c->n_batch;
+}
+
+const ml_model *ml_ctx_model(const ml_ctx *c)
+{
+    return c->m;
+}

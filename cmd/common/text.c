@@ -1,0 +1,85 @@
+/* text.c - see text.h: reading a whole text and opening the tokenizer
+ * beside a model. */
+#include "text.h"
+
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Reads a whole file ("-": stdin) into a NUL-terminated buffer. */
+int cli_read_text(const char *path, char **out, size_t *len)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    ml_error err = {0};
+    if (!f) {
+        snprintf(err.msg, sizeof err.msg, "cannot open: %s", strerror(errno));
+        return cli_fail(path, ML_E_IO, &err);
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (n < cap)
+            break;
+        char *nb = cap < SIZE_MAX / 4 ? realloc(buf, 2 * cap + 1) : NULL;
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (!buf)
+        return cli_fail(path, ML_E_NOMEM, NULL);
+    if (bad) {
+        free(buf);
+        snprintf(err.msg, sizeof err.msg, "read error");
+        return cli_fail(path, ML_E_IO, &err);
+    }
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+static char *beside(const char *model)
+{
+    size_t n = strlen(model);
+    char *p = malloc(n + 5);
+    if (!p)
+        return NULL;
+    memcpy(p, model, n + 1);
+    if (n > 4 && strcmp(p + n - 4, ".mlb") == 0)
+        memcpy(p + n - 4, ".mlt", 5);
+    else
+        memcpy(p + n, ".mlt", 5);
+    return p;
+}
+
+int cli_open_tokenizer(const char *path, const char *model, uint32_t vocab, ml_mlt **mlt,
+                       ml_tok **tok)
+{
+    ml_error err;
+    char *def = path ? NULL : beside(model);
+    const char *p = path ? path : def;
+    if (!p)
+        return cli_fail(NULL, ML_E_NOMEM, NULL);
+    ml_status s = ml_mlt_open(p, mlt, &err);
+    if (!s)
+        s = ml_mlt_check_vocab(*mlt, vocab, &err);
+    if (!s)
+        s = ml_tok_new(*mlt, tok, &err);
+    int e = s ? cli_fail(p, s, &err) : 0;
+    if (s == ML_E_IO && !path)
+        cli_warn(NULL, "hint: give the tokenizer with -k FILE.mlt, or the prompt as ids with --ids");
+    free(def);
+    return e;
+}
