@@ -49,7 +49,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 .SECONDARY:
-.PHONY: bench-tok bench-run check-real
+.PHONY: bench-tok bench-run bench-imatrix check-real
 .PHONY: all lib check check-all unit cli sanitize install uninstall clean bench man-lint tests
 all: lib $(BINS)
 lib: $(B)/libmlcore.a $(B)/libmlcore.so
@@ -139,6 +139,10 @@ check-real: all
 
 bench-run: all
 	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-run.sh
+
+# Importance-matrix quality on SmolLM2 vs llama.cpp (fetches the model once).
+bench-imatrix: all
+	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/imatrix-quality.sh
 
 bench-tok: all
 	MLCORE_BUILD=$(abspath $(B)) bash bench/bench-tok.sh

@@ -180,15 +180,15 @@ const ml_mli_info *ml_mli_get_info(const ml_mli *m)
 }
 
 /* Compares the four shape fields; k names the first that differs. */
-static ml_status check_shape(const ml_mli_info *i, const uint32_t want[4], const char *whose,
-                             ml_error *err)
+static ml_status check_shape(const ml_mli_info *i, const uint32_t want[4], const char *have_name,
+                             const char *want_name, ml_error *err)
 {
     static const char *const names[] = {"n_layers", "dim", "hidden_dim", "q_dim"};
     uint32_t have[] = {i->n_layers, i->dim, i->hidden_dim, eff_q_dim(i)};
     for (int k = 0; k < 4; k++)
         if (have[k] != want[k])
             return ml__err(err, ML_E_MISMATCH, names[k], 8 + 4 * k,
-                           "the importance matrix has %u, %s %u", have[k], whose, want[k]);
+                           "%s has %u, %s %u", have_name, have[k], want_name, want[k]);
     return ML_OK;
 }
 
@@ -199,7 +199,7 @@ ml_status ml_mli_check_model(const ml_mli *m, const ml_mlb_header *h, ml_error *
     if (s)
         return s;
     uint32_t want[] = {h->n_layers, h->dim, h->hidden_dim, d.q_dim};
-    return check_shape(&m->info, want, "the model", err);
+    return check_shape(&m->info, want, "the importance matrix", "the model", err);
 }
 
 size_t ml_mli_slot_size(const ml_mli *m, ml_mli_slot slot)
@@ -250,7 +250,7 @@ ml_status ml_mli_merge(ml_mli *dst, const ml_mli *src, ml_error *err)
 {
     const ml_mli_info *d = &dst->info, *s = &src->info;
     uint32_t want[] = {d->n_layers, d->dim, d->hidden_dim, eff_q_dim(d)};
-    ml_status st = check_shape(s, want, "the first", err);
+    ml_status st = check_shape(s, want, "this file", "the first file", err);
     if (st)
         return st;
     uint64_t lt, ct;

@@ -73,15 +73,29 @@ ml_status ml_requant_header(const ml_mlb *src, const ml_requant_opts *o, ml_mlb_
     return s;
 }
 
+/* Whether every scale of a matrix is an f16 value (f32 scales narrow then
+ * without loss: the quants stay valid). */
+static int scales_fit_f16(const ml_tensor *t)
+{
+    uint64_t n = (uint64_t)t->rows * t->cols / 32;
+    for (uint64_t b = 0; b < n; b++) {
+        float d = t->scales[b];
+        if (ml_f16_to_f32(ml_f32_to_f16(d)) != d)
+            return 0;
+    }
+    return 1;
+}
+
 /* How a matrix gets from the source to the output. */
 ml_requant_method ml_requant_method_of(const ml_tensor *from, const ml_tensor *to, int from_f16,
                                        int to_f16)
 {
     if (from->type == to->type && from_f16 == to_f16)
         return ML_REQUANT_COPY;
-    if (from->type == to->type && from_f16 && !to_f16)
-        return ML_REQUANT_EXACT; /* f16 scales widen exactly */
-    if (from->type == ML_TYPE_Q4_0 && to->type == ML_TYPE_Q8_0 && (from_f16 || !to_f16))
+    if (from->type == to->type && (from_f16 || scales_fit_f16(from)))
+        return ML_REQUANT_EXACT; /* f16 scales widen exactly, or f32 ones narrow */
+    if (from->type == ML_TYPE_Q4_0 && to->type == ML_TYPE_Q8_0 &&
+        (from_f16 || !to_f16 || scales_fit_f16(from)))
         return ML_REQUANT_EXACT; /* levels -8..7 with the same scale */
     return ML_REQUANT_QUANTIZE;
 }

@@ -59,6 +59,7 @@ if [[ ! -f $GEMMA ]]; then
         { echo "$GEMMA: sha256 differs from $GEMMA_SHA" >&2; exit 1; }
     mv "$GEMMA.part" "$GEMMA"
 fi
+[[ ${1:-} == --fetch-only ]] && exit 0
 
 status=0
 for g in "$SMOL" "$GEMMA"; do

@@ -178,8 +178,20 @@ const char *cli_name(const char *path)
     return strcmp(path, "-") == 0 ? "(stdin)" : path;
 }
 
+const char *cli_out_name(const char *path)
+{
+    return strcmp(path, "-") == 0 ? "(stdout)" : path;
+}
+
+/* Set when a write failed because the reader of our output went away. */
+static int output_gone;
+
 int cli_fail(const char *file, ml_status s, const ml_error *err)
 {
+    if (s == ML_E_IO && err && err->sys_errno == EPIPE) {
+        output_gone = 1;
+        return EXIT_OK;
+    }
     cli_progress_end();
     fflush(stdout);
     fprintf(stderr, "%s: %s%s%s: %s\n", C->prog, file ? cli_name(file) : "", file ? ": " : "",
@@ -203,7 +215,7 @@ void cli_warn(const char *file, const char *fmt, ...)
 
 int cli_stdout_ok(void)
 {
-    return !ferror(stdout);
+    return !ferror(stdout) && !output_gone;
 }
 
 int cli_finish(int status)

@@ -55,12 +55,17 @@ uint64_t cli_u64(const char *opt, const char *arg, uint64_t min, uint64_t max);
 /* Maps a library status to the exit status. */
 int cli_exit_status(ml_status s);
 
-/* Prints "PROG: FILE: ML_E_NAME: detail" and returns the exit status. */
+/* Prints "PROG: FILE: ML_E_NAME: detail" and returns the exit status.
+ * A write that failed with EPIPE (the reader of our output went away, as
+ * in `cmd | head -1`) is not reported: it prints nothing, makes
+ * cli_stdout_ok() false so loops stop, and returns 0, as cli_finish does
+ * for stdout. */
 int cli_fail(const char *file, ml_status s, const ml_error *err);
 /* Prints "PROG: FILE: message" (FILE may be NULL); no status. */
 void cli_warn(const char *file, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* 1 when stdout can still take data; 0 after EPIPE (reader went away). */
+/* 1 when stdout can still take data; 0 after a write error on it, or
+ * after cli_fail was given an EPIPE (reader went away). */
 int cli_stdout_ok(void);
 /* Flushes and closes stdout: returns `status`, or 3 after a write error
  * other than EPIPE (which ends quietly with `status`). */
@@ -77,6 +82,8 @@ void cli_progress_end(void);
 
 /* The display name of an operand: "-" reads as "(stdin)". */
 const char *cli_name(const char *path);
+/* The display name of an output: "-" reads as "(stdout)". */
+const char *cli_out_name(const char *path);
 
 /* JSON output helpers (stdout). */
 void json_str(FILE *f, const char *s);           /* quoted, escaped */

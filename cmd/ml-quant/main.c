@@ -306,25 +306,22 @@ typedef ml_status (*write_fn)(void *src, ml_write_fn fn, void *sink, ml_error *e
 /* Temporary output, renamed when complete; removed on error or signal. */
 static int write_out(const options *o, write_fn wr, void *src, const char *src_name)
 {
-    int rc = check_output(o);
-    if (rc)
-        return rc;
     cli_catch_signals();
     ml_outfile *f;
     ml_error e;
     ml_status s = ml_outfile_open(o->out, &f, &e);
     if (s)
-        return cli_fail(o->out, s, &e);
+        return cli_fail(cli_out_name(o->out), s, &e);
     s = wr(src, ml_outfile_sink, f, &e);
     cli_progress_end();
     if (s || cli_stop_signal()) {
         ml_outfile_abort(f);
         if (cli_stop_signal())
             cli_die_by_signal();
-        return cli_fail(s == ML_E_IO && e.sys_errno ? o->out : src_name, s, &e);
+        return cli_fail(s == ML_E_IO && e.sys_errno ? cli_out_name(o->out) : src_name, s, &e);
     }
     if ((s = ml_outfile_commit(f, &e)))
-        return cli_fail(o->out, s, &e);
+        return cli_fail(cli_out_name(o->out), s, &e);
     return EXIT_OK;
 }
 
@@ -464,7 +461,9 @@ int main(int argc, char **argv)
     ml_mli *mli = NULL;
     report r = {&o, o.out && strcmp(o.out, "-") == 0 ? stderr : stdout, {0}, 0,
                 !o.quiet && cli_stderr_is_tty()};
-    int rc = open_input(o.in, &in);
+    int rc = o.dry_run ? 0 : check_output(&o);
+    if (!rc)
+        rc = open_input(o.in, &in);
     if (!rc && o.imatrix) {
         ml_error e;
         ml_status s = ml_mli_open(o.imatrix, &mli, &e);

@@ -423,7 +423,7 @@ static int write_imatrix(run *r)
         ml_outfile_abort(f);
     if (!s)
         s = ml_outfile_commit(f, &err);
-    return s ? fail(r->o.imatrix, s, &err) : 0;
+    return s ? fail(cli_out_name(r->o.imatrix), s, &err) : 0;
 }
 
 static int start_imatrix(run *r)

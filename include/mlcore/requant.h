@@ -14,6 +14,7 @@ extern "C" {
 typedef enum ml_requant_method {
     ML_REQUANT_COPY = 0,    /* same type and scale encoding: bytes copied */
     ML_REQUANT_EXACT = 1,   /* re-encoded without loss: f16 scales to f32,
+                               f32 scales that are all f16 values to f16,
                                Q4_0 levels to Q8_0 with the same scale */
     ML_REQUANT_QUANTIZE = 2 /* dequantized and quantized again (a second
                                rounding of already quantized weights) */

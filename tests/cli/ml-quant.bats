@@ -1,0 +1,145 @@
+#!/usr/bin/env bats
+# ml-quant.bats - requantizing from a GGUF (the same bytes as gguf2mlb) and
+# from an .mlb (copies, exact re-encodings, second quantizations with a
+# warning), --imatrix, --stats, determinism, and the errors.
+bats_require_minimum_version 1.5.0
+load helpers
+
+FIX="$BATS_TEST_DIRNAME/../fixtures"
+G="$FIX/models/llama2/llama2-q8_0.gguf"
+
+setup_file() {
+    make_fixtures
+    gguf2mlb -q --no-tokenizer -o "$BATS_FILE_TMPDIR/m.mlb" "$G"
+    gguf2mlb -q -o "$BATS_FILE_TMPDIR/tok.mlb" -t "$BATS_FILE_TMPDIR/m.mlt" "$G"
+    for i in $(seq 1 200); do printf 'word%d and the %d-th line of text. ' "$i" "$((i * 7))"; done \
+        >"$BATS_FILE_TMPDIR/corpus.txt"
+    ml-imatrix -q -m "$BATS_FILE_TMPDIR/m.mlb" -k "$BATS_FILE_TMPDIR/m.mlt" \
+        -f "$BATS_FILE_TMPDIR/corpus.txt" -c 64 -o "$BATS_FILE_TMPDIR/m.mli"
+}
+
+@test "--help, --version, usage errors" {
+    run -0 ml-quant --help
+    [[ ${lines[0]} == "Usage: ml-quant IN.gguf|IN.mlb -o OUT.mlb [options]" ]]
+    run -0 ml-quant --version
+    [[ $output == "ml-quant (mlcore) 0.1.0" ]]
+    run -2 --separate-stderr ml-quant "$G"
+    [[ ${stderr_lines[0]} == "ml-quant: name the output with -o OUT.mlb (or - for standard output)" ]]
+    run -2 --separate-stderr ml-quant "$G" -o x.mlb --wtype q5_0
+    [[ ${stderr_lines[0]} == "ml-quant: --wtype: 'q5_0' is not q8_0 or q4_0" ]]
+    run -2 --separate-stderr ml-quant "$G" -o x.mlb --wtype q8_0 --q8-mask wo
+    run -2 --separate-stderr ml-quant "$G" -o x.mlb --imatrix m.mli --q4-rule round
+    [[ ${stderr_lines[0]} == "ml-quant: --imatrix needs the fit rule; --q4-rule round cannot use importances" ]]
+    run -2 --separate-stderr ml-quant "$G" -o x.mlb --scale-f16 --scale-f32
+    run -2 --separate-stderr ml-quant "$G" "$G" -o x.mlb
+    [[ ! -e x.mlb ]]
+}
+
+@test "from a GGUF: gguf2mlb's bytes, the same for any thread count" {
+    cd "$BATS_TEST_TMPDIR"
+    ml-quant -q "$G" --wtype q4_0 --q8-mask tok_emb -o a.mlb -t 1
+    ml-quant -q "$G" --wtype q4_0 --q8-mask tok_emb -o b.mlb -t 3
+    cmp a.mlb b.mlb
+    gguf2mlb -q --no-tokenizer --wtype q4_0 --q8-mask tok_emb -o g.mlb "$G"
+    cmp a.mlb g.mlb
+    mlb-verify -q a.mlb
+    # Standard input and output.
+    ml-quant -q - --wtype q4_0 --q8-mask tok_emb -o - <"$G" | cmp - a.mlb
+}
+
+@test "--stats: one line per array, zero for copies, a plausible Q4_0 error" {
+    cd "$BATS_TEST_TMPDIR"
+    run -0 --separate-stderr ml-quant -q "$G" --wtype q4_0 -o a.mlb --stats
+    [[ ${lines[0]} == "tensor"*"type"*"method"*"rms_error"*"rel_rms"*"max_error" ]]
+    n=$(mlb-info --json a.mlb | jq '.tensors | length')
+    [[ ${#lines[@]} == $((n + 2)) ]]
+    [[ ${lines[-1]} == "total"*"quantized matrices"* ]]
+    grep -q '^blk.0.attn_norm  *F32  *copy/exact  *0  *0  *0$' <<<"$output"
+    # Q4_0 of Gaussian-like weights: relative RMS error 5% to 15%.
+    awk '$3 == "quantize" { if ($5 < 0.05 || $5 > 0.15) { print; exit 1 } }' <<<"$output"
+    # With -o - the table goes to standard error.
+    run -0 --separate-stderr ml-quant -q "$G" --wtype q4_0 -o - --stats
+    [[ ${stderr_lines[0]} == "tensor"* ]]
+    [[ ${output:0:4} == MLB1 ]]
+}
+
+@test "--imatrix: used for Q4_0, deterministic, and must fit the model" {
+    cd "$BATS_TEST_TMPDIR"
+    M="$BATS_FILE_TMPDIR/m.mli"
+    ml-quant -q "$G" --wtype q4_0 -o plain.mlb
+    ml-quant -q "$G" --wtype q4_0 --imatrix "$M" -o im1.mlb -t 1
+    ml-quant -q "$G" --wtype q4_0 --imatrix "$M" -o im2.mlb -t 2
+    cmp im1.mlb im2.mlb
+    ! cmp -s plain.mlb im1.mlb
+    run -0 ml-quant "$G" --wtype q4_0 --imatrix "$M" -n
+    grep -q '^blk.0.wq  *Q4_0  *quantize Q8_0 -> Q4_0 (fit, imatrix)' <<<"$output"
+    grep -q '^note: importance matrix applied to 15 matrices' <<<"$output"
+    # From an .mlb, the same importances give the same bytes for the
+    # matrices quantized once (the source Q8_0 values are the GGUF's).
+    ml-quant -q "$BATS_FILE_TMPDIR/m.mlb" --wtype q4_0 --imatrix "$M" -o im3.mlb
+    cmp im1.mlb im3.mlb
+    # Another model's matrix: named file and field.
+    ml-run -q -m "$TINY" --ids -p "1 2" -n 1 --imatrix other.mli >/dev/null
+    run -1 --separate-stderr ml-quant "$G" --wtype q4_0 --imatrix other.mli -o x.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: other.mli: ML_E_MISMATCH: "* ]]
+    run -1 --separate-stderr ml-quant "$BATS_FILE_TMPDIR/m.mlb" --wtype q4_0 --imatrix other.mli -o x.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: other.mli: ML_E_MISMATCH: "* ]]
+    [[ ! -e x.mlb ]]
+}
+
+@test "from an .mlb: copies, exact re-encodings, and a warning for a second rounding" {
+    cd "$BATS_TEST_TMPDIR"
+    # Nothing to change: every array copied.
+    run -0 --separate-stderr ml-quant "$Q4" -o same.mlb
+    cmp same.mlb "$Q4"
+    [[ ${#stderr_lines[@]} == 0 ]]
+    # f16 scales to f32 and back: exact both ways.
+    ml-quant -q "$Q4" --scale-f32 -o f32.mlb
+    [[ $(mlb-info --json f32.mlb | jq .header.scale_f16) == 0 ]]
+    ml-quant -q f32.mlb --scale-f16 -o back.mlb
+    cmp back.mlb "$Q4"
+    # Q4_0 -> Q8_0 keeps every value: greedy ids are unchanged.
+    run -0 ml-quant "$Q4" --wtype q8_0 -n
+    ! grep -q 'quantize again' <<<"$output"
+    # Q8_0 -> Q4_0 rounds again: warned, unless -q.
+    run -0 --separate-stderr ml-quant "$TINY" --wtype q4_0 -o t4.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: $TINY: warning: "*" matrices are quantized a second time"* ]]
+    mlb-verify -q t4.mlb
+    [[ $(mlb-info --json t4.mlb | jq .header.wtype) == 2 ]]
+    run -0 --separate-stderr ml-quant -q "$TINY" --wtype q4_0 -o t4b.mlb
+    [[ ${#stderr_lines[@]} == 0 ]]
+    cmp t4.mlb t4b.mlb
+}
+
+@test "outputs: existing, unwritable, full disk, the input itself" {
+    mkdir "$BATS_TEST_TMPDIR/out" && cd "$BATS_TEST_TMPDIR/out"
+    : >exists.mlb
+    run -2 --separate-stderr ml-quant "$G" -o exists.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: exists.mlb: exists; use -f to overwrite it" ]]
+    run -0 ml-quant -q -f "$G" -o exists.mlb
+    cp "$TINY" in.mlb
+    run -2 --separate-stderr ml-quant -f in.mlb -o in.mlb --wtype q4_0
+    [[ ${stderr_lines[0]} == "ml-quant: in.mlb: is the input file; choose another output" ]]
+    run -3 --separate-stderr ml-quant -q "$G" -o /nonexistent/x.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: /nonexistent/x.mlb: ML_E_IO: "* ]]
+    if [[ -w /dev/full ]]; then
+        run -3 --separate-stderr bash -c 'ml-quant -q "$1" -o - >/dev/full' _ "$G"
+        [[ ${stderr_lines[0]} == "ml-quant: (stdout): ML_E_IO: "* ]]
+    fi
+    ls -A | grep -v -e '^exists.mlb$' -e '^in.mlb$' && return 1 # no temporary left
+    true
+}
+
+@test "bad inputs: truncated GGUF and .mlb, unknown bytes" {
+    cd "$BATS_TEST_TMPDIR"
+    head -c 5000 "$G" >t.gguf
+    run -1 --separate-stderr ml-quant t.gguf -o x.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: t.gguf: ML_E_FORMAT: "* ]]
+    head -c 5000 "$TINY" >t.mlb
+    run -1 --separate-stderr ml-quant t.mlb -o x.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: t.mlb: ML_E_FORMAT: "* ]]
+    printf 'hello world' >t.txt
+    run -1 --separate-stderr ml-quant t.txt -o x.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: t.txt: ML_E_FORMAT: "* ]]
+    [[ ! -e x.mlb ]]
+}
