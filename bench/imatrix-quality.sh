@@ -23,6 +23,8 @@
 #                          llama-perplexity); without it, built once like
 #                          bench-run.sh does.
 #   THREADS=N              default: the number of CPUs
+#   REUSE=1                keep the models and matrices of an earlier run
+#                          (in $BENCH_DIR/mlcore-imatrix) and only measure
 set -euo pipefail
 B=$(cd "${MLCORE_BUILD:-build}" && pwd)
 DIR=${REAL_MODELS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlcore-real-models}
@@ -59,27 +61,29 @@ cp $L_/GPL-3 "$WORK/eval.txt"
 cd "$WORK"
 
 q() { "$@" >/dev/null 2>"$WORK/last.log" || { cat "$WORK/last.log" >&2; exit 1; }; }
+# mk OUT CMD...: runs CMD, which writes OUT, unless REUSE is set and OUT exists.
+mk() { local out=$1; shift; [[ -n ${REUSE:-} && -s $out ]] || q "$@"; }
 
 # The 8-bit model both collectors run, and the tokenizer.
-q "$B/bin/ml-quant" "$SRC" --wtype q8_0 -o smol-q8_0.mlb -f -q -t "$T"
-q "$B/bin/gguf2mlb" "$SRC" -o tok-only.mlb -t smol.mlt -f -q
-q "$L/llama-quantize" --allow-requantize "$SRC" smol-q8_0.gguf Q8_0 "$T"
+mk smol-q8_0.mlb "$B/bin/ml-quant" "$SRC" --wtype q8_0 -o smol-q8_0.mlb -f -q -t "$T"
+mk smol.mlt "$B/bin/gguf2mlb" "$SRC" -o tok-only.mlb -t smol.mlt -f -q
+mk smol-q8_0.gguf "$L/llama-quantize" --allow-requantize "$SRC" smol-q8_0.gguf Q8_0 "$T"
 
 echo "collecting (mlcore) ..." >&2
-q "$B/bin/ml-imatrix" -m smol-q8_0.mlb -k smol.mlt -f corpus.txt -c 512 -t "$T" -o ours.mli
+mk ours.mli "$B/bin/ml-imatrix" -m smol-q8_0.mlb -k smol.mlt -f corpus.txt -c 512 -t "$T" -o ours.mli
 echo "collecting (llama.cpp) ..." >&2
-q "$L/llama-imatrix" -m smol-q8_0.gguf -f corpus.txt -c 512 -t "$T" -o llama.imatrix.gguf \
+mk llama.imatrix.gguf "$L/llama-imatrix" -m smol-q8_0.gguf -f corpus.txt -c 512 -t "$T" -o llama.imatrix.gguf \
     --no-ppl
 
 echo "quantizing ..." >&2
-q "$B/bin/ml-quant" "$SRC" --wtype q4_0 --q8-mask none -o ours-q4_0.mlb -f -q -t "$T"
-q "$B/bin/ml-quant" "$SRC" --wtype q4_0 --q8-mask none --imatrix ours.mli -o ours-q4_0-im.mlb \
+mk ours-q4_0.mlb "$B/bin/ml-quant" "$SRC" --wtype q4_0 --q8-mask none -o ours-q4_0.mlb -f -q -t "$T"
+mk ours-q4_0-im.mlb "$B/bin/ml-quant" "$SRC" --wtype q4_0 --q8-mask none --imatrix ours.mli -o ours-q4_0-im.mlb \
     -f -q -t "$T"
-q "$L/llama-quantize" --allow-requantize --pure "$SRC" llama-q4_0.gguf Q4_0 "$T"
-q "$L/llama-quantize" --allow-requantize --pure --imatrix llama.imatrix.gguf "$SRC" \
+mk llama-q4_0.gguf "$L/llama-quantize" --allow-requantize --pure "$SRC" llama-q4_0.gguf Q4_0 "$T"
+mk llama-q4_0-im.gguf "$L/llama-quantize" --allow-requantize --pure --imatrix llama.imatrix.gguf "$SRC" \
     llama-q4_0-im.gguf Q4_0 "$T"
 for f in llama-q4_0 llama-q4_0-im; do
-    q "$B/bin/gguf2mlb" "$f.gguf" -o "$f.mlb" --no-tokenizer -f -q
+    mk "$f.mlb" "$B/bin/gguf2mlb" "$f.gguf" -o "$f.mlb" --no-tokenizer -f -q
 done
 
 ppl() { # MODEL.mlb: ml-run's perplexity of eval.txt
@@ -88,7 +92,7 @@ ppl() { # MODEL.mlb: ml-run's perplexity of eval.txt
 }
 lppl() { # MODEL.gguf: llama-perplexity's
     "$L/llama-perplexity" -m "$1" -f eval.txt -c 512 -t "$T" 2>&1 |
-        sed -n 's/^Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\).*/\1 \2/p'
+        sed -n 's/.*Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\).*/\1 \2/p'
 }
 
 base=$(ppl smol-q8_0.mlb | cut -d' ' -f1)
