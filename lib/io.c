@@ -1,6 +1,7 @@
 /* io.c - getting bytes in and out: read-only mappings of input files (or a
  * buffer read from a pipe), file-descriptor readers for streaming, and
- * output files written to a temporary name and renamed into place. */
+ * output files written to a temporary name and renamed into place (devices
+ * and FIFOs written in place). */
 #include "io.h"
 
 #include <errno.h>
@@ -12,24 +13,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* A pipe that outgrows memory: say how far it got, since the pipe's size
+ * is not known in advance. */
+static ml_status too_big(ml_error *err, uint8_t *buf, size_t len, size_t want)
+{
+    free(buf);
+    return ml__err(err, ML_E_NOMEM, "", -1,
+                   "the input does not fit in memory: %zu bytes read, a buffer of %zu cannot be "
+                   "allocated (give a file instead of a pipe)",
+                   len, want);
+}
+
 /* Pipes and character devices are read whole into an aligned buffer. */
 static ml_status read_all(int fd, ml__input *in, ml_error *err)
 {
     size_t cap = 1 << 20, len = 0;
     uint8_t *buf = NULL;
     if (posix_memalign((void **)&buf, ML_MLB_ALIGN, cap))
-        return ml__err(err, ML_E_NOMEM, "", -1, "cannot allocate %zu bytes", cap);
+        return too_big(err, NULL, 0, cap);
     for (;;) {
         if (len == cap) {
-            if (cap > SIZE_MAX / 2) {
-                free(buf);
-                return ml__err(err, ML_E_NOMEM, "", -1, "input does not fit in memory");
-            }
             uint8_t *nb = NULL;
-            if (posix_memalign((void **)&nb, ML_MLB_ALIGN, cap * 2)) {
-                free(buf);
-                return ml__err(err, ML_E_NOMEM, "", -1, "cannot allocate %zu bytes", cap * 2);
-            }
+            if (cap > SIZE_MAX / 2 || posix_memalign((void **)&nb, ML_MLB_ALIGN, cap * 2))
+                return too_big(err, buf, len, cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2);
             memcpy(nb, buf, len);
             free(buf);
             buf = nb;
@@ -116,9 +122,33 @@ long ml_fd_reader(void *ctx, void *buf, size_t n, ml_error *err)
 struct ml_outfile {
     int fd;
     int is_stdout;
+    int direct;  /* an existing device or FIFO: written in place */
     char *path;  /* final name */
     char *tmp;   /* temporary name in the same directory */
 };
+
+/* An existing target that is not a regular file (/dev/null, /dev/full, a
+ * FIFO, a terminal) is opened and written in place: renaming a temporary
+ * file over it would replace the device or the pipe with a plain file.
+ * Sets *in_place when f->fd is open; a regular or missing target is left
+ * to the temporary file. */
+static ml_status open_in_place(ml_outfile *f, const char *path, int *in_place, ml_error *err)
+{
+    struct stat st;
+    *in_place = 0;
+    if (stat(path, &st) < 0 || S_ISREG(st.st_mode))
+        return ML_OK;
+    if (S_ISDIR(st.st_mode)) {
+        errno = EISDIR;
+        return ml__err_io(err, "cannot write", -1);
+    }
+    f->fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (f->fd < 0)
+        return ml__err_io(err, "cannot open for writing", -1);
+    f->direct = 1;
+    *in_place = 1;
+    return ML_OK;
+}
 
 ml_status ml_outfile_open(const char *path, ml_outfile **out, ml_error *err)
 {
@@ -126,11 +156,21 @@ ml_status ml_outfile_open(const char *path, ml_outfile **out, ml_error *err)
     ml_outfile *f = calloc(1, sizeof *f);
     if (!f)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    f->fd = -1; /* so that an early abort closes nothing (not stdin) */
     if (strcmp(path, "-") == 0) {
         f->fd = 1;
         f->is_stdout = 1;
         *out = f;
         return ML_OK;
+    }
+    int in_place;
+    ml_status s = open_in_place(f, path, &in_place, err);
+    if (s || in_place) {
+        if (s)
+            free(f);
+        else
+            *out = f;
+        return s;
     }
     size_t n = strlen(path);
     f->path = malloc(n + 1);
@@ -184,6 +224,12 @@ ml_status ml_outfile_commit(ml_outfile *f, ml_error *err)
     if (f->is_stdout) {
         free(f);
         return ML_OK;
+    }
+    if (f->direct) {
+        if (close(f->fd) < 0)
+            s = ml__err_io(err, "close", -1);
+        free(f);
+        return s;
     }
     if (fsync(f->fd) < 0 && errno != EINVAL)
         s = ml__err_io(err, "fsync", -1);
