@@ -104,10 +104,12 @@ $(B)/tests/%: $(B)/tests/tools/%.o $(B)/libmlcore.a
 
 check: unit cli man-lint
 
-# What CI runs: the suite with gcc, again with clang, again under sanitizers.
+# What CI runs: the suite with gcc, again with clang, again under sanitizers,
+# and the parser suites built for 32-bit x86 (mk/m32.mk).
 check-all: check
 	$(MAKE) B=build-clang CC=clang check
 	$(MAKE) sanitize
+	$(MAKE) check-m32
 
 unit: $(UNIT)
 	$(UNIT)

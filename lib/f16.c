@@ -1,5 +1,7 @@
 /* f16.c - exact IEEE half <-> single conversion, done with integer
- * operations so the result never depends on the compiler or the FPU. */
+ * operations so the result never depends on the compiler or the FPU
+ * (one exception: on i386 a float returned through the x87 stack has its
+ * signalling NaNs quieted; the GGUF dequantizers store bits, not returns). */
 #include "internal.h"
 
 float ml_f16_to_f32(uint16_t h)

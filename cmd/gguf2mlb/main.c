@@ -405,7 +405,7 @@ static int write_tokenizer(const options *o, const ml_gguf *g, uint32_t model_vo
     ml_mlt_convert_info info;
     ml_status s = ml_outfile_open(o->tok, tf, &e);
     if (s)
-        return cli_fail(o->tok, s, &e);
+        return cli_fail(cli_out_name(o->tok), s, &e);
     s = ml_mlt_from_gguf_ex(g, ml_outfile_sink, *tf, &info, &e);
     if (!s && info.header.n_vocab > model_vocab) /* mlt(5): at most the model's vocab */
         s = set_err(&e, ML_E_SHAPE, "tokenizer.ggml.tokens",
@@ -414,6 +414,8 @@ static int write_tokenizer(const options *o, const ml_gguf *g, uint32_t model_vo
         return 0;
     ml_outfile_abort(*tf);
     *tf = NULL;
+    if (s == ML_E_IO && e.sys_errno)
+        return cli_fail(cli_out_name(o->tok), s, &e);
     if (o->tok_explicit || s == ML_E_IO || s == ML_E_NOMEM)
         return cli_fail(o->in, s, &e);
     if (!o->quiet)
@@ -443,7 +445,7 @@ static int convert(const options *o, const ml_gguf *g, const ml_convert_plan *p)
     ml_status s = ml_outfile_open(o->out, &mf, &e);
     if (s) {
         ml_outfile_abort(tf);
-        return cli_fail(o->out, s, &e);
+        return cli_fail(cli_out_name(o->out), s, &e);
     }
     ml_convert_stats st;
     s = ml_convert_write(p, ml_outfile_sink, mf, &st, &e);
@@ -453,15 +455,15 @@ static int convert(const options *o, const ml_gguf *g, const ml_convert_plan *p)
         ml_outfile_abort(tf);
         if (cli_stop_signal())
             cli_die_by_signal();
-        return cli_fail(s == ML_E_IO && e.sys_errno ? o->out : o->in, s, &e);
+        return cli_fail(s == ML_E_IO && e.sys_errno ? cli_out_name(o->out) : o->in, s, &e);
     }
     report_clamps(o, &st);
     if ((s = ml_outfile_commit(mf, &e))) {
         ml_outfile_abort(tf);
-        return cli_fail(o->out, s, &e);
+        return cli_fail(cli_out_name(o->out), s, &e);
     }
     if (tf && (s = ml_outfile_commit(tf, &e)))
-        return cli_fail(o->tok, s, &e);
+        return cli_fail(cli_out_name(o->tok), s, &e);
     return EXIT_OK;
 }
 

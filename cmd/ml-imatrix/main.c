@@ -230,7 +230,6 @@ static int run_chunks(collect *c, const ml_ids *ids)
     ml_nll acc = {0};
     double t0 = now();
     int show = !o->quiet && cli_stderr_is_tty(), e = 0;
-    cli_catch_signals();
     for (size_t k = 0; k < n_chunk && !e && !cli_stop_signal(); k++) {
         for (size_t j = 0; j < n_ctx; j++)
             chunk[j] = (int32_t)ids->v[k * n_ctx + j];
@@ -265,6 +264,7 @@ static int collect_main(const options *o)
     size_t len;
     ml_ids ids = {0};
     ml_outfile *out = NULL;
+    cli_catch_signals(); /* before the output exists, so it is always removed */
     int e = open_all(&c);
     if (!e)
         e = open_out(o->out, &out);
@@ -278,6 +278,8 @@ static int collect_main(const options *o)
             e = cli_fail(o->file, s, &err);
     }
     free(text);
+    if (!e && cli_stop_signal())
+        e = -1;
     if (!e)
         e = run_chunks(&c, &ids);
     if (!e)

@@ -2,6 +2,7 @@
  * of every evaluated position, or score a text's perplexity the way
  * llama.cpp's llama-perplexity does. */
 #include "cli.h"
+#include "signals.h"
 #include "text.h"
 
 #include <errno.h>
@@ -281,7 +282,7 @@ static int eval(run *r, size_t from, size_t to)
     ml_error err;
     int all = r->logits != NULL;
     ml_status s = ML_OK;
-    while (!s && from < to) {
+    while (!s && from < to && !cli_stop_signal()) {
         size_t n = to - from < r->nb ? to - from : r->nb;
         s = ml_ctx_eval(r->ctx, r->ids + from, n, r->row, all, &err);
         if (!s && all) {
@@ -291,7 +292,7 @@ static int eval(run *r, size_t from, size_t to)
         }
         from += n;
     }
-    return s ? fail(s == ML_E_IO ? r->o.logits : r->o.model, s, &err) : 0;
+    return s ? fail(s == ML_E_IO ? cli_out_name(r->o.logits) : r->o.model, s, &err) : 0;
 }
 
 static ml_status out_sink(void *ctx, const void *buf, size_t n, ml_error *err)
@@ -313,7 +314,7 @@ static int generate(run *r)
         ml_tok_stream_init(&ts, r->mlt, ML_TOK_SKIP_BOS_EOS);
     double t0 = now();
     int e = 0;
-    for (uint64_t i = 0; i < r->o.n_predict && !e && cli_stdout_ok(); i++) {
+    for (uint64_t i = 0; i < r->o.n_predict && !e && cli_stdout_ok() && !cli_stop_signal(); i++) {
         int32_t id = ml_sampler_next(r->sampler, r->row, r->ids, r->n_ids);
         if (!r->o.ignore_eos && id == eos)
             break;
@@ -384,7 +385,7 @@ static int perplexity(run *r)
     int32_t *chunk = malloc(n_ctx * sizeof *chunk);
     double t0 = now();
     ml_nll acc = {0};
-    for (size_t c = 0; c < n_chunk && !e && chunk; c++) {
+    for (size_t c = 0; c < n_chunk && !e && chunk && !cli_stop_signal(); c++) {
         for (uint32_t j = 0; j < n_ctx; j++)
             chunk[j] = (int32_t)ids.v[c * n_ctx + j];
         if (add_bos)
@@ -471,19 +472,19 @@ static int run_prompt(run *r)
         ml_error err;
         ml_status s = ml_outfile_open(r->o.logits, &r->logits, &err);
         if (s)
-            return fail(r->o.logits, s, &err);
+            return fail(cli_out_name(r->o.logits), s, &err);
     }
     double t0 = now();
     e = eval(r, 0, r->n_ids);
     r->t_prompt = now() - t0;
     if (!e)
         e = generate(r);
-    if (!e && r->logits) {
+    if (!e && r->logits && !cli_stop_signal()) {
         ml_error err;
         ml_status s = ml_outfile_commit(r->logits, &err);
         r->logits = NULL;
         if (s)
-            e = fail(r->o.logits, s, &err);
+            e = fail(cli_out_name(r->o.logits), s, &err);
     }
     return e;
 }
@@ -494,13 +495,20 @@ int main(int argc, char **argv)
     memset(&r, 0, sizeof r);
     cli_init(&cmd);
     parse(argc, argv, &r.o);
+    /* Output files are removed if a signal stops the run (signals.h). */
+    if (r.o.logits || r.o.imatrix)
+        cli_catch_signals();
     int e = open_model(&r);
     if (!e && r.o.imatrix)
         e = start_imatrix(&r);
     if (!e)
         e = r.o.ppl ? perplexity(&r) : run_prompt(&r);
-    if (!e && r.o.imatrix)
+    if (!e && r.o.imatrix && !cli_stop_signal())
         e = write_imatrix(&r);
+    if (cli_stop_signal()) {
+        close_run(&r); /* removes the temporary --logits file */
+        cli_die_by_signal();
+    }
     if (!e)
         timings(&r);
     close_run(&r);

@@ -7,9 +7,7 @@
 # reader that closes the pipe early (a quiet end), and SIGINT/SIGHUP while
 # gguf2mlb, ml-quant or ml-imatrix writes (the temporary files removed,
 # the signal's exit status).  What the commands' own files already cover
-# is not repeated.  Memory and size limits are in limits.bats.  Tests
-# marked `skip "needs fix in ..."` describe a fault of a command not yet
-# fixed.
+# is not repeated.  Memory and size limits are in limits.bats.
 
 bats_require_minimum_version 1.5.0
 
@@ -94,7 +92,6 @@ EOF
 }
 
 @test "a failed stream to stdout names (stdout), not (stdin)" {
-    skip "needs fix in cmd/gguf2mlb/main.c and cmd/ml-run/main.c: pass cli_out_name(path) to cli_fail for outputs"
     run -3 --separate-stderr bash -c 'gguf2mlb -q --no-tokenizer -o - "$1" >/dev/full' _ "$SG"
     [[ $stderr == "gguf2mlb: (stdout): ML_E_IO: write: No space left on device" ]]
     run -3 --separate-stderr bash -c 'ml-run -q -m "$1" --ids -p "1 2" -n 0 --logits - >/dev/full' _ "$SMALL"
@@ -129,7 +126,6 @@ EOF
 }
 
 @test "the tokenizer's write error names the tokenizer" {
-    skip "needs fix in cmd/gguf2mlb/main.c: write_tokenizer reports ML_E_IO against o->in, not o->tok"
     local d=$BATS_TEST_TMPDIR
     private_dev "$d/full" 1 7
     run -3 --separate-stderr gguf2mlb -q -o "$d/m.mlb" -t "$d/full" "$STG"
@@ -565,12 +561,10 @@ ml_imatrix_signal() {
 @test "SIGTERM while ml-imatrix reads and collects: the temporary file removed, exit 143" {
     # (SIGTERM, since a background job of a script ignores SIGINT until
     # the command installs its handler)
-    skip "needs fix in cmd/ml-imatrix/main.c: cli_catch_signals() before open_out; a signal while the corpus is read and tokenized kills it and leaves a.mli.tmp.*"
     ml_imatrix_signal TERM
 }
 
 @test "SIGINT or SIGTERM during ml-run --logits FILE leaves no temporary file" {
-    skip "needs fix in cmd/ml-run/main.c: catch SIGINT/SIGTERM/SIGHUP (cmd/common/signals.h) and ml_outfile_abort the logits"
     local d=$BATS_TEST_TMPDIR pid status sig
     "$MKMODEL" -o "$d/big.mlb" dim=512 n_layers=4 n_heads=8 n_kv_heads=8 hidden_dim=1024 vocab=32000 max_seq=512
     seq 1 500 >"$d/ids"

@@ -208,7 +208,7 @@ START_TEST(split_covers)
             for (unsigned nth = 1; nth <= 9; nth++)
                 check_split(n, aligns[k], nth);
     /* Sizes where a naive i * n / nth would overflow. */
-    static const size_t big[] = {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX / 3, (size_t)1 << 40};
+    static const size_t big[] = {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX / 3, SIZE_MAX / 7 * 5};
     for (size_t k = 0; k < 4; k++)
         for (unsigned nth = 1; nth <= 9; nth++) {
             check_split(big[k], 1, nth);
