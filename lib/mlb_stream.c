@@ -29,8 +29,9 @@ typedef struct stream {
     uint32_t last_crc; /* CRC-32 of the last chunk read_exact returned */
 } stream;
 
-/* Reads exactly n bytes (n <= CHUNK) or reports where the input ended. */
-static ml_status read_exact(stream *st, size_t n, const char *what, ml_error *err)
+/* Reads exactly n bytes (n <= CHUNK) or reports where the input ended and
+ * how far short of `end` (the end of the whole array) it is. */
+static ml_status read_exact(stream *st, size_t n, uint64_t end, const char *what, ml_error *err)
 {
     size_t got = 0;
     while (got < n) {
@@ -39,7 +40,8 @@ static ml_status read_exact(stream *st, size_t n, const char *what, ml_error *er
             return ML_E_IO;
         if (r == 0)
             return ml__err(err, ML_E_FORMAT, what, (int64_t)(st->pos + got),
-                           "the input ends here, %zu bytes short (truncated file)", n - got);
+                           "the input ends here, %llu bytes short (truncated file)",
+                           (unsigned long long)(end - (st->pos + got)));
         got += (size_t)r;
     }
     /* Each byte is summed once: the chunk's CRC is folded into the file's
@@ -58,7 +60,7 @@ static ml_status skip_padding(stream *st, uint64_t to, const char *what, ml_erro
     while (st->pos < to) {
         uint64_t start = st->pos;
         size_t n = (size_t)(to - st->pos); /* < 64 */
-        ml_status s = read_exact(st, n, what, err);
+        ml_status s = read_exact(st, n, to, what, err);
         if (s)
             return s;
         for (size_t i = 0; i < n; i++)
@@ -107,10 +109,11 @@ static ml_status read_array(stream *st, const ml_tensor *t, uint64_t offset, uin
                             content kind, const char *part, uint32_t *crc, ml_error *err)
 {
     ml_status s = skip_padding(st, offset, t->name, err);
+    const uint64_t end = offset + nbytes;
     while (!s && nbytes) {
         size_t n = nbytes > CHUNK ? CHUNK : (size_t)nbytes;
         uint64_t start = st->pos;
-        if ((s = read_exact(st, n, t->name, err)))
+        if ((s = read_exact(st, n, end, t->name, err)))
             break;
         *crc = (uint32_t)crc32_combine(*crc, st->last_crc, (z_off_t)n);
         s = check_chunk(st->buf, n, kind, t, start, part, err);
@@ -166,7 +169,7 @@ static ml_status verify_body(stream *st, ml_verify_report *rep, ml_error *err)
     ml_status s = ML_OK;
     if (h->layer_flags) {
         /* n_layers <= 65536 was checked, so the copy is small. */
-        if ((s = read_exact(st, h->n_layers, "layer_flags", err)))
+        if ((s = read_exact(st, h->n_layers, st->pos + h->n_layers, "layer_flags", err)))
             return s;
         flags = malloc(h->n_layers);
         if (!flags)

@@ -167,6 +167,10 @@ deep_reject() { # FILE EXPECTED-DETAIL
     # In the layer flags.
     run -1 --separate-stderr bash -c 'head -c 257 "$1" | mlb-verify -' _ "$FULL"
     [[ $stderr == "mlb-verify: (stdin): ML_E_FORMAT: layer_flags (offset 257): the input ends here, 3 bytes short"* ]]
+    # An array longer than the 1 MiB read: the count runs to the array's end.
+    "$MKMODEL" -o "$BATS_TEST_TMPDIR/big.mlb" vocab=32000 dim=64 # tok_emb quants: 256 .. 2048256
+    run -1 --separate-stderr bash -c 'head -c 1048000 "$1" | mlb-verify -' _ "$BATS_TEST_TMPDIR/big.mlb"
+    [[ $stderr == "mlb-verify: (stdin): ML_E_FORMAT: tok_emb (offset 1048000): the input ends here, 1000256 bytes short (truncated file)" ]]
 }
 
 # ---------------------------------------------------------------- --sums
