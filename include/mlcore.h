@@ -74,7 +74,9 @@ ML_API uint16_t ml_f32_to_f16(float f);
  * Output files.  Written to a temporary file in the target's directory and
  * renamed into place by ml_outfile_commit, so a failure never leaves a
  * partial file under the final name.  The path "-" writes to stdout
- * directly (nothing to rename).
+ * directly (nothing to rename); so does an existing output that is not a
+ * regular file (a device such as /dev/null, a FIFO), which is written in
+ * place and never replaced.  A directory fails at open (ML_E_IO).
  * ------------------------------------------------------------------------ */
 typedef struct ml_outfile ml_outfile;
 
