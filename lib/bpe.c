@@ -569,7 +569,8 @@ static void cache_put(ml_tok *k, const uint8_t *p, size_t n, uint64_t h, const u
         cache_clear(k);
     cache_slot *c = cache_find(k, p, n, h);
     memcpy(k->cache_keys + k->cache_key_used, p, n);
-    memcpy(k->cache_ids + k->cache_ids_used, ids, n_ids * sizeof *ids);
+    if (n_ids) /* a word may give no ids (no piece, no byte token): ids NULL */
+        memcpy(k->cache_ids + k->cache_ids_used, ids, n_ids * sizeof *ids);
     *c = (cache_slot){h, k->cache_key_used, (uint32_t)n, k->cache_ids_used, (uint32_t)n_ids};
     k->cache_key_used += (uint32_t)n;
     k->cache_ids_used += (uint32_t)n_ids;
@@ -586,9 +587,16 @@ static int cache_get(ml_tok *k, const uint8_t *p, size_t n, uint64_t *h, ml_ids 
     cache_slot *c = cache_find(k, p, n, *h);
     if (!c->key_len || ids_reserve(out, c->n_ids))
         return 0;
-    memcpy(out->v + out->n, k->cache_ids + c->ids_off, c->n_ids * sizeof *out->v);
+    if (c->n_ids) /* out->v may still be NULL */
+        memcpy(out->v + out->n, k->cache_ids + c->ids_off, c->n_ids * sizeof *out->v);
     out->n += c->n_ids;
     return 1;
+}
+
+/* The ids appended since `before`, or NULL when there are none yet. */
+static const uint32_t *ids_since(const ml_ids *ids, size_t before)
+{
+    return ids->n > before ? ids->v + before : NULL;
 }
 
 /* ---------------------------------------------------------------------------
@@ -616,7 +624,7 @@ static ml_status encode_bytes_word(ml_tok *k, const uint8_t *p, size_t n, ml_ids
     }
     ml_status s = bpe_word(k, ns, out, err);
     if (!s && n <= CACHE_MAX_KEY)
-        cache_put(k, p, n, h, out->v + before, out->n - before);
+        cache_put(k, p, n, h, ids_since(out, before), out->n - before);
     return s;
 }
 
@@ -671,7 +679,7 @@ static ml_status spm_word(ml_tok *k, const uint8_t *d, size_t w, ml_ids *out, ml
     }
     ml_status s = bpe_word(k, ns, out, err);
     if (!s && w <= CACHE_MAX_KEY)
-        cache_put(k, d, w, h, out->v + before, out->n - before);
+        cache_put(k, d, w, h, ids_since(out, before), out->n - before);
     return s;
 }
 
@@ -735,7 +743,17 @@ static ml_status encode_segment(ml_tok *k, const uint8_t *p, size_t n, int at_st
     return encode_spm_segment(k, p, n, prefix, out, err);
 }
 
-/* Length and id of the longest added token at p, or 0. */
+/* A UTF-8 continuation byte: not the start of a character. */
+static int is_cont(uint8_t b)
+{
+    return (b & 0xc0) == 0x80;
+}
+
+/* Length and id of the longest added token at p that ends where a
+ * character ends, or 0.  The text is valid UTF-8 here, but .mlt pieces may
+ * be any bytes: a piece that is part of a character ("\xe2") must not
+ * split one, or the text around it is no longer UTF-8 (and NFC refuses
+ * it).  Pieces that are UTF-8 always end on a boundary. */
 static size_t added_at(const ml_tok *k, const uint8_t *p, size_t n, uint32_t *id)
 {
     uint32_t node = 0;
@@ -744,7 +762,7 @@ static size_t added_at(const ml_tok *k, const uint8_t *p, size_t n, uint32_t *id
         node = edge_find(k, node, p[i]);
         if (node == NONE)
             break;
-        if (k->term[node] != NONE) {
+        if (k->term[node] != NONE && (i + 1 == n || !is_cont(p[i + 1]))) {
             best = i + 1;
             *id = k->term[node];
         }
@@ -773,7 +791,8 @@ ml_status ml_tok_encode(ml_tok *k, const void *text, size_t len, int bos, ml_ids
     size_t seg = 0;
     for (size_t i = 0; i < n && !st;) {
         uint32_t id;
-        size_t m = k->can_start[s[i]] ? added_at(k, s + i, n - i, &id) : 0;
+        /* Added tokens match at character starts only (see added_at). */
+        size_t m = k->can_start[s[i]] && !is_cont(s[i]) ? added_at(k, s + i, n - i, &id) : 0;
         if (!m) {
             i++;
             continue;

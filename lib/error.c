@@ -34,6 +34,25 @@ const char *ml_strerror(ml_status s)
     return "unknown status";
 }
 
+/* Copies src into dst (n bytes, always terminated) with control bytes
+ * written as \xNN: names and strings in messages come from untrusted
+ * files, and an escape sequence must not reach the user's terminal. */
+static void escape_controls(char *dst, size_t n, const char *src)
+{
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p && o + 1 < n; p++) {
+        if (*p >= 0x20 && *p != 0x7f) {
+            dst[o++] = (char)*p;
+        } else if (o + 4 < n) {
+            snprintf(dst + o, 5, "\\x%02x", *p);
+            o += 4;
+        } else {
+            break;
+        }
+    }
+    dst[o] = 0;
+}
+
 ml_status ml__err(ml_error *err, ml_status code, const char *field, int64_t offset,
                   const char *fmt, ...)
 {
@@ -47,7 +66,7 @@ ml_status ml__err(ml_error *err, ml_status code, const char *field, int64_t offs
     err->code = code;
     err->sys_errno = 0;
     err->offset = offset;
-    snprintf(err->field, sizeof err->field, "%s", field ? field : "");
+    escape_controls(err->field, sizeof err->field, field ? field : "");
     /* Compose in a larger buffer, then cut: a long detail is truncated,
      * never dropped. */
     char full[sizeof err->msg + sizeof err->field + 64];
@@ -59,11 +78,7 @@ ml_status ml__err(ml_error *err, ml_status code, const char *field, int64_t offs
         snprintf(full, sizeof full, "offset %lld: %s", (long long)offset, detail);
     else
         snprintf(full, sizeof full, "%s", detail);
-    size_t n = strlen(full);
-    if (n >= sizeof err->msg)
-        n = sizeof err->msg - 1;
-    memcpy(err->msg, full, n);
-    err->msg[n] = 0;
+    escape_controls(err->msg, sizeof err->msg, full);
     return code;
 }
 

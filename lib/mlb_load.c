@@ -39,28 +39,38 @@ static int is_quant(const ml_tensor *t)
     return t->type == ML_TYPE_Q8_0 || t->type == ML_TYPE_Q4_0;
 }
 
-/* Lays out the body, checks it fits in the file, and collects the tensors. */
+/* Counts the arrays, stopping at the first that does not fit in the file:
+ * every array starts 64 bytes after the previous one at least, so the work
+ * is bounded by the file size, not by the n_layers a short file claims. */
+static ml_status count_arrays(const ml_mlb *m, size_t *n, ml_error *err)
+{
+    ml_mlb_layout it;
+    ml_tensor t;
+    int r;
+    *n = 0;
+    ml_mlb_layout_begin(&it, &m->h, m->flags);
+    while ((r = ml_mlb_layout_next(&it, &t, err)) == 1) {
+        uint64_t e = t.scale_nbytes ? t.scale_offset + t.scale_nbytes : t.offset + t.nbytes;
+        if (e > m->in.size)
+            return ml__err(err, ML_E_FORMAT, t.name, (int64_t)t.offset,
+                           "array ends at byte %llu but the file has %zu bytes "
+                           "(truncated, or the header is wrong)",
+                           (unsigned long long)e, m->in.size);
+        ++*n;
+    }
+    return r < 0 ? ML_E_NOMEM : ML_OK;
+}
+
+/* Checks the body fits in the file, and collects the tensors. */
 static ml_status bind_tensors(ml_mlb *m, ml_error *err)
 {
     size_t n = 0;
-    uint64_t end = 0, n_scales = 0;
-    ml_status s = ml_mlb_layout_size(&m->h, m->flags, &end, &n, err);
+    uint64_t n_scales = 0;
+    ml_status s = count_arrays(m, &n, err);
     if (s)
         return s;
     ml_mlb_layout it;
     ml_tensor t;
-    if (end > m->in.size) {
-        /* Name the first array that does not fit. */
-        ml_mlb_layout_begin(&it, &m->h, m->flags);
-        while (ml_mlb_layout_next(&it, &t, NULL) == 1) {
-            uint64_t e = t.scale_nbytes ? t.scale_offset + t.scale_nbytes : t.offset + t.nbytes;
-            if (e > m->in.size)
-                return ml__err(err, ML_E_FORMAT, t.name, (int64_t)t.offset,
-                               "array ends at byte %llu but the file has %zu bytes "
-                               "(truncated, or the header is wrong)",
-                               (unsigned long long)e, m->in.size);
-        }
-    }
     /* Every array starts 64 bytes after the previous one at least, so n is
      * bounded by the file size and the allocation by what we mapped. */
     m->tensors = calloc(n, sizeof *m->tensors);
