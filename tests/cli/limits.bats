@@ -56,8 +56,11 @@ need_cap() {
 @test "the cap bites: a 256 MB buffer cannot be had under it, while a model is read as usual" {
     need_cap
     # a pipe of 300 MB needs a 256 MB buffer
-    run -3 --separate-stderr bash -c 'ulimit -v "$1"; head -c 300M /dev/zero | mlb-info -' _ "$VMEM"
-    [[ $stderr == "mlb-info: (stdin): ML_E_NOMEM: the input does not fit in memory: 134217728 bytes read, a buffer of 268435456 cannot be allocated (give a file instead of a pipe)" ]]
+    run -3 --separate-stderr bash -c 'ulimit -v "$1"; head -c 300M /dev/zero 2>/dev/null | mlb-info -' _ "$VMEM"
+    # (how far it gets depends on what else is mapped: 64 + 128 MiB are
+    # within a few MiB of the cap)
+    [[ $stderr == "mlb-info: (stdin): ML_E_NOMEM: the input does not fit in memory: "*" bytes read, a buffer of "*" cannot be allocated (give a file instead of a pipe)" ]] ||
+        fail_with "$stderr"
     run -0 capped mlb-verify -q "$TINY"
 }
 
