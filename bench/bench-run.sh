@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # bench-run.sh - ml-run against llama.cpp on the same weights, same machine,
 # same threads: generation and prompt-processing tokens/s, generation
-# against the memory-bandwidth bound, and peak RSS.  The model is a
-# TinyLlama-1.1B-shaped llama GGUF with random Q8_0 and Q4_0 weights
-# (bench/make_bench_gguf.py), converted losslessly by gguf2mlb, so both
-# programs read the very same blocks.
+# against the memory-bandwidth bound, and peak RSS.  The models are GGUFs
+# with random Q8_0 and Q4_0 weights (bench/make_bench_gguf.py) in the shape
+# of TinyLlama-1.1B (llama) and of Gemma 3 270M (gemma3: sliding window,
+# one KV head of 256, a 262144-token tied classifier), converted
+# losslessly by gguf2mlb, so both programs read the very same blocks.
 #
 #   make bench-run                  (or MLCORE_BUILD=build bash bench/bench-run.sh)
 #   LLAMA_BIN=DIR   directory holding llama-bench (a llama.cpp build);
 #                   without it the script builds llama.cpp from the
 #                   llama-cpp-python source package (pip download) once.
 #   BENCH_DIR=/tmp  where the models and the build go
-#   THREADS=2 SHAPE=tinyllama PROMPT=512 GEN=128 TYPES="q8_0 q4_0"
+#   THREADS=2 SHAPES="tinyllama gemma3" PROMPT=512 GEN=128 TYPES="q8_0 q4_0"
+#   (SHAPE=NAME, the older spelling, picks one shape)
+# Each row ends with the 1-minute load average when it was measured: on a
+# shared machine a number taken under load is not a speed.
 # Needs: python3 with numpy and gguf, cmake and g++ (to build llama.cpp).
 set -euo pipefail
 B=${MLCORE_BUILD:-build}
 DIR=${BENCH_DIR:-/tmp}
 T=${THREADS:-2}
-SHAPE=${SHAPE:-tinyllama}
+SHAPES=${SHAPES:-${SHAPE:-"tinyllama gemma3"}}
 NP=${PROMPT:-512}
 NG=${GEN:-128}
 TYPES=${TYPES:-"q8_0 q4_0"}
@@ -48,9 +52,11 @@ LB=$(llama_bin)
 cc -O2 -pthread "$here/bandwidth.c" -o "$DIR/mlcore-bandwidth"
 bw=$("$DIR/mlcore-bandwidth" "$T" | awk -v t="$T" '$1 == t { print $2 }')
 echo "memory read bandwidth, $T threads: $bw GB/s"
-printf '%-6s %-10s %10s %10s %8s\n' type test llama.cpp mlcore ratio
+printf '%-9s %-6s %-10s %10s %10s %8s\n' shape type test llama.cpp mlcore ratio
+load() { cut -d' ' -f1 /proc/loadavg; }
 
 ids=$(seq 1 "$NP" | awk '{ printf "%d ", ($1 * 7919) % 31000 + 3 }')
+for SHAPE in $SHAPES; do
 for ty in $TYPES; do
     g="$DIR/mlcore-bench-$SHAPE-$ty.gguf" m="$DIR/mlcore-bench-$SHAPE-$ty.mlb"
     [ -f "$g" ] || python3 "$here/make_bench_gguf.py" "$g" --type "$ty" --shape "$SHAPE"
@@ -72,18 +78,20 @@ for ty in $TYPES; do
         best_tg=$(awk -v a="$best_tg" -v b="$tg" 'BEGIN { print (b > a ? b : a) }')
     done
     # Bytes of weights read per generated token: the file less one
-    # embedding matrix (only one of its rows is read per token).
-    emb=$("$B/bin/mlb-info" --json "$m" | python3 -c 'import json,sys; t=json.load(sys.stdin)["tensors"]; e=[x for x in t if x["name"]=="tok_emb"][0]; print(e["bytes"]+e.get("scale_bytes",0))')
+    # embedding matrix (only one of its rows is read per token), unless the
+    # embedding is also the classifier (Gemma), which reads all of it.
+    emb=$("$B/bin/mlb-info" --json "$m" | python3 -c 'import json,sys; j=json.load(sys.stdin); e=[x for x in j["tensors"] if x["name"]=="tok_emb"][0]; print(0 if j["header"]["shared_classifier"] else e["bytes"]+e.get("scale_bytes",0))')
     per_tok=$(( $(stat -c %s "$m") - emb ))
     bound=$(awk -v b="$bw" -v p="$per_tok" 'BEGIN { print b * 1e9 / p }')
-    printf '%-6s %-10s %10.2f %10.2f %8.2f\n' "$ty" "pp$NP" "$l_pp" "$best_pp" "$(awk -v a="$best_pp" -v b="$l_pp" 'BEGIN{print a/b}')"
-    printf '%-6s %-10s %10.2f %10.2f %8.2f\n' "$ty" "tg$NG" "$l_tg" "$best_tg" "$(awk -v a="$best_tg" -v b="$l_tg" 'BEGIN{print a/b}')"
-    printf '%-6s %-10s %10.2f %10.2f %8.2f   (bound %.2f tokens/s from %.2f GB/token)\n' "$ty" "tg/bound" \
+    printf '%-9s %-6s %-10s %10.2f %10.2f %8.2f   (load %s)\n' "$SHAPE" "$ty" "pp$NP" "$l_pp" "$best_pp" "$(awk -v a="$best_pp" -v b="$l_pp" 'BEGIN{print a/b}')" "$(load)"
+    printf '%-9s %-6s %-10s %10.2f %10.2f %8.2f   (load %s)\n' "$SHAPE" "$ty" "tg$NG" "$l_tg" "$best_tg" "$(awk -v a="$best_tg" -v b="$l_tg" 'BEGIN{print a/b}')" "$(load)"
+    printf '%-9s %-6s %-10s %10.2f %10.2f %8.2f   (bound %.2f tokens/s from %.2f GB/token)\n' "$SHAPE" "$ty" "tg/bound" \
         "$(awk -v a="$l_tg" -v b="$bound" 'BEGIN{print a/b}')" "$(awk -v a="$best_tg" -v b="$bound" 'BEGIN{print a/b}')" \
         "$(awk -v a="$best_tg" -v b="$l_tg" 'BEGIN{print a/b}')" "$bound" "$(awk -v p="$per_tok" 'BEGIN{print p/1e9}')"
     if [ -x /usr/bin/time ]; then
         r_l=$(rss "$LB/llama-bench" -m "$g" -t "$T" -p 0 -n 16 -r 1)
         r_m=$(rss "$B/bin/ml-run" -m "$m" --ids -p "1 2 3" -n 16 --ignore-eos -t "$T" --ctx $((NP + NG + 8)) -q)
-        printf '%-6s %-10s %10.0f %10.0f %8.2f   (peak RSS, MiB)\n' "$ty" "rss" "$((r_l / 1024))" "$((r_m / 1024))" "$(awk -v a="$r_m" -v b="$r_l" 'BEGIN{print a/b}')"
+        printf '%-9s %-6s %-10s %10.0f %10.0f %8.2f   (peak RSS, MiB)\n' "$SHAPE" "$ty" "rss" "$((r_l / 1024))" "$((r_m / 1024))" "$(awk -v a="$r_m" -v b="$r_l" 'BEGIN{print a/b}')"
     fi
+done
 done

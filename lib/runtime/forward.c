@@ -5,12 +5,17 @@
  * multiply Q8_0-quantized activations (the spec's rule, bit for bit);
  * everything else is float32, computed in one fixed order, so results do
  * not depend on the thread count or the batch size. */
+#include "runtime/fmath.h"
+#include "runtime/linear_attn.h"
 #include "runtime/runtime.h"
 
 #include "mli_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
+
+/* Query heads (of one KV head) that attend together, sharing key loads. */
+#define ATT_GROUP 4
 
 struct ml_ctx {
     const ml_model *m;
@@ -30,10 +35,10 @@ struct ml_ctx {
     float *o;             /* (B, dim) block output before the residual */
     int8_t *aq;           /* (B, max input) quantized activations */
     float *ad;            /* (B, max input / 32) their scales */
-    float *att;           /* (n_threads, n_ctx) attention scores */
+    float *att;           /* (n_threads, att_rows, n_ctx) attention scores */
+    float *rope_cs;       /* (n_threads, rot_dim) one position's RoPE cos, sin pairs */
     /* Linear attention (only when the model has such layers). */
-    float **lstate;       /* per layer: (lin_v_heads, lin_k_dim, lin_v_dim) state S */
-    float **lconv;        /* per layer: (lin_conv - 1, lin_qkv) last conv inputs, oldest first */
+    ml_lin_layer **lin;   /* per layer: state and chunk memory (linear_attn.h), or NULL */
     float *lqkv;          /* (B, lin_qkv) projections, then conv + SiLU output */
     float *lz;            /* (B, lin_vd) output gate */
     float *lba;           /* (B, 2 lin_v_heads): b then a */
@@ -77,12 +82,21 @@ static float softcap(float x, float cap)
     return cap > 0 ? cap * tanhf(x / cap) : x;
 }
 
-/* Rotates the first 2*half dims of one head on interleaved pairs. */
-static void rope(float *v, const float *inv, uint32_t half, uint32_t pos, float mul)
+/* RoPE's cos and sin for position pos, pairs 0..half-1: cs[2i], cs[2i+1]. */
+static void rope_table(float *cs, const float *inv, uint32_t half, uint32_t pos, float mul)
 {
     for (uint32_t i = 0; i < half; i++) {
         double a = (double)pos * inv[i];
-        float c = (float)cos(a) * mul, s = (float)sin(a) * mul;
+        cs[2 * i] = (float)cos(a) * mul;
+        cs[2 * i + 1] = (float)sin(a) * mul;
+    }
+}
+
+/* Rotates the first 2*half dims of one head on interleaved pairs. */
+static void rope(float *v, const float *cs, uint32_t half)
+{
+    for (uint32_t i = 0; i < half; i++) {
+        float c = cs[2 * i], s = cs[2 * i + 1];
         float x0 = v[2 * i], x1 = v[2 * i + 1];
         v[2 * i] = x0 * c - x1 * s;
         v[2 * i + 1] = x0 * s + x1 * c;
@@ -169,68 +183,159 @@ typedef struct att_job {
     ml_ctx *c;
     const ml_layer *L;
     uint32_t l;
-    size_t t0, n_tok;   /* batch rows [t0, t0 + n_tok) */
-    uint32_t pos0;      /* position of batch row 0 */
+    size_t n_tok;
+    uint32_t group;     /* query heads per work item, at most ATT_GROUP */
+    const ml_fmath *fm;
 } att_job;
 
-/* One query head of one token against the cached keys and values. */
-static void attend(const att_job *j, size_t t, uint32_t h, float *scores)
+/* Consecutive positions' keys and values: rows of kv_dim floats. */
+typedef struct kv_run {
+    const float *k, *v;
+    uint32_t n;
+} kv_run;
+
+/* Positions [lo, p] of KV head kvh as at most three runs, in order: those
+ * cached before the batch (a ring wraps at most once), then the batch's
+ * own rows, which reach the cache only after the batch has attended. */
+static int kv_runs(const att_job *j, uint32_t lo, uint32_t p, uint32_t kvh, kv_run run[3])
 {
-    const ml_model *m = j->c->m;
-    const ml_mlb_header *hd = &m->h;
-    uint32_t dh = m->d.head_dim, kv_dim = m->d.kv_dim;
-    uint32_t kvh = h / (hd->n_heads / hd->n_kv_heads);
-    uint32_t p = j->pos0 + (uint32_t)t, cap = j->c->cap[j->l];
-    uint32_t lo = j->L->sliding && p + 1 > hd->sliding_window ? p + 1 - hd->sliding_window : 0;
-    const float *q = j->c->q + t * m->d.q_dim + (size_t)h * dh;
-    const float *kc = j->c->kc[j->l], *vc = j->c->vc[j->l];
+    const ml_ctx *c = j->c;
+    uint32_t kv_dim = c->m->d.kv_dim, cap = c->cap[j->l], pos = c->pos;
+    size_t off = (size_t)kvh * c->m->d.head_dim;
+    int n = 0;
+    for (uint32_t s = lo, end = p + 1 < pos ? p + 1 : pos; s < end;) {
+        uint32_t slot = s % cap, len = end - s < cap - slot ? end - s : cap - slot;
+        size_t at = (size_t)slot * kv_dim + off;
+        run[n++] = (kv_run){c->kc[j->l] + at, c->vc[j->l] + at, len};
+        s += len;
+    }
+    uint32_t b = lo > pos ? lo : pos;
+    if (b <= p) {
+        size_t at = (size_t)(b - pos) * kv_dim + off;
+        run[n++] = (kv_run){c->k + at, c->v + at, p - b + 1};
+    }
+    return n;
+}
+
+/* Scores (scaled, softcapped) to probabilities, in place. */
+static void softmax(const ml_model *m, float *sc, uint32_t n)
+{
     float max = -INFINITY;
-    for (uint32_t s = lo; s <= p; s++) {
-        const float *k = kc + (size_t)(s % cap) * kv_dim + (size_t)kvh * dh;
-        float sc = softcap(m->k->dot_f32(q, k, dh) * m->attn_scale, hd->attn_softcap);
-        scores[s - lo] = sc;
-        if (sc > max)
-            max = sc;
+    for (uint32_t i = 0; i < n; i++) {
+        sc[i] = softcap(sc[i] * m->attn_scale, m->h.attn_softcap);
+        if (sc[i] > max)
+            max = sc[i];
     }
     float sum = 0;
-    for (uint32_t s = lo; s <= p; s++) {
-        scores[s - lo] = expf(scores[s - lo] - max);
-        sum += scores[s - lo];
+    for (uint32_t i = 0; i < n; i++) {
+        sc[i] = expf(sc[i] - max);
+        sum += sc[i];
     }
-    float *out = j->c->ao + t * m->d.q_dim + (size_t)h * dh;
-    for (uint32_t i = 0; i < dh; i++)
-        out[i] = 0;
-    for (uint32_t s = lo; s <= p; s++) {
-        const float *v = vc + (size_t)(s % cap) * kv_dim + (size_t)kvh * dh;
-        m->k->axpy_f32(out, scores[s - lo] / sum, v, dh);
+    for (uint32_t i = 0; i < n; i++)
+        sc[i] = sc[i] / sum;
+}
+
+/* Query heads [h0, h0 + gs) of batch row t, which share one KV head,
+ * against positions lo..p: all scores as dot products over the key runs,
+ * then the value sums as one product per run.  Every score and every sum
+ * runs over positions in order, whatever the batch. */
+static void attend(const att_job *j, size_t t, uint32_t h0, uint32_t gs, float *scores)
+{
+    const ml_ctx *c = j->c;
+    const ml_model *m = c->m;
+    const ml_mlb_header *hd = &m->h;
+    uint32_t dh = m->d.head_dim, kv_dim = m->d.kv_dim;
+    uint32_t p = c->pos + (uint32_t)t;
+    uint32_t lo = j->L->sliding && p + 1 > hd->sliding_window ? p + 1 - hd->sliding_window : 0;
+    kv_run run[3];
+    int nr = kv_runs(j, lo, p, h0 / (hd->n_heads / hd->n_kv_heads), run);
+    const float *q[ATT_GROUP], *a[ATT_GROUP];
+    float *out[ATT_GROUP];
+    for (uint32_t g = 0; g < gs; g++) {
+        q[g] = c->q + t * m->d.q_dim + (size_t)(h0 + g) * dh;
+        out[g] = c->ao + t * m->d.q_dim + (size_t)(h0 + g) * dh;
+        memset(out[g], 0, dh * sizeof(float));
+    }
+    size_t off = 0;
+    for (int r = 0; r < nr; off += run[r].n, r++)
+        j->fm->dots(gs, q, run[r].n, run[r].k, kv_dim, dh, scores + off, c->n_ctx);
+    for (uint32_t g = 0; g < gs; g++)
+        softmax(m, scores + (size_t)g * c->n_ctx, p - lo + 1);
+    off = 0;
+    for (int r = 0; r < nr; off += run[r].n, r++) {
+        for (uint32_t g = 0; g < gs; g++)
+            a[g] = scores + (size_t)g * c->n_ctx + off;
+        j->fm->gemm(gs, a, run[r].n, run[r].v, kv_dim, dh, 1.0f, out);
     }
 }
 
+/* Score rows per thread: the most query heads a work item has. */
+static uint32_t att_rows(const ml_model *m)
+{
+    uint32_t per_kv = m->h.n_heads / m->h.n_kv_heads;
+    return per_kv < ATT_GROUP ? per_kv : ATT_GROUP;
+}
+
+/* Work items: (token, KV head, group of query heads). */
 static void att_run(void *ctx, unsigned ith, unsigned nth)
 {
     const att_job *j = ctx;
-    uint32_t n_heads = j->c->m->h.n_heads;
-    size_t b, e;
-    ml__pool_split(j->n_tok * n_heads, 1, ith, nth, &b, &e);
-    float *scores = j->c->att + (size_t)ith * j->c->n_ctx;
-    for (size_t i = b; i < e; i++)
-        attend(j, j->t0 + i / n_heads, (uint32_t)(i % n_heads), scores);
+    const ml_mlb_header *hd = &j->c->m->h;
+    uint32_t per_kv = hd->n_heads / hd->n_kv_heads, groups = (per_kv + j->group - 1) / j->group;
+    size_t per_tok = (size_t)hd->n_kv_heads * groups, b, e;
+    ml__pool_split(j->n_tok * per_tok, 1, ith, nth, &b, &e);
+    float *scores = j->c->att + (size_t)ith * att_rows(j->c->m) * j->c->n_ctx;
+    for (size_t i = b; i < e; i++) {
+        uint32_t kvh = (uint32_t)(i % per_tok / groups), g0 = (uint32_t)(i % groups) * j->group;
+        uint32_t gs = per_kv - g0 < j->group ? per_kv - g0 : j->group;
+        attend(j, i / per_tok, kvh * per_kv + g0, gs, scores);
+    }
 }
 
-/* Per-head RMSNorm of q or k, then RoPE, for batch rows [0, n_tok). */
-static void qk_prepare(const ml_ctx *c, const ml_layer *L, float *v, uint32_t n_heads,
-                       const float *norm, size_t n_tok)
+/* Heads per work item: up to ATT_GROUP, fewer when that would leave
+ * threads idle (decode).  Only the sharing changes, not a result. */
+static uint32_t att_group(const ml_ctx *c, size_t n_tok)
 {
+    const ml_mlb_header *hd = &c->m->h;
+    uint32_t per_kv = hd->n_heads / hd->n_kv_heads, g = att_rows(c->m);
+    unsigned nth = ml__pool_size(c->pool);
+    while (g > 1 && n_tok * hd->n_kv_heads * ((per_kv + g - 1) / g) < nth)
+        g = (g + 1) / 2;
+    return g;
+}
+
+typedef struct qk_job {
+    const ml_ctx *c;
+    const ml_layer *L;
+    size_t n_tok;
+} qk_job;
+
+/* Per-head RMSNorm of q and k, then RoPE with one table per position, for
+ * the thread's share of batch rows [0, n_tok). */
+static void qk_run(void *ctx, unsigned ith, unsigned nth)
+{
+    const qk_job *j = ctx;
+    const ml_ctx *c = j->c;
     const ml_model *m = c->m;
-    uint32_t dh = m->d.head_dim;
-    for (size_t t = 0; t < n_tok; t++)
-        for (uint32_t h = 0; h < n_heads; h++) {
-            float *x = v + (t * n_heads + h) * dh;
+    const ml_layer *L = j->L;
+    uint32_t dh = m->d.head_dim, half = m->d.rot_dim / 2;
+    float *cs = c->rope_cs + (size_t)ith * m->d.rot_dim;
+    size_t b, e;
+    ml__pool_split(j->n_tok, 1, ith, nth, &b, &e);
+    for (size_t t = b; t < e; t++) {
+        if (L->inv_freq)
+            rope_table(cs, L->inv_freq, half, c->pos + (uint32_t)t, L->rope_mul);
+        for (uint32_t h = 0; h < m->h.n_heads + m->h.n_kv_heads; h++) {
+            int is_q = h < m->h.n_heads;
+            float *x = is_q ? c->q + (t * m->h.n_heads + h) * dh
+                            : c->k + (t * m->h.n_kv_heads + h - m->h.n_heads) * dh;
+            const float *norm = is_q ? L->q_norm : L->k_norm;
             if (norm)
                 rmsnorm(x, x, norm, dh, m->h.norm_eps);
             if (L->inv_freq)
-                rope(x, L->inv_freq, m->d.rot_dim / 2, c->pos + (uint32_t)t, L->rope_mul);
+                rope(x, cs, half);
         }
+    }
 }
 
 static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
@@ -248,21 +353,16 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
     add_bias(c->q, L->bq, n_tok, q_dim);
     add_bias(c->k, L->bk, n_tok, kv_dim);
     add_bias(c->v, L->bv, n_tok, kv_dim);
-    qk_prepare(c, L, c->q, m->h.n_heads, L->q_norm, n_tok);
-    qk_prepare(c, L, c->k, m->h.n_kv_heads, L->k_norm, n_tok);
-    /* A ring that could wrap within the batch is filled token by token, so
-     * no token's window is overwritten before it has attended. */
+    qk_job qj = {c, L, n_tok};
+    ml__pool_run(c->pool, qk_run, &qj);
+    att_job j = {c, L, l, n_tok, att_group(c, n_tok), ml__fmath(m->k)};
+    ml__pool_run(c->pool, att_run, &j);
+    /* Into the cache after attending (a ring keeps the last cap). */
     uint32_t cap = c->cap[l];
-    size_t step = cap >= c->n_ctx ? n_tok : 1;
-    for (size_t t0 = 0; t0 < n_tok; t0 += step) {
-        size_t n = n_tok - t0 < step ? n_tok - t0 : step;
-        for (size_t t = t0; t < t0 + n; t++) {
-            uint32_t slot = (c->pos + (uint32_t)t) % cap;
-            memcpy(c->kc[l] + (size_t)slot * kv_dim, c->k + t * kv_dim, kv_dim * sizeof(float));
-            memcpy(c->vc[l] + (size_t)slot * kv_dim, c->v + t * kv_dim, kv_dim * sizeof(float));
-        }
-        att_job j = {c, L, l, t0, n, c->pos};
-        ml__pool_run(c->pool, att_run, &j);
+    for (size_t t = n_tok > cap ? n_tok - cap : 0; t < n_tok; t++) {
+        uint32_t slot = (c->pos + (uint32_t)t) % cap;
+        memcpy(c->kc[l] + (size_t)slot * kv_dim, c->k + t * kv_dim, kv_dim * sizeof(float));
+        memcpy(c->vc[l] + (size_t)slot * kv_dim, c->v + t * kv_dim, kv_dim * sizeof(float));
     }
     if (m->h.attn_gate)
         for (size_t i = 0; i < n_tok * q_dim; i++)
@@ -273,116 +373,23 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
 }
 
 /* ---------------------------------------------------------------------------
- * Linear attention: the gated delta rule of mlb(5), token by token
+ * Linear attention: the projections here, the gated delta rule in
+ * linear_attn.c
  * ------------------------------------------------------------------------- */
-
-/* Step 1 for one token: the causal convolution over each channel's last
- * lin_conv inputs (tap lin_conv-1 is the current one), then SiLU; the
- * history shifts by one. */
-static void lin_conv_step(ml_ctx *c, const ml_layer *L, uint32_t l, float *x)
-{
-    const ml_mlb_header *h = &c->m->h;
-    uint32_t n = c->m->d.lin_qkv, taps = h->lin_conv;
-    float *hist = c->lconv[l];
-    for (uint32_t ch = 0; ch < n; ch++) {
-        const float *w = L->lconv + (size_t)ch * taps;
-        float acc = 0;
-        for (uint32_t j = 0; j + 1 < taps; j++)
-            acc += w[j] * hist[(size_t)j * n + ch];
-        acc += w[taps - 1] * x[ch];
-        for (uint32_t j = 0; j + 2 < taps; j++)
-            hist[(size_t)j * n + ch] = hist[(size_t)(j + 1) * n + ch];
-        if (taps > 1)
-            hist[(size_t)(taps - 2) * n + ch] = x[ch];
-        x[ch] = silu(acc);
-    }
-}
-
-/* x / sqrt(sum x^2 + 1e-6), times `scale`. */
-static void l2norm(float *x, uint32_t n, float scale)
-{
-    double ss = 0;
-    for (uint32_t i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    float inv = (float)(1.0 / sqrt(ss + 1e-6)) * scale;
-    for (uint32_t i = 0; i < n; i++)
-        x[i] *= inv;
-}
-
-typedef struct lin_job {
-    ml_ctx *c;
-    const ml_layer *L;
-    uint32_t l;
-    size_t t;
-} lin_job;
-
-/* Steps 3-5 (up to lout) for the value heads of one thread. */
-static void lin_heads(void *ctx, unsigned ith, unsigned nth)
-{
-    const lin_job *j = ctx;
-    ml_ctx *c = j->c;
-    const ml_mlb_header *h = &c->m->h;
-    uint32_t K = h->lin_k_heads, V = h->lin_v_heads, dk = h->lin_k_dim, dv = h->lin_v_dim;
-    const float *qkv = c->lqkv + j->t * c->m->d.lin_qkv;
-    const float *ba = c->lba + j->t * 2 * V;
-    size_t b, e;
-    ml__pool_split(V, 1, ith, nth, &b, &e);
-    for (size_t vh = b; vh < e; vh++) {
-        uint32_t kh = (uint32_t)vh / (V / K);
-        const float *q = qkv + (size_t)kh * dk, *k = qkv + (size_t)(K + kh) * dk;
-        const float *v = qkv + (size_t)2 * K * dk + vh * dv;
-        float beta = sigmoid(ba[vh]);
-        float sp = ba[V + vh] + j->L->dt_bias[vh];
-        sp = sp > 20 ? sp : log1pf(expf(sp)); /* softplus */
-        float decay = expf(-expf(j->L->A_log[vh]) * sp);
-        float *S = c->lstate[j->l] + vh * dk * dv;
-        float *o = c->lo + j->t * c->m->d.lin_vd + vh * dv;
-        for (size_t i = 0; i < (size_t)dk * dv; i++)
-            S[i] *= decay;
-        for (uint32_t col = 0; col < dv; col++) { /* delta = beta (v - S^T k) */
-            float sk = 0;
-            for (uint32_t r = 0; r < dk; r++)
-                sk += S[(size_t)r * dv + col] * k[r];
-            o[col] = beta * (v[col] - sk);
-        }
-        for (uint32_t r = 0; r < dk; r++) /* S += k delta^T */
-            for (uint32_t col = 0; col < dv; col++)
-                S[(size_t)r * dv + col] += k[r] * o[col];
-        for (uint32_t col = 0; col < dv; col++) { /* o = S^T q */
-            float acc = 0;
-            for (uint32_t r = 0; r < dk; r++)
-                acc += S[(size_t)r * dv + col] * q[r];
-            o[col] = acc;
-        }
-        const float *z = c->lz + j->t * c->m->d.lin_vd + vh * dv;
-        rmsnorm(o, o, j->L->lnorm, dv, h->norm_eps);
-        for (uint32_t col = 0; col < dv; col++)
-            o[col] *= silu(z[col]);
-    }
-}
 
 static void linear_attention(ml_ctx *c, uint32_t l, size_t n_tok)
 {
     const ml_model *m = c->m;
     const ml_layer *L = &m->layers[l];
     const ml_mlb_header *h = &m->h;
-    uint32_t K = h->lin_k_heads, V = h->lin_v_heads, dk = h->lin_k_dim;
+    uint32_t V = h->lin_v_heads;
     observe(c, ML_MLI_ATTN_IN, l, c->xb, n_tok, h->dim);
     quantize(c, c->xb, n_tok, h->dim);
     matmul(c, &L->lqkv, n_tok, c->lqkv, m->d.lin_qkv);
     matmul(c, &L->lz, n_tok, c->lz, m->d.lin_vd);
     matmul(c, &L->lb, n_tok, c->lba, 2 * V);
     matmul(c, &L->la, n_tok, c->lba + V, 2 * V);
-    for (size_t t = 0; t < n_tok; t++) {
-        float *x = c->lqkv + t * m->d.lin_qkv;
-        lin_conv_step(c, L, l, x);
-        for (uint32_t i = 0; i < K; i++) {
-            l2norm(x + (size_t)i * dk, dk, (float)(1.0 / sqrt(dk)));
-            l2norm(x + (size_t)(K + i) * dk, dk, 1.0f);
-        }
-        lin_job j = {c, L, l, t};
-        ml__pool_run(c->pool, lin_heads, &j);
-    }
+    ml__lin_forward(c->lin[l], c->pool, c->pos, n_tok, c->lqkv, c->lz, c->lba, c->lo);
     if (m->d.lin_vd <= m->d.q_dim) /* mli(5): lout's input in the wo slot */
         observe(c, ML_MLI_WO_IN, l, c->lo, n_tok, m->d.lin_vd);
     quantize(c, c->lo, n_tok, m->d.lin_vd);
@@ -521,6 +528,9 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
     size_t lq = m->d.lin_qkv, lvd = m->d.lin_vd, lv = m->h.lin_v_heads;
     if (lvd > in)
         in = lvd;
+    size_t att;
+    if (ml__to_size((uint64_t)n_threads * att_rows(m) * c->n_ctx * 4, &att))
+        return ml__err(err, ML_E_NOMEM, "", -1, "scratch size overflows");
     struct { void **p; size_t bytes; } parts[] = {
         {(void **)&c->x, B * dim * 4},   {(void **)&c->xb, B * dim * 4},
         {(void **)&c->q, B * q_dim * 4}, {(void **)&c->k, B * kv * 4},
@@ -528,7 +538,8 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
         {(void **)&c->g, B * q_dim * 4}, {(void **)&c->hb, B * hid * 4},
         {(void **)&c->hb2, B * hid * 4}, {(void **)&c->o, B * dim * 4},
         {(void **)&c->aq, B * in},       {(void **)&c->ad, B * (in / 32) * 4},
-        {(void **)&c->att, (size_t)n_threads * c->n_ctx * 4},
+        {(void **)&c->att, att},
+        {(void **)&c->rope_cs, (size_t)n_threads * m->d.rot_dim * 4},
         {(void **)&c->lqkv, B * lq * 4}, {(void **)&c->lz, B * lvd * 4},
         {(void **)&c->lba, B * 2 * lv * 4}, {(void **)&c->lo, B * lvd * 4},
     };
@@ -547,24 +558,24 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
         *parts[i].p = p;
         p += (parts[i].bytes + 63) & ~(size_t)63;
     }
-    c->scratch_bytes = total;
+    c->scratch_bytes += total; /* the linear layers' chunk memory is counted already */
     return ML_OK;
 }
 
-/* A linear-attention layer's fixed state: S, then the conv history. */
+/* A linear-attention layer's memory: the state mlb(5) counts (`bytes`)
+ * plus the chunk memory, which counts as scratch. */
 static ml_status alloc_linear(ml_ctx *c, uint32_t l, uint64_t bytes, ml_error *err)
 {
-    const ml_mlb_header *h = &c->m->h;
-    size_t s_bytes = (size_t)h->lin_v_heads * h->lin_k_dim * h->lin_v_dim * 4;
-    size_t total;
-    if (ml__to_size(bytes, &total) || total < s_bytes)
-        return ml__err(err, ML_E_NOMEM, "", -1, "the state of layer %u does not fit", l);
-    c->lstate[l] = calloc(1, s_bytes ? s_bytes : 1);
-    c->lconv[l] = calloc(1, total - s_bytes ? total - s_bytes : 1);
-    if (!c->lstate[l] || !c->lconv[l])
-        return ml__err(err, ML_E_NOMEM, "", -1, "cannot allocate %zu bytes for layer %u's state",
-                       total, l);
+    uint64_t state, chunk;
+    ml_status s = ml__lin_new(&c->m->h, &c->m->layers[l], c->m->k, ml__pool_size(c->pool),
+                              &c->lin[l], &state, &chunk, err);
+    if (s)
+        return s;
+    if (state != bytes) /* cannot happen: both follow mlb(5) */
+        return ml__err(err, ML_E_NOMEM, "", -1, "layer %u: a state of %llu bytes, not %llu", l,
+                       (unsigned long long)state, (unsigned long long)bytes);
     c->state_bytes += bytes;
+    c->scratch_bytes += chunk;
     return ML_OK;
 }
 
@@ -575,9 +586,8 @@ static ml_status alloc_cache(ml_ctx *c, ml_error *err)
     c->kc = calloc(n, sizeof *c->kc);
     c->vc = calloc(n, sizeof *c->vc);
     c->cap = calloc(n, sizeof *c->cap);
-    c->lstate = calloc(n, sizeof *c->lstate);
-    c->lconv = calloc(n, sizeof *c->lconv);
-    if (!c->kc || !c->vc || !c->cap || !c->lstate || !c->lconv)
+    c->lin = calloc(n, sizeof *c->lin);
+    if (!c->kc || !c->vc || !c->cap || !c->lin)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
     for (uint32_t l = 0; l < n; l++) {
         const ml_layer *L = &m->layers[l];
@@ -639,16 +649,14 @@ void ml_ctx_free(ml_ctx *c)
 {
     if (!c)
         return;
-    for (uint32_t l = 0; c->kc && c->lstate && l < c->m->h.n_layers; l++) {
+    for (uint32_t l = 0; c->kc && c->lin && l < c->m->h.n_layers; l++) {
         free(c->kc[l]);
         free(c->vc[l]);
-        free(c->lstate[l]);
-        free(c->lconv[l]);
+        ml__lin_free(c->lin[l]);
     }
     free(c->kc);
     free(c->vc);
-    free(c->lstate);
-    free(c->lconv);
+    free(c->lin);
     free(c->cap);
     free(c->scratch);
     ml__pool_free(c->pool);
@@ -677,13 +685,10 @@ uint32_t ml_ctx_n_ctx(const ml_ctx *c)
 
 void ml_ctx_reset(ml_ctx *c)
 {
-    const ml_mlb_header *h = &c->m->h;
     c->pos = 0;
-    for (uint32_t l = 0; l < h->n_layers; l++) /* recurrent state starts at zero */
-        if (c->lstate[l]) {
-            memset(c->lstate[l], 0, (size_t)h->lin_v_heads * h->lin_k_dim * h->lin_v_dim * 4);
-            memset(c->lconv[l], 0, (size_t)(h->lin_conv - 1) * c->m->d.lin_qkv * 4);
-        }
+    for (uint32_t l = 0; l < c->m->h.n_layers; l++) /* recurrent state starts at zero */
+        if (c->lin[l])
+            ml__lin_reset(c->lin[l]);
 }
 
 ml_status ml_ctx_set_imatrix(ml_ctx *c, ml_mli *imatrix, ml_error *err)

@@ -1,0 +1,83 @@
+/* fmath.h - private: the float32 products of attention and linear
+ * attention (fmath.c, fmath_avx2.c), beside the kernel table's quantized
+ * ones.  Like the kernel table, every implementation gives the same bits:
+ * each result is computed with the reference's operations in the
+ * reference's order (multiplies and adds, never fused), one result per
+ * SIMD lane, so the thread count, the batch and the CPU change nothing. */
+#ifndef ML_FMATH_H
+#define ML_FMATH_H
+
+#include "kernels/kernels.h"
+
+#include <stddef.h>
+
+typedef struct ml_fmath {
+    /* For rows i < m:
+     *     out[i][c] = s0 · out[i][c] + Σ_{r<n} a[i][r] · B[r·ldb + c],  c < width,
+     * the terms added one by one in the order r = 0, 1, ...  Output rows
+     * must not overlap a or B. */
+    void (*gemm)(size_t m, const float *const *a, size_t n, const float *B, size_t ldb,
+                 size_t width, float s0, float *const *out);
+
+    /* out[i·ldo + j] = a[i] · (b + j·ldb) over n floats, for i < m, j < nk,
+     * each in dot_f32's order (kernels.h): acc[e % 8] += a[e]·b[e], then
+     * ((acc0+acc4)+(acc2+acc6)) + ((acc1+acc5)+(acc3+acc7)). */
+    void (*dots)(size_t m, const float *const *a, size_t nk, const float *b, size_t ldb,
+                 size_t n, float *out, size_t ldo);
+
+    /* y[c] = y[c] + w[c] · x[c] for c < n. */
+    void (*madd)(float *y, const float *w, const float *x, size_t n);
+
+    /* SiLU with this file's own exponential (ml__fmath_exp_neg), so that
+     * every implementation gives the same bits: for c < n,
+     *     s = (x ≥ 0 ? x : x · e) / (1 + e),  e = exp(−|x|),  x = x[c],
+     * and y[c] = s, or y[c] · s when `mul`.  y may equal x. */
+    void (*silu)(float *y, const float *x, size_t n, int mul);
+
+    /* The gated FFN's product: x[c] = act(x[c]) · g[c] for c < n, act SiLU
+     * (as above) or, with `gelu`, GELU's tanh form 0.5·x·(1 + tanh(u)),
+     * u = sqrt(2/π)·(x + 0.044715·x³), computed as the equal x·sigmoid(2u):
+     *     w = K·(x + A·(x·(x·x))),  e = exp(−|w|),
+     *     act = (w ≥ 0 ? x : x · e) / (1 + e),
+     * K = ML_FMATH_GELU_K, A = ML_FMATH_GELU_A; the same bits everywhere.
+     * Within a few ulp, also in GELU's negative tail, where 1 + tanh(u)
+     * in float cancels. */
+    void (*glu)(float *x, const float *g, size_t n, int gelu);
+} ml_fmath;
+
+/* The constants of ml__fmath_exp_neg: the range reduction (ln 2 split so
+ * that n · LN2_HI is exact) and the minimax coefficients of Cephes' expf. */
+#define ML_FMATH_EXP_MIN (-104.0f) /* exp(-104) < 2^-150: 0 below */
+#define ML_FMATH_LOG2E 1.44269504088896341f
+#define ML_FMATH_ROUND 12582912.0f /* 1.5 · 2^23: adding it rounds to an integer */
+#define ML_FMATH_ROUND_BITS 0x4B400000u
+#define ML_FMATH_LN2_HI 0.693359375f
+#define ML_FMATH_LN2_LO (-2.12194440e-4f)
+#define ML_FMATH_P0 1.9875691500e-4f
+#define ML_FMATH_P1 1.3981999507e-3f
+#define ML_FMATH_P2 8.3334519073e-3f
+#define ML_FMATH_P3 4.1665795894e-2f
+#define ML_FMATH_P4 1.6666665459e-1f
+#define ML_FMATH_P5 5.0000001201e-1f
+
+#define ML_FMATH_GELU_K 1.5957691216057308f /* 2·sqrt(2/π) */
+#define ML_FMATH_GELU_A 0.044715f
+
+/* exp(a) for a <= 0 (or NaN) as the vector code computes it: n = a·log2(e)
+ * rounded to nearest (by adding and subtracting 1.5·2^23), r = a − n·ln 2
+ * in two steps, a degree-7 polynomial for e^r, times 2^floor(n/2) and then
+ * 2^(n − floor(n/2)), so that subnormal results are rounded once; below
+ * −104 the result is 0.  Within 2 ulp of exp where exp is normal. */
+float ml__fmath_exp_neg(float a);
+
+/* The implementation to use beside kernel table k: the reference with the
+ * scalar table (so ML_KERNELS=scalar runs reference code throughout), the
+ * AVX2 one with any x86 SIMD table. */
+const ml_fmath *ml__fmath(const ml_kernels *k);
+
+extern const ml_fmath ml__fmath_scalar;
+#if defined(__x86_64__)
+extern const ml_fmath ml__fmath_avx2;
+#endif
+
+#endif

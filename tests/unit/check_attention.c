@@ -1,0 +1,89 @@
+/* check_attention.c - the attention of the forward pass (lib/runtime/
+ * forward.c) over head layouts the fixtures do not have: multi-head, one
+ * KV head for six query heads (a group of 4 and a remainder of 2), 8/2,
+ * 9/3, with a sliding-window layer whose ring wraps inside a batch and a
+ * full-context layer.  Logits are the same bits whatever the batch (1 to
+ * the whole prompt) and the thread count (which changes how many query
+ * heads work together, down to one per work item in decode). */
+#include "suites.h"
+#include "testutil.h"
+
+#include "mlcore.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    uint32_t heads, kv, head_dim;
+} layouts[] = {{4, 4, 16}, {6, 1, 16}, {8, 2, 16}, {9, 3, 32}};
+
+enum { N = 40, VOCAB = 64 };
+
+static float *run(ml_model *m, uint32_t batch, unsigned threads)
+{
+    ml_ctx_params cp = {64, batch, threads};
+    ml_ctx *c;
+    ml_error err;
+    ck_assert_msg(ml_ctx_new(m, &cp, &c, &err) == ML_OK, "%s", err.msg);
+    int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = (i * 29 + 5) % VOCAB;
+    float *out = malloc((size_t)N * VOCAB * sizeof(float));
+    ck_assert(out);
+    /* in two calls, so the second starts with a filled cache */
+    ck_assert_msg(ml_ctx_eval(c, ids, 13, out, 1, &err) == ML_OK, "%s", err.msg);
+    ck_assert_msg(ml_ctx_eval(c, ids + 13, N - 13, out + 13 * VOCAB, 1, &err) == ML_OK, "%s",
+                  err.msg);
+    ml_ctx_free(c);
+    return out;
+}
+
+START_TEST(test_layouts)
+{
+    ml_mlb_header h;
+    ml_mlb_header_init(&h);
+    h.n_heads = layouts[_i].heads, h.n_kv_heads = layouts[_i].kv, h.head_dim = layouts[_i].head_dim;
+    h.dim = 64, h.n_layers = 2, h.hidden_dim = 64, h.vocab = VOCAB, h.max_seq = 64;
+    h.rope_theta = 10000, h.norm_eps = 1e-5f, h.wtype = ML_WTYPE_Q8_0, h.layer_flags = 1;
+    h.sliding_window = 5, h.attn_softcap = 20, h.qk_norm = 1;
+    const uint8_t flags[2] = {ML_LAYER_SLIDING, 0};
+    tu_mem mem;
+    tu_mem_init(&mem);
+    ml_error err;
+    ck_assert_msg(ml_mlb_write_random(&h, flags, 9, tu_mem_sink, &mem, &err) == ML_OK, "%s",
+                  err.msg);
+    ml_mlb *mlb;
+    ml_model *m;
+    ck_assert_msg(ml_mlb_open_memory(mem.p, mem.len, &mlb, &err) == ML_OK, "%s", err.msg);
+    ck_assert_msg(ml_model_new(mlb, &m, &err) == ML_OK, "%s", err.msg);
+    float *want = run(m, N, 1);
+    for (size_t i = 0; i < (size_t)N * VOCAB; i++)
+        ck_assert(isfinite(want[i]));
+    static const struct {
+        uint32_t batch;
+        unsigned threads;
+    } runs[] = {{1, 1}, {1, 2}, {1, 3}, {3, 3}, {4, 2}, {16, 3}, {27, 2}};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        float *got = run(m, runs[r].batch, runs[r].threads);
+        ck_assert_msg(memcmp(got, want, (size_t)N * VOCAB * sizeof(float)) == 0,
+                      "%u/%u heads, batch %u, %u threads: logits differ", h.n_heads,
+                      h.n_kv_heads, runs[r].batch, runs[r].threads);
+        free(got);
+    }
+    free(want);
+    ml_model_free(m);
+    ml_mlb_close(mlb);
+    tu_mem_free(&mem);
+}
+END_TEST
+
+Suite *suite_attention(void)
+{
+    Suite *s = suite_create("attention");
+    TCase *tc = tcase_create("layouts");
+    tcase_add_loop_test(tc, test_layouts, 0, (int)(sizeof layouts / sizeof layouts[0]));
+    tcase_set_timeout(tc, 60);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,297 @@
+/* check_fmath.c - the float32 products of lib/runtime/fmath.h: each
+ * implementation this CPU runs gives the reference's bits for every tile
+ * remainder (rows, columns, terms, lengths not multiples of the tiles),
+ * the reference computes the definitions (against double sums), the
+ * dots equal the kernel table's dot_f32 bit for bit, and the exponential
+ * and SiLU are accurate and identical everywhere, special values too. */
+#include "suites.h"
+#include "testutil.h"
+
+#include "runtime/fmath.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void fill(float *p, size_t n, tu_rng *r)
+{
+    for (size_t i = 0; i < n; i++) /* wide range of magnitudes: rounding shows any reordering */
+        p[i] = (float)((double)(int32_t)tu_next(r) / 2147483648.0 *
+                       ldexp(1, (int)tu_below(r, 12) - 6));
+}
+
+/* The implementations this CPU runs, the reference first. */
+static size_t variants(const ml_fmath *v[2])
+{
+    size_t n = 0;
+    v[n++] = &ml__fmath_scalar;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2"))
+        v[n++] = &ml__fmath_avx2;
+#endif
+    return n;
+}
+
+enum { MAXR = 9, MAXN = 70, MAXW = 100 };
+
+/* gemm: rows 1-9, widths 1-97 (tiles of 16, 32 and 64 columns and their
+ * remainders), 0-64 terms, s0 of 0.75 and 1. */
+START_TEST(test_gemm)
+{
+    static const size_t widths[] = {1, 7, 8, 9, 16, 17, 24, 33, 40, 64, 65, 72, 97},
+                        terms[] = {0, 1, 5, 64};
+    const ml_fmath *v[2];
+    size_t nv = variants(v);
+    tu_rng r = {42};
+    float *a = malloc(MAXR * MAXN * 4), *B = malloc(MAXN * MAXW * 4);
+    float *o0 = malloc(MAXR * MAXW * 4), *o = malloc(MAXR * MAXW * 4);
+    ck_assert(a && B && o0 && o);
+    fill(a, MAXR * MAXN, &r);
+    fill(B, MAXN * MAXW, &r);
+    for (size_t m = 1; m <= MAXR; m++)
+        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+            for (size_t ni = 0; ni < 4; ni++) {
+                size_t w = widths[wi], n = terms[ni];
+                float s0 = ni % 2 ? 1.0f : 0.75f;
+                const float *ap[MAXR];
+                float *p0[MAXR], *p[MAXR];
+                fill(o0, MAXR * MAXW, &r);
+                for (size_t i = 0; i < m; i++)
+                    ap[i] = a + i * MAXN, p0[i] = o0 + i * MAXW, p[i] = o + i * MAXW;
+                float before[MAXR * MAXW];
+                memcpy(before, o0, sizeof before);
+                memcpy(o, o0, sizeof before);
+                ml__fmath_scalar.gemm(m, ap, n, B, MAXW, w, s0, p0);
+                for (size_t i = 0; i < MAXR; i++) /* the definition, and nothing outside */
+                    for (size_t c = 0; c < MAXW; c++) {
+                        double want = before[i * MAXW + c], mag = fabs(want);
+                        if (i < m && c < w) {
+                            want *= s0;
+                            for (size_t k = 0; k < n; k++) {
+                                want += (double)ap[i][k] * B[k * MAXW + c];
+                                mag += fabs((double)ap[i][k] * B[k * MAXW + c]);
+                            }
+                        }
+                        /* float rounding: at most 2^-24 of the magnitude per operation */
+                        double tol = (double)(2 * n + 2) * 0x1p-24 * mag;
+                        ck_assert_msg(fabs(o0[i * MAXW + c] - want) <= tol,
+                                      "reference: m %zu w %zu n %zu (%zu,%zu)", m, w, n, i, c);
+                    }
+                for (size_t k = 1; k < nv; k++) {
+                    memcpy(o, before, sizeof before);
+                    v[k]->gemm(m, ap, n, B, MAXW, w, s0, p);
+                    ck_assert_msg(memcmp(o, o0, sizeof before) == 0,
+                                  "variant %zu: m %zu, width %zu, %zu terms: differs", k, m, w, n);
+                }
+            }
+    free(a), free(B), free(o0), free(o);
+}
+END_TEST
+
+/* dots: rows 1-9 of a against 1-5 rows of b, lengths 1-70; the same bits
+ * as the kernel tables' dot_f32. */
+START_TEST(test_dots)
+{
+    static const size_t lens[] = {1, 7, 8, 13, 16, 64, 70};
+    const ml_fmath *v[2];
+    size_t nv = variants(v), nk_tab;
+    const ml_kernels *tabs[8];
+    nk_tab = ml__kernels_available(tabs, 8);
+    tu_rng r = {7};
+    float *a = malloc(MAXR * MAXN * 4), *b = malloc(5 * MAXN * 4);
+    float *out = malloc(MAXR * 8 * 4);
+    ck_assert(a && b && out);
+    fill(a, MAXR * MAXN, &r);
+    fill(b, 5 * MAXN, &r);
+    for (size_t m = 1; m <= MAXR; m++)
+        for (size_t nk = 1; nk <= 5; nk++)
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                size_t n = lens[li];
+                const float *ap[MAXR];
+                for (size_t i = 0; i < m; i++)
+                    ap[i] = a + i * MAXN;
+                for (size_t k = 0; k < nv; k++) {
+                    for (size_t i = 0; i < MAXR * 8; i++)
+                        out[i] = -1;
+                    v[k]->dots(m, ap, nk, b, MAXN, n, out, 8);
+                    for (size_t i = 0; i < MAXR; i++)
+                        for (size_t j = 0; j < 8; j++) {
+                            if (i >= m || j >= nk) {
+                                ck_assert(out[i * 8 + j] == -1);
+                                continue;
+                            }
+                            for (size_t t = 0; t < nk_tab; t++) {
+                                float want = tabs[t]->dot_f32(ap[i], b + j * MAXN, n);
+                                ck_assert_msg(memcmp(&want, &out[i * 8 + j], 4) == 0,
+                                              "variant %zu vs %s: m %zu nk %zu n %zu (%zu,%zu)",
+                                              k, tabs[t]->name, m, nk, n, i, j);
+                            }
+                        }
+                }
+            }
+    free(a), free(b), free(out);
+}
+END_TEST
+
+/* ulps between two finite floats of the same sign */
+static double ulps(float a, float b)
+{
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    return fabs((double)ia - (double)ib);
+}
+
+/* Equal bits, NaN matching any NaN (its sign and payload mean nothing). */
+static int same(const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], 4) != 0 && !(isnan(a[i]) && isnan(b[i])))
+            return 0;
+    return 1;
+}
+
+/* The exponential: within 2 ulp of exp over [-87, 0] (a sweep of 2^20
+ * points), subnormal results down to -103.9 within 1 unit of the
+ * smallest subnormal, exactly 1 at 0, 0 below -104, NaN for NaN. */
+START_TEST(test_exp)
+{
+    double worst = 0;
+    for (uint32_t i = 0; i <= 1u << 20; i++) {
+        float a = -87.0f * (float)i / (float)(1u << 20);
+        float got = ml__fmath_exp_neg(a), want = (float)exp((double)a);
+        double u = ulps(got, want);
+        if (u > worst)
+            worst = u;
+    }
+    ck_assert_msg(worst <= 2, "worst error %g ulp", worst);
+    for (float a = -87.0f; a > -103.9f; a -= 0.01f)
+        ck_assert_msg(ulps(ml__fmath_exp_neg(a), (float)exp((double)a)) <= 1, "exp(%g)",
+                      (double)a);
+    ck_assert(ml__fmath_exp_neg(0.0f) == 1.0f && ml__fmath_exp_neg(-0.0f) == 1.0f);
+    ck_assert(ml__fmath_exp_neg(-104.5f) == 0.0f && ml__fmath_exp_neg(-INFINITY) == 0.0f);
+    ck_assert(isnan(ml__fmath_exp_neg(NAN)));
+}
+END_TEST
+
+/* SiLU, the FFN's SiLU and GELU products, and madd: every implementation
+ * gives the reference's bits over random values of every magnitude, zeros,
+ * infinities and NaN, at every length (vector bodies and remainders); SiLU
+ * within 4 ulp of double x / (1 + e^-x), the products within 6 ulp of
+ * double act(x)·g (plus, for GELU, the 6|u| ulp its rounded argument
+ * costs in the far negative tail), where the results and the
+ * exponentials are normal floats. */
+START_TEST(test_elementwise)
+{
+    const ml_fmath *v[2];
+    size_t nv = variants(v);
+    enum { N = 4099 };
+    tu_rng r = {3};
+    float *x = malloc(N * 4), *w = malloc(N * 4), *y0 = malloc(N * 4), *y = malloc(N * 4);
+    ck_assert(x && w && y0 && y);
+    for (size_t i = 0; i < N; i++) {
+        double mag = ldexp(1, (int)tu_below(&r, 20) - 10);
+        if (i % 4 == 0) /* plenty in GELU's tail, -20..-3 */
+            mag = 0.2;
+        x[i] = (float)((double)(int32_t)tu_next(&r) / 2147483648.0 * mag * 100);
+    }
+    const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 87.5f, -87.5f, 88.0f, -88.0f,
+                             -200.0f, 1e-30f, -1e-30f};
+    memcpy(x + 100, special, sizeof special);
+    fill(w, N, &r);
+    for (int mul = 0; mul <= 1; mul++) {
+        memcpy(y0, w, N * 4);
+        ml__fmath_scalar.silu(y0, x, N, mul);
+        for (size_t i = 0; i < N && !mul; i++) {
+            double want = (double)x[i] / (1 + exp(-(double)x[i]));
+            if (isnan(x[i]) || (x[i] == -INFINITY)) {
+                ck_assert(isnan(y0[i]));
+                continue;
+            }
+            if (fabs(want) < 1.2e-38 || !isfinite(want) || exp(-fabs((double)x[i])) < 1.2e-38)
+                continue; /* subnormal e: x·e keeps only e's few bits */
+            ck_assert_msg(ulps(y0[i], (float)want) <= 4, "silu(%g) = %g, not %g", (double)x[i],
+                          (double)y0[i], want);
+        }
+        for (size_t k = 1; k < nv; k++)
+            for (size_t len = 0; len <= 17; len++) { /* every remainder, then everything */
+                size_t n = len == 17 ? N : len;
+                memcpy(y, w, N * 4);
+                v[k]->silu(y, x, n, mul);
+                memcpy(y0, w, N * 4);
+                ml__fmath_scalar.silu(y0, x, n, mul);
+                ck_assert_msg(same(y, y0, N), "silu variant %zu, n %zu, mul %d", k, n, mul);
+            }
+    }
+    for (int gelu = 0; gelu <= 1; gelu++) {
+        memcpy(y0, x, N * 4);
+        ml__fmath_scalar.glu(y0, w, N, gelu);
+        for (size_t i = 0; i < N; i++) {
+            double xv = x[i], u = 0.7978845608028654 * (xv + 0.044715 * xv * xv * xv);
+            /* 0.5·x·(1 + tanh(u)) = x / (1 + e^-2u), without the cancellation */
+            double want = xv / (1 + exp(gelu ? -2 * u : -xv)) * w[i];
+            double e = exp(-fabs(gelu ? 2 * u : xv));
+            if (!isfinite(want) || fabs(want) < 1.2e-38 || e < 1.2e-38)
+                continue; /* specials are compared between variants below */
+            /* GELU's argument 2u, rounded in float by four operations,
+             * is off by up to ~3 ulp, which the exponential turns into
+             * up to 6|u| ulp where the result is ~x·e^-2|u| (measured:
+             * 204 ulp at x = -9.6, a result of 1e-33) */
+            double tol = 6 + (gelu ? 6 * fabs(u) : 0);
+            ck_assert_msg(ulps(y0[i], (float)want) <= tol, "%s(%g) * %g = %g, not %g",
+                          gelu ? "gelu" : "silu", xv, (double)w[i], (double)y0[i], want);
+        }
+        for (size_t k = 1; k < nv; k++)
+            for (size_t len = 0; len <= 17; len++) {
+                size_t n = len == 17 ? N : len;
+                memcpy(y0, x, N * 4);
+                memcpy(y, x, N * 4);
+                ml__fmath_scalar.glu(y0, w, n, gelu);
+                v[k]->glu(y, w, n, gelu);
+                ck_assert_msg(same(y, y0, N), "glu variant %zu, n %zu, gelu %d", k, n, gelu);
+            }
+    }
+    for (size_t k = 1; k < nv; k++) {
+        memcpy(y0, x, N * 4);
+        memcpy(y, x, N * 4);
+        ml__fmath_scalar.madd(y0, w, x + 1, N - 1);
+        v[k]->madd(y, w, x + 1, N - 1);
+        ck_assert(same(y, y0, N));
+    }
+    memcpy(y, x, N * 4);
+    ml__fmath_scalar.madd(y, w, x + 1, 5);
+    for (size_t i = 0; i < N; i++) {
+        float want = i < 5 ? x[i] + w[i] * x[i + 1] : x[i];
+        ck_assert(memcmp(&want, &y[i], 4) == 0);
+    }
+    free(x), free(w), free(y0), free(y);
+}
+END_TEST
+
+/* The choice: the reference beside the scalar table, else AVX2 on x86. */
+START_TEST(test_choice)
+{
+    ck_assert_ptr_eq(ml__fmath(&ml__kernels_scalar), &ml__fmath_scalar);
+    const ml_kernels *tabs[8];
+    size_t n = ml__kernels_available(tabs, 8);
+    for (size_t i = 1; i < n; i++) {
+#if defined(__x86_64__)
+        ck_assert_ptr_eq(ml__fmath(tabs[i]), &ml__fmath_avx2);
+#endif
+    }
+}
+END_TEST
+
+Suite *suite_fmath(void)
+{
+    Suite *s = suite_create("fmath");
+    TCase *tc = tcase_create("products");
+    tcase_add_test(tc, test_gemm);
+    tcase_add_test(tc, test_dots);
+    tcase_add_test(tc, test_exp);
+    tcase_add_test(tc, test_elementwise);
+    tcase_add_test(tc, test_choice);
+    suite_add_tcase(s, tc);
+    return s;
+}
