@@ -133,12 +133,12 @@ typedef struct matrix {
     size_t rows, cols;
     size_t copies;       /* the ring of copies for cold runs */
     uint8_t **q;         /* quants of each copy */
-    float **d;           /* scales of each copy */
+    uint16_t **d;        /* f16 scales of each copy (what gguf2mlb writes) */
 } matrix;
 
 static size_t weight_bytes(const matrix *m)
 {
-    return m->rows * m->cols / (m->q4 ? 2 : 1) + m->rows * m->cols / 32 * 4;
+    return m->rows * m->cols / (m->q4 ? 2 : 1) + m->rows * m->cols / 32 * 2;
 }
 
 /* `copies` copies of one random matrix, together at least `min_bytes`. */
@@ -153,15 +153,15 @@ static void matrix_new(matrix *m, int q4, size_t rows, size_t cols, size_t min_b
     const size_t qn = rows * cols / (q4 ? 2 : 1), dn = rows * cols / 32;
     for (size_t c = 0; c < m->copies; c++) {
         m->q[c] = xalloc(qn);
-        m->d[c] = xalloc(dn * sizeof(float));
+        m->d[c] = xalloc(dn * sizeof(uint16_t));
         if (c == 0) {
             for (size_t i = 0; i < qn; i++)
                 m->q[0][i] = q4 ? (uint8_t)rnd() : (uint8_t)(int8_t)((int)(rnd() % 255) - 127);
             for (size_t i = 0; i < dn; i++)
-                m->d[0][i] = (float)(rnd() % 1000) * 1e-5f;
+                m->d[0][i] = (uint16_t)(0x1000 + rnd() % 0x1000); /* 2^-11 .. 2^-9 */
         } else {
             memcpy(m->q[c], m->q[0], qn);
-            memcpy(m->d[c], m->d[0], dn * sizeof(float));
+            memcpy(m->d[c], m->d[0], dn * sizeof(uint16_t));
         }
     }
 }
@@ -218,7 +218,7 @@ static void mm_fn(void *ctx, unsigned ith, unsigned nth)
     size_t b, e;
     ml__pool_split(m->rows, 8, ith, nth, &b, &e);
     const uint8_t *q = m->q[j->copy];
-    const float *d = m->d[j->copy];
+    const ml_wscales d = {m->d[j->copy], 1};
     const acts *a = j->a;
     if (a->n_tok == 1) {
         if (m->q4)

@@ -30,11 +30,14 @@ static void check_tensor(const ml_mlb *m, const ml_tensor *t)
     if (t->type == ML_TYPE_Q8_0 || t->type == ML_TYPE_Q4_0) {
         FUZZ_CHECK(t->scale_offset % ML_MLB_ALIGN == 0);
         FUZZ_CHECK(t->scale_offset <= size && t->scale_nbytes <= size - t->scale_offset);
-        FUZZ_CHECK(t->cols % 32 == 0 && t->scales != NULL);
+        FUZZ_CHECK(t->cols % 32 == 0 && (t->scales != NULL) != (t->scales_f16 != NULL));
+        FUZZ_CHECK((const uint8_t *)(t->scales ? (const void *)t->scales
+                                               : (const void *)t->scales_f16) ==
+                   base + t->scale_offset);
         uint64_t n_scales = (uint64_t)t->rows * (t->cols / 32);
         volatile float f = 0;
         for (uint64_t i = 0; i < n_scales; i++)
-            f += t->scales[i];
+            f += ml_tensor_scale(t, i);
         (void)f;
     }
     (void)sink;

@@ -247,9 +247,12 @@ typedef struct ml_tensor {
     uint64_t nbytes;      /* bytes of that array, without padding */
     uint64_t scale_offset;/* file offset of the scales; 0 for F32/U8 */
     uint64_t scale_nbytes;/* bytes of the scales as stored */
-    /* Filled by ml_mlb_open only: */
-    const void *data;     /* in the mapping */
-    const float *scales;  /* f32 scales (converted from f16 at load) */
+    /* Filled by ml_mlb_open only, pointing into the mapping (the scales
+     * are used as stored: the runtime's kernels read f16 directly, so
+     * nothing is copied or widened at load): */
+    const void *data;
+    const float *scales;        /* f32 scales, or NULL with scale_f16 */
+    const uint16_t *scales_f16; /* f16 scales (bits), or NULL */
 } ml_tensor;
 
 /* Iterates over the body in file order without allocating.  Usage:
@@ -282,10 +285,10 @@ ML_API ml_status ml_mlb_layout_size(const ml_mlb_header *h, const uint8_t *flags
 typedef struct ml_mlb ml_mlb;
 
 /* Maps the file read-only and applies every rule of the validation table
- * (mlb(5)), including the scan for -128 in Q8_0 quants.  f16 scales are
- * converted to f32.  A path of "-", or a pipe, is read whole into memory
- * (a model arriving through a pipe is better checked with
- * ml_mlb_verify_stream, which holds a fixed buffer). */
+ * (mlb(5)), including the scan for -128 in Q8_0 quants.  Nothing is
+ * copied: tensors point into the mapping.  A path of "-", or a pipe, is
+ * read whole into memory (a model arriving through a pipe is better
+ * checked with ml_mlb_verify_stream, which holds a fixed buffer). */
 ML_API ml_status ml_mlb_open(const char *path, ml_mlb **out, ml_error *err);
 /* The same over a buffer the caller keeps alive until ml_mlb_close. */
 ML_API ml_status ml_mlb_open_memory(const void *buf, size_t len, ml_mlb **out, ml_error *err);
@@ -309,6 +312,12 @@ ML_API const ml_tensor *ml_mlb_get(const ml_mlb *m, ml_role role, int32_t layer)
  * ------------------------------------------------------------------------ */
 /* Elements of a tensor (rows * cols). */
 ML_API uint64_t ml_tensor_elements(const ml_tensor *t);
+/* Scale i (i < elements / 32) of a loaded Q8_0 or Q4_0 matrix as f32,
+ * whether the file stores f32 or f16 scales (widened exactly). */
+ML_API float ml_tensor_scale(const ml_tensor *t, uint64_t i);
+/* Rows r0 .. r0 + n - 1 of a loaded tensor (F32, Q8_0 or Q4_0) as floats:
+ * n * cols values into out, by ml_dequantize_row_q8_0/_q4_0. */
+ML_API void ml_tensor_dequantize_rows(const ml_tensor *t, uint64_t r0, uint64_t n, float *out);
 
 /* Bytes of cache state one layer of the given flags needs for ctx positions:
  * K and V (f32) for attention layers, min(ctx, sliding_window) positions

@@ -639,6 +639,28 @@ uint64_t ml_tensor_elements(const ml_tensor *t)
     return (uint64_t)t->rows * t->cols;
 }
 
+float ml_tensor_scale(const ml_tensor *t, uint64_t i)
+{
+    return t->scales_f16 ? ml_f16_to_f32(t->scales_f16[i]) : t->scales[i];
+}
+
+void ml_tensor_dequantize_rows(const ml_tensor *t, uint64_t r0, uint64_t n, float *out)
+{
+    const uint64_t cols = t->cols, first = r0 * cols, count = n * cols;
+    if (t->type == ML_TYPE_F32) {
+        memcpy(out, (const float *)t->data + first, (size_t)count * sizeof *out);
+        return;
+    }
+    for (uint64_t e = 0; e < count; e += 32) {
+        const uint64_t b = (first + e) / 32;
+        const float d = ml_tensor_scale(t, b);
+        if (t->type == ML_TYPE_Q8_0)
+            ml_dequantize_row_q8_0((const int8_t *)t->data + 32 * b, &d, 32, out + e);
+        else
+            ml_dequantize_row_q4_0((const uint8_t *)t->data + 16 * b, &d, 32, out + e);
+    }
+}
+
 /* Saturating, so absurd --ctx values print as huge rather than wrap. */
 static uint64_t sat_mul(uint64_t a, uint64_t b)
 {

@@ -1,7 +1,7 @@
 /* mlb_load.c - opening an .mlb model: map it read-only, apply the loader's
  * validation table (mlb(5)) in the spec's order, bind every array in place
- * and convert f16 scales to f32.  One pass over the file at most: the scan
- * of Q8_0 quants for the forbidden byte -128. */
+ * (scales as stored, f32 or f16).  One pass over the file at most: the
+ * scan of Q8_0 quants for the forbidden byte -128. */
 #include "io.h"
 
 #include <stdio.h>
@@ -18,7 +18,6 @@ struct ml_mlb {
     const uint8_t *flags; /* n_layers bytes, or NULL */
     ml_tensor *tensors;
     size_t n_tensors;
-    float *scales;        /* converted f16 scales of every matrix */
 };
 
 /* Rejects the byte -128 (0x80) anywhere in a Q8_0 quant array. */
@@ -65,7 +64,6 @@ static ml_status count_arrays(const ml_mlb *m, size_t *n, ml_error *err)
 static ml_status bind_tensors(ml_mlb *m, ml_error *err)
 {
     size_t n = 0;
-    uint64_t n_scales = 0;
     ml_status s = count_arrays(m, &n, err);
     if (s)
         return s;
@@ -78,39 +76,17 @@ static ml_status bind_tensors(ml_mlb *m, ml_error *err)
         return ml__err(err, ML_E_NOMEM, "", -1, "cannot allocate %zu tensor entries", n);
     ml_mlb_layout_begin(&it, &m->h, m->flags);
     while (ml_mlb_layout_next(&it, &t, NULL) == 1) {
+        const void *sc = m->in.data + t.scale_offset;
         t.data = m->in.data + t.offset;
-        if (is_quant(&t)) {
-            if (!m->h.scale_f16)
-                t.scales = (const float *)(const void *)(m->in.data + t.scale_offset);
-            else
-                n_scales += t.scale_nbytes / 2;
-        }
+        if (is_quant(&t) && m->h.scale_f16)
+            t.scales_f16 = sc;
+        else if (is_quant(&t))
+            t.scales = sc;
         m->tensors[m->n_tensors++] = t;
     }
     for (size_t i = 0; i < m->n_tensors; i++)
         if (m->tensors[i].type == ML_TYPE_Q8_0 && (s = scan_q8(m->in.data, &m->tensors[i], err)))
             return s;
-    if (!m->h.scale_f16)
-        return ML_OK;
-    size_t count, bytes;
-    if (ml__to_size(n_scales, &count) || count > SIZE_MAX / sizeof(float))
-        return ml__err(err, ML_E_NOMEM, "", -1, "f16 scales do not fit in memory");
-    bytes = count * sizeof(float);
-    m->scales = malloc(bytes ? bytes : 1);
-    if (!m->scales)
-        return ml__err(err, ML_E_NOMEM, "", -1, "cannot allocate %zu bytes for f16 scales", bytes);
-    float *dst = m->scales;
-    for (size_t i = 0; i < m->n_tensors; i++) {
-        ml_tensor *tt = &m->tensors[i];
-        if (!is_quant(tt))
-            continue;
-        const uint8_t *src = m->in.data + tt->scale_offset;
-        size_t k = (size_t)(tt->scale_nbytes / 2);
-        for (size_t j = 0; j < k; j++)
-            dst[j] = ml_f16_to_f32(ml__rd16(src + 2 * j));
-        tt->scales = dst;
-        dst += k;
-    }
     return ML_OK;
 }
 
@@ -191,7 +167,6 @@ void ml_mlb_close(ml_mlb *m)
         return;
     ml__input_close(&m->in);
     free(m->tensors);
-    free(m->scales);
     free(m);
 }
 

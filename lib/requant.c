@@ -79,7 +79,7 @@ static int scales_fit_f16(const ml_tensor *t)
 {
     uint64_t n = (uint64_t)t->rows * t->cols / 32;
     for (uint64_t b = 0; b < n; b++) {
-        float d = t->scales[b];
+        float d = ml_tensor_scale(t, b);
         if (ml_f16_to_f32(ml_f32_to_f16(d)) != d)
             return 0;
     }
@@ -115,7 +115,7 @@ static void reencode(const ml_tensor *from, const ml_tensor *to, int to_f16, uin
     uint64_t blocks = (uint64_t)from->rows * from->cols / 32;
     const uint8_t *fq = from->data;
     for (uint64_t b = 0; b < blocks; b++) {
-        put_scale(sc, b, from->scales[b], to_f16);
+        put_scale(sc, b, ml_tensor_scale(from, b), to_f16);
         if (from->type == to->type) {
             size_t bb = to->type == ML_TYPE_Q8_0 ? 32 : 16;
             memcpy(q + b * bb, fq + b * bb, bb);
@@ -126,19 +126,6 @@ static void reencode(const ml_tensor *from, const ml_tensor *to, int to_f16, uin
                 q[b * 32 + j + 16] = (uint8_t)(int8_t)((blk[j] >> 4) - 8);
             }
         }
-    }
-}
-
-static void dequantize_rows(const ml_tensor *t, uint64_t r0, uint64_t n, float *x)
-{
-    size_t cols = t->cols;
-    for (uint64_t r = r0; r < r0 + n; r++) {
-        const float *d = t->scales + r * (cols / 32);
-        float *y = x + (r - r0) * cols;
-        if (t->type == ML_TYPE_Q8_0)
-            ml_dequantize_row_q8_0((const int8_t *)t->data + r * cols, d, cols, y);
-        else
-            ml_dequantize_row_q4_0((const uint8_t *)t->data + r * cols / 2, d, cols, y);
     }
 }
 
@@ -169,7 +156,7 @@ static ml_status quantize(rq *r, const ml_tensor *from, const ml_tensor *to, uin
                        .name = to->name};
     for (uint64_t r0 = 0; !s && r0 < to->rows; r0 += chunk) {
         uint64_t n = to->rows - r0 < chunk ? to->rows - r0 : chunk;
-        dequantize_rows(from, r0, n, x);
+        ml_tensor_dequantize_rows(from, r0, n, x);
         s = ml_quantize_matrix(x, (size_t)n, cols, &o, q + r0 * qrow, (size_t)n * qrow,
                                sc + r0 * srow, (size_t)n * srow, r->err);
         if (!s && qe)

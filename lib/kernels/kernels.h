@@ -19,13 +19,22 @@
  *     same way as matvec, so prefill and decode agree bit for bit.
  * Weights: Q8_0 quants int8 (never -128; the loader checks) or Q4_0 nibble
  * bytes (byte j of a block: element j low nibble, j+16 high; value
- * nibble - 8), with f32 scales (the loader converts f16 scales).  Row
+ * nibble - 8), with f32 or f16 scales (ml_wscales): an f16 scale is
+ * widened to f32 exactly, so a matrix gives the same bits whichever way
+ * its scales are stored, and decode reads 2 bytes per block, not 4.  Row
  * lengths are multiples of 32. */
 #ifndef ML_KERNELS_H
 #define ML_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* A matrix's scales as the file stores them: f32, or f16 bits when f16;
+ * row r's start at index r * cols / 32. */
+typedef struct ml_wscales {
+    const void *p;
+    int f16;
+} ml_wscales;
 
 typedef struct ml_kernels {
     const char *name; /* "scalar", "avx2", "avx512vnni" */
@@ -36,18 +45,18 @@ typedef struct ml_kernels {
     /* y[r] = row r of W · x for r in [r0, r1); W has `cols` columns;
      * x is given quantized (xq, xd).  wq points at the matrix's quants
      * (row r starts at r*cols bytes for Q8_0, r*cols/2 for Q4_0) and wd at
-     * its scales (row r at r*cols/32). */
-    void (*matvec_q8_0)(const int8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+     * its scales. */
+    void (*matvec_q8_0)(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, float *y);
-    void (*matvec_q4_0)(const uint8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+    void (*matvec_q4_0)(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, float *y);
 
     /* The same for n_tok activation rows at once (prefill): activation t is
      * xq + t*cols, xd + t*cols/32; y[t*ldy + r] receives row r · x_t.
      * Blocked for the cache; every (t, r) result equals matvec's. */
-    void (*matmul_q8_0)(const int8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+    void (*matmul_q8_0)(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
-    void (*matmul_q4_0)(const uint8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+    void (*matmul_q4_0)(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
 
     /* a . b over n floats (attention scores), in rule 3's order with

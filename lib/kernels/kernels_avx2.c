@@ -95,15 +95,21 @@ static void quantize_q8_0(const float *x, size_t n, int8_t *q, float *d)
  * ====================================================================== */
 
 
-/* wd[k] * xd[k] for the m <= 8 blocks of a group; lanes past m are +0,
- * and a +0 added to an accumulator (never -0) leaves it unchanged. */
-ALWAYS_INLINE __m256 scales8(const float *wd, const float *xd, size_t m)
+/* The m <= 8 scales at d, zeros after. */
+ALWAYS_INLINE __m256 load_scales(const float *d, size_t m)
 {
     if (m == 8)
-        return _mm256_mul_ps(_mm256_loadu_ps(wd), _mm256_loadu_ps(xd));
+        return _mm256_loadu_ps(d);
     const __m256i mask =
         _mm256_cmpgt_epi32(_mm256_set1_epi32((int)m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    return _mm256_mul_ps(_mm256_maskload_ps(wd, mask), _mm256_maskload_ps(xd, mask));
+    return _mm256_maskload_ps(d, mask);
+}
+
+/* sw[k] * xd[k] for the m <= 8 blocks of a group; lanes past m are +0,
+ * and a +0 added to an accumulator (never -0) leaves it unchanged. */
+ALWAYS_INLINE __m256 scales8(__m256 sw, const float *xd, size_t m)
+{
+    return _mm256_mul_ps(sw, load_scales(xd, m));
 }
 
 /* Rule 3 for one group: acc + (float)isum * (wd * xd), lane by lane. */
@@ -155,56 +161,63 @@ ALWAYS_INLINE __m256i q4_block(const uint8_t *w, const int8_t *x)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(q4_unpack(w), xv), _mm256_set1_epi16(1));
 }
 
-ALWAYS_INLINE __m256 group_q8(__m256 acc, const int8_t *w, const float *wd, const int8_t *x,
+ALWAYS_INLINE __m256 group_q8(__m256 acc, const int8_t *w, __m256 sw, const int8_t *x,
                               const float *xd, size_t m)
 {
     __m256i v[8];
     UNROLL
     for (size_t k = 0; k < 8; k++)
         v[k] = k < m ? q8_block(w + 32 * k, x + 32 * k) : _mm256_setzero_si256();
-    return combine(acc, hsum8x8(v), scales8(wd, xd, m));
+    return combine(acc, hsum8x8(v), scales8(sw, xd, m));
 }
 
 /* xs8: 8·Σx of the group's blocks. */
-ALWAYS_INLINE __m256 group_q4(__m256 acc, const uint8_t *w, const float *wd, const int8_t *x,
+ALWAYS_INLINE __m256 group_q4(__m256 acc, const uint8_t *w, __m256 sw, const int8_t *x,
                               const float *xd, __m256i xs8, size_t m)
 {
     __m256i v[8];
     UNROLL
     for (size_t k = 0; k < 8; k++)
         v[k] = k < m ? q4_block(w + 16 * k, x + 32 * k) : _mm256_setzero_si256();
-    return combine(acc, _mm256_sub_epi32(hsum8x8(v), xs8), scales8(wd, xd, m));
+    return combine(acc, _mm256_sub_epi32(hsum8x8(v), xs8), scales8(sw, xd, m));
 }
 
 
-static float row_q8(const int8_t *w, const float *wd, const int8_t *x, const float *xd, size_t nb)
+/* Row r of W against x.  f16 is a constant where this is inlined, so the
+ * two scale encodings get a loop each. */
+ALWAYS_INLINE float row_q8(const int8_t *wq, ml_wscales wd, size_t r, const int8_t *x,
+                           const float *xd, size_t nb, int f16)
 {
+    const int8_t *w = wq + r * nb * 32;
     __m256 acc = _mm256_setzero_ps();
     size_t b = 0;
     for (; b + 8 <= nb; b += 8) {
-        prefetch_q8(w + 32 * b, wd + b);
-        acc = group_q8(acc, w + 32 * b, wd + b, x + 32 * b, xd + b, 8);
+        prefetch_q8(w + 32 * b, wscale_at(wd, r * nb + b, f16), f16);
+        acc = group_q8(acc, w + 32 * b, wscales8(wd, r * nb + b, 8, f16), x + 32 * b, xd + b, 8);
     }
     if (b < nb)
-        acc = group_q8(acc, w + 32 * b, wd + b, x + 32 * b, xd + b, nb - b);
+        acc = group_q8(acc, w + 32 * b, wscales8(wd, r * nb + b, nb - b, f16), x + 32 * b, xd + b,
+                       nb - b);
     return fold8(acc);
 }
 
 /* xs: 8·Σx of every group of blocks of the activation, or NULL to compute
  * them on the way. */
-static float row_q4(const uint8_t *w, const float *wd, const int8_t *x, const float *xd,
-                    const __m256i *xs, size_t nb)
+ALWAYS_INLINE float row_q4(const uint8_t *wq, ml_wscales wd, size_t r, const int8_t *x,
+                           const float *xd, const __m256i *xs, size_t nb, int f16)
 {
+    const uint8_t *w = wq + r * nb * 16;
     __m256 acc = _mm256_setzero_ps();
     size_t b = 0;
     for (; b + 8 <= nb; b += 8) {
-        prefetch_q4(w + 16 * b, wd + b);
+        prefetch_q4(w + 16 * b, wscale_at(wd, r * nb + b, f16), f16);
         const __m256i s = xs ? xs[b / 8] : _mm256_slli_epi32(block_sums(x + 32 * b, 8), 3);
-        acc = group_q4(acc, w + 16 * b, wd + b, x + 32 * b, xd + b, s, 8);
+        acc = group_q4(acc, w + 16 * b, wscales8(wd, r * nb + b, 8, f16), x + 32 * b, xd + b, s, 8);
     }
     if (b < nb) {
         const __m256i s = xs ? xs[b / 8] : _mm256_slli_epi32(block_sums(x + 32 * b, nb - b), 3);
-        acc = group_q4(acc, w + 16 * b, wd + b, x + 32 * b, xd + b, s, nb - b);
+        acc = group_q4(acc, w + 16 * b, wscales8(wd, r * nb + b, nb - b, f16), x + 32 * b, xd + b,
+                       s, nb - b);
     }
     return fold8(acc);
 }
@@ -214,15 +227,19 @@ static float row_q4(const uint8_t *w, const float *wd, const int8_t *x, const fl
  * per row. */
 #define XS_GROUPS 256
 
-static void matvec_q8_0(const int8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+static void matvec_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, float *y)
 {
     const size_t nb = cols / 32;
-    for (size_t r = r0; r < r1; r++)
-        y[r] = row_q8(wq + r * cols, wd + r * nb, xq, xd, nb);
+    if (wd.f16)
+        for (size_t r = r0; r < r1; r++)
+            y[r] = row_q8(wq, wd, r, xq, xd, nb, 1);
+    else
+        for (size_t r = r0; r < r1; r++)
+            y[r] = row_q8(wq, wd, r, xq, xd, nb, 0);
 }
 
-static void matvec_q4_0(const uint8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, float *y)
 {
     const size_t nb = cols / 32, ng = (nb + 7) / 8;
@@ -235,8 +252,12 @@ static void matvec_q4_0(const uint8_t *wq, const float *wd, size_t cols, size_t 
         }
         xs = xs_buf;
     }
-    for (size_t r = r0; r < r1; r++)
-        y[r] = row_q4(wq + r * (cols / 2), wd + r * nb, xq, xd, xs, nb);
+    if (wd.f16)
+        for (size_t r = r0; r < r1; r++)
+            y[r] = row_q4(wq, wd, r, xq, xd, xs, nb, 1);
+    else
+        for (size_t r = r0; r < r1; r++)
+            y[r] = row_q4(wq, wd, r, xq, xd, xs, nb, 0);
 }
 
 /* ======================================================================
@@ -254,44 +275,13 @@ static void matvec_q4_0(const uint8_t *wq, const float *wd, size_t cols, size_t 
 #define RT_MAX 1
 #define TT_MAX 5
 
-/* Activation layout per token and group: 8 registers of transposed quants,
- * then -8·Σx per block (the Q4_0 correction; unused for Q8_0). */
-#define XG_BYTES 288
-#define WG_BYTES 256
-
 /* Keeps a loaded vector in a register: without this the compiler folds
  * the load into every instruction that uses it, one load per row. */
 #define IN_REGISTER(v) __asm__("" : "+x"(v))
 
-typedef struct mm_scratch {
-    void *base;
-    uint8_t *xt;  /* n_tok * ng * XG_BYTES */
-    uint8_t *wt;  /* RB * ng * WG_BYTES */
-} mm_scratch;
-
-static int scratch_new(mm_scratch *s, size_t n_tok, size_t ng)
-{
-    size_t xgroup, xbytes, wbytes, total;
-    if (__builtin_mul_overflow(ng, (size_t)XG_BYTES, &xgroup) ||
-        __builtin_mul_overflow(n_tok, xgroup, &xbytes) ||
-        __builtin_mul_overflow((size_t)RB, ng * WG_BYTES, &wbytes) ||
-        __builtin_add_overflow(xbytes, wbytes + 63, &total))
-        return 0;
-    s->base = aligned_alloc(64, total & ~(size_t)63); /* a multiple of the alignment */
-    if (!s->base)
-        return 0;
-    s->xt = s->base;
-    s->wt = s->xt + xbytes;
-    return 1;
-}
-
-static void store8(uint8_t *dst, const __m256i v[8])
-{
-    UNROLL
-    for (int g = 0; g < 8; g++)
-        _mm256_store_si256((__m256i *)(dst + 32 * g), v[g]);
-}
-
+/* Activation layout per token and group (XG_BYTES): 8 registers of
+ * transposed quants, then -8·Σx per block (the Q4_0 correction; unused for
+ * Q8_0). */
 static void prepare_x(const int8_t *xq, size_t nb, size_t n_tok, uint8_t *xt)
 {
     const size_t ng = (nb + 7) / 8;
@@ -342,16 +332,6 @@ static void prepare_w_q4(const uint8_t *w, size_t nb, uint8_t *wt)
         transpose8x8(v);
         store8(wt + j * WG_BYTES, v);
     }
-}
-
-/* The m <= 8 scales at d, zeros after. */
-ALWAYS_INLINE __m256 load_scales(const float *d, size_t m)
-{
-    if (m == 8)
-        return _mm256_loadu_ps(d);
-    const __m256i mask =
-        _mm256_cmpgt_epi32(_mm256_set1_epi32((int)m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    return _mm256_maskload_ps(d, mask);
 }
 
 /* Group j (m <= 8 blocks) of nr <= rt weight rows (rearranged, at wt with
@@ -472,7 +452,7 @@ static void tile_q4(const uint8_t *wt, size_t wstride, const float *wd, size_t n
 
 /* The blocked loop: panels of RB rearranged rows; in each, token tiles
  * outside (their activations stay in L1) and row tiles inside. */
-static void panels(const void *wq, size_t row_bytes, int q4, const float *wd, size_t nb,
+static void panels(const void *wq, size_t row_bytes, int q4, ml_wscales wd, size_t nb,
                    size_t r0, size_t r1, const mm_scratch *s, const float *xd, size_t n_tok,
                    float *y, size_t ldy)
 {
@@ -487,23 +467,24 @@ static void panels(const void *wq, size_t row_bytes, int q4, const float *wd, si
             else
                 prepare_w_q8((const int8_t *)row, nb, s->wt + (r - p) * wstride);
         }
+        const float *pd = panel_scales(wd, p, pe - p, nb, s->wd);
         for (size_t t0 = 0; t0 < n_tok; t0 += tt)
             for (size_t r = p; r < pe; r += rt) {
                 const size_t nt = n_tok - t0 < tt ? n_tok - t0 : tt, nr = pe - r < rt ? pe - r : rt;
-                (q4 ? tile_q4 : tile_q8)(s->wt + (r - p) * wstride, wstride, wd + r * nb, nb, s->xt,
-                                         xd, t0, nt, nr, y, ldy, r);
+                (q4 ? tile_q4 : tile_q8)(s->wt + (r - p) * wstride, wstride, pd + (r - p) * nb, nb,
+                                         s->xt, xd, t0, nt, nr, y, ldy, r);
             }
     }
 }
 
-static void matmul_q8_0(const int8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+static void matmul_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
     const size_t nb = cols / 32;
     mm_scratch s;
     if (r0 >= r1)
         return;
-    if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8)) {
+    if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8, RB)) {
         for (size_t t = 0; t < n_tok; t++)
             matvec_q8_0(wq, wd, cols, r0, r1, xq + t * cols, xd + t * nb, y + t * ldy);
         return;
@@ -513,14 +494,14 @@ static void matmul_q8_0(const int8_t *wq, const float *wd, size_t cols, size_t r
     free(s.base);
 }
 
-static void matmul_q4_0(const uint8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
     const size_t nb = cols / 32;
     mm_scratch s;
     if (r0 >= r1)
         return;
-    if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8)) {
+    if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8, RB)) {
         for (size_t t = 0; t < n_tok; t++)
             matvec_q4_0(wq, wd, cols, r0, r1, xq + t * cols, xd + t * nb, y + t * ldy);
         return;

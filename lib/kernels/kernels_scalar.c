@@ -39,59 +39,67 @@ static int32_t block_dot_q4(const uint8_t *w, const int8_t *x)
     return s;
 }
 
-static float row_dot_q8(const int8_t *w, const float *wd, const int8_t *x, const float *xd,
-                        size_t nb)
+/* Scale i of a matrix, as f32. */
+static float wscale(ml_wscales wd, size_t i)
 {
+    return wd.f16 ? ml_f16_to_f32(((const uint16_t *)wd.p)[i]) : ((const float *)wd.p)[i];
+}
+
+/* Row r of W against one activation. */
+static float row_dot_q8(const int8_t *wq, ml_wscales wd, size_t cols, size_t r, const int8_t *x,
+                        const float *xd)
+{
+    const size_t nb = cols / 32;
+    const int8_t *w = wq + r * cols;
     float acc[8] = {0};
     for (size_t b = 0; b < nb; b++)
-        acc[b % 8] += (float)block_dot_q8(w + 32 * b, x + 32 * b) * (wd[b] * xd[b]);
+        acc[b % 8] += (float)block_dot_q8(w + 32 * b, x + 32 * b) * (wscale(wd, r * nb + b) * xd[b]);
     return fold8(acc);
 }
 
-static float row_dot_q4(const uint8_t *w, const float *wd, const int8_t *x, const float *xd,
-                        size_t nb)
+static float row_dot_q4(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r, const int8_t *x,
+                        const float *xd)
 {
+    const size_t nb = cols / 32;
+    const uint8_t *w = wq + r * (cols / 2);
     float acc[8] = {0};
     for (size_t b = 0; b < nb; b++)
-        acc[b % 8] += (float)block_dot_q4(w + 16 * b, x + 32 * b) * (wd[b] * xd[b]);
+        acc[b % 8] += (float)block_dot_q4(w + 16 * b, x + 32 * b) * (wscale(wd, r * nb + b) * xd[b]);
     return fold8(acc);
 }
 
-static void matvec_q8_0(const int8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+static void matvec_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, float *y)
 {
-    const size_t nb = cols / 32;
     for (size_t r = r0; r < r1; r++)
-        y[r] = row_dot_q8(wq + r * cols, wd + r * nb, xq, xd, nb);
+        y[r] = row_dot_q8(wq, wd, cols, r, xq, xd);
 }
 
-static void matvec_q4_0(const uint8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, float *y)
 {
-    const size_t nb = cols / 32;
     for (size_t r = r0; r < r1; r++)
-        y[r] = row_dot_q4(wq + r * (cols / 2), wd + r * nb, xq, xd, nb);
+        y[r] = row_dot_q4(wq, wd, cols, r, xq, xd);
 }
 
 /* Rows outside, tokens inside: a weight row is read from memory once and
  * stays in cache for every token. */
-static void matmul_q8_0(const int8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+static void matmul_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
     const size_t nb = cols / 32;
     for (size_t r = r0; r < r1; r++)
         for (size_t t = 0; t < n_tok; t++)
-            y[t * ldy + r] = row_dot_q8(wq + r * cols, wd + r * nb, xq + t * cols, xd + t * nb, nb);
+            y[t * ldy + r] = row_dot_q8(wq, wd, cols, r, xq + t * cols, xd + t * nb);
 }
 
-static void matmul_q4_0(const uint8_t *wq, const float *wd, size_t cols, size_t r0, size_t r1,
+static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
     const size_t nb = cols / 32;
     for (size_t r = r0; r < r1; r++)
         for (size_t t = 0; t < n_tok; t++)
-            y[t * ldy + r] =
-                row_dot_q4(wq + r * (cols / 2), wd + r * nb, xq + t * cols, xd + t * nb, nb);
+            y[t * ldy + r] = row_dot_q4(wq, wd, cols, r, xq + t * cols, xd + t * nb);
 }
 
 /* Attention scores: eight strided partial sums, folded pairwise. */

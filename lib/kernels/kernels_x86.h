@@ -4,8 +4,12 @@
 #ifndef ML_KERNELS_X86_H
 #define ML_KERNELS_X86_H
 
+#include "kernels/kernels.h"
+
 #include <immintrin.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 /* Loops over registers must be unrolled for the registers to stay registers. */
@@ -73,18 +77,98 @@ ALWAYS_INLINE void prefetch_ahead(const void *p, int lines)
         _mm_prefetch(a + 64 * i, _MM_HINT_T0);
 }
 
-/* For a group of 8 blocks: 256 bytes of Q8_0 quants, 32 of scales. */
-ALWAYS_INLINE void prefetch_q8(const int8_t *w, const float *wd)
+/* Where scale i of a matrix is stored. */
+ALWAYS_INLINE const char *wscale_at(ml_wscales wd, size_t i, int f16)
 {
-    prefetch_ahead(w, 4);
-    _mm_prefetch((const char *)wd + PREFETCH / 8, _MM_HINT_T0);
+    return (const char *)wd.p + i * (f16 ? 2 : 4);
 }
 
-/* For a group of 8 blocks: 128 bytes of Q4_0 quants, 32 of scales. */
-ALWAYS_INLINE void prefetch_q4(const uint8_t *w, const float *wd)
+/* For a group of 8 blocks: 256 bytes of Q8_0 quants, 32 or 16 of scales
+ * (sc points at the group's first). */
+ALWAYS_INLINE void prefetch_q8(const int8_t *w, const char *sc, int f16)
+{
+    prefetch_ahead(w, 4);
+    _mm_prefetch(sc + PREFETCH / (f16 ? 16 : 8), _MM_HINT_T0);
+}
+
+/* For a group of 8 blocks: 128 bytes of Q4_0 quants, 32 or 16 of scales. */
+ALWAYS_INLINE void prefetch_q4(const uint8_t *w, const char *sc, int f16)
 {
     prefetch_ahead(w, 2);
-    _mm_prefetch((const char *)wd + PREFETCH / 4, _MM_HINT_T0);
+    _mm_prefetch(sc + PREFETCH / (f16 ? 8 : 4), _MM_HINT_T0);
+}
+
+/* Scales i .. i + m - 1 (m <= 8) of a matrix as f32 lanes, +0 after:
+ * vcvtph2ps widens f16 exactly, as the reference's ml_f16_to_f32 does. */
+ALWAYS_INLINE __m256 wscales8(ml_wscales wd, size_t i, size_t m, int f16)
+{
+    if (f16) {
+        uint16_t part[8] = {0};
+        const uint16_t *p = (const uint16_t *)wd.p + i;
+        if (m < 8)
+            p = memcpy(part, p, 2 * m);
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    }
+    float part[8] = {0};
+    const float *p = (const float *)wd.p + i;
+    if (m < 8)
+        p = memcpy(part, p, 4 * m);
+    return _mm256_loadu_ps(p);
+}
+
+/* The scales of rows r .. r + n - 1 (nb each) as f32: in place for f32
+ * files, widened into buf for f16 ones. */
+static inline const float *panel_scales(ml_wscales wd, size_t r, size_t n, size_t nb, float *buf)
+{
+    if (!wd.f16)
+        return (const float *)wd.p + r * nb;
+    const uint16_t *p = (const uint16_t *)wd.p + r * nb;
+    const size_t k = n * nb;
+    size_t i = 0;
+    for (; i + 8 <= k; i += 8)
+        _mm256_storeu_ps(buf + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + i))));
+    for (; i < k; i++)
+        buf[i] = _cvtsh_ss(p[i]);
+    return buf;
+}
+
+/* matmul's scratch: all tokens' activations and one panel of rb weight
+ * rows, rearranged in transposed groups (XG_BYTES per token and group of
+ * 8 blocks, WG_BYTES per row and group), and the panel's scales as f32. */
+#define XG_BYTES 288
+#define WG_BYTES 256
+
+typedef struct mm_scratch {
+    void *base;
+    uint8_t *xt;  /* n_tok * ng * XG_BYTES */
+    uint8_t *wt;  /* rb * ng * WG_BYTES */
+    float *wd;    /* rb * 8 * ng: a panel's widened f16 scales */
+} mm_scratch;
+
+static inline int scratch_new(mm_scratch *s, size_t n_tok, size_t ng, size_t rb)
+{
+    size_t xgroup, xbytes, wbytes, dbytes, total;
+    if (__builtin_mul_overflow(ng, (size_t)XG_BYTES, &xgroup) ||
+        __builtin_mul_overflow(n_tok, xgroup, &xbytes) ||
+        __builtin_mul_overflow(rb, ng * WG_BYTES, &wbytes) ||
+        __builtin_mul_overflow(rb * 32, ng, &dbytes) ||
+        __builtin_add_overflow(xbytes, wbytes + 63, &total) ||
+        __builtin_add_overflow(total, dbytes, &total))
+        return 0;
+    s->base = aligned_alloc(64, total & ~(size_t)63); /* a multiple of the alignment */
+    if (!s->base)
+        return 0;
+    s->xt = s->base;
+    s->wt = s->xt + xbytes;
+    s->wd = (float *)(void *)(s->wt + wbytes);
+    return 1;
+}
+
+ALWAYS_INLINE void store8(uint8_t *dst, const __m256i v[8])
+{
+    UNROLL
+    for (int g = 0; g < 8; g++)
+        _mm256_store_si256((__m256i *)(dst + 32 * g), v[g]);
 }
 
 /* Attention scores in the table's order: lane j of the accumulator sums

@@ -447,22 +447,28 @@ static void residual(ml_ctx *c, const float *post_norm, size_t n_tok)
     }
 }
 
+/* Scale i of a matrix as f32. */
+static float mat_scale(const ml_mat *w, size_t i)
+{
+    return w->d.f16 ? ml_f16_to_f32(((const uint16_t *)w->d.p)[i]) : ((const float *)w->d.p)[i];
+}
+
 /* Row `id` of the embedding, dequantized and scaled. */
 static void embed(const ml_model *m, int32_t id, float *x)
 {
     const ml_mat *e = &m->tok_emb;
     uint32_t dim = m->h.dim;
-    const float *d = e->d + (size_t)id * (dim / 32);
+    size_t d0 = (size_t)id * (dim / 32);
     if (e->type == ML_TYPE_Q8_0) {
         const int8_t *q = (const int8_t *)e->q + (size_t)id * dim;
         for (uint32_t i = 0; i < dim; i++)
-            x[i] = (float)q[i] * d[i / 32] * m->embed_scale;
+            x[i] = (float)q[i] * mat_scale(e, d0 + i / 32) * m->embed_scale;
     } else {
         const uint8_t *q = (const uint8_t *)e->q + (size_t)id * dim / 2;
         for (uint32_t i = 0; i < dim; i++) {
             uint8_t byte = q[(i / 32) * 16 + (i % 32) % 16];
             int nib = (i % 32) < 16 ? byte & 15 : byte >> 4;
-            x[i] = (float)(nib - 8) * d[i / 32] * m->embed_scale;
+            x[i] = (float)(nib - 8) * mat_scale(e, d0 + i / 32) * m->embed_scale;
         }
     }
 }

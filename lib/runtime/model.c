@@ -14,7 +14,8 @@ static ml_mat mat_of(const ml_tensor *t)
         m.rows = t->rows;
         m.cols = t->cols;
         m.q = t->data;
-        m.d = t->scales;
+        m.d.p = t->scales_f16 ? (const void *)t->scales_f16 : (const void *)t->scales;
+        m.d.f16 = t->scales_f16 != NULL;
     }
     return m;
 }

@@ -13,7 +13,7 @@ typedef struct ml_mat {
     ml_type type;
     uint32_t rows, cols;
     const void *q;     /* quants */
-    const float *d;    /* f32 scales, one per 32 weights */
+    ml_wscales d;      /* scales as stored, one per 32 weights (kernels.h) */
 } ml_mat;
 
 typedef struct ml_layer {

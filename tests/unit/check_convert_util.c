@@ -730,12 +730,7 @@ float *tc_mlb_floats(const ml_tensor *t)
     size_t n = (size_t)t->rows * t->cols;
     float *y = malloc(n * sizeof *y);
     ck_assert_ptr_nonnull(y);
-    if (t->type == ML_TYPE_F32)
-        memcpy(y, t->data, n * sizeof *y);
-    else if (t->type == ML_TYPE_Q8_0)
-        ml_dequantize_row_q8_0(t->data, t->scales, n, y);
-    else
-        ml_dequantize_row_q4_0(t->data, t->scales, n, y);
+    ml_tensor_dequantize_rows(t, 0, t->rows, y);
     return y;
 }
 
@@ -855,9 +850,9 @@ size_t tc_check_arrays(const tc_conv *c)
                           "%s: scales differ from the quantizer's", t->name);
             /* and the spec's bound: a Q8_0 weight within half a step */
             for (size_t e = 0; t->type == ML_TYPE_Q8_0 && e < n; e++)
-                TU_REQUIRE(fabsf(got[e] - want[e]) <= 0.5f * fabsf(t->scales[e / 32]) * 1.0001f,
+                TU_REQUIRE(fabsf(got[e] - want[e]) <= 0.5f * fabsf(ml_tensor_scale(t, e / 32)) * 1.0001f,
                            "%s[%zu]: %g for %g, scale %g", t->name, e, (double)got[e],
-                           (double)want[e], (double)t->scales[e / 32]);
+                           (double)want[e], (double)ml_tensor_scale(t, e / 32));
             free(q);
             free(s);
         }

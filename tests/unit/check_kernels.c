@@ -232,6 +232,7 @@ typedef struct mat {
     size_t rows, cols;
     void *wq;        /* rows*cols int8, or rows*cols/2 nibble bytes */
     float *wd;       /* rows*cols/32 */
+    uint16_t *wd16;  /* the same scales as f16 bits (wd their widening), or NULL */
 } mat;
 
 static size_t mat_row_bytes(const mat *m)
@@ -251,8 +252,19 @@ static float random_scale(tu_rng *r)
     }
 }
 
+/* Any finite f16: zeros, subnormals, negatives, up to 65504. */
+static uint16_t random_f16(tu_rng *r)
+{
+    uint16_t h;
+    do
+        h = (uint16_t)tu_below(r, 65536);
+    while ((h & 0x7c00) == 0x7c00);
+    return h;
+}
+
 /* `extreme`: quants at the ends of their ranges, to catch an overflow of
- * a 16-bit intermediate. */
+ * a 16-bit intermediate.  Every other matrix has f16 scales too, so the
+ * kernels' f16 path is checked against the f32 one on the same values. */
 static void mat_new(mat *m, int q4, size_t rows, size_t cols, tu_rng *r, int extreme)
 {
     m->q4 = q4;
@@ -268,14 +280,37 @@ static void mat_new(mat *m, int q4, size_t rows, size_t cols, tu_rng *r, int ext
             p[i] = (uint8_t)(int8_t)(extreme ? (tu_below(r, 2) ? 127 : -127)
                                              : (int)tu_below(r, 255) - 127);
     }
-    for (size_t i = 0; i < rows * cols / 32; i++)
-        m->wd[i] = random_scale(r);
+    m->wd16 = tu_below(r, 2) ? xmalloc(rows * cols / 32 * sizeof(uint16_t)) : NULL;
+    for (size_t i = 0; i < rows * cols / 32; i++) {
+        if (m->wd16)
+            m->wd16[i] = random_f16(r);
+        m->wd[i] = m->wd16 ? ml_f16_to_f32(m->wd16[i]) : random_scale(r);
+    }
+}
+
+/* For tests that set their own f32 scales. */
+static void mat_drop_f16(mat *m)
+{
+    free(m->wd16);
+    m->wd16 = NULL;
 }
 
 static void mat_free(mat *m)
 {
     free(m->wq);
     free(m->wd);
+    free(m->wd16);
+}
+
+static ml_wscales f32_scales(const float *d)
+{
+    return (ml_wscales){d, 0};
+}
+
+/* The matrix's scales as f32, or as f16 with `f16` (wd16 must exist). */
+static ml_wscales mat_scales(const mat *m, int f16)
+{
+    return f16 ? (ml_wscales){m->wd16, 1} : f32_scales(m->wd);
 }
 
 typedef struct acts {
@@ -313,72 +348,77 @@ static float *sentinel_buf(size_t n)
     return y;
 }
 
-static void matvec(const ml_kernels *k, const mat *m, size_t r0, size_t r1, const int8_t *xq,
-                   const float *xd, float *y)
+static void matvec(const ml_kernels *k, const mat *m, int f16, size_t r0, size_t r1,
+                   const int8_t *xq, const float *xd, float *y)
 {
     if (m->q4)
-        k->matvec_q4_0(m->wq, m->wd, m->cols, r0, r1, xq, xd, y);
+        k->matvec_q4_0(m->wq, mat_scales(m, f16), m->cols, r0, r1, xq, xd, y);
     else
-        k->matvec_q8_0(m->wq, m->wd, m->cols, r0, r1, xq, xd, y);
+        k->matvec_q8_0(m->wq, mat_scales(m, f16), m->cols, r0, r1, xq, xd, y);
 }
 
-static void matmul(const ml_kernels *k, const mat *m, size_t r0, size_t r1, const acts *a,
-                   float *y, size_t ldy)
+static void matmul(const ml_kernels *k, const mat *m, int f16, size_t r0, size_t r1,
+                   const acts *a, float *y, size_t ldy)
 {
     if (m->q4)
-        k->matmul_q4_0(m->wq, m->wd, m->cols, r0, r1, a->q, a->d, a->n_tok, y, ldy);
+        k->matmul_q4_0(m->wq, mat_scales(m, f16), m->cols, r0, r1, a->q, a->d, a->n_tok, y, ldy);
     else
-        k->matmul_q8_0(m->wq, m->wd, m->cols, r0, r1, a->q, a->d, a->n_tok, y, ldy);
+        k->matmul_q8_0(m->wq, mat_scales(m, f16), m->cols, r0, r1, a->q, a->d, a->n_tok, y, ldy);
 }
 
 /* got[i] must equal want[i] bit for bit inside [r0, r1) and still hold
  * the sentinel outside. */
 static void require_rows(const float *got, const float *want, size_t n, size_t r0, size_t r1,
-                         const char *what, const char *variant, const mat *m, size_t t)
+                         const char *what, const char *variant, const mat *m, int f16, size_t t)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t g = fbits(got[i]), w = i >= r0 && i < r1 ? fbits(want[i]) : SENTINEL;
-        TU_REQUIRE(g == w, "%s, %s, %s %zux%zu rows %zu-%zu token %zu: y[%zu] = %a (0x%08x), "
-                           "expected %a (0x%08x)",
-                   what, variant, m->q4 ? "Q4_0" : "Q8_0", m->rows, m->cols, r0, r1, t, i,
-                   (double)got[i], g, (double)from_bits(w), w);
+        TU_REQUIRE(g == w, "%s, %s, %s %zux%zu %s scales rows %zu-%zu token %zu: y[%zu] = %a "
+                           "(0x%08x), expected %a (0x%08x)",
+                   what, variant, m->q4 ? "Q4_0" : "Q8_0", m->rows, m->cols, f16 ? "f16" : "f32",
+                   r0, r1, t, i, (double)got[i], g, (double)from_bits(w), w);
     }
 }
 
-/* matvec of every variant against the scalar one, rows [r0, r1). */
+/* matvec of every variant, with each scale encoding the matrix has,
+ * against the scalar one with f32 scales, rows [r0, r1). */
 static void check_matvec(const mat *m, const acts *a, size_t r0, size_t r1)
 {
     float *want = sentinel_buf(m->rows), *got = sentinel_buf(m->rows);
-    matvec(&ml__kernels_scalar, m, r0, r1, a->q, a->d, want);
-    for (size_t v = 0; v < n_variants; v++) {
-        for (size_t i = 0; i < m->rows; i++)
-            got[i] = from_bits(SENTINEL);
-        matvec(variants[v], m, r0, r1, a->q, a->d, got);
-        require_rows(got, want, m->rows, r0, r1, "matvec", variants[v]->name, m, 0);
-    }
+    matvec(&ml__kernels_scalar, m, 0, r0, r1, a->q, a->d, want);
+    for (size_t v = 0; v < n_variants; v++)
+        for (int f16 = 0; f16 <= (m->wd16 != NULL); f16++) {
+            for (size_t i = 0; i < m->rows; i++)
+                got[i] = from_bits(SENTINEL);
+            matvec(variants[v], m, f16, r0, r1, a->q, a->d, got);
+            require_rows(got, want, m->rows, r0, r1, "matvec", variants[v]->name, m, f16, 0);
+        }
     free(want);
     free(got);
 }
 
-/* matmul of every variant against the scalar matmul, and every (t, r)
- * against the variant's own matvec; y has ldy > rows. */
+/* matmul of every variant (each scale encoding) against the scalar matmul
+ * with f32 scales, and every (t, r) against the variant's own matvec; y
+ * has ldy > rows. */
 static void check_matmul(const mat *m, const acts *a, size_t r0, size_t r1)
 {
     const size_t ldy = m->rows + 3, ny = a->n_tok * ldy;
     float *want = sentinel_buf(ny), *got = sentinel_buf(ny), *vec = sentinel_buf(m->rows);
-    matmul(&ml__kernels_scalar, m, r0, r1, a, want, ldy);
-    for (size_t v = 0; v < n_variants; v++) {
-        for (size_t i = 0; i < ny; i++)
-            got[i] = from_bits(SENTINEL);
-        matmul(variants[v], m, r0, r1, a, got, ldy);
-        for (size_t t = 0; t < a->n_tok; t++) {
-            require_rows(got + t * ldy, want + t * ldy, ldy, r0, r1, "matmul vs scalar",
-                         variants[v]->name, m, t);
-            matvec(variants[v], m, r0, r1, a->q + t * m->cols, a->d + t * m->cols / 32, vec);
-            require_rows(got + t * ldy, vec, m->rows, r0, r1, "matmul vs matvec",
-                         variants[v]->name, m, t);
+    matmul(&ml__kernels_scalar, m, 0, r0, r1, a, want, ldy);
+    for (size_t v = 0; v < n_variants; v++)
+        for (int f16 = 0; f16 <= (m->wd16 != NULL); f16++) {
+            for (size_t i = 0; i < ny; i++)
+                got[i] = from_bits(SENTINEL);
+            matmul(variants[v], m, f16, r0, r1, a, got, ldy);
+            for (size_t t = 0; t < a->n_tok; t++) {
+                require_rows(got + t * ldy, want + t * ldy, ldy, r0, r1, "matmul vs scalar",
+                             variants[v]->name, m, f16, t);
+                matvec(variants[v], m, f16, r0, r1, a->q + t * m->cols, a->d + t * m->cols / 32,
+                       vec);
+                require_rows(got + t * ldy, vec, m->rows, r0, r1, "matmul vs matvec",
+                             variants[v]->name, m, f16, t);
+            }
         }
-    }
     free(want);
     free(got);
     free(vec);
@@ -482,6 +522,7 @@ START_TEST(dot_quantized_activations)
     for (int q4 = 0; q4 < 2; q4++) {
         mat m;
         mat_new(&m, q4, 70, cols, &r, 0);
+        mat_drop_f16(&m);
         for (size_t i = 0; i < 70 * cols / 32; i++)
             m.wd[i] = normal(&r) * 0.02f;
         check_matvec(&m, &a, 0, 70);
@@ -514,13 +555,14 @@ START_TEST(scalar_matches_double)
             mat m;
             acts a;
             mat_new(&m, q4, 8, dcols[c], &r, 0);
+            mat_drop_f16(&m);
             acts_new(&a, 1, dcols[c], &r, 0);
             for (size_t i = 0; i < 8 * dcols[c] / 32; i++)
                 m.wd[i] = normal(&r) * 0.01f;
             for (size_t i = 0; i < dcols[c] / 32; i++)
                 a.d[i] = normal(&r) * 0.01f;
             float y[8];
-            matvec(&ml__kernels_scalar, &m, 0, 8, a.q, a.d, y);
+            matvec(&ml__kernels_scalar, &m, 0, 0, 8, a.q, a.d, y);
             for (size_t row = 0; row < 8; row++) {
                 double sum = 0, mag = 0;
                 for (size_t b = 0; b < dcols[c] / 32; b++) {
@@ -561,9 +603,9 @@ static float rule3_case(const ml_kernels *k, int q4, const float *s, size_t nb)
     }
     float y = 0;
     if (q4)
-        k->matvec_q4_0(wq4, wd, cols, 0, 1, xq, xd, &y);
+        k->matvec_q4_0(wq4, f32_scales(wd), cols, 0, 1, xq, xd, &y);
     else
-        k->matvec_q8_0(wq8, wd, cols, 0, 1, xq, xd, &y);
+        k->matvec_q8_0(wq8, f32_scales(wd), cols, 0, 1, xq, xd, &y);
     free(wq8);
     free(xq);
     free(wq4);
@@ -614,10 +656,10 @@ START_TEST(known_values)
     const float wd = 0.5f, xd = 0.25f;
     for (size_t v = 0; v < n_variants; v++) {
         float y = 0;
-        variants[v]->matvec_q4_0(w4, &wd, 32, 0, 1, x, &xd, &y);
+        variants[v]->matvec_q4_0(w4, f32_scales(&wd), 32, 0, 1, x, &xd, &y);
         /* 16 * 7 * 1 + 16 * -8 * 2 = -144, times 0.125 */
         ck_assert_msg(y == -18.0f, "%s Q4_0: %g", variants[v]->name, (double)y);
-        variants[v]->matvec_q8_0(w8, &wd, 32, 0, 1, x, &xd, &y);
+        variants[v]->matvec_q8_0(w8, f32_scales(&wd), 32, 0, 1, x, &xd, &y);
         /* 16 * -127 + 16 * 127 * 2 = 2032, times 0.125 */
         ck_assert_msg(y == 254.0f, "%s Q8_0: %g", variants[v]->name, (double)y);
     }
@@ -647,17 +689,17 @@ START_TEST(extreme_sums)
     const float want8 = 9.0f * 516128.0f, want4 = 9.0f * 32 * 7 * 127;
     for (size_t v = 0; v < n_variants; v++) {
         float y[5];
-        variants[v]->matmul_q8_0(w8, wd, cols, 0, 1, xq, xd, n_tok, y, 1);
+        variants[v]->matmul_q8_0(w8, f32_scales(wd), cols, 0, 1, xq, xd, n_tok, y, 1);
         for (size_t t = 0; t < n_tok; t++)
             ck_assert_msg(y[t] == (t % 2 ? -want8 : want8), "%s Q8_0 token %zu: %.9g",
                           variants[v]->name, t, (double)y[t]);
-        variants[v]->matmul_q4_0(w4, wd, cols, 0, 1, xq, xd, n_tok, y, 1);
+        variants[v]->matmul_q4_0(w4, f32_scales(wd), cols, 0, 1, xq, xd, n_tok, y, 1);
         for (size_t t = 0; t < n_tok; t++)
             ck_assert_msg(y[t] == (t % 2 ? -want4 : want4), "%s Q4_0 token %zu: %.9g",
                           variants[v]->name, t, (double)y[t]);
-        variants[v]->matvec_q8_0(w8, wd, cols, 0, 1, xq + cols, xd, y);
+        variants[v]->matvec_q8_0(w8, f32_scales(wd), cols, 0, 1, xq + cols, xd, y);
         ck_assert_msg(y[0] == -want8, "%s Q8_0 matvec: %.9g", variants[v]->name, (double)y[0]);
-        variants[v]->matvec_q4_0(w4, wd, cols, 0, 1, xq, xd, y);
+        variants[v]->matvec_q4_0(w4, f32_scales(wd), cols, 0, 1, xq, xd, y);
         ck_assert_msg(y[0] == want4, "%s Q4_0 matvec: %.9g", variants[v]->name, (double)y[0]);
     }
     free(w8);

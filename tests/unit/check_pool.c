@@ -259,9 +259,9 @@ static void mv_fn(void *ctx, unsigned ith, unsigned nth)
     size_t b, e;
     ml__pool_split(j->rows, 8, ith, nth, &b, &e);
     if (j->q4)
-        j->k->matmul_q4_0(j->wq, j->wd, j->cols, b, e, j->xq, j->xd, j->n_tok, j->y, j->rows);
+        j->k->matmul_q4_0(j->wq, (ml_wscales){j->wd, 0}, j->cols, b, e, j->xq, j->xd, j->n_tok, j->y, j->rows);
     else
-        j->k->matmul_q8_0(j->wq, j->wd, j->cols, b, e, j->xq, j->xd, j->n_tok, j->y, j->rows);
+        j->k->matmul_q8_0(j->wq, (ml_wscales){j->wd, 0}, j->cols, b, e, j->xq, j->xd, j->n_tok, j->y, j->rows);
 }
 
 START_TEST(kernels_thread_independent)

@@ -95,11 +95,8 @@ START_TEST(test_methods_and_exact_steps)
             continue;
         size_t n = (size_t)t->rows * t->cols;
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-        ml_dequantize_row_q8_0(t->data, t->scales, n, x);
-        if (s->type == ML_TYPE_Q4_0)
-            ml_dequantize_row_q4_0(s->data, s->scales, n, y);
-        else
-            ml_dequantize_row_q8_0(s->data, s->scales, n, y);
+        ml_tensor_dequantize_rows(t, 0, t->rows, x);
+        ml_tensor_dequantize_rows(s, 0, s->rows, y);
         ck_assert_msg(memcmp(x, y, n * sizeof *x) == 0, "%s changed", t->name);
         free(x);
         free(y);
