@@ -8,13 +8,15 @@
  * runtime's pool; and the pool's wake-up latency.
  *
  * Build and run without make, from the repository root after `make`:
- *     bash bench/bench-kernels.sh [-s SECONDS] [VARIANT...]
+ *     bash bench/bench-kernels.sh [-s SECONDS] [-m ROWSxCOLS]... [VARIANT...]
  * which is
  *     cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -Ilib \
  *        bench/bench_kernels.c build/libmlcore.a -ldeflate -lz -lm -lpthread
  * (MLCORE_BUILD=DIR uses DIR/libmlcore.a).  VARIANT: scalar, avx2,
  * avx512vnni (default: every one this CPU runs).  -s: seconds per
- * measurement (default 0.3). */
+ * measurement (default 0.3).  -m: a matrix shape instead of the default
+ * TinyLlama ones (2048x2048, 5632x2048); a small one (say 64x4096, 128
+ * KiB of Q4_0) stays in L2 and measures the kernel's arithmetic alone. */
 #include "kernels/kernels.h"
 #include "runtime/pool.h"
 
@@ -308,10 +310,22 @@ static int wanted(const ml_kernels *k, int argc, char **argv, int first)
 int main(int argc, char **argv)
 {
     int first = 1;
-    if (argc > 2 && strcmp(argv[1], "-s") == 0) {
-        seconds = atof(argv[2]);
-        first = 3;
+    size_t shapes[8][2] = {{2048, 2048}, {5632, 2048}}, n_shapes = 0;
+    while (first + 1 < argc && argv[first][0] == '-') {
+        if (strcmp(argv[first], "-s") == 0)
+            seconds = atof(argv[first + 1]);
+        else if (strcmp(argv[first], "-m") == 0 && n_shapes < 8 &&
+                 sscanf(argv[first + 1], "%zux%zu", &shapes[n_shapes][0], &shapes[n_shapes][1]) == 2 &&
+                 shapes[n_shapes][1] % 32 == 0 && shapes[n_shapes][0] > 0)
+            n_shapes++;
+        else {
+            fprintf(stderr, "usage: bench_kernels [-s SECONDS] [-m ROWSxCOLS]... [VARIANT...]\n");
+            return 2;
+        }
+        first += 2;
     }
+    if (n_shapes == 0)
+        n_shapes = 2;
     ml_pool *pools[2];
     for (unsigned t = 1; t <= 2; t++)
         if (ml__pool_new(t, &pools[t - 1], NULL) != ML_OK) {
@@ -326,9 +340,8 @@ int main(int argc, char **argv)
 
     const ml_kernels *ks[8];
     const size_t nk = ml__kernels_available(ks, 8);
-    static const size_t shapes[][2] = {{2048, 2048}, {5632, 2048}};
     for (int q4 = 0; q4 < 2; q4++)
-        for (size_t s = 0; s < 2; s++) {
+        for (size_t s = 0; s < n_shapes; s++) {
             matrix m;
             matrix_new(&m, q4, shapes[s][0], shapes[s][1], (size_t)256 << 20);
             header();

@@ -239,10 +239,77 @@ static void matvec_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0,
             y[r] = row_q8(wq, wd, r, xq, xd, nb, 0);
 }
 
+/* Q4_0 decode uses the regrouped activation of kernels_x86.h (q4_pairs):
+ * a pair of blocks costs two vpmaddubsw, one 16-bit add (at most
+ * 2·2·15·127 per lane) and one vpmaddwd. */
+static void q4_pairs_init(q4_pairs *qp, const int8_t *x, const float *xd, size_t nb)
+{
+    const __m256i order = _mm256_setr_epi32(PAIR_ORDER);
+    q4_pairs_regroup(qp, x, xd, nb);
+    for (size_t j = 0; j < (nb + 7) / 8; j++) {
+        const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
+        const __m256i s8 = _mm256_slli_epi32(block_sums(x + 256 * j, m), 3);
+        qp->corr[j] = _mm256_permutevar8x32_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), s8),
+                                                  order);
+    }
+}
+
+/* Σ nibble·x of the two blocks at w (only the first when `one`), lanes
+ * 0-3 and 4-7, against the regrouped activation xp. */
+ALWAYS_INLINE __m256i q4_pair_sums(const uint8_t *w, const int8_t *xp, int one)
+{
+    __m256i lo, hi;
+    q4_pair_nibbles(w, one, &lo, &hi);
+    const __m256i x0 = _mm256_loadu_si256((const __m256i *)xp);
+    const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xp + 32));
+    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_maddubs_epi16(hi, x1));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* A group (m <= 8 blocks at w): block sums in pair order. */
+ALWAYS_INLINE __m256i q4_group_pairs(const uint8_t *w, const int8_t *xp, size_t m)
+{
+    __m256i p[4];
+    UNROLL
+    for (size_t k = 0; k < 4; k++)
+        p[k] = 2 * k + 1 < m ? q4_pair_sums(w + 32 * k, xp + 64 * k, 0)
+             : 2 * k < m     ? q4_pair_sums(w + 32 * k, xp + 64 * k, 1)
+                             : _mm256_setzero_si256();
+    return q4_pairs_fold(p);
+}
+
+ALWAYS_INLINE float row_q4_pairs(const uint8_t *wq, ml_wscales wd, size_t r, const q4_pairs *qp,
+                                 size_t nb, int f16)
+{
+    const __m256i order = _mm256_setr_epi32(PAIR_ORDER);
+    const uint8_t *w = wq + r * nb * 16;
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0, j = 0; b < nb; b += 8, j++) {
+        const size_t m = nb - b < 8 ? nb - b : 8;
+        prefetch_q4(w + 16 * b, wscale_at(wd, r * nb + b, f16), f16);
+        const __m256i isum = _mm256_add_epi32(q4_group_pairs(w + 16 * b, qp->x + 32 * b, m),
+                                              qp->corr[j]);
+        const __m256 sw = _mm256_permutevar8x32_ps(wscales8(wd, r * nb + b, m, f16), order);
+        acc = combine(acc, isum, _mm256_mul_ps(sw, qp->xd[j]));
+    }
+    return fold8(_mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(PAIR_INVERSE)));
+}
+
 static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, float *y)
 {
     const size_t nb = cols / 32, ng = (nb + 7) / 8;
+    if (cols <= PAIR_COLS) {
+        q4_pairs qp;
+        q4_pairs_init(&qp, xq, xd, nb);
+        if (wd.f16)
+            for (size_t r = r0; r < r1; r++)
+                y[r] = row_q4_pairs(wq, wd, r, &qp, nb, 1);
+        else
+            for (size_t r = r0; r < r1; r++)
+                y[r] = row_q4_pairs(wq, wd, r, &qp, nb, 0);
+        return;
+    }
     __m256i xs_buf[XS_GROUPS];
     const __m256i *xs = NULL;
     if (ng <= XS_GROUPS) {

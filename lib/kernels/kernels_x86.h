@@ -171,6 +171,73 @@ ALWAYS_INLINE void store8(uint8_t *dst, const __m256i v[8])
         _mm256_store_si256((__m256i *)(dst + 32 * g), v[g]);
 }
 
+/* ---- Q4_0 decode with the activation regrouped once per product ----
+ *
+ * One 32-byte load holds two blocks' nibble bytes; masking gives the low
+ * nibbles of both (elements 0..15 of each) and the high ones (16..31).
+ * Rather than regroup those per block for every row, the activation is
+ * regrouped the same way once: for blocks 2k and 2k+1, 64 bytes of
+ * x[2k][0..15], x[2k+1][0..15], x[2k][16..31], x[2k+1][16..31].  A pair
+ * then gives one register of int32 partial sums (lanes 0-3 block 2k, 4-7
+ * block 2k+1), and three vphaddd fold a group's four pairs into one
+ * register holding blocks 0, 2, 4, 6, 1, 3, 5, 7: lane order PAIR_ORDER.
+ * The float side works in that order throughout (scales permuted to
+ * match) and the accumulator goes back to block order for rule 3's fold:
+ * the same operations on the same values as the reference. */
+#define PAIR_COLS 16384 /* longer rows take the per-block path (stack use stays ~16 KiB) */
+#define PAIR_ORDER 0, 2, 4, 6, 1, 3, 5, 7
+#define PAIR_INVERSE 0, 4, 1, 5, 2, 6, 3, 7
+
+typedef struct q4_pairs {
+    int8_t x[PAIR_COLS];                 /* the regrouped activation */
+    __m256i corr[PAIR_COLS / 256];       /* -8·Σx per block, pair order */
+    __m256 xd[PAIR_COLS / 256];          /* activation scales, pair order */
+} q4_pairs;
+
+/* Fills x and xd of qp (nb <= PAIR_COLS / 32 blocks); corr is the
+ * caller's. */
+static inline void q4_pairs_regroup(q4_pairs *qp, const int8_t *x, const float *xd, size_t nb)
+{
+    const __m256i order = _mm256_setr_epi32(PAIR_ORDER);
+    for (size_t b = 0; b < nb; b += 2) {
+        int8_t *dst = qp->x + 32 * b;
+        const int8_t *x0 = x + 32 * b;
+        memcpy(dst, x0, 16);
+        memcpy(dst + 32, x0 + 16, 16);
+        if (b + 1 < nb) {
+            memcpy(dst + 16, x0 + 32, 16);
+            memcpy(dst + 48, x0 + 48, 16);
+        } else {
+            memset(dst + 16, 0, 16);
+            memset(dst + 48, 0, 16);
+        }
+    }
+    for (size_t j = 0; j < (nb + 7) / 8; j++) {
+        const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
+        float part[8] = {0};
+        memcpy(part, xd + 8 * j, 4 * m);
+        qp->xd[j] = _mm256_permutevar8x32_ps(_mm256_loadu_ps(part), order);
+    }
+}
+
+/* The two blocks' nibble bytes at w as (low nibbles, high nibbles); with
+ * `one`, only the first block's 16 bytes are read and the second's lanes
+ * are zero. */
+ALWAYS_INLINE void q4_pair_nibbles(const uint8_t *w, int one, __m256i *lo, __m256i *hi)
+{
+    const __m256i b = one ? _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)w))
+                          : _mm256_loadu_si256((const __m256i *)w);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    *lo = _mm256_and_si256(b, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+}
+
+/* Four pairs' partial-sum registers to the group's block sums, pair order. */
+ALWAYS_INLINE __m256i q4_pairs_fold(const __m256i p[4])
+{
+    return _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+}
+
 /* Attention scores in the table's order: lane j of the accumulator sums
  * a[i] * b[i] for i % 8 == j (a multiply, then an add: no FMA), the
  * remainder goes to its lanes one by one, then fold8. */
