@@ -36,24 +36,8 @@ mkdir -p "$WORK"
 MLCORE_BUILD=$B bash "$here/../tools/real-models.sh" --fetch-only >/dev/null
 SRC=$DIR/SmolLM2-135M-Instruct.Q4_1.gguf
 
-llama_bin() {
-    if [ -n "${LLAMA_BIN:-}" ]; then echo "$LLAMA_BIN"; return; fi
-    local src="$WORK/llama.cpp"
-    if [ ! -x "$src/build/bin/llama-imatrix" ]; then
-        echo "building llama.cpp from the llama-cpp-python source package into $src ..." >&2
-        mkdir -p "$src.dl"
-        pip download -q --no-deps --no-binary :all: -d "$src.dl" llama-cpp-python >&2
-        rm -rf "$src" && mkdir -p "$src"
-        tar xzf "$src.dl"/llama_cpp_python-*.tar.gz -C "$src.dl"
-        cp -r "$src.dl"/llama_cpp_python-*/vendor/llama.cpp/. "$src"
-        cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-            -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF >&2
-        cmake --build "$src/build" -j"$(nproc)" \
-            --target llama-imatrix llama-quantize llama-perplexity >&2
-    fi
-    echo "$src/build/bin"
-}
-L=$(llama_bin)
+. "$here/llama.sh"
+L=$(llama_bin "$WORK/llama.cpp" llama-imatrix llama-quantize llama-perplexity)
 
 L_=/usr/share/common-licenses
 cat $L_/GPL-2 $L_/LGPL-2.1 $L_/Apache-2.0 $L_/MPL-2.0 $L_/Artistic >"$WORK/corpus.txt"

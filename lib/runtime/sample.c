@@ -85,13 +85,28 @@ static void penalize(ml_sampler *s, float *logits, const int32_t *hist, size_t n
     }
 }
 
+/* The first index of the largest logit (NaNs never win; 0 when all are
+ * NaN).  Two passes: the maximum with eight independent lanes (a 262144-
+ * token vocabulary took half a millisecond as one dependent chain, 6% of
+ * a small model's decode), then the first index holding it. */
 static int32_t argmax(const float *logits, uint32_t n)
 {
-    int32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = (int32_t)i;
-    return best;
+    float lane[8];
+    for (int k = 0; k < 8; k++)
+        lane[k] = -INFINITY;
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            lane[k] = logits[i + k] > lane[k] ? logits[i + k] : lane[k];
+    for (; i < n; i++)
+        lane[0] = logits[i] > lane[0] ? logits[i] : lane[0];
+    float max = lane[0];
+    for (int k = 1; k < 8; k++)
+        max = lane[k] > max ? lane[k] : max;
+    for (i = 0; i < n; i++)
+        if (logits[i] == max)
+            return (int32_t)i;
+    return 0;
 }
 
 int32_t ml_sampler_next(ml_sampler *s, float *logits, const int32_t *history, size_t n_history)

@@ -262,6 +262,42 @@ START_TEST(test_sampler)
 }
 END_TEST
 
+/* Greedy picks the first index of the largest logit over any length: ties
+ * (the lowest index wins), NaNs (never win), -inf, and the tail after the
+ * last full group of eight. */
+static int32_t first_max(const float *x, uint32_t n)
+{
+    int32_t best = -1;
+    for (uint32_t i = 0; i < n; i++)
+        if (x[i] == x[i] && (best < 0 || x[i] > x[best]))
+            best = (int32_t)i;
+    return best < 0 ? 0 : best;
+}
+
+START_TEST(test_greedy_argmax)
+{
+    ml_sampler_params sp = {0, 0, 1, 0, 1, 64, 1};
+    ml_error err;
+    uint64_t r = 7;
+    for (uint32_t n = 1; n <= 70; n++)
+        for (int rep = 0; rep < 20; rep++) {
+            float *x = malloc(n * sizeof *x), *copy = malloc(n * sizeof *x);
+            for (uint32_t i = 0; i < n; i++) {
+                r = r * 6364136223846793005ull + 1442695040888963407ull;
+                unsigned v = (unsigned)(r >> 33) % 12;
+                x[i] = v == 0 ? NAN : v == 1 ? -INFINITY : v == 2 ? -0.0f : (float)(v % 5);
+            }
+            memcpy(copy, x, n * sizeof *x);
+            ml_sampler *s;
+            ck_assert(ml_sampler_new(&sp, n, &s, &err) == ML_OK);
+            ck_assert_int_eq(ml_sampler_next(s, copy, NULL, 0), first_max(x, n));
+            ml_sampler_free(s);
+            free(x);
+            free(copy);
+        }
+}
+END_TEST
+
 /* Sliding-window and linear-attention layers keep the same memory whatever
  * the context: from --ctx 4096 to 32768 only the full-attention layers
  * grow, each by 2 x kv_dim floats per position. */
@@ -331,6 +367,7 @@ Suite *suite_runtime(void)
     tcase_add_test(tc, test_kernel_variants);
     tcase_add_test(tc, test_state_bytes_and_errors);
     tcase_add_test(tc, test_sampler);
+    tcase_add_test(tc, test_greedy_argmax);
     tcase_add_test(tc, test_memory_does_not_grow);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);

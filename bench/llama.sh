@@ -1,0 +1,28 @@
+# llama.sh - sourced by the bench scripts: where llama.cpp's tools are.
+#
+#   llama_bin DIR TARGET...   prints the directory of llama.cpp's binaries:
+#                             $LLAMA_BIN when set, else a build in DIR made
+#                             once from the llama-cpp-python source package
+#                             (pip download; needs cmake and g++) with at
+#                             least the given targets (llama-bench, ...).
+llama_bin() {
+    local src=$1
+    shift
+    if [ -n "${LLAMA_BIN:-}" ]; then echo "$LLAMA_BIN"; return; fi
+    local t missing=
+    for t in "$@"; do [ -x "$src/build/bin/$t" ] || missing=1; done
+    if [ -n "$missing" ]; then
+        echo "building llama.cpp ($*) from the llama-cpp-python source package into $src ..." >&2
+        if [ ! -f "$src/CMakeLists.txt" ]; then
+            mkdir -p "$src.dl"
+            pip download -q --no-deps --no-binary :all: -d "$src.dl" llama-cpp-python >&2
+            rm -rf "$src" && mkdir -p "$src"
+            tar xzf "$src.dl"/llama_cpp_python-*.tar.gz -C "$src.dl"
+            cp -r "$src.dl"/llama_cpp_python-*/vendor/llama.cpp/. "$src"
+        fi
+        cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+            -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF >&2
+        cmake --build "$src/build" -j"$(nproc)" --target "$@" >&2
+    fi
+    echo "$src/build/bin"
+}
