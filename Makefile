@@ -68,9 +68,11 @@ $(B)/%.o: %.c
 # rest of the library stays baseline x86-64 and dispatch picks at run time.
 # No -mfma: fused multiply-adds would break bit-identity with the scalar
 # reference.
-$(B)/%_avx2.o: ALL_CFLAGS += -mavx2 -mf16c
-$(B)/%_avx512.o: ALL_CFLAGS += -mavx2 -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni \
-                               -mavx512dq
+# Other targets (make check-arm64) compile those files to nothing.
+X86 := $(filter x86_64% i386% i486% i586% i686%,$(shell $(CC) -dumpmachine 2>/dev/null))
+$(B)/%_avx2.o: ALL_CFLAGS += $(if $(X86),-mavx2 -mf16c)
+$(B)/%_avx512.o: ALL_CFLAGS += $(if $(X86),-mavx2 -mf16c -mavx512f -mavx512bw -mavx512vl \
+                               -mavx512vnni -mavx512dq)
 
 $(B)/libmlcore.a: $(LIB_OBJ)
 	@rm -f $@
@@ -105,11 +107,14 @@ $(B)/tests/%: $(B)/tests/tools/%.o $(B)/libmlcore.a
 check: unit cli man-lint
 
 # What CI runs: the suite with gcc, again with clang, again under sanitizers,
-# and the parser suites built for 32-bit x86 (mk/m32.mk).
+# the parser suites built for 32-bit x86 (mk/m32.mk), and the kernel,
+# runtime and parser suites built for AArch64 and run under qemu
+# (mk/arm64.mk).
 check-all: check
 	$(MAKE) B=build-clang CC=clang check
 	$(MAKE) sanitize
 	$(MAKE) check-m32
+	$(MAKE) check-arm64
 
 unit: $(UNIT)
 	$(UNIT)

@@ -6,7 +6,7 @@
 #
 # Needs gcc-multilib (apt-get install gcc-multilib).  The i386 libraries
 # (libdeflate, utf8proc, zlib, check, subunit) come from Debian's i386
-# packages, fetched and checked by tools/m32-deps.sh into build-m32/sysroot
+# packages, fetched and checked by tools/cross-deps.sh into build-m32/sysroot
 # and linked statically, so nothing is installed for i386.  -msse2
 # -mfpmath=sse keeps float arithmetic in SSE registers as on x86-64
 # instead of x87's extended precision.
@@ -39,6 +39,6 @@ check-m32: $(M32_SYSROOT)/.complete
 	  UNIT_SRC="$(M32_UNIT_SRC)" all tests
 	$(M32_B)/tests/unit-tests
 
-$(M32_SYSROOT)/.complete: tools/m32-deps.sh
-	bash tools/m32-deps.sh $(M32_SYSROOT)
+$(M32_SYSROOT)/.complete: tools/cross-deps.sh
+	bash tools/cross-deps.sh i386 $(M32_SYSROOT)
 	@touch $@

@@ -3,7 +3,8 @@
  * environment variable ML_KERNELS names.  An unknown or unrunnable name is
  * an error, never a silent fallback: a user who asks for a variant and
  * gets another would compare the wrong things.  The x86 variants exist
- * only in x86-64 builds; elsewhere the scalar table is all there is. */
+ * only in x86-64 builds, NEON only in AArch64 ones (where every CPU has
+ * it); elsewhere the scalar table is all there is. */
 #include "kernels/kernels.h"
 
 #include "mlcore.h"
@@ -32,6 +33,10 @@ static int cpu_has_avx512vnni(void)
 }
 #endif
 
+#if defined(__aarch64__)
+extern const ml_kernels ml__kernels_neon;
+#endif
+
 static int cpu_has_nothing_special(void)
 {
     return 1;
@@ -53,6 +58,11 @@ static const variant variants[] = {
 #else
     {"avx2", NULL, NULL},
     {"avx512", NULL, NULL},
+#endif
+#if defined(__aarch64__)
+    {"neon", &ml__kernels_neon, cpu_has_nothing_special},
+#else
+    {"neon", NULL, NULL},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
@@ -79,9 +89,11 @@ const ml_kernels *ml__kernels_select(const char **why)
         const variant *v = find(env);
         const char *reason = NULL;
         if (!v)
-            reason = "ML_KERNELS: unknown kernel variant (expected scalar, avx2, avx512 or auto)";
+            reason = "ML_KERNELS: unknown kernel variant (expected scalar, avx2, avx512, neon or "
+                     "auto)";
         else if (!v->table)
-            reason = "ML_KERNELS: this build has no such kernel variant (x86-64 builds only)";
+            reason = "ML_KERNELS: this build has no such kernel variant (avx2 and avx512: x86-64 "
+                     "builds only; neon: AArch64 builds only)";
         else if (!v->runs())
             reason = "ML_KERNELS: this CPU lacks the instructions of the requested kernel variant";
         if (reason) {

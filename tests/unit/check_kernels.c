@@ -770,7 +770,7 @@ END_TEST
 
 START_TEST(select_unknown)
 {
-    static const char *const bad[] = {"neon", "AVX2", "avx2 ", "fast", "scalar,avx2"};
+    static const char *const bad[] = {"sse", "AVX2", "avx2 ", "fast", "scalar,avx2"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *why = NULL;
         env_saved s = env_set(bad[i]);
@@ -806,6 +806,17 @@ START_TEST(select_unsupported)
         env_restore(s);
     }
 #endif
+    /* A variant of another architecture: refused, saying which builds have it. */
+#if defined(__aarch64__)
+    const char *other = "avx2", *where = "x86-64";
+#else
+    const char *other = "neon", *where = "AArch64";
+#endif
+    const char *why = NULL;
+    env_saved s = env_set(other);
+    ck_assert_ptr_null(ml__kernels_select(&why));
+    ck_assert_msg(why && strstr(why, where) != NULL, "%s: %s", other, why ? why : "(null)");
+    env_restore(s);
 }
 END_TEST
 

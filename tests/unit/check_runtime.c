@@ -172,10 +172,10 @@ END_TEST
 /* Every kernel variant this CPU runs gives the scalar reference's bits. */
 START_TEST(test_kernel_variants)
 {
-    const char *names[] = {"scalar", "avx2", "avx512"};
+    const char *names[] = {"scalar", "avx2", "avx512", "neon"};
     float *ref = NULL;
     fixture fx;
-    for (size_t v = 0; v < 3; v++) {
+    for (size_t v = 0; v < 4; v++) {
         setenv("ML_KERNELS", names[v], 1);
         ml_mlb *mlb;
         ml_model *model;

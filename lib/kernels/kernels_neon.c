@@ -1,0 +1,193 @@
+/* kernels_neon.c - the kernels for 64-bit ARM with Advanced SIMD (NEON,
+ * part of every AArch64 CPU), bit-identical to kernels_scalar.c by the
+ * rules of kernels.h.
+ *
+ * Quantization does the spec's operations four lanes at a time: vmaxnm
+ * ignores a NaN as the reference's "if (a > amax)" does, and vcvt
+ * truncates toward zero and turns a NaN into 0, as the reference does by
+ * hand.  A dot product computes each block's exact int32 sum with
+ * widening multiplies (vmull_s8, at most 127·127 per 16-bit product) and
+ * pairwise widening adds, then combines the blocks in plain C floats in
+ * rule 3's order: that part is a few operations per 32 weights, and the
+ * compiler is not allowed to fuse them (-ffp-contract=off).
+ *
+ * matmul takes a weight row at a time and all tokens against it, so the
+ * row is read from memory once and from L1 for the other tokens. */
+#include "kernels/kernels.h"
+
+#if defined(__aarch64__)
+
+#include "mlcore.h"
+
+#include <arm_neon.h>
+#include <string.h>
+
+/* ---- quantization ---- */
+
+static void quantize_q8_0(const float *x, size_t n, int8_t *q, float *d)
+{
+    const float32x4_t sign = vreinterpretq_f32_u32(vdupq_n_u32(0x80000000u));
+    const float32x4_t half = vdupq_n_f32(0.5f);
+    for (size_t b = 0; b < n / 32; b++) {
+        float32x4_t v[8], m = vdupq_n_f32(0.0f);
+        for (int k = 0; k < 8; k++) {
+            v[k] = vld1q_f32(x + 32 * b + 4 * k);
+            m = vmaxnmq_f32(m, vabsq_f32(v[k]));
+        }
+        const float amax = vmaxnmvq_f32(m);
+        if (amax < 1e-30f) {
+            d[b] = 0.0f;
+            memset(q + 32 * b, 0, 32);
+            continue;
+        }
+        d[b] = amax / 127.0f;
+        const float32x4_t id = vdupq_n_f32(127.0f / amax);
+        int16x8_t h[4];
+        for (int k = 0; k < 8; k += 2) {
+            int32x4_t r[2];
+            for (int i = 0; i < 2; i++) {
+                /* x·id + copysign(0.5, x), truncated, clamped to ±127 */
+                const float32x4_t hs = vreinterpretq_f32_u32(
+                    vorrq_u32(vandq_u32(vreinterpretq_u32_f32(v[k + i]), vreinterpretq_u32_f32(sign)),
+                              vreinterpretq_u32_f32(half)));
+                const int32x4_t t = vcvtq_s32_f32(vaddq_f32(vmulq_f32(v[k + i], id), hs));
+                r[i] = vmaxq_s32(vminq_s32(t, vdupq_n_s32(127)), vdupq_n_s32(-127));
+            }
+            h[k / 2] = vcombine_s16(vmovn_s32(r[0]), vmovn_s32(r[1]));
+        }
+        vst1q_s8(q + 32 * b, vcombine_s8(vmovn_s16(h[0]), vmovn_s16(h[1])));
+        vst1q_s8(q + 32 * b + 16, vcombine_s8(vmovn_s16(h[2]), vmovn_s16(h[3])));
+    }
+}
+
+/* ---- block sums (exact int32) ---- */
+
+/* Σ a·b over 16 signed bytes, added pairwise into acc's four lanes. */
+static inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b)
+{
+    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+    return vpadalq_s16(acc, vmull_high_s8(a, b));
+}
+
+static inline int32_t block_q8(const int8_t *w, const int8_t *x)
+{
+    int32x4_t acc = dot16(vdupq_n_s32(0), vld1q_s8(w), vld1q_s8(x));
+    acc = dot16(acc, vld1q_s8(w + 16), vld1q_s8(x + 16));
+    return vaddvq_s32(acc);
+}
+
+/* Byte j: element j in the low nibble, j + 16 in the high one, minus 8. */
+static inline int32_t block_q4(const uint8_t *w, const int8_t *x)
+{
+    const uint8x16_t b = vld1q_u8(w);
+    const int8x16_t eight = vdupq_n_s8(8);
+    const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(15))), eight);
+    const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(b, 4)), eight);
+    return vaddvq_s32(dot16(dot16(vdupq_n_s32(0), lo, vld1q_s8(x)), hi, vld1q_s8(x + 16)));
+}
+
+/* ---- rule 3 ---- */
+
+static inline float wscale(ml_wscales wd, size_t i)
+{
+    return wd.f16 ? ml_f16_to_f32(((const uint16_t *)wd.p)[i]) : ((const float *)wd.p)[i];
+}
+
+static inline float fold8(const float acc[8])
+{
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+static float row_q8(const int8_t *wq, ml_wscales wd, size_t cols, size_t r, const int8_t *x,
+                    const float *xd)
+{
+    const size_t nb = cols / 32;
+    const int8_t *w = wq + r * cols;
+    float acc[8] = {0};
+    for (size_t b = 0; b < nb; b++) {
+        __builtin_prefetch(w + 32 * b + 1024);
+        acc[b % 8] += (float)block_q8(w + 32 * b, x + 32 * b) * (wscale(wd, r * nb + b) * xd[b]);
+    }
+    return fold8(acc);
+}
+
+static float row_q4(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r, const int8_t *x,
+                    const float *xd)
+{
+    const size_t nb = cols / 32;
+    const uint8_t *w = wq + r * (cols / 2);
+    float acc[8] = {0};
+    for (size_t b = 0; b < nb; b++) {
+        __builtin_prefetch(w + 16 * b + 1024);
+        acc[b % 8] += (float)block_q4(w + 16 * b, x + 32 * b) * (wscale(wd, r * nb + b) * xd[b]);
+    }
+    return fold8(acc);
+}
+
+static void matvec_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, float *y)
+{
+    for (size_t r = r0; r < r1; r++)
+        y[r] = row_q8(wq, wd, cols, r, xq, xd);
+}
+
+static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, float *y)
+{
+    for (size_t r = r0; r < r1; r++)
+        y[r] = row_q4(wq, wd, cols, r, xq, xd);
+}
+
+static void matmul_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    const size_t nb = cols / 32;
+    for (size_t r = r0; r < r1; r++)
+        for (size_t t = 0; t < n_tok; t++)
+            y[t * ldy + r] = row_q8(wq, wd, cols, r, xq + t * cols, xd + t * nb);
+}
+
+static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    const size_t nb = cols / 32;
+    for (size_t r = r0; r < r1; r++)
+        for (size_t t = 0; t < n_tok; t++)
+            y[t * ldy + r] = row_q4(wq, wd, cols, r, xq + t * cols, xd + t * nb);
+}
+
+/* ---- float products ---- */
+
+/* acc[i % 8] += a[i]·b[i]: lanes 0-3 in lo, 4-7 in hi; the tail lane by
+ * lane; then the fold. */
+static float dot_f32(const float *a, const float *b, size_t n)
+{
+    float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        lo = vaddq_f32(lo, vmulq_f32(vld1q_f32(a + i), vld1q_f32(b + i)));
+        hi = vaddq_f32(hi, vmulq_f32(vld1q_f32(a + i + 4), vld1q_f32(b + i + 4)));
+    }
+    float acc[8];
+    vst1q_f32(acc, lo);
+    vst1q_f32(acc + 4, hi);
+    for (; i < n; i++)
+        acc[i % 8] += a[i] * b[i];
+    return fold8(acc);
+}
+
+static void axpy_f32(float *y, float a, const float *x, size_t n)
+{
+    const float32x4_t va = vdupq_n_f32(a);
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vmulq_f32(va, vld1q_f32(x + i))));
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+
+const ml_kernels ml__kernels_neon = {
+    "neon", quantize_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0, dot_f32, axpy_f32,
+};
+
+#endif /* __aarch64__ */
