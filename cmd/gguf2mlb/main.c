@@ -4,6 +4,7 @@
  * name, rename at the end, removed on failure or on SIGINT/SIGTERM), the
  * progress line and --dry-run's report. */
 #include "cli.h"
+#include "quant_opts.h"
 #include "signals.h"
 
 #include <mlcore/convert.h>
@@ -21,12 +22,6 @@ enum {
     OPT_OUTPUT,
     OPT_TOKENIZER,
     OPT_NO_TOKENIZER,
-    OPT_WTYPE,
-    OPT_Q8_MASK,
-    OPT_SCALE_F16,
-    OPT_SCALE_F32,
-    OPT_Q4_RULE,
-    OPT_IMATRIX,
     OPT_THREADS,
     OPT_DRY_RUN,
     OPT_FORCE,
@@ -37,13 +32,13 @@ static const cli_opt opts[] = {
     {OPT_OUTPUT, 'o', "output", "FILE", "the model (default: beside IN, .mlb); - for stdout"},
     {OPT_TOKENIZER, 't', "tokenizer", "FILE", "the tokenizer (default: beside the model, .mlt)"},
     {OPT_NO_TOKENIZER, 0, "no-tokenizer", NULL, "write no tokenizer"},
-    {OPT_WTYPE, 0, "wtype", "TYPE", "q8_0 or q4_0 (default: the source's size class)"},
-    {OPT_Q8_MASK, 0, "q8-mask", "CLASSES",
+    {QOPT_WTYPE, 0, "wtype", "TYPE", "q8_0 or q4_0 (default: the source's size class)"},
+    {QOPT_Q8_MASK, 0, "q8-mask", "CLASSES",
      "Q4_0 models: matrices kept as Q8_0 (default: see below)"},
-    {OPT_SCALE_F16, 0, "scale-f16", NULL, "store scales as f16 (default)"},
-    {OPT_SCALE_F32, 0, "scale-f32", NULL, "store scales as f32"},
-    {OPT_Q4_RULE, 0, "q4-rule", "RULE", "fit or round (default: round for gemma3, else fit)"},
-    {OPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli) for the Q4_0 fit rule"},
+    {QOPT_SCALE_F16, 0, "scale-f16", NULL, "store scales as f16 (default)"},
+    {QOPT_SCALE_F32, 0, "scale-f32", NULL, "store scales as f32"},
+    {QOPT_Q4_RULE, 0, "q4-rule", "RULE", "fit or round (default: round for gemma3, else fit)"},
+    {QOPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli) for the Q4_0 fit rule"},
     {OPT_THREADS, 0, "threads", "N", "quantizer threads (default: the number of CPUs)"},
     {OPT_DRY_RUN, 'n', "dry-run", NULL, "print metadata, architecture and plan; write nothing"},
     {OPT_FORCE, 'f', "force", NULL, "overwrite existing output files"},
@@ -71,7 +66,7 @@ static const cli cmd = {
 typedef struct options {
     const char *in, *out, *tok;
     int tok_explicit, no_tok, dry_run, force, quiet;
-    const char *imatrix;
+    quant_opts q;
     char *owned[2]; /* default names made here */
     ml_convert_opts conv;
 } options;
@@ -117,64 +112,36 @@ static char *default_name(const char *in, const char *ext)
 static void parse(int argc, char **argv, options *o)
 {
     const char *arg;
-    int id, first, f16 = -1;
+    int id, first;
     memset(o, 0, sizeof *o);
+    quant_opts_init(&o->q);
     ml_convert_opts_init(&o->conv);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o->conv.threads = ncpu < 1 ? 1 : ncpu > 1024 ? 1024 : (unsigned)ncpu;
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
+        if (quant_opts_take(&o->q, id, arg))
+            continue;
         switch (id) {
         case OPT_OUTPUT: o->out = arg; break;
         case OPT_TOKENIZER: o->tok = arg, o->tok_explicit = 1; break;
         case OPT_NO_TOKENIZER: o->no_tok = 1; break;
-        case OPT_WTYPE:
-            if (strcasecmp(arg, "q8_0") == 0)
-                o->conv.wtype = ML_WTYPE_Q8_0;
-            else if (strcasecmp(arg, "q4_0") == 0)
-                o->conv.wtype = ML_WTYPE_Q4_0;
-            else
-                cli_usage_error("--wtype: '%s' is not q8_0 or q4_0", arg);
-            break;
-        case OPT_Q8_MASK: {
-            uint32_t m;
-            ml_error e;
-            if (ml_q8_mask_parse(arg, &m, &e))
-                cli_usage_error("--q8-mask: %s", e.msg);
-            o->conv.q8_mask = m;
-            break;
-        }
-        case OPT_SCALE_F16:
-        case OPT_SCALE_F32:
-            if (f16 >= 0 && f16 != (id == OPT_SCALE_F16))
-                cli_usage_error("--scale-f16 and --scale-f32 contradict each other");
-            f16 = id == OPT_SCALE_F16;
-            break;
-        case OPT_Q4_RULE:
-            if (strcmp(arg, "fit") == 0)
-                o->conv.q4_rule = ML_Q4_FIT;
-            else if (strcmp(arg, "round") == 0)
-                o->conv.q4_rule = ML_Q4_ROUND;
-            else
-                cli_usage_error("--q4-rule: '%s' is not fit or round", arg);
-            break;
-        case OPT_IMATRIX: o->imatrix = arg; break;
         case OPT_THREADS: o->conv.threads = (unsigned)cli_u64("--threads", arg, 1, 1024); break;
         case OPT_DRY_RUN: o->dry_run = 1; break;
         case OPT_FORCE: o->force = 1; break;
         case OPT_QUIET: o->quiet = 1; break;
         }
     }
-    if (f16 >= 0)
-        o->conv.scale_f16 = f16;
+    o->conv.wtype = o->q.wtype;
+    o->conv.q8_mask = o->q.q8_mask;
+    o->conv.q4_rule = o->q.q4_rule;
+    if (o->q.scale_f16 >= 0)
+        o->conv.scale_f16 = o->q.scale_f16;
     if (first >= argc)
         cli_usage_error("no input file given");
     if (argc - first > 1)
         cli_usage_error("one input file at a time ('%s' is extra)", argv[first + 1]);
     o->in = argv[first];
-    if (o->conv.wtype == ML_WTYPE_Q8_0 && o->conv.q8_mask > 0)
-        cli_usage_error("--q8-mask is for Q4_0 models; a Q8_0 model stores every matrix as Q8_0");
-    if (o->imatrix && o->conv.q4_rule == ML_Q4_ROUND)
-        cli_usage_error("--imatrix needs the fit rule; --q4-rule round cannot use importances");
+    quant_opts_check(&o->q);
     if (o->no_tok && o->tok)
         cli_usage_error("--tokenizer and --no-tokenizer contradict each other");
     if (!o->out) {
@@ -486,15 +453,15 @@ int main(int argc, char **argv)
         rc = cli_fail(o.in, s, &e);
         goto done;
     }
-    if (o.imatrix) {
-        if ((s = ml_mli_open(o.imatrix, &mli, &e))) {
-            rc = cli_fail(o.imatrix, s, &e);
+    if (o.q.imatrix) {
+        if ((s = ml_mli_open(o.q.imatrix, &mli, &e))) {
+            rc = cli_fail(o.q.imatrix, s, &e);
             goto done;
         }
         o.conv.imatrix = mli;
     }
     if ((s = ml_convert_plan_new(g, &o.conv, &p, &e))) {
-        rc = cli_fail(s == ML_E_MISMATCH && o.imatrix ? o.imatrix : o.in, s, &e);
+        rc = cli_fail(s == ML_E_MISMATCH && o.q.imatrix ? o.q.imatrix : o.in, s, &e);
         goto done;
     }
     if (o.dry_run)

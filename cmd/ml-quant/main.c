@@ -5,6 +5,7 @@
  * tensor's error against its source (see ml-quant(1)).  The library does
  * the work (mlcore/convert.h, mlcore/requant.h). */
 #include "cli.h"
+#include "quant_opts.h"
 #include "signals.h"
 
 #include <errno.h>
@@ -12,23 +13,19 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum {
-    OPT_OUTPUT, OPT_WTYPE, OPT_Q8_MASK, OPT_IMATRIX, OPT_Q4_RULE, OPT_SCALE_F16, OPT_SCALE_F32,
-    OPT_STATS, OPT_THREADS, OPT_DRY_RUN, OPT_FORCE, OPT_QUIET
-};
+enum { OPT_OUTPUT, OPT_STATS, OPT_THREADS, OPT_DRY_RUN, OPT_FORCE, OPT_QUIET };
 
 static const cli_opt opts[] = {
     {OPT_OUTPUT, 'o', "output", "FILE", "the model to write (.mlb); - for stdout; required"},
-    {OPT_WTYPE, 0, "wtype", "TYPE", "q8_0 or q4_0 (default: the source's)"},
-    {OPT_Q8_MASK, 0, "q8-mask", "CLASSES", "Q4_0 models: matrices kept as Q8_0"},
-    {OPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli) for the Q4_0 fit rule"},
-    {OPT_Q4_RULE, 0, "q4-rule", "RULE", "fit or round (default: fit; from a GGUF, as gguf2mlb)"},
-    {OPT_SCALE_F16, 0, "scale-f16", NULL, "store scales as f16 (default: as the source)"},
-    {OPT_SCALE_F32, 0, "scale-f32", NULL, "store scales as f32"},
+    {QOPT_WTYPE, 0, "wtype", "TYPE", "q8_0 or q4_0 (default: the source's)"},
+    {QOPT_Q8_MASK, 0, "q8-mask", "CLASSES", "Q4_0 models: matrices kept as Q8_0"},
+    {QOPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli) for the Q4_0 fit rule"},
+    {QOPT_Q4_RULE, 0, "q4-rule", "RULE", "fit or round (default: fit; from a GGUF, as gguf2mlb)"},
+    {QOPT_SCALE_F16, 0, "scale-f16", NULL, "store scales as f16 (default: as the source)"},
+    {QOPT_SCALE_F32, 0, "scale-f32", NULL, "store scales as f32"},
     {OPT_STATS, 0, "stats", NULL, "print each tensor's RMS and largest error against the source"},
     {OPT_THREADS, 't', "threads", "N", "quantizer threads (default: the number of CPUs)"},
     {OPT_DRY_RUN, 'n', "dry-run", NULL, "print what each tensor would become; write nothing"},
@@ -54,10 +51,8 @@ static const cli cmd = {
 };
 
 typedef struct options {
-    const char *in, *out, *imatrix;
-    uint32_t wtype;
-    int64_t q8_mask;
-    int q4_rule, scale_f16; /* -1: default */
+    const char *in, *out;
+    quant_opts q;
     unsigned threads;
     int stats, dry_run, force, quiet;
 } options;
@@ -67,40 +62,14 @@ static void parse(int argc, char **argv, options *o)
     const char *arg;
     int id, first;
     memset(o, 0, sizeof *o);
-    o->q8_mask = -1, o->q4_rule = -1, o->scale_f16 = -1;
+    quant_opts_init(&o->q);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o->threads = ncpu < 1 ? 1 : ncpu > 1024 ? 1024 : (unsigned)ncpu;
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
+        if (quant_opts_take(&o->q, id, arg))
+            continue;
         switch (id) {
         case OPT_OUTPUT: o->out = arg; break;
-        case OPT_WTYPE:
-            if (strcasecmp(arg, "q8_0") == 0)
-                o->wtype = ML_WTYPE_Q8_0;
-            else if (strcasecmp(arg, "q4_0") == 0)
-                o->wtype = ML_WTYPE_Q4_0;
-            else
-                cli_usage_error("--wtype: '%s' is not q8_0 or q4_0", arg);
-            break;
-        case OPT_Q8_MASK: {
-            uint32_t m;
-            ml_error e;
-            if (ml_q8_mask_parse(arg, &m, &e))
-                cli_usage_error("--q8-mask: %s", e.msg);
-            o->q8_mask = m;
-            break;
-        }
-        case OPT_IMATRIX: o->imatrix = arg; break;
-        case OPT_Q4_RULE:
-            if (strcmp(arg, "fit") && strcmp(arg, "round"))
-                cli_usage_error("--q4-rule: '%s' is not fit or round", arg);
-            o->q4_rule = strcmp(arg, "fit") == 0 ? ML_Q4_FIT : ML_Q4_ROUND;
-            break;
-        case OPT_SCALE_F16:
-        case OPT_SCALE_F32:
-            if (o->scale_f16 >= 0 && o->scale_f16 != (id == OPT_SCALE_F16))
-                cli_usage_error("--scale-f16 and --scale-f32 contradict each other");
-            o->scale_f16 = id == OPT_SCALE_F16;
-            break;
         case OPT_STATS: o->stats = 1; break;
         case OPT_THREADS: o->threads = (unsigned)cli_u64("--threads", arg, 1, 1024); break;
         case OPT_DRY_RUN: o->dry_run = 1; break;
@@ -115,10 +84,7 @@ static void parse(int argc, char **argv, options *o)
     o->in = argv[first];
     if (!o->out && !o->dry_run)
         cli_usage_error("name the output with -o OUT.mlb (or - for standard output)");
-    if (o->wtype == ML_WTYPE_Q8_0 && o->q8_mask > 0)
-        cli_usage_error("--q8-mask is for Q4_0 models; a Q8_0 model stores every matrix as Q8_0");
-    if (o->imatrix && o->q4_rule == ML_Q4_ROUND)
-        cli_usage_error("--imatrix needs the fit rule; --q4-rule round cannot use importances");
+    quant_opts_check(&o->q);
 }
 
 /* ===========================================================================
@@ -349,11 +315,11 @@ static int from_gguf(const options *o, const ml_gguf *g, const ml_mli *mli, repo
 {
     ml_convert_opts co;
     ml_convert_opts_init(&co);
-    co.wtype = o->wtype;
-    co.q8_mask = o->q8_mask;
-    if (o->scale_f16 >= 0)
-        co.scale_f16 = o->scale_f16;
-    co.q4_rule = o->q4_rule;
+    co.wtype = o->q.wtype;
+    co.q8_mask = o->q.q8_mask;
+    if (o->q.scale_f16 >= 0)
+        co.scale_f16 = o->q.scale_f16;
+    co.q4_rule = o->q.q4_rule;
     co.imatrix = mli;
     co.threads = o->threads;
     co.progress = on_progress, co.progress_ctx = r;
@@ -363,7 +329,7 @@ static int from_gguf(const options *o, const ml_gguf *g, const ml_mli *mli, repo
     ml_error e;
     ml_status s = ml_convert_plan_new(g, &co, &p, &e);
     if (s)
-        return cli_fail(s == ML_E_MISMATCH && o->imatrix ? o->imatrix : o->in, s, &e);
+        return cli_fail(s == ML_E_MISMATCH && o->q.imatrix ? o->q.imatrix : o->in, s, &e);
     int rc = EXIT_OK;
     if (o->dry_run) {
         char how[160];
@@ -421,11 +387,11 @@ static int from_mlb(const options *o, const ml_mlb *src, const ml_mli *mli, repo
 {
     ml_requant_opts ro;
     ml_requant_opts_init(&ro);
-    ro.wtype = o->wtype;
-    ro.q8_mask = o->q8_mask;
-    ro.scale_f16 = o->scale_f16;
-    if (o->q4_rule >= 0)
-        ro.q4_rule = o->q4_rule;
+    ro.wtype = o->q.wtype;
+    ro.q8_mask = o->q.q8_mask;
+    ro.scale_f16 = o->q.scale_f16;
+    if (o->q.q4_rule >= 0)
+        ro.q4_rule = o->q.q4_rule;
     ro.imatrix = mli;
     ro.threads = o->threads;
     ro.progress = on_progress, ro.progress_ctx = r;
@@ -435,7 +401,7 @@ static int from_mlb(const options *o, const ml_mlb *src, const ml_mli *mli, repo
     ml_error e;
     ml_status s = ml_requant_header(src, &ro, &h, &e);
     if (s)
-        return cli_fail(s == ML_E_MISMATCH && o->imatrix ? o->imatrix : o->in, s, &e);
+        return cli_fail(s == ML_E_MISMATCH && o->q.imatrix ? o->q.imatrix : o->in, s, &e);
     unsigned again = plan_mlb(src, &h, o->dry_run);
     if (again && !o->quiet)
         cli_warn(o->in,
@@ -464,11 +430,11 @@ int main(int argc, char **argv)
     int rc = o.dry_run ? 0 : check_output(&o);
     if (!rc)
         rc = open_input(o.in, &in);
-    if (!rc && o.imatrix) {
+    if (!rc && o.q.imatrix) {
         ml_error e;
-        ml_status s = ml_mli_open(o.imatrix, &mli, &e);
+        ml_status s = ml_mli_open(o.q.imatrix, &mli, &e);
         if (s)
-            rc = cli_fail(o.imatrix, s, &e);
+            rc = cli_fail(o.q.imatrix, s, &e);
     }
     if (!rc)
         rc = in.gguf ? from_gguf(&o, in.gguf, mli, &r) : from_mlb(&o, in.mlb, mli, &r);
