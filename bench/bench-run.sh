@@ -38,11 +38,10 @@ LB=$(llama_bin "$DIR/mlcore-llama.cpp" llama-bench)
 cc -O2 -pthread "$here/bandwidth.c" -o "$DIR/mlcore-bandwidth"
 # The bandwidth of a shared machine moves with its neighbours: it is
 # measured before every round, and the bound uses the best seen.
-bw_best=0
+bw_best=0 bw_now=0
 measure_bw() {
-    local b
-    b=$("$DIR/mlcore-bandwidth" "$T" | awk -v t="$T" '$1 == t { print $2 }')
-    bw_best=$(awk -v a="$bw_best" -v b="$b" 'BEGIN { print (b > a ? b : a) }')
+    bw_now=$("$DIR/mlcore-bandwidth" "$T" | awk -v t="$T" '$1 == t { print $2 }')
+    bw_best=$(awk -v a="$bw_best" -v b="$bw_now" 'BEGIN { print (b > a ? b : a) }')
 }
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
 measure_bw
@@ -57,16 +56,24 @@ for ty in $TYPES; do
     [ -f "$g" ] || python3 "$here/make_bench_gguf.py" "$g" --type "$ty" --shape "$SHAPE"
     [ -f "$m" ] || "$B/bin/gguf2mlb" "$g" -o "$m" -t "${m%.mlb}.mlt" -q -f
     cat "$g" > /dev/null; cat "$m" > /dev/null
+    # Bytes of weights read per generated token: the file less one
+    # embedding matrix (only one of its rows is read per token), unless the
+    # embedding is also the classifier (Gemma), which reads all of it.
+    emb=$("$B/bin/mlb-info" --json "$m" | python3 -c 'import json,sys; j=json.load(sys.stdin); e=[x for x in j["tensors"] if x["name"]=="tok_emb"][0]; print(0 if j["header"]["shared_classifier"] else e["bytes"]+e.get("scale_bytes",0))')
+    per_tok=$(( $(stat -c %s "$m") - emb ))
     # ROUNDS rounds, each: bandwidth, llama.cpp once, ml-run once, as
     # llama-bench measures them (pp = a 512-token prompt alone, tg = 128
     # tokens generated from an empty context); the best of each program's
     # rounds is compared, so a noisy neighbour hurts neither more.
-    l_pp=0 l_tg=0 best_pp=0 best_tg=0
+    l_pp=0 l_tg=0 best_pp=0 best_tg=0 l_rb=0 m_rb=0
     for _ in $(seq "${ROUNDS:-3}"); do
         measure_bw
         json=$("$LB/llama-bench" -m "$g" -t "$T" -p "$NP" -n "$NG" -r 1 -o json 2>/dev/null)
         l_pp=$(max "$l_pp" "$(echo "$json" | python3 -c 'import json,sys; r=json.load(sys.stdin); print([x["avg_ts"] for x in r if x["n_prompt"]>0][0])')")
-        l_tg=$(max "$l_tg" "$(echo "$json" | python3 -c 'import json,sys; r=json.load(sys.stdin); print([x["avg_ts"] for x in r if x["n_gen"]>0][0])')")
+        tg=$(echo "$json" | python3 -c 'import json,sys; r=json.load(sys.stdin); print([x["avg_ts"] for x in r if x["n_gen"]>0][0])')
+        l_tg=$(max "$l_tg" "$tg")
+        # Against the bandwidth measured just before, in the same round.
+        l_rb=$(max "$l_rb" "$(awk -v t="$tg" -v p="$per_tok" -v b="$bw_now" 'BEGIN { print t * p / (b * 1e9) }')")
         line=$("$B/bin/ml-run" -m "$m" --ids -p "$ids" -n 0 -t "$T" --ctx $((NP + 8)) 2>&1 >/dev/null | tail -1)
         pp=$(echo "$line" | sed -n 's/.*prompt [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p')
         line=$("$B/bin/ml-run" -m "$m" --ids -p 1 -n "$NG" --ignore-eos --temp 0 -t "$T" \
@@ -74,19 +81,17 @@ for ty in $TYPES; do
         tg=$(echo "$line" | sed -n 's/.*generation [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p')
         best_pp=$(max "$best_pp" "$pp")
         best_tg=$(max "$best_tg" "$tg")
+        m_rb=$(max "$m_rb" "$(awk -v t="$tg" -v p="$per_tok" -v b="$bw_now" 'BEGIN { print t * p / (b * 1e9) }')")
     done
     bw=$bw_best
-    # Bytes of weights read per generated token: the file less one
-    # embedding matrix (only one of its rows is read per token), unless the
-    # embedding is also the classifier (Gemma), which reads all of it.
-    emb=$("$B/bin/mlb-info" --json "$m" | python3 -c 'import json,sys; j=json.load(sys.stdin); e=[x for x in j["tensors"] if x["name"]=="tok_emb"][0]; print(0 if j["header"]["shared_classifier"] else e["bytes"]+e.get("scale_bytes",0))')
-    per_tok=$(( $(stat -c %s "$m") - emb ))
     bound=$(awk -v b="$bw" -v p="$per_tok" 'BEGIN { print b * 1e9 / p }')
     printf '%-9s %-6s %-10s %10.2f %10.2f %8.2f   (load %s)\n' "$SHAPE" "$ty" "pp$NP" "$l_pp" "$best_pp" "$(awk -v a="$best_pp" -v b="$l_pp" 'BEGIN{print a/b}')" "$(load)"
     printf '%-9s %-6s %-10s %10.2f %10.2f %8.2f   (load %s)\n' "$SHAPE" "$ty" "tg$NG" "$l_tg" "$best_tg" "$(awk -v a="$best_tg" -v b="$l_tg" 'BEGIN{print a/b}')" "$(load)"
     printf '%-9s %-6s %-10s %10.2f %10.2f %8.2f   (bound %.2f tokens/s: %.2f GB/token at %s GB/s)\n' "$SHAPE" "$ty" "tg/bound" \
         "$(awk -v a="$l_tg" -v b="$bound" 'BEGIN{print a/b}')" "$(awk -v a="$best_tg" -v b="$bound" 'BEGIN{print a/b}')" \
         "$(awk -v a="$best_tg" -v b="$l_tg" 'BEGIN{print a/b}')" "$bound" "$(awk -v p="$per_tok" 'BEGIN{print p/1e9}')" "$bw"
+    printf '%-9s %-6s %-10s %10.2f %10.2f %8.2f   (best of the rounds, each against its own bandwidth)\n' "$SHAPE" "$ty" "tg/bw-now" \
+        "$l_rb" "$m_rb" "$(awk -v a="$m_rb" -v b="$l_rb" 'BEGIN{print a/b}')"
     if [ -x /usr/bin/time ]; then
         r_l=$(rss "$LB/llama-bench" -m "$g" -t "$T" -p 0 -n 16 -r 1)
         r_m=$(rss "$B/bin/ml-run" -m "$m" --ids -p "1 2 3" -n 16 --ignore-eos -t "$T" --ctx $((NP + NG + 8)) -q)

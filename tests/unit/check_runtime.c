@@ -164,6 +164,15 @@ START_TEST(test_invariance)
         ck_assert_msg(memcmp(x, ref, bytes) == 0, "%s: %u threads differ", models[_i], t);
         free(x);
     }
+    /* Token by token: decode's shares with stealing (up to 16 threads),
+     * and the even split beyond. */
+    const unsigned decode_threads[] = {2, 3, 16, 17};
+    for (size_t i = 0; i < 4; i++) {
+        float *x = run_all(&fx, 1, decode_threads[i]);
+        ck_assert_msg(memcmp(x, ref, bytes) == 0, "%s: decode on %u threads differs", models[_i],
+                      decode_threads[i]);
+        free(x);
+    }
     free(ref);
     fixture_close(&fx);
 }
