@@ -4,7 +4,7 @@
 # ml__to_size; only a build whose size_t has 32 bits shows that a size
 # above 4 GiB fails cleanly instead of wrapping.
 #
-# Needs gcc-multilib (apt-get install gcc-multilib).  The i386 libraries
+# Needs gcc-12-multilib (apt-get install gcc-12-multilib).  The i386 libraries
 # (libdeflate, utf8proc, zlib, check, subunit) come from Debian's i386
 # packages, fetched and checked by tools/cross-deps.sh into build-m32/sysroot
 # and linked statically, so nothing is installed for i386.  -msse2

@@ -11,7 +11,7 @@
 # (`dpkg --add-architecture i386` broke apt-get update here once), and only
 # the static libraries (.a) and headers are needed, which `dpkg-deb -x`
 # unpacks without installing anything.  The compiler side is Debian's
-# gcc-multilib (i386) or gcc-aarch64-linux-gnu (arm64).
+# gcc-12-multilib (i386) or gcc-aarch64-linux-gnu (arm64).
 #
 # The versions are those of Debian 12 (bookworm); a new Debian release
 # changes them here, with their sums.  Re-running is cheap: downloads are
@@ -34,7 +34,7 @@ case $arch in
 i386)
     triplet=i386-linux-gnu
     probe_cc=("${CC:-cc}" -m32)
-    hint="install gcc-multilib (apt-get install gcc-multilib)"
+    hint="install gcc-12-multilib (apt-get install gcc-12-multilib)"
     PACKAGES=(
         "pool/main/libd/libdeflate/libdeflate-dev_1.14-1_i386.deb 9b0ae8b9c1373a991abbe0b7d912f9ec8043cae7750a4daf63aca0183d34bf3f"
         "pool/main/u/utf8proc/libutf8proc-dev_2.8.0-1_i386.deb 1ab182285d5f06c27675aa183a2bdecf606e98d5bed39addb93f66737ab0b6db"
