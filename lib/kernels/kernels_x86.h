@@ -77,6 +77,12 @@ ALWAYS_INLINE void prefetch_ahead(const void *p, int lines)
         _mm_prefetch(a + 64 * i, _MM_HINT_T0);
 }
 
+/* Rule 3 for one group: acc + (float)isum * (wd * xd), lane by lane. */
+ALWAYS_INLINE __m256 combine(__m256 acc, __m256i isum, __m256 sc)
+{
+    return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), sc));
+}
+
 /* Where scale i of a matrix is stored. */
 ALWAYS_INLINE const char *wscale_at(ml_wscales wd, size_t i, int f16)
 {
