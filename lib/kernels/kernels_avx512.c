@@ -275,12 +275,7 @@ static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
     if (cols <= PAIR_COLS) {
         q4_pairs qp;
         q4_pairs_init(&qp, xq, xd, nb);
-        if (wd.f16)
-            for (size_t r = r0; r < r1; r++)
-                y[r] = row_q4_pairs(wq, wd, r, &qp, nb, 1);
-        else
-            for (size_t r = r0; r < r1; r++)
-                y[r] = row_q4_pairs(wq, wd, r, &qp, nb, 0);
+        matvec_q4_pairs(wq, wd, r0, r1, &qp, nb, y);
         return;
     }
     corrections c;

@@ -37,4 +37,17 @@ ALWAYS_INLINE float row_q4_pairs(const uint8_t *wq, ml_wscales wd, size_t r, con
     return fold8(_mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(PAIR_INVERSE)));
 }
 
+/* Rows r0 .. r1 - 1 of a Q4_0 product into y, against qp (filled by the
+ * including file's q4_pairs_init). */
+static void matvec_q4_pairs(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1,
+                            const q4_pairs *qp, size_t nb, float *y)
+{
+    if (wd.f16)
+        for (size_t r = r0; r < r1; r++)
+            y[r] = row_q4_pairs(wq, wd, r, qp, nb, 1);
+    else
+        for (size_t r = r0; r < r1; r++)
+            y[r] = row_q4_pairs(wq, wd, r, qp, nb, 0);
+}
+
 #endif
