@@ -91,6 +91,17 @@ for entry in "${PACKAGES[@]}"; do
     touch "$stamp"
 done
 
+# An i386 build on x86-64 finds the kernel's <asm/...> headers through the
+# /usr/include/asm link that the gcc-multilib meta-package makes; that
+# package conflicts with every cross compiler, so CI installs
+# gcc-12-multilib instead and the link is made here, in the sysroot (the
+# x86 asm headers serve 32 and 64 bits alike).
+if [[ $arch == i386 && ! -e $sysroot/usr/include/asm ]]; then
+    [[ -d /usr/include/x86_64-linux-gnu/asm ]] ||
+        die "/usr/include/x86_64-linux-gnu/asm is missing (apt-get install linux-libc-dev)"
+    ln -s /usr/include/x86_64-linux-gnu/asm "$sysroot/usr/include/asm"
+fi
+
 # Only the static libraries are used: drop the shared-library links (their
 # targets are in the runtime packages, not fetched), so no linker can pick
 # a dangling .so over the .a.
