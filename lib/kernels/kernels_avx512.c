@@ -329,7 +329,7 @@ static void prepare_w_q8(const int8_t *w, size_t nb, uint8_t *wt)
 {
     for (size_t j = 0; j < (nb + 7) / 8; j++) {
         const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
-        prefetch_ahead(w + 256 * j, 4);
+        prefetch_ahead(w + 256 * j, PREFETCH_BLOCKS * 32, 4);
         __m256i v[8];
         UNROLL
         for (size_t k = 0; k < 8; k++)
@@ -347,7 +347,7 @@ static void prepare_w_q4(const uint8_t *w, size_t nb, uint8_t *wt)
     const __m256i m4 = _mm256_set1_epi8(15);
     for (size_t j = 0; j < (nb + 7) / 8; j++) {
         const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
-        prefetch_ahead(w + 128 * j, 2);
+        prefetch_ahead(w + 128 * j, PREFETCH_BLOCKS * 16, 2);
         __m256i v[8];
         UNROLL
         for (size_t k = 0; k < 8; k++) {
