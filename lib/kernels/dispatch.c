@@ -34,7 +34,19 @@ static int cpu_has_avx512vnni(void)
 #endif
 
 #if defined(__aarch64__)
+#include <sys/auxv.h>
+
 extern const ml_kernels ml__kernels_neon;
+extern const ml_kernels ml__kernels_neondot;
+
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+
+static int cpu_has_dotprod(void)
+{
+    return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+}
 #endif
 
 static int cpu_has_nothing_special(void)
@@ -61,8 +73,10 @@ static const variant variants[] = {
 #endif
 #if defined(__aarch64__)
     {"neon", &ml__kernels_neon, cpu_has_nothing_special},
+    {"neondot", &ml__kernels_neondot, cpu_has_dotprod},
 #else
     {"neon", NULL, NULL},
+    {"neondot", NULL, NULL},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
@@ -89,11 +103,11 @@ const ml_kernels *ml__kernels_select(const char **why)
         const variant *v = find(env);
         const char *reason = NULL;
         if (!v)
-            reason = "ML_KERNELS: unknown kernel variant (expected scalar, avx2, avx512, neon or "
-                     "auto)";
+            reason = "ML_KERNELS: unknown kernel variant (expected scalar, avx2, avx512, neon, "
+                     "neondot or auto)";
         else if (!v->table)
             reason = "ML_KERNELS: this build has no such kernel variant (avx2 and avx512: x86-64 "
-                     "builds only; neon: AArch64 builds only)";
+                     "builds only; neon and neondot: AArch64 builds only)";
         else if (!v->runs())
             reason = "ML_KERNELS: this CPU lacks the instructions of the requested kernel variant";
         if (reason) {

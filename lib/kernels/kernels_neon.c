@@ -12,7 +12,11 @@
  * compiler is not allowed to fuse them (-ffp-contract=off).
  *
  * matmul takes a weight row at a time and all tokens against it, so the
- * row is read from memory once and from L1 for the other tokens. */
+ * row is read from memory once and from L1 for the other tokens.
+ *
+ * kernels_neondot.c compiles this file again with NEON_DOTPROD for CPUs
+ * with the dot-product instructions (ARMv8.2 and later: sdot sums four
+ * byte products into each int32 lane), chosen at run time from HWCAP. */
 #include "kernels/kernels.h"
 
 #if defined(__aarch64__)
@@ -69,10 +73,25 @@ static inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b)
     return vpadalq_s16(acc, vmull_high_s8(a, b));
 }
 
+#if defined(NEON_DOTPROD)
+/* The same sums by sdot: exact int32 either way. */
+static inline int32x4_t dot16_sdot(int32x4_t acc, int8x16_t a, int8x16_t b)
+{
+    return vdotq_s32(acc, a, b);
+}
+#define DOT16 dot16_sdot
+#define TABLE ml__kernels_neondot
+#define TABLE_NAME "neondot"
+#else
+#define DOT16 dot16
+#define TABLE ml__kernels_neon
+#define TABLE_NAME "neon"
+#endif
+
 static inline int32_t block_q8(const int8_t *w, const int8_t *x)
 {
-    int32x4_t acc = dot16(vdupq_n_s32(0), vld1q_s8(w), vld1q_s8(x));
-    acc = dot16(acc, vld1q_s8(w + 16), vld1q_s8(x + 16));
+    int32x4_t acc = DOT16(vdupq_n_s32(0), vld1q_s8(w), vld1q_s8(x));
+    acc = DOT16(acc, vld1q_s8(w + 16), vld1q_s8(x + 16));
     return vaddvq_s32(acc);
 }
 
@@ -83,7 +102,7 @@ static inline int32_t block_q4(const uint8_t *w, const int8_t *x)
     const int8x16_t eight = vdupq_n_s8(8);
     const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(15))), eight);
     const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(b, 4)), eight);
-    return vaddvq_s32(dot16(dot16(vdupq_n_s32(0), lo, vld1q_s8(x)), hi, vld1q_s8(x + 16)));
+    return vaddvq_s32(DOT16(DOT16(vdupq_n_s32(0), lo, vld1q_s8(x)), hi, vld1q_s8(x + 16)));
 }
 
 /* ---- rule 3 ---- */
@@ -186,8 +205,10 @@ static void axpy_f32(float *y, float a, const float *x, size_t n)
         y[i] += a * x[i];
 }
 
-const ml_kernels ml__kernels_neon = {
-    "neon", quantize_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0, dot_f32, axpy_f32,
+extern const ml_kernels TABLE;
+const ml_kernels TABLE = {
+    TABLE_NAME, quantize_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0, dot_f32,
+    axpy_f32,
 };
 
 #endif /* __aarch64__ */

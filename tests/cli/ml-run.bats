@@ -87,7 +87,7 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
         run -0 ml-run -m "$f" --ids -f "$FIX/runtime/$n.ids" -n 0 --ctx 64 --logits "$BATS_TEST_TMPDIR/$n.f32" -q
         [[ $(stat -c %s "$BATS_TEST_TMPDIR/$n.f32") == $(stat -c %s "$FIX/runtime/$n.f32") ]]
         # Kernels and threads change nothing, bit for bit.
-        for k in scalar avx2 avx512 neon; do
+        for k in scalar avx2 avx512 neon neondot; do
             ML_KERNELS=$k ml-run -m "$f" --ids -f "$FIX/runtime/$n.ids" -n 0 --ctx 64 \
                 --logits "$BATS_TEST_TMPDIR/$n.$k" -q -t 2 -b 5 2>/dev/null || continue
             cmp "$BATS_TEST_TMPDIR/$n.f32" "$BATS_TEST_TMPDIR/$n.$k"

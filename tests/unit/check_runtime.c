@@ -181,10 +181,10 @@ END_TEST
 /* Every kernel variant this CPU runs gives the scalar reference's bits. */
 START_TEST(test_kernel_variants)
 {
-    const char *names[] = {"scalar", "avx2", "avx512", "neon"};
+    const char *names[] = {"scalar", "avx2", "avx512", "neon", "neondot"};
     float *ref = NULL;
     fixture fx;
-    for (size_t v = 0; v < 4; v++) {
+    for (size_t v = 0; v < 5; v++) {
         setenv("ML_KERNELS", names[v], 1);
         ml_mlb *mlb;
         ml_model *model;
