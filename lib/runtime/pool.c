@@ -3,8 +3,8 @@
  * and then sleep on a condition variable, so a job that follows closely on
  * the last one (decode issues hundreds per token, each a few microseconds
  * to a millisecond) starts without a system call, and an idle pool costs
- * next to no CPU (sleep_on).  The caller runs share 0 itself and then waits for the others
- * the same way: spinning first, sleeping after.
+ * next to no CPU (sleep_on).  The caller runs share 0 itself and then
+ * waits for the others the same way: spinning first, sleeping after.
  *
  * Protocol.  A job is published by writing fn and ctx, setting `pending`
  * to the number of workers and incrementing `gen`; a worker that sees gen
