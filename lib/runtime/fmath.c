@@ -89,6 +89,21 @@ static void glu(float *x, const float *g, size_t n, int gelu)
 
 const ml_fmath ml__fmath_scalar = {gemm, dots, madd, silu, glu};
 
+void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
+{
+    double ss = 0;
+    for (uint32_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt(ss / n + eps));
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = x[i] * inv * w[i];
+}
+
+float ml__sigmoid(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
 const ml_fmath *ml__fmath(const ml_kernels *k)
 {
 #if defined(__x86_64__)

@@ -10,6 +10,7 @@
 #include "kernels/kernels.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct ml_fmath {
     /* For rows i < m:
@@ -44,6 +45,13 @@ typedef struct ml_fmath {
      * in float cancels. */
     void (*glu)(float *x, const float *g, size_t n, int gelu);
 } ml_fmath;
+
+/* RMSNorm of n floats (sum of squares in double, one order): out = x ·
+ * (1 / sqrt(mean(x²) + eps)) · w; out may equal x.  Plain C for every
+ * kernel table: the norms are not the hot path. */
+void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps);
+/* 1 / (1 + expf(-x)): attention gates and linear attention's beta. */
+float ml__sigmoid(float x);
 
 /* The constants of ml__fmath_exp_neg: the range reduction (ln 2 split so
  * that n · LN2_HI is exact) and the minimax coefficients of Cephes' expf. */

@@ -49,23 +49,9 @@ struct ml_ctx {
 };
 
 /* ---------------------------------------------------------------------------
- * Small float operations (one order, no SIMD: they are not the hot path)
+ * Small float operations (one order, no SIMD: they are not the hot path;
+ * RMSNorm and the sigmoid are fmath.h's, shared with linear_attn.c)
  * ------------------------------------------------------------------------- */
-
-static void rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
-{
-    double ss = 0;
-    for (uint32_t i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    float inv = (float)(1.0 / sqrt(ss / n + eps));
-    for (uint32_t i = 0; i < n; i++)
-        out[i] = x[i] * inv * w[i];
-}
-
-static float sigmoid(float x)
-{
-    return 1.0f / (1.0f + expf(-x));
-}
 
 static float softcap(float x, float cap)
 {
@@ -465,7 +451,7 @@ static void qk_run(void *ctx, unsigned ith, unsigned nth)
                             : c->k + (t * m->h.n_kv_heads + h - m->h.n_heads) * dh;
             const float *norm = is_q ? L->q_norm : L->k_norm;
             if (norm)
-                rmsnorm(x, x, norm, dh, m->h.norm_eps);
+                ml__rmsnorm(x, x, norm, dh, m->h.norm_eps);
             if (L->inv_freq)
                 rope(x, cs, half);
         }
@@ -499,7 +485,7 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
     }
     if (m->h.attn_gate)
         for (size_t i = 0; i < n_tok * q_dim; i++)
-            c->ao[i] *= sigmoid(c->g[i]);
+            c->ao[i] *= ml__sigmoid(c->g[i]);
     observe(c, ML_MLI_WO_IN, l, c->ao, n_tok, q_dim);
     quantize(c, c->ao, n_tok, q_dim);
     matmul(c, &L->wo, n_tok, c->o, m->h.dim);
@@ -552,7 +538,7 @@ static void residual(ml_ctx *c, const float *post_norm, size_t n_tok)
     for (size_t t = 0; t < n_tok; t++) {
         float *o = c->o + t * dim, *x = c->x + t * dim;
         if (post_norm)
-            rmsnorm(o, o, post_norm, dim, c->m->h.norm_eps);
+            ml__rmsnorm(o, o, post_norm, dim, c->m->h.norm_eps);
         for (uint32_t i = 0; i < dim; i++)
             x[i] += o[i];
     }
@@ -595,14 +581,14 @@ static void eval_batch(ml_ctx *c, const int32_t *tokens, size_t n_tok, float *lo
     for (uint32_t l = 0; l < m->h.n_layers; l++) {
         const ml_layer *L = &m->layers[l];
         for (size_t t = 0; t < n_tok; t++)
-            rmsnorm(c->xb + t * dim, c->x + t * dim, L->attn_norm, dim, eps);
+            ml__rmsnorm(c->xb + t * dim, c->x + t * dim, L->attn_norm, dim, eps);
         if (L->flags & ML_LAYER_LINEAR)
             linear_attention(c, l, n_tok);
         else
             attention(c, l, n_tok);
         residual(c, L->post_attn_norm, n_tok);
         for (size_t t = 0; t < n_tok; t++)
-            rmsnorm(c->xb + t * dim, c->x + t * dim, L->ffn_norm, dim, eps);
+            ml__rmsnorm(c->xb + t * dim, c->x + t * dim, L->ffn_norm, dim, eps);
         ffn(c, l, n_tok);
         residual(c, L->post_ffn_norm, n_tok);
     }
@@ -613,7 +599,7 @@ static void eval_batch(ml_ctx *c, const int32_t *tokens, size_t n_tok, float *lo
     if (!logits)
         return;
     for (size_t t = first; t < n_tok; t++)
-        rmsnorm(c->xb + (t - first) * dim, c->x + t * dim, m->final_norm, dim, eps);
+        ml__rmsnorm(c->xb + (t - first) * dim, c->x + t * dim, m->final_norm, dim, eps);
     observe(c, ML_MLI_CLS_IN, 0, c->xb, n_out, dim);
     quantize(c, c->xb, n_out, dim);
     matmul(c, &m->wcls, n_out, logits, m->h.vocab);

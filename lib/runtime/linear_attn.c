@@ -67,23 +67,8 @@ struct ml_lin_layer {
 };
 
 /* ---------------------------------------------------------------------------
- * Small float operations (SiLU is fmath.h's, the same bits on every CPU)
+ * Small float operations (SiLU, RMSNorm and the sigmoid are fmath.h's)
  * ------------------------------------------------------------------------- */
-
-static float sigmoid(float x)
-{
-    return 1.0f / (1.0f + expf(-x));
-}
-
-static void rmsnorm(float *x, const float *w, uint32_t n, float eps)
-{
-    double ss = 0;
-    for (uint32_t i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    float inv = (float)(1.0 / sqrt(ss / n + eps));
-    for (uint32_t i = 0; i < n; i++)
-        x[i] = x[i] * inv * w[i];
-}
 
 /* x / sqrt(sum x^2 + 1e-6), times `scale`. */
 static void l2norm(float *x, uint32_t n, float scale)
@@ -264,7 +249,7 @@ static void gates(const lin_job *j, uint32_t vh, size_t t0, uint32_t p0, size_t 
     double neg_a = -exp((double)j->L->A_log[vh]);
     for (size_t i = 0; i < m; i++) {
         const float *ba = j->ba + (t0 + i) * 2 * V;
-        beta[i] = sigmoid(ba[vh]);
+        beta[i] = ml__sigmoid(ba[vh]);
         double x = (double)ba[V + vh] + j->L->dt_bias[vh];
         double g = neg_a * (x > 20 ? x : log1p(exp(x))); /* softplus */
         if (g < -G_FLOOR)
@@ -329,7 +314,7 @@ static void position(const lin_job *j, uint32_t vh, lin_scratch *ts, size_t t, u
     a[0] = co + p;
     s->fm->gemm(1, a, 1, up, dv, dv, 1.0f, &o);
     const float *z = j->z + t * s->n_vd + (size_t)vh * dv;
-    rmsnorm(o, j->L->lnorm, dv, s->eps);
+    ml__rmsnorm(o, o, j->L->lnorm, dv, s->eps);
     s->fm->silu(o, z, dv, 1);
 }
 
