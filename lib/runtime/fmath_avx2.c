@@ -18,6 +18,17 @@
 /* Loops over registers are unrolled, or the registers become memory. */
 #define UNROLL _Pragma("GCC unroll 8")
 
+/* Rows of the key and value caches are kv_dim floats apart: a head's
+ * slice of consecutive positions is a strided stream the hardware
+ * prefetcher follows late, so both products fetch PF_ROWS rows ahead. */
+#define PF_ROWS 8
+
+INLINE void prefetch_floats(const float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i += 16)
+        _mm_prefetch((const char *)(p + i), _MM_HINT_T0);
+}
+
 /* ---- gemm ---- */
 
 /* Lanes [0, n) of a mask for a partial vector of n < 8 floats. */
@@ -46,6 +57,8 @@ INLINE void tile(const size_t G, const size_t V, const int masked, const float *
             acc[i][v] = _mm256_mul_ps(vs0, load(out[i] + c + 8 * v, masked, mask));
     for (size_t r = 0; r < n; r++) {
         __m256 b[8];
+        if (r + PF_ROWS < n)
+            prefetch_floats(B + (r + PF_ROWS) * ldb + c, 8 * V);
         UNROLL
         for (size_t v = 0; v < V; v++)
             b[v] = load(B + r * ldb + c + 8 * v, masked, mask);
@@ -148,8 +161,13 @@ INLINE void dot_rows(const size_t G, const float *const *a, size_t nk, const flo
                      size_t n, float *out, size_t ldo)
 {
     size_t j = 0;
-    for (; j + 2 <= nk; j += 2)
+    for (; j + 2 <= nk; j += 2) {
+        if (j + PF_ROWS + 2 <= nk) {
+            prefetch_floats(b + (j + PF_ROWS) * ldb, n);
+            prefetch_floats(b + (j + PF_ROWS + 1) * ldb, n);
+        }
         dot_tile(G, 2, a, b + j * ldb, ldb, n, out + j, ldo);
+    }
     if (j < nk)
         dot_tile(G, 1, a, b + j * ldb, ldb, n, out + j, ldo);
 }
