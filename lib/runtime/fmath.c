@@ -87,7 +87,19 @@ static void glu(float *x, const float *g, size_t n, int gelu)
     }
 }
 
-const ml_fmath ml__fmath_scalar = {gemm, dots, madd, silu, glu};
+static void exp_norm(float *x, size_t n, float shift)
+{
+    float s[8] = {0};
+    for (size_t c = 0; c < n; c++) {
+        x[c] = ml__fmath_exp_neg(x[c] - shift);
+        s[c % 8] += x[c];
+    }
+    float sum = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    for (size_t c = 0; c < n; c++)
+        x[c] = x[c] / sum;
+}
+
+const ml_fmath ml__fmath_scalar = {gemm, dots, madd, silu, glu, exp_norm};
 
 void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
 {

@@ -44,6 +44,13 @@ typedef struct ml_fmath {
      * Within a few ulp, also in GELU's negative tail, where 1 + tanh(u)
      * in float cancels. */
     void (*glu)(float *x, const float *g, size_t n, int gelu);
+
+    /* Softmax's last steps, given the maximum `shift` of x[0..n): with
+     * e_c = ml__fmath_exp_neg(x[c] − shift) and their sum S taken in
+     * dot_f32's order (s[c % 8] += e_c, then ((s0+s4)+(s2+s6)) +
+     * ((s1+s5)+(s3+s7))), x[c] = e_c / S.  Being this file's exponential
+     * (not libm's expf), it vectorizes with the same bits everywhere. */
+    void (*exp_norm)(float *x, size_t n, float shift);
 } ml_fmath;
 
 /* RMSNorm of n floats (sum of squares in double, one order): out = x ·

@@ -258,6 +258,32 @@ static void glu(float *x, const float *g, size_t n, int gelu)
     ml__fmath_scalar.glu(x + c, g + c, n - c, gelu);
 }
 
-const ml_fmath ml__fmath_avx2 = {gemm, dots, madd, silu, glu};
+static void exp_norm(float *x, size_t n, float shift)
+{
+    const __m256 sh = _mm256_set1_ps(shift);
+    __m256 acc = _mm256_setzero_ps();
+    size_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+        __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(x + c), sh));
+        _mm256_storeu_ps(x + c, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    if (c < n) { /* the remainder into its lanes, as dot_f32 does */
+        float lane[8];
+        _mm256_storeu_ps(lane, acc);
+        for (size_t k = c; k < n; k++) {
+            x[k] = ml__fmath_exp_neg(x[k] - shift);
+            lane[k % 8] += x[k];
+        }
+        acc = _mm256_loadu_ps(lane);
+    }
+    const __m256 sum = _mm256_set1_ps(fold8(acc));
+    for (c = 0; c + 8 <= n; c += 8)
+        _mm256_storeu_ps(x + c, _mm256_div_ps(_mm256_loadu_ps(x + c), sum));
+    for (; c < n; c++)
+        x[c] = x[c] / _mm256_cvtss_f32(sum);
+}
+
+const ml_fmath ml__fmath_avx2 = {gemm, dots, madd, silu, glu, exp_norm};
 
 #endif /* __x86_64__ */

@@ -337,8 +337,10 @@ static int kv_runs(const att_job *j, uint32_t lo, uint32_t p, uint32_t kvh, kv_r
     return n;
 }
 
-/* Scores (scaled, softcapped) to probabilities, in place. */
-static void softmax(const ml_model *m, float *sc, uint32_t n)
+/* Scores (scaled, softcapped) to probabilities, in place; the
+ * exponentials and the normalization are fmath's (libm's expf, with its
+ * slow path for the many results that underflow, was 8% of prefill). */
+static void softmax(const ml_model *m, const ml_fmath *fm, float *sc, uint32_t n)
 {
     float max = -INFINITY;
     for (uint32_t i = 0; i < n; i++) {
@@ -346,13 +348,7 @@ static void softmax(const ml_model *m, float *sc, uint32_t n)
         if (sc[i] > max)
             max = sc[i];
     }
-    float sum = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        sc[i] = expf(sc[i] - max);
-        sum += sc[i];
-    }
-    for (uint32_t i = 0; i < n; i++)
-        sc[i] = sc[i] / sum;
+    fm->exp_norm(sc, n, max);
 }
 
 /* Query heads [h0, h0 + gs) of batch row t, which share one KV head,
@@ -380,7 +376,7 @@ static void attend(const att_job *j, size_t t, uint32_t h0, uint32_t gs, float *
     for (int r = 0; r < nr; off += run[r].n, r++)
         j->fm->dots(gs, q, run[r].n, run[r].k, kv_dim, dh, scores + off, c->n_ctx);
     for (uint32_t g = 0; g < gs; g++)
-        softmax(m, scores + (size_t)g * c->n_ctx, p - lo + 1);
+        softmax(m, j->fm, scores + (size_t)g * c->n_ctx, p - lo + 1);
     off = 0;
     for (int r = 0; r < nr; off += run[r].n, r++) {
         for (uint32_t g = 0; g < gs; g++)

@@ -2,8 +2,9 @@
  * implementation this CPU runs gives the reference's bits for every tile
  * remainder (rows, columns, terms, lengths not multiples of the tiles),
  * the reference computes the definitions (against double sums), the
- * dots equal the kernel table's dot_f32 bit for bit, and the exponential
- * and SiLU are accurate and identical everywhere, special values too. */
+ * dots equal the kernel table's dot_f32 bit for bit, and the exponential,
+ * SiLU and softmax's normalization are accurate and identical everywhere,
+ * special values too. */
 #include "suites.h"
 #include "testutil.h"
 
@@ -269,6 +270,62 @@ START_TEST(test_elementwise)
 }
 END_TEST
 
+/* Softmax's exp_norm: every implementation gives the reference's bits at
+ * every length (vector bodies and remainders), with scores far below the
+ * maximum (exponentials that underflow to 0) among them; the reference is
+ * within 4 ulp of the softmax in double of its arguments x − max (as
+ * rounded in float, which any float softmax does), sums to 1 within n ulp, and
+ * gives 1 for a single score and equal shares for equal ones. */
+START_TEST(test_exp_norm)
+{
+    const ml_fmath *v[2];
+    size_t nv = variants(v);
+    enum { N = 1031 };
+    tu_rng r = {5};
+    float *x = malloc(N * 4), *y0 = malloc(N * 4), *y = malloc(N * 4);
+    ck_assert(x && y0 && y);
+    for (size_t i = 0; i < N; i++) /* attention-like scores, a few far below */
+        x[i] = (float)((double)(int32_t)tu_next(&r) / 2147483648.0 * (i % 7 == 0 ? 300 : 12));
+    for (size_t len = 1; len <= 40; len++) {
+        size_t n = len == 40 ? N : len;
+        float max = -INFINITY;
+        for (size_t i = 0; i < n; i++)
+            max = x[i] > max ? x[i] : max;
+        memcpy(y0, x, N * 4);
+        ml__fmath_scalar.exp_norm(y0, n, max);
+        double sum = 0, got = 0; /* of the arguments as rounded in float */
+        for (size_t i = 0; i < n; i++)
+            sum += exp((double)(x[i] - max));
+        for (size_t i = 0; i < n; i++) {
+            double want = exp((double)(x[i] - max)) / sum;
+            got += y0[i];
+            if (want > 1.2e-38)
+                ck_assert_msg(ulps(y0[i], (float)want) <= 4, "n %zu: %g, not %g (%g ulp)", n,
+                              (double)y0[i], want, ulps(y0[i], (float)want));
+        }
+        ck_assert_msg(fabs(got - 1) <= (double)n * 6e-8, "n %zu: sum %g", n, got);
+        for (size_t i = n; i < N; i++)
+            ck_assert(memcmp(&y0[i], &x[i], 4) == 0);
+        for (size_t k = 1; k < nv; k++) {
+            memcpy(y, x, N * 4);
+            v[k]->exp_norm(y, n, max);
+            ck_assert_msg(same(y, y0, N), "exp_norm variant %zu, n %zu", k, n);
+        }
+    }
+    for (size_t k = 0; k < nv; k++) {
+        float one[1] = {-3.5f}, eq[11];
+        v[k]->exp_norm(one, 1, -3.5f);
+        ck_assert(one[0] == 1.0f);
+        for (size_t i = 0; i < 11; i++)
+            eq[i] = 2.25f;
+        v[k]->exp_norm(eq, 11, 2.25f);
+        for (size_t i = 0; i < 11; i++)
+            ck_assert(eq[i] == 1.0f / 11.0f);
+    }
+    free(x), free(y0), free(y);
+}
+END_TEST
+
 /* The choice: the reference beside the scalar table, else AVX2 on x86. */
 START_TEST(test_choice)
 {
@@ -291,6 +348,7 @@ Suite *suite_fmath(void)
     tcase_add_test(tc, test_dots);
     tcase_add_test(tc, test_exp);
     tcase_add_test(tc, test_elementwise);
+    tcase_add_test(tc, test_exp_norm);
     tcase_add_test(tc, test_choice);
     suite_add_tcase(s, tc);
     return s;
