@@ -17,6 +17,11 @@
 #   (SHAPE=NAME, the older spelling, picks one shape)
 # Each row ends with the 1-minute load average when it was measured: on a
 # shared machine a number taken under load is not a speed.
+# Generation against the bandwidth bound is given three ways: tg/bound
+# (the best bandwidth the script saw: pessimistic, the best moment of a
+# noisy machine), tg/bw-now (the bandwidth measured just before and after
+# the run), and tg/paired (bench_bound.c: the weights read once next to
+# every decoded token, in one process: the measure noise moves least).
 # Needs: python3 with numpy and gguf, cmake and g++ (to build llama.cpp).
 set -euo pipefail
 B=${MLCORE_BUILD:-build}
@@ -36,6 +41,10 @@ rss() { /usr/bin/time -f "%M" "$@" 2>&1 >/dev/null | tail -1; }
 
 LB=$(llama_bin "$DIR/mlcore-llama.cpp" llama-bench)
 cc -O2 -pthread "$here/bandwidth.c" -o "$DIR/mlcore-bandwidth"
+# bench_bound: ml-run's decode with the bound measured next to every token
+# (see bench_bound.c); it links the library, so it is built from $B.
+cc -O2 -std=c11 -I"$here/../include" "$here/bench_bound.c" "$B/libmlcore.a" \
+    -lutf8proc -ldeflate -lz -lm -lpthread -o "$DIR/mlcore-bench-bound"
 # The bandwidth of a shared machine moves with its neighbours (26 to 47
 # GB/s within minutes here): it is measured around every run, and each
 # program's generation speed is set against the larger of the two
@@ -100,6 +109,13 @@ for ty in $TYPES; do
         "$(awk -v a="$best_tg" -v b="$l_tg" 'BEGIN{print a/b}')" "$bound" "$(awk -v p="$per_tok" 'BEGIN{print p/1e9}')" "$bw"
     printf '%-9s %-6s %-10s %10.2f %10.2f %8.2f   (best round, against the bandwidth measured around the run)\n' "$SHAPE" "$ty" "tg/bw-now" \
         "$l_rb" "$m_rb" "$(awk -v a="$m_rb" -v b="$l_rb" 'BEGIN{print a/b}')"
+    # The paired measure: mlcore alone (llama-bench cannot be interleaved
+    # with reads token by token), positions 0..NG-1 as tg$NG, twice over.
+    pb=$("$DIR/mlcore-bench-bound" "$m" -t "$T" -n $((2 * NG)) -g "$NG")
+    kv() { echo "$pb" | awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'; }
+    printf '%-9s %-6s %-10s %10s %10.2f %8s   (%s tokens/s against a bound of %s at %s GB/s, read next to each token; median pair %s)\n' \
+        "$SHAPE" "$ty" "tg/paired" "-" "$(kv ratio)" "" "$(kv tokens_per_s)" "$(kv bound_tokens_per_s)" \
+        "$(kv read_gb_per_s)" "$(kv ratio_median)"
     if [ -x /usr/bin/time ]; then
         r_l=$(rss "$LB/llama-bench" -m "$g" -t "$T" -p 0 -n 16 -r 1)
         r_m=$(rss "$B/bin/ml-run" -m "$m" --ids -p "1 2 3" -n 16 --ignore-eos -t "$T" --ctx $((NP + NG + 8)) -q)
