@@ -5,6 +5,7 @@
  * variant; cache memory equal to what mlb-info reports; clean errors for a
  * full context and bad token ids. */
 #include "suites.h"
+#include "testutil.h"
 
 #include "mlcore.h"
 
@@ -271,6 +272,161 @@ START_TEST(test_sampler)
 }
 END_TEST
 
+/* ---- The sampler against a reference that ranks the whole vocabulary ---- */
+
+typedef struct ref_cand { float logit; int32_t id; } ref_cand;
+
+static int ref_desc(const void *a, const void *b)
+{
+    const ref_cand *x = a, *y = b;
+    if (x->logit != y->logit)
+        return x->logit < y->logit ? 1 : -1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The sampler's generator (splitmix64 from seed ^ the golden ratio), to
+ * draw the same uniform numbers. */
+static double ref_uniform(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (double)(z >> 11) / 9007199254740992.0;
+}
+
+/* mlcore/runtime.h's sampling by its definition: rank every token (NaN as
+ * -inf; larger logit first, then lower id), keep the top k, then top-p's
+ * shortest prefix holding top_p of the mass (at temperature 1, over the
+ * top k, or over every token in id order without top-k), then min-p's
+ * floor, then draw at the temperature.  Without any filter the tokens
+ * stay in id order. */
+static int32_t ref_sample(const float *logits, uint32_t V, const ml_sampler_params *p,
+                          uint64_t *rng, uint32_t *kept)
+{
+    ref_cand *c = malloc(V * sizeof *c);
+    for (uint32_t i = 0; i < V; i++)
+        c[i] = (ref_cand){logits[i] == logits[i] ? logits[i] : -INFINITY, (int32_t)i};
+    int topk = p->top_k && p->top_k < V, topp = p->top_p > 0 && p->top_p < 1;
+    if (topk || topp || p->min_p > 0)
+        qsort(c, V, sizeof *c, ref_desc);
+    uint32_t n = topk ? p->top_k : V;
+    double max = -INFINITY, sum = 0;
+    for (uint32_t i = 0; i < n; i++)
+        max = c[i].logit > max ? c[i].logit : max;
+    if (topk)
+        for (uint32_t i = 0; i < n; i++)
+            sum += exp(c[i].logit - max);
+    else
+        for (uint32_t i = 0; i < V; i++)
+            if (logits[i] == logits[i])
+                sum += exp(logits[i] - max);
+    int32_t pick;
+    if (max == -INFINITY) {
+        pick = 0;
+        for (uint32_t i = 0; i < V; i++)
+            if (logits[i] == logits[i]) {
+                pick = (int32_t)i;
+                break;
+            }
+        free(c);
+        *kept = 0;
+        return pick;
+    }
+    if (topp) {
+        double cum = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            cum += exp(c[i].logit - max) / sum;
+            if (cum >= p->top_p) {
+                n = i + 1;
+                break;
+            }
+        }
+    }
+    if (p->min_p > 0) {
+        double floor_logit = max + log(p->min_p);
+        uint32_t keep = 1;
+        while (keep < n && c[keep].logit >= floor_logit)
+            keep++;
+        n = keep;
+    }
+    double total = 0, acc = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += exp((c[i].logit - max) / p->temperature);
+    double r = ref_uniform(rng) * total;
+    pick = c[n - 1].id;
+    for (uint32_t i = 0; i < n; i++) {
+        acc += exp((c[i].logit - max) / p->temperature);
+        if (r < acc) {
+            pick = c[i].id;
+            break;
+        }
+    }
+    free(c);
+    *kept = n;
+    return pick;
+}
+
+/* Every combination of top-k (off, 1, small, the default 40, vocab - 1,
+ * vocab, above), top-p (off, 0.5, 0.95) and min-p (off, 0.05, 1), at two
+ * temperatures, over vocabularies of 1 to 3000 tokens with ties, NaNs
+ * and -inf among the logits (and all -inf): the same token as the
+ * reference for 12 draws each, from the same seed.  Ranking only the
+ * tokens the filters can keep must change nothing. */
+START_TEST(test_sampler_reference)
+{
+    const uint32_t vocabs[] = {1, 2, 7, 40, 41, 64, 300, 3000};
+    tu_rng r = {11};
+    size_t checked = 0, filtered = 0;
+    for (size_t vi = 0; vi < sizeof vocabs / sizeof vocabs[0]; vi++) {
+        uint32_t V = vocabs[vi];
+        float *x = malloc(V * sizeof *x), *copy = malloc(V * sizeof *x);
+        for (int shape = 0; shape < 4; shape++) {
+            for (uint32_t i = 0; i < V; i++) {
+                uint32_t u = tu_below(&r, 1000);
+                x[i] = shape == 3 ? -INFINITY
+                       : u < 20   ? NAN
+                       : u < 40   ? -INFINITY
+                       : shape == 0 ? (float)(u % 7) /* many ties */
+                       : shape == 1 ? (float)u / 100.0f
+                                    : (float)u / 20.0f; /* peaked: few above the floor */
+            }
+            const uint32_t ks[] = {0, 1, 5, 40, V - 1, V, V + 3};
+            const float ps[] = {1, 0.5f, 0.95f}, mins[] = {0, 0.05f, 1}, temps[] = {0.7f, 1.5f};
+            for (size_t a = 0; a < 7; a++)
+                for (size_t b = 0; b < 3; b++)
+                    for (size_t d = 0; d < 3; d++)
+                        for (size_t t = 0; t < 2; t++) {
+                            ml_sampler_params sp = {temps[t], ks[a], ps[b], mins[d], 1, 64,
+                                                    1000 + a * 97 + b * 13 + d};
+                            ml_sampler *s;
+                            ml_error err;
+                            ck_assert(ml_sampler_new(&sp, V, &s, &err) == ML_OK);
+                            uint64_t rng = sp.seed ^ 0x9e3779b97f4a7c15ull;
+                            for (int draw = 0; draw < 12; draw++) {
+                                uint32_t kept;
+                                memcpy(copy, x, V * sizeof *x);
+                                int32_t got = ml_sampler_next(s, copy, NULL, 0);
+                                int32_t want = ref_sample(x, V, &sp, &rng, &kept);
+                                ck_assert_msg(got == want,
+                                              "vocab %u shape %d k %u p %g min-p %g temp %g "
+                                              "draw %d: %d, not %d",
+                                              V, shape, sp.top_k, (double)sp.top_p,
+                                              (double)sp.min_p, (double)sp.temperature, draw,
+                                              got, want);
+                                checked++;
+                                filtered += kept > 1 && kept < V;
+                            }
+                            ml_sampler_free(s);
+                        }
+        }
+        free(x);
+        free(copy);
+    }
+    ck_assert(filtered > checked / 4); /* the filters did cut, often */
+}
+END_TEST
+
 /* Greedy picks the first index of the largest logit over any length: ties
  * (the lowest index wins), NaNs (never win), -inf, and the tail after the
  * last full group of eight. */
@@ -376,6 +532,7 @@ Suite *suite_runtime(void)
     tcase_add_test(tc, test_kernel_variants);
     tcase_add_test(tc, test_state_bytes_and_errors);
     tcase_add_test(tc, test_sampler);
+    tcase_add_test(tc, test_sampler_reference);
     tcase_add_test(tc, test_greedy_argmax);
     tcase_add_test(tc, test_memory_does_not_grow);
     tcase_set_timeout(tc, 120);
