@@ -111,18 +111,32 @@ ALWAYS_INLINE void prefetch_q4(const uint8_t *w, const char *sc, int f16)
  * vcvtph2ps widens f16 exactly, as the reference's ml_f16_to_f32 does. */
 ALWAYS_INLINE __m256 wscales8(ml_wscales wd, size_t i, size_t m, int f16)
 {
+    /* A partial group (the end of a row whose blocks are not a multiple
+     * of 8) is gathered in registers: copying it to the stack and loading
+     * 16 or 32 bytes back stalled on store forwarding, which doubled the
+     * time of a 640-column row (Gemma 3's dim). */
     if (f16) {
-        uint16_t part[8] = {0};
         const uint16_t *p = (const uint16_t *)wd.p + i;
-        if (m < 8)
-            p = memcpy(part, p, 2 * m);
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        if (m == 8)
+            return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        __m128i v = m >= 4 ? _mm_loadl_epi64((const __m128i *)p) : _mm_setzero_si128();
+        switch (m) { /* the lanes 4k and up that remain, by constant lane numbers */
+        case 7: v = _mm_insert_epi16(v, p[6], 6); /* fall through */
+        case 6: v = _mm_insert_epi16(v, p[5], 5); /* fall through */
+        case 5: v = _mm_insert_epi16(v, p[4], 4); break;
+        case 3: v = _mm_insert_epi16(v, p[2], 2); /* fall through */
+        case 2: v = _mm_insert_epi16(v, p[1], 1); /* fall through */
+        case 1: v = _mm_insert_epi16(v, p[0], 0); break;
+        default: break;
+        }
+        return _mm256_cvtph_ps(v);
     }
-    float part[8] = {0};
     const float *p = (const float *)wd.p + i;
-    if (m < 8)
-        p = memcpy(part, p, 4 * m);
-    return _mm256_loadu_ps(p);
+    if (m == 8)
+        return _mm256_loadu_ps(p);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)m),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_maskload_ps(p, mask); /* lanes past m read nothing and are +0 */
 }
 
 /* The scales of rows r .. r + n - 1 (nb each) as f32: in place for f32

@@ -424,8 +424,10 @@ static void check_matmul(const mat *m, const acts *a, size_t r0, size_t r1)
     free(vec);
 }
 
-/* Columns: 1, 2, 3, 7, 8, 9, 17, 35 and 128 blocks. */
-static const size_t dcols[] = {32, 64, 96, 224, 256, 288, 544, 1120, 4096};
+/* Columns: 1, 2, 3, 5, 6, 7, 8, 9, 17, 20 (Gemma 3's 640), 35 and 128
+ * blocks: every partial group of 8 blocks (the x86 kernels gather a
+ * partial group's scales lane by lane). */
+static const size_t dcols[] = {32, 64, 96, 160, 192, 224, 256, 288, 544, 640, 1120, 4096};
 #define N_DCOLS (sizeof dcols / sizeof dcols[0])
 /* Row ranges [r0, r1) of a matrix of r1 + 2 rows; some longer than one
  * or two panels of the blocked matmul (16 or 48 rows), with partial row
