@@ -85,15 +85,17 @@ static void rope(float *v, const float *cs, uint32_t half)
 
 /* One pool job for up to MM_PARTS matrices that read the same quantized
  * input (q, k, v and gate; w1 and w3), so they cost one dispatch and one
- * wait.  Prefill gives each thread the same share of every part's rows
- * (compute-bound, the shares take the same time).  Decode is bound by
- * memory, which the threads do not get in equal measure: there each
- * thread streams most of its share in one go and then the threads steal
- * chunks from the ends of each other's shares (mm_run_steal).  Measured
- * on TinyLlama Q4_0, 2 threads: 52-54 tokens/s against 46-50 with even
- * shares.  (Claiming every chunk from one shared counter was slower than
- * even shares: the streams broke at every chunk.)  Rows are independent,
- * so no split changes a bit of the result. */
+ * wait.  Equal shares of rows do not take equal times: decode is bound
+ * by memory, which the threads do not get in equal measure, and prefill
+ * by processors that neighbours slow unevenly.  So each thread does most
+ * of its share in one go and then the threads steal chunks from the ends
+ * of each other's shares (mm_run_steal).  Measured on 2 threads against
+ * even shares: TinyLlama Q4_0 decode 52-54 tokens/s against 46-50;
+ * prefill +1% to +8% on the four bench models (pp512, the two ways
+ * alternating in one process).  (Claiming every chunk from one shared
+ * counter was slower than even shares: the streams broke at every
+ * chunk.)  Rows are independent, so no split changes a bit of the
+ * result. */
 #define MM_PARTS 4
 #define MM_STEAL_MAX 16
 
@@ -110,7 +112,7 @@ typedef struct mm_job {
     size_t n_tok;
     mm_part part[MM_PARTS];
     unsigned n_parts;
-    /* Decode on at most MM_STEAL_MAX threads: */
+    /* Stealing, on 2 to MM_STEAL_MAX threads: */
     int steal;
     size_t total, chunk;                   /* rows of all parts; rows per stolen chunk */
     _Atomic uint64_t span[MM_STEAL_MAX];   /* each thread's remaining rows */
@@ -268,7 +270,7 @@ static void matmuls(ml_ctx *c, size_t n_tok, unsigned n, const ml_mat *const *ws
         j.total += ws[i]->rows;
     }
     unsigned nth = ml__pool_size(c->pool);
-    j.steal = n_tok == 1 && nth > 1 && nth <= MM_STEAL_MAX && j.total < UINT32_MAX;
+    j.steal = nth > 1 && nth <= MM_STEAL_MAX && j.total < UINT32_MAX;
     if (j.steal) {
         j.chunk = j.total / ((size_t)nth * 32);
         j.chunk = j.chunk < 8 ? 8 : (j.chunk + 7) / 8 * 8;
