@@ -49,7 +49,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 .SECONDARY:
-.PHONY: bench-tok bench-run bench-imatrix check-real
+.PHONY: bench-tok bench-run bench-imatrix check-real test-times
 .PHONY: all lib check check-all unit cli sanitize install uninstall clean bench man-lint tests
 all: lib $(BINS)
 lib: $(B)/libmlcore.a $(B)/libmlcore.so
@@ -124,6 +124,10 @@ unit: $(UNIT)
 
 cli: all $(TEST_TOOLS)
 	MLCORE_BUILD=$(abspath $(B)) bats tests/cli
+
+# Every test case's time and its headroom under the one timeout.
+test-times: all tests
+	MLCORE_BUILD=$(abspath $(B)) bash tools/test-times.sh
 
 man-lint:
 	@for p in $(MAN1) $(MAN3) $(MAN5); do \

@@ -83,7 +83,6 @@ Suite *suite_attention(void)
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("layouts");
     tcase_add_loop_test(tc, test_layouts, 0, (int)(sizeof layouts / sizeof layouts[0]));
-    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;
 }

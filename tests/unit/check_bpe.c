@@ -565,7 +565,6 @@ Suite *suite_bpe(void)
     Suite *s = suite_create("bpe");
     TCase *tc = tcase_create("reference");
     tcase_add_unchecked_fixture(tc, load_all, free_all);
-    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_public);
     tcase_add_test(tc, test_llamacpp);
     tcase_add_test(tc, test_hard);

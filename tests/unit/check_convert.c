@@ -893,19 +893,16 @@ Suite *suite_convert(void)
 {
     Suite *s = suite_create("convert");
     TCase *tc = tcase_create("lossless");
-    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_q8_0_bit_for_bit);
     tcase_add_test(tc, test_q4_0_and_exact_widening);
     tcase_add_test(tc, test_minus_128);
     suite_add_tcase(s, tc);
     tc = tcase_create("requantize");
-    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_requantize_floats);
     tcase_add_test(tc, test_deterministic_threads);
     tcase_add_test(tc, test_automatic_types);
     suite_add_tcase(s, tc);
     tc = tcase_create("architectures");
-    tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_architectures, 0, (int)(sizeof arch_cases / sizeof arch_cases[0]));
     tcase_add_test(tc, test_rope_permutation_by_hand);
     tcase_add_test(tc, test_qwen35_narrow_heads);

@@ -231,7 +231,6 @@ Suite *suite_convert_fixtures(void)
 {
     Suite *s = suite_create("convert_fixtures");
     TCase *tc = tcase_create("llama.cpp");
-    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_fixture_models);
     suite_add_tcase(s, tc);
     return s;

@@ -287,7 +287,6 @@ Suite *suite_convert_mli(void)
 {
     Suite *s = suite_create("convert_mli");
     TCase *tc = tcase_create("mli");
-    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_reader_layout);
     tcase_add_test(tc, test_reader_rules);
     tcase_add_test(tc, test_fit_to_model);

@@ -967,7 +967,6 @@ Suite *suite_convert_tok(void)
 {
     Suite *s = suite_create("convert_tok");
     TCase *tc = tcase_create("vocabularies");
-    tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, committed_vocabularies, 0, (int)NELEM(fixtures));
     suite_add_tcase(s, tc);
     tc = tcase_create("rules");

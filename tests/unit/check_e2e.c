@@ -188,7 +188,6 @@ Suite *suite_e2e(void)
     Suite *s = suite_create("e2e");
     TCase *tc = tcase_create("references");
     tcase_add_loop_test(tc, test_against_references, 0, N_MODELS);
-    tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return s;
 }

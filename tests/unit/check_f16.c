@@ -256,7 +256,6 @@ Suite *suite_f16(void)
     tcase_add_test(tc, test_f32_to_f16_random_bits);
     tcase_add_test(tc, test_f32_to_f16_random_range);
     tcase_add_test(tc, test_f16_roundtrip);
-    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -177,7 +177,6 @@ Suite *suite_fuzz_regress(void)
     tcase_add_test(tc, test_tok_added_token_inside_character);
     tcase_add_test(tc, test_tok_word_without_ids);
     tcase_add_test(tc, test_error_escapes_control_bytes);
-    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -899,7 +899,6 @@ Suite *suite_gguf(void)
 {
     Suite *s = suite_create("gguf");
     TCase *tc = tcase_create("read");
-    tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, full_file_reads_back, 0, 6);
     tcase_add_test(tc, no_tensors_no_padding);
     tcase_add_test(tc, alignment_any_integer);

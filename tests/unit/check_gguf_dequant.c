@@ -289,7 +289,6 @@ Suite *suite_gguf_dequant(void)
 {
     Suite *s = suite_create("gguf_dequant");
     TCase *tc = tcase_create("dequant");
-    tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, matches_gguf_py, 0, 15);
     tcase_add_test(tc, f16_every_value);
     tcase_add_test(tc, blocks_by_hand);

@@ -879,7 +879,6 @@ Suite *suite_kernels(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("dot");
-    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, dot_q8_0);
     tcase_add_test(tc, dot_q4_0);
     tcase_add_test(tc, dot_extreme_quants);

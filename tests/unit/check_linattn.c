@@ -467,7 +467,6 @@ Suite *suite_linattn(void)
     tcase_add_test(tc, test_reset);
     tcase_add_test(tc, test_state_bytes);
     tcase_add_test(tc, test_model_batch_invariance);
-    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;
 }

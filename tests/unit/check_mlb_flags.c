@@ -304,7 +304,6 @@ Suite *suite_mlb_flags(void)
     tcase_add_test(tc, test_flags_65536_layers);
     tcase_add_test(tc, test_writer_needs_flags);
     tcase_add_test(tc, test_flags_ignored_without_header_bit);
-    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;
 }

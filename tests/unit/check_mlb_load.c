@@ -712,7 +712,6 @@ Suite *suite_mlb_load(void)
     tcase_add_test(tc, test_find_and_get);
     tcase_add_test(tc, test_shared_classifier);
     tcase_add_test(tc, test_q8_mask_classes);
-    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     tc = tcase_create("bad_input");
     tcase_add_test(tc, test_truncation_every_offset_tiny);
@@ -722,7 +721,6 @@ Suite *suite_mlb_load(void)
     tcase_add_test(tc, test_minus128);
     tcase_add_test(tc, test_loader_ignores_what_verify_checks);
     tcase_add_test(tc, test_open_paths);
-    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;
 }

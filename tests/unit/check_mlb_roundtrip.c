@@ -236,7 +236,6 @@ Suite *suite_mlb_roundtrip(void)
     TCase *tc = tcase_create("random_models");
     tcase_add_loop_test(tc, test_roundtrip, 0, N_ROUNDTRIPS);
     tcase_add_test(tc, test_roundtrip_coverage);
-    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;
 }

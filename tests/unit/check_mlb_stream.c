@@ -476,7 +476,6 @@ Suite *suite_mlb_stream(void)
     tcase_add_test(tc, test_reader_error);
     tcase_add_test(tc, test_report);
     tcase_add_test(tc, test_progress);
-    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -317,7 +317,6 @@ Suite *suite_mli(void)
     tcase_add_test(tc, test_merge);
     tcase_add_test(tc, test_ctx_refuses_other_shape);
     tcase_add_test(tc, test_matrix_slots);
-    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;
 }

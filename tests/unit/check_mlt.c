@@ -350,7 +350,6 @@ Suite *suite_mlt(void)
     tcase_add_test(tc, test_open_errors);
     suite_add_tcase(s, tc);
     TCase *tr = tcase_create("real");
-    tcase_set_timeout(tr, 60);
     tcase_add_loop_test(tr, test_real_rewrite, 0, (int)(sizeof reals / sizeof reals[0]));
     suite_add_tcase(s, tr);
     return s;

@@ -313,7 +313,6 @@ Suite *suite_overflow(void)
     tcase_add_test(tc, test_load_huge_headers);
     tcase_add_test(tc, test_layout_invalid_header);
     tcase_add_test(tc, test_layer_state_bytes);
-    tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -312,7 +312,6 @@ Suite *suite_pool(void)
 {
     Suite *s = suite_create("pool");
     TCase *tc = tcase_create("jobs");
-    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, each_index_once_back_to_back);
     tcase_add_test(tc, each_index_once_after_sleep);
     tcase_add_test(tc, distinct_threads);
@@ -326,7 +325,6 @@ Suite *suite_pool(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("kernels");
-    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, kernels_thread_independent);
     suite_add_tcase(s, tc);
     return s;

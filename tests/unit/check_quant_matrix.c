@@ -514,12 +514,10 @@ Suite *suite_quant_matrix(void)
     tcase_add_test(tc, test_matrix_f16_overflow);
     tcase_add_test(tc, test_matrix_bad_options);
     tcase_add_test(tc, test_sizes_overflow);
-    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     tc = tcase_create("properties");
     tcase_add_test(tc, test_q8_bounds);
     tcase_add_test(tc, test_q4_properties);
-    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -535,7 +535,6 @@ Suite *suite_runtime(void)
     tcase_add_test(tc, test_sampler_reference);
     tcase_add_test(tc, test_greedy_argmax);
     tcase_add_test(tc, test_memory_does_not_grow);
-    tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return s;
 }

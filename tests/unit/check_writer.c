@@ -478,7 +478,6 @@ Suite *suite_writer(void)
     tcase_add_test(tc, test_complete_extra_incomplete);
     tcase_add_test(tc, test_output_layout);
     tcase_add_test(tc, test_sink_failure);
-    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     tc = tcase_create("outfile");
     tcase_add_test(tc, test_outfile_commit);

@@ -7,8 +7,20 @@
 
 #include <stdlib.h>
 
+/* Every test case has one timeout, here, and none sets its own.  The
+ * timeout catches a hang; it must never judge speed, so it is far above
+ * any test's time: the slowest single test takes about 2 s on the 2-core
+ * machine the suite is developed on, so 300 s leaves a machine 5x slower,
+ * loaded by another job, a wide margin (tools/test-times.sh prints every
+ * case's time and headroom).  CK_DEFAULT_TIMEOUT replaces it and
+ * CK_TIMEOUT_MULTIPLIER scales it (make check-arm64 multiplies by 4 for
+ * qemu); with CK_FORK=no libcheck cannot time tests out at all. */
+#define TEST_TIMEOUT_S "300"
+
 int main(void)
 {
+    /* tcase_create reads it, so it is set before the suites are built. */
+    setenv("CK_DEFAULT_TIMEOUT", TEST_TIMEOUT_S, 0);
     SRunner *sr = srunner_create(NULL);
 #define SUITE(name) srunner_add_suite(sr, suite_##name());
 #include "suites.inc"
