@@ -31,7 +31,7 @@ FUZZ_FLAGS ?= -timeout=20 -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_
 # branches would reward the fuzzer for new weight values, swelling the
 # corpus with whole models, and cost most of the time of each run.
 ifeq ($(B),$(FUZZ_B))
-$(patsubst %.c,$(B)/%.o,$(wildcard lib/quant*.c lib/requant*.c lib/kernels/*.c lib/runtime/*.c)): \
+$(patsubst %.c,$(B)/%.o,$(wildcard lib/quant/*.c lib/convert/requant.c lib/kernels/*.c lib/runtime/*.c)): \
   ALL_CFLAGS += -fno-sanitize=fuzzer-no-link
 endif
 

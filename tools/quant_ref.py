@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """quant_ref.py - a second implementation of the .mlb quantizers in numpy
-float32, written from docs/quant-decisions.md (not from lib/quant.c), used
+float32, written from docs/quant-decisions.md (not from lib/quant/quant.c), used
 to work out and check the expected values in tests/unit/check_quant*.c.
 
 Every operation is a numpy float32 scalar operation in the documented

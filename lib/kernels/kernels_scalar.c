@@ -8,7 +8,7 @@
 #include "mlcore.h"
 
 /* Activations are quantized by the library's reference quantizer
- * (lib/quant.c), the one the writer uses: ml_quantize_row_q8_0 has the
+ * (lib/quant/quant.c), the one the writer uses: ml_quantize_row_q8_0 has the
  * table's signature and is used as it is. */
 
 /* ---- dot products ---- */

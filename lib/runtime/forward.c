@@ -5,11 +5,11 @@
  * multiply Q8_0-quantized activations (the spec's rule, bit for bit);
  * everything else is float32, computed in one fixed order, so results do
  * not depend on the thread count or the batch size. */
-#include "runtime/fmath.h"
+#include "kernels/fmath.h"
 #include "runtime/linear_attn.h"
 #include "runtime/runtime.h"
 
-#include "mli_impl.h"
+#include "format/mli_impl.h"
 
 #include <math.h>
 #include <stdatomic.h>

@@ -12,7 +12,7 @@
 #ifndef ML_LINEAR_ATTN_H
 #define ML_LINEAR_ATTN_H
 
-#include "runtime/fmath.h"
+#include "kernels/fmath.h"
 #include "runtime/runtime.h"
 
 /* Positions per chunk.  The intra-chunk work per token grows with it and

@@ -4,7 +4,7 @@
 #ifndef ML_POOL_H
 #define ML_POOL_H
 
-#include "internal.h"
+#include "base/internal.h"
 
 typedef struct ml_pool ml_pool;
 

@@ -4,7 +4,7 @@
 #ifndef ML_RUNTIME_H
 #define ML_RUNTIME_H
 
-#include "internal.h"
+#include "base/internal.h"
 #include "kernels/kernels.h"
 #include "runtime/pool.h"
 

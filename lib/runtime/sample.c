@@ -3,7 +3,7 @@
  * fixed seed reproduces a run exactly.  The filters apply in the order
  * llama.cpp's default chain uses: penalty, top-k, top-p, min-p,
  * temperature. */
-#include "internal.h"
+#include "base/internal.h"
 
 #include <math.h>
 #include <stdlib.h>

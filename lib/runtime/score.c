@@ -3,7 +3,7 @@
  * logits of every token, and add the negative log-likelihood of each next
  * token from position `first` on.  Shared by ml-run --perplexity and
  * ml-imatrix. */
-#include "internal.h"
+#include "base/internal.h"
 
 #include <math.h>
 

@@ -7,7 +7,7 @@
  * .mlt files are loaded once per test case (an unchecked fixture). */
 #include "check_bpe_util.h"
 #include "suites.h"
-#include "tok.h"
+#include "tokenizer/tok.h"
 
 #include <stdio.h>
 #include <utf8proc.h>

@@ -9,7 +9,7 @@
  * cancellation, and every refusal with its status, key or tensor and
  * offset. */
 #include "check_convert_util.h"
-#include "convert_impl.h"
+#include "convert/convert_impl.h"
 #include "suites.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 /* check_convert_tok.c - the GGUF vocabulary -> .mlt conversion
- * (lib/convert_tok.c).  Three kinds of tests:
+ * (lib/convert/convert_tok.c).  Three kinds of tests:
  *   - the committed vocabulary GGUFs (tests/fixtures/vocab, made by
  *     tools/make_vocab_ggufs.py): each .mlt against the one json2mlt.py
  *     made from the same tokenizer.json (byte for byte, or the same tokens

@@ -1,4 +1,4 @@
-/* check_fmath.c - the float32 products of lib/runtime/fmath.h: each
+/* check_fmath.c - the float32 products of lib/kernels/fmath.h: each
  * implementation this CPU runs gives the reference's bits for every tile
  * remainder (rows, columns, terms, lengths not multiples of the tiles),
  * the reference computes the definitions (against double sums), the
@@ -8,7 +8,7 @@
 #include "suites.h"
 #include "testutil.h"
 
-#include "runtime/fmath.h"
+#include "kernels/fmath.h"
 
 #include <math.h>
 #include <stdlib.h>

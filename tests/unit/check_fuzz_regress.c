@@ -5,7 +5,7 @@
 #include "suites.h"
 #include "testutil.h"
 
-#include "internal.h"
+#include "base/internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

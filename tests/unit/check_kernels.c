@@ -67,7 +67,7 @@ static void *xmalloc(size_t n)
  * ====================================================================== */
 
 /* The spec's recipe, written out from mlb(5) and mlcore/quant.h without
- * looking at lib/quant.c: NaN is ignored by the maximum and gives q = 0. */
+ * looking at lib/quant/quant.c: NaN is ignored by the maximum and gives q = 0. */
 static void spec_quantize(const float *x, size_t n, int8_t *q, float *d)
 {
     for (size_t b = 0; b < n / 32; b++) {

@@ -12,7 +12,7 @@
  * check_quant_matrix.c. */
 #include "suites.h"
 #include "testutil.h"
-#include "quant_impl.h"
+#include "quant/quant_impl.h"
 
 #include <float.h>
 #include <math.h>

@@ -11,7 +11,7 @@
  * first on ties. */
 #include "suites.h"
 #include "testutil.h"
-#include "quant_impl.h"
+#include "quant/quant_impl.h"
 
 #include <float.h>
 #include <math.h>

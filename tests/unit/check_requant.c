@@ -1,4 +1,4 @@
-/* check_requant.c - requantizing an .mlb (lib/requant.c): option errors
+/* check_requant.c - requantizing an .mlb (lib/convert/requant.c): option errors
  * with their statuses, the methods chosen per matrix, exact round trips,
  * thread-independent bytes, importances changing Q4_0 blocks, and the
  * error measure (ml_quant_error_add) against a direct computation. */

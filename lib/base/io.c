@@ -1,0 +1,260 @@
+/* io.c - getting bytes in and out: read-only mappings of input files (or a
+ * buffer read from a pipe), file-descriptor readers for streaming, and
+ * output files written to a temporary name and renamed into place (devices
+ * and FIFOs written in place). */
+#include "base/io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A pipe that outgrows memory: say how far it got, since the pipe's size
+ * is not known in advance. */
+static ml_status too_big(ml_error *err, uint8_t *buf, size_t len, size_t want)
+{
+    free(buf);
+    return ml__err(err, ML_E_NOMEM, "", -1,
+                   "the input does not fit in memory: %zu bytes read, a buffer of %zu cannot be "
+                   "allocated (give a file instead of a pipe)",
+                   len, want);
+}
+
+/* Pipes and character devices are read whole into an aligned buffer. */
+static ml_status read_all(int fd, ml__input *in, ml_error *err)
+{
+    size_t cap = 1 << 20, len = 0;
+    uint8_t *buf = NULL;
+    if (posix_memalign((void **)&buf, ML_MLB_ALIGN, cap))
+        return too_big(err, NULL, 0, cap);
+    for (;;) {
+        if (len == cap) {
+            uint8_t *nb = NULL;
+            if (cap > SIZE_MAX / 2 || posix_memalign((void **)&nb, ML_MLB_ALIGN, cap * 2))
+                return too_big(err, buf, len, cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2);
+            memcpy(nb, buf, len);
+            free(buf);
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            free(buf);
+            return ml__err_io(err, "read", (int64_t)len);
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+    }
+    in->data = buf;
+    in->size = len;
+    in->owned = buf;
+    return ML_OK;
+}
+
+ml_status ml__input_open(const char *path, ml__input *in, ml_error *err)
+{
+    memset(in, 0, sizeof *in);
+    int fd = strcmp(path, "-") == 0 ? 0 : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ml__err_io(err, "cannot open", -1);
+    struct stat st;
+    ml_status s = ML_OK;
+    if (fstat(fd, &st) < 0) {
+        s = ml__err_io(err, "cannot stat", -1);
+    } else if (S_ISDIR(st.st_mode)) {
+        errno = EISDIR;
+        s = ml__err_io(err, "cannot read", -1);
+    } else if (!S_ISREG(st.st_mode)) {
+        s = read_all(fd, in, err);
+    } else if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
+        s = ml__err(err, ML_E_NOMEM, "", -1, "a file of %lld bytes cannot be mapped here",
+                    (long long)st.st_size);
+    } else if (st.st_size > 0) {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            s = ml__err_io(err, "cannot map", -1);
+        } else {
+            in->data = p;
+            in->size = (size_t)st.st_size;
+            in->mapped = 1;
+        }
+    }
+    if (fd != 0)
+        close(fd);
+    return s;
+}
+
+void ml__input_close(ml__input *in)
+{
+    if (in->mapped && in->size)
+        munmap((void *)in->data, in->size);
+    free(in->owned);
+    memset(in, 0, sizeof *in);
+}
+
+long ml_fd_reader(void *ctx, void *buf, size_t n, ml_error *err)
+{
+    int fd = *(int *)ctx;
+    if (n > LONG_MAX)
+        n = LONG_MAX;
+    for (;;) {
+        ssize_t r = read(fd, buf, n);
+        if (r >= 0)
+            return (long)r;
+        if (errno != EINTR) {
+            ml__err_io(err, "read", -1);
+            return -1;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Output files
+ * ------------------------------------------------------------------------- */
+
+struct ml_outfile {
+    int fd;
+    int is_stdout;
+    int direct;  /* an existing device or FIFO: written in place */
+    char *path;  /* final name */
+    char *tmp;   /* temporary name in the same directory */
+};
+
+/* An existing target that is not a regular file (/dev/null, /dev/full, a
+ * FIFO, a terminal) is opened and written in place: renaming a temporary
+ * file over it would replace the device or the pipe with a plain file.
+ * Sets *in_place when f->fd is open; a regular or missing target is left
+ * to the temporary file. */
+static ml_status open_in_place(ml_outfile *f, const char *path, int *in_place, ml_error *err)
+{
+    struct stat st;
+    *in_place = 0;
+    if (stat(path, &st) < 0 || S_ISREG(st.st_mode))
+        return ML_OK;
+    if (S_ISDIR(st.st_mode)) {
+        errno = EISDIR;
+        return ml__err_io(err, "cannot write", -1);
+    }
+    f->fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (f->fd < 0)
+        return ml__err_io(err, "cannot open for writing", -1);
+    f->direct = 1;
+    *in_place = 1;
+    return ML_OK;
+}
+
+ml_status ml_outfile_open(const char *path, ml_outfile **out, ml_error *err)
+{
+    *out = NULL;
+    ml_outfile *f = calloc(1, sizeof *f);
+    if (!f)
+        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    f->fd = -1; /* so that an early abort closes nothing (not stdin) */
+    if (strcmp(path, "-") == 0) {
+        f->fd = 1;
+        f->is_stdout = 1;
+        *out = f;
+        return ML_OK;
+    }
+    int in_place;
+    ml_status s = open_in_place(f, path, &in_place, err);
+    if (s || in_place) {
+        if (s)
+            free(f);
+        else
+            *out = f;
+        return s;
+    }
+    size_t n = strlen(path);
+    f->path = malloc(n + 1);
+    f->tmp = malloc(n + 16);
+    if (!f->path || !f->tmp) {
+        ml_outfile_abort(f);
+        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    }
+    memcpy(f->path, path, n + 1);
+    snprintf(f->tmp, n + 16, "%s.tmp.XXXXXX", path);
+    f->fd = mkstemp(f->tmp);
+    if (f->fd < 0) {
+        int e = errno;
+        free(f->tmp);
+        f->tmp = NULL;
+        ml_outfile_abort(f);
+        errno = e;
+        return ml__err_io(err, "cannot create a temporary file beside the output", -1);
+    }
+    /* mkstemp makes 0600; a model is not a secret. */
+    mode_t um = umask(0);
+    umask(um);
+    fchmod(f->fd, 0666 & ~um);
+    *out = f;
+    return ML_OK;
+}
+
+ml_status ml_outfile_write(ml_outfile *f, const void *buf, size_t n, ml_error *err)
+{
+    const uint8_t *p = buf;
+    while (n) {
+        ssize_t w = write(f->fd, p, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return ml__err_io(err, "write", -1);
+        p += w;
+        n -= (size_t)w;
+    }
+    return ML_OK;
+}
+
+ml_status ml_outfile_sink(void *ctx, const void *buf, size_t n, ml_error *err)
+{
+    return ml_outfile_write(ctx, buf, n, err);
+}
+
+ml_status ml_outfile_commit(ml_outfile *f, ml_error *err)
+{
+    ml_status s = ML_OK;
+    if (f->is_stdout) {
+        free(f);
+        return ML_OK;
+    }
+    if (f->direct) {
+        if (close(f->fd) < 0)
+            s = ml__err_io(err, "close", -1);
+        free(f);
+        return s;
+    }
+    if (fsync(f->fd) < 0 && errno != EINVAL)
+        s = ml__err_io(err, "fsync", -1);
+    if (close(f->fd) < 0 && s == ML_OK)
+        s = ml__err_io(err, "close", -1);
+    f->fd = -1;
+    if (s == ML_OK && rename(f->tmp, f->path) < 0)
+        s = ml__err_io(err, "rename into place", -1);
+    if (s == ML_OK) {
+        free(f->tmp);
+        f->tmp = NULL;
+    }
+    ml_outfile_abort(f);
+    return s;
+}
+
+void ml_outfile_abort(ml_outfile *f)
+{
+    if (!f)
+        return;
+    if (!f->is_stdout && f->fd >= 0)
+        close(f->fd);
+    if (f->tmp)
+        unlink(f->tmp);
+    free(f->tmp);
+    free(f->path);
+    free(f);
+}

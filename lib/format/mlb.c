@@ -1,0 +1,684 @@
+/* mlb.c - the .mlb header: field table, encoding, every header rule of the
+ * validation table in mlb(5), and the body layout (which arrays follow, in
+ * which order, at which offsets).  Loader, streaming verifier and writer all
+ * walk the body through ml_mlb_layout_next, so there is one layout. */
+#include "base/internal.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define F(name, off, type, meaning) \
+    { #name, off, type, offsetof(ml_mlb_header, name), meaning }
+
+static const ml_mlb_field fields[] = {
+    F(magic, 0, ML_FIELD_CHARS, "file magic, \"MLB1\""),
+    F(version, 4, ML_FIELD_U32, "format version"),
+    F(dim, 8, ML_FIELD_U32, "model width"),
+    F(n_layers, 12, ML_FIELD_U32, "transformer layers"),
+    F(n_heads, 16, ML_FIELD_U32, "query heads"),
+    F(n_kv_heads, 20, ML_FIELD_U32, "key/value heads"),
+    F(hidden_dim, 24, ML_FIELD_U32, "FFN width"),
+    F(vocab, 28, ML_FIELD_U32, "vocabulary size"),
+    F(max_seq, 32, ML_FIELD_U32, "longest context"),
+    F(rope_theta, 36, ML_FIELD_F32, "RoPE base"),
+    F(norm_eps, 40, ML_FIELD_F32, "RMSNorm epsilon"),
+    F(wtype, 44, ML_FIELD_U32, "weight type (1 Q8_0, 2 Q4_0)"),
+    F(shared_classifier, 48, ML_FIELD_U32, "classifier shares tok_emb"),
+    F(rope_type, 52, ML_FIELD_U32, "RoPE scaling (0 plain, 1 llama3, 2 linear, 3 yarn)"),
+    F(rope_factor, 56, ML_FIELD_F32, "RoPE scaling factor"),
+    F(rope_low_freq_factor, 60, ML_FIELD_F32, "llama3 low-frequency factor / yarn beta_fast"),
+    F(rope_high_freq_factor, 64, ML_FIELD_F32, "llama3 high-frequency factor / yarn beta_slow"),
+    F(rope_orig_max_seq, 68, ML_FIELD_U32, "context the RoPE scaling was trained for"),
+    F(q8_mask, 72, ML_FIELD_U32, "matrix classes stored as Q8_0 in a Q4_0 model"),
+    F(qkv_bias, 76, ML_FIELD_U32, "q, k, v projections have biases"),
+    F(head_dim, 80, ML_FIELD_U32, "head size (0: dim / n_heads)"),
+    F(qk_norm, 84, ML_FIELD_U32, "per-head RMSNorm of q and k"),
+    F(rope_attn_factor, 88, ML_FIELD_F32, "yarn factor on cos and sin"),
+    F(sliding_window, 92, ML_FIELD_U32, "attention window (0: full)"),
+    F(layer_flags, 96, ML_FIELD_U32, "a flag byte per layer follows the header"),
+    F(rope_local_theta, 100, ML_FIELD_F32, "RoPE base of local-RoPE layers"),
+    F(act, 104, ML_FIELD_U32, "FFN activation (0 SiLU, 1 GELU tanh)"),
+    F(post_norms, 108, ML_FIELD_U32, "attention and FFN outputs are normalized"),
+    F(embed_scale, 112, ML_FIELD_F32, "factor on embedding rows (0: 1)"),
+    F(attn_scale, 116, ML_FIELD_F32, "attention score factor (0: 1/sqrt(head_dim))"),
+    F(scale_f16, 120, ML_FIELD_U32, "quantization scales stored as f16"),
+    F(attn_softcap, 124, ML_FIELD_F32, "attention score softcap (0: none)"),
+    F(final_softcap, 128, ML_FIELD_F32, "logit softcap (0: none)"),
+    F(rot_dim, 132, ML_FIELD_U32, "rotated dimensions per head (0: all)"),
+    F(attn_gate, 136, ML_FIELD_U32, "attention output gate wg"),
+    F(lin_k_heads, 140, ML_FIELD_U32, "linear attention key heads"),
+    F(lin_v_heads, 144, ML_FIELD_U32, "linear attention value heads"),
+    F(lin_k_dim, 148, ML_FIELD_U32, "linear attention key head size"),
+    F(lin_v_dim, 152, ML_FIELD_U32, "linear attention value head size"),
+    F(lin_conv, 156, ML_FIELD_U32, "linear attention convolution taps"),
+};
+#undef F
+
+#define N_FIELDS (sizeof fields / sizeof fields[0])
+#define RESERVED_START 160u
+
+const ml_mlb_field *ml_mlb_fields(size_t *count)
+{
+    if (count)
+        *count = N_FIELDS;
+    return fields;
+}
+
+uint32_t ml_mlb_field_u32(const ml_mlb_header *h, const ml_mlb_field *f)
+{
+    uint32_t v;
+    memcpy(&v, (const char *)h + f->member, 4);
+    return v;
+}
+
+float ml_mlb_field_f32(const ml_mlb_header *h, const ml_mlb_field *f)
+{
+    float v;
+    memcpy(&v, (const char *)h + f->member, 4);
+    return v;
+}
+
+void ml_mlb_header_decode(const uint8_t buf[ML_MLB_HEADER_SIZE], ml_mlb_header *h)
+{
+    memset(h, 0, sizeof *h);
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        char *dst = (char *)h + fields[i].member;
+        if (fields[i].type == ML_FIELD_CHARS) {
+            memcpy(dst, buf + fields[i].offset, 4);
+        } else {
+            uint32_t v = ml__rd32(buf + fields[i].offset);
+            memcpy(dst, &v, 4);
+        }
+    }
+}
+
+void ml_mlb_header_encode(const ml_mlb_header *h, uint8_t buf[ML_MLB_HEADER_SIZE])
+{
+    memset(buf, 0, ML_MLB_HEADER_SIZE);
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const char *src = (const char *)h + fields[i].member;
+        if (fields[i].type == ML_FIELD_CHARS) {
+            memcpy(buf + fields[i].offset, src, 4);
+        } else {
+            uint32_t v;
+            memcpy(&v, src, 4);
+            ml__wr32(buf + fields[i].offset, v);
+        }
+    }
+}
+
+void ml_mlb_header_init(ml_mlb_header *h)
+{
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, "MLB1", 4);
+    h->version = 1;
+}
+
+/* ---------------------------------------------------------------------------
+ * Validation.  One static function per group of rules; each failure names
+ * the field and its header offset.
+ * ------------------------------------------------------------------------- */
+
+static unsigned field_offset(const char *name)
+{
+    for (size_t i = 0; i < N_FIELDS; i++)
+        if (strcmp(fields[i].name, name) == 0)
+            return fields[i].offset;
+    return 0;
+}
+
+#define BAD(code, name, ...) ml__err(err, code, #name, field_offset(#name), __VA_ARGS__)
+
+/* Users hand us the wrong file more often than a corrupt one: say what it is. */
+static ml_status check_magic(const ml_mlb_header *h, ml_error *err)
+{
+    const char *m = h->magic;
+    if (memcmp(m, "MLB1", 4) == 0)
+        return ML_OK;
+    const char *what = "not an .mlb model";
+    if (memcmp(m, "GGUF", 4) == 0)
+        what = "this is a GGUF file; convert it with gguf2mlb";
+    else if (memcmp(m, "MLT1", 4) == 0)
+        what = "this is an .mlt tokenizer, not a model";
+    else if (memcmp(m, "MLI1", 4) == 0)
+        what = "this is an .mli importance matrix, not a model";
+    else if (memcmp(m, "MLB", 3) == 0)
+        what = "an .mlb magic of an unknown generation";
+    else if (memcmp(m, "<!DO", 4) == 0 || memcmp(m, "<htm", 4) == 0 ||
+             memcmp(m, "<HTM", 4) == 0)
+        what = "this is an HTML page, not a model (a web page downloaded instead of the file?)";
+    char shown[17];
+    ml__magic_shown((const uint8_t *)m, shown);
+    return BAD(ML_E_FORMAT, magic, "\"%s\" is not \"MLB1\": %s", shown, what);
+}
+
+static int is_bool(uint32_t v)
+{
+    return v == 0 || v == 1;
+}
+
+static ml_status check_flags(const ml_mlb_header *h, ml_error *err)
+{
+    if (h->version != 1)
+        return BAD(ML_E_FORMAT, version, "%u is not 1 (this build reads version 1)", h->version);
+    if (h->wtype != ML_WTYPE_Q8_0 && h->wtype != ML_WTYPE_Q4_0)
+        return BAD(ML_E_FORMAT, wtype, "unknown weight type %u (1 Q8_0, 2 Q4_0)", h->wtype);
+    if (h->q8_mask & ~(uint32_t)ML_Q8_ALL)
+        return BAD(ML_E_FORMAT, q8_mask, "0x%x has bits above 64, which name no class",
+                   h->q8_mask);
+    if (h->q8_mask && h->wtype == ML_WTYPE_Q8_0)
+        return BAD(ML_E_FORMAT, q8_mask, "0x%x in a Q8_0 model (must be 0)", h->q8_mask);
+    struct { const char *name; uint32_t v; } bools[] = {
+        {"qkv_bias", h->qkv_bias},     {"qk_norm", h->qk_norm},     {"layer_flags", h->layer_flags},
+        {"post_norms", h->post_norms}, {"scale_f16", h->scale_f16}, {"attn_gate", h->attn_gate},
+    };
+    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
+        if (!is_bool(bools[i].v))
+            return ml__err(err, ML_E_FORMAT, bools[i].name, field_offset(bools[i].name),
+                           "%u is not 0 or 1", bools[i].v);
+    if (h->act != ML_ACT_SILU && h->act != ML_ACT_GELU_TANH)
+        return BAD(ML_E_FORMAT, act, "unknown activation %u (0 SiLU, 1 GELU tanh)", h->act);
+    if (h->sliding_window > ML_MLB_VOCAB_LIMIT)
+        return BAD(ML_E_FORMAT, sliding_window, "%u is above 2^24", h->sliding_window);
+    return ML_OK;
+}
+
+/* Floats: every field must be finite; most must be >= 0. */
+static ml_status check_floats(const ml_mlb_header *h, ml_error *err)
+{
+    struct { const char *name; float v; int positive; } fl[] = {
+        {"rope_theta", h->rope_theta, 1},         {"norm_eps", h->norm_eps, 0},
+        {"rope_local_theta", h->rope_local_theta, 0}, {"embed_scale", h->embed_scale, 0},
+        {"attn_scale", h->attn_scale, 0},         {"attn_softcap", h->attn_softcap, 0},
+        {"final_softcap", h->final_softcap, 0},
+    };
+    for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++) {
+        float v = fl[i].v;
+        if (!isfinite(v) || v < 0 || (fl[i].positive && !(v > 0)))
+            return ml__err(err, ML_E_FORMAT, fl[i].name, field_offset(fl[i].name),
+                           "%.9g must be finite and %s", (double)v,
+                           fl[i].positive ? "> 0" : ">= 0");
+    }
+    return ML_OK;
+}
+
+static int pos_finite(float v)
+{
+    return isfinite(v) && v > 0;
+}
+
+/* RoPE scaling: each type has its parameters; the fields a type does not
+ * use must be zero, so a stray value never passes unnoticed. */
+static ml_status check_rope(const ml_mlb_header *h, ml_error *err)
+{
+    float f = h->rope_factor, lo = h->rope_low_freq_factor, hi = h->rope_high_freq_factor;
+    uint32_t orig = h->rope_orig_max_seq;
+    switch (h->rope_type) {
+    case ML_ROPE_PLAIN: /* bytes, not values: -0.0 is not zero here */
+        if (ml__f32_bits(f))
+            return BAD(ML_E_FORMAT, rope_factor, "%.9g with plain RoPE (must be 0)", (double)f);
+        if (ml__f32_bits(lo))
+            return BAD(ML_E_FORMAT, rope_low_freq_factor, "%.9g with plain RoPE (must be 0)",
+                       (double)lo);
+        if (ml__f32_bits(hi))
+            return BAD(ML_E_FORMAT, rope_high_freq_factor, "%.9g with plain RoPE (must be 0)",
+                       (double)hi);
+        if (orig)
+            return BAD(ML_E_FORMAT, rope_orig_max_seq, "%u with plain RoPE (must be 0)", orig);
+        break;
+    case ML_ROPE_LLAMA3:
+        if (!pos_finite(f))
+            return BAD(ML_E_FORMAT, rope_factor, "llama3: %.9g must be finite and > 0", (double)f);
+        if (!pos_finite(lo))
+            return BAD(ML_E_FORMAT, rope_low_freq_factor, "llama3: %.9g must be finite and > 0",
+                       (double)lo);
+        if (!isfinite(hi) || !(hi > lo))
+            return BAD(ML_E_FORMAT, rope_high_freq_factor,
+                       "llama3: %.9g must be finite and > rope_low_freq_factor %.9g", (double)hi,
+                       (double)lo);
+        if (orig == 0)
+            return BAD(ML_E_FORMAT, rope_orig_max_seq, "llama3: must be > 0");
+        break;
+    case ML_ROPE_LINEAR:
+        if (!pos_finite(f))
+            return BAD(ML_E_FORMAT, rope_factor, "linear: %.9g must be finite and > 0", (double)f);
+        if (ml__f32_bits(lo))
+            return BAD(ML_E_FORMAT, rope_low_freq_factor, "%.9g with linear RoPE (must be 0)",
+                       (double)lo);
+        if (ml__f32_bits(hi))
+            return BAD(ML_E_FORMAT, rope_high_freq_factor, "%.9g with linear RoPE (must be 0)",
+                       (double)hi);
+        if (orig)
+            return BAD(ML_E_FORMAT, rope_orig_max_seq, "%u with linear RoPE (must be 0)", orig);
+        break;
+    case ML_ROPE_YARN:
+        if (!pos_finite(f))
+            return BAD(ML_E_FORMAT, rope_factor, "yarn: %.9g must be finite and > 0", (double)f);
+        if (!pos_finite(hi))
+            return BAD(ML_E_FORMAT, rope_high_freq_factor,
+                       "yarn beta_slow: %.9g must be finite and > 0", (double)hi);
+        if (!isfinite(lo) || !(lo > hi))
+            return BAD(ML_E_FORMAT, rope_low_freq_factor,
+                       "yarn beta_fast: %.9g must be finite and > beta_slow %.9g", (double)lo,
+                       (double)hi);
+        if (orig == 0)
+            return BAD(ML_E_FORMAT, rope_orig_max_seq, "yarn: must be > 0");
+        if (!pos_finite(h->rope_attn_factor))
+            return BAD(ML_E_FORMAT, rope_attn_factor, "yarn: %.9g must be finite and > 0",
+                       (double)h->rope_attn_factor);
+        break;
+    default:
+        return BAD(ML_E_FORMAT, rope_type, "unknown RoPE type %u (0-3)", h->rope_type);
+    }
+    if (h->rope_type != ML_ROPE_YARN && ml__f32_bits(h->rope_attn_factor) != 0)
+        return BAD(ML_E_FORMAT, rope_attn_factor, "%.9g without yarn scaling (must be 0)",
+                   (double)h->rope_attn_factor);
+    return ML_OK;
+}
+
+static ml_status check_reserved(const uint8_t *raw, ml_error *err)
+{
+    if (!raw)
+        return ML_OK;
+    for (unsigned i = RESERVED_START; i < ML_MLB_HEADER_SIZE; i++)
+        if (raw[i])
+            return ml__err(err, ML_E_FORMAT, "reserved", i,
+                           "header byte is 0x%02x, must be 0 (a file from a newer writer?)",
+                           raw[i]);
+    return ML_OK;
+}
+
+static ml_status dim_in(ml_error *err, const char *name, uint32_t v, uint32_t lo, uint32_t hi)
+{
+    if (v < lo || v > hi)
+        return ml__err(err, ML_E_SHAPE, name, field_offset(name), "%u is outside %u..%u", v, lo,
+                       hi);
+    return ML_OK;
+}
+
+static ml_status check_dims(const ml_mlb_header *h, ml_mlb_derived *d, ml_error *err)
+{
+    ml_status s;
+    if ((s = dim_in(err, "dim", h->dim, 1, ML_MLB_DIM_LIMIT)) ||
+        (s = dim_in(err, "n_layers", h->n_layers, 1, ML_MLB_DIM_LIMIT)) ||
+        (s = dim_in(err, "n_heads", h->n_heads, 1, ML_MLB_DIM_LIMIT)) ||
+        (s = dim_in(err, "n_kv_heads", h->n_kv_heads, 1, ML_MLB_DIM_LIMIT)) ||
+        (s = dim_in(err, "hidden_dim", h->hidden_dim, 1, ML_MLB_DIM_LIMIT)) ||
+        (s = dim_in(err, "vocab", h->vocab, 3, ML_MLB_VOCAB_LIMIT)) ||
+        (s = dim_in(err, "max_seq", h->max_seq, 1, ML_MLB_VOCAB_LIMIT)))
+        return s;
+    if (h->dim % 32)
+        return BAD(ML_E_SHAPE, dim, "%u is not a multiple of 32", h->dim);
+    if (h->hidden_dim % 32)
+        return BAD(ML_E_SHAPE, hidden_dim, "%u is not a multiple of 32", h->hidden_dim);
+    if (h->n_heads % h->n_kv_heads)
+        return BAD(ML_E_SHAPE, n_kv_heads, "%u does not divide n_heads %u", h->n_kv_heads,
+                   h->n_heads);
+    uint32_t hd = h->head_dim;
+    if (hd == 0) {
+        if (h->dim % h->n_heads)
+            return BAD(ML_E_SHAPE, n_heads, "%u does not divide dim %u (and head_dim is 0)",
+                       h->n_heads, h->dim);
+        hd = h->dim / h->n_heads;
+    }
+    if (hd % 2)
+        return BAD(ML_E_SHAPE, head_dim, "head size %u is odd", hd);
+    uint64_t q_dim = (uint64_t)hd * h->n_heads;
+    if (q_dim > ML_MLB_QDIM_LIMIT || q_dim % 32)
+        return BAD(ML_E_SHAPE, head_dim,
+                   "q_dim = head_dim %u x n_heads %u = %llu must be a multiple of 32 and at most "
+                   "65536",
+                   hd, h->n_heads, (unsigned long long)q_dim);
+    if (h->rot_dim % 2 || h->rot_dim > hd)
+        return BAD(ML_E_SHAPE, rot_dim, "%u must be even and at most head_dim %u", h->rot_dim, hd);
+    d->head_dim = hd;
+    d->q_dim = (uint32_t)q_dim;
+    d->kv_dim = hd * h->n_kv_heads;
+    d->rot_dim = h->rot_dim ? h->rot_dim : hd;
+    return ML_OK;
+}
+
+/* Linear attention (Qwen3.5).  The spec states only two constraints; we add
+ * the ones the runtime needs to stay within the q_dim-like limit. */
+static ml_status check_linear(const ml_mlb_header *h, ml_mlb_derived *d, ml_error *err)
+{
+    d->lin_qkv = d->lin_vd = 0;
+    if (h->lin_k_heads == 0) {
+        if (h->lin_v_heads || h->lin_k_dim || h->lin_v_dim || h->lin_conv)
+            return BAD(ML_E_SHAPE, lin_k_heads,
+                       "0 (no linear attention) but offsets 144-159 are not zero");
+        return ML_OK;
+    }
+    ml_status s;
+    if ((s = dim_in(err, "lin_k_heads", h->lin_k_heads, 1, ML_MLB_DIM_LIMIT)) ||
+        (s = dim_in(err, "lin_v_heads", h->lin_v_heads, 1, ML_MLB_DIM_LIMIT)) ||
+        (s = dim_in(err, "lin_k_dim", h->lin_k_dim, 1, ML_MLB_DIM_LIMIT)) ||
+        (s = dim_in(err, "lin_v_dim", h->lin_v_dim, 1, ML_MLB_DIM_LIMIT)) ||
+        (s = dim_in(err, "lin_conv", h->lin_conv, 1, ML_MLB_CONV_LIMIT)))
+        return s;
+    if (h->lin_v_heads % h->lin_k_heads || h->lin_v_heads % 4)
+        return BAD(ML_E_SHAPE, lin_v_heads, "%u must be a multiple of lin_k_heads %u and of 4",
+                   h->lin_v_heads, h->lin_k_heads);
+    uint64_t kd = (uint64_t)h->lin_k_heads * h->lin_k_dim;
+    uint64_t vd = (uint64_t)h->lin_v_heads * h->lin_v_dim;
+    if (kd > ML_MLB_QDIM_LIMIT)
+        return BAD(ML_E_SHAPE, lin_k_dim, "lin_k_heads x lin_k_dim = %llu is above 65536",
+                   (unsigned long long)kd);
+    if (vd > ML_MLB_QDIM_LIMIT || vd % 32)
+        return BAD(ML_E_SHAPE, lin_v_dim,
+                   "lin_v_heads x lin_v_dim = %llu must be a multiple of 32 and at most 65536",
+                   (unsigned long long)vd);
+    d->lin_qkv = (uint32_t)(2 * kd + vd);
+    d->lin_vd = (uint32_t)vd;
+    return ML_OK;
+}
+
+ml_status ml_mlb_header_validate(const ml_mlb_header *h, const uint8_t *raw, ml_mlb_derived *dout,
+                                 ml_error *err)
+{
+    ml_mlb_derived d;
+    ml_status s;
+    memset(&d, 0, sizeof d);
+    if ((s = check_magic(h, err)) || (s = check_flags(h, err)) || (s = check_floats(h, err)) ||
+        (s = check_rope(h, err)) || (s = check_reserved(raw, err)) ||
+        (s = check_dims(h, &d, err)) || (s = check_linear(h, &d, err)))
+        return s;
+    if (dout)
+        *dout = d;
+    return ML_OK;
+}
+
+ml_status ml_mlb_layer_flags_validate(const ml_mlb_header *h, const uint8_t *flags, ml_error *err)
+{
+    for (uint32_t l = 0; l < h->n_layers; l++) {
+        uint8_t f = flags[l];
+        int64_t off = ML_MLB_HEADER_SIZE + (int64_t)l;
+        char name[40];
+        snprintf(name, sizeof name, "layer_flags[%u]", l);
+        if (f & ~ML_LAYER_KNOWN)
+            return ml__err(err, ML_E_FORMAT, name, off, "0x%02x has unknown bits (known: 0x0f)",
+                           f);
+        if ((f & ML_LAYER_LOCAL_ROPE) && (f & ML_LAYER_NO_ROPE))
+            return ml__err(err, ML_E_FORMAT, name, off,
+                           "0x%02x combines local RoPE (bit 1) with no RoPE (bit 2)", f);
+        if ((f & ML_LAYER_LINEAR) && f != ML_LAYER_LINEAR)
+            return ml__err(err, ML_E_FORMAT, name, off,
+                           "0x%02x combines linear attention (bit 3) with other bits", f);
+        if ((f & ML_LAYER_LOCAL_ROPE) && h->rope_local_theta == 0)
+            return ml__err(err, ML_E_FORMAT, name, off,
+                           "local RoPE (bit 1) but rope_local_theta is 0");
+        if ((f & ML_LAYER_SLIDING) && h->sliding_window == 0)
+            return ml__err(err, ML_E_FORMAT, name, off,
+                           "sliding window (bit 0) but sliding_window is 0");
+        if ((f & ML_LAYER_LINEAR) && h->lin_k_heads == 0)
+            return ml__err(err, ML_E_FORMAT, name, off,
+                           "linear attention (bit 3) but lin_k_heads is 0");
+    }
+    return ML_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Layout
+ * ------------------------------------------------------------------------- */
+
+static const char *const role_names[ML_R_COUNT] = {
+    [ML_R_LAYER_FLAGS] = "layer_flags", [ML_R_TOK_EMB] = "tok_emb",
+    [ML_R_ATTN_NORM] = "attn_norm",     [ML_R_WQ] = "wq",
+    [ML_R_WK] = "wk",                   [ML_R_WV] = "wv",
+    [ML_R_WO] = "wo",                   [ML_R_WG] = "wg",
+    [ML_R_BQ] = "bq",                   [ML_R_BK] = "bk",
+    [ML_R_BV] = "bv",                   [ML_R_Q_NORM] = "q_norm",
+    [ML_R_K_NORM] = "k_norm",           [ML_R_LQKV] = "lqkv",
+    [ML_R_LZ] = "lz",                   [ML_R_LB] = "lb",
+    [ML_R_LA] = "la",                   [ML_R_LCONV] = "lconv",
+    [ML_R_DT_BIAS] = "dt_bias",         [ML_R_A_LOG] = "A_log",
+    [ML_R_LNORM] = "lnorm",             [ML_R_LOUT] = "lout",
+    [ML_R_FFN_NORM] = "ffn_norm",       [ML_R_W1] = "w1",
+    [ML_R_W2] = "w2",                   [ML_R_W3] = "w3",
+    [ML_R_POST_ATTN_NORM] = "post_attn_norm", [ML_R_POST_FFN_NORM] = "post_ffn_norm",
+    [ML_R_FINAL_NORM] = "final_norm",   [ML_R_WCLS] = "wcls",
+};
+
+const char *ml_type_name(ml_type t)
+{
+    switch (t) {
+    case ML_TYPE_F32: return "F32";
+    case ML_TYPE_Q8_0: return "Q8_0";
+    case ML_TYPE_Q4_0: return "Q4_0";
+    case ML_TYPE_U8: return "U8";
+    }
+    return "?";
+}
+
+/* The roles of layer l, in file order. */
+static unsigned layer_roles(const ml_mlb_header *h, uint8_t flags, ml_role *r)
+{
+    unsigned n = 0;
+    r[n++] = ML_R_ATTN_NORM;
+    if (flags & ML_LAYER_LINEAR) {
+        r[n++] = ML_R_LQKV, r[n++] = ML_R_LZ, r[n++] = ML_R_LB, r[n++] = ML_R_LA;
+        r[n++] = ML_R_LCONV, r[n++] = ML_R_DT_BIAS, r[n++] = ML_R_A_LOG;
+        r[n++] = ML_R_LNORM, r[n++] = ML_R_LOUT;
+    } else {
+        r[n++] = ML_R_WQ, r[n++] = ML_R_WK, r[n++] = ML_R_WV, r[n++] = ML_R_WO;
+        if (h->attn_gate)
+            r[n++] = ML_R_WG;
+        if (h->qkv_bias)
+            r[n++] = ML_R_BQ, r[n++] = ML_R_BK, r[n++] = ML_R_BV;
+        if (h->qk_norm)
+            r[n++] = ML_R_Q_NORM, r[n++] = ML_R_K_NORM;
+    }
+    r[n++] = ML_R_FFN_NORM, r[n++] = ML_R_W1, r[n++] = ML_R_W2, r[n++] = ML_R_W3;
+    if (h->post_norms)
+        r[n++] = ML_R_POST_ATTN_NORM, r[n++] = ML_R_POST_FFN_NORM;
+    return n;
+}
+
+/* Shape and q8 class of a role. */
+static void role_shape(const ml_mlb_header *h, const ml_mlb_derived *d, ml_role role, ml_tensor *t)
+{
+    uint32_t rows = 0, cols = 0, cls = 0;
+    int vector = 1;
+    switch (role) {
+    case ML_R_LAYER_FLAGS: rows = h->n_layers; break;
+    case ML_R_ATTN_NORM: case ML_R_FFN_NORM: case ML_R_POST_ATTN_NORM:
+    case ML_R_POST_FFN_NORM: case ML_R_FINAL_NORM: rows = h->dim; break;
+    case ML_R_BQ: rows = d->q_dim; break;
+    case ML_R_BK: case ML_R_BV: rows = d->kv_dim; break;
+    case ML_R_Q_NORM: case ML_R_K_NORM: rows = d->head_dim; break;
+    case ML_R_DT_BIAS: case ML_R_A_LOG: rows = h->lin_v_heads; break;
+    case ML_R_LNORM: rows = h->lin_v_dim; break;
+    default: vector = 0;
+    }
+    if (vector) {
+        t->ndim = 1, t->rows = rows, t->cols = 1, t->q8_class = 0;
+        t->type = role == ML_R_LAYER_FLAGS ? ML_TYPE_U8 : ML_TYPE_F32;
+        return;
+    }
+    switch (role) {
+    case ML_R_TOK_EMB:
+        rows = h->vocab, cols = h->dim;
+        cls = h->shared_classifier ? ML_Q8_TOK_EMB | ML_Q8_WCLS : ML_Q8_TOK_EMB;
+        break;
+    case ML_R_WCLS: rows = h->vocab, cols = h->dim, cls = ML_Q8_WCLS; break;
+    case ML_R_WQ: case ML_R_WG: rows = d->q_dim, cols = h->dim, cls = ML_Q8_WQK; break;
+    case ML_R_WK: rows = d->kv_dim, cols = h->dim, cls = ML_Q8_WQK; break;
+    case ML_R_WV: rows = d->kv_dim, cols = h->dim, cls = ML_Q8_WV; break;
+    case ML_R_WO: rows = h->dim, cols = d->q_dim, cls = ML_Q8_WO; break;
+    case ML_R_LQKV: rows = d->lin_qkv, cols = h->dim, cls = ML_Q8_WQK; break;
+    case ML_R_LZ: rows = d->lin_vd, cols = h->dim, cls = ML_Q8_WV; break;
+    case ML_R_LB: case ML_R_LA: rows = h->lin_v_heads, cols = h->dim, cls = 0; break;
+    case ML_R_LOUT: rows = h->dim, cols = d->lin_vd, cls = ML_Q8_WO; break;
+    case ML_R_W1: case ML_R_W3: rows = h->hidden_dim, cols = h->dim, cls = ML_Q8_W13; break;
+    case ML_R_W2: rows = h->dim, cols = h->hidden_dim, cls = ML_Q8_W2; break;
+    case ML_R_LCONV: /* the one F32 matrix */
+        t->ndim = 2, t->rows = d->lin_qkv, t->cols = h->lin_conv, t->q8_class = 0;
+        t->type = ML_TYPE_F32;
+        return;
+    default: break;
+    }
+    t->ndim = 2, t->rows = rows, t->cols = cols;
+    t->q8_class = cls;
+    int q8 = h->wtype == ML_WTYPE_Q8_0 || (h->q8_mask & cls) || role == ML_R_LB || role == ML_R_LA;
+    t->type = q8 ? ML_TYPE_Q8_0 : ML_TYPE_Q4_0;
+}
+
+void ml_mlb_layout_begin(ml_mlb_layout *it, const ml_mlb_header *h, const uint8_t *flags)
+{
+    memset(it, 0, sizeof *it);
+    it->h = h;
+    it->flags = flags;
+    it->pos = ML_MLB_HEADER_SIZE;
+    it->section = h->layer_flags ? 0 : 1;
+    ml_status s = ml_mlb_header_validate(h, NULL, &it->d, NULL);
+    if (s != ML_OK)
+        it->section = 5; /* invalid header: nothing to lay out */
+}
+
+/* Picks the role of the next array and advances the state; 0 at the end. */
+static int next_role(ml_mlb_layout *it, ml_role *role, int32_t *layer)
+{
+    const ml_mlb_header *h = it->h;
+    *layer = -1;
+    switch (it->section) {
+    case 0: it->section = 1; *role = ML_R_LAYER_FLAGS; return 1;
+    case 1: it->section = 2; *role = ML_R_TOK_EMB; return 1;
+    case 2: {
+        ml_role r[24];
+        uint8_t f = it->flags && h->layer_flags ? it->flags[it->layer] : 0;
+        unsigned n = layer_roles(h, f, r);
+        *role = r[it->step];
+        *layer = (int32_t)it->layer;
+        if (++it->step == n) {
+            it->step = 0;
+            if (++it->layer == h->n_layers)
+                it->section = 3;
+        }
+        return 1;
+    }
+    case 3: it->section = h->shared_classifier ? 5 : 4; *role = ML_R_FINAL_NORM; return 1;
+    case 4: it->section = 5; *role = ML_R_WCLS; return 1;
+    default: return 0;
+    }
+}
+
+int ml_mlb_layout_next(ml_mlb_layout *it, ml_tensor *t, ml_error *err)
+{
+    ml_role role;
+    int32_t layer;
+    if (!next_role(it, &role, &layer))
+        return 0;
+    const ml_mlb_header *h = it->h;
+    memset(t, 0, sizeof *t);
+    t->role = role;
+    t->layer = layer;
+    if (layer >= 0)
+        snprintf(t->name, sizeof t->name, "blk.%d.%s", layer, role_names[role]);
+    else
+        snprintf(t->name, sizeof t->name, "%s", role_names[role]);
+    role_shape(h, &it->d, role, t);
+    uint64_t n = (uint64_t)t->rows * t->cols, bytes;
+    int ovf = 0;
+    switch (t->type) {
+    case ML_TYPE_U8: bytes = n; break;
+    case ML_TYPE_F32: ovf = ml__mul64(n, 4, &bytes); break;
+    case ML_TYPE_Q8_0: bytes = n; break;
+    default: bytes = n / 2; break;
+    }
+    t->offset = it->pos;
+    t->nbytes = bytes;
+    uint64_t end;
+    ovf |= ml__add64(t->offset, bytes, &end) || ml__align_up(end, ML_MLB_ALIGN, &it->pos);
+    if (t->type == ML_TYPE_Q8_0 || t->type == ML_TYPE_Q4_0) {
+        t->scale_offset = it->pos;
+        ovf |= ml__mul64(n / 32, h->scale_f16 ? 2 : 4, &t->scale_nbytes);
+        ovf |= ml__add64(t->scale_offset, t->scale_nbytes, &end) ||
+               ml__align_up(end, ML_MLB_ALIGN, &it->pos);
+    }
+    if (ovf) {
+        it->section = 5;
+        ml__err(err, ML_E_NOMEM, t->name, -1, "the file size implied by the header overflows");
+        return -1;
+    }
+    return 1;
+}
+
+/* End of a tensor's last array, without padding. */
+static uint64_t tensor_end(const ml_tensor *t)
+{
+    return t->scale_nbytes ? t->scale_offset + t->scale_nbytes : t->offset + t->nbytes;
+}
+
+ml_status ml_mlb_layout_size(const ml_mlb_header *h, const uint8_t *flags, uint64_t *end,
+                             size_t *n_tensors, ml_error *err)
+{
+    ml_mlb_layout it;
+    ml_tensor t;
+    size_t n = 0;
+    uint64_t e = ML_MLB_HEADER_SIZE;
+    int r;
+    ml_mlb_layout_begin(&it, h, flags);
+    if (it.section == 5)
+        return ml_mlb_header_validate(h, NULL, NULL, err);
+    while ((r = ml_mlb_layout_next(&it, &t, err)) == 1) {
+        n++;
+        e = tensor_end(&t);
+    }
+    if (r < 0)
+        return ML_E_NOMEM;
+    if (end)
+        *end = e;
+    if (n_tensors)
+        *n_tensors = n;
+    return ML_OK;
+}
+
+uint64_t ml_tensor_elements(const ml_tensor *t)
+{
+    return (uint64_t)t->rows * t->cols;
+}
+
+float ml_tensor_scale(const ml_tensor *t, uint64_t i)
+{
+    return t->scales_f16 ? ml_f16_to_f32(t->scales_f16[i]) : t->scales[i];
+}
+
+void ml_tensor_dequantize_rows(const ml_tensor *t, uint64_t r0, uint64_t n, float *out)
+{
+    const uint64_t cols = t->cols, first = r0 * cols, count = n * cols;
+    if (t->type == ML_TYPE_F32) {
+        memcpy(out, (const float *)t->data + first, (size_t)count * sizeof *out);
+        return;
+    }
+    for (uint64_t e = 0; e < count; e += 32) {
+        const uint64_t b = (first + e) / 32;
+        const float d = ml_tensor_scale(t, b);
+        if (t->type == ML_TYPE_Q8_0)
+            ml_dequantize_row_q8_0((const int8_t *)t->data + 32 * b, &d, 32, out + e);
+        else
+            ml_dequantize_row_q4_0((const uint8_t *)t->data + 16 * b, &d, 32, out + e);
+    }
+}
+
+/* Saturating, so absurd --ctx values print as huge rather than wrap. */
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return ml__mul64(a, b, &r) ? UINT64_MAX : r;
+}
+
+uint64_t ml_mlb_layer_state_bytes(const ml_mlb_header *h, uint8_t flags, uint64_t ctx)
+{
+    ml_mlb_derived d;
+    if (ml_mlb_header_validate(h, NULL, &d, NULL) != ML_OK)
+        return 0;
+    if (flags & ML_LAYER_LINEAR) {
+        uint64_t state = (uint64_t)h->lin_v_heads * h->lin_k_dim * h->lin_v_dim;
+        uint64_t conv = (uint64_t)(h->lin_conv - 1) * d.lin_qkv;
+        return 4 * (state + conv);
+    }
+    int sliding = h->layer_flags ? (flags & ML_LAYER_SLIDING) != 0 : h->sliding_window != 0;
+    uint64_t pos = sliding && h->sliding_window < ctx ? h->sliding_window : ctx;
+    return sat_mul(sat_mul(pos, d.kv_dim), 2 * 4);
+}

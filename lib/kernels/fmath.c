@@ -1,0 +1,128 @@
+/* fmath.c - the reference float32 products of fmath.h, written as the
+ * definitions read, and the choice of implementation. */
+#include "kernels/fmath.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static void gemm(size_t m, const float *const *a, size_t n, const float *B, size_t ldb,
+                 size_t width, float s0, float *const *out)
+{
+    for (size_t i = 0; i < m; i++) {
+        float *o = out[i];
+        for (size_t c = 0; c < width; c++)
+            o[c] = s0 * o[c];
+        for (size_t r = 0; r < n; r++)
+            for (size_t c = 0; c < width; c++)
+                o[c] += a[i][r] * B[r * ldb + c];
+    }
+}
+
+static float dot(const float *a, const float *b, size_t n)
+{
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t e = 0; e < n; e++)
+        acc[e % 8] += a[e] * b[e];
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+static void dots(size_t m, const float *const *a, size_t nk, const float *b, size_t ldb, size_t n,
+                 float *out, size_t ldo)
+{
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < nk; j++)
+            out[i * ldo + j] = dot(a[i], b + j * ldb, n);
+}
+
+static void madd(float *y, const float *w, const float *x, size_t n)
+{
+    for (size_t c = 0; c < n; c++)
+        y[c] += w[c] * x[c];
+}
+
+float ml__fmath_exp_neg(float a)
+{
+    if (a < ML_FMATH_EXP_MIN)
+        return 0;
+    float t = a * ML_FMATH_LOG2E + ML_FMATH_ROUND;
+    float n = t - ML_FMATH_ROUND;
+    float r = a - n * ML_FMATH_LN2_HI;
+    r = r - n * ML_FMATH_LN2_LO;
+    float p = ML_FMATH_P0;
+    p = p * r + ML_FMATH_P1;
+    p = p * r + ML_FMATH_P2;
+    p = p * r + ML_FMATH_P3;
+    p = p * r + ML_FMATH_P4;
+    p = p * r + ML_FMATH_P5;
+    float e = p * (r * r) + r + 1.0f;
+    uint32_t bits, b1, b2;
+    memcpy(&bits, &t, 4);
+    int32_t ni = (int32_t)(bits - ML_FMATH_ROUND_BITS), n1 = (ni - (ni & 1)) / 2; /* floor */
+    b1 = (uint32_t)(n1 + 127) << 23;
+    b2 = (uint32_t)(ni - n1 + 127) << 23;
+    float s1, s2;
+    memcpy(&s1, &b1, 4);
+    memcpy(&s2, &b2, 4);
+    return e * s1 * s2;
+}
+
+static void silu(float *y, const float *x, size_t n, int mul)
+{
+    for (size_t c = 0; c < n; c++) {
+        float v = x[c];
+        float e = ml__fmath_exp_neg(-fabsf(v));
+        float s = (v >= 0 ? v : v * e) / (1.0f + e);
+        y[c] = mul ? y[c] * s : s;
+    }
+}
+
+static void glu(float *x, const float *g, size_t n, int gelu)
+{
+    for (size_t c = 0; c < n; c++) {
+        float v = x[c];
+        float w = gelu ? ML_FMATH_GELU_K * (v + ML_FMATH_GELU_A * (v * (v * v))) : v;
+        float e = ml__fmath_exp_neg(-fabsf(w));
+        x[c] = (w >= 0 ? v : v * e) / (1.0f + e) * g[c];
+    }
+}
+
+static void exp_norm(float *x, size_t n, float shift)
+{
+    float s[8] = {0};
+    for (size_t c = 0; c < n; c++) {
+        x[c] = ml__fmath_exp_neg(x[c] - shift);
+        s[c % 8] += x[c];
+    }
+    float sum = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    for (size_t c = 0; c < n; c++)
+        x[c] = x[c] / sum;
+}
+
+const ml_fmath ml__fmath_scalar = {gemm, dots, madd, silu, glu, exp_norm};
+
+void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
+{
+    double ss = 0;
+    for (uint32_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt(ss / n + eps));
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = x[i] * inv * w[i];
+}
+
+float ml__sigmoid(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
+const ml_fmath *ml__fmath(const ml_kernels *k)
+{
+#if defined(__x86_64__)
+    if (k != &ml__kernels_scalar) /* every x86 table but the reference needs AVX2 */
+        return &ml__fmath_avx2;
+#else
+    (void)k;
+#endif
+    return &ml__fmath_scalar;
+}

@@ -1,0 +1,289 @@
+/* fmath_avx2.c - fmath.h's products for x86-64 with AVX2 (compiled with
+ * -mavx2, never -mfma), the reference's bits by the rules of fmath.h.
+ *
+ * gemm: tiles of eight accumulators, 4 output rows by 16 columns (2 by
+ * 32, 1 by 64 for fewer rows); per term, loads of B and broadcasts of a
+ * feed eight multiply-adds held in registers (the reference form loads
+ * and stores the output for every term).
+ * dots: tiles of 4 rows of a by 2 rows of b, eight 8-lane accumulators,
+ * so each element of a and b is loaded once per tile; lane k of an
+ * accumulator is the reference's acc[k]. */
+#include "kernels/fmath.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#define INLINE static inline __attribute__((always_inline))
+/* Loops over registers are unrolled, or the registers become memory. */
+#define UNROLL _Pragma("GCC unroll 8")
+
+/* Rows of the key and value caches are kv_dim floats apart: a head's
+ * slice of consecutive positions is a strided stream the hardware
+ * prefetcher follows late, so both products fetch PF_ROWS rows ahead. */
+#define PF_ROWS 8
+
+INLINE void prefetch_floats(const float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i += 16)
+        _mm_prefetch((const char *)(p + i), _MM_HINT_T0);
+}
+
+/* ---- gemm ---- */
+
+/* Lanes [0, n) of a mask for a partial vector of n < 8 floats. */
+INLINE __m256i tail_mask(size_t n)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), idx);
+}
+
+INLINE __m256 load(const float *p, int masked, __m256i mask)
+{
+    return masked ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p);
+}
+
+/* G rows x V vectors of 8 floats at column c; with `masked`, one vector
+ * whose lanes outside `mask` are neither read nor written. */
+INLINE void tile(const size_t G, const size_t V, const int masked, const float *const *a, size_t n,
+                 const float *B, size_t ldb, size_t c, float s0, float *const *out, __m256i mask)
+{
+    __m256 acc[4][8];
+    const __m256 vs0 = _mm256_set1_ps(s0);
+    UNROLL
+    for (size_t i = 0; i < G; i++)
+        UNROLL
+        for (size_t v = 0; v < V; v++)
+            acc[i][v] = _mm256_mul_ps(vs0, load(out[i] + c + 8 * v, masked, mask));
+    for (size_t r = 0; r < n; r++) {
+        __m256 b[8];
+        if (r + PF_ROWS < n)
+            prefetch_floats(B + (r + PF_ROWS) * ldb + c, 8 * V);
+        UNROLL
+        for (size_t v = 0; v < V; v++)
+            b[v] = load(B + r * ldb + c + 8 * v, masked, mask);
+        UNROLL
+        for (size_t i = 0; i < G; i++) {
+            __m256 x = _mm256_broadcast_ss(a[i] + r);
+            UNROLL
+            for (size_t v = 0; v < V; v++)
+                acc[i][v] = _mm256_add_ps(acc[i][v], _mm256_mul_ps(x, b[v]));
+        }
+    }
+    UNROLL
+    for (size_t i = 0; i < G; i++)
+        UNROLL
+        for (size_t v = 0; v < V; v++) {
+            if (masked)
+                _mm256_maskstore_ps(out[i] + c + 8 * v, mask, acc[i][v]);
+            else
+                _mm256_storeu_ps(out[i] + c + 8 * v, acc[i][v]);
+        }
+}
+
+/* Rows [0, G) of the output over all columns: G·V = 8 accumulators. */
+INLINE void gemm_rows(const size_t G, const float *const *a, size_t n, const float *B, size_t ldb,
+                      size_t width, float s0, float *const *out)
+{
+    const __m256i all = _mm256_set1_epi32(-1);
+    const size_t V = 8 / G;
+    size_t c = 0;
+    for (; c + 8 * V <= width; c += 8 * V)
+        tile(G, V, 0, a, n, B, ldb, c, s0, out, all);
+    for (; c + 8 <= width; c += 8)
+        tile(G, 1, 0, a, n, B, ldb, c, s0, out, all);
+    if (c < width)
+        tile(G, 1, 1, a, n, B, ldb, c, s0, out, tail_mask(width - c));
+}
+
+static void gemm(size_t m, const float *const *a, size_t n, const float *B, size_t ldb,
+                 size_t width, float s0, float *const *out)
+{
+    size_t i = 0;
+    for (; i + 4 <= m; i += 4)
+        gemm_rows(4, a + i, n, B, ldb, width, s0, out + i);
+    for (; i + 2 <= m; i += 2) /* decode: k and q share one pass over S */
+        gemm_rows(2, a + i, n, B, ldb, width, s0, out + i);
+    for (; i < m; i++)
+        gemm_rows(1, a + i, n, B, ldb, width, s0, out + i);
+}
+
+/* ---- dots ---- */
+
+/* The pairwise fold of kernels.h's rule 3 on the eight lanes. */
+INLINE float fold8(__m256 acc)
+{
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+/* a's rows [0, G) against b's rows [0, J). */
+INLINE void dot_tile(const size_t G, const size_t J, const float *const *a, const float *b,
+                     size_t ldb, size_t n, float *out, size_t ldo)
+{
+    __m256 acc[4][2];
+    UNROLL
+    for (size_t i = 0; i < G; i++)
+        UNROLL
+        for (size_t j = 0; j < J; j++)
+            acc[i][j] = _mm256_setzero_ps();
+    size_t e = 0;
+    for (; e + 8 <= n; e += 8) {
+        __m256 y[2];
+        UNROLL
+        for (size_t j = 0; j < J; j++)
+            y[j] = _mm256_loadu_ps(b + j * ldb + e);
+        UNROLL
+        for (size_t i = 0; i < G; i++) {
+            __m256 x = _mm256_loadu_ps(a[i] + e);
+            UNROLL
+            for (size_t j = 0; j < J; j++)
+                acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_mul_ps(x, y[j]));
+        }
+    }
+    UNROLL
+    for (size_t i = 0; i < G; i++)
+        UNROLL
+        for (size_t j = 0; j < J; j++) {
+            if (e < n) { /* the remainder, element by element into its lane */
+                float lane[8];
+                _mm256_storeu_ps(lane, acc[i][j]);
+                for (size_t k = e; k < n; k++)
+                    lane[k % 8] += a[i][k] * b[j * ldb + k];
+                acc[i][j] = _mm256_loadu_ps(lane);
+            }
+            out[i * ldo + j] = fold8(acc[i][j]);
+        }
+}
+
+INLINE void dot_rows(const size_t G, const float *const *a, size_t nk, const float *b, size_t ldb,
+                     size_t n, float *out, size_t ldo)
+{
+    size_t j = 0;
+    for (; j + 2 <= nk; j += 2) {
+        if (j + PF_ROWS + 2 <= nk) {
+            prefetch_floats(b + (j + PF_ROWS) * ldb, n);
+            prefetch_floats(b + (j + PF_ROWS + 1) * ldb, n);
+        }
+        dot_tile(G, 2, a, b + j * ldb, ldb, n, out + j, ldo);
+    }
+    if (j < nk)
+        dot_tile(G, 1, a, b + j * ldb, ldb, n, out + j, ldo);
+}
+
+static void dots(size_t m, const float *const *a, size_t nk, const float *b, size_t ldb, size_t n,
+                 float *out, size_t ldo)
+{
+    size_t i = 0;
+    for (; i + 4 <= m; i += 4)
+        dot_rows(4, a + i, nk, b, ldb, n, out + i * ldo, ldo);
+    for (; i + 2 <= m; i += 2)
+        dot_rows(2, a + i, nk, b, ldb, n, out + i * ldo, ldo);
+    for (; i < m; i++)
+        dot_rows(1, a + i, nk, b, ldb, n, out + i * ldo, ldo);
+}
+
+/* ---- elementwise ---- */
+
+static void madd(float *y, const float *w, const float *x, size_t n)
+{
+    size_t c = 0;
+    for (; c + 8 <= n; c += 8)
+        _mm256_storeu_ps(y + c, _mm256_add_ps(_mm256_loadu_ps(y + c),
+                                              _mm256_mul_ps(_mm256_loadu_ps(w + c),
+                                                            _mm256_loadu_ps(x + c))));
+    for (; c < n; c++)
+        y[c] += w[c] * x[c];
+}
+
+/* ml__fmath_exp_neg on eight lanes, operation for operation. */
+INLINE __m256 exp_neg(__m256 a)
+{
+    const __m256 round = _mm256_set1_ps(ML_FMATH_ROUND);
+    __m256 flush = _mm256_cmp_ps(a, _mm256_set1_ps(ML_FMATH_EXP_MIN), _CMP_LT_OQ);
+    __m256 t = _mm256_add_ps(_mm256_mul_ps(a, _mm256_set1_ps(ML_FMATH_LOG2E)), round);
+    __m256 n = _mm256_sub_ps(t, round);
+    __m256 r = _mm256_sub_ps(a, _mm256_mul_ps(n, _mm256_set1_ps(ML_FMATH_LN2_HI)));
+    r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(ML_FMATH_LN2_LO)));
+    __m256 p = _mm256_set1_ps(ML_FMATH_P0);
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(ML_FMATH_P1));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(ML_FMATH_P2));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(ML_FMATH_P3));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(ML_FMATH_P4));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(ML_FMATH_P5));
+    __m256 e = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, _mm256_mul_ps(r, r)), r),
+                             _mm256_set1_ps(1.0f));
+    __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t),
+                                  _mm256_set1_epi32((int)ML_FMATH_ROUND_BITS));
+    __m256i n1 = _mm256_srai_epi32(ni, 1), bias = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, n1), bias), 23));
+    e = _mm256_mul_ps(_mm256_mul_ps(e, s1), s2);
+    return _mm256_andnot_ps(flush, e);
+}
+
+static void silu(float *y, const float *x, size_t n, int mul)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    size_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+        __m256 v = _mm256_loadu_ps(x + c);
+        __m256 e = exp_neg(_mm256_or_ps(v, sign)); /* −|v| */
+        __m256 pos = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GE_OQ);
+        __m256 num = _mm256_blendv_ps(_mm256_mul_ps(v, e), v, pos);
+        __m256 s = _mm256_div_ps(num, _mm256_add_ps(one, e));
+        _mm256_storeu_ps(y + c, mul ? _mm256_mul_ps(_mm256_loadu_ps(y + c), s) : s);
+    }
+    ml__fmath_scalar.silu(y + c, x + c, n - c, mul);
+}
+
+static void glu(float *x, const float *g, size_t n, int gelu)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    const __m256 k = _mm256_set1_ps(ML_FMATH_GELU_K), a = _mm256_set1_ps(ML_FMATH_GELU_A);
+    size_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+        __m256 v = _mm256_loadu_ps(x + c), w = v;
+        if (gelu)
+            w = _mm256_mul_ps(
+                k, _mm256_add_ps(v, _mm256_mul_ps(a, _mm256_mul_ps(v, _mm256_mul_ps(v, v)))));
+        __m256 e = exp_neg(_mm256_or_ps(w, sign)); /* −|w| */
+        __m256 pos = _mm256_cmp_ps(w, _mm256_setzero_ps(), _CMP_GE_OQ);
+        __m256 num = _mm256_blendv_ps(_mm256_mul_ps(v, e), v, pos);
+        __m256 s = _mm256_div_ps(num, _mm256_add_ps(one, e));
+        _mm256_storeu_ps(x + c, _mm256_mul_ps(s, _mm256_loadu_ps(g + c)));
+    }
+    ml__fmath_scalar.glu(x + c, g + c, n - c, gelu);
+}
+
+static void exp_norm(float *x, size_t n, float shift)
+{
+    const __m256 sh = _mm256_set1_ps(shift);
+    __m256 acc = _mm256_setzero_ps();
+    size_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+        __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(x + c), sh));
+        _mm256_storeu_ps(x + c, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    if (c < n) { /* the remainder into its lanes, as dot_f32 does */
+        float lane[8];
+        _mm256_storeu_ps(lane, acc);
+        for (size_t k = c; k < n; k++) {
+            x[k] = ml__fmath_exp_neg(x[k] - shift);
+            lane[k % 8] += x[k];
+        }
+        acc = _mm256_loadu_ps(lane);
+    }
+    const __m256 sum = _mm256_set1_ps(fold8(acc));
+    for (c = 0; c + 8 <= n; c += 8)
+        _mm256_storeu_ps(x + c, _mm256_div_ps(_mm256_loadu_ps(x + c), sum));
+    for (; c < n; c++)
+        x[c] = x[c] / _mm256_cvtss_f32(sum);
+}
+
+const ml_fmath ml__fmath_avx2 = {gemm, dots, madd, silu, glu, exp_norm};
+
+#endif /* __x86_64__ */

@@ -1,0 +1,233 @@
+/* tok_pretok.c - the byte-level pre-tokenizers of mlt(5) as hand-written
+ * matchers, one function per regex alternative, tried in the regex's order
+ * with the backtracking the regex engine (Oniguruma, in the Hugging Face
+ * tokenizers library) would do.  The regexes:
+ *
+ *   Llama 3:  (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
+ *             | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *   flag 16:  \p{N} instead of \p{N}{1,3}                     (Qwen2, Qwen3)
+ *   flag 256: [\p{L}\p{M}]+ for the letters and [^\s\p{L}\p{M}\p{N}] for
+ *             the symbols                                      (Qwen3.5)
+ *   GPT-2:    's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+
+ *             |\s+(?!\S)|\s+                                   (flag 32)
+ *   flag 64:  every \p{N} is a piece of its own before the regex runs.
+ *
+ * At every position one of the alternatives matches (each character is a
+ * letter, a number, white space or none of these), so the matches tile the
+ * text.  Why not a regex library: see mlt(5), "Pre-tokenizer". */
+#include "tokenizer/tok.h"
+
+/* A cursor over well-formed UTF-8. */
+typedef struct cur {
+    const uint8_t *s;
+    size_t n;
+} cur;
+
+/* Class and length of the character at i (i < n). */
+static inline unsigned cls_at(const cur *c, size_t i, int *len)
+{
+    uint8_t b = c->s[i];
+    if (b < 0x80) {
+        *len = 1;
+        return ml__uclass(b);
+    }
+    int l = ml__utf8_seq(c->s + i, c->n - i);
+    if (l < 0) { /* not reached for well-formed input; count it as a symbol */
+        *len = -l;
+        return 0;
+    }
+    *len = l;
+    return ml__uclass(ml__utf8_decode(c->s + i, l));
+}
+
+/* A class test: some bit of `any` (0: any character) and none of `none`. */
+static int is(unsigned cl, unsigned any, unsigned none)
+{
+    return (!any || (cl & any)) && !(cl & none);
+}
+
+/* End of the run of characters that pass is(class, any, none), from i; *count receives the number of characters. */
+static size_t run(const cur *c, size_t i, unsigned any, unsigned none, size_t *count)
+{
+    size_t k = 0;
+    while (i < c->n) {
+        int l;
+        unsigned cl = cls_at(c, i, &l);
+        if (!is(cl, any, none))
+            break;
+        i += (size_t)l;
+        k++;
+    }
+    if (count)
+        *count = k;
+    return i;
+}
+
+
+/* (?i:'s|'t|'re|'ve|'m|'ll|'d), or the case-sensitive GPT-2 form.  Under
+ * Oniguruma's case folding U+017F (long s) matches s as well. */
+static size_t contraction(const cur *c, size_t i, int fold)
+{
+    const uint8_t *s = c->s + i;
+    size_t n = c->n - i;
+    if (n < 2 || s[0] != '\'')
+        return 0;
+    uint8_t a = s[1], b = n > 2 ? s[2] : 0;
+    if (fold && a >= 'A' && a <= 'Z')
+        a = (uint8_t)(a + 32);
+    if (fold && b >= 'A' && b <= 'Z')
+        b = (uint8_t)(b + 32);
+    if (a == 's' || a == 't' || a == 'm' || a == 'd')
+        return 2;
+    if ((a == 'r' || a == 'v') && b == 'e')
+        return 3;
+    if (a == 'l' && b == 'l')
+        return 3;
+    if (fold && n > 2 && s[1] == 0xc5 && s[2] == 0xbf) /* U+017F */
+        return 3;
+    return 0;
+}
+
+/* \s*[\r\n]+ : the white-space run up to and including its last CR or LF. */
+static size_t ws_newlines(const cur *c, size_t i)
+{
+    size_t end = 0;
+    while (i < c->n) {
+        int l;
+        unsigned cl = cls_at(c, i, &l);
+        if (!(cl & ML__UC_S))
+            break;
+        i += (size_t)l;
+        if (cl & ML__UC_NL)
+            end = i;
+    }
+    return end;
+}
+
+/* \s+(?!\S) then \s+ : the run to the end of the text, or all of it but its
+ * last character when a non-space follows (unless it is one character,
+ * when \s+ takes it). */
+static size_t ws_tail(const cur *c, size_t i)
+{
+    size_t last = i, k = 0;
+    while (i < c->n) {
+        int l;
+        unsigned cl = cls_at(c, i, &l);
+        if (!(cl & ML__UC_S))
+            break;
+        last = i;
+        i += (size_t)l;
+        k++;
+    }
+    if (i == c->n || k < 2)
+        return i;
+    return last;
+}
+
+/* One match of the Llama 3 family at i; returns its end. */
+static size_t match_llama3(const cur *c, size_t i, uint32_t flags)
+{
+    unsigned letter = ML__UC_L | (flags & ML_MLT_MARKS_REGEX ? ML__UC_M : 0);
+    unsigned sym_none = ML__UC_S | ML__UC_L | ML__UC_N | (flags & ML_MLT_MARKS_REGEX ? ML__UC_M : 0);
+    size_t e = contraction(c, i, 1);
+    if (e)
+        return i + e;
+    int l0, l1 = 0;
+    unsigned c0 = cls_at(c, i, &l0), c1 = 0;
+    size_t i1 = i + (size_t)l0;
+    if (i1 < c->n)
+        c1 = cls_at(c, i1, &l1);
+    int has1 = i1 < c->n;
+    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+    if (is(c0, 0, ML__UC_NL | ML__UC_L | ML__UC_N) && has1 && is(c1, letter, 0))
+        return run(c, i1, letter, 0, NULL);
+    if (is(c0, letter, 0))
+        return run(c, i, letter, 0, NULL);
+    /* \p{N}{1,3} or \p{N} */
+    if (c0 & ML__UC_N) {
+        if (flags & ML_MLT_SINGLE_DIGITS)
+            return i1;
+        size_t e2 = i1;
+        for (int k = 1; k < 3 && e2 < c->n; k++) {
+            int l;
+            if (!(cls_at(c, e2, &l) & ML__UC_N))
+                break;
+            e2 += (size_t)l;
+        }
+        return e2;
+    }
+    /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
+    size_t from = SIZE_MAX;
+    if (c->s[i] == ' ' && has1 && is(c1, 0, sym_none))
+        from = i1;
+    else if (is(c0, 0, sym_none))
+        from = i;
+    if (from != SIZE_MAX) {
+        size_t e2 = run(c, from, 0, sym_none, NULL);
+        return run(c, e2, ML__UC_NL, 0, NULL);
+    }
+    /* \s*[\r\n]+ , \s+(?!\S) , \s+ : c0 is white space here. */
+    e = ws_newlines(c, i);
+    return e ? e : ws_tail(c, i);
+}
+
+/* One match of the GPT-2 regex at i. */
+static size_t match_gpt2(const cur *c, size_t i)
+{
+    size_t e = contraction(c, i, 0);
+    if (e)
+        return i + e;
+    int l0, l1 = 0;
+    unsigned c0 = cls_at(c, i, &l0), c1 = 0;
+    size_t i1 = i + (size_t)l0;
+    int sp = c->s[i] == ' ' && i1 < c->n;
+    if (sp)
+        c1 = cls_at(c, i1, &l1);
+    /*  ?\p{L}+ ,  ?\p{N}+ ,  ?[^\s\p{L}\p{N}]+ */
+    static const unsigned any[3] = {ML__UC_L, ML__UC_N, 0};
+    static const unsigned none[3] = {0, 0, ML__UC_S | ML__UC_L | ML__UC_N};
+    for (int a = 0; a < 3; a++) {
+        if (sp && is(c1, any[a], none[a]))
+            return run(c, i1, any[a], none[a], NULL);
+        if (is(c0, any[a], none[a]))
+            return run(c, i, any[a], none[a], NULL);
+    }
+    return ws_tail(c, i);
+}
+
+static int split_regex(uint32_t flags, const uint8_t *s, size_t n, ml__pretok_fn fn, void *ctx)
+{
+    cur c = {s, n};
+    size_t i = 0;
+    while (i < n) {
+        size_t e = flags & ML_MLT_GPT2_REGEX ? match_gpt2(&c, i) : match_llama3(&c, i, flags);
+        int r = fn(ctx, s + i, e - i);
+        if (r)
+            return r;
+        i = e;
+    }
+    return 0;
+}
+
+int ml__pretokenize(uint32_t flags, const uint8_t *s, size_t n, ml__pretok_fn fn, void *ctx)
+{
+    if (!(flags & ML_MLT_SPLIT_DIGITS))
+        return split_regex(flags, s, n, fn, ctx);
+    /* Digits(individual_digits): each \p{N} alone, the rest in runs. */
+    cur c = {s, n};
+    size_t i = 0;
+    while (i < n) {
+        int l;
+        size_t e;
+        if (cls_at(&c, i, &l) & ML__UC_N)
+            e = i + (size_t)l;
+        else
+            e = run(&c, i, 0, ML__UC_N, NULL);
+        int r = (cls_at(&c, i, &l) & ML__UC_N) ? fn(ctx, s + i, e - i)
+                                                : split_regex(flags, s + i, e - i, fn, ctx);
+        if (r)
+            return r;
+        i = e;
+    }
+    return 0;
+}
