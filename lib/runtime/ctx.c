@@ -1,0 +1,217 @@
+/* ctx.c - the evaluation context's life: the KV cache (a ring for
+ * sliding-window layers), the linear-attention layers' state, one
+ * allocation of batch scratch, the thread pool; reset, the accessors,
+ * and importance-matrix collection into the context's ml_mli. */
+#include "runtime/ctx.h"
+
+#include <stdlib.h>
+
+void ml__ctx_observe(ml_ctx *c, ml_mli_slot slot, uint32_t l, const float *x, size_t n_tok,
+                     uint32_t n)
+{
+    if (!c->imatrix)
+        return;
+    double *sum = ml__mli_slot(c->imatrix, slot, l);
+    for (size_t t = 0; t < n_tok; t++)
+        for (uint32_t i = 0; i < n; i++)
+            sum[i] += (double)x[t * n + i] * x[t * n + i];
+}
+
+static size_t max3(size_t a, size_t b, size_t c)
+{
+    size_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+/* Scratch layout: every buffer 64-byte aligned inside one allocation. */
+static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
+{
+    const ml_model *m = c->m;
+    size_t B = c->n_batch, dim = m->h.dim, q_dim = m->d.q_dim, kv = m->d.kv_dim;
+    size_t hid = m->h.hidden_dim, in = max3(dim, q_dim, hid);
+    size_t lq = m->d.lin_qkv, lvd = m->d.lin_vd, lv = m->h.lin_v_heads;
+    if (lvd > in)
+        in = lvd;
+    size_t att;
+    if (ml__to_size((uint64_t)n_threads * ml__att_rows(m) * c->n_ctx * 4, &att))
+        return ml__err(err, ML_E_NOMEM, "", -1, "scratch size overflows");
+    struct { void **p; size_t bytes; } parts[] = {
+        {(void **)&c->x, B * dim * 4},   {(void **)&c->xb, B * dim * 4},
+        {(void **)&c->q, B * q_dim * 4}, {(void **)&c->k, B * kv * 4},
+        {(void **)&c->v, B * kv * 4},    {(void **)&c->ao, B * q_dim * 4},
+        {(void **)&c->g, B * q_dim * 4}, {(void **)&c->hb, B * hid * 4},
+        {(void **)&c->hb2, B * hid * 4}, {(void **)&c->o, B * dim * 4},
+        {(void **)&c->aq, B * in},       {(void **)&c->ad, B * (in / 32) * 4},
+        {(void **)&c->att, att},
+        {(void **)&c->rope_cs, (size_t)n_threads * m->d.rot_dim * 4},
+        {(void **)&c->lqkv, B * lq * 4}, {(void **)&c->lz, B * lvd * 4},
+        {(void **)&c->lba, B * 2 * lv * 4}, {(void **)&c->lo, B * lvd * 4},
+    };
+    uint64_t total = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        uint64_t a;
+        if (ml__align_up(parts[i].bytes, 64, &a) || ml__add64(total, a, &total))
+            return ml__err(err, ML_E_NOMEM, "", -1, "scratch size overflows");
+    }
+    size_t bytes;
+    if (ml__to_size(total, &bytes) || posix_memalign(&c->scratch, 64, bytes))
+        return ml__err(err, ML_E_NOMEM, "", -1, "cannot allocate %llu bytes of scratch memory",
+                       (unsigned long long)total);
+    uint8_t *p = c->scratch;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        *parts[i].p = p;
+        p += (parts[i].bytes + 63) & ~(size_t)63;
+    }
+    c->scratch_bytes += total; /* the linear layers' chunk memory is counted already */
+    return ML_OK;
+}
+
+/* A linear-attention layer's memory: the state mlb(5) counts (`bytes`)
+ * plus the chunk memory, which counts as scratch. */
+static ml_status alloc_linear(ml_ctx *c, uint32_t l, uint64_t bytes, ml_error *err)
+{
+    uint64_t state, chunk;
+    ml_status s = ml__lin_new(&c->m->h, &c->m->layers[l], c->m->k, ml__pool_size(c->pool),
+                              &c->lin[l], &state, &chunk, err);
+    if (s)
+        return s;
+    if (state != bytes) /* cannot happen: both follow mlb(5) */
+        return ml__err(err, ML_E_NOMEM, "", -1, "layer %u: a state of %llu bytes, not %llu", l,
+                       (unsigned long long)state, (unsigned long long)bytes);
+    c->state_bytes += bytes;
+    c->scratch_bytes += chunk;
+    return ML_OK;
+}
+
+static ml_status alloc_cache(ml_ctx *c, ml_error *err)
+{
+    const ml_model *m = c->m;
+    uint32_t n = m->h.n_layers;
+    c->kc = calloc(n, sizeof *c->kc);
+    c->vc = calloc(n, sizeof *c->vc);
+    c->cap = calloc(n, sizeof *c->cap);
+    c->lin = calloc(n, sizeof *c->lin);
+    if (!c->kc || !c->vc || !c->cap || !c->lin)
+        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    for (uint32_t l = 0; l < n; l++) {
+        const ml_layer *L = &m->layers[l];
+        uint64_t bytes = ml_mlb_layer_state_bytes(&m->h, L->flags, c->n_ctx);
+        if (L->flags & ML_LAYER_LINEAR) {
+            ml_status s = alloc_linear(c, l, bytes, err);
+            if (s)
+                return s;
+            continue;
+        }
+        size_t half;
+        c->cap[l] = L->sliding && m->h.sliding_window < c->n_ctx ? m->h.sliding_window : c->n_ctx;
+        if (bytes == UINT64_MAX || ml__to_size(bytes / 2, &half))
+            return ml__err(err, ML_E_NOMEM, "", -1, "the cache of layer %u does not fit in memory",
+                           l);
+        c->kc[l] = malloc(half ? half : 1);
+        c->vc[l] = malloc(half ? half : 1);
+        if (!c->kc[l] || !c->vc[l])
+            return ml__err(err, ML_E_NOMEM, "", -1,
+                           "cannot allocate %llu bytes for the cache of layer %u (context %u); "
+                           "try a smaller context",
+                           (unsigned long long)bytes, l, c->n_ctx);
+        c->state_bytes += bytes;
+    }
+    return ML_OK;
+}
+
+ml_status ml_ctx_new(const ml_model *m, const ml_ctx_params *p, ml_ctx **out, ml_error *err)
+{
+    *out = NULL;
+    ml_ctx_params def = {0, 0, 0};
+    if (!p)
+        p = &def;
+    uint32_t n_ctx = p->n_ctx ? p->n_ctx : m->h.max_seq;
+    if (n_ctx > m->h.max_seq)
+        return ml__err(err, ML_E_INVAL, "max_seq", 32, "a context of %u is above the model's %u",
+                       n_ctx, m->h.max_seq);
+    ml_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    c->m = m;
+    c->n_ctx = n_ctx;
+    c->n_batch = p->n_batch ? p->n_batch : 64;
+    unsigned nt = p->n_threads ? p->n_threads : 1;
+    ml_status s = ml__pool_new(nt, &c->pool, err);
+    if (!s)
+        s = alloc_cache(c, err);
+    if (!s)
+        s = alloc_scratch(c, nt, err);
+    if (s) {
+        ml_ctx_free(c);
+        return s;
+    }
+    *out = c;
+    return ML_OK;
+}
+
+void ml_ctx_free(ml_ctx *c)
+{
+    if (!c)
+        return;
+    for (uint32_t l = 0; c->kc && c->lin && l < c->m->h.n_layers; l++) {
+        free(c->kc[l]);
+        free(c->vc[l]);
+        ml__lin_free(c->lin[l]);
+    }
+    free(c->kc);
+    free(c->vc);
+    free(c->lin);
+    free(c->cap);
+    free(c->scratch);
+    ml__pool_free(c->pool);
+    free(c);
+}
+
+uint64_t ml_ctx_state_bytes(const ml_ctx *c)
+{
+    return c->state_bytes;
+}
+
+uint64_t ml_ctx_scratch_bytes(const ml_ctx *c)
+{
+    return c->scratch_bytes;
+}
+
+uint32_t ml_ctx_pos(const ml_ctx *c)
+{
+    return c->pos;
+}
+
+uint32_t ml_ctx_n_ctx(const ml_ctx *c)
+{
+    return c->n_ctx;
+}
+
+void ml_ctx_reset(ml_ctx *c)
+{
+    c->pos = 0;
+    for (uint32_t l = 0; l < c->m->h.n_layers; l++) /* recurrent state starts at zero */
+        if (c->lin[l])
+            ml__lin_reset(c->lin[l]);
+}
+
+ml_status ml_ctx_set_imatrix(ml_ctx *c, ml_mli *imatrix, ml_error *err)
+{
+    if (imatrix) {
+        ml_status s = ml_mli_check_model(imatrix, &c->m->h, err);
+        if (s)
+            return s;
+    }
+    c->imatrix = imatrix;
+    return ML_OK;
+}
+
+uint32_t ml_ctx_n_batch(const ml_ctx *c)
+{
+    return c->n_batch;
+}
+
+const ml_model *ml_ctx_model(const ml_ctx *c)
+{
+    return c->m;
+}

@@ -1,0 +1,82 @@
+/* ctx.h - private: the evaluation context (ctx.c makes and frees it) and
+ * the parallel steps the forward pass is written in (parallel.c).  The
+ * forward pass itself is forward.c. */
+#ifndef ML_CTX_H
+#define ML_CTX_H
+
+#include "format/mli_impl.h"
+#include "runtime/linear_attn.h"
+#include "runtime/runtime.h"
+
+/* Query heads (of one KV head) that attend together, sharing key loads. */
+#define ML_ATT_GROUP 4
+
+struct ml_ctx {
+    const ml_model *m;
+    ml_pool *pool;
+    uint32_t n_ctx, n_batch, pos;
+    float **kc, **vc;     /* per layer: (cap[l], kv_dim) keys and values */
+    uint32_t *cap;        /* positions layer l holds: n_ctx, or a window ring */
+    uint64_t state_bytes, scratch_bytes;
+    /* Scratch for one batch of B = n_batch tokens, row t for token t. */
+    float *x;             /* (B, dim) residual stream */
+    float *xb;            /* (B, dim) normalized block input */
+    float *q;             /* (B, q_dim) */
+    float *k, *v;         /* (B, kv_dim) */
+    float *ao;            /* (B, q_dim) attention output per head */
+    float *g;             /* (B, q_dim) gate */
+    float *hb, *hb2;      /* (B, hidden_dim) FFN gate and up */
+    float *o;             /* (B, dim) block output before the residual */
+    int8_t *aq;           /* (B, max input) quantized activations */
+    float *ad;            /* (B, max input / 32) their scales */
+    float *att;           /* (n_threads, ml__att_rows, n_ctx) attention scores */
+    float *rope_cs;       /* (n_threads, rot_dim) one position's RoPE cos, sin pairs */
+    /* Linear attention (only when the model has such layers). */
+    ml_lin_layer **lin;   /* per layer: state and chunk memory (linear_attn.h), or NULL */
+    float *lqkv;          /* (B, lin_qkv) projections, then conv + SiLU output */
+    float *lz;            /* (B, lin_vd) output gate */
+    float *lba;           /* (B, 2 lin_v_heads): b then a */
+    float *lo;            /* (B, lin_vd) per-head outputs */
+    void *scratch;
+    ml_mli *imatrix;      /* sums of squares of matrix inputs, or NULL */
+};
+
+/* Score rows one thread's attention needs: the most query heads a work
+ * item has. */
+static inline uint32_t ml__att_rows(const ml_model *m)
+{
+    uint32_t per_kv = m->h.n_heads / m->h.n_kv_heads;
+    return per_kv < ML_ATT_GROUP ? per_kv : ML_ATT_GROUP;
+}
+
+/* Importance-matrix collection (ctx.c): adds x^2 of n_tok rows of n
+ * inputs (stride n) to the first n channels of a slot, token after token,
+ * so the sums do not depend on the batch size.  Nothing without one. */
+void ml__ctx_observe(ml_ctx *c, ml_mli_slot slot, uint32_t l, const float *x, size_t n_tok,
+                     uint32_t n);
+
+/* ---- parallel.c ---- */
+
+/* Most matrices one ml__matmuls call multiplies. */
+#define ML_MM_PARTS 4
+
+/* Quantizes n_tok rows of n floats (stride n) to Q8_0 into c->aq, c->ad,
+ * the input of the next products. */
+void ml__quantize(ml_ctx *c, float *x, size_t n_tok, uint32_t n);
+/* x = act(x) · gate over n floats (the gated FFN's activation), then
+ * quantizes x as ml__quantize does. */
+void ml__glu_quantize(ml_ctx *c, float *x, const float *gate, size_t n);
+/* ys[i] (n_tok rows of ws[i]->rows, stride ldys[i]) = ws[i] · the
+ * quantized input, for n <= ML_MM_PARTS matrices, in one pool job. */
+void ml__matmuls(ml_ctx *c, size_t n_tok, unsigned n, const ml_mat *const *ws,
+                 float *const *ys, const size_t *ldys);
+/* y = w · the quantized input. */
+void ml__matmul(ml_ctx *c, const ml_mat *w, size_t n_tok, float *y, size_t ldy);
+
+/* Independent work items [b, e) of n_items, on thread ith. */
+typedef void (*ml_items_fn)(void *arg, size_t b, size_t e, unsigned ith);
+/* Runs fn over [0, n_items) split evenly over the pool; a single item
+ * runs on the calling thread (a dispatch would cost more than it). */
+void ml__parallel(ml_ctx *c, size_t n_items, ml_items_fn fn, void *arg);
+
+#endif
