@@ -42,7 +42,8 @@ struct ml_convert_plan {
     uint64_t size;
 };
 
-/* ---- building a plan (convert.c, convert_header.c, convert_bind.c) ---- */
+/* ---- building a plan (convert.c orders the steps; convert_header.c and
+ * convert_bind.c take them with the helpers of convert_build.c) ---- */
 
 /* The architectures converted (general.architecture). */
 enum {
@@ -86,6 +87,8 @@ typedef struct ml__conv_build {
                              8-bit sources */
 } ml__conv_build;
 
+/* ---- convert_build.c ---- */
+
 /* "{arch}.suffix" in b->key (overwritten by the next call). */
 const char *ml__conv_key(ml__conv_build *b, const char *suffix);
 int ml__conv_is_linear(const ml__conv_build *b, uint32_t l);
@@ -111,9 +114,9 @@ ml_status ml__conv_shape(ml__conv_build *b, const ml_gguf_tensor *t, uint64_t co
 /* ML_E_UNSUPPORTED for a tensor type this build cannot read. */
 ml_status ml__conv_check_type(ml__conv_build *b, const ml_gguf_tensor *t);
 
-/* The header and layer flags (into b->p->h and b->flags). */
+/* The header and layer flags (into b->p->h and b->flags; convert_header.c). */
 ml_status ml__conv_read_header(ml__conv_build *b);
-/* The body's arrays, bound in file order (b->p->items). */
+/* The body's arrays, bound in file order (b->p->items; convert_bind.c). */
 ml_status ml__conv_bind_all(ml__conv_build *b);
 
 /* The source unit that unit u (row or element) of the item comes from,
