@@ -29,7 +29,11 @@
 #ifndef MLCORE_CONVERT_H
 #define MLCORE_CONVERT_H
 
-#include <mlcore.h>
+#include <mlcore/base.h>
+#include <mlcore/gguf.h>
+#include <mlcore/mlb.h>
+#include <mlcore/mli.h>
+#include <mlcore/quant.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -48,7 +48,7 @@
 #ifndef MLCORE_CONVERT_TOK_H
 #define MLCORE_CONVERT_TOK_H
 
-#include <mlcore.h>
+#include <mlcore/base.h>
 #include <mlcore/gguf.h>
 #include <mlcore/mlt.h>
 

@@ -59,7 +59,7 @@
 #ifndef MLCORE_GGUF_H
 #define MLCORE_GGUF_H
 
-#include <mlcore.h>
+#include <mlcore/base.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -7,7 +7,7 @@
 #ifndef MLCORE_KERNELS_H
 #define MLCORE_KERNELS_H
 
-#include <mlcore.h>
+#include <mlcore/base.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -6,7 +6,8 @@
 #ifndef MLCORE_MLI_H
 #define MLCORE_MLI_H
 
-#include <mlcore.h>
+#include <mlcore/base.h>
+#include <mlcore/mlb.h>
 
 #ifdef __cplusplus
 extern "C" {

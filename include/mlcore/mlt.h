@@ -11,7 +11,7 @@
 #ifndef MLCORE_MLT_H
 #define MLCORE_MLT_H
 
-#include <mlcore.h>
+#include <mlcore/base.h>
 
 #ifdef __cplusplus
 extern "C" {

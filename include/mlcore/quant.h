@@ -21,7 +21,8 @@
 #ifndef MLCORE_QUANT_H
 #define MLCORE_QUANT_H
 
-#include <mlcore.h>
+#include <mlcore/base.h>
+#include <mlcore/mlb.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -4,7 +4,11 @@
 #ifndef MLCORE_REQUANT_H
 #define MLCORE_REQUANT_H
 
-#include <mlcore.h>
+#include <mlcore/base.h>
+#include <mlcore/mlb.h>
+#include <mlcore/mli.h>
+#include <mlcore/convert.h>
+#include <mlcore/quant.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -4,7 +4,9 @@
 #ifndef MLCORE_RUNTIME_H
 #define MLCORE_RUNTIME_H
 
-#include <mlcore.h>
+#include <mlcore/base.h>
+#include <mlcore/mlb.h>
+#include <mlcore/mli.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -67,3 +67,18 @@ C
     run -0 find "$root" -type f -o -type l
     [[ -z $output ]] || fail_with "left after uninstall: $output"
 }
+
+@test "every public header compiles on its own, C and C++; only the umbrella includes them all" {
+    local h n
+    for h in "$REPO"/include/mlcore.h "$REPO"/include/mlcore/*.h; do
+        n=${h#"$REPO"/include/}
+        printf '#include <%s>\nint mlcore_header_check;\n' "$n" >"$BATS_TEST_TMPDIR/h.c"
+        run -0 cc -std=c11 -Wall -Wextra -Werror -I"$REPO/include" -fsyntax-only "$BATS_TEST_TMPDIR/h.c"
+        if command -v c++ >/dev/null; then
+            cp "$BATS_TEST_TMPDIR/h.c" "$BATS_TEST_TMPDIR/h.cc"
+            run -0 c++ -Wall -Werror -I"$REPO/include" -fsyntax-only "$BATS_TEST_TMPDIR/h.cc"
+        fi
+    done
+    # no part includes the umbrella back (the loop this layout removed)
+    run -1 grep -l '#include <mlcore.h>' "$REPO"/include/mlcore/*.h
+}
