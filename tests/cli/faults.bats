@@ -484,13 +484,7 @@ EOF
 # stop_when_writing PID FILE: waits until PID has a temporary FILE.tmp.*
 # open, then freezes PID (SIGSTOP) so the next signal lands mid-write.
 stop_when_writing() {
-    local pid=$1 out=$2 i
-    for ((i = 0; i < 2000; i++)); do
-        compgen -G "$out.tmp.*" >/dev/null && break
-        sleep 0.005
-    done
-    kill -STOP "$pid"
-    compgen -G "$out.tmp.*" >/dev/null || fail_with "no temporary file for $out seen"
+    wait_for_file "$2.tmp.*" "$1"
 }
 
 @test "SIGINT and SIGHUP while the tokenizer and the model are written: both temporary files removed, 128 + signal" {

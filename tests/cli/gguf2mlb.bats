@@ -241,15 +241,10 @@ EOF
 # soon as its temporary file exists, delivers SIGNAL, lets it run; it must
 # end by that signal with neither the model nor the temporary file left.
 interrupt() {
-    local sig=$1 big="$BATS_FILE_TMPDIR/big.gguf" out="$BATS_TEST_TMPDIR/big.mlb" pid i status=0
+    local sig=$1 big="$BATS_FILE_TMPDIR/big.gguf" out="$BATS_TEST_TMPDIR/big.mlb" pid status=0
     gguf2mlb --no-tokenizer --wtype q4_0 --threads 1 -o "$out" "$big" &
     pid=$!
-    for ((i = 0; i < 2000; i++)); do
-        compgen -G "$out.tmp.*" >/dev/null && break
-        sleep 0.005
-    done
-    kill -STOP "$pid"
-    compgen -G "$out.tmp.*" >/dev/null || fail_with "no temporary file seen"
+    wait_for_file "$out.tmp.*" "$pid"
     kill "-$sig" "$pid"
     kill -CONT "$pid"
     wait "$pid" || status=$?

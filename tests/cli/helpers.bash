@@ -208,3 +208,18 @@ has_line() {
     printf '  %s\n' "$@" >&2
     return 1
 }
+
+# wait_for_file GLOB PID: waits until a file matching GLOB exists, then
+# freezes PID (SIGSTOP), so that a signal sent next lands while the file
+# is open.  It waits on the file, not on the clock: the 300 s bound only
+# turns a command that never writes into a failure, on any machine.
+wait_for_file() {
+    local glob=$1 pid=$2 end=$((SECONDS + 300))
+    until compgen -G "$glob" >/dev/null; do
+        ((SECONDS < end)) || fail_with "no file $glob after 300 s" || return 1
+        kill -0 "$pid" 2>/dev/null || fail_with "process $pid ended before $glob appeared" || return 1
+        sleep 0.005
+    done
+    kill -STOP "$pid"
+    compgen -G "$glob" >/dev/null || fail_with "$glob gone when $pid was stopped"
+}
