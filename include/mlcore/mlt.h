@@ -41,7 +41,8 @@ enum {
     ML_MLT_SPLIT_DIGITS = 64,    /* kind 2: every \p{N} split off before the regex */
     ML_MLT_NO_PREFIX = 128,      /* kind 1: never prepend ▁ (Gemma) */
     ML_MLT_MARKS_REGEX = 256,    /* kind 2: letters are [\p{L}\p{M}]+, symbols exclude \p{M} (Qwen3.5) */
-    ML_MLT_KNOWN_FLAGS = 511
+    ML_MLT_CHAT = 512,           /* a chat section follows the merges (mlt(5), CHAT SECTION) */
+    ML_MLT_KNOWN_FLAGS = 1023
 };
 
 /* Token attributes. */
@@ -84,8 +85,9 @@ ML_API void ml_mlt_header_encode(const ml_mlt_header *h, uint8_t buf[ML_MLT_HEAD
  * without a BOS id), bos and eos in range, token and merge counts against
  * the file size, every token record (attr, length), byte tokens of length
  * 1, merge ids in range and each merged piece equal to left followed by
- * right, nothing after the last merge.  ML_E_FORMAT names the field or
- * token and its byte offset; ML_E_UNSUPPORTED for a newer version. */
+ * right, nothing after the last merge (or after the chat section, whose
+ * rules mlt(5) lists).  ML_E_FORMAT names the field or token and its byte
+ * offset; ML_E_UNSUPPORTED for a newer version. */
 ML_API ml_status ml_mlt_open(const char *path, ml_mlt **out, ml_error *err);
 /* The same over a buffer the caller keeps alive until ml_mlt_close. */
 ML_API ml_status ml_mlt_open_memory(const void *buf, size_t len, ml_mlt **out, ml_error *err);
@@ -107,6 +109,47 @@ ML_API ml_status ml_mlt_check_vocab(const ml_mlt *t, uint32_t model_vocab, ml_er
 ML_API void ml_mlt_flag_names(uint32_t flags, char *buf, size_t n);
 
 /* ------------------------------------------------------------------------
+ * The chat section (flag ML_MLT_CHAT): the ids that end a generation and
+ * the model's chat templates, as mlt(5) describes them
+ * ------------------------------------------------------------------------ */
+#define ML_MLT_MAX_EOG 256            /* end-of-generation ids */
+#define ML_MLT_MAX_TEMPLATES 64
+#define ML_MLT_TEMPLATE_NAME_MAX 64   /* bytes of a name: [A-Za-z0-9_.-] */
+#define ML_MLT_TEMPLATE_MAX (1u << 20) /* bytes of a template's text */
+
+/* A chat template: a Jinja text, by name ("default" is the model's main
+ * one; GGUF's tokenizer.chat_template.NAME are the others).  Neither
+ * string is NUL-terminated in the file. */
+typedef struct ml_mlt_template {
+    const char *name;
+    uint32_t name_len;
+    const char *text;
+    uint32_t len;
+} ml_mlt_template;
+
+/* The ids at which generation ends, in increasing order: the chat
+ * section's set, or without one the EOS id alone (none without EOS). */
+ML_API uint32_t ml_mlt_n_eog(const ml_mlt *t);
+ML_API uint32_t ml_mlt_eog(const ml_mlt *t, uint32_t i);
+/* 1 if id ends a generation. */
+ML_API int ml_mlt_is_eog(const ml_mlt *t, uint32_t id);
+ML_API uint32_t ml_mlt_n_templates(const ml_mlt *t);
+/* Template i < ml_mlt_n_templates (in the file's order), pointing into
+ * the file. */
+ML_API ml_mlt_template ml_mlt_get_template(const ml_mlt *t, uint32_t i);
+/* The template called name (NUL-terminated); 0 when there is none. */
+ML_API int ml_mlt_find_template(const ml_mlt *t, const char *name, ml_mlt_template *out);
+
+/* What the writer puts in a chat section.  eog may be in any order and
+ * repeat ids; the writer sorts it, drops repeats and adds the EOS id. */
+typedef struct ml_mlt_chat {
+    const uint32_t *eog;
+    uint32_t n_eog;
+    const ml_mlt_template *templates;
+    uint32_t n_templates;
+} ml_mlt_chat;
+
+/* ------------------------------------------------------------------------
  * Writing
  * ------------------------------------------------------------------------ */
 /* Validates and writes a complete .mlt through fn: h supplies kind, bos,
@@ -116,6 +159,12 @@ ML_API void ml_mlt_flag_names(uint32_t flags, char *buf, size_t n);
 ML_API ml_status ml_mlt_write(const ml_mlt_header *h, const ml_mlt_token *tokens, uint32_t n_vocab,
                               const uint32_t *merges, uint32_t n_merges, ml_write_fn fn, void *ctx,
                               ml_error *err);
+/* The same with a chat section when chat is not NULL (flag ML_MLT_CHAT
+ * is then set; without chat it is cleared). */
+ML_API ml_status ml_mlt_write_chat(const ml_mlt_header *h, const ml_mlt_token *tokens,
+                                   uint32_t n_vocab, const uint32_t *merges, uint32_t n_merges,
+                                   const ml_mlt_chat *chat, ml_write_fn fn, void *ctx,
+                                   ml_error *err);
 
 /* ------------------------------------------------------------------------
  * Encoding

@@ -1,7 +1,8 @@
 /* mlt.c - the .mlt tokenizer format (mlt(5)): header decoding, every
  * validation rule of the reader, access to tokens and merges in place, and
  * the writer, which serializes and then applies the reader's rules so that
- * it can never produce a file the reader refuses. */
+ * it can never produce a file the reader refuses.  The optional chat
+ * section after the merges is mlt_chat.c's. */
 #include "base/io.h"
 #include "tokenizer/tok.h"
 
@@ -15,6 +16,7 @@ struct ml_mlt {
     ml_mlt_header h;
     size_t *tok_off;        /* n_vocab record offsets */
     size_t merge_off;       /* offset of the first merge rule */
+    ml__mlt_chat chat;      /* with flag ML_MLT_CHAT (mlt_chat.c) */
 };
 
 /* ---------------------------------------------------------------------------
@@ -47,7 +49,7 @@ void ml_mlt_header_encode(const ml_mlt_header *h, uint8_t buf[ML_MLT_HEADER_SIZE
 
 static const char *const flag_names[] = {
     "add_bos", "ignore_merges", "prefix_first", "nfc", "single_digits",
-    "gpt2_regex", "split_digits", "no_prefix", "marks_regex",
+    "gpt2_regex", "split_digits", "no_prefix", "marks_regex", "chat",
 };
 
 void ml_mlt_flag_names(uint32_t flags, char *buf, size_t n)
@@ -97,9 +99,10 @@ static ml_status check_magic(const uint8_t *m, ml_error *err)
 
 /* Flags a kind does not use are refused rather than ignored: a file that
  * asks for a behaviour we would silently skip would encode wrongly. */
-#define KIND1_FLAGS (ML_MLT_ADD_BOS | ML_MLT_IGNORE_MERGES | ML_MLT_PREFIX_FIRST | ML_MLT_NO_PREFIX)
+#define KIND1_FLAGS (ML_MLT_ADD_BOS | ML_MLT_IGNORE_MERGES | ML_MLT_PREFIX_FIRST | \
+                     ML_MLT_NO_PREFIX | ML_MLT_CHAT)
 #define KIND2_FLAGS (ML_MLT_ADD_BOS | ML_MLT_IGNORE_MERGES | ML_MLT_NFC | ML_MLT_SINGLE_DIGITS | \
-                     ML_MLT_GPT2_REGEX | ML_MLT_SPLIT_DIGITS | ML_MLT_MARKS_REGEX)
+                     ML_MLT_GPT2_REGEX | ML_MLT_SPLIT_DIGITS | ML_MLT_MARKS_REGEX | ML_MLT_CHAT)
 
 static ml_status check_flags(const ml_mlt_header *h, ml_error *err)
 {
@@ -205,7 +208,7 @@ static ml_status check_merges(const uint8_t *d, size_t size, size_t pos, const m
         return ml__err(err, ML_E_FORMAT, "n_merges", O_NMERGES,
                        "%u merges need %llu bytes, %llu remain after the tokens", h->n_merges,
                        (unsigned long long)need, (unsigned long long)(size - pos));
-    if (need < size - pos)
+    if (need < size - pos && !(h->flags & ML_MLT_CHAT))
         return ml__err(err, ML_E_FORMAT, "merges", (int64_t)(pos + need),
                        "%llu bytes after the last merge", (unsigned long long)(size - pos - need));
     char name[32];
@@ -260,7 +263,12 @@ static ml_status validate(ml_mlt *t, ml_error *err)
         return ml__err(err, ML_E_NOMEM, "n_vocab", O_NVOCAB, "cannot allocate %zu bytes", n);
     if ((s = check_tokens(d, size, &t->h, t->tok_off, &t->merge_off, err)))
         return s;
-    return check_merges(d, size, t->merge_off, &t->h, t->tok_off, err);
+    if ((s = check_merges(d, size, t->merge_off, &t->h, t->tok_off, err)))
+        return s;
+    if (!(t->h.flags & ML_MLT_CHAT))
+        return ML_OK;
+    return ml__mlt_chat_read(d, size, t->merge_off + (size_t)t->h.n_merges * ML_MLT_MERGE_SIZE,
+                             &t->h, &t->chat, err);
 }
 
 /* ---------------------------------------------------------------------------
@@ -361,6 +369,16 @@ const uint8_t *ml__mlt_merges(const ml_mlt *t)
     return t->data + t->merge_off;
 }
 
+const uint8_t *ml__mlt_data(const ml_mlt *t)
+{
+    return t->data;
+}
+
+const ml__mlt_chat *ml__mlt_chat_of(const ml_mlt *t)
+{
+    return t->h.flags & ML_MLT_CHAT ? &t->chat : NULL;
+}
+
 ml_status ml_mlt_check_vocab(const ml_mlt *t, uint32_t model_vocab, ml_error *err)
 {
     if (t->h.n_vocab > model_vocab)
@@ -375,21 +393,26 @@ ml_status ml_mlt_check_vocab(const ml_mlt *t, uint32_t model_vocab, ml_error *er
  * ------------------------------------------------------------------------- */
 
 static ml_status serialized_size(const ml_mlt_token *tokens, uint32_t n_vocab, uint32_t n_merges,
-                                 size_t *out, ml_error *err)
+                                 const ml_mlt_chat *chat, int32_t eos, size_t *out, ml_error *err)
 {
-    uint64_t total = ML_MLT_HEADER_SIZE, m;
+    uint64_t total = ML_MLT_HEADER_SIZE, m, c = 0;
     for (uint32_t i = 0; i < n_vocab; i++)
         if (ml__add64(total, (uint64_t)ML_MLT_TOKEN_OVERHEAD + tokens[i].len, &total))
             return ml__err(err, ML_E_NOMEM, "", -1, "tokenizer size overflows");
+    if (chat) {
+        ml_status s = ml__mlt_chat_size(chat, eos, &c, err);
+        if (s)
+            return s;
+    }
     if (ml__mul64(n_merges, ML_MLT_MERGE_SIZE, &m) || ml__add64(total, m, &total) ||
-        ml__to_size(total, out))
+        ml__add64(total, c, &total) || ml__to_size(total, out))
         return ml__err(err, ML_E_NOMEM, "", -1, "tokenizer size does not fit in memory");
     return ML_OK;
 }
 
-ml_status ml_mlt_write(const ml_mlt_header *h, const ml_mlt_token *tokens, uint32_t n_vocab,
-                       const uint32_t *merges, uint32_t n_merges, ml_write_fn fn, void *ctx,
-                       ml_error *err)
+ml_status ml_mlt_write_chat(const ml_mlt_header *h, const ml_mlt_token *tokens, uint32_t n_vocab,
+                            const uint32_t *merges, uint32_t n_merges, const ml_mlt_chat *chat,
+                            ml_write_fn fn, void *ctx, ml_error *err)
 {
     if (!h || (!tokens && n_vocab) || (!merges && n_merges) || !fn)
         return ml__err(err, ML_E_INVAL, "", -1, "NULL argument");
@@ -397,7 +420,7 @@ ml_status ml_mlt_write(const ml_mlt_header *h, const ml_mlt_token *tokens, uint3
         if (!tokens[i].bytes && tokens[i].len)
             return ml__err(err, ML_E_INVAL, "", -1, "token %u: NULL bytes", i);
     size_t size = 0;
-    ml_status s = serialized_size(tokens, n_vocab, n_merges, &size, err);
+    ml_status s = serialized_size(tokens, n_vocab, n_merges, chat, h->eos, &size, err);
     if (s)
         return s;
     uint8_t *buf = malloc(size);
@@ -408,6 +431,7 @@ ml_status ml_mlt_write(const ml_mlt_header *h, const ml_mlt_token *tokens, uint3
     hh.version = ML_MLT_VERSION;
     hh.n_vocab = n_vocab;
     hh.n_merges = n_merges;
+    hh.flags = chat ? hh.flags | ML_MLT_CHAT : hh.flags & ~(uint32_t)ML_MLT_CHAT;
     ml_mlt_header_encode(&hh, buf);
     size_t pos = ML_MLT_HEADER_SIZE;
     for (uint32_t i = 0; i < n_vocab; i++) {
@@ -419,6 +443,14 @@ ml_status ml_mlt_write(const ml_mlt_header *h, const ml_mlt_token *tokens, uint3
     }
     for (size_t r = 0; r < (size_t)n_merges * 3; r++, pos += 4)
         ml__wr32(buf + pos, merges[r]);
+    if (chat) {
+        size_t n;
+        if ((s = ml__mlt_chat_write(chat, h->eos, buf + pos, &n, err))) {
+            free(buf);
+            return s;
+        }
+        size = pos + n;
+    }
     ml_mlt *t;
     s = ml_mlt_open_memory(buf, size, &t, err);
     if (!s) {
@@ -427,4 +459,11 @@ ml_status ml_mlt_write(const ml_mlt_header *h, const ml_mlt_token *tokens, uint3
     }
     free(buf);
     return s;
+}
+
+ml_status ml_mlt_write(const ml_mlt_header *h, const ml_mlt_token *tokens, uint32_t n_vocab,
+                       const uint32_t *merges, uint32_t n_merges, ml_write_fn fn, void *ctx,
+                       ml_error *err)
+{
+    return ml_mlt_write_chat(h, tokens, n_vocab, merges, n_merges, NULL, fn, ctx, err);
 }

@@ -61,5 +61,31 @@ int ml__pretokenize(uint32_t flags, const uint8_t *s, size_t n, ml__pretok_fn fn
 
 /* The merge rules in the file: n_merges records of three little-endian u32. */
 const uint8_t *ml__mlt_merges(const ml_mlt *t);
+/* The file's bytes. */
+const uint8_t *ml__mlt_data(const ml_mlt *t);
+
+/* ---- mlt_chat.c ---- */
+
+/* Where the chat section's parts lie in the file. */
+typedef struct ml__mlt_chat {
+    size_t eog_off;           /* the first id */
+    uint32_t n_eog, n_templates;
+    struct {
+        size_t name_off, text_off;
+        uint32_t name_len, len;
+    } tmpl[ML_MLT_MAX_TEMPLATES];
+} ml__mlt_chat;
+
+/* The chat section of t, or NULL when it has none (mlt.c). */
+const ml__mlt_chat *ml__mlt_chat_of(const ml_mlt *t);
+/* Every rule of the section that starts at pos and must end the file. */
+ml_status ml__mlt_chat_read(const uint8_t *d, size_t size, size_t pos, const ml_mlt_header *h,
+                            ml__mlt_chat *out, ml_error *err);
+/* An upper bound of the section's bytes, checking the writer's input. */
+ml_status ml__mlt_chat_size(const ml_mlt_chat *chat, int32_t eos, uint64_t *size, ml_error *err);
+/* Serializes the section into buf (at least ml__mlt_chat_size bytes);
+ * *len receives the bytes written. */
+ml_status ml__mlt_chat_write(const ml_mlt_chat *chat, int32_t eos, uint8_t *buf, size_t *len,
+                             ml_error *err);
 
 #endif

@@ -137,7 +137,7 @@ static void m_merges_more(small *s) { put32(s, 16, 3); }
 static void m_bos_neg(small *s) { put32(s, 20, (uint32_t)-2); }
 static void m_bos_range(small *s) { put32(s, 20, 7); }
 static void m_eos_range(small *s) { put32(s, 24, 7); }
-static void m_flag_unknown(small *s) { put32(s, 28, 1 | 512); }
+static void m_flag_unknown(small *s) { put32(s, 28, 1 | 1024); }
 static void m_flag_kind(small *s) { put32(s, 28, ML_MLT_PREFIX_FIRST); }
 static void m_flag_kind1(small *s) { put32(s, 8, 1); put32(s, 28, ML_MLT_NFC); }
 static void m_flag_prefix(small *s) { put32(s, 8, 1); put32(s, 28, 4 | 128); }
