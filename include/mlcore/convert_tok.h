@@ -36,6 +36,11 @@
  *   when absent or -1); flag 1 from tokenizer.ggml.add_bos_token, or when
  *   absent llama.cpp's default (SentencePiece and the llama-bpe family
  *   yes, the rest no), and only when there is a BOS id.
+ *   A chat section (flag 512) when the vocabulary has chat templates
+ *   (tokenizer.chat_template is "default", tokenizer.chat_template.NAME
+ *   keeps NAME) or end-of-generation ids besides EOS: the EOT and EOM ids,
+ *   and the tokens llama.cpp treats as ends of generation
+ *   (lib/convert/convert_chat.c lists them).
  *
  * Errors: ML_E_FORMAT names the key (field) and the file offset of the
  * offending value, with the element index in the message, for missing
@@ -64,6 +69,8 @@ typedef struct ml_mlt_convert_info {
     uint32_t n_respaced;   /* kind 1: USER_DEFINED tokens whose spaces became U+2581 */
     char model[16];        /* tokenizer.ggml.model */
     char pre[48];          /* tokenizer.ggml.pre, "" when absent (cut to fit) */
+    uint32_t n_eog;        /* with a chat section: end-of-generation ids */
+    uint32_t n_templates;  /* with a chat section: chat templates */
 } ml_mlt_convert_info;
 
 /* Writes the .mlt of g's vocabulary through fn (rules above).  Nothing is

@@ -142,4 +142,19 @@ ml_status ml__llama3_recover(const float *r, uint32_t n_pairs, uint32_t head_dim
 /* The divisor the spec's llama3 formula gives pair i (inv_i / scaled inv_i). */
 double ml__llama3_divisor(const ml__llama3_rope *p, uint32_t i, uint32_t head_dim, float theta);
 
+/* ---- convert_chat.c: the chat section of a converted .mlt ---- */
+
+typedef struct ml__conv_chat {
+    ml_mlt_chat chat;                        /* points into the arrays below */
+    uint32_t eog[ML_MLT_MAX_EOG];
+    uint32_t n_eog;
+    ml_mlt_template tmpl[ML_MLT_MAX_TEMPLATES]; /* texts point into the GGUF */
+    uint32_t n_templates;
+    int needed;                              /* it says more than the EOS id */
+} ml__conv_chat;
+
+/* The end-of-generation ids and chat templates of g's vocabulary (rules
+ * in convert_chat.c); eos is the .mlt's EOS id. */
+ml_status ml__conv_chat_read(const ml_gguf *g, int32_t eos, ml__conv_chat *out, ml_error *err);
+
 #endif

@@ -4,6 +4,7 @@
  * read from tokenizer.ggml.merges for byte-level BPE and derived from the
  * pieces and their scores for SentencePiece.  The rules are listed in
  * mlcore/convert_tok.h; docs/tokenizer-conversion.md says why. */
+#include "convert/convert_impl.h"
 #include "tokenizer/tok.h"
 
 #include <mlcore/convert_tok.h>
@@ -836,9 +837,20 @@ static ml_status convert(conv *c, ml_write_fn fn, void *ctx)
         s = read_specials(c, add_bos);
     if (!s)
         s = c->h.kind == ML_MLT_KIND_SPM ? merges_from_scores(c) : merges_from_strings(c);
+    ml__conv_chat *chat = s ? NULL : malloc(sizeof *chat);
+    if (!s && !chat)
+        s = ml__err(c->err, ML_E_NOMEM, "", -1, "out of memory");
     if (!s)
-        s = ml_mlt_write(&c->h, c->tok, c->n, c->merges, c->n_merges, fn ? fn : discard, ctx,
-                         c->err);
+        s = ml__conv_chat_read(c->g, c->h.eos, chat, c->err);
+    if (!s)
+        s = ml_mlt_write_chat(&c->h, c->tok, c->n, c->merges, c->n_merges,
+                              chat->needed ? &chat->chat : NULL, fn ? fn : discard, ctx, c->err);
+    if (!s && chat->needed) {
+        c->info.n_eog = chat->n_eog;
+        c->info.n_templates = chat->n_templates;
+        c->h.flags |= ML_MLT_CHAT;
+    }
+    free(chat);
     return s;
 }
 

@@ -138,8 +138,14 @@ static void compare_with_json2mlt(const result *o, const char *ref_name, int how
     size_t len;
     uint8_t *ref = slurp(fixture_path("tok", ref_name), &len);
     if (how == SAME_BYTES) {
-        ck_assert_uint_eq(o->mem.len, len);
-        ck_assert_msg(memcmp(o->mem.p, ref, len) == 0, "%s: the bytes differ", ref_name);
+        /* json2mlt.py writes no chat section: the same bytes up to it, and
+         * the same header but for its flag */
+        ck_assert_uint_ge(o->mem.len, len);
+        ck_assert_msg(memcmp(o->mem.p, ref, 28) == 0 && memcmp(o->mem.p + 32, ref + 32, len - 32) == 0,
+                      "%s: the bytes differ", ref_name);
+        uint32_t fo = ml_mlt_get_header(o->t)->flags, fr = (uint32_t)ref[28] | (uint32_t)ref[29] << 8;
+        ck_assert_uint_eq(fo & ~(uint32_t)ML_MLT_CHAT, fr);
+        ck_assert_uint_eq(o->mem.len > len, (fo & ML_MLT_CHAT) != 0);
         free(ref);
         return;
     }
@@ -255,6 +261,8 @@ typedef struct fixture {
     uint32_t n_added, n_bytes, n_respaced;
     const char *cases_dir, *cases[3], *name; /* golden ids: files and tokenizer name */
     unsigned n_cases;       /* cases expected in those files */
+    const char *eog;        /* the end-of-generation ids, as "1 106 212" */
+    uint32_t template_len;  /* bytes of the "default" chat template, 0 for none */
 } fixture;
 
 #define PUBLIC "tok", {"cases-public.tsv", "cases-hard.tsv", "cases-llamacpp.tsv"}
@@ -262,33 +270,48 @@ typedef struct fixture {
 static const fixture fixtures[] = {
     /* Made by llama.cpp's convert_hf_to_gguf.py from the tokenizer.json. */
     {"llama2.gguf.gz", "llama2.mlt", SAME_SET, 1, 1, 32000, 61249, 1, 2, 3, 256, 0, PUBLIC,
-     "llama2", 172 + 236 + 54},
+     "llama2", 172 + 236 + 54, "2", 0},
     {"mistral.gguf.gz", "mistral.mlt", SAME_SET, 1, 1, 32000, 58980, 1, 2, 3, 256, 0, PUBLIC,
-     "mistral", 172 + 236},
-    {"gemma3.gguf.gz", "gemma3.mlt", SAME_BYTES, 1, 129, 262145, 514906, 2, 106, 6415, 256, 30,
-     PUBLIC, "gemma3", 172 + 236},
-    {"llama3.gguf.gz", "llama3.mlt", SAME_BYTES, 2, 2, 128256, 280147, 128000, 128001, 256, 0, 0,
-     PUBLIC, "llama3", 172 + 236 + 44},
-    {"llama3_1.gguf.gz", "llama3_1.mlt", SAME_BYTES, 2, 3, 128256, 280147, 128000, 128009, 256,
-     0, 0, PUBLIC, "llama3_1", 172 + 236 + 44},
-    {"qwen3.gguf.gz", "qwen3.mlt", SAME_BYTES, 2, 24, 151669, 151387, -1, 151645, 26, 0, 0,
-     PUBLIC, "qwen3", 172 + 236 + 43},
+     "mistral", 172 + 236, "2", 0},
+    {"gemma3.gguf.gz", "gemma3.mlt", SAME_BYTES, 1, 641, 262145, 514906, 2, 106, 6415, 256, 30,
+     PUBLIC, "gemma3", 172 + 236, "1 106 212", 1532},
+    {"llama3.gguf.gz", "llama3.mlt", SAME_BYTES, 2, 514, 128256, 280147, 128000, 128001, 256, 0, 0,
+     PUBLIC, "llama3", 172 + 236 + 44, "128001 128009", 348},
+    {"llama3_1.gguf.gz", "llama3_1.mlt", SAME_BYTES, 2, 515, 128256, 280147, 128000, 128009, 256,
+     0, 0, PUBLIC, "llama3_1", 172 + 236 + 44, "128001 128009", 389},
+    {"qwen3.gguf.gz", "qwen3.mlt", SAME_BYTES, 2, 536, 151669, 151387, -1, 151645, 26, 0, 0,
+     PUBLIC, "qwen3", 172 + 236 + 43, "128247 151643 151645 151662 151663 151664", 4116},
     /* Real vocabularies: llama.cpp's test files and two published models. */
     {"ggml-vocab-llama-spm.gguf.gz", "llama2.mlt", SAME_SET, 1, 1, 32000, 61249, 1, 2, 3, 256, 0,
-     PUBLIC, "llama2", 172 + 236 + 54},
+     PUBLIC, "llama2", 172 + 236 + 54, "2", 0},
     {"ggml-vocab-llama-spm.gguf.gz", NULL, 0, 1, 1, 32000, 61249, 1, 2, 3, 256, 0, "vocab",
-     {"cases-llama-spm.tsv"}, "llama-spm", 46},
-    {"ggml-vocab-phi-3.gguf.gz", NULL, 0, 1, 1, 32064, 61249, 1, 32000, 67, 256, 0, "vocab",
-     {"cases-phi-3.tsv"}, "phi-3", 46},
-    {"ggml-vocab-qwen35.gguf.gz", NULL, 0, 2, 272, 151936, 151387, 151643, 151643, 293, 0, 0,
-     "vocab", {"cases-qwen35.tsv"}, "qwen35", 50},
+     {"cases-llama-spm.tsv"}, "llama-spm", 46, "2", 0},
+    {"ggml-vocab-phi-3.gguf.gz", NULL, 0, 1, 513, 32064, 61249, 1, 32000, 67, 256, 0, "vocab",
+     {"cases-phi-3.tsv"}, "phi-3", 46, "2 32000 32007", 269},
+    {"ggml-vocab-qwen35.gguf.gz", NULL, 0, 2, 784, 151936, 151387, 151643, 151643, 293, 0, 0,
+     "vocab", {"cases-qwen35.tsv"}, "qwen35", 50, "128247 151643 151645", 327},
     {"ggml-vocab-gpt-2.gguf.gz", NULL, 0, 2, 32, 50257, 50000, 50256, 50256, 1, 0, 0, "vocab",
-     {"cases-gpt-2.tsv"}, "gpt-2", 46},
-    {"gemma3-270m.gguf.gz", "gemma3.mlt", SAME_PREFIX, 1, 129, 262144, 514906, 2, 1, 6414, 256,
-     30, PUBLIC, "gemma3", 172 + 236},
-    {"smollm2-135m.gguf.gz", NULL, 0, 2, 96, 49152, 48900, 1, 2, 17, 0, 0, "vocab",
-     {"cases-smollm.tsv"}, "smollm", 46},
+     {"cases-gpt-2.tsv"}, "gpt-2", 46, "50256", 0},
+    {"gemma3-270m.gguf.gz", "gemma3.mlt", SAME_PREFIX, 1, 641, 262144, 514906, 2, 1, 6414, 256,
+     30, PUBLIC, "gemma3", 172 + 236, "1 106 212", 0},
+    {"smollm2-135m.gguf.gz", NULL, 0, 2, 608, 49152, 48900, 1, 2, 17, 0, 0, "vocab",
+     {"cases-smollm.tsv"}, "smollm", 46, "0 2 4", 368},
 };
+
+/* The end-of-generation ids and the default template's length. */
+static void check_chat(const ml_mlt *t, const fixture *f)
+{
+    char got[256] = "";
+    size_t w = 0;
+    for (uint32_t i = 0; i < ml_mlt_n_eog(t) && w < sizeof got; i++)
+        w += (size_t)snprintf(got + w, sizeof got - w, "%s%u", i ? " " : "", ml_mlt_eog(t, i));
+    ck_assert_msg(strcmp(got, f->eog) == 0, "%s: end-of-generation ids \"%s\", expected \"%s\"",
+                  f->gguf, got, f->eog);
+    ml_mlt_template k = {NULL, 0, NULL, 0};
+    ck_assert_int_eq(ml_mlt_find_template(t, "default", &k), f->template_len > 0);
+    ck_assert_uint_eq(k.len, f->template_len);
+    ck_assert_uint_eq(ml_mlt_n_templates(t), f->template_len > 0);
+}
 
 START_TEST(committed_vocabularies)
 {
@@ -313,6 +336,7 @@ START_TEST(committed_vocabularies)
     ck_assert_uint_eq(o.info.n_respaced, f->n_respaced);
     if (f->ref)
         compare_with_json2mlt(&o, f->ref, f->how);
+    check_chat(o.t, f);
     unsigned n = 0;
     for (int k = 0; k < 3 && f->cases[k]; k++)
         n += run_cases(o.t, f->cases_dir, f->cases[k], f->name);
@@ -918,6 +942,171 @@ START_TEST(hostile_metadata)
 END_TEST
 
 /* ---------------------------------------------------------------------------
+ * The chat section: end-of-generation ids and templates
+ * ------------------------------------------------------------------------- */
+
+static const char *const chat_tokens[] = {
+    "a", "b", "ab", G_SP, G_SP "ab", "<|end|>", "<|return|>", "<|call|>", "</s>",
+    "<|im_end|>", "<|fim_pad|>", "<PAD>", "<|tool_response>", "<|eom_id|>", "c",
+};
+
+/* The first n_tokens of chat_tokens, EOS <|im_end|> (9), every type NORMAL. */
+static void chat_vocab(vocab *v, uint32_t n_tokens)
+{
+    byte_level(v);
+    drop(v, K_TYPES);
+    set(v, (kv){K_TOKENS, ML_GGUF_STRING, 1, n_tokens, chat_tokens, NULL, NULL, NULL, 0});
+    set(v, INT(K_EOS, ML_GGUF_U32, 9));
+}
+
+/* The ids of t's end-of-generation set, as "6 7 9". */
+static void eog_string(const ml_mlt *t, char *buf, size_t n)
+{
+    size_t w = 0;
+    buf[0] = 0;
+    for (uint32_t i = 0; i < ml_mlt_n_eog(t) && w < n; i++)
+        w += (size_t)snprintf(buf + w, n - w, "%s%u", i ? " " : "", ml_mlt_eog(t, i));
+}
+
+typedef struct chat_case {
+    const char *what;
+    uint32_t n_tokens;
+    int64_t eot, eom, fim_pad; /* key values, -2: absent */
+    const char *eog;
+} chat_case;
+
+static const chat_case chat_cases[] = {
+    /* <|end|> is no end beside <|return|> and <|call|>; </s> none beside <|tool_response>;
+     * <|eom_id|> and the fill-in-middle pad texts are ends */
+    {"every marker", 15, -2, -2, -2, "6 7 9 10 11 12 13"},
+    {"<|end|> is an end without <|return|> and <|call|>", 6, -2, -2, -2, "5 9"},
+    {"no <|tool_response>: </s> is an end", 12, -2, -2, -2, "6 7 8 9 10 11"},
+    {"EOT and EOM keys add their ids", 6, 1, 0, -2, "0 1 5 9"},
+    {"a pad key replaces the pad texts", 15, -2, -2, 14, "6 7 9 12 13 14"},
+    {"a key of -1 is none", 6, -1, 0xFFFFFFFFll, -1, "5 9"},
+};
+
+START_TEST(chat_ids)
+{
+    const chat_case *c = &chat_cases[_i];
+    vocab v;
+    /* n_tokens 6: the first six, then plain tokens up to <|im_end|> (9) */
+    static const char *const six[] = {"a", "b", "ab", G_SP, G_SP "ab", "<|end|>", "x", "y",
+                                      "z", "<|im_end|>"};
+    chat_vocab(&v, c->n_tokens == 6 ? 10 : c->n_tokens);
+    if (c->n_tokens == 6)
+        set(&v, STRS(K_TOKENS, six));
+    if (c->eot != -2)
+        set(&v, INT("tokenizer.ggml.eot_token_id", ML_GGUF_I64, c->eot));
+    if (c->eom != -2)
+        set(&v, INT("tokenizer.ggml.eom_token_id", ML_GGUF_I64, c->eom));
+    if (c->fim_pad != -2)
+        set(&v, INT("tokenizer.ggml.fim_pad_token_id", ML_GGUF_I64, c->fim_pad));
+    built bt;
+    result o;
+    convert_ok(&v, &bt, &o);
+    char got[128];
+    eog_string(o.t, got, sizeof got);
+    ck_assert_msg(strcmp(got, c->eog) == 0, "%s: \"%s\", expected \"%s\"", c->what, got, c->eog);
+    ck_assert_uint_eq(ml_mlt_get_header(o.t)->flags & ML_MLT_CHAT,
+                      strcmp(c->eog, "9") ? ML_MLT_CHAT : 0);
+    ck_assert_uint_eq(o.info.n_eog, ml_mlt_n_eog(o.t));
+    built_free(&bt);
+    out_free(&o);
+}
+END_TEST
+
+START_TEST(chat_templates)
+{
+    vocab v;
+    byte_level(&v);
+    built bt;
+    result o;
+    /* EOS alone and no template: no section, the bytes of before */
+    convert_ok(&v, &bt, &o);
+    ck_assert_uint_eq(ml_mlt_get_header(o.t)->flags & ML_MLT_CHAT, 0);
+    ck_assert_uint_eq(o.info.n_templates, 0);
+    built_free(&bt);
+    out_free(&o);
+    set(&v, STR("tokenizer.chat_template.tool_use", "{{ tools | tojson }}"));
+    set(&v, STR("tokenizer.chat_template", "{% for m in messages %}{{ m.content }}{% endfor %}"));
+    set(&v, STR("tokenizer.chat_templates", "ignored"));
+    convert_ok(&v, &bt, &o);
+    ck_assert_uint_eq(ml_mlt_n_templates(o.t), 2);
+    ck_assert_uint_eq(o.info.n_templates, 2);
+    ml_mlt_template k;
+    ck_assert_int_eq(ml_mlt_find_template(o.t, "tool_use", &k), 1);
+    ck_assert_uint_eq(k.len, 20);
+    ck_assert_int_eq(memcmp(k.text, "{{ tools | tojson }}", 20), 0);
+    ck_assert_int_eq(ml_mlt_find_template(o.t, "default", &k), 1);
+    ck_assert_int_eq(memcmp(k.text, "{% for m", 8), 0);
+    /* the file's order: tool_use came first */
+    ck_assert_int_eq(memcmp(ml_mlt_get_template(o.t, 0).name, "tool_use", 8), 0);
+    char ids[32];
+    eog_string(o.t, ids, sizeof ids);
+    ck_assert_str_eq(ids, "5");
+    built_free(&bt);
+    out_free(&o);
+}
+END_TEST
+
+typedef struct chat_bad {
+    const char *what, *key, *value;
+    ml_status status;
+} chat_bad;
+
+static const chat_bad chat_bads[] = {
+    {"a name with a space", "tokenizer.chat_template.a b", "x", ML_E_UNSUPPORTED},
+    {"a name of 65 bytes",
+     "tokenizer.chat_template.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "x",
+     ML_E_UNSUPPORTED},
+    {"an empty template", "tokenizer.chat_template", "", ML_E_UNSUPPORTED},
+    {"two templates called default", "tokenizer.chat_template.default", "x", ML_E_UNSUPPORTED},
+};
+
+START_TEST(chat_refusals)
+{
+    const chat_bad *c = &chat_bads[_i];
+    vocab v;
+    byte_level(&v);
+    set(&v, STR("tokenizer.chat_template", "t"));
+    set(&v, STR(c->key, c->value));
+    built bt;
+    build(&v, &bt);
+    size_t k = find_kv(&v, c->key);
+    result o;
+    ml_error e;
+    tu_err_reset(&e);
+    ml_status s = convert(bt.g, &o, &e);
+    ck_assert_msg(s == c->status, "%s: %s (%s)", c->what, ml_status_name(s), e.msg);
+    ck_assert_int_eq(strncmp(e.field, c->key, sizeof e.field - 1), 0); /* (cut to fit) */
+    /* the value's offset, or the key's for a bad name */
+    ck_assert_msg(e.offset == (int64_t)bt.val_at[k] || (e.offset > 0 && e.offset < (int64_t)bt.val_at[k]),
+                  "%s: offset %lld", c->what, (long long)e.offset);
+    built_free(&bt);
+    tu_mem_free(&o.mem);
+}
+END_TEST
+
+START_TEST(chat_id_out_of_range)
+{
+    vocab v;
+    byte_level(&v);
+    set(&v, INT("tokenizer.ggml.eot_token_id", ML_GGUF_U32, NELEM(bl_tokens)));
+    built bt;
+    build(&v, &bt);
+    result o;
+    ml_error e;
+    tu_err_reset(&e);
+    TU_CHECK_ERR("EOT id = n_vocab", convert(bt.g, &o, &e), e, ML_E_FORMAT,
+                 "tokenizer.ggml.eot_token_id",
+                 (int64_t)bt.val_at[find_kv(&v, "tokenizer.ggml.eot_token_id")]);
+    built_free(&bt);
+    tu_mem_free(&o.mem);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
  * Arguments and sinks
  * ------------------------------------------------------------------------- */
 
@@ -977,6 +1166,10 @@ Suite *suite_convert_tok(void)
     tcase_add_loop_test(tc, flags_and_specials, 0, (int)NELEM(flag_cases));
     tcase_add_loop_test(tc, hostile_metadata, 0, (int)NELEM(hostiles));
     tcase_add_test(tc, arguments_and_sinks);
+    tcase_add_loop_test(tc, chat_ids, 0, (int)NELEM(chat_cases));
+    tcase_add_test(tc, chat_templates);
+    tcase_add_loop_test(tc, chat_refusals, 0, (int)NELEM(chat_bads));
+    tcase_add_test(tc, chat_id_out_of_range);
     suite_add_tcase(s, tc);
     return s;
 }
