@@ -1,7 +1,8 @@
 /* mlt-dump - look into .mlt tokenizers (mlt(5)): a header summary by
- * default; the vocabulary, the merges, encoding text to ids and decoding
- * ids to text on request, as text for people and pipes or --json for
- * scripts. */
+ * default (with the end-of-generation ids and the chat templates); the
+ * vocabulary, the merges, a chat template's text, encoding text to ids
+ * and decoding ids to text on request, as text for people and pipes or
+ * --json for scripts. */
 #include "cli.h"
 
 #include <errno.h>
@@ -10,7 +11,7 @@
 #include <string.h>
 
 enum { OPT_VOCAB, OPT_MERGES, OPT_ENCODE, OPT_DECODE, OPT_LINES, OPT_JSON, OPT_BOS, OPT_NO_BOS,
-       OPT_SKIP, OPT_KEEP_SPACE };
+       OPT_SKIP, OPT_KEEP_SPACE, OPT_PRINT_TEMPLATE };
 
 static const cli_opt opts[] = {
     {OPT_VOCAB, 'v', "vocab", NULL, "print every token: id, attr, piece"},
@@ -23,6 +24,8 @@ static const cli_opt opts[] = {
     {OPT_NO_BOS, 0, "no-bos", NULL, "with --encode: never put the BOS id first"},
     {OPT_SKIP, 0, "skip-bos-eos", NULL, "with --decode: leave out the BOS and EOS ids"},
     {OPT_KEEP_SPACE, 0, "keep-space", NULL, "with --decode: keep the space of the leading \xe2\x96\x81"},
+    {OPT_PRINT_TEMPLATE, 0, "print-template", "NAME",
+     "print the chat template NAME (default: the model's own)"},
 };
 
 static const cli cmd = {
@@ -33,13 +36,15 @@ static const cli cmd = {
     "  mlt-dump m.mlt                      header summary\n"
     "  mlt-dump --vocab m.mlt | grep hello\n"
     "  echo hi | mlt-dump --encode - m.mlt\n"
-    "  mlt-dump --decode m.mlt 9906 1917\n",
+    "  mlt-dump --decode m.mlt 9906 1917\n"
+    "  mlt-dump --print-template default m.mlt\n",
     opts, sizeof opts / sizeof opts[0],
 };
 
 typedef struct options {
     int vocab, merges, decode, lines, json, bos, skip, keep_space;
     const char *encode; /* TEXT, "-" or NULL */
+    const char *print_template; /* NAME or NULL */
 } options;
 
 static const char *attr_name(unsigned a)
@@ -139,6 +144,62 @@ static void print_special(const char *name, const ml_mlt *t, int32_t id, const c
     printf(" (%s)\n", meaning);
 }
 
+/* The end-of-generation ids and the chat templates (mlt(5) CHAT SECTION). */
+static void print_chat(const ml_mlt *t)
+{
+    printf("  %-22s %-15u ", "end of generation", ml_mlt_n_eog(t));
+    for (uint32_t i = 0; i < ml_mlt_n_eog(t); i++) {
+        ml_mlt_token k = ml_mlt_get_token(t, ml_mlt_eog(t, i));
+        printf("%s%u ", i ? ", " : "", ml_mlt_eog(t, i));
+        print_piece(k.bytes, k.len);
+    }
+    printf("%s\n", ml_mlt_n_eog(t) ? "" : "none");
+    printf("  %-22s %-15u ", "chat templates", ml_mlt_n_templates(t));
+    for (uint32_t i = 0; i < ml_mlt_n_templates(t); i++) {
+        ml_mlt_template k = ml_mlt_get_template(t, i);
+        printf("%s%.*s (%u bytes)", i ? ", " : "", (int)k.name_len, k.name, k.len);
+    }
+    printf("%s\n", ml_mlt_n_templates(t) ? "" : "none");
+}
+
+static void json_chat(const ml_mlt *t)
+{
+    printf(",\"eog\":[");
+    for (uint32_t i = 0; i < ml_mlt_n_eog(t); i++) {
+        printf("%s", i ? "," : "");
+        json_token(t, ml_mlt_eog(t, i));
+    }
+    printf("],\"templates\":[");
+    for (uint32_t i = 0; i < ml_mlt_n_templates(t); i++) {
+        ml_mlt_template k = ml_mlt_get_template(t, i);
+        printf("%s{\"name\":", i ? "," : "");
+        json_strn(stdout, k.name, k.name_len);
+        printf(",\"bytes\":%u}", k.len);
+    }
+    printf("]");
+}
+
+/* The text of a chat template, as it is (JSON: its name and text). */
+static int print_template(const char *path, const ml_mlt *t, const char *name, int json)
+{
+    ml_mlt_template k;
+    if (!ml_mlt_find_template(t, name, &k)) {
+        cli_warn(path, "ML_E_INVAL: no chat template named '%s' (%s)", name,
+                 ml_mlt_n_templates(t) ? "mlt-dump FILE lists them" : "the tokenizer has none");
+        return EXIT_INVALID;
+    }
+    if (json) {
+        printf("{\"name\":");
+        json_strn(stdout, k.name, k.name_len);
+        printf(",\"text\":");
+        json_strn(stdout, k.text, k.len);
+        printf("}\n");
+    } else {
+        fwrite(k.text, 1, k.len, stdout);
+    }
+    return EXIT_OK;
+}
+
 static void print_header(const char *path, const ml_mlt *t)
 {
     const ml_mlt_header *h = ml_mlt_get_header(t);
@@ -158,6 +219,7 @@ static void print_header(const char *path, const ml_mlt *t)
     printf("  %-22s %-15u %s\n", "flags", h->flags, h->flags ? names : "none");
     printf("  %-22s %s\n", "pre-tokenizer", pretok_name(h));
     printf("  %-22s %s\n", "normalization", h->flags & ML_MLT_NFC ? "NFC" : "none");
+    print_chat(t);
 }
 
 static void json_header(const char *path, const ml_mlt *t)
@@ -174,7 +236,9 @@ static void json_header(const char *path, const ml_mlt *t)
            ml_mlt_file_size(t), h->version, h->kind, h->n_vocab, h->n_merges, (int)h->bos,
            (int)h->eos, h->flags);
     json_str(stdout, names);
-    printf(",\"normal\":%u,\"added\":%u,\"byte\":%u}\n", c[0], c[1], c[2]);
+    printf(",\"normal\":%u,\"added\":%u,\"byte\":%u", c[0], c[1], c[2]);
+    json_chat(t);
+    printf("}\n");
 }
 
 static void dump_vocab(const ml_mlt *t, int json)
@@ -409,10 +473,12 @@ int main(int argc, char **argv)
         case OPT_NO_BOS: o.bos = ML_TOK_BOS_NO; break;
         case OPT_SKIP: o.skip = 1; break;
         case OPT_KEEP_SPACE: o.keep_space = 1; break;
+        case OPT_PRINT_TEMPLATE: o.print_template = arg; break;
         }
     }
-    if (o.vocab + o.merges + (o.encode != NULL) + o.decode > 1)
-        cli_usage_error("--vocab, --merges, --encode and --decode exclude each other");
+    if (o.vocab + o.merges + (o.encode != NULL) + o.decode + (o.print_template != NULL) > 1)
+        cli_usage_error("--vocab, --merges, --encode, --decode and --print-template exclude each "
+                        "other");
     if (o.lines && !o.encode)
         cli_usage_error("--lines goes with --encode");
     /* With --decode the FILE is the operand that is not a number (the
@@ -451,6 +517,8 @@ int main(int argc, char **argv)
         dump_vocab(t, o.json);
     } else if (o.merges) {
         dump_merges(t, o.json);
+    } else if (o.print_template) {
+        status = print_template(path, t, o.print_template, o.json);
     } else if (o.encode) {
         status = do_encode(path, t, &o);
     } else if (o.decode) {

@@ -29,7 +29,10 @@ GEMMA="$FIX/gemma3.mlt"
     [[ ${lines[7]} == "  eos                    128009          <|eot_id|> (end of sequence)" ]]
     [[ ${lines[8]} == "  flags                  3               add_bos ignore_merges" ]]
     [[ ${lines[9]} == "  pre-tokenizer          Llama 3 regex" ]]
-    [[ ${#lines[@]} -eq 11 ]]
+    # no chat section (json2mlt.py writes none): EOS ends a generation, no template
+    [[ ${lines[11]} == "  end of generation      1               128009 <|eot_id|>" ]]
+    [[ ${lines[12]} == "  chat templates         0               none" ]]
+    [[ ${#lines[@]} -eq 13 ]]
 }
 
 @test "header summary of gemma3 names the no_prefix extension and byte tokens" {
@@ -47,6 +50,22 @@ GEMMA="$FIX/gemma3.mlt"
 }
 
 # ---------------------------------------------------------------- vocab, merges
+
+@test "the chat section: end-of-generation ids and templates in the summary and --json; --print-template" {
+    local d=$BATS_TEST_TMPDIR
+    run -0 gguf2mlb -q -o "$d/m.mlb" "$BATS_TEST_DIRNAME/../fixtures/models/qwen3/qwen3-q8_0.gguf"
+    run -0 mlt-dump "$d/m.mlt"
+    [[ ${lines[8]} == "  flags                  536             nfc single_digits chat" ]]
+    [[ ${lines[11]} == "  end of generation      2               381 <|endoftext|>, 383 <|im_end|>" ]]
+    [[ ${lines[12]} == "  chat templates         0               none" ]]
+    run -0 mlt-dump --json "$d/m.mlt"
+    [[ $(jq -c '[.eog[].id]' <<<"$output") == "[381,383]" ]]
+    [[ $(jq -c '.eog[1].piece' <<<"$output") == '"<|im_end|>"' ]]
+    [[ $(jq -c '.templates' <<<"$output") == "[]" ]]
+    run -1 --separate-stderr mlt-dump --print-template default "$d/m.mlt"
+    [[ $stderr == "mlt-dump: $d/m.mlt: ML_E_INVAL: no chat template named 'default' (the tokenizer has none)" ]]
+    [[ -z $output ]]
+}
 
 @test "--vocab: id, attr, piece with control bytes escaped" {
     run -0 mlt-dump --vocab "$L3"
@@ -189,7 +208,7 @@ GEMMA="$FIX/gemma3.mlt"
     [[ ${stderr_lines[0]} == "mlt-dump: no FILE given" ]]
     [[ ${stderr_lines[1]} == "Try 'mlt-dump --help' for more information." ]]
     run -2 --separate-stderr mlt-dump --vocab --merges "$L2"
-    [[ ${stderr_lines[0]} == "mlt-dump: --vocab, --merges, --encode and --decode exclude each other" ]]
+    [[ ${stderr_lines[0]} == "mlt-dump: --vocab, --merges, --encode, --decode and --print-template exclude each other" ]]
     run -2 --separate-stderr mlt-dump --lines "$L2"
     [[ ${stderr_lines[0]} == "mlt-dump: --lines goes with --encode" ]]
     run -2 --separate-stderr mlt-dump --encode - -
