@@ -50,7 +50,7 @@ int cli_read_text(const char *path, char **out, size_t *len)
     return 0;
 }
 
-static char *beside(const char *model)
+char *cli_tokenizer_beside(const char *model)
 {
     size_t n = strlen(model);
     char *p = malloc(n + 5);
@@ -68,7 +68,7 @@ int cli_open_tokenizer(const char *path, const char *model, uint32_t vocab, ml_m
                        ml_tok **tok)
 {
     ml_error err;
-    char *def = path ? NULL : beside(model);
+    char *def = path ? NULL : cli_tokenizer_beside(model);
     const char *p = path ? path : def;
     if (!p)
         return cli_fail(NULL, ML_E_NOMEM, NULL);

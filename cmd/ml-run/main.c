@@ -39,7 +39,7 @@ static const cli_opt opts[] = {
     {OPT_PPL, 0, "perplexity", "FILE", "score the text in FILE like llama-perplexity"},
     {OPT_IMATRIX, 0, "imatrix", "FILE", "collect an importance matrix (.mli) into FILE"},
     {OPT_NOBOS, 0, "no-bos", NULL, "do not prepend BOS to the prompt"},
-    {OPT_IGNORE_EOS, 0, "ignore-eos", NULL, "keep generating after end-of-sequence"},
+    {OPT_IGNORE_EOS, 0, "ignore-eos", NULL, "never end at an end-of-generation token"},
     {OPT_VERBOSE, 'v', "verbose", NULL, "print the model and settings to stderr first"},
     {OPT_QUIET, 'q', "quiet", NULL, "no timings on stderr"},
 };
@@ -165,6 +165,16 @@ static int push_id(run *r, int32_t id)
 }
 
 /* The tokenizer beside the model: NAME.mlb -> NAME.mlt. */
+/* With --ids no tokenizer is needed, but one given with -k or beside the
+ * model says which ids end a generation. */
+static int tokenizer_beside(const run *r)
+{
+    char *p = cli_tokenizer_beside(r->o.model);
+    int found = p && access(p, F_OK) == 0;
+    free(p);
+    return found;
+}
+
 static int open_tokenizer(run *r)
 {
     return cli_open_tokenizer(r->o.tok, r->o.model, r->h->vocab, &r->mlt, &r->tok);
@@ -205,7 +215,7 @@ static int open_model(run *r)
     r->row = malloc(rows * r->h->vocab * sizeof(float));
     if (!r->row)
         return fail(r->o.model, ML_E_NOMEM, NULL);
-    if (!r->o.ids || r->o.ppl) {
+    if (!r->o.ids || r->o.ppl || r->o.tok || tokenizer_beside(r)) {
         int e = open_tokenizer(r);
         if (e)
             return e;
@@ -304,20 +314,31 @@ static ml_status out_sink(void *ctx, const void *buf, size_t n, ml_error *err)
     return ML_OK;
 }
 
+/* --ignore-eos, as llama.cpp's: no token that ends a generation can be
+ * drawn, so the text goes on (and none is printed). */
+static void forbid_eog(run *r)
+{
+    if (!r->mlt)
+        return;
+    for (uint32_t i = 0; i < ml_mlt_n_eog(r->mlt); i++)
+        if (ml_mlt_eog(r->mlt, i) < r->h->vocab)
+            r->row[ml_mlt_eog(r->mlt, i)] = -INFINITY;
+}
+
 static int generate(run *r)
 {
     ml_tok_stream ts;
     ml_error err;
-    const ml_mlt_header *th = r->mlt ? ml_mlt_get_header(r->mlt) : NULL;
-    int32_t eos = th ? th->eos : -1;
     if (r->mlt)
         ml_tok_stream_init(&ts, r->mlt, ML_TOK_SKIP_BOS_EOS);
     double t0 = now();
     int e = 0;
     for (uint64_t i = 0; i < r->o.n_predict && !e && cli_stdout_ok() && !cli_stop_signal(); i++) {
+        if (r->o.ignore_eos)
+            forbid_eog(r);
         int32_t id = ml_sampler_next(r->sampler, r->row, r->ids, r->n_ids);
-        if (!r->o.ignore_eos && id == eos)
-            break;
+        if (r->mlt && ml_mlt_is_eog(r->mlt, (uint32_t)id))
+            break; /* the end of the turn or the text: not printed */
         if (push_id(r, id) < 0)
             return fail(NULL, ML_E_NOMEM, NULL);
         r->n_gen++;

@@ -80,6 +80,33 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     [[ ${stderr_lines[0]} == "ml-run: --ids: '999' is not a token id below 256" ]]
 }
 
+@test "generation ends at every end-of-generation token, which is never printed; --ignore-eos forbids them" {
+    local d=$BATS_TEST_TMPDIR
+    # The fixture Qwen3: EOS <|endoftext|> (381) and <|im_end|> (383) end a
+    # generation; greedy, the prompt 5 383 continues with 383.
+    run -0 gguf2mlb -q -o "$d/q.mlb" "$FIX/models/qwen3/qwen3-q8_0.gguf"
+    run -0 --separate-stderr ml-run -m "$d/q.mlb" --ids -p "5 383" -n 12 --temp 0
+    [[ -z $output ]]
+    [[ $stderr == *"generation 0 tokens"* ]]
+    # --ignore-eos: the end tokens cannot be drawn
+    run -0 --separate-stderr ml-run -m "$d/q.mlb" --ids -p "5 383" -n 12 --temp 0 --ignore-eos
+    read -ra ids <<<"$output"
+    [[ ${#ids[@]} -eq 12 ]]
+    for id in "${ids[@]}"; do [[ $id != 381 && $id != 383 ]] || fail_with "$id generated"; done
+    # the same as text: nothing printed for the end token
+    run -0 --separate-stderr ml-run -m "$d/q.mlb" -p "hello" -n 8 --temp 0 -q
+    local text=$output
+    run -0 mlt-dump --encode "hello" "$d/q.mlt"
+    run -0 --separate-stderr ml-run -m "$d/q.mlb" --ids -p "$output" -n 8 --temp 0 -q
+    read -ra ids <<<"$output"
+    run -0 mlt-dump --decode "$d/q.mlt" "${ids[@]}"
+    [[ $output == "$text" ]]
+    # without a tokenizer, --ids knows no end: 383 is an id like any other
+    rm "$d/q.mlt"
+    run -0 --separate-stderr ml-run -m "$d/q.mlb" --ids -p "5 383" -n 3 --temp 0
+    [[ $output == "383 383 383" ]]
+}
+
 @test "--logits: one row per evaluated position; kernels, threads and batches change no bit" {
     local f n
     for f in "$FIX"/runtime/*.mlb; do
