@@ -31,5 +31,6 @@
 #include <mlcore/requant.h>
 #include <mlcore/kernels.h>
 #include <mlcore/runtime.h>
+#include <mlcore/stop.h>
 
 #endif /* MLCORE_H */
