@@ -99,7 +99,14 @@ static void exp_norm(float *x, size_t n, float shift)
         x[c] = x[c] / sum;
 }
 
-const ml_fmath ml__fmath_scalar = {gemm, dots, madd, silu, glu, exp_norm};
+const ml_fmath ml__fmath_scalar = {
+    .gemm = gemm,
+    .dots = dots,
+    .madd = madd,
+    .silu = silu,
+    .glu = glu,
+    .exp_norm = exp_norm,
+};
 
 void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
 {

@@ -284,6 +284,13 @@ static void exp_norm(float *x, size_t n, float shift)
         x[c] = x[c] / _mm256_cvtss_f32(sum);
 }
 
-const ml_fmath ml__fmath_avx2 = {gemm, dots, madd, silu, glu, exp_norm};
+const ml_fmath ml__fmath_avx2 = {
+    .gemm = gemm,
+    .dots = dots,
+    .madd = madd,
+    .silu = silu,
+    .glu = glu,
+    .exp_norm = exp_norm,
+};
 
 #endif /* __x86_64__ */

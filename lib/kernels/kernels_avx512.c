@@ -514,8 +514,14 @@ static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
 }
 
 const ml_kernels ml__kernels_avx512 = {
-    "avx512vnni", quantize_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0, dot_f32_x86,
-    axpy_f32_x86,
+    .name = "avx512vnni",
+    .quantize_q8_0 = quantize_q8_0,
+    .matvec_q8_0 = matvec_q8_0,
+    .matvec_q4_0 = matvec_q4_0,
+    .matmul_q8_0 = matmul_q8_0,
+    .matmul_q4_0 = matmul_q4_0,
+    .dot_f32 = dot_f32_x86,
+    .axpy_f32 = axpy_f32_x86,
 };
 
 #endif /* __x86_64__ */

@@ -207,8 +207,14 @@ static void axpy_f32(float *y, float a, const float *x, size_t n)
 
 extern const ml_kernels TABLE;
 const ml_kernels TABLE = {
-    TABLE_NAME, quantize_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0, dot_f32,
-    axpy_f32,
+    .name = TABLE_NAME,
+    .quantize_q8_0 = quantize_q8_0,
+    .matvec_q8_0 = matvec_q8_0,
+    .matvec_q4_0 = matvec_q4_0,
+    .matmul_q8_0 = matmul_q8_0,
+    .matmul_q4_0 = matmul_q4_0,
+    .dot_f32 = dot_f32,
+    .axpy_f32 = axpy_f32,
 };
 
 #endif /* __aarch64__ */

@@ -118,6 +118,12 @@ static void axpy_f32(float *y, float a, const float *x, size_t n)
 }
 
 const ml_kernels ml__kernels_scalar = {
-    "scalar", ml_quantize_row_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0, dot_f32,
-    axpy_f32,
+    .name = "scalar",
+    .quantize_q8_0 = ml_quantize_row_q8_0,
+    .matvec_q8_0 = matvec_q8_0,
+    .matvec_q4_0 = matvec_q4_0,
+    .matmul_q8_0 = matmul_q8_0,
+    .matmul_q4_0 = matmul_q4_0,
+    .dot_f32 = dot_f32,
+    .axpy_f32 = axpy_f32,
 };
