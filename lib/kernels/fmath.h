@@ -21,7 +21,8 @@ typedef struct ml_fmath {
                  size_t width, float s0, float *const *out);
 
     /* out[i·ldo + j] = a[i] · (b + j·ldb) over n floats, for i < m, j < nk,
-     * each in dot_f32's order (kernels.h): acc[e % 8] += a[e]·b[e], then
+     * each in rule 3's order (kernels.h), elements in place of blocks
+     * (each lane a sequential sum): acc[e % 8] += a[e]·b[e], then
      * ((acc0+acc4)+(acc2+acc6)) + ((acc1+acc5)+(acc3+acc7)). */
     void (*dots)(size_t m, const float *const *a, size_t nk, const float *b, size_t ldb,
                  size_t n, float *out, size_t ldo);
@@ -47,7 +48,7 @@ typedef struct ml_fmath {
 
     /* Softmax's last steps, given the maximum `shift` of x[0..n): with
      * e_c = ml__fmath_exp_neg(x[c] − shift) and their sum S taken in
-     * dot_f32's order (s[c % 8] += e_c, then ((s0+s4)+(s2+s6)) +
+     * dots' order (s[c % 8] += e_c, then ((s0+s4)+(s2+s6)) +
      * ((s1+s5)+(s3+s7))), x[c] = e_c / S.  Being this file's exponential
      * (not libm's expf), it vectorizes with the same bits everywhere. */
     void (*exp_norm)(float *x, size_t n, float shift);

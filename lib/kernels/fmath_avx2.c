@@ -268,7 +268,7 @@ static void exp_norm(float *x, size_t n, float shift)
         _mm256_storeu_ps(x + c, e);
         acc = _mm256_add_ps(acc, e);
     }
-    if (c < n) { /* the remainder into its lanes, as dot_f32 does */
+    if (c < n) { /* the remainder into its lanes, as dots does */
         float lane[8];
         _mm256_storeu_ps(lane, acc);
         for (size_t k = c; k < n; k++) {

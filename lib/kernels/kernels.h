@@ -58,16 +58,6 @@ typedef struct ml_kernels {
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
     void (*matmul_q4_0)(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
-
-    /* a . b over n floats (attention scores), in rule 3's order with
-     * elements in place of blocks: acc[i % 8] += a[i] * b[i], then the
-     * same pairwise fold.  Each lane is a sequential sum, so 4- or 8-wide
-     * SIMD gives the scalar bits. */
-    float (*dot_f32)(const float *a, const float *b, size_t n);
-
-    /* y[i] += a * x[i] for i < n (attention's value sums): one multiply and
-     * one add per element, so every width gives the same bits. */
-    void (*axpy_f32)(float *y, float a, const float *x, size_t n);
 } ml_kernels;
 
 /* The scalar reference table; always available. */

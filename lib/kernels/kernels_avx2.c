@@ -547,8 +547,6 @@ const ml_kernels ml__kernels_avx2 = {
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,
     .matmul_q4_0 = matmul_q4_0,
-    .dot_f32 = dot_f32_x86,
-    .axpy_f32 = axpy_f32_x86,
 };
 
 #endif /* __x86_64__ */

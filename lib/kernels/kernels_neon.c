@@ -175,36 +175,6 @@ static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
             y[t * ldy + r] = row_q4(wq, wd, cols, r, xq + t * cols, xd + t * nb);
 }
 
-/* ---- float products ---- */
-
-/* acc[i % 8] += a[i]·b[i]: lanes 0-3 in lo, 4-7 in hi; the tail lane by
- * lane; then the fold. */
-static float dot_f32(const float *a, const float *b, size_t n)
-{
-    float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        lo = vaddq_f32(lo, vmulq_f32(vld1q_f32(a + i), vld1q_f32(b + i)));
-        hi = vaddq_f32(hi, vmulq_f32(vld1q_f32(a + i + 4), vld1q_f32(b + i + 4)));
-    }
-    float acc[8];
-    vst1q_f32(acc, lo);
-    vst1q_f32(acc + 4, hi);
-    for (; i < n; i++)
-        acc[i % 8] += a[i] * b[i];
-    return fold8(acc);
-}
-
-static void axpy_f32(float *y, float a, const float *x, size_t n)
-{
-    const float32x4_t va = vdupq_n_f32(a);
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vmulq_f32(va, vld1q_f32(x + i))));
-    for (; i < n; i++)
-        y[i] += a * x[i];
-}
-
 extern const ml_kernels TABLE;
 const ml_kernels TABLE = {
     .name = TABLE_NAME,
@@ -213,8 +183,6 @@ const ml_kernels TABLE = {
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,
     .matmul_q4_0 = matmul_q4_0,
-    .dot_f32 = dot_f32,
-    .axpy_f32 = axpy_f32,
 };
 
 #endif /* __aarch64__ */

@@ -102,21 +102,6 @@ static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
             y[t * ldy + r] = row_dot_q4(wq, wd, cols, r, xq + t * cols, xd + t * nb);
 }
 
-/* Attention scores: eight strided partial sums, folded pairwise. */
-static float dot_f32(const float *a, const float *b, size_t n)
-{
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (size_t i = 0; i < n; i++)
-        acc[i % 8] += a[i] * b[i];
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-}
-
-static void axpy_f32(float *y, float a, const float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        y[i] += a * x[i];
-}
-
 const ml_kernels ml__kernels_scalar = {
     .name = "scalar",
     .quantize_q8_0 = ml_quantize_row_q8_0,
@@ -124,6 +109,4 @@ const ml_kernels ml__kernels_scalar = {
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,
     .matmul_q4_0 = matmul_q4_0,
-    .dot_f32 = dot_f32,
-    .axpy_f32 = axpy_f32,
 };
