@@ -24,7 +24,7 @@ static float dot(const float *a, const float *b, size_t n)
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (size_t e = 0; e < n; e++)
         acc[e % 8] += a[e] * b[e];
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    return ml__fold8(acc);
 }
 
 static void dots(size_t m, const float *const *a, size_t nk, const float *b, size_t ldb, size_t n,
@@ -94,7 +94,7 @@ static void exp_norm(float *x, size_t n, float shift)
         x[c] = ml__fmath_exp_neg(x[c] - shift);
         s[c % 8] += x[c];
     }
-    float sum = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    float sum = ml__fold8(s);
     for (size_t c = 0; c < n; c++)
         x[c] = x[c] / sum;
 }

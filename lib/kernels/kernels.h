@@ -26,6 +26,8 @@
 #ifndef ML_KERNELS_H
 #define ML_KERNELS_H
 
+#include "mlcore.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +37,22 @@ typedef struct ml_wscales {
     const void *p;
     int f16;
 } ml_wscales;
+
+/* The scalar pieces of the rules, written once for every plain-C user
+ * (kernels_scalar.c, kernels_neon.c, fmath.c), so that no copy can drift
+ * from the reference. */
+
+/* Scale i of a matrix as f32 (an f16 one widened exactly). */
+static inline float ml__wscale(ml_wscales wd, size_t i)
+{
+    return wd.f16 ? ml_f16_to_f32(((const uint16_t *)wd.p)[i]) : ((const float *)wd.p)[i];
+}
+
+/* Rule 3's fold of the eight partial sums. */
+static inline float ml__fold8(const float acc[8])
+{
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
 
 typedef struct ml_kernels {
     const char *name; /* "scalar", "avx2", "avx512vnni" */

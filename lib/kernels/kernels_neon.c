@@ -105,17 +105,7 @@ static inline int32_t block_q4(const uint8_t *w, const int8_t *x)
     return vaddvq_s32(DOT16(DOT16(vdupq_n_s32(0), lo, vld1q_s8(x)), hi, vld1q_s8(x + 16)));
 }
 
-/* ---- rule 3 ---- */
-
-static inline float wscale(ml_wscales wd, size_t i)
-{
-    return wd.f16 ? ml_f16_to_f32(((const uint16_t *)wd.p)[i]) : ((const float *)wd.p)[i];
-}
-
-static inline float fold8(const float acc[8])
-{
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-}
+/* ---- rows, by rule 3 (ml__wscale, ml__fold8: kernels.h) ---- */
 
 static float row_q8(const int8_t *wq, ml_wscales wd, size_t cols, size_t r, const int8_t *x,
                     const float *xd)
@@ -125,9 +115,10 @@ static float row_q8(const int8_t *wq, ml_wscales wd, size_t cols, size_t r, cons
     float acc[8] = {0};
     for (size_t b = 0; b < nb; b++) {
         __builtin_prefetch(w + 32 * b + 1024);
-        acc[b % 8] += (float)block_q8(w + 32 * b, x + 32 * b) * (wscale(wd, r * nb + b) * xd[b]);
+        acc[b % 8] += (float)block_q8(w + 32 * b, x + 32 * b) *
+                      (ml__wscale(wd, r * nb + b) * xd[b]);
     }
-    return fold8(acc);
+    return ml__fold8(acc);
 }
 
 static float row_q4(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r, const int8_t *x,
@@ -138,9 +129,10 @@ static float row_q4(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r, con
     float acc[8] = {0};
     for (size_t b = 0; b < nb; b++) {
         __builtin_prefetch(w + 16 * b + 1024);
-        acc[b % 8] += (float)block_q4(w + 16 * b, x + 32 * b) * (wscale(wd, r * nb + b) * xd[b]);
+        acc[b % 8] += (float)block_q4(w + 16 * b, x + 32 * b) *
+                      (ml__wscale(wd, r * nb + b) * xd[b]);
     }
-    return fold8(acc);
+    return ml__fold8(acc);
 }
 
 static void matvec_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
