@@ -1,5 +1,6 @@
 /* fmath.c - the reference float32 products of fmath.h, written as the
- * definitions read, and the choice of implementation. */
+ * definitions read; the scalar kernel table and the NEON ones use them
+ * (the choice is the kernel table's: dispatch.c). */
 #include "kernels/fmath.h"
 
 #include <math.h>
@@ -100,6 +101,7 @@ static void exp_norm(float *x, size_t n, float shift)
 }
 
 const ml_fmath ml__fmath_scalar = {
+    .name = "scalar",
     .gemm = gemm,
     .dots = dots,
     .madd = madd,
@@ -121,15 +123,4 @@ void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float e
 float ml__sigmoid(float x)
 {
     return 1.0f / (1.0f + expf(-x));
-}
-
-const ml_fmath *ml__fmath(const ml_kernels *k)
-{
-#if defined(__x86_64__)
-    if (k != &ml__kernels_scalar) /* every x86 table but the reference needs AVX2 */
-        return &ml__fmath_avx2;
-#else
-    (void)k;
-#endif
-    return &ml__fmath_scalar;
 }

@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 typedef struct ml_fmath {
+    const char *name; /* "scalar", "avx2" */
+
     /* For rows i < m:
      *     out[i][c] = s0 · out[i][c] + Σ_{r<n} a[i][r] · B[r·ldb + c],  c < width,
      * the terms added one by one in the order r = 0, 1, ...  Output rows
@@ -86,9 +88,7 @@ float ml__sigmoid(float x);
  * −104 the result is 0.  Within 2 ulp of exp where exp is normal. */
 float ml__fmath_exp_neg(float a);
 
-/* The implementation to use beside kernel table k: the reference with the
- * scalar table (so ML_KERNELS=scalar runs reference code throughout), the
- * AVX2 one with any x86 SIMD table. */
+/* The implementation to use beside kernel table k: k->fmath (dispatch.c). */
 const ml_fmath *ml__fmath(const ml_kernels *k);
 
 extern const ml_fmath ml__fmath_scalar;

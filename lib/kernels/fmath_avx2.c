@@ -285,6 +285,7 @@ static void exp_norm(float *x, size_t n, float shift)
 }
 
 const ml_fmath ml__fmath_avx2 = {
+    .name = "avx2",
     .gemm = gemm,
     .dots = dots,
     .madd = madd,

@@ -1,6 +1,7 @@
 /* kernels.h - private: the table of hot operations, one scalar reference
  * (kernels_scalar.c) and per-ISA variants (kernels_avx2.c, ...) chosen at
- * run time by dispatch.c.
+ * run time by dispatch.c.  Each table also names the float32 products
+ * (fmath.h) that go with it, so one choice sets both.
  *
  * Every variant is bit-identical to the scalar reference.  The rules that
  * make it possible:
@@ -54,8 +55,17 @@ static inline float ml__fold8(const float acc[8])
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
+struct ml_fmath; /* fmath.h */
+
 typedef struct ml_kernels {
-    const char *name; /* "scalar", "avx2", "avx512vnni" */
+    const char *name; /* "scalar", "avx2", "avx512vnni", "neon", "neondot" */
+
+    /* The float math (fmath.h: attention's and linear attention's float32
+     * products, the activations) to use with this table: the reference
+     * with the scalar table (so ML_KERNELS=scalar runs reference code
+     * throughout), else the fastest one this table's CPUs run (for NEON
+     * still the reference).  Never NULL. */
+    const struct ml_fmath *fmath;
 
     /* The spec's Q8_0 rule on n floats (n % 32 == 0): q[n], d[n/32]. */
     void (*quantize_q8_0)(const float *x, size_t n, int8_t *q, float *d);

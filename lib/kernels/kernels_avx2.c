@@ -25,6 +25,7 @@
 
 #if defined(__x86_64__)
 
+#include "kernels/fmath.h"
 #include "kernels/kernels_x86.h"
 
 #include <immintrin.h>
@@ -542,6 +543,7 @@ static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
 
 const ml_kernels ml__kernels_avx2 = {
     .name = "avx2",
+    .fmath = &ml__fmath_avx2,
     .quantize_q8_0 = quantize_q8_0,
     .matvec_q8_0 = matvec_q8_0,
     .matvec_q4_0 = matvec_q4_0,

@@ -23,6 +23,7 @@
 
 #if defined(__x86_64__)
 
+#include "kernels/fmath.h"
 #include "kernels/kernels_x86.h"
 
 #include <immintrin.h>
@@ -515,6 +516,9 @@ static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
 
 const ml_kernels ml__kernels_avx512 = {
     .name = "avx512vnni",
+    /* No AVX-512 float products: AVX2's, which every CPU this table runs
+     * on has (dispatch.c checks avx2 with the AVX-512 features). */
+    .fmath = &ml__fmath_avx2,
     .quantize_q8_0 = quantize_q8_0,
     .matvec_q8_0 = matvec_q8_0,
     .matvec_q4_0 = matvec_q4_0,

@@ -21,6 +21,7 @@
 
 #if defined(__aarch64__)
 
+#include "kernels/fmath.h"
 #include "mlcore.h"
 
 #include <arm_neon.h>
@@ -170,6 +171,10 @@ static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
 extern const ml_kernels TABLE;
 const ml_kernels TABLE = {
     .name = TABLE_NAME,
+    /* No NEON fmath yet: attention's float products run the scalar
+     * reference (fmath.c) beside both NEON tables, said here rather than
+     * by a silent fallback in the choice. */
+    .fmath = &ml__fmath_scalar,
     .quantize_q8_0 = quantize_q8_0,
     .matvec_q8_0 = matvec_q8_0,
     .matvec_q4_0 = matvec_q4_0,

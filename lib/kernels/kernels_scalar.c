@@ -5,6 +5,8 @@
  * the one canonical order: eight strided partial sums, folded pairwise. */
 #include "kernels/kernels.h"
 
+#include "kernels/fmath.h"
+
 #include "mlcore.h"
 
 /* Activations are quantized by the library's reference quantizer
@@ -94,6 +96,7 @@ static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
 
 const ml_kernels ml__kernels_scalar = {
     .name = "scalar",
+    .fmath = &ml__fmath_scalar,
     .quantize_q8_0 = ml_quantize_row_q8_0,
     .matvec_q8_0 = matvec_q8_0,
     .matvec_q4_0 = matvec_q4_0,

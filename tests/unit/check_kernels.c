@@ -4,10 +4,11 @@
  * reference itself against an independent reading of the spec (the Q8_0
  * recipe written out here, rule 3's accumulation order on values where any
  * other order gives another answer, and a double-precision dot product);
- * and the ML_KERNELS selection. */
+ * and the ML_KERNELS selection, which also chooses the float math. */
 #include "suites.h"
 #include "testutil.h"
 
+#include "kernels/fmath.h"
 #include "kernels/kernels.h"
 #include "mlcore/kernels.h"
 
@@ -822,6 +823,31 @@ START_TEST(select_unsupported)
 }
 END_TEST
 
+/* The float math comes with the kernel table, one choice for both: the
+ * reference with the scalar table and with NEON (none of its own yet),
+ * AVX2's with every x86 SIMD table; ml_kernels_fmath_name reports it. */
+START_TEST(select_fmath)
+{
+    load_variants();
+    ck_assert_ptr_eq(ml__kernels_scalar.fmath, &ml__fmath_scalar);
+    for (size_t v = 0; v < n_variants; v++) {
+        const ml_fmath *want = &ml__fmath_scalar;
+#if defined(__x86_64__)
+        if (v > 0)
+            want = &ml__fmath_avx2;
+#endif
+        ck_assert_msg(variants[v]->fmath == want, "%s", variants[v]->name);
+        ck_assert_ptr_eq(ml__fmath(variants[v]), want);
+        env_saved s = env_set(variants[v]->name);
+        ck_assert_str_eq(ml_kernels_fmath_name(), want->name);
+        env_restore(s);
+    }
+    env_saved s = env_set("frob");
+    ck_assert_str_eq(ml_kernels_fmath_name(), "none");
+    env_restore(s);
+}
+END_TEST
+
 Suite *suite_kernels(void)
 {
     Suite *s = suite_create("kernels");
@@ -857,6 +883,7 @@ Suite *suite_kernels(void)
     tcase_add_test(tc, select_by_env);
     tcase_add_test(tc, select_unknown);
     tcase_add_test(tc, select_unsupported);
+    tcase_add_test(tc, select_fmath);
     suite_add_tcase(s, tc);
     return s;
 }
