@@ -187,6 +187,13 @@ static inline int scratch_new(mm_scratch *s, size_t n_tok, size_t ng, size_t rb)
     return 1;
 }
 
+/* The 32 elements of a Q4_0 block as unsigned nibbles in natural order. */
+ALWAYS_INLINE __m256i q4_unpack(const uint8_t *w)
+{
+    const __m128i b = _mm_loadu_si128((const __m128i *)w);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
+}
+
 ALWAYS_INLINE void store8(uint8_t *dst, const __m256i v[8])
 {
     UNROLL
