@@ -223,9 +223,9 @@ static int open_model(run *r)
     r->t_load = now() - t0;
     if (r->o.verbose)
         fprintf(stderr, "ml-run: %s: %u layers, dim %u, vocab %u, context %u, %u threads, "
-                        "kernels %s, seed %" PRIu64 "\n",
+                        "kernels %s, float math %s, seed %" PRIu64 "\n",
                 r->o.model, r->h->n_layers, r->h->dim, r->h->vocab, ml_ctx_n_ctx(r->ctx),
-                (unsigned)r->o.threads, ml_kernels_name(), r->o.sp.seed);
+                (unsigned)r->o.threads, ml_kernels_name(), ml_kernels_fmath_name(), r->o.sp.seed);
     return 0;
 }
 

@@ -4,8 +4,11 @@
  * an error, never a silent fallback: a user who asks for a variant and
  * gets another would compare the wrong things.  The x86 variants exist
  * only in x86-64 builds, NEON only in AArch64 ones (where every CPU has
- * it); elsewhere the scalar table is all there is. */
+ * it); elsewhere the scalar table is all there is.  The float32 products
+ * (fmath.h) are not chosen apart: each table names its own (->fmath). */
 #include "kernels/kernels.h"
+
+#include "kernels/fmath.h"
 
 #include "mlcore.h"
 #include "mlcore/kernels.h"
@@ -63,20 +66,20 @@ typedef struct variant {
 } variant;
 
 static const variant variants[] = {
-    {"scalar", &ml__kernels_scalar, cpu_has_nothing_special},
+    {.env = "scalar", .table = &ml__kernels_scalar, .runs = cpu_has_nothing_special},
 #if defined(__x86_64__)
-    {"avx2", &ml__kernels_avx2, cpu_has_avx2},
-    {"avx512", &ml__kernels_avx512, cpu_has_avx512vnni},
+    {.env = "avx2", .table = &ml__kernels_avx2, .runs = cpu_has_avx2},
+    {.env = "avx512", .table = &ml__kernels_avx512, .runs = cpu_has_avx512vnni},
 #else
-    {"avx2", NULL, NULL},
-    {"avx512", NULL, NULL},
+    {.env = "avx2"},
+    {.env = "avx512"},
 #endif
 #if defined(__aarch64__)
-    {"neon", &ml__kernels_neon, cpu_has_nothing_special},
-    {"neondot", &ml__kernels_neondot, cpu_has_dotprod},
+    {.env = "neon", .table = &ml__kernels_neon, .runs = cpu_has_nothing_special},
+    {.env = "neondot", .table = &ml__kernels_neondot, .runs = cpu_has_dotprod},
 #else
-    {"neon", NULL, NULL},
-    {"neondot", NULL, NULL},
+    {.env = "neon"},
+    {.env = "neondot"},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
@@ -135,8 +138,19 @@ size_t ml__kernels_available(const ml_kernels **out, size_t cap)
     return n;
 }
 
+const ml_fmath *ml__fmath(const ml_kernels *k)
+{
+    return k->fmath;
+}
+
 const char *ml_kernels_name(void)
 {
     const ml_kernels *k = ml__kernels_select(NULL);
     return k ? k->name : "none";
+}
+
+const char *ml_kernels_fmath_name(void)
+{
+    const ml_kernels *k = ml__kernels_select(NULL);
+    return k ? k->fmath->name : "none";
 }

@@ -1,5 +1,6 @@
 /* fmath.c - the reference float32 products of fmath.h, written as the
- * definitions read, and the choice of implementation. */
+ * definitions read; the scalar kernel table and the NEON ones use them
+ * (the choice is the kernel table's: dispatch.c). */
 #include "kernels/fmath.h"
 
 #include <math.h>
@@ -24,7 +25,7 @@ static float dot(const float *a, const float *b, size_t n)
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (size_t e = 0; e < n; e++)
         acc[e % 8] += a[e] * b[e];
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    return ml__fold8(acc);
 }
 
 static void dots(size_t m, const float *const *a, size_t nk, const float *b, size_t ldb, size_t n,
@@ -94,12 +95,20 @@ static void exp_norm(float *x, size_t n, float shift)
         x[c] = ml__fmath_exp_neg(x[c] - shift);
         s[c % 8] += x[c];
     }
-    float sum = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    float sum = ml__fold8(s);
     for (size_t c = 0; c < n; c++)
         x[c] = x[c] / sum;
 }
 
-const ml_fmath ml__fmath_scalar = {gemm, dots, madd, silu, glu, exp_norm};
+const ml_fmath ml__fmath_scalar = {
+    .name = "scalar",
+    .gemm = gemm,
+    .dots = dots,
+    .madd = madd,
+    .silu = silu,
+    .glu = glu,
+    .exp_norm = exp_norm,
+};
 
 void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
 {
@@ -114,15 +123,4 @@ void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float e
 float ml__sigmoid(float x)
 {
     return 1.0f / (1.0f + expf(-x));
-}
-
-const ml_fmath *ml__fmath(const ml_kernels *k)
-{
-#if defined(__x86_64__)
-    if (k != &ml__kernels_scalar) /* every x86 table but the reference needs AVX2 */
-        return &ml__fmath_avx2;
-#else
-    (void)k;
-#endif
-    return &ml__fmath_scalar;
 }

@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 typedef struct ml_fmath {
+    const char *name; /* "scalar", "avx2" */
+
     /* For rows i < m:
      *     out[i][c] = s0 · out[i][c] + Σ_{r<n} a[i][r] · B[r·ldb + c],  c < width,
      * the terms added one by one in the order r = 0, 1, ...  Output rows
@@ -21,7 +23,8 @@ typedef struct ml_fmath {
                  size_t width, float s0, float *const *out);
 
     /* out[i·ldo + j] = a[i] · (b + j·ldb) over n floats, for i < m, j < nk,
-     * each in dot_f32's order (kernels.h): acc[e % 8] += a[e]·b[e], then
+     * each in rule 3's order (kernels.h), elements in place of blocks
+     * (each lane a sequential sum): acc[e % 8] += a[e]·b[e], then
      * ((acc0+acc4)+(acc2+acc6)) + ((acc1+acc5)+(acc3+acc7)). */
     void (*dots)(size_t m, const float *const *a, size_t nk, const float *b, size_t ldb,
                  size_t n, float *out, size_t ldo);
@@ -47,7 +50,7 @@ typedef struct ml_fmath {
 
     /* Softmax's last steps, given the maximum `shift` of x[0..n): with
      * e_c = ml__fmath_exp_neg(x[c] − shift) and their sum S taken in
-     * dot_f32's order (s[c % 8] += e_c, then ((s0+s4)+(s2+s6)) +
+     * dots' order (s[c % 8] += e_c, then ((s0+s4)+(s2+s6)) +
      * ((s1+s5)+(s3+s7))), x[c] = e_c / S.  Being this file's exponential
      * (not libm's expf), it vectorizes with the same bits everywhere. */
     void (*exp_norm)(float *x, size_t n, float shift);
@@ -85,9 +88,7 @@ float ml__sigmoid(float x);
  * −104 the result is 0.  Within 2 ulp of exp where exp is normal. */
 float ml__fmath_exp_neg(float a);
 
-/* The implementation to use beside kernel table k: the reference with the
- * scalar table (so ML_KERNELS=scalar runs reference code throughout), the
- * AVX2 one with any x86 SIMD table. */
+/* The implementation to use beside kernel table k: k->fmath (dispatch.c). */
 const ml_fmath *ml__fmath(const ml_kernels *k);
 
 extern const ml_fmath ml__fmath_scalar;

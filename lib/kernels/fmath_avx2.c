@@ -268,7 +268,7 @@ static void exp_norm(float *x, size_t n, float shift)
         _mm256_storeu_ps(x + c, e);
         acc = _mm256_add_ps(acc, e);
     }
-    if (c < n) { /* the remainder into its lanes, as dot_f32 does */
+    if (c < n) { /* the remainder into its lanes, as dots does */
         float lane[8];
         _mm256_storeu_ps(lane, acc);
         for (size_t k = c; k < n; k++) {
@@ -284,6 +284,14 @@ static void exp_norm(float *x, size_t n, float shift)
         x[c] = x[c] / _mm256_cvtss_f32(sum);
 }
 
-const ml_fmath ml__fmath_avx2 = {gemm, dots, madd, silu, glu, exp_norm};
+const ml_fmath ml__fmath_avx2 = {
+    .name = "avx2",
+    .gemm = gemm,
+    .dots = dots,
+    .madd = madd,
+    .silu = silu,
+    .glu = glu,
+    .exp_norm = exp_norm,
+};
 
 #endif /* __x86_64__ */

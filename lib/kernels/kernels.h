@@ -1,6 +1,7 @@
 /* kernels.h - private: the table of hot operations, one scalar reference
  * (kernels_scalar.c) and per-ISA variants (kernels_avx2.c, ...) chosen at
- * run time by dispatch.c.
+ * run time by dispatch.c.  Each table also names the float32 products
+ * (fmath.h) that go with it, so one choice sets both.
  *
  * Every variant is bit-identical to the scalar reference.  The rules that
  * make it possible:
@@ -26,6 +27,8 @@
 #ifndef ML_KERNELS_H
 #define ML_KERNELS_H
 
+#include "mlcore.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,8 +39,33 @@ typedef struct ml_wscales {
     int f16;
 } ml_wscales;
 
+/* The scalar pieces of the rules, written once for every plain-C user
+ * (kernels_scalar.c, kernels_neon.c, fmath.c), so that no copy can drift
+ * from the reference. */
+
+/* Scale i of a matrix as f32 (an f16 one widened exactly). */
+static inline float ml__wscale(ml_wscales wd, size_t i)
+{
+    return wd.f16 ? ml_f16_to_f32(((const uint16_t *)wd.p)[i]) : ((const float *)wd.p)[i];
+}
+
+/* Rule 3's fold of the eight partial sums. */
+static inline float ml__fold8(const float acc[8])
+{
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+struct ml_fmath; /* fmath.h */
+
 typedef struct ml_kernels {
-    const char *name; /* "scalar", "avx2", "avx512vnni" */
+    const char *name; /* "scalar", "avx2", "avx512vnni", "neon", "neondot" */
+
+    /* The float math (fmath.h: attention's and linear attention's float32
+     * products, the activations) to use with this table: the reference
+     * with the scalar table (so ML_KERNELS=scalar runs reference code
+     * throughout), else the fastest one this table's CPUs run (for NEON
+     * still the reference).  Never NULL. */
+    const struct ml_fmath *fmath;
 
     /* The spec's Q8_0 rule on n floats (n % 32 == 0): q[n], d[n/32]. */
     void (*quantize_q8_0)(const float *x, size_t n, int8_t *q, float *d);
@@ -58,16 +86,6 @@ typedef struct ml_kernels {
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
     void (*matmul_q4_0)(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
-
-    /* a . b over n floats (attention scores), in rule 3's order with
-     * elements in place of blocks: acc[i % 8] += a[i] * b[i], then the
-     * same pairwise fold.  Each lane is a sequential sum, so 4- or 8-wide
-     * SIMD gives the scalar bits. */
-    float (*dot_f32)(const float *a, const float *b, size_t n);
-
-    /* y[i] += a * x[i] for i < n (attention's value sums): one multiply and
-     * one add per element, so every width gives the same bits. */
-    void (*axpy_f32)(float *y, float a, const float *x, size_t n);
 } ml_kernels;
 
 /* The scalar reference table; always available. */

@@ -17,7 +17,8 @@
  *    in lane k), so a multiply-add of two registers leaves every lane
  *    inside one block and the sums need no horizontal folding at all.  The
  *    rearranging is paid once per row panel and once per token, and shared
- *    by all tokens and all rows.
+ *    by all tokens and all rows.  The loops are matmul_tiles.h's, shared
+ *    with kernels_avx512.c; this file gives the integer sums of a tile.
  * The Q4_0 products use the nibbles unsigned (0..15) and subtract
  * 8 * sum(x) per block afterwards; the Q8_0 products move the sign of w
  * onto x (the reason the format forbids -128). */
@@ -25,6 +26,7 @@
 
 #if defined(__x86_64__)
 
+#include "kernels/fmath.h"
 #include "kernels/kernels_x86.h"
 
 #include <immintrin.h>
@@ -110,13 +112,6 @@ ALWAYS_INLINE __m256 load_scales(const float *d, size_t m)
 ALWAYS_INLINE __m256 scales8(__m256 sw, const float *xd, size_t m)
 {
     return _mm256_mul_ps(sw, load_scales(xd, m));
-}
-
-/* The 32 elements of a Q4_0 block as unsigned nibbles in natural order. */
-ALWAYS_INLINE __m256i q4_unpack(const uint8_t *w)
-{
-    const __m128i b = _mm_loadu_si128((const __m128i *)w);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
 }
 
 /* Σ x over each of the m <= 8 blocks at x, lane k for block k. */
@@ -290,259 +285,64 @@ static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
 }
 
 /* ======================================================================
- * matmul: transposed groups, register tiles of rows x tokens
+ * matmul: transposed groups (matmul_tiles.h), register tiles of rows x tokens
  * ====================================================================== */
 
-#define RB 16         /* rows per panel of rearranged weights */
+#define MM_RB 16      /* rows per panel of rearranged weights */
 #define MM_MIN_TOK 2  /* from 2 tokens on, reading the weights once pays (measured) */
 /* Register tiles (16 registers), measured best on Zen 4 among 1-3 rows x
  * 2-6 tokens; the differences were within 15%. */
-#define RT_Q8 1
-#define TT_Q8 5
-#define RT_Q4 1
-#define TT_Q4 4
-#define RT_MAX 1
-#define TT_MAX 5
+#define MM_RT_Q8 1
+#define MM_TT_Q8 5
+#define MM_RT_Q4 1
+#define MM_TT_Q4 4
+#define MM_TILE_PER_TYPE 1 /* Q8_0 and Q4_0 sum differently (below) */
 
 /* Keeps a loaded vector in a register: without this the compiler folds
  * the load into every instruction that uses it, one load per row. */
-#define IN_REGISTER(v) __asm__("" : "+x"(v))
+#define MM_IN_REGISTER(v) __asm__("" : "+x"(v))
 
-/* Activation layout per token and group (XG_BYTES): 8 registers of
- * transposed quants, then -8·Σx per block (the Q4_0 correction; unused for
- * Q8_0). */
-static void prepare_x(const int8_t *xq, size_t nb, size_t n_tok, uint8_t *xt)
+/* Q8_0: |w| · (x with w's sign), madd to int32 per register.  Q4_0:
+ * nibbles · x summed in int16 over the whole group (at most 16 products
+ * of 15·127 per lane), one madd at the end, then the correction -8·Σx
+ * that every token's group carries (Q8_0 ignores it). */
+ALWAYS_INLINE __m256i mm_sums_add(int q4, __m256i s, __m256i w, __m256i x)
 {
-    const size_t ng = (nb + 7) / 8;
-    for (size_t t = 0; t < n_tok; t++)
-        for (size_t j = 0; j < ng; j++) {
-            const int8_t *x = xq + t * nb * 32 + 256 * j;
-            const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
-            uint8_t *dst = xt + (t * ng + j) * XG_BYTES;
-            __m256i v[8];
-            UNROLL
-            for (size_t k = 0; k < 8; k++)
-                v[k] = k < m ? _mm256_loadu_si256((const __m256i *)(x + 32 * k))
-                             : _mm256_setzero_si256();
-            transpose8x8(v);
-            store8(dst, v);
-            const __m256i s8 = _mm256_slli_epi32(block_sums(x, m), 3);
-            const __m256i corr = _mm256_sub_epi32(_mm256_setzero_si256(), s8);
-            _mm256_store_si256((__m256i *)(dst + 256), corr);
-        }
+    if (q4)
+        return _mm256_add_epi16(s, _mm256_maddubs_epi16(w, x));
+    const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+    return _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
 }
 
-/* The rows of a panel are read from memory here, once per matmul, in
- * order: prefetched as in matvec. */
-static void prepare_w_q8(const int8_t *w, size_t nb, uint8_t *wt)
+ALWAYS_INLINE __m256i mm_q4_sums_end(__m256i s, const uint8_t *xg)
 {
-    for (size_t j = 0; j < (nb + 7) / 8; j++) {
-        const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
-        prefetch_ahead(w + 256 * j, PREFETCH_BLOCKS * 32, 4);
-        __m256i v[8];
-        UNROLL
-        for (size_t k = 0; k < 8; k++)
-            v[k] = k < m ? _mm256_loadu_si256((const __m256i *)(w + 256 * j + 32 * k))
-                         : _mm256_setzero_si256();
-        transpose8x8(v);
-        store8(wt + j * WG_BYTES, v);
-    }
+    return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)),
+                            _mm256_load_si256((const __m256i *)(xg + 256)));
 }
 
-static void prepare_w_q4(const uint8_t *w, size_t nb, uint8_t *wt)
+ALWAYS_INLINE __m256i mm_x_corr(const int8_t *x, size_t m)
 {
-    for (size_t j = 0; j < (nb + 7) / 8; j++) {
-        const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
-        prefetch_ahead(w + 128 * j, PREFETCH_BLOCKS * 16, 2);
-        __m256i v[8];
-        UNROLL
-        for (size_t k = 0; k < 8; k++)
-            v[k] = k < m ? q4_unpack(w + 128 * j + 16 * k) : _mm256_setzero_si256();
-        transpose8x8(v);
-        store8(wt + j * WG_BYTES, v);
-    }
+    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(block_sums(x, m), 3));
 }
 
-/* Group j (m <= 8 blocks) of nr <= rt weight rows (rearranged, at wt with
- * stride wstride; scales wd with stride nb) against nt <= tt tokens from
- * t0, into the float accumulators.  Q8_0: |w| · (x with w's sign), madd
- * to int32 per register.  Q4_0: nibbles · x summed in int16 over the whole
- * group (at most 16 products of 15·127 per lane), one madd at the end. */
-ALWAYS_INLINE void tile_group(int q4, size_t rt, size_t tt, const uint8_t *wt, size_t wstride,
-                              const float *wd, size_t nb, const uint8_t *xt, const float *xd,
-                              size_t t0, size_t nt, size_t nr, size_t j, size_t m,
-                              __m256 acc[RT_MAX][TT_MAX])
-{
-    const size_t ng = (nb + 7) / 8;
-    const __m256i ones = _mm256_set1_epi16(1);
-    const uint8_t *xg[TT_MAX];
-    __m256i is[RT_MAX][TT_MAX];
-    UNROLL
-    for (size_t t = 0; t < tt; t++) {
-        xg[t] = xt + ((t0 + (t < nt ? t : 0)) * ng + j) * XG_BYTES;
-        UNROLL
-        for (size_t i = 0; i < rt; i++)
-            is[i][t] = _mm256_setzero_si256();
-    }
-    UNROLL
-    for (int g = 0; g < 8; g++) {
-        __m256i w[RT_MAX], aw[RT_MAX];
-        UNROLL
-        for (size_t i = 0; i < rt; i++) {
-            w[i] = i < nr ? _mm256_load_si256(
-                                (const __m256i *)(wt + i * wstride + j * WG_BYTES + 32 * g))
-                          : _mm256_setzero_si256();
-            aw[i] = _mm256_abs_epi8(w[i]);
-        }
-        UNROLL
-        for (size_t t = 0; t < tt; t++)
-            if (t < nt) {
-                __m256i x = _mm256_load_si256((const __m256i *)(xg[t] + 32 * g));
-                IN_REGISTER(x);
-                UNROLL
-                for (size_t i = 0; i < rt; i++)
-                    if (i < nr) {
-                        if (q4)
-                            is[i][t] = _mm256_add_epi16(is[i][t], _mm256_maddubs_epi16(w[i], x));
-                        else
-                            is[i][t] = _mm256_add_epi32(
-                                is[i][t],
-                                _mm256_madd_epi16(
-                                    _mm256_maddubs_epi16(aw[i], _mm256_sign_epi8(x, w[i])), ones));
-                    }
-            }
-    }
-    __m256 sx[TT_MAX];
-    UNROLL
-    for (size_t t = 0; t < tt; t++)
-        sx[t] = t < nt ? load_scales(xd + (t0 + t) * nb + 8 * j, m) : _mm256_setzero_ps();
-    UNROLL
-    for (size_t i = 0; i < rt; i++)
-        if (i < nr) {
-            const __m256 sw = load_scales(wd + i * nb + 8 * j, m);
-            UNROLL
-            for (size_t t = 0; t < tt; t++)
-                if (t < nt) {
-                    __m256i isum = is[i][t];
-                    if (q4)
-                        isum = _mm256_add_epi32(
-                            _mm256_madd_epi16(isum, ones),
-                            _mm256_load_si256((const __m256i *)(xg[t] + 256)));
-                    acc[i][t] = combine(acc[i][t], isum, _mm256_mul_ps(sw, sx[t]));
-                }
-        }
-}
-
-/* Rows r0 .. r0 + nr of y for tokens t0 .. t0 + nt: full groups, then the
- * partial one. */
-ALWAYS_INLINE void tile(int q4, size_t rt, size_t tt, const uint8_t *wt, size_t wstride,
-                        const float *wd, size_t nb, const uint8_t *xt, const float *xd, size_t t0,
-                        size_t nt, size_t nr, float *y, size_t ldy, size_t r0)
-{
-    __m256 acc[RT_MAX][TT_MAX];
-    UNROLL
-    for (size_t i = 0; i < rt; i++)
-        UNROLL
-        for (size_t t = 0; t < tt; t++)
-            acc[i][t] = _mm256_setzero_ps();
-    size_t j = 0;
-    for (; j < nb / 8; j++)
-        tile_group(q4, rt, tt, wt, wstride, wd, nb, xt, xd, t0, nt, nr, j, 8, acc);
-    if (nb % 8)
-        tile_group(q4, rt, tt, wt, wstride, wd, nb, xt, xd, t0, nt, nr, j, nb % 8, acc);
-    UNROLL
-    for (size_t i = 0; i < rt; i++)
-        UNROLL
-        for (size_t t = 0; t < tt; t++)
-            if (i < nr && t < nt)
-                y[(t0 + t) * ldy + r0 + i] = fold8(acc[i][t]);
-}
-
-/* Full tiles get code with every slot known to be used. */
-static void tile_q8(const uint8_t *wt, size_t wstride, const float *wd, size_t nb,
-                    const uint8_t *xt, const float *xd, size_t t0, size_t nt, size_t nr, float *y,
-                    size_t ldy, size_t r0)
-{
-    if (nt == TT_Q8 && nr == RT_Q8)
-        tile(0, RT_Q8, TT_Q8, wt, wstride, wd, nb, xt, xd, t0, TT_Q8, RT_Q8, y, ldy, r0);
-    else
-        tile(0, RT_Q8, TT_Q8, wt, wstride, wd, nb, xt, xd, t0, nt, nr, y, ldy, r0);
-}
-
-static void tile_q4(const uint8_t *wt, size_t wstride, const float *wd, size_t nb,
-                    const uint8_t *xt, const float *xd, size_t t0, size_t nt, size_t nr, float *y,
-                    size_t ldy, size_t r0)
-{
-    if (nt == TT_Q4 && nr == RT_Q4)
-        tile(1, RT_Q4, TT_Q4, wt, wstride, wd, nb, xt, xd, t0, TT_Q4, RT_Q4, y, ldy, r0);
-    else
-        tile(1, RT_Q4, TT_Q4, wt, wstride, wd, nb, xt, xd, t0, nt, nr, y, ldy, r0);
-}
-
-/* The blocked loop: panels of RB rearranged rows; in each, token tiles
- * outside (their activations stay in L1) and row tiles inside. */
-static void panels(const void *wq, size_t row_bytes, int q4, ml_wscales wd, size_t nb,
-                   size_t r0, size_t r1, const mm_scratch *s, const float *xd, size_t n_tok,
-                   float *y, size_t ldy)
-{
-    const size_t ng = (nb + 7) / 8, wstride = ng * WG_BYTES;
-    const size_t rt = q4 ? RT_Q4 : RT_Q8, tt = q4 ? TT_Q4 : TT_Q8;
-    for (size_t p = r0; p < r1; p += RB) {
-        const size_t pe = r1 - p < RB ? r1 : p + RB;
-        for (size_t r = p; r < pe; r++) {
-            const uint8_t *row = (const uint8_t *)wq + r * row_bytes;
-            if (q4)
-                prepare_w_q4(row, nb, s->wt + (r - p) * wstride);
-            else
-                prepare_w_q8((const int8_t *)row, nb, s->wt + (r - p) * wstride);
-        }
-        const float *pd = panel_scales(wd, p, pe - p, nb, s->wd);
-        for (size_t t0 = 0; t0 < n_tok; t0 += tt)
-            for (size_t r = p; r < pe; r += rt) {
-                const size_t nt = n_tok - t0 < tt ? n_tok - t0 : tt, nr = pe - r < rt ? pe - r : rt;
-                (q4 ? tile_q4 : tile_q8)(s->wt + (r - p) * wstride, wstride, pd + (r - p) * nb, nb,
-                                         s->xt, xd, t0, nt, nr, y, ldy, r);
-            }
-    }
-}
-
-static void matmul_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
-                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
-{
-    const size_t nb = cols / 32;
-    mm_scratch s;
-    if (r0 >= r1)
-        return;
-    if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8, RB)) {
-        for (size_t t = 0; t < n_tok; t++)
-            matvec_q8_0(wq, wd, cols, r0, r1, xq + t * cols, xd + t * nb, y + t * ldy);
-        return;
-    }
-    prepare_x(xq, nb, n_tok, s.xt);
-    panels(wq, cols, 0, wd, nb, r0, r1, &s, xd, n_tok, y, ldy);
-    free(s.base);
-}
-
-static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
-                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
-{
-    const size_t nb = cols / 32;
-    mm_scratch s;
-    if (r0 >= r1)
-        return;
-    if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8, RB)) {
-        for (size_t t = 0; t < n_tok; t++)
-            matvec_q4_0(wq, wd, cols, r0, r1, xq + t * cols, xd + t * nb, y + t * ldy);
-        return;
-    }
-    prepare_x(xq, nb, n_tok, s.xt);
-    panels(wq, cols / 2, 1, wd, nb, r0, r1, &s, xd, n_tok, y, ldy);
-    free(s.base);
-}
+#define MM_LOAD_SCALES(d, m) load_scales(d, m)
+#define MM_X_CORR(x, m, q4) ((void)(q4), mm_x_corr(x, m)) /* the same for both */
+#define MM_W_ENCODE(q4, v) ((void)0) /* Q8_0 signed, Q4_0 nibbles: as rearranged */
+#define MM_SUMS_START(q4, xg) _mm256_setzero_si256()
+#define MM_SUMS_ADD(q4, s, w, x) mm_sums_add(q4, s, w, x)
+#define MM_SUMS_END(q4, s, xg) ((q4) ? mm_q4_sums_end(s, xg) : (s))
+#define MM_MATVEC_Q8 matvec_q8_0
+#define MM_MATVEC_Q4 matvec_q4_0
+#include "kernels/matmul_tiles.h"
 
 const ml_kernels ml__kernels_avx2 = {
-    "avx2", quantize_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0, dot_f32_x86,
-    axpy_f32_x86,
+    .name = "avx2",
+    .fmath = &ml__fmath_avx2,
+    .quantize_q8_0 = quantize_q8_0,
+    .matvec_q8_0 = matvec_q8_0,
+    .matvec_q4_0 = matvec_q4_0,
+    .matmul_q8_0 = matmul_q8_0,
+    .matmul_q4_0 = matmul_q4_0,
 };
 
 #endif /* __x86_64__ */

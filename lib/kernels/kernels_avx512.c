@@ -18,11 +18,12 @@
  * into transposed groups (register g holds bytes 4g..4g+3 of block k in
  * lane k), so one vpdpbusd per 32 bytes and per (row, token) leaves every
  * lane inside its block, and a tile of 3 rows x 4 tokens shares each load
- * between four or three multiply-adds. */
+ * between four or three multiply-adds (the loops: matmul_tiles.h). */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__)
 
+#include "kernels/fmath.h"
 #include "kernels/kernels_x86.h"
 
 #include <immintrin.h>
@@ -137,10 +138,7 @@ ALWAYS_INLINE void q4_pair(const uint8_t *w, const int8_t *x, __m256i *v0, __m25
 /* One Q4_0 block alone (16 bytes): for a group's odd last block. */
 ALWAYS_INLINE __m256i q4_block(const uint8_t *w, const int8_t *x)
 {
-    const __m128i b = _mm_loadu_si128((const __m128i *)w);
-    const __m256i n =
-        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
-    return dpbusd(_mm256_setzero_si256(), n, load8(x));
+    return dpbusd(_mm256_setzero_si256(), q4_unpack(w), load8(x));
 }
 
 ALWAYS_INLINE __m256 group_q8(__m256 acc, const int8_t *w, __m256 sw, const int8_t *x,
@@ -289,233 +287,58 @@ static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
 }
 
 /* ======================================================================
- * matmul: transposed groups, register tiles of RT rows x TT tokens
+ * matmul: transposed groups (matmul_tiles.h), register tiles of 3 rows x
+ * 4 tokens
  * ====================================================================== */
 
 /* Tile and panel sizes: 3 x 4 keeps 12 integer and 12 float accumulators
  * in the 32 registers, and each load feeds 3 or 4 multiply-adds.  On Zen 4
  * 2x4 to 4x4 tiles and panels of 16 to 144 rows were within 10%. */
-#define RT 3          /* rows per register tile */
-#define TT 4          /* tokens per register tile */
-#define RB 48         /* rows per panel of rearranged weights (multiple of RT) */
+#define MM_RB 48      /* rows per panel of rearranged weights (multiple of 3) */
 #define MM_MIN_TOK 2  /* from 2 tokens on, reading the weights once pays (measured) */
-
-/* Activation layout per token and group (XG_BYTES): 8 registers of
- * transposed quants, then the group's corrections (-2^shift · Σx per
- * block). */
-static void prepare_x(const int8_t *xq, size_t nb, size_t n_tok, int shift, uint8_t *xt)
-{
-    const size_t ng = (nb + 7) / 8;
-    for (size_t t = 0; t < n_tok; t++)
-        for (size_t j = 0; j < ng; j++) {
-            const int8_t *x = xq + t * nb * 32 + 256 * j;
-            const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
-            uint8_t *dst = xt + (t * ng + j) * XG_BYTES;
-            __m256i v[8];
-            UNROLL
-            for (size_t k = 0; k < 8; k++)
-                v[k] = k < m ? load8(x + 32 * k) : _mm256_setzero_si256();
-            transpose8x8(v);
-            store8(dst, v);
-            _mm256_store_si256((__m256i *)(dst + 256), correction(x, m, shift));
-        }
-}
-
-/* Q8_0 rows as w + 128; padding blocks become 128s, which meet the zero
- * padding of the activations. */
-/* The rows of a panel are read from memory here, once per matmul, in
- * order: prefetched as in matvec. */
-static void prepare_w_q8(const int8_t *w, size_t nb, uint8_t *wt)
-{
-    for (size_t j = 0; j < (nb + 7) / 8; j++) {
-        const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
-        prefetch_ahead(w + 256 * j, PREFETCH_BLOCKS * 32, 4);
-        __m256i v[8];
-        UNROLL
-        for (size_t k = 0; k < 8; k++)
-            v[k] = k < m ? load8(w + 256 * j + 32 * k) : _mm256_setzero_si256();
-        transpose8x8(v);
-        UNROLL
-        for (int g = 0; g < 8; g++)
-            v[g] = _mm256_xor_si256(v[g], _mm256_set1_epi8(-128));
-        store8(wt + j * WG_BYTES, v);
-    }
-}
-
-static void prepare_w_q4(const uint8_t *w, size_t nb, uint8_t *wt)
-{
-    const __m256i m4 = _mm256_set1_epi8(15);
-    for (size_t j = 0; j < (nb + 7) / 8; j++) {
-        const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
-        prefetch_ahead(w + 128 * j, PREFETCH_BLOCKS * 16, 2);
-        __m256i v[8];
-        UNROLL
-        for (size_t k = 0; k < 8; k++) {
-            if (k < m) {
-                const __m128i b = _mm_loadu_si128((const __m128i *)(w + 128 * j + 16 * k));
-                v[k] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), m4);
-            } else {
-                v[k] = _mm256_setzero_si256();
-            }
-        }
-        transpose8x8(v);
-        store8(wt + j * WG_BYTES, v);
-    }
-}
+#define MM_RT_Q8 3
+#define MM_TT_Q8 4
+#define MM_RT_Q4 3
+#define MM_TT_Q4 4
+/* One tile for both types: the type is in the rearranged data (below). */
+#define MM_TILE_PER_TYPE 0
 
 /* Keeps a loaded vector in a register: without this the compiler folds
  * the load into every multiply-add that uses it, one load per row. */
-#define IN_REGISTER(v) __asm__("" : "+v"(v))
+#define MM_IN_REGISTER(v) __asm__("" : "+v"(v))
 
-/* Group j (m <= 8 blocks) of nr <= RT weight rows (rearranged, at wt with
- * stride wstride; scales wd with stride nb) against nt <= TT tokens from
- * t0: integer sums by vpdpbusd, then rule 3 into acc. */
-ALWAYS_INLINE void tile_group(const uint8_t *wt, size_t wstride, const float *wd, size_t nb,
-                              const uint8_t *xt, const float *xd, size_t t0, size_t nt, size_t nr,
-                              size_t j, size_t m, __m256 acc[RT][TT])
+/* Q8_0 rows as w + 128; padding blocks become 128s, which meet the zero
+ * padding of the activations. */
+ALWAYS_INLINE void w_plus_128(__m256i v[8])
 {
-    const size_t ng = (nb + 7) / 8;
-    const uint8_t *xg[TT];
-    __m256i is[RT][TT];
     UNROLL
-    for (size_t t = 0; t < TT; t++) {
-        xg[t] = xt + ((t0 + (t < nt ? t : 0)) * ng + j) * XG_BYTES;
-        const __m256i c = _mm256_load_si256((const __m256i *)(xg[t] + 256));
-        UNROLL
-        for (size_t i = 0; i < RT; i++)
-            is[i][t] = c;
-    }
-    UNROLL
-    for (int g = 0; g < 8; g++) {
-        __m256i w[RT];
-        UNROLL
-        for (size_t i = 0; i < RT; i++)
-            w[i] = i < nr ? _mm256_load_si256(
-                                (const __m256i *)(wt + i * wstride + j * WG_BYTES + 32 * g))
-                          : _mm256_setzero_si256();
-        UNROLL
-        for (size_t t = 0; t < TT; t++)
-            if (t < nt) {
-                __m256i x = _mm256_load_si256((const __m256i *)(xg[t] + 32 * g));
-                IN_REGISTER(x);
-                UNROLL
-                for (size_t i = 0; i < RT; i++)
-                    if (i < nr)
-                        is[i][t] = dpbusd(is[i][t], w[i], x);
-            }
-    }
-    __m256 sx[TT];
-    UNROLL
-    for (size_t t = 0; t < TT; t++)
-        sx[t] = t < nt ? load_scales(xd + (t0 + t) * nb + 8 * j, m) : _mm256_setzero_ps();
-    UNROLL
-    for (size_t i = 0; i < RT; i++)
-        if (i < nr) {
-            const __m256 sw = load_scales(wd + i * nb + 8 * j, m);
-            UNROLL
-            for (size_t t = 0; t < TT; t++)
-                if (t < nt)
-                    acc[i][t] = combine(acc[i][t], is[i][t], _mm256_mul_ps(sw, sx[t]));
-        }
+    for (int g = 0; g < 8; g++)
+        v[g] = _mm256_xor_si256(v[g], _mm256_set1_epi8(-128));
 }
 
-/* Rows r0 .. r0 + nr of y for tokens t0 .. t0 + nt: full groups, then the
- * partial one. */
-ALWAYS_INLINE void tile(const uint8_t *wt, size_t wstride, const float *wd, size_t nb,
-                        const uint8_t *xt, const float *xd, size_t t0, size_t nt, size_t nr,
-                        float *y, size_t ldy, size_t r0)
-{
-    __m256 acc[RT][TT];
-    UNROLL
-    for (size_t i = 0; i < RT; i++)
-        UNROLL
-        for (size_t t = 0; t < TT; t++)
-            acc[i][t] = _mm256_setzero_ps();
-    size_t j = 0;
-    for (; j < nb / 8; j++)
-        tile_group(wt, wstride, wd, nb, xt, xd, t0, nt, nr, j, 8, acc);
-    if (nb % 8)
-        tile_group(wt, wstride, wd, nb, xt, xd, t0, nt, nr, j, nb % 8, acc);
-    UNROLL
-    for (size_t i = 0; i < RT; i++)
-        UNROLL
-        for (size_t t = 0; t < TT; t++)
-            if (i < nr && t < nt)
-                y[(t0 + t) * ldy + r0 + i] = fold8(acc[i][t]);
-}
-
-/* Full tiles get code with every slot known to be used. */
-static void tile_any(const uint8_t *wt, size_t wstride, const float *wd, size_t nb,
-                     const uint8_t *xt, const float *xd, size_t t0, size_t nt, size_t nr,
-                     float *y, size_t ldy, size_t r0)
-{
-    if (nt == TT && nr == RT)
-        tile(wt, wstride, wd, nb, xt, xd, t0, TT, RT, y, ldy, r0);
-    else
-        tile(wt, wstride, wd, nb, xt, xd, t0, nt, nr, y, ldy, r0);
-}
-
-/* The blocked loop: panels of RB rearranged rows; in each, token tiles
- * outside (their activations stay in L1) and row tiles inside. */
-static void panels(const void *wq, size_t row_bytes, int q4, ml_wscales wd, size_t nb,
-                   size_t r0, size_t r1, const mm_scratch *s, const float *xd, size_t n_tok,
-                   float *y, size_t ldy)
-{
-    const size_t ng = (nb + 7) / 8, wstride = ng * WG_BYTES;
-    for (size_t p = r0; p < r1; p += RB) {
-        const size_t pe = r1 - p < RB ? r1 : p + RB;
-        for (size_t r = p; r < pe; r++) {
-            const uint8_t *row = (const uint8_t *)wq + r * row_bytes;
-            if (q4)
-                prepare_w_q4(row, nb, s->wt + (r - p) * wstride);
-            else
-                prepare_w_q8((const int8_t *)row, nb, s->wt + (r - p) * wstride);
-        }
-        const float *pd = panel_scales(wd, p, pe - p, nb, s->wd);
-        for (size_t t0 = 0; t0 < n_tok; t0 += TT)
-            for (size_t r = p; r < pe; r += RT)
-                tile_any(s->wt + (r - p) * wstride, wstride, pd + (r - p) * nb, nb, s->xt, xd, t0,
-                         n_tok - t0 < TT ? n_tok - t0 : TT, pe - r < RT ? pe - r : RT, y, ldy, r);
-    }
-}
-
-static void matmul_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
-                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
-{
-    const size_t nb = cols / 32;
-    mm_scratch s;
-    if (r0 >= r1)
-        return;
-    if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8, RB)) {
-        for (size_t t = 0; t < n_tok; t++)
-            matvec_q8_0(wq, wd, cols, r0, r1, xq + t * cols, xd + t * nb, y + t * ldy);
-        return;
-    }
-    prepare_x(xq, nb, n_tok, 7, s.xt);
-    panels(wq, cols, 0, wd, nb, r0, r1, &s, xd, n_tok, y, ldy);
-    free(s.base);
-}
-
-static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
-                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
-{
-    const size_t nb = cols / 32;
-    mm_scratch s;
-    if (r0 >= r1)
-        return;
-    if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8, RB)) {
-        for (size_t t = 0; t < n_tok; t++)
-            matvec_q4_0(wq, wd, cols, r0, r1, xq + t * cols, xd + t * nb, y + t * ldy);
-        return;
-    }
-    prepare_x(xq, nb, n_tok, 3, s.xt);
-    panels(wq, cols / 2, 1, wd, nb, r0, r1, &s, xd, n_tok, y, ldy);
-    free(s.base);
-}
+/* Every token's group carries its corrections, -128·Σx per block for Q8_0
+ * (w + 128) and -8·Σx for Q4_0 (nibbles), and a (row, token) sum starts
+ * from them; vpdpbusd then adds the unsigned-by-signed products. */
+#define MM_LOAD_SCALES(d, m) load_scales(d, m)
+#define MM_X_CORR(x, m, q4) correction(x, m, (q4) ? 3 : 7)
+#define MM_W_ENCODE(q4, v) ((q4) ? (void)0 : w_plus_128(v))
+#define MM_SUMS_START(q4, xg) _mm256_load_si256((const __m256i *)((xg) + 256))
+#define MM_SUMS_ADD(q4, s, w, x) dpbusd(s, w, x)
+#define MM_SUMS_END(q4, s, xg) (s)
+#define MM_MATVEC_Q8 matvec_q8_0
+#define MM_MATVEC_Q4 matvec_q4_0
+#include "kernels/matmul_tiles.h"
 
 const ml_kernels ml__kernels_avx512 = {
-    "avx512vnni", quantize_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0, dot_f32_x86,
-    axpy_f32_x86,
+    .name = "avx512vnni",
+    /* No AVX-512 float products: AVX2's, which every CPU this table runs
+     * on has (dispatch.c checks avx2 with the AVX-512 features). */
+    .fmath = &ml__fmath_avx2,
+    .quantize_q8_0 = quantize_q8_0,
+    .matvec_q8_0 = matvec_q8_0,
+    .matvec_q4_0 = matvec_q4_0,
+    .matmul_q8_0 = matmul_q8_0,
+    .matmul_q4_0 = matmul_q4_0,
 };
 
 #endif /* __x86_64__ */

@@ -21,6 +21,7 @@
 
 #if defined(__aarch64__)
 
+#include "kernels/fmath.h"
 #include "mlcore.h"
 
 #include <arm_neon.h>
@@ -105,17 +106,7 @@ static inline int32_t block_q4(const uint8_t *w, const int8_t *x)
     return vaddvq_s32(DOT16(DOT16(vdupq_n_s32(0), lo, vld1q_s8(x)), hi, vld1q_s8(x + 16)));
 }
 
-/* ---- rule 3 ---- */
-
-static inline float wscale(ml_wscales wd, size_t i)
-{
-    return wd.f16 ? ml_f16_to_f32(((const uint16_t *)wd.p)[i]) : ((const float *)wd.p)[i];
-}
-
-static inline float fold8(const float acc[8])
-{
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-}
+/* ---- rows, by rule 3 (ml__wscale, ml__fold8: kernels.h) ---- */
 
 static float row_q8(const int8_t *wq, ml_wscales wd, size_t cols, size_t r, const int8_t *x,
                     const float *xd)
@@ -125,9 +116,10 @@ static float row_q8(const int8_t *wq, ml_wscales wd, size_t cols, size_t r, cons
     float acc[8] = {0};
     for (size_t b = 0; b < nb; b++) {
         __builtin_prefetch(w + 32 * b + 1024);
-        acc[b % 8] += (float)block_q8(w + 32 * b, x + 32 * b) * (wscale(wd, r * nb + b) * xd[b]);
+        acc[b % 8] += (float)block_q8(w + 32 * b, x + 32 * b) *
+                      (ml__wscale(wd, r * nb + b) * xd[b]);
     }
-    return fold8(acc);
+    return ml__fold8(acc);
 }
 
 static float row_q4(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r, const int8_t *x,
@@ -138,9 +130,10 @@ static float row_q4(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r, con
     float acc[8] = {0};
     for (size_t b = 0; b < nb; b++) {
         __builtin_prefetch(w + 16 * b + 1024);
-        acc[b % 8] += (float)block_q4(w + 16 * b, x + 32 * b) * (wscale(wd, r * nb + b) * xd[b]);
+        acc[b % 8] += (float)block_q4(w + 16 * b, x + 32 * b) *
+                      (ml__wscale(wd, r * nb + b) * xd[b]);
     }
-    return fold8(acc);
+    return ml__fold8(acc);
 }
 
 static void matvec_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
@@ -175,40 +168,18 @@ static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
             y[t * ldy + r] = row_q4(wq, wd, cols, r, xq + t * cols, xd + t * nb);
 }
 
-/* ---- float products ---- */
-
-/* acc[i % 8] += a[i]·b[i]: lanes 0-3 in lo, 4-7 in hi; the tail lane by
- * lane; then the fold. */
-static float dot_f32(const float *a, const float *b, size_t n)
-{
-    float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        lo = vaddq_f32(lo, vmulq_f32(vld1q_f32(a + i), vld1q_f32(b + i)));
-        hi = vaddq_f32(hi, vmulq_f32(vld1q_f32(a + i + 4), vld1q_f32(b + i + 4)));
-    }
-    float acc[8];
-    vst1q_f32(acc, lo);
-    vst1q_f32(acc + 4, hi);
-    for (; i < n; i++)
-        acc[i % 8] += a[i] * b[i];
-    return fold8(acc);
-}
-
-static void axpy_f32(float *y, float a, const float *x, size_t n)
-{
-    const float32x4_t va = vdupq_n_f32(a);
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vmulq_f32(va, vld1q_f32(x + i))));
-    for (; i < n; i++)
-        y[i] += a * x[i];
-}
-
 extern const ml_kernels TABLE;
 const ml_kernels TABLE = {
-    TABLE_NAME, quantize_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0, dot_f32,
-    axpy_f32,
+    .name = TABLE_NAME,
+    /* No NEON fmath yet: attention's float products run the scalar
+     * reference (fmath.c) beside both NEON tables, said here rather than
+     * by a silent fallback in the choice. */
+    .fmath = &ml__fmath_scalar,
+    .quantize_q8_0 = quantize_q8_0,
+    .matvec_q8_0 = matvec_q8_0,
+    .matvec_q4_0 = matvec_q4_0,
+    .matmul_q8_0 = matmul_q8_0,
+    .matmul_q4_0 = matmul_q4_0,
 };
 
 #endif /* __aarch64__ */

@@ -5,6 +5,8 @@
  * the one canonical order: eight strided partial sums, folded pairwise. */
 #include "kernels/kernels.h"
 
+#include "kernels/fmath.h"
+
 #include "mlcore.h"
 
 /* Activations are quantized by the library's reference quantizer
@@ -12,12 +14,6 @@
  * table's signature and is used as it is. */
 
 /* ---- dot products ---- */
-
-/* Rule 3 of kernels.h: the fold of the eight partial sums. */
-static float fold8(const float acc[8])
-{
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-}
 
 static int32_t block_dot_q8(const int8_t *w, const int8_t *x)
 {
@@ -39,12 +35,6 @@ static int32_t block_dot_q4(const uint8_t *w, const int8_t *x)
     return s;
 }
 
-/* Scale i of a matrix, as f32. */
-static float wscale(ml_wscales wd, size_t i)
-{
-    return wd.f16 ? ml_f16_to_f32(((const uint16_t *)wd.p)[i]) : ((const float *)wd.p)[i];
-}
-
 /* Row r of W against one activation. */
 static float row_dot_q8(const int8_t *wq, ml_wscales wd, size_t cols, size_t r, const int8_t *x,
                         const float *xd)
@@ -53,8 +43,9 @@ static float row_dot_q8(const int8_t *wq, ml_wscales wd, size_t cols, size_t r, 
     const int8_t *w = wq + r * cols;
     float acc[8] = {0};
     for (size_t b = 0; b < nb; b++)
-        acc[b % 8] += (float)block_dot_q8(w + 32 * b, x + 32 * b) * (wscale(wd, r * nb + b) * xd[b]);
-    return fold8(acc);
+        acc[b % 8] += (float)block_dot_q8(w + 32 * b, x + 32 * b) *
+                      (ml__wscale(wd, r * nb + b) * xd[b]);
+    return ml__fold8(acc);
 }
 
 static float row_dot_q4(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r, const int8_t *x,
@@ -64,8 +55,9 @@ static float row_dot_q4(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r,
     const uint8_t *w = wq + r * (cols / 2);
     float acc[8] = {0};
     for (size_t b = 0; b < nb; b++)
-        acc[b % 8] += (float)block_dot_q4(w + 16 * b, x + 32 * b) * (wscale(wd, r * nb + b) * xd[b]);
-    return fold8(acc);
+        acc[b % 8] += (float)block_dot_q4(w + 16 * b, x + 32 * b) *
+                      (ml__wscale(wd, r * nb + b) * xd[b]);
+    return ml__fold8(acc);
 }
 
 static void matvec_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
@@ -102,22 +94,12 @@ static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
             y[t * ldy + r] = row_dot_q4(wq, wd, cols, r, xq + t * cols, xd + t * nb);
 }
 
-/* Attention scores: eight strided partial sums, folded pairwise. */
-static float dot_f32(const float *a, const float *b, size_t n)
-{
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (size_t i = 0; i < n; i++)
-        acc[i % 8] += a[i] * b[i];
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-}
-
-static void axpy_f32(float *y, float a, const float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        y[i] += a * x[i];
-}
-
 const ml_kernels ml__kernels_scalar = {
-    "scalar", ml_quantize_row_q8_0, matvec_q8_0, matvec_q4_0, matmul_q8_0, matmul_q4_0, dot_f32,
-    axpy_f32,
+    .name = "scalar",
+    .fmath = &ml__fmath_scalar,
+    .quantize_q8_0 = ml_quantize_row_q8_0,
+    .matvec_q8_0 = matvec_q8_0,
+    .matvec_q4_0 = matvec_q4_0,
+    .matmul_q8_0 = matmul_q8_0,
+    .matmul_q4_0 = matmul_q4_0,
 };

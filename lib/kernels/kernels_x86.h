@@ -187,6 +187,13 @@ static inline int scratch_new(mm_scratch *s, size_t n_tok, size_t ng, size_t rb)
     return 1;
 }
 
+/* The 32 elements of a Q4_0 block as unsigned nibbles in natural order. */
+ALWAYS_INLINE __m256i q4_unpack(const uint8_t *w)
+{
+    const __m128i b = _mm_loadu_si128((const __m128i *)w);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
+}
+
 ALWAYS_INLINE void store8(uint8_t *dst, const __m256i v[8])
 {
     UNROLL
@@ -259,36 +266,6 @@ ALWAYS_INLINE void q4_pair_nibbles(const uint8_t *w, int one, __m256i *lo, __m25
 ALWAYS_INLINE __m256i q4_pairs_fold(const __m256i p[4])
 {
     return _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-}
-
-/* Attention scores in the table's order: lane j of the accumulator sums
- * a[i] * b[i] for i % 8 == j (a multiply, then an add: no FMA), the
- * remainder goes to its lanes one by one, then fold8. */
-static inline float dot_f32_x86(const float *a, const float *b, size_t n)
-{
-    __m256 acc = _mm256_setzero_ps();
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-    if (i < n) {
-        float lane[8];
-        _mm256_storeu_ps(lane, acc);
-        for (; i < n; i++)
-            lane[i % 8] += a[i] * b[i];
-        acc = _mm256_loadu_ps(lane);
-    }
-    return fold8(acc);
-}
-
-static inline void axpy_f32_x86(float *y, float a, const float *x, size_t n)
-{
-    const __m256 va = _mm256_set1_ps(a);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i),
-                                              _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
-    for (; i < n; i++)
-        y[i] += a * x[i];
 }
 
 #endif

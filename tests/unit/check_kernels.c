@@ -4,10 +4,11 @@
  * reference itself against an independent reading of the spec (the Q8_0
  * recipe written out here, rule 3's accumulation order on values where any
  * other order gives another answer, and a double-precision dot product);
- * and the ML_KERNELS selection. */
+ * and the ML_KERNELS selection, which also chooses the float math. */
 #include "suites.h"
 #include "testutil.h"
 
+#include "kernels/fmath.h"
 #include "kernels/kernels.h"
 #include "mlcore/kernels.h"
 
@@ -822,44 +823,28 @@ START_TEST(select_unsupported)
 }
 END_TEST
 
-/* The attention dot product and value sum: every variant gives the scalar bits for
- * every length (whole groups of 8, remainders, fewer than 8), and the
- * scalar follows the documented lane order, which differs from a plain
- * left-to-right sum on inputs built to tell them apart. */
-START_TEST(dot_f32_variants)
+/* The float math comes with the kernel table, one choice for both: the
+ * reference with the scalar table and with NEON (none of its own yet),
+ * AVX2's with every x86 SIMD table; ml_kernels_fmath_name reports it. */
+START_TEST(select_fmath)
 {
     load_variants();
-    tu_rng r = {7};
-    float a[300], b[300];
-    for (size_t len = 1; len <= 300; len += (len < 40 ? 1 : 37)) {
-        for (int rep = 0; rep < 20; rep++) {
-            for (size_t i = 0; i < len; i++) {
-                a[i] = normal(&r) * (rep % 3 ? 1.0f : 1e-20f);
-                b[i] = normal(&r) * (rep % 5 ? 1.0f : 1e20f);
-            }
-            float want = ml__kernels_scalar.dot_f32(a, b, len);
-            float ys[300], yv[300], w = normal(&r);
-            memcpy(ys, a, len * sizeof(float));
-            ml__kernels_scalar.axpy_f32(ys, w, b, len);
-            for (size_t v = 1; v < n_variants; v++) {
-                float got = variants[v]->dot_f32(a, b, len);
-                ck_assert_msg(fbits(got) == fbits(want), "%s: length %zu: %a, scalar %a",
-                              variants[v]->name, len, (double)got, (double)want);
-                memcpy(yv, a, len * sizeof(float));
-                variants[v]->axpy_f32(yv, w, b, len);
-                ck_assert_msg(memcmp(yv, ys, len * sizeof(float)) == 0, "%s: axpy length %zu",
-                              variants[v]->name, len);
-            }
-        }
+    ck_assert_ptr_eq(ml__kernels_scalar.fmath, &ml__fmath_scalar);
+    for (size_t v = 0; v < n_variants; v++) {
+        const ml_fmath *want = &ml__fmath_scalar;
+#if defined(__x86_64__)
+        if (v > 0)
+            want = &ml__fmath_avx2;
+#endif
+        ck_assert_msg(variants[v]->fmath == want, "%s", variants[v]->name);
+        ck_assert_ptr_eq(ml__fmath(variants[v]), want);
+        env_saved s = env_set(variants[v]->name);
+        ck_assert_str_eq(ml_kernels_fmath_name(), want->name);
+        env_restore(s);
     }
-    /* 1e8 in lane 0, then 1 in lanes 1..7, then -1e8 in lane 0: lane order
-     * keeps the ones (8 - 1 = 7), a left-to-right sum loses them. */
-    float x[16] = {1e8f, 1, 1, 1, 1, 1, 1, 1, -1e8f, 0, 0, 0, 0, 0, 0, 0};
-    float ones[16];
-    for (int i = 0; i < 16; i++)
-        ones[i] = 1;
-    for (size_t v = 0; v < n_variants; v++)
-        ck_assert_float_eq(variants[v]->dot_f32(x, ones, 16), 7.0f);
+    env_saved s = env_set("frob");
+    ck_assert_str_eq(ml_kernels_fmath_name(), "none");
+    env_restore(s);
 }
 END_TEST
 
@@ -889,7 +874,6 @@ Suite *suite_kernels(void)
 
     tc = tcase_create("reference");
     tcase_add_test(tc, scalar_matches_double);
-    tcase_add_test(tc, dot_f32_variants);
     tcase_add_test(tc, rule3_order);
     tcase_add_test(tc, known_values);
     tcase_add_test(tc, extreme_sums);
@@ -899,6 +883,7 @@ Suite *suite_kernels(void)
     tcase_add_test(tc, select_by_env);
     tcase_add_test(tc, select_unknown);
     tcase_add_test(tc, select_unsupported);
+    tcase_add_test(tc, select_fmath);
     suite_add_tcase(s, tc);
     return s;
 }
