@@ -76,31 +76,45 @@ static int name_char(uint8_t ch)
            ch == '_' || ch == '.' || ch == '-';
 }
 
+/* A length-prefixed string of 1 to max bytes: its u32 length, then the
+ * bytes, which *p points at (the cursor moves past them). */
+static ml_status take_string(cursor *c, const char *field, uint32_t max, const uint8_t **p,
+                             uint32_t *len)
+{
+    int64_t at = (int64_t)c->pos;
+    ml_status s = take_u32(c, field, len);
+    if (s)
+        return s;
+    if (*len == 0 || *len > max || *len > c->size - c->pos)
+        return ml__err(c->err, ML_E_FORMAT, field, at, "length %u is outside 1..%u%s", *len,
+                       (unsigned)max,
+                       *len > c->size - c->pos ? " or runs past the end of the file" : "");
+    *p = c->d + c->pos;
+    c->pos += *len;
+    return ML_OK;
+}
+
 static ml_status read_name(cursor *c, uint32_t i, ml__mlt_chat *out)
 {
     char field[48];
     snprintf(field, sizeof field, "template %u name", i);
+    const uint8_t *p;
     uint32_t len;
-    int64_t at = (int64_t)c->pos;
-    ml_status s = take_u32(c, field, &len);
+    size_t at = c->pos;
+    ml_status s = take_string(c, field, ML_MLT_TEMPLATE_NAME_MAX, &p, &len);
     if (s)
         return s;
-    if (len == 0 || len > ML_MLT_TEMPLATE_NAME_MAX || len > c->size - c->pos)
-        return ml__err(c->err, ML_E_FORMAT, field, at, "length %u is outside 1..%u%s", len,
-                       (unsigned)ML_MLT_TEMPLATE_NAME_MAX,
-                       len > c->size - c->pos ? " or runs past the end of the file" : "");
-    const uint8_t *p = c->d + c->pos;
+    size_t off = (size_t)(p - c->d);
     for (uint32_t k = 0; k < len; k++)
         if (!name_char(p[k]))
-            return ml__err(c->err, ML_E_FORMAT, field, (int64_t)(c->pos + k),
+            return ml__err(c->err, ML_E_FORMAT, field, (int64_t)(off + k),
                            "byte 0x%02x: a name is made of A-Z a-z 0-9 _ . -", p[k]);
     for (uint32_t j = 0; j < i; j++)
         if (out->tmpl[j].name_len == len && memcmp(c->d + out->tmpl[j].name_off, p, len) == 0)
-            return ml__err(c->err, ML_E_FORMAT, field, at, "the name \"%.*s\" is taken by template %u",
-                           (int)len, (const char *)p, j);
-    out->tmpl[i].name_off = c->pos;
+            return ml__err(c->err, ML_E_FORMAT, field, (int64_t)at,
+                           "the name \"%.*s\" is taken by template %u", (int)len, (const char *)p, j);
+    out->tmpl[i].name_off = off;
     out->tmpl[i].name_len = len;
-    c->pos += len;
     return ML_OK;
 }
 
@@ -108,26 +122,21 @@ static ml_status read_text(cursor *c, uint32_t i, ml__mlt_chat *out)
 {
     char field[48];
     snprintf(field, sizeof field, "template %u text", i);
+    const uint8_t *p;
     uint32_t len;
-    int64_t at = (int64_t)c->pos;
-    ml_status s = take_u32(c, field, &len);
+    ml_status s = take_string(c, field, ML_MLT_TEMPLATE_MAX, &p, &len);
     if (s)
         return s;
-    if (len == 0 || len > ML_MLT_TEMPLATE_MAX || len > c->size - c->pos)
-        return ml__err(c->err, ML_E_FORMAT, field, at, "length %u is outside 1..%u%s", len,
-                       (unsigned)ML_MLT_TEMPLATE_MAX,
-                       len > c->size - c->pos ? " or runs past the end of the file" : "");
-    const uint8_t *p = c->d + c->pos;
+    size_t off = (size_t)(p - c->d);
     for (uint32_t k = 0; k < len;) {
         int n = p[k] ? ml__utf8_seq(p + k, len - k) : -1;
         if (n < 0)
-            return ml__err(c->err, ML_E_FORMAT, field, (int64_t)(c->pos + k),
+            return ml__err(c->err, ML_E_FORMAT, field, (int64_t)(off + k),
                            p[k] ? "invalid UTF-8" : "a NUL byte in the text");
         k += (uint32_t)n;
     }
-    out->tmpl[i].text_off = c->pos;
+    out->tmpl[i].text_off = off;
     out->tmpl[i].len = len;
-    c->pos += len;
     return ML_OK;
 }
 
