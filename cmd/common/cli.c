@@ -199,6 +199,34 @@ int cli_fail(const char *file, ml_status s, const ml_error *err)
     return cli_exit_status(s);
 }
 
+static ml_status set_error_v(ml_error *err, ml_status code, const char *fmt, va_list ap)
+{
+    memset(err, 0, sizeof *err);
+    err->code = code;
+    err->offset = -1;
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    return code;
+}
+
+ml_status cli_set_error(ml_error *err, ml_status code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_error_v(err, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int cli_failf(const char *file, ml_status s, const char *fmt, ...)
+{
+    ml_error err;
+    va_list ap;
+    va_start(ap, fmt);
+    set_error_v(&err, s, fmt, ap);
+    va_end(ap);
+    return cli_fail(file, s, &err);
+}
+
 void cli_warn(const char *file, const char *fmt, ...)
 {
     va_list ap;

@@ -61,6 +61,14 @@ int cli_exit_status(ml_status s);
  * cli_stdout_ok() false so loops stop, and returns 0, as cli_finish does
  * for stdout. */
 int cli_fail(const char *file, ml_status s, const ml_error *err);
+/* cli_fail for the command's own findings: the detail is formatted here. */
+int cli_failf(const char *file, ml_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Fills err as the library would (code, no field, no offset, the detail as
+ * the message), for a finding that travels like a library error; returns
+ * code. */
+ml_status cli_set_error(ml_error *err, ml_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Prints "PROG: FILE: message" (FILE may be NULL); no status. */
 void cli_warn(const char *file, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

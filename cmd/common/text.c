@@ -13,11 +13,8 @@
 int cli_read_text(const char *path, char **out, size_t *len)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    ml_error err = {0};
-    if (!f) {
-        snprintf(err.msg, sizeof err.msg, "cannot open: %s", strerror(errno));
-        return cli_fail(path, ML_E_IO, &err);
-    }
+    if (!f)
+        return cli_failf(path, ML_E_IO, "cannot open: %s", strerror(errno));
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     while (buf) {
@@ -41,8 +38,7 @@ int cli_read_text(const char *path, char **out, size_t *len)
         return cli_fail(path, ML_E_NOMEM, NULL);
     if (bad) {
         free(buf);
-        snprintf(err.msg, sizeof err.msg, "read error");
-        return cli_fail(path, ML_E_IO, &err);
+        return cli_failf(path, ML_E_IO, "read error");
     }
     buf[n] = 0;
     *out = buf;

@@ -12,7 +12,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -345,24 +344,6 @@ static int check_output(const options *o, const char *path)
     return 0;
 }
 
-/* Fills err like the library does (the command's own findings). */
-static ml_status set_err(ml_error *err, ml_status code, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static ml_status set_err(ml_error *err, ml_status code, const char *field, const char *fmt, ...)
-{
-    char detail[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
-    memset(err, 0, sizeof *err);
-    err->code = code;
-    err->offset = -1;
-    snprintf(err->field, sizeof err->field, "%s", field);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", field, detail);
-    return code;
-}
-
 /* Writes the tokenizer into an uncommitted output file.  *tf is NULL when
  * none is written (no -t and the GGUF's vocabulary cannot be converted). */
 static int write_tokenizer(const options *o, const ml_gguf *g, uint32_t model_vocab,
@@ -375,8 +356,8 @@ static int write_tokenizer(const options *o, const ml_gguf *g, uint32_t model_vo
         return cli_fail(cli_out_name(o->tok), s, &e);
     s = ml_mlt_from_gguf_ex(g, ml_outfile_sink, *tf, &info, &e);
     if (!s && info.header.n_vocab > model_vocab) /* mlt(5): at most the model's vocab */
-        s = set_err(&e, ML_E_SHAPE, "tokenizer.ggml.tokens",
-                    "%u tokens, but the model has %u embeddings", info.header.n_vocab, model_vocab);
+        s = cli_set_error(&e, ML_E_SHAPE, "tokenizer.ggml.tokens: %u tokens, but the model has %u "
+                          "embeddings", info.header.n_vocab, model_vocab);
     if (!s)
         return 0;
     ml_outfile_abort(*tf);

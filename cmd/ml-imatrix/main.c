@@ -167,11 +167,9 @@ static int open_all(collect *c)
     if (s)
         return cli_fail(o->model, s, &err);
     const ml_mlb_header *h = ml_mlb_get_header(c->mlb);
-    if (o->ctx > h->max_seq) {
-        snprintf(err.msg, sizeof err.msg, "--ctx %" PRIu64 " is above the model's max_seq %u",
-                 o->ctx, h->max_seq);
-        return cli_fail(o->model, ML_E_INVAL, &err);
-    }
+    if (o->ctx > h->max_seq)
+        return cli_failf(o->model, ML_E_INVAL, "--ctx %" PRIu64 " is above the model's max_seq %u",
+                         o->ctx, h->max_seq);
     int e = cli_open_tokenizer(o->tok, o->model, h->vocab, &c->mlt, &c->tok);
     if (e)
         return e;
@@ -217,11 +215,9 @@ static int run_chunks(collect *c, const ml_ids *ids)
     int add_bos = !o->no_bos && (th->flags & ML_MLT_ADD_BOS) && th->bos >= 0;
     size_t n_ctx = (size_t)o->ctx, n_chunk = ids->n / n_ctx;
     ml_error err;
-    if (n_chunk == 0) {
-        snprintf(err.msg, sizeof err.msg, "%zu tokens are fewer than one chunk of %zu (--ctx)",
-                 ids->n, n_ctx);
-        return cli_fail(o->file, ML_E_INVAL, &err);
-    }
+    if (n_chunk == 0)
+        return cli_failf(o->file, ML_E_INVAL, "%zu tokens are fewer than one chunk of %zu (--ctx)",
+                         ids->n, n_ctx);
     if (o->chunks && o->chunks < n_chunk)
         n_chunk = (size_t)o->chunks;
     int32_t *chunk = malloc(n_ctx * sizeof *chunk);

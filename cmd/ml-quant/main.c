@@ -117,10 +117,9 @@ static int read_stdin(void **out, size_t *len)
                 k = 0;
                 continue;
             }
-            ml_error e = {.code = ML_E_IO, .sys_errno = errno, .offset = -1};
-            snprintf(e.msg, sizeof e.msg, "read: %s", strerror(errno));
+            int e = errno;
             free(p);
-            return cli_fail("-", ML_E_IO, &e);
+            return cli_failf("-", ML_E_IO, "read: %s", strerror(e));
         }
     }
     free(p);
@@ -135,11 +134,8 @@ static int magic_of(const char *path, const void *buf, size_t len, char magic[4]
         return 0;
     }
     FILE *f = fopen(path, "rb");
-    if (!f) {
-        ml_error e = {.code = ML_E_IO, .sys_errno = errno, .offset = -1};
-        snprintf(e.msg, sizeof e.msg, "%s", strerror(errno));
-        return cli_fail(path, ML_E_IO, &e);
-    }
+    if (!f)
+        return cli_failf(path, ML_E_IO, "%s", strerror(errno));
     size_t got = fread(magic, 1, 4, f);
     (void)got; /* a short file is the parsers' to report */
     fclose(f);

@@ -377,10 +377,9 @@ static int perplexity(run *r)
     uint32_t n_ctx = ml_ctx_n_ctx(r->ctx);
     size_t n_chunk = ids.n / n_ctx, first = n_ctx / 2;
     if (n_chunk == 0) {
-        snprintf(err.msg, sizeof err.msg, "%zu tokens are fewer than one chunk of %u (--ctx)",
-                 ids.n, n_ctx);
         ml_ids_free(&ids);
-        return fail(r->o.ppl, ML_E_INVAL, &err);
+        return cli_failf(r->o.ppl, ML_E_INVAL, "%zu tokens are fewer than one chunk of %u (--ctx)",
+                         ids.n, n_ctx);
     }
     int32_t *chunk = malloc(n_ctx * sizeof *chunk);
     double t0 = now();
@@ -456,18 +455,13 @@ static int run_prompt(run *r)
     if (e)
         return e;
     r->n_prompt = r->n_ids;
-    if (r->n_ids == 0) {
-        ml_error err = {0};
-        snprintf(err.msg, sizeof err.msg, "the prompt is empty (and adds no BOS)");
-        return fail(NULL, ML_E_INVAL, &err);
-    }
-    if (r->n_ids > ml_ctx_n_ctx(r->ctx)) {
-        ml_error err = {0};
-        snprintf(err.msg, sizeof err.msg,
-                 "the prompt has %zu tokens; the context holds %u (raise --ctx, at most max_seq "
-                 "%u)", r->n_ids, ml_ctx_n_ctx(r->ctx), r->h->max_seq);
-        return fail(NULL, ML_E_INVAL, &err);
-    }
+    if (r->n_ids == 0)
+        return cli_failf(NULL, ML_E_INVAL, "the prompt is empty (and adds no BOS)");
+    if (r->n_ids > ml_ctx_n_ctx(r->ctx))
+        return cli_failf(NULL, ML_E_INVAL,
+                         "the prompt has %zu tokens; the context holds %u (raise --ctx, at most "
+                         "max_seq %u)",
+                         r->n_ids, ml_ctx_n_ctx(r->ctx), r->h->max_seq);
     if (r->o.logits) {
         ml_error err;
         ml_status s = ml_outfile_open(r->o.logits, &r->logits, &err);
