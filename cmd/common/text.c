@@ -1,50 +1,10 @@
-/* text.c - see text.h: reading a whole text and opening the tokenizer
- * beside a model. */
+/* text.c - see text.h: opening the tokenizer beside a model. */
 #include "text.h"
 
 #include "cli.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Reads a whole file ("-": stdin) into a NUL-terminated buffer. */
-int cli_read_text(const char *path, char **out, size_t *len)
-{
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f)
-        return cli_failf(path, ML_E_IO, "cannot open: %s", strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (n < cap)
-            break;
-        char *nb = cap < SIZE_MAX / 4 ? realloc(buf, 2 * cap + 1) : NULL;
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    if (f != stdin)
-        fclose(f);
-    if (!buf)
-        return cli_fail(path, ML_E_NOMEM, NULL);
-    if (bad) {
-        free(buf);
-        return cli_failf(path, ML_E_IO, "read error");
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return 0;
-}
 
 static char *beside(const char *model)
 {

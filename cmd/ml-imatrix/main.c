@@ -4,6 +4,7 @@
  * sum several files (--merge), or print what one holds (--show).  See
  * ml-imatrix(1). */
 #include "cli.h"
+#include "input.h"
 #include "signals.h"
 #include "text.h"
 

@@ -5,6 +5,7 @@
  * tensor's error against its source (see ml-quant(1)).  The library does
  * the work (mlcore/convert.h, mlcore/requant.h). */
 #include "cli.h"
+#include "input.h"
 #include "quant_opts.h"
 #include "signals.h"
 
@@ -97,33 +98,17 @@ typedef struct input {
     void *buf; /* standard input, read whole */
 } input;
 
+/* Standard input, read whole: the parsers need all of it in memory. */
 static int read_stdin(void **out, size_t *len)
 {
-    size_t cap = 1 << 20, n = 0;
-    char *p = malloc(cap);
-    for (ssize_t k; p; n += (size_t)k) {
-        if (n == cap) {
-            char *q = cap > SIZE_MAX / 2 ? NULL : realloc(p, cap *= 2);
-            if (!q)
-                break;
-            p = q;
-        }
-        if ((k = read(0, p + n, cap - n)) <= 0) {
-            if (k == 0) {
-                *out = p, *len = n;
-                return 0;
-            }
-            if (errno == EINTR) {
-                k = 0;
-                continue;
-            }
-            int e = errno;
-            free(p);
-            return cli_failf("-", ML_E_IO, "read: %s", strerror(e));
-        }
-    }
-    free(p);
-    return cli_fail("-", ML_E_NOMEM, NULL);
+    char *buf;
+    ml_status s = cli_read_all(0, &buf, len);
+    if (s == ML_E_IO)
+        return cli_failf("-", ML_E_IO, "read: %s", strerror(errno));
+    if (s)
+        return cli_fail("-", s, NULL);
+    *out = buf;
+    return 0;
 }
 
 static int magic_of(const char *path, const void *buf, size_t len, char magic[4])

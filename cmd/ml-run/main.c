@@ -2,6 +2,7 @@
  * of every evaluated position, or score a text's perplexity the way
  * llama.cpp's llama-perplexity does. */
 #include "cli.h"
+#include "input.h"
 #include "signals.h"
 #include "text.h"
 
