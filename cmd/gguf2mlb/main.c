@@ -4,17 +4,16 @@
  * name, rename at the end, removed on failure or on SIGINT/SIGTERM), the
  * progress line and --dry-run's report. */
 #include "cli.h"
+#include "output.h"
 #include "quant_opts.h"
 #include "signals.h"
 
 #include <mlcore/convert.h>
 #include <mlcore/convert_tok.h>
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 enum {
@@ -326,24 +325,6 @@ static void dry_run(const options *o, const ml_gguf *g, const ml_convert_plan *p
  * Output files
  * ========================================================================= */
 
-/* Refuses an output that is the input, or that exists without -f. */
-static int check_output(const options *o, const char *path)
-{
-    struct stat so, si;
-    if (strcmp(path, "-") == 0 || stat(path, &so) != 0)
-        return 0;
-    if (strcmp(o->in, "-") != 0 && stat(o->in, &si) == 0 && so.st_dev == si.st_dev &&
-        so.st_ino == si.st_ino) {
-        cli_warn(path, "is the input file; choose another output");
-        return EXIT_USAGE;
-    }
-    if (!o->force && S_ISREG(so.st_mode)) {
-        cli_warn(path, "exists; use -f to overwrite it");
-        return EXIT_USAGE;
-    }
-    return 0;
-}
-
 /* Writes the tokenizer into an uncommitted output file.  *tf is NULL when
  * none is written (no -t and the GGUF's vocabulary cannot be converted). */
 static int write_tokenizer(const options *o, const ml_gguf *g, uint32_t model_vocab,
@@ -351,10 +332,10 @@ static int write_tokenizer(const options *o, const ml_gguf *g, uint32_t model_vo
 {
     ml_error e;
     ml_mlt_convert_info info;
-    ml_status s = ml_outfile_open(o->tok, tf, &e);
-    if (s)
-        return cli_fail(cli_out_name(o->tok), s, &e);
-    s = ml_mlt_from_gguf_ex(g, ml_outfile_sink, *tf, &info, &e);
+    int rc = cli_output_open(o->tok, tf);
+    if (rc)
+        return rc;
+    ml_status s = ml_mlt_from_gguf_ex(g, ml_outfile_sink, *tf, &info, &e);
     if (!s && info.header.n_vocab > model_vocab) /* mlt(5): at most the model's vocab */
         s = cli_set_error(&e, ML_E_SHAPE, "tokenizer.ggml.tokens: %u tokens, but the model has %u "
                           "embeddings", info.header.n_vocab, model_vocab);
@@ -380,39 +361,38 @@ static void report_clamps(const options *o, const ml_convert_stats *st)
                  st->clamped_q8, st->first_clamped);
 }
 
+typedef struct model_job {
+    const ml_convert_plan *plan;
+    ml_convert_stats stats;
+} model_job;
+
+static ml_status write_model(void *src, ml_write_fn fn, void *sink, ml_error *err)
+{
+    model_job *j = src;
+    return ml_convert_write(j->plan, fn, sink, &j->stats, err);
+}
+
+/* The tokenizer first (a bad vocabulary may refuse the conversion), then
+ * the model; both are committed once the model is whole. */
 static int convert(const options *o, const ml_gguf *g, const ml_convert_plan *p)
 {
     int rc;
-    if ((rc = check_output(o, o->out)) || (o->tok && (rc = check_output(o, o->tok))))
+    if ((rc = cli_check_output(o->in, o->out, o->force)) ||
+        (o->tok && (rc = cli_check_output(o->in, o->tok, o->force))))
         return rc;
     cli_catch_signals();
-    ml_outfile *mf = NULL, *tf = NULL;
+    ml_outfile *mf, *tf = NULL;
     if (o->tok && (rc = write_tokenizer(o, g, ml_convert_plan_header(p)->vocab, &tf)))
         return rc;
-    ml_error e;
-    ml_status s = ml_outfile_open(o->out, &mf, &e);
-    if (s) {
+    model_job j = {p, {0}};
+    if ((rc = cli_output_convert(o->out, o->in, write_model, &j, tf, &mf)) || !mf)
+        return rc;
+    report_clamps(o, &j.stats);
+    if ((rc = cli_output_commit(o->out, mf))) {
         ml_outfile_abort(tf);
-        return cli_fail(cli_out_name(o->out), s, &e);
+        return rc;
     }
-    ml_convert_stats st;
-    s = ml_convert_write(p, ml_outfile_sink, mf, &st, &e);
-    cli_progress_end();
-    if (s || cli_stop_signal()) {
-        ml_outfile_abort(mf);
-        ml_outfile_abort(tf);
-        if (cli_stop_signal())
-            cli_die_by_signal();
-        return cli_fail(s == ML_E_IO && e.sys_errno ? cli_out_name(o->out) : o->in, s, &e);
-    }
-    report_clamps(o, &st);
-    if ((s = ml_outfile_commit(mf, &e))) {
-        ml_outfile_abort(tf);
-        return cli_fail(cli_out_name(o->out), s, &e);
-    }
-    if (tf && (s = ml_outfile_commit(tf, &e)))
-        return cli_fail(cli_out_name(o->tok), s, &e);
-    return EXIT_OK;
+    return tf ? cli_output_commit(o->tok, tf) : EXIT_OK;
 }
 
 int main(int argc, char **argv)

@@ -5,6 +5,7 @@
  * ml-imatrix(1). */
 #include "cli.h"
 #include "input.h"
+#include "output.h"
 #include "signals.h"
 #include "text.h"
 
@@ -113,27 +114,14 @@ static void parse(int argc, char **argv, options *o)
  * ========================================================================= */
 
 /* The output is opened (as a temporary file) before the work starts, so an
- * unwritable place fails at once; committed by write_mli. */
+ * unwritable place fails at once; committed by cli_output_mli. */
 static int open_out(const char *path, ml_outfile **f)
 {
     if (strcmp(path, "-") == 0 && isatty(1)) {
         cli_warn("-", "standard output is a terminal; name a file with -o");
         return EXIT_USAGE;
     }
-    ml_error err;
-    ml_status s = ml_outfile_open(path, f, &err);
-    return s ? cli_fail(cli_out_name(path), s, &err) : 0;
-}
-
-static int write_mli(const char *path, ml_outfile *f, const ml_mli *m)
-{
-    ml_error err;
-    ml_status s = ml_mli_write(m, ml_outfile_sink, f, &err);
-    if (s)
-        ml_outfile_abort(f);
-    else
-        s = ml_outfile_commit(f, &err);
-    return s ? cli_fail(cli_out_name(path), s, &err) : 0;
+    return cli_output_open(path, f);
 }
 
 /* ===========================================================================
@@ -280,7 +268,7 @@ static int collect_main(const options *o)
     if (!e)
         e = run_chunks(&c, &ids);
     if (!e)
-        e = write_mli(o->out, out, c.mli);
+        e = cli_output_mli(o->out, out, c.mli);
     else
         ml_outfile_abort(out);
     ml_ids_free(&ids);
@@ -313,7 +301,7 @@ static int merge_main(const options *o)
             ml_mli_close(m);
     }
     if (!e)
-        e = write_mli(o->out, out, sum);
+        e = cli_output_mli(o->out, out, sum);
     else
         ml_outfile_abort(out);
     ml_mli_close(sum);

@@ -6,6 +6,7 @@
  * the work (mlcore/convert.h, mlcore/requant.h). */
 #include "cli.h"
 #include "input.h"
+#include "output.h"
 #include "quant_opts.h"
 #include "signals.h"
 
@@ -14,7 +15,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 enum { OPT_OUTPUT, OPT_STATS, OPT_THREADS, OPT_DRY_RUN, OPT_FORCE, OPT_QUIET };
@@ -231,45 +231,13 @@ static void on_mlb_tensor(void *ctx, const ml_tensor *t, ml_requant_method m,
  * Writing
  * ========================================================================= */
 
-static int check_output(const options *o)
-{
-    struct stat so, si;
-    if (!o->out || strcmp(o->out, "-") == 0 || stat(o->out, &so) != 0)
-        return 0;
-    if (strcmp(o->in, "-") != 0 && stat(o->in, &si) == 0 && so.st_dev == si.st_dev &&
-        so.st_ino == si.st_ino) {
-        cli_warn(o->out, "is the input file; choose another output");
-        return EXIT_USAGE;
-    }
-    if (!o->force && S_ISREG(so.st_mode)) {
-        cli_warn(o->out, "exists; use -f to overwrite it");
-        return EXIT_USAGE;
-    }
-    return 0;
-}
-
-typedef ml_status (*write_fn)(void *src, ml_write_fn fn, void *sink, ml_error *err);
-
-/* Temporary output, renamed when complete; removed on error or signal. */
-static int write_out(const options *o, write_fn wr, void *src, const char *src_name)
+/* Writes the output whole and commits it. */
+static int write_out(const options *o, cli_write_fn write, void *src)
 {
     cli_catch_signals();
     ml_outfile *f;
-    ml_error e;
-    ml_status s = ml_outfile_open(o->out, &f, &e);
-    if (s)
-        return cli_fail(cli_out_name(o->out), s, &e);
-    s = wr(src, ml_outfile_sink, f, &e);
-    cli_progress_end();
-    if (s || cli_stop_signal()) {
-        ml_outfile_abort(f);
-        if (cli_stop_signal())
-            cli_die_by_signal();
-        return cli_fail(s == ML_E_IO && e.sys_errno ? cli_out_name(o->out) : src_name, s, &e);
-    }
-    if ((s = ml_outfile_commit(f, &e)))
-        return cli_fail(cli_out_name(o->out), s, &e);
-    return EXIT_OK;
+    int rc = cli_output_convert(o->out, o->in, write, src, NULL, &f);
+    return rc || !f ? rc : cli_output_commit(o->out, f);
 }
 
 typedef struct gguf_job {
@@ -324,7 +292,7 @@ static int from_gguf(const options *o, const ml_gguf *g, const ml_mli *mli, repo
     } else {
         stats_header(r);
         gguf_job j = {p};
-        rc = write_out(o, write_gguf, &j, o->in);
+        rc = write_out(o, write_gguf, &j);
         if (!rc)
             stats_total(r);
     }
@@ -393,7 +361,7 @@ static int from_mlb(const options *o, const ml_mlb *src, const ml_mli *mli, repo
         return EXIT_OK;
     stats_header(r);
     mlb_job j = {src, &ro};
-    int rc = write_out(o, write_mlb, &j, o->in);
+    int rc = write_out(o, write_mlb, &j);
     if (!rc)
         stats_total(r);
     return rc;
@@ -408,7 +376,7 @@ int main(int argc, char **argv)
     ml_mli *mli = NULL;
     report r = {&o, o.out && strcmp(o.out, "-") == 0 ? stderr : stdout, {0}, 0,
                 !o.quiet && cli_stderr_is_tty()};
-    int rc = o.dry_run ? 0 : check_output(&o);
+    int rc = o.dry_run ? 0 : cli_check_output(o.in, o.out, o.force);
     if (!rc)
         rc = open_input(o.in, &in);
     if (!rc && o.q.imatrix) {

@@ -3,6 +3,7 @@
  * llama.cpp's llama-perplexity does. */
 #include "cli.h"
 #include "input.h"
+#include "output.h"
 #include "signals.h"
 #include "text.h"
 
@@ -418,13 +419,8 @@ static int perplexity(run *r)
 static int write_imatrix(run *r)
 {
     ml_outfile *f;
-    ml_error err;
-    ml_status s = ml_outfile_open(r->o.imatrix, &f, &err);
-    if (!s && (s = ml_mli_write(r->imatrix, ml_outfile_sink, f, &err)))
-        ml_outfile_abort(f);
-    if (!s)
-        s = ml_outfile_commit(f, &err);
-    return s ? fail(cli_out_name(r->o.imatrix), s, &err) : 0;
+    int e = cli_output_open(r->o.imatrix, &f);
+    return e ? e : cli_output_mli(r->o.imatrix, f, r->imatrix);
 }
 
 static int start_imatrix(run *r)
@@ -463,23 +459,17 @@ static int run_prompt(run *r)
                          "the prompt has %zu tokens; the context holds %u (raise --ctx, at most "
                          "max_seq %u)",
                          r->n_ids, ml_ctx_n_ctx(r->ctx), r->h->max_seq);
-    if (r->o.logits) {
-        ml_error err;
-        ml_status s = ml_outfile_open(r->o.logits, &r->logits, &err);
-        if (s)
-            return fail(cli_out_name(r->o.logits), s, &err);
-    }
+    if (r->o.logits && (e = cli_output_open(r->o.logits, &r->logits)))
+        return e;
     double t0 = now();
     e = eval(r, 0, r->n_ids);
     r->t_prompt = now() - t0;
     if (!e)
         e = generate(r);
     if (!e && r->logits && !cli_stop_signal()) {
-        ml_error err;
-        ml_status s = ml_outfile_commit(r->logits, &err);
-        r->logits = NULL;
-        if (s)
-            e = fail(cli_out_name(r->o.logits), s, &err);
+        ml_outfile *f = r->logits;
+        r->logits = NULL; /* committed or freed: close_run must not abort it */
+        e = cli_output_commit(r->o.logits, f);
     }
     return e;
 }
