@@ -263,6 +263,21 @@ int cli_finish(int status)
     return status;
 }
 
+ml_status cli_stdout_sink(void *ctx, const void *buf, size_t n, ml_error *err)
+{
+    (void)ctx;
+    (void)err;
+    fwrite(buf, 1, n, stdout);
+    return ML_OK;
+}
+
+ml_status cli_stdout_sink_flushed(void *ctx, const void *buf, size_t n, ml_error *err)
+{
+    ml_status s = cli_stdout_sink(ctx, buf, n, err);
+    fflush(stdout);
+    return s;
+}
+
 int cli_stderr_is_tty(void)
 {
     return isatty(2);

@@ -79,6 +79,12 @@ int cli_stdout_ok(void);
  * other than EPIPE (which ends quietly with `status`). */
 int cli_finish(int status);
 
+/* ml_write_fn onto stdout (ctx unused): buffered, or flushed after every
+ * piece so that generated text shows as it comes.  A failed write shows
+ * in cli_stdout_ok and cli_finish. */
+ml_status cli_stdout_sink(void *ctx, const void *buf, size_t n, ml_error *err);
+ml_status cli_stdout_sink_flushed(void *ctx, const void *buf, size_t n, ml_error *err);
+
 /* Whether progress may be drawn: stderr is a terminal. */
 int cli_stderr_is_tty(void);
 

@@ -70,23 +70,6 @@ typedef struct options {
 } options;
 
 /* ===========================================================================
- * Progress (stops at the first SIGINT/SIGTERM/SIGHUP: signals.h)
- * ========================================================================= */
-
-typedef struct prog {
-    const char *name;
-    int show;
-} prog;
-
-static int on_progress(void *ctx, uint64_t done, uint64_t total)
-{
-    prog *p = ctx;
-    if (p->show)
-        cli_progress(p->name, done, total);
-    return cli_stop_signal() != 0;
-}
-
-/* ===========================================================================
  * Options
  * ========================================================================= */
 
@@ -407,8 +390,8 @@ int main(int argc, char **argv)
     ml_error e;
     ml_status s;
     int rc = EXIT_OK;
-    prog pr = {o.out ? o.out : o.in, !o.quiet};
-    o.conv.progress = on_progress;
+    cli_progress_line pr = {o.out ? o.out : o.in, !o.quiet};
+    o.conv.progress = cli_progress_or_stop; /* stops at SIGINT/SIGTERM/SIGHUP */
     o.conv.progress_ctx = &pr;
     if ((s = ml_gguf_open(o.in, &g, &e))) {
         rc = cli_fail(o.in, s, &e);

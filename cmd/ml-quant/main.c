@@ -163,16 +163,8 @@ typedef struct report {
     FILE *out; /* --stats lines */
     ml_quant_error total;
     unsigned requantized;
-    int show_progress;
+    cli_progress_line progress;
 } report;
-
-static int on_progress(void *ctx, uint64_t done, uint64_t total)
-{
-    report *r = ctx;
-    if (r->show_progress)
-        cli_progress(r->o->out, done, total);
-    return cli_stop_signal() != 0;
-}
 
 static void stats_line(report *r, const char *name, const char *type, const char *method,
                        const ml_quant_error *e)
@@ -271,7 +263,7 @@ static int from_gguf(const options *o, const ml_gguf *g, const ml_mli *mli, repo
     co.q4_rule = o->q.q4_rule;
     co.imatrix = mli;
     co.threads = o->threads;
-    co.progress = on_progress, co.progress_ctx = r;
+    co.progress = cli_progress_or_stop, co.progress_ctx = &r->progress;
     if (o->stats)
         co.on_tensor = on_gguf_tensor, co.tensor_ctx = r;
     ml_convert_plan *p;
@@ -343,7 +335,7 @@ static int from_mlb(const options *o, const ml_mlb *src, const ml_mli *mli, repo
         ro.q4_rule = o->q.q4_rule;
     ro.imatrix = mli;
     ro.threads = o->threads;
-    ro.progress = on_progress, ro.progress_ctx = r;
+    ro.progress = cli_progress_or_stop, ro.progress_ctx = &r->progress;
     if (o->stats)
         ro.on_tensor = on_mlb_tensor, ro.tensor_ctx = r;
     ml_mlb_header h;
@@ -375,7 +367,7 @@ int main(int argc, char **argv)
     input in = {0};
     ml_mli *mli = NULL;
     report r = {&o, o.out && strcmp(o.out, "-") == 0 ? stderr : stdout, {0}, 0,
-                !o.quiet && cli_stderr_is_tty()};
+                {o.out, !o.quiet && cli_stderr_is_tty()}};
     int rc = o.dry_run ? 0 : cli_check_output(o.in, o.out, o.force);
     if (!rc)
         rc = open_input(o.in, &in);

@@ -297,15 +297,6 @@ static int eval(run *r, size_t from, size_t to)
     return s ? fail(s == ML_E_IO ? cli_out_name(r->o.logits) : r->o.model, s, &err) : 0;
 }
 
-static ml_status out_sink(void *ctx, const void *buf, size_t n, ml_error *err)
-{
-    (void)ctx;
-    (void)err;
-    fwrite(buf, 1, n, stdout);
-    fflush(stdout);
-    return ML_OK;
-}
-
 static int generate(run *r)
 {
     ml_tok_stream ts;
@@ -325,7 +316,7 @@ static int generate(run *r)
         r->n_gen++;
         if (r->o.ids)
             printf("%s%d", r->n_gen > 1 ? " " : "", id), fflush(stdout);
-        else if ((e = ml_tok_stream_put(&ts, (uint32_t)id, out_sink, NULL, &err)))
+        else if ((e = ml_tok_stream_put(&ts, (uint32_t)id, cli_stdout_sink_flushed, NULL, &err)))
             return fail(NULL, e, &err);
         if (i + 1 == r->o.n_predict)
             break;
@@ -337,7 +328,7 @@ static int generate(run *r)
         e = eval(r, r->n_ids - 1, r->n_ids);
     }
     if (r->mlt && !r->o.ids)
-        ml_tok_stream_end(&ts, out_sink, NULL, &err);
+        ml_tok_stream_end(&ts, cli_stdout_sink_flushed, NULL, &err);
     if (r->n_gen && r->o.ids)
         printf("\n");
     r->t_gen = now() - t0;

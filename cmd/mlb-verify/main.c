@@ -213,7 +213,8 @@ static int read_manifest(const char *path, manifest *m)
             m->cap = nc;
         }
         if (parse_line(line, &m->e[m->n]) < 0) {
-            status = cli_failf(path, ML_E_FORMAT, "line %lu: expected 'CRC32  TENSOR  FILE'", lineno);
+            status = cli_failf(path, ML_E_FORMAT, "line %lu: expected 'CRC32  TENSOR  FILE'",
+                               lineno);
             break;
         }
         m->n++;

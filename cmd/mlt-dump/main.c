@@ -289,14 +289,6 @@ static uint32_t parse_id(const char *s)
     return (uint32_t)v;
 }
 
-static ml_status stdout_sink(void *ctx, const void *buf, size_t n, ml_error *err)
-{
-    (void)ctx;
-    (void)err;
-    fwrite(buf, 1, n, stdout);
-    return ML_OK;
-}
-
 /* Decodes ids from the operands or, without any, from standard input. */
 static int do_decode(const char *path, const ml_mlt *t, const options *o, char **ids, int n_ids)
 {
@@ -325,9 +317,9 @@ static int do_decode(const char *path, const ml_mlt *t, const options *o, char *
         return EXIT_OK;
     }
     for (int i = 0; i < n_ids && !s; i++)
-        s = ml_tok_stream_put(&st, parse_id(ids[i]), stdout_sink, NULL, &err);
+        s = ml_tok_stream_put(&st, parse_id(ids[i]), cli_stdout_sink, NULL, &err);
     if (!s)
-        s = ml_tok_stream_end(&st, stdout_sink, NULL, &err);
+        s = ml_tok_stream_end(&st, cli_stdout_sink, NULL, &err);
     if (!s)
         putchar('\n');
     return s ? cli_fail(path, s, &err) : EXIT_OK;
