@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "input.h"
 #include "output.h"
+#include "score.h"
 #include "signals.h"
 #include "text.h"
 
@@ -162,11 +163,7 @@ static int open_all(collect *c)
     int e = cli_open_tokenizer(o->tok, o->model, h->vocab, &c->mlt, &c->tok);
     if (e)
         return e;
-    uint64_t nb = o->batch;
-    if (!nb) { /* logits of a step: about 64 MB */
-        nb = (16u << 20) / h->vocab;
-        nb = nb < 16 ? 16 : nb > 256 ? 256 : nb;
-    }
+    uint64_t nb = o->batch ? o->batch : ml_logits_batch(h->vocab);
     if (nb > o->ctx)
         nb = o->ctx;
     ml_ctx_params p = {(uint32_t)o->ctx, (uint32_t)nb, (unsigned)o->threads};
@@ -189,50 +186,48 @@ static void close_all(collect *c)
     ml_mlb_close(c->mlb);
 }
 
-static void progress(size_t done, size_t total, size_t n_ctx, const ml_nll *acc, double t0)
+/* The chunk line on a terminal, with the speed and the time left; stops
+ * at a signal. */
+typedef struct chunk_line {
+    const ml_nll *acc;
+    size_t n_ctx;
+    double t0;
+    int show;
+    int started; /* the chunks were reached: the corpus and memory sufficed */
+} chunk_line;
+
+static int on_chunk(void *ctx, uint64_t done, uint64_t total)
 {
-    double dt = now() - t0, tps = dt > 0 ? (double)(done * n_ctx) / dt : 0;
-    double eta = done ? dt / (double)done * (double)(total - done) : 0;
-    fprintf(stderr, "\rml-imatrix: chunk %zu/%zu, PPL %.4f, %.1f tokens/s, %.0f s left \033[K",
-            done, total, ml_nll_perplexity(acc, NULL), tps, eta);
+    chunk_line *l = ctx;
+    l->started = 1;
+    if (l->show && done) {
+        double dt = now() - l->t0, tps = dt > 0 ? (double)(done * l->n_ctx) / dt : 0;
+        double eta = dt / (double)done * (double)(total - done);
+        fprintf(stderr,
+                "\rml-imatrix: chunk %" PRIu64 "/%" PRIu64 ", PPL %.4f, %.1f tokens/s, %.0f s "
+                "left \033[K",
+                done, total, ml_nll_perplexity(l->acc, NULL), tps, eta);
+    }
+    return cli_stop_signal() != 0;
 }
 
 static int run_chunks(collect *c, const ml_ids *ids)
 {
     const options *o = c->o;
-    const ml_mlt_header *th = ml_mlt_get_header(c->mlt);
-    int add_bos = !o->no_bos && (th->flags & ML_MLT_ADD_BOS) && th->bos >= 0;
-    size_t n_ctx = (size_t)o->ctx, n_chunk = ids->n / n_ctx;
-    ml_error err;
-    if (n_chunk == 0)
-        return cli_failf(o->file, ML_E_INVAL, "%zu tokens are fewer than one chunk of %zu (--ctx)",
-                         ids->n, n_ctx);
-    if (o->chunks && o->chunks < n_chunk)
-        n_chunk = (size_t)o->chunks;
-    int32_t *chunk = malloc(n_ctx * sizeof *chunk);
-    if (!chunk)
-        return cli_fail(NULL, ML_E_NOMEM, NULL);
+    size_t n_ctx = (size_t)o->ctx, n_chunk;
     ml_nll acc = {0};
-    double t0 = now();
-    int show = !o->quiet && cli_stderr_is_tty(), e = 0;
-    for (size_t k = 0; k < n_chunk && !e && !cli_stop_signal(); k++) {
-        for (size_t j = 0; j < n_ctx; j++)
-            chunk[j] = (int32_t)ids->v[k * n_ctx + j];
-        if (add_bos)
-            chunk[0] = th->bos;
-        ml_status s = ml_ctx_score(c->ctx, chunk, n_ctx, n_ctx / 2, c->rows, &acc, &err);
-        if (s)
-            e = cli_fail(o->model, s, &err);
-        else if (show)
-            progress(k + 1, n_chunk, n_ctx, &acc, t0);
-    }
-    free(chunk);
-    if (show)
+    chunk_line line = {&acc, n_ctx, now(), !o->quiet && cli_stderr_is_tty(), 0};
+    cli_scoring sc = {c->ctx, c->mlt, o->file, o->model, o->no_bos, o->chunks, c->rows,
+                      on_chunk, &line};
+    int e = cli_score(&sc, ids, &acc, &n_chunk);
+    if (!line.started)
+        return e;
+    if (line.show)
         fputs("\r\033[K", stderr);
     if (cli_stop_signal())
         return -1; /* the caller removes the output, then re-raises */
     if (!e && !o->quiet) {
-        double dt = now() - t0, pm, ppl = ml_nll_perplexity(&acc, &pm);
+        double dt = now() - line.t0, pm, ppl = ml_nll_perplexity(&acc, &pm);
         fprintf(stderr,
                 "ml-imatrix: %s: %zu chunks of %zu tokens, %.1f tokens/s; PPL %.4f +/- %.5f "
                 "over %" PRIu64 " tokens\n",
@@ -245,8 +240,6 @@ static int run_chunks(collect *c, const ml_ids *ids)
 static int collect_main(const options *o)
 {
     collect c = {.o = o};
-    char *text = NULL;
-    size_t len;
     ml_ids ids = {0};
     ml_outfile *out = NULL;
     cli_catch_signals(); /* before the output exists, so it is always removed */
@@ -254,15 +247,7 @@ static int collect_main(const options *o)
     if (!e)
         e = open_out(o->out, &out);
     if (!e)
-        e = cli_read_text(o->file, &text, &len);
-    if (!e) {
-        ml_error err;
-        ml_status s = ml_tok_encode(c.tok, text, len, o->no_bos ? ML_TOK_BOS_NO : ML_TOK_BOS_AUTO,
-                                    &ids, &err);
-        if (s)
-            e = cli_fail(o->file, s, &err);
-    }
-    free(text);
+        e = cli_read_tokens(o->file, c.tok, o->no_bos, &ids);
     if (!e && cli_stop_signal())
         e = -1;
     if (!e)

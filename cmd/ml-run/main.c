@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "input.h"
 #include "output.h"
+#include "score.h"
 #include "signals.h"
 #include "text.h"
 
@@ -190,13 +191,8 @@ static int open_model(run *r)
      * --perplexity a step's logits are held too, so the default then keeps
      * them near 64 MB (64 rows for a 262k vocabulary). */
     r->nb = r->o.batch;
-    if (!r->nb) {
-        r->nb = 256;
-        if (r->o.logits || r->o.ppl) {
-            size_t fit = (16u << 20) / r->h->vocab;
-            r->nb = fit < 16 ? 16 : fit > 256 ? 256 : fit;
-        }
-    }
+    if (!r->nb)
+        r->nb = r->o.logits || r->o.ppl ? ml_logits_batch(r->h->vocab) : 256;
     ml_ctx_params p = {n_ctx, (uint32_t)r->nb, (unsigned)r->o.threads};
     if ((s = ml_ctx_new(r->model, &p, &r->ctx, &err)))
         return fail(r->o.model, s, &err);
@@ -347,53 +343,39 @@ static void timings(const run *r)
             r->t_gen > 0 ? r->n_gen / r->t_gen : 0.0);
 }
 
-/* -log p(next) from one row of logits, in double as llama-perplexity does. */
-/* llama-perplexity's scheme: chunks of n_ctx tokens, BOS at the start of
- * each chunk when the tokenizer adds one, the first half of each chunk as
- * context and the second half scored. */
+/* The chunk line on a terminal; stops at a signal. */
+typedef struct chunk_line {
+    const ml_nll *acc;
+    int show;
+} chunk_line;
+
+static int on_chunk(void *ctx, uint64_t done, uint64_t total)
+{
+    const chunk_line *l = ctx;
+    if (l->show && done)
+        fprintf(stderr, "\rml-run: chunk %" PRIu64 "/%" PRIu64 ", ppl %.4f ", done, total,
+                ml_nll_perplexity(l->acc, NULL));
+    return cli_stop_signal() != 0;
+}
+
+/* llama-perplexity's scheme (score.h): chunks of n_ctx tokens, the second
+ * half of each scored. */
 static int perplexity(run *r)
 {
-    char *text;
-    size_t len;
-    int e = cli_read_text(r->o.ppl, &text, &len);
+    ml_ids ids = {0};
+    int e = cli_read_tokens(r->o.ppl, r->tok, r->o.no_bos, &ids);
     if (e)
         return e;
-    ml_ids ids = {0};
-    ml_error err;
-    ml_status s = ml_tok_encode(r->tok, text, len, r->o.no_bos ? ML_TOK_BOS_NO : ML_TOK_BOS_AUTO,
-                                &ids, &err);
-    free(text);
-    if (s)
-        return fail(r->o.ppl, s, &err);
-    const ml_mlt_header *th = ml_mlt_get_header(r->mlt);
-    int add_bos = !r->o.no_bos && (th->flags & ML_MLT_ADD_BOS) && th->bos >= 0;
-    uint32_t n_ctx = ml_ctx_n_ctx(r->ctx);
-    size_t n_chunk = ids.n / n_ctx, first = n_ctx / 2;
-    if (n_chunk == 0) {
-        ml_ids_free(&ids);
-        return cli_failf(r->o.ppl, ML_E_INVAL, "%zu tokens are fewer than one chunk of %u (--ctx)",
-                         ids.n, n_ctx);
-    }
-    int32_t *chunk = malloc(n_ctx * sizeof *chunk);
-    double t0 = now();
     ml_nll acc = {0};
-    for (size_t c = 0; c < n_chunk && !e && chunk && !cli_stop_signal(); c++) {
-        for (uint32_t j = 0; j < n_ctx; j++)
-            chunk[j] = (int32_t)ids.v[c * n_ctx + j];
-        if (add_bos)
-            chunk[0] = th->bos;
-        if ((s = ml_ctx_score(r->ctx, chunk, n_ctx, first, r->row, &acc, &err))) {
-            e = fail(r->o.model, s, &err);
-            break;
-        }
-        if (!r->o.quiet && cli_stderr_is_tty())
-            fprintf(stderr, "\rml-run: chunk %zu/%zu, ppl %.4f ", c + 1, n_chunk,
-                    ml_nll_perplexity(&acc, NULL));
-    }
-    if (!chunk)
-        e = fail(NULL, ML_E_NOMEM, NULL);
+    chunk_line line = {&acc, !r->o.quiet && cli_stderr_is_tty()};
+    cli_scoring sc = {r->ctx, r->mlt, r->o.ppl, r->o.model, r->o.no_bos, 0, r->row,
+                      on_chunk, &line};
+    size_t n_chunk;
+    double t0 = now();
+    e = cli_score(&sc, &ids, &acc, &n_chunk);
     if (!e) {
-        if (!r->o.quiet && cli_stderr_is_tty())
+        uint32_t n_ctx = ml_ctx_n_ctx(r->ctx);
+        if (line.show)
             fputs("\r\033[K", stderr);
         double pm, ppl = ml_nll_perplexity(&acc, &pm);
         printf("%s: %zu chunks of %u tokens, %" PRIu64 " scored: PPL = %.4f +/- %.5f\n",
@@ -401,7 +383,6 @@ static int perplexity(run *r)
         r->n_prompt = n_chunk * n_ctx;
         r->t_prompt = now() - t0;
     }
-    free(chunk);
     ml_ids_free(&ids);
     return e;
 }
