@@ -278,6 +278,14 @@ ml_status cli_stdout_sink_flushed(void *ctx, const void *buf, size_t n, ml_error
     return s;
 }
 
+unsigned cli_n_cpus(unsigned max)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        return 1;
+    return (unsigned long)n > max ? max : (unsigned)n;
+}
+
 int cli_stderr_is_tty(void)
 {
     return isatty(2);

@@ -8,6 +8,12 @@
 
 #include <stdio.h>
 
+/* A #defined default as the text --help shows: with
+ * "#define DEFAULT_TEMP 0.8", CLI_STR(DEFAULT_TEMP) is "0.8", so the help
+ * and the code take the number from one place. */
+#define CLI_STR(x) CLI_STR_(x)
+#define CLI_STR_(x) #x
+
 /* Exit statuses, the same for every command (see each man page). */
 enum {
     EXIT_OK = 0,
@@ -84,6 +90,9 @@ int cli_finish(int status);
  * in cli_stdout_ok and cli_finish. */
 ml_status cli_stdout_sink(void *ctx, const void *buf, size_t n, ml_error *err);
 ml_status cli_stdout_sink_flushed(void *ctx, const void *buf, size_t n, ml_error *err);
+
+/* The CPUs online (1 when unknown), at most max: the default thread count. */
+unsigned cli_n_cpus(unsigned max);
 
 /* Whether progress may be drawn: stderr is a terminal. */
 int cli_stderr_is_tty(void);

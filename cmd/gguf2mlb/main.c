@@ -97,8 +97,7 @@ static void parse(int argc, char **argv, options *o)
     memset(o, 0, sizeof *o);
     quant_opts_init(&o->q);
     ml_convert_opts_init(&o->conv);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    o->conv.threads = ncpu < 1 ? 1 : ncpu > 1024 ? 1024 : (unsigned)ncpu;
+    o->conv.threads = cli_n_cpus(QUANT_MAX_THREADS);
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         if (quant_opts_take(&o->q, id, arg))
             continue;
@@ -106,7 +105,9 @@ static void parse(int argc, char **argv, options *o)
         case OPT_OUTPUT: o->out = arg; break;
         case OPT_TOKENIZER: o->tok = arg, o->tok_explicit = 1; break;
         case OPT_NO_TOKENIZER: o->no_tok = 1; break;
-        case OPT_THREADS: o->conv.threads = (unsigned)cli_u64("--threads", arg, 1, 1024); break;
+        case OPT_THREADS:
+            o->conv.threads = (unsigned)cli_u64("--threads", arg, 1, QUANT_MAX_THREADS);
+            break;
         case OPT_DRY_RUN: o->dry_run = 1; break;
         case OPT_FORCE: o->force = 1; break;
         case OPT_QUIET: o->quiet = 1; break;

@@ -11,6 +11,7 @@
 #include "text.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,19 +23,24 @@ enum {
     OPT_NOBOS, OPT_MERGE, OPT_SHOW, OPT_TOP, OPT_QUIET
 };
 
+/* --show's channels unless --top says; --ctx's default is CLI_SCORE_CTX. */
+#define DEFAULT_TOP 5
+
 static const cli_opt opts[] = {
     {OPT_MODEL, 'm', "model", "FILE", "the model (.mlb) to collect with"},
     {OPT_TOK, 'k', "tokenizer", "FILE", "the tokenizer (.mlt; default: beside the model)"},
     {OPT_FILE, 'f', "file", "FILE", "the corpus (text; - for standard input)"},
     {OPT_OUTPUT, 'o', "output", "FILE", "the importance matrix to write; - for stdout"},
-    {OPT_CTX, 'c', "ctx", "N", "tokens per chunk (default 512, at most max_seq)"},
+    {OPT_CTX, 'c', "ctx", "N",
+     "tokens per chunk (default " CLI_STR(CLI_SCORE_CTX) ", at most max_seq)"},
     {OPT_CHUNKS, 0, "chunks", "K", "at most K chunks (default: the whole corpus)"},
     {OPT_THREADS, 't', "threads", "N", "threads (default: the number of CPUs)"},
-    {OPT_BATCH, 'b', "batch", "N", "tokens per evaluation step (default: fits 64 MB of logits)"},
+    {OPT_BATCH, 'b', "batch", "N",
+     "tokens per evaluation step (default: fits " CLI_STR(ML_LOGITS_BATCH_MB) " MB of logits)"},
     {OPT_NOBOS, 0, "no-bos", NULL, "do not put BOS at the start of each chunk"},
     {OPT_MERGE, 0, "merge", NULL, "sum the .mli files given as operands into -o"},
     {OPT_SHOW, 0, "show", NULL, "print, per matrix, the most important channels and the spread"},
-    {OPT_TOP, 0, "top", "N", "channels listed by --show (default 5)"},
+    {OPT_TOP, 0, "top", "N", "channels listed by --show (default " CLI_STR(DEFAULT_TOP) ")"},
     {OPT_QUIET, 'q', "quiet", NULL, "no progress line and no summary"},
 };
 
@@ -65,9 +71,8 @@ static void parse(int argc, char **argv, options *o)
     const char *arg;
     int id, first;
     memset(o, 0, sizeof *o);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    o->threads = ncpu > 0 ? (uint64_t)ncpu : 1;
-    o->ctx = 512, o->top = 5;
+    o->threads = cli_n_cpus(UINT_MAX); /* the CPUs, even above --threads' 256 */
+    o->ctx = CLI_SCORE_CTX, o->top = DEFAULT_TOP;
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         switch (id) {
         case OPT_MODEL: o->model = arg; break;

@@ -64,15 +64,16 @@ static void parse(int argc, char **argv, options *o)
     int id, first;
     memset(o, 0, sizeof *o);
     quant_opts_init(&o->q);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    o->threads = ncpu < 1 ? 1 : ncpu > 1024 ? 1024 : (unsigned)ncpu;
+    o->threads = cli_n_cpus(QUANT_MAX_THREADS);
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         if (quant_opts_take(&o->q, id, arg))
             continue;
         switch (id) {
         case OPT_OUTPUT: o->out = arg; break;
         case OPT_STATS: o->stats = 1; break;
-        case OPT_THREADS: o->threads = (unsigned)cli_u64("--threads", arg, 1, 1024); break;
+        case OPT_THREADS:
+            o->threads = (unsigned)cli_u64("--threads", arg, 1, QUANT_MAX_THREADS);
+            break;
         case OPT_DRY_RUN: o->dry_run = 1; break;
         case OPT_FORCE: o->force = 1; break;
         case OPT_QUIET: o->quiet = 1; break;

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,21 +23,40 @@ enum {
     OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET, OPT_IMATRIX
 };
 
+/* Defaults: parse() starts from them and --help shows them. */
+#define DEFAULT_N_PREDICT 128
+#define DEFAULT_CTX 4096
+#define DEFAULT_BATCH 256
+#define DEFAULT_TEMP 0.8
+#define DEFAULT_TOP_K 40
+#define DEFAULT_TOP_P 0.95
+#define DEFAULT_MIN_P 0.05
+#define DEFAULT_REPEAT_PENALTY 1
+#define DEFAULT_REPEAT_LAST 64
+
 static const cli_opt opts[] = {
     {OPT_MODEL, 'm', "model", "FILE", "the model (.mlb); required"},
     {OPT_TOK, 'k', "tokenizer", "FILE", "the tokenizer (.mlt; default: beside the model)"},
     {OPT_PROMPT, 'p', "prompt", "TEXT", "the prompt (default: standard input)"},
     {OPT_FILE, 'f', "file", "FILE", "read the prompt from FILE"},
     {OPT_IDS, 0, "ids", NULL, "the prompt is token ids; print generated ids, not text"},
-    {OPT_N, 'n', "n-predict", "N", "tokens to generate (default 128; 0: only evaluate)"},
-    {OPT_CTX, 'c', "ctx", "N", "context positions (default: 4096, at most max_seq)"},
+    {OPT_N, 'n', "n-predict", "N",
+     "tokens to generate (default " CLI_STR(DEFAULT_N_PREDICT) "; 0: only evaluate)"},
+    {OPT_CTX, 'c', "ctx", "N",
+     "context positions (default: " CLI_STR(DEFAULT_CTX) ", at most max_seq)"},
     {OPT_THREADS, 't', "threads", "N", "threads (default: the number of CPUs)"},
-    {OPT_BATCH, 'b', "batch", "N", "prompt tokens per step (default 256; less with --logits)"},
-    {OPT_TEMP, 0, "temp", "T", "temperature; 0 is greedy (default 0.8)"},
-    {OPT_TOPK, 0, "top-k", "K", "keep the K most likely tokens (default 40; 0: off)"},
-    {OPT_TOPP, 0, "top-p", "P", "keep the most likely tokens up to probability P (default 0.95)"},
-    {OPT_MINP, 0, "min-p", "P", "drop tokens below P times the best's probability (default 0.05)"},
-    {OPT_REPEAT, 0, "repeat-penalty", "R", "penalty on the last 64 tokens (default 1: off)"},
+    {OPT_BATCH, 'b', "batch", "N",
+     "prompt tokens per step (default " CLI_STR(DEFAULT_BATCH) "; less with --logits)"},
+    {OPT_TEMP, 0, "temp", "T", "temperature; 0 is greedy (default " CLI_STR(DEFAULT_TEMP) ")"},
+    {OPT_TOPK, 0, "top-k", "K",
+     "keep the K most likely tokens (default " CLI_STR(DEFAULT_TOP_K) "; 0: off)"},
+    {OPT_TOPP, 0, "top-p", "P",
+     "keep the most likely tokens up to probability P (default " CLI_STR(DEFAULT_TOP_P) ")"},
+    {OPT_MINP, 0, "min-p", "P",
+     "drop tokens below P times the best's probability (default " CLI_STR(DEFAULT_MIN_P) ")"},
+    {OPT_REPEAT, 0, "repeat-penalty", "R",
+     "penalty on the last " CLI_STR(DEFAULT_REPEAT_LAST) " tokens "
+     "(default " CLI_STR(DEFAULT_REPEAT_PENALTY) ": off)"},
     {OPT_SEED, 's', "seed", "S", "random seed (default: from the clock; printed with -v)"},
     {OPT_LOGITS, 0, "logits", "FILE", "write the logits of every evaluated position to FILE"},
     {OPT_PPL, 0, "perplexity", "FILE", "score the text in FILE like llama-perplexity"},
@@ -84,11 +104,11 @@ static void parse(int argc, char **argv, options *o)
 {
     const char *arg;
     int id, first;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     memset(o, 0, sizeof *o);
-    o->n_predict = 128;
-    o->threads = ncpu > 0 ? (uint64_t)ncpu : 1;
-    o->sp = (ml_sampler_params){0.8f, 40, 0.95f, 0.05f, 1.0f, 64, 0};
+    o->n_predict = DEFAULT_N_PREDICT;
+    o->threads = cli_n_cpus(UINT_MAX); /* the CPUs, even above --threads' 256 */
+    o->sp = (ml_sampler_params){DEFAULT_TEMP, DEFAULT_TOP_K, DEFAULT_TOP_P, DEFAULT_MIN_P,
+                                DEFAULT_REPEAT_PENALTY, DEFAULT_REPEAT_LAST, 0};
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         switch (id) {
         case OPT_MODEL: o->model = arg; break;
@@ -185,14 +205,15 @@ static int open_model(run *r)
         return fail(r->o.model, s, &err);
     uint32_t n_ctx = (uint32_t)r->o.ctx;
     if (!n_ctx)
-        n_ctx = r->o.ppl ? 512 : (r->h->max_seq < 4096 ? r->h->max_seq : 4096);
+        n_ctx = r->o.ppl ? CLI_SCORE_CTX
+                         : (r->h->max_seq < DEFAULT_CTX ? r->h->max_seq : DEFAULT_CTX);
     /* 256 prompt tokens per step stream each weight panel once for more
      * tokens (+17% prompt speed over 64 on a 1B Q4_0 model); with --logits and
      * --perplexity a step's logits are held too, so the default then keeps
      * them near 64 MB (64 rows for a 262k vocabulary). */
     r->nb = r->o.batch;
     if (!r->nb)
-        r->nb = r->o.logits || r->o.ppl ? ml_logits_batch(r->h->vocab) : 256;
+        r->nb = r->o.logits || r->o.ppl ? ml_logits_batch(r->h->vocab) : DEFAULT_BATCH;
     ml_ctx_params p = {n_ctx, (uint32_t)r->nb, (unsigned)r->o.threads};
     if ((s = ml_ctx_new(r->model, &p, &r->ctx, &err)))
         return fail(r->o.model, s, &err);

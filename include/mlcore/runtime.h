@@ -89,7 +89,9 @@ ML_API ml_status ml_ctx_score(ml_ctx *c, const int32_t *tokens, size_t n, size_t
 ML_API double ml_nll_perplexity(const ml_nll *acc, double *error);
 
 /* Tokens per evaluation step when every token's logits are kept (scoring,
- * all_logits): as many as keep one step's logits near 64 MB, 16 to 256. */
+ * all_logits): as many as keep one step's logits near ML_LOGITS_BATCH_MB
+ * megabytes (2^20 bytes), 16 to 256. */
+#define ML_LOGITS_BATCH_MB 64
 ML_API uint32_t ml_logits_batch(uint32_t vocab);
 
 /* Called with 0 before the first chunk, then with the chunks done after

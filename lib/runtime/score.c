@@ -57,10 +57,10 @@ double ml_nll_perplexity(const ml_nll *acc, double *error)
     return ppl;
 }
 
-/* A step's logits are vocab floats a token: 16M floats are 64 MB (64
+/* A step's logits are vocab floats a token: 64 MB are 16M floats (64
  * tokens of a 262k vocabulary).  At least 16 tokens a step whatever the
  * vocabulary, at most 256, the prompt batch ml-run uses without logits. */
-#define LOGITS_FLOATS (16u << 20)
+#define LOGITS_FLOATS ((uint32_t)(((uint64_t)ML_LOGITS_BATCH_MB << 20) / sizeof(float)))
 #define LOGITS_BATCH_MIN 16
 #define LOGITS_BATCH_MAX 256
 
