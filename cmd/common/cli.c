@@ -278,6 +278,13 @@ ml_status cli_stdout_sink_flushed(void *ctx, const void *buf, size_t n, ml_error
     return s;
 }
 
+double cli_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 unsigned cli_n_cpus(unsigned max)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);

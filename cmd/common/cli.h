@@ -91,6 +91,9 @@ int cli_finish(int status);
 ml_status cli_stdout_sink(void *ctx, const void *buf, size_t n, ml_error *err);
 ml_status cli_stdout_sink_flushed(void *ctx, const void *buf, size_t n, ml_error *err);
 
+/* Seconds on the monotonic clock, for timings. */
+double cli_seconds(void);
+
 /* The CPUs online (1 when unknown), at most max: the default thread count. */
 unsigned cli_n_cpus(unsigned max);
 

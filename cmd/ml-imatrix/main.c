@@ -15,7 +15,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 enum {
@@ -145,13 +144,6 @@ typedef struct collect {
     float *rows;
 } collect;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int open_all(collect *c)
 {
     const options *o = c->o;
@@ -206,7 +198,7 @@ static int on_chunk(void *ctx, uint64_t done, uint64_t total)
     chunk_line *l = ctx;
     l->started = 1;
     if (l->show && done) {
-        double dt = now() - l->t0, tps = dt > 0 ? (double)(done * l->n_ctx) / dt : 0;
+        double dt = cli_seconds() - l->t0, tps = dt > 0 ? (double)(done * l->n_ctx) / dt : 0;
         double eta = dt / (double)done * (double)(total - done);
         fprintf(stderr,
                 "\rml-imatrix: chunk %" PRIu64 "/%" PRIu64 ", PPL %.4f, %.1f tokens/s, %.0f s "
@@ -221,7 +213,7 @@ static int run_chunks(collect *c, const ml_ids *ids)
     const options *o = c->o;
     size_t n_ctx = (size_t)o->ctx, n_chunk;
     ml_nll acc = {0};
-    chunk_line line = {&acc, n_ctx, now(), !o->quiet && cli_stderr_is_tty(), 0};
+    chunk_line line = {&acc, n_ctx, cli_seconds(), !o->quiet && cli_stderr_is_tty(), 0};
     cli_scoring sc = {c->ctx, c->mlt, o->file, o->model, o->no_bos, o->chunks, c->rows,
                       on_chunk, &line};
     int e = cli_score(&sc, ids, &acc, &n_chunk);
@@ -232,7 +224,7 @@ static int run_chunks(collect *c, const ml_ids *ids)
     if (cli_stop_signal())
         return -1; /* the caller removes the output, then re-raises */
     if (!e && !o->quiet) {
-        double dt = now() - line.t0, pm, ppl = ml_nll_perplexity(&acc, &pm);
+        double dt = cli_seconds() - line.t0, pm, ppl = ml_nll_perplexity(&acc, &pm);
         fprintf(stderr,
                 "ml-imatrix: %s: %zu chunks of %zu tokens, %.1f tokens/s; PPL %.4f +/- %.5f "
                 "over %" PRIu64 " tokens\n",

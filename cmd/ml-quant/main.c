@@ -15,7 +15,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 enum { OPT_OUTPUT, OPT_STATS, OPT_THREADS, OPT_DRY_RUN, OPT_FORCE, OPT_QUIET };
 

@@ -83,13 +83,6 @@ typedef struct options {
     ml_sampler_params sp;
 } options;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static float parse_float(const char *opt, const char *arg, float lo, float hi)
 {
     char *end;
@@ -196,7 +189,7 @@ static int open_tokenizer(run *r)
 static int open_model(run *r)
 {
     ml_error err;
-    double t0 = now();
+    double t0 = cli_seconds();
     ml_status s = ml_mlb_open(r->o.model, &r->mlb, &err);
     if (s)
         return fail(r->o.model, s, &err);
@@ -229,7 +222,7 @@ static int open_model(run *r)
         if (e)
             return e;
     }
-    r->t_load = now() - t0;
+    r->t_load = cli_seconds() - t0;
     if (r->o.verbose)
         fprintf(stderr, "ml-run: %s: %u layers, dim %u, vocab %u, context %u, %u threads, "
                         "kernels %s, seed %" PRIu64 "\n",
@@ -322,7 +315,7 @@ static int generate(run *r)
     int32_t eos = th ? th->eos : -1;
     if (r->mlt)
         ml_tok_stream_init(&ts, r->mlt, ML_TOK_SKIP_BOS_EOS);
-    double t0 = now();
+    double t0 = cli_seconds();
     int e = 0;
     for (uint64_t i = 0; i < r->o.n_predict && !e && cli_stdout_ok() && !cli_stop_signal(); i++) {
         int32_t id = ml_sampler_next(r->sampler, r->row, r->ids, r->n_ids);
@@ -348,7 +341,7 @@ static int generate(run *r)
         ml_tok_stream_end(&ts, cli_stdout_sink_flushed, NULL, &err);
     if (r->n_gen && r->o.ids)
         printf("\n");
-    r->t_gen = now() - t0;
+    r->t_gen = cli_seconds() - t0;
     return e;
 }
 
@@ -392,7 +385,7 @@ static int perplexity(run *r)
     cli_scoring sc = {r->ctx, r->mlt, r->o.ppl, r->o.model, r->o.no_bos, 0, r->row,
                       on_chunk, &line};
     size_t n_chunk;
-    double t0 = now();
+    double t0 = cli_seconds();
     e = cli_score(&sc, &ids, &acc, &n_chunk);
     if (!e) {
         uint32_t n_ctx = ml_ctx_n_ctx(r->ctx);
@@ -402,7 +395,7 @@ static int perplexity(run *r)
         printf("%s: %zu chunks of %u tokens, %" PRIu64 " scored: PPL = %.4f +/- %.5f\n",
                cli_name(r->o.ppl), n_chunk, n_ctx, acc.count, ppl, pm);
         r->n_prompt = n_chunk * n_ctx;
-        r->t_prompt = now() - t0;
+        r->t_prompt = cli_seconds() - t0;
     }
     ml_ids_free(&ids);
     return e;
@@ -454,9 +447,9 @@ static int run_prompt(run *r)
                          r->n_ids, ml_ctx_n_ctx(r->ctx), r->h->max_seq);
     if (r->o.logits && (e = cli_output_open(r->o.logits, &r->logits)))
         return e;
-    double t0 = now();
+    double t0 = cli_seconds();
     e = eval(r, 0, r->n_ids);
-    r->t_prompt = now() - t0;
+    r->t_prompt = cli_seconds() - t0;
     if (!e)
         e = generate(r);
     if (!e && r->logits && !cli_stop_signal()) {
