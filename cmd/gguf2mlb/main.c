@@ -1,8 +1,9 @@
 /* gguf2mlb - convert a GGUF model (llama.cpp's format) into an .mlb model
  * and an .mlt tokenizer (see gguf2mlb(1)).  The library plans and writes
- * (mlcore/convert.h); this file handles options, output files (temporary
- * name, rename at the end, removed on failure or on SIGINT/SIGTERM), the
- * progress line and --dry-run's report. */
+ * (mlcore/convert.h) and cmd/common/output.c writes the files (temporary
+ * name, rename at the end, removed on failure or on SIGINT/SIGTERM); this
+ * file handles options, when each output is written or given up, and
+ * --dry-run's report. */
 #include "cli.h"
 #include "output.h"
 #include "quant_opts.h"

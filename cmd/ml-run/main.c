@@ -160,12 +160,6 @@ typedef struct run {
     size_t n_prompt, n_gen;
 } run;
 
-static int fail(const char *file, ml_status s, const ml_error *err)
-{
-    return cli_fail(file, s, err);
-}
-
-
 static int push_id(run *r, int32_t id)
 {
     if (r->n_ids == r->cap_ids) {
@@ -192,31 +186,31 @@ static int open_model(run *r)
     double t0 = cli_seconds();
     ml_status s = ml_mlb_open(r->o.model, &r->mlb, &err);
     if (s)
-        return fail(r->o.model, s, &err);
+        return cli_fail(r->o.model, s, &err);
     r->h = ml_mlb_get_header(r->mlb);
     if ((s = ml_model_new(r->mlb, &r->model, &err)))
-        return fail(r->o.model, s, &err);
+        return cli_fail(r->o.model, s, &err);
     uint32_t n_ctx = (uint32_t)r->o.ctx;
     if (!n_ctx)
         n_ctx = r->o.ppl ? CLI_SCORE_CTX
                          : (r->h->max_seq < DEFAULT_CTX ? r->h->max_seq : DEFAULT_CTX);
-    /* 256 prompt tokens per step stream each weight panel once for more
-     * tokens (+17% prompt speed over 64 on a 1B Q4_0 model); with --logits and
-     * --perplexity a step's logits are held too, so the default then keeps
-     * them near 64 MB (64 rows for a 262k vocabulary). */
+    /* DEFAULT_BATCH (256) prompt tokens per step stream each weight panel
+     * once for more tokens (+17% prompt speed over 64 on a 1B Q4_0 model);
+     * with --logits and --perplexity a step's logits are held too, so the
+     * default then keeps them near 64 MB (ml_logits_batch). */
     r->nb = r->o.batch;
     if (!r->nb)
         r->nb = r->o.logits || r->o.ppl ? ml_logits_batch(r->h->vocab) : DEFAULT_BATCH;
     ml_ctx_params p = {n_ctx, (uint32_t)r->nb, (unsigned)r->o.threads};
     if ((s = ml_ctx_new(r->model, &p, &r->ctx, &err)))
-        return fail(r->o.model, s, &err);
+        return cli_fail(r->o.model, s, &err);
     if ((s = ml_sampler_new(&r->o.sp, r->h->vocab, &r->sampler, &err)))
-        return fail(r->o.model, s, &err);
+        return cli_fail(r->o.model, s, &err);
     /* Logits of one step: a batch's rows for --logits and --perplexity. */
     size_t rows = (r->o.logits || r->o.ppl) ? r->nb : 1;
     r->row = malloc(rows * r->h->vocab * sizeof(float));
     if (!r->row)
-        return fail(r->o.model, ML_E_NOMEM, NULL);
+        return cli_fail(r->o.model, ML_E_NOMEM, NULL);
     if (!r->o.ids || r->o.ppl) {
         int e = open_tokenizer(r);
         if (e)
@@ -241,7 +235,7 @@ static int prompt_ids(run *r)
         len = strlen(r->o.prompt);
         text = malloc(len + 1);
         if (!text)
-            return fail(NULL, ML_E_NOMEM, NULL);
+            return cli_fail(NULL, ML_E_NOMEM, NULL);
         memcpy(text, r->o.prompt, len + 1);
     } else if ((e = cli_read_text(r->o.file ? r->o.file : "-", &text, &len))) {
         return e;
@@ -261,7 +255,7 @@ static int prompt_ids(run *r)
                                 r->h->vocab); /* exits; text is not freed */
             }
             if (push_id(r, (int32_t)v) < 0)
-                e = fail(NULL, ML_E_NOMEM, NULL);
+                e = cli_fail(NULL, ML_E_NOMEM, NULL);
             p = end;
         }
     } else {
@@ -270,10 +264,10 @@ static int prompt_ids(run *r)
         ml_status s = ml_tok_encode(r->tok, text, len, r->o.no_bos ? ML_TOK_BOS_NO : ML_TOK_BOS_AUTO,
                                     &ids, &err);
         if (s)
-            e = fail(r->o.file ? r->o.file : NULL, s, &err);
+            e = cli_fail(r->o.file ? r->o.file : NULL, s, &err);
         for (size_t i = 0; !e && i < ids.n; i++)
             if (push_id(r, (int32_t)ids.v[i]) < 0)
-                e = fail(NULL, ML_E_NOMEM, NULL);
+                e = cli_fail(NULL, ML_E_NOMEM, NULL);
         ml_ids_free(&ids);
     }
     free(text);
@@ -304,7 +298,7 @@ static int eval(run *r, size_t from, size_t to)
         }
         from += n;
     }
-    return s ? fail(s == ML_E_IO ? cli_out_name(r->o.logits) : r->o.model, s, &err) : 0;
+    return s ? cli_fail(s == ML_E_IO ? cli_out_name(r->o.logits) : r->o.model, s, &err) : 0;
 }
 
 static int generate(run *r)
@@ -322,12 +316,12 @@ static int generate(run *r)
         if (!r->o.ignore_eos && id == eos)
             break;
         if (push_id(r, id) < 0)
-            return fail(NULL, ML_E_NOMEM, NULL);
+            return cli_fail(NULL, ML_E_NOMEM, NULL);
         r->n_gen++;
         if (r->o.ids)
             printf("%s%d", r->n_gen > 1 ? " " : "", id), fflush(stdout);
         else if ((e = ml_tok_stream_put(&ts, (uint32_t)id, cli_stdout_sink_flushed, NULL, &err)))
-            return fail(NULL, e, &err);
+            return cli_fail(NULL, e, &err);
         if (i + 1 == r->o.n_predict)
             break;
         if (ml_ctx_pos(r->ctx) == ml_ctx_n_ctx(r->ctx)) {
@@ -415,7 +409,7 @@ static int start_imatrix(run *r)
     ml_status s = ml_mli_new(r->h, &r->imatrix, &err);
     if (!s)
         s = ml_ctx_set_imatrix(r->ctx, r->imatrix, &err);
-    return s ? fail(r->o.model, s, &err) : 0;
+    return s ? cli_fail(r->o.model, s, &err) : 0;
 }
 
 static void close_run(run *r)
