@@ -1,6 +1,7 @@
 /* cli.h - what every mlcore command shares: one option table that drives
- * parsing and --help, strict number parsing, the exit-status table, error
- * lines of the form "PROG: FILE: ML_E_NAME: detail", and stdout checks. */
+ * parsing and --help (with defaults as the code defines them), strict
+ * number parsing, the exit-status table, error lines of the form
+ * "PROG: FILE: ML_E_NAME: detail", and stdout: checks and a sink. */
 #ifndef ML_CLI_H
 #define ML_CLI_H
 
