@@ -199,6 +199,34 @@ int cli_fail(const char *file, ml_status s, const ml_error *err)
     return cli_exit_status(s);
 }
 
+static ml_status set_error_v(ml_error *err, ml_status code, const char *fmt, va_list ap)
+{
+    memset(err, 0, sizeof *err);
+    err->code = code;
+    err->offset = -1;
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    return code;
+}
+
+ml_status cli_set_error(ml_error *err, ml_status code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_error_v(err, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int cli_failf(const char *file, ml_status s, const char *fmt, ...)
+{
+    ml_error err;
+    va_list ap;
+    va_start(ap, fmt);
+    set_error_v(&err, s, fmt, ap);
+    va_end(ap);
+    return cli_fail(file, s, &err);
+}
+
 void cli_warn(const char *file, const char *fmt, ...)
 {
     va_list ap;
@@ -233,6 +261,36 @@ int cli_finish(int status)
         return status ? status : EXIT_IO;
     }
     return status;
+}
+
+ml_status cli_stdout_sink(void *ctx, const void *buf, size_t n, ml_error *err)
+{
+    (void)ctx;
+    (void)err;
+    fwrite(buf, 1, n, stdout);
+    return ML_OK;
+}
+
+ml_status cli_stdout_sink_flushed(void *ctx, const void *buf, size_t n, ml_error *err)
+{
+    ml_status s = cli_stdout_sink(ctx, buf, n, err);
+    fflush(stdout);
+    return s;
+}
+
+double cli_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+unsigned cli_n_cpus(unsigned max)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        return 1;
+    return (unsigned long)n > max ? max : (unsigned)n;
 }
 
 int cli_stderr_is_tty(void)

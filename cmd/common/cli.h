@@ -1,12 +1,19 @@
 /* cli.h - what every mlcore command shares: one option table that drives
- * parsing and --help, strict number parsing, the exit-status table, error
- * lines of the form "PROG: FILE: ML_E_NAME: detail", and stdout checks. */
+ * parsing and --help (with defaults as the code defines them), strict
+ * number parsing, the exit-status table, error lines of the form
+ * "PROG: FILE: ML_E_NAME: detail", and stdout: checks and a sink. */
 #ifndef ML_CLI_H
 #define ML_CLI_H
 
 #include "mlcore.h"
 
 #include <stdio.h>
+
+/* A #defined default as the text --help shows: with
+ * "#define DEFAULT_TEMP 0.8", CLI_STR(DEFAULT_TEMP) is "0.8", so the help
+ * and the code take the number from one place. */
+#define CLI_STR(x) CLI_STR_(x)
+#define CLI_STR_(x) #x
 
 /* Exit statuses, the same for every command (see each man page). */
 enum {
@@ -61,6 +68,14 @@ int cli_exit_status(ml_status s);
  * cli_stdout_ok() false so loops stop, and returns 0, as cli_finish does
  * for stdout. */
 int cli_fail(const char *file, ml_status s, const ml_error *err);
+/* cli_fail for the command's own findings: the detail is formatted here. */
+int cli_failf(const char *file, ml_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Fills err as the library would (code, no field, no offset, the detail as
+ * the message), for a finding that travels like a library error; returns
+ * code. */
+ml_status cli_set_error(ml_error *err, ml_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Prints "PROG: FILE: message" (FILE may be NULL); no status. */
 void cli_warn(const char *file, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -70,6 +85,18 @@ int cli_stdout_ok(void);
 /* Flushes and closes stdout: returns `status`, or 3 after a write error
  * other than EPIPE (which ends quietly with `status`). */
 int cli_finish(int status);
+
+/* ml_write_fn onto stdout (ctx unused): buffered, or flushed after every
+ * piece so that generated text shows as it comes.  A failed write shows
+ * in cli_stdout_ok and cli_finish. */
+ml_status cli_stdout_sink(void *ctx, const void *buf, size_t n, ml_error *err);
+ml_status cli_stdout_sink_flushed(void *ctx, const void *buf, size_t n, ml_error *err);
+
+/* Seconds on the monotonic clock, for timings. */
+double cli_seconds(void);
+
+/* The CPUs online (1 when unknown), at most max: the default thread count. */
+unsigned cli_n_cpus(unsigned max);
 
 /* Whether progress may be drawn: stderr is a terminal. */
 int cli_stderr_is_tty(void);

@@ -8,6 +8,9 @@
 
 #include <stdint.h>
 
+/* --threads goes up to this; the default, the CPUs, too. */
+#define QUANT_MAX_THREADS 1024
+
 /* Option ids, above any command's own. */
 enum {
     QOPT_WTYPE = 1000,

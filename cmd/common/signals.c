@@ -2,6 +2,8 @@
  * re-raised once the command has cleaned up. */
 #include "signals.h"
 
+#include "cli.h"
+
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,4 +43,12 @@ void cli_die_by_signal(void)
     signal(sig, SIG_DFL);
     raise(sig);
     _exit(128 + sig);
+}
+
+int cli_progress_or_stop(void *ctx, uint64_t done, uint64_t total)
+{
+    const cli_progress_line *p = ctx;
+    if (p->show)
+        cli_progress(p->name, done, total);
+    return cli_stop_signal() != 0;
 }

@@ -1,54 +1,10 @@
-/* text.c - see text.h: reading a whole text and opening the tokenizer
- * beside a model. */
+/* text.c - see text.h: opening the tokenizer beside a model. */
 #include "text.h"
 
 #include "cli.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Reads a whole file ("-": stdin) into a NUL-terminated buffer. */
-int cli_read_text(const char *path, char **out, size_t *len)
-{
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    ml_error err = {0};
-    if (!f) {
-        snprintf(err.msg, sizeof err.msg, "cannot open: %s", strerror(errno));
-        return cli_fail(path, ML_E_IO, &err);
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (n < cap)
-            break;
-        char *nb = cap < SIZE_MAX / 4 ? realloc(buf, 2 * cap + 1) : NULL;
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    if (f != stdin)
-        fclose(f);
-    if (!buf)
-        return cli_fail(path, ML_E_NOMEM, NULL);
-    if (bad) {
-        free(buf);
-        snprintf(err.msg, sizeof err.msg, "read error");
-        return cli_fail(path, ML_E_IO, &err);
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return 0;
-}
 
 char *cli_tokenizer_beside(const char *model)
 {

@@ -1,16 +1,11 @@
-/* text.h - inputs the running commands share (ml-run, ml-imatrix): a whole
- * text file ("-": standard input) and the tokenizer that sits beside a
- * model. */
+/* text.h - the tokenizer the running commands (ml-run, ml-imatrix) open
+ * beside a model. */
 #ifndef MLCORE_CLI_TEXT_H
 #define MLCORE_CLI_TEXT_H
 
 #include <mlcore.h>
 
 #include <stddef.h>
-
-/* Reads a whole file ("-": stdin) into a NUL-terminated buffer; on failure
- * reports it (cli_fail) and returns the exit status. */
-int cli_read_text(const char *path, char **out, size_t *len);
 
 /* Opens the tokenizer (path, or MODEL with .mlb replaced by .mlt when path
  * is NULL), checks it fits a vocabulary of `vocab`, and makes an encoder.

@@ -1,22 +1,20 @@
 /* gguf2mlb - convert a GGUF model (llama.cpp's format) into an .mlb model
  * and an .mlt tokenizer (see gguf2mlb(1)).  The library plans and writes
- * (mlcore/convert.h); this file handles options, output files (temporary
- * name, rename at the end, removed on failure or on SIGINT/SIGTERM), the
- * progress line and --dry-run's report. */
+ * (mlcore/convert.h) and cmd/common/output.c writes the files (temporary
+ * name, rename at the end, removed on failure or on SIGINT/SIGTERM); this
+ * file handles options, when each output is written or given up, and
+ * --dry-run's report. */
 #include "cli.h"
+#include "output.h"
 #include "quant_opts.h"
 #include "signals.h"
 
 #include <mlcore/convert.h>
 #include <mlcore/convert_tok.h>
 
-#include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 enum {
     OPT_OUTPUT,
@@ -72,23 +70,6 @@ typedef struct options {
 } options;
 
 /* ===========================================================================
- * Progress (stops at the first SIGINT/SIGTERM/SIGHUP: signals.h)
- * ========================================================================= */
-
-typedef struct prog {
-    const char *name;
-    int show;
-} prog;
-
-static int on_progress(void *ctx, uint64_t done, uint64_t total)
-{
-    prog *p = ctx;
-    if (p->show)
-        cli_progress(p->name, done, total);
-    return cli_stop_signal() != 0;
-}
-
-/* ===========================================================================
  * Options
  * ========================================================================= */
 
@@ -116,8 +97,7 @@ static void parse(int argc, char **argv, options *o)
     memset(o, 0, sizeof *o);
     quant_opts_init(&o->q);
     ml_convert_opts_init(&o->conv);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    o->conv.threads = ncpu < 1 ? 1 : ncpu > 1024 ? 1024 : (unsigned)ncpu;
+    o->conv.threads = cli_n_cpus(QUANT_MAX_THREADS);
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         if (quant_opts_take(&o->q, id, arg))
             continue;
@@ -125,7 +105,9 @@ static void parse(int argc, char **argv, options *o)
         case OPT_OUTPUT: o->out = arg; break;
         case OPT_TOKENIZER: o->tok = arg, o->tok_explicit = 1; break;
         case OPT_NO_TOKENIZER: o->no_tok = 1; break;
-        case OPT_THREADS: o->conv.threads = (unsigned)cli_u64("--threads", arg, 1, 1024); break;
+        case OPT_THREADS:
+            o->conv.threads = (unsigned)cli_u64("--threads", arg, 1, QUANT_MAX_THREADS);
+            break;
         case OPT_DRY_RUN: o->dry_run = 1; break;
         case OPT_FORCE: o->force = 1; break;
         case OPT_QUIET: o->quiet = 1; break;
@@ -327,42 +309,6 @@ static void dry_run(const options *o, const ml_gguf *g, const ml_convert_plan *p
  * Output files
  * ========================================================================= */
 
-/* Refuses an output that is the input, or that exists without -f. */
-static int check_output(const options *o, const char *path)
-{
-    struct stat so, si;
-    if (strcmp(path, "-") == 0 || stat(path, &so) != 0)
-        return 0;
-    if (strcmp(o->in, "-") != 0 && stat(o->in, &si) == 0 && so.st_dev == si.st_dev &&
-        so.st_ino == si.st_ino) {
-        cli_warn(path, "is the input file; choose another output");
-        return EXIT_USAGE;
-    }
-    if (!o->force && S_ISREG(so.st_mode)) {
-        cli_warn(path, "exists; use -f to overwrite it");
-        return EXIT_USAGE;
-    }
-    return 0;
-}
-
-/* Fills err like the library does (the command's own findings). */
-static ml_status set_err(ml_error *err, ml_status code, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static ml_status set_err(ml_error *err, ml_status code, const char *field, const char *fmt, ...)
-{
-    char detail[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
-    memset(err, 0, sizeof *err);
-    err->code = code;
-    err->offset = -1;
-    snprintf(err->field, sizeof err->field, "%s", field);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", field, detail);
-    return code;
-}
-
 /* Writes the tokenizer into an uncommitted output file.  *tf is NULL when
  * none is written (no -t and the GGUF's vocabulary cannot be converted). */
 static int write_tokenizer(const options *o, const ml_gguf *g, uint32_t model_vocab,
@@ -370,13 +316,13 @@ static int write_tokenizer(const options *o, const ml_gguf *g, uint32_t model_vo
 {
     ml_error e;
     ml_mlt_convert_info info;
-    ml_status s = ml_outfile_open(o->tok, tf, &e);
-    if (s)
-        return cli_fail(cli_out_name(o->tok), s, &e);
-    s = ml_mlt_from_gguf_ex(g, ml_outfile_sink, *tf, &info, &e);
+    int rc = cli_output_open(o->tok, tf);
+    if (rc)
+        return rc;
+    ml_status s = ml_mlt_from_gguf_ex(g, ml_outfile_sink, *tf, &info, &e);
     if (!s && info.header.n_vocab > model_vocab) /* mlt(5): at most the model's vocab */
-        s = set_err(&e, ML_E_SHAPE, "tokenizer.ggml.tokens",
-                    "%u tokens, but the model has %u embeddings", info.header.n_vocab, model_vocab);
+        s = cli_set_error(&e, ML_E_SHAPE, "tokenizer.ggml.tokens: %u tokens, but the model has %u "
+                          "embeddings", info.header.n_vocab, model_vocab);
     if (!s)
         return 0;
     ml_outfile_abort(*tf);
@@ -399,39 +345,38 @@ static void report_clamps(const options *o, const ml_convert_stats *st)
                  st->clamped_q8, st->first_clamped);
 }
 
+typedef struct model_job {
+    const ml_convert_plan *plan;
+    ml_convert_stats stats;
+} model_job;
+
+static ml_status write_model(void *src, ml_write_fn fn, void *sink, ml_error *err)
+{
+    model_job *j = src;
+    return ml_convert_write(j->plan, fn, sink, &j->stats, err);
+}
+
+/* The tokenizer first (a bad vocabulary may refuse the conversion), then
+ * the model; both are committed once the model is whole. */
 static int convert(const options *o, const ml_gguf *g, const ml_convert_plan *p)
 {
     int rc;
-    if ((rc = check_output(o, o->out)) || (o->tok && (rc = check_output(o, o->tok))))
+    if ((rc = cli_check_output(o->in, o->out, o->force)) ||
+        (o->tok && (rc = cli_check_output(o->in, o->tok, o->force))))
         return rc;
     cli_catch_signals();
-    ml_outfile *mf = NULL, *tf = NULL;
+    ml_outfile *mf, *tf = NULL;
     if (o->tok && (rc = write_tokenizer(o, g, ml_convert_plan_header(p)->vocab, &tf)))
         return rc;
-    ml_error e;
-    ml_status s = ml_outfile_open(o->out, &mf, &e);
-    if (s) {
+    model_job j = {p, {0}};
+    if ((rc = cli_output_convert(o->out, o->in, write_model, &j, tf, &mf)) || !mf)
+        return rc;
+    report_clamps(o, &j.stats);
+    if ((rc = cli_output_commit(o->out, mf))) {
         ml_outfile_abort(tf);
-        return cli_fail(cli_out_name(o->out), s, &e);
+        return rc;
     }
-    ml_convert_stats st;
-    s = ml_convert_write(p, ml_outfile_sink, mf, &st, &e);
-    cli_progress_end();
-    if (s || cli_stop_signal()) {
-        ml_outfile_abort(mf);
-        ml_outfile_abort(tf);
-        if (cli_stop_signal())
-            cli_die_by_signal();
-        return cli_fail(s == ML_E_IO && e.sys_errno ? cli_out_name(o->out) : o->in, s, &e);
-    }
-    report_clamps(o, &st);
-    if ((s = ml_outfile_commit(mf, &e))) {
-        ml_outfile_abort(tf);
-        return cli_fail(cli_out_name(o->out), s, &e);
-    }
-    if (tf && (s = ml_outfile_commit(tf, &e)))
-        return cli_fail(cli_out_name(o->tok), s, &e);
-    return EXIT_OK;
+    return tf ? cli_output_commit(o->tok, tf) : EXIT_OK;
 }
 
 int main(int argc, char **argv)
@@ -446,8 +391,8 @@ int main(int argc, char **argv)
     ml_error e;
     ml_status s;
     int rc = EXIT_OK;
-    prog pr = {o.out ? o.out : o.in, !o.quiet};
-    o.conv.progress = on_progress;
+    cli_progress_line pr = {o.out ? o.out : o.in, !o.quiet};
+    o.conv.progress = cli_progress_or_stop; /* stops at SIGINT/SIGTERM/SIGHUP */
     o.conv.progress_ctx = &pr;
     if ((s = ml_gguf_open(o.in, &g, &e))) {
         rc = cli_fail(o.in, s, &e);

@@ -4,14 +4,17 @@
  * sum several files (--merge), or print what one holds (--show).  See
  * ml-imatrix(1). */
 #include "cli.h"
+#include "input.h"
+#include "output.h"
+#include "score.h"
 #include "signals.h"
 #include "text.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 enum {
@@ -19,19 +22,24 @@ enum {
     OPT_NOBOS, OPT_MERGE, OPT_SHOW, OPT_TOP, OPT_QUIET
 };
 
+/* --show's channels unless --top says; --ctx's default is CLI_SCORE_CTX. */
+#define DEFAULT_TOP 5
+
 static const cli_opt opts[] = {
     {OPT_MODEL, 'm', "model", "FILE", "the model (.mlb) to collect with"},
     {OPT_TOK, 'k', "tokenizer", "FILE", "the tokenizer (.mlt; default: beside the model)"},
     {OPT_FILE, 'f', "file", "FILE", "the corpus (text; - for standard input)"},
     {OPT_OUTPUT, 'o', "output", "FILE", "the importance matrix to write; - for stdout"},
-    {OPT_CTX, 'c', "ctx", "N", "tokens per chunk (default 512, at most max_seq)"},
+    {OPT_CTX, 'c', "ctx", "N",
+     "tokens per chunk (default " CLI_STR(CLI_SCORE_CTX) ", at most max_seq)"},
     {OPT_CHUNKS, 0, "chunks", "K", "at most K chunks (default: the whole corpus)"},
     {OPT_THREADS, 't', "threads", "N", "threads (default: the number of CPUs)"},
-    {OPT_BATCH, 'b', "batch", "N", "tokens per evaluation step (default: fits 64 MB of logits)"},
+    {OPT_BATCH, 'b', "batch", "N",
+     "tokens per evaluation step (default: fits " CLI_STR(ML_LOGITS_BATCH_MB) " MB of logits)"},
     {OPT_NOBOS, 0, "no-bos", NULL, "do not put BOS at the start of each chunk"},
     {OPT_MERGE, 0, "merge", NULL, "sum the .mli files given as operands into -o"},
     {OPT_SHOW, 0, "show", NULL, "print, per matrix, the most important channels and the spread"},
-    {OPT_TOP, 0, "top", "N", "channels listed by --show (default 5)"},
+    {OPT_TOP, 0, "top", "N", "channels listed by --show (default " CLI_STR(DEFAULT_TOP) ")"},
     {OPT_QUIET, 'q', "quiet", NULL, "no progress line and no summary"},
 };
 
@@ -62,9 +70,8 @@ static void parse(int argc, char **argv, options *o)
     const char *arg;
     int id, first;
     memset(o, 0, sizeof *o);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    o->threads = ncpu > 0 ? (uint64_t)ncpu : 1;
-    o->ctx = 512, o->top = 5;
+    o->threads = cli_n_cpus(UINT_MAX); /* the CPUs, even above --threads' 256 */
+    o->ctx = CLI_SCORE_CTX, o->top = DEFAULT_TOP;
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         switch (id) {
         case OPT_MODEL: o->model = arg; break;
@@ -112,27 +119,14 @@ static void parse(int argc, char **argv, options *o)
  * ========================================================================= */
 
 /* The output is opened (as a temporary file) before the work starts, so an
- * unwritable place fails at once; committed by write_mli. */
+ * unwritable place fails at once; committed by cli_output_mli. */
 static int open_out(const char *path, ml_outfile **f)
 {
     if (strcmp(path, "-") == 0 && isatty(1)) {
         cli_warn("-", "standard output is a terminal; name a file with -o");
         return EXIT_USAGE;
     }
-    ml_error err;
-    ml_status s = ml_outfile_open(path, f, &err);
-    return s ? cli_fail(cli_out_name(path), s, &err) : 0;
-}
-
-static int write_mli(const char *path, ml_outfile *f, const ml_mli *m)
-{
-    ml_error err;
-    ml_status s = ml_mli_write(m, ml_outfile_sink, f, &err);
-    if (s)
-        ml_outfile_abort(f);
-    else
-        s = ml_outfile_commit(f, &err);
-    return s ? cli_fail(cli_out_name(path), s, &err) : 0;
+    return cli_output_open(path, f);
 }
 
 /* ===========================================================================
@@ -150,13 +144,6 @@ typedef struct collect {
     float *rows;
 } collect;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int open_all(collect *c)
 {
     const options *o = c->o;
@@ -167,19 +154,13 @@ static int open_all(collect *c)
     if (s)
         return cli_fail(o->model, s, &err);
     const ml_mlb_header *h = ml_mlb_get_header(c->mlb);
-    if (o->ctx > h->max_seq) {
-        snprintf(err.msg, sizeof err.msg, "--ctx %" PRIu64 " is above the model's max_seq %u",
-                 o->ctx, h->max_seq);
-        return cli_fail(o->model, ML_E_INVAL, &err);
-    }
+    if (o->ctx > h->max_seq)
+        return cli_failf(o->model, ML_E_INVAL, "--ctx %" PRIu64 " is above the model's max_seq %u",
+                         o->ctx, h->max_seq);
     int e = cli_open_tokenizer(o->tok, o->model, h->vocab, &c->mlt, &c->tok);
     if (e)
         return e;
-    uint64_t nb = o->batch;
-    if (!nb) { /* logits of a step: about 64 MB */
-        nb = (16u << 20) / h->vocab;
-        nb = nb < 16 ? 16 : nb > 256 ? 256 : nb;
-    }
+    uint64_t nb = o->batch ? o->batch : ml_logits_batch(h->vocab);
     if (nb > o->ctx)
         nb = o->ctx;
     ml_ctx_params p = {(uint32_t)o->ctx, (uint32_t)nb, (unsigned)o->threads};
@@ -202,52 +183,48 @@ static void close_all(collect *c)
     ml_mlb_close(c->mlb);
 }
 
-static void progress(size_t done, size_t total, size_t n_ctx, const ml_nll *acc, double t0)
+/* The chunk line on a terminal, with the speed and the time left; stops
+ * at a signal. */
+typedef struct chunk_line {
+    const ml_nll *acc;
+    size_t n_ctx;
+    double t0;
+    int show;
+    int started; /* the chunks were reached: the corpus and memory sufficed */
+} chunk_line;
+
+static int on_chunk(void *ctx, uint64_t done, uint64_t total)
 {
-    double dt = now() - t0, tps = dt > 0 ? (double)(done * n_ctx) / dt : 0;
-    double eta = done ? dt / (double)done * (double)(total - done) : 0;
-    fprintf(stderr, "\rml-imatrix: chunk %zu/%zu, PPL %.4f, %.1f tokens/s, %.0f s left \033[K",
-            done, total, ml_nll_perplexity(acc, NULL), tps, eta);
+    chunk_line *l = ctx;
+    l->started = 1;
+    if (l->show && done) {
+        double dt = cli_seconds() - l->t0, tps = dt > 0 ? (double)(done * l->n_ctx) / dt : 0;
+        double eta = dt / (double)done * (double)(total - done);
+        fprintf(stderr,
+                "\rml-imatrix: chunk %" PRIu64 "/%" PRIu64 ", PPL %.4f, %.1f tokens/s, %.0f s "
+                "left \033[K",
+                done, total, ml_nll_perplexity(l->acc, NULL), tps, eta);
+    }
+    return cli_stop_signal() != 0;
 }
 
 static int run_chunks(collect *c, const ml_ids *ids)
 {
     const options *o = c->o;
-    const ml_mlt_header *th = ml_mlt_get_header(c->mlt);
-    int add_bos = !o->no_bos && (th->flags & ML_MLT_ADD_BOS) && th->bos >= 0;
-    size_t n_ctx = (size_t)o->ctx, n_chunk = ids->n / n_ctx;
-    ml_error err;
-    if (n_chunk == 0) {
-        snprintf(err.msg, sizeof err.msg, "%zu tokens are fewer than one chunk of %zu (--ctx)",
-                 ids->n, n_ctx);
-        return cli_fail(o->file, ML_E_INVAL, &err);
-    }
-    if (o->chunks && o->chunks < n_chunk)
-        n_chunk = (size_t)o->chunks;
-    int32_t *chunk = malloc(n_ctx * sizeof *chunk);
-    if (!chunk)
-        return cli_fail(NULL, ML_E_NOMEM, NULL);
+    size_t n_ctx = (size_t)o->ctx, n_chunk;
     ml_nll acc = {0};
-    double t0 = now();
-    int show = !o->quiet && cli_stderr_is_tty(), e = 0;
-    for (size_t k = 0; k < n_chunk && !e && !cli_stop_signal(); k++) {
-        for (size_t j = 0; j < n_ctx; j++)
-            chunk[j] = (int32_t)ids->v[k * n_ctx + j];
-        if (add_bos)
-            chunk[0] = th->bos;
-        ml_status s = ml_ctx_score(c->ctx, chunk, n_ctx, n_ctx / 2, c->rows, &acc, &err);
-        if (s)
-            e = cli_fail(o->model, s, &err);
-        else if (show)
-            progress(k + 1, n_chunk, n_ctx, &acc, t0);
-    }
-    free(chunk);
-    if (show)
+    chunk_line line = {&acc, n_ctx, cli_seconds(), !o->quiet && cli_stderr_is_tty(), 0};
+    cli_scoring sc = {c->ctx, c->mlt, o->file, o->model, o->no_bos, o->chunks, c->rows,
+                      on_chunk, &line};
+    int e = cli_score(&sc, ids, &acc, &n_chunk);
+    if (!line.started)
+        return e;
+    if (line.show)
         fputs("\r\033[K", stderr);
     if (cli_stop_signal())
         return -1; /* the caller removes the output, then re-raises */
     if (!e && !o->quiet) {
-        double dt = now() - t0, pm, ppl = ml_nll_perplexity(&acc, &pm);
+        double dt = cli_seconds() - line.t0, pm, ppl = ml_nll_perplexity(&acc, &pm);
         fprintf(stderr,
                 "ml-imatrix: %s: %zu chunks of %zu tokens, %.1f tokens/s; PPL %.4f +/- %.5f "
                 "over %" PRIu64 " tokens\n",
@@ -260,8 +237,6 @@ static int run_chunks(collect *c, const ml_ids *ids)
 static int collect_main(const options *o)
 {
     collect c = {.o = o};
-    char *text = NULL;
-    size_t len;
     ml_ids ids = {0};
     ml_outfile *out = NULL;
     cli_catch_signals(); /* before the output exists, so it is always removed */
@@ -269,21 +244,13 @@ static int collect_main(const options *o)
     if (!e)
         e = open_out(o->out, &out);
     if (!e)
-        e = cli_read_text(o->file, &text, &len);
-    if (!e) {
-        ml_error err;
-        ml_status s = ml_tok_encode(c.tok, text, len, o->no_bos ? ML_TOK_BOS_NO : ML_TOK_BOS_AUTO,
-                                    &ids, &err);
-        if (s)
-            e = cli_fail(o->file, s, &err);
-    }
-    free(text);
+        e = cli_read_tokens(o->file, c.tok, o->no_bos, &ids);
     if (!e && cli_stop_signal())
         e = -1;
     if (!e)
         e = run_chunks(&c, &ids);
     if (!e)
-        e = write_mli(o->out, out, c.mli);
+        e = cli_output_mli(o->out, out, c.mli);
     else
         ml_outfile_abort(out);
     ml_ids_free(&ids);
@@ -316,7 +283,7 @@ static int merge_main(const options *o)
             ml_mli_close(m);
     }
     if (!e)
-        e = write_mli(o->out, out, sum);
+        e = cli_output_mli(o->out, out, sum);
     else
         ml_outfile_abort(out);
     ml_mli_close(sum);

@@ -5,6 +5,8 @@
  * tensor's error against its source (see ml-quant(1)).  The library does
  * the work (mlcore/convert.h, mlcore/requant.h). */
 #include "cli.h"
+#include "input.h"
+#include "output.h"
 #include "quant_opts.h"
 #include "signals.h"
 
@@ -13,8 +15,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 enum { OPT_OUTPUT, OPT_STATS, OPT_THREADS, OPT_DRY_RUN, OPT_FORCE, OPT_QUIET };
 
@@ -63,15 +63,16 @@ static void parse(int argc, char **argv, options *o)
     int id, first;
     memset(o, 0, sizeof *o);
     quant_opts_init(&o->q);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    o->threads = ncpu < 1 ? 1 : ncpu > 1024 ? 1024 : (unsigned)ncpu;
+    o->threads = cli_n_cpus(QUANT_MAX_THREADS);
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         if (quant_opts_take(&o->q, id, arg))
             continue;
         switch (id) {
         case OPT_OUTPUT: o->out = arg; break;
         case OPT_STATS: o->stats = 1; break;
-        case OPT_THREADS: o->threads = (unsigned)cli_u64("--threads", arg, 1, 1024); break;
+        case OPT_THREADS:
+            o->threads = (unsigned)cli_u64("--threads", arg, 1, QUANT_MAX_THREADS);
+            break;
         case OPT_DRY_RUN: o->dry_run = 1; break;
         case OPT_FORCE: o->force = 1; break;
         case OPT_QUIET: o->quiet = 1; break;
@@ -97,34 +98,17 @@ typedef struct input {
     void *buf; /* standard input, read whole */
 } input;
 
+/* Standard input, read whole: the parsers need all of it in memory. */
 static int read_stdin(void **out, size_t *len)
 {
-    size_t cap = 1 << 20, n = 0;
-    char *p = malloc(cap);
-    for (ssize_t k; p; n += (size_t)k) {
-        if (n == cap) {
-            char *q = cap > SIZE_MAX / 2 ? NULL : realloc(p, cap *= 2);
-            if (!q)
-                break;
-            p = q;
-        }
-        if ((k = read(0, p + n, cap - n)) <= 0) {
-            if (k == 0) {
-                *out = p, *len = n;
-                return 0;
-            }
-            if (errno == EINTR) {
-                k = 0;
-                continue;
-            }
-            ml_error e = {.code = ML_E_IO, .sys_errno = errno, .offset = -1};
-            snprintf(e.msg, sizeof e.msg, "read: %s", strerror(errno));
-            free(p);
-            return cli_fail("-", ML_E_IO, &e);
-        }
-    }
-    free(p);
-    return cli_fail("-", ML_E_NOMEM, NULL);
+    char *buf;
+    ml_status s = cli_read_all(0, &buf, len);
+    if (s == ML_E_IO)
+        return cli_failf("-", ML_E_IO, "read: %s", strerror(errno));
+    if (s)
+        return cli_fail("-", s, NULL);
+    *out = buf;
+    return 0;
 }
 
 static int magic_of(const char *path, const void *buf, size_t len, char magic[4])
@@ -135,11 +119,8 @@ static int magic_of(const char *path, const void *buf, size_t len, char magic[4]
         return 0;
     }
     FILE *f = fopen(path, "rb");
-    if (!f) {
-        ml_error e = {.code = ML_E_IO, .sys_errno = errno, .offset = -1};
-        snprintf(e.msg, sizeof e.msg, "%s", strerror(errno));
-        return cli_fail(path, ML_E_IO, &e);
-    }
+    if (!f)
+        return cli_failf(path, ML_E_IO, "%s", strerror(errno));
     size_t got = fread(magic, 1, 4, f);
     (void)got; /* a short file is the parsers' to report */
     fclose(f);
@@ -182,16 +163,8 @@ typedef struct report {
     FILE *out; /* --stats lines */
     ml_quant_error total;
     unsigned requantized;
-    int show_progress;
+    cli_progress_line progress;
 } report;
-
-static int on_progress(void *ctx, uint64_t done, uint64_t total)
-{
-    report *r = ctx;
-    if (r->show_progress)
-        cli_progress(r->o->out, done, total);
-    return cli_stop_signal() != 0;
-}
 
 static void stats_line(report *r, const char *name, const char *type, const char *method,
                        const ml_quant_error *e)
@@ -250,45 +223,13 @@ static void on_mlb_tensor(void *ctx, const ml_tensor *t, ml_requant_method m,
  * Writing
  * ========================================================================= */
 
-static int check_output(const options *o)
-{
-    struct stat so, si;
-    if (!o->out || strcmp(o->out, "-") == 0 || stat(o->out, &so) != 0)
-        return 0;
-    if (strcmp(o->in, "-") != 0 && stat(o->in, &si) == 0 && so.st_dev == si.st_dev &&
-        so.st_ino == si.st_ino) {
-        cli_warn(o->out, "is the input file; choose another output");
-        return EXIT_USAGE;
-    }
-    if (!o->force && S_ISREG(so.st_mode)) {
-        cli_warn(o->out, "exists; use -f to overwrite it");
-        return EXIT_USAGE;
-    }
-    return 0;
-}
-
-typedef ml_status (*write_fn)(void *src, ml_write_fn fn, void *sink, ml_error *err);
-
-/* Temporary output, renamed when complete; removed on error or signal. */
-static int write_out(const options *o, write_fn wr, void *src, const char *src_name)
+/* Writes the output whole and commits it. */
+static int write_out(const options *o, cli_write_fn write, void *src)
 {
     cli_catch_signals();
     ml_outfile *f;
-    ml_error e;
-    ml_status s = ml_outfile_open(o->out, &f, &e);
-    if (s)
-        return cli_fail(cli_out_name(o->out), s, &e);
-    s = wr(src, ml_outfile_sink, f, &e);
-    cli_progress_end();
-    if (s || cli_stop_signal()) {
-        ml_outfile_abort(f);
-        if (cli_stop_signal())
-            cli_die_by_signal();
-        return cli_fail(s == ML_E_IO && e.sys_errno ? cli_out_name(o->out) : src_name, s, &e);
-    }
-    if ((s = ml_outfile_commit(f, &e)))
-        return cli_fail(cli_out_name(o->out), s, &e);
-    return EXIT_OK;
+    int rc = cli_output_convert(o->out, o->in, write, src, NULL, &f);
+    return rc || !f ? rc : cli_output_commit(o->out, f);
 }
 
 typedef struct gguf_job {
@@ -322,7 +263,7 @@ static int from_gguf(const options *o, const ml_gguf *g, const ml_mli *mli, repo
     co.q4_rule = o->q.q4_rule;
     co.imatrix = mli;
     co.threads = o->threads;
-    co.progress = on_progress, co.progress_ctx = r;
+    co.progress = cli_progress_or_stop, co.progress_ctx = &r->progress;
     if (o->stats)
         co.on_tensor = on_gguf_tensor, co.tensor_ctx = r;
     ml_convert_plan *p;
@@ -343,7 +284,7 @@ static int from_gguf(const options *o, const ml_gguf *g, const ml_mli *mli, repo
     } else {
         stats_header(r);
         gguf_job j = {p};
-        rc = write_out(o, write_gguf, &j, o->in);
+        rc = write_out(o, write_gguf, &j);
         if (!rc)
             stats_total(r);
     }
@@ -394,7 +335,7 @@ static int from_mlb(const options *o, const ml_mlb *src, const ml_mli *mli, repo
         ro.q4_rule = o->q.q4_rule;
     ro.imatrix = mli;
     ro.threads = o->threads;
-    ro.progress = on_progress, ro.progress_ctx = r;
+    ro.progress = cli_progress_or_stop, ro.progress_ctx = &r->progress;
     if (o->stats)
         ro.on_tensor = on_mlb_tensor, ro.tensor_ctx = r;
     ml_mlb_header h;
@@ -412,7 +353,7 @@ static int from_mlb(const options *o, const ml_mlb *src, const ml_mli *mli, repo
         return EXIT_OK;
     stats_header(r);
     mlb_job j = {src, &ro};
-    int rc = write_out(o, write_mlb, &j, o->in);
+    int rc = write_out(o, write_mlb, &j);
     if (!rc)
         stats_total(r);
     return rc;
@@ -426,8 +367,8 @@ int main(int argc, char **argv)
     input in = {0};
     ml_mli *mli = NULL;
     report r = {&o, o.out && strcmp(o.out, "-") == 0 ? stderr : stdout, {0}, 0,
-                !o.quiet && cli_stderr_is_tty()};
-    int rc = o.dry_run ? 0 : check_output(&o);
+                {o.out, !o.quiet && cli_stderr_is_tty()}};
+    int rc = o.dry_run ? 0 : cli_check_output(o.in, o.out, o.force);
     if (!rc)
         rc = open_input(o.in, &in);
     if (!rc && o.q.imatrix) {

@@ -2,11 +2,15 @@
  * of every evaluated position, or score a text's perplexity the way
  * llama.cpp's llama-perplexity does. */
 #include "cli.h"
+#include "input.h"
+#include "output.h"
+#include "score.h"
 #include "signals.h"
 #include "text.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,21 +23,40 @@ enum {
     OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET, OPT_IMATRIX
 };
 
+/* Defaults: parse() starts from them and --help shows them. */
+#define DEFAULT_N_PREDICT 128
+#define DEFAULT_CTX 4096
+#define DEFAULT_BATCH 256
+#define DEFAULT_TEMP 0.8
+#define DEFAULT_TOP_K 40
+#define DEFAULT_TOP_P 0.95
+#define DEFAULT_MIN_P 0.05
+#define DEFAULT_REPEAT_PENALTY 1
+#define DEFAULT_REPEAT_LAST 64
+
 static const cli_opt opts[] = {
     {OPT_MODEL, 'm', "model", "FILE", "the model (.mlb); required"},
     {OPT_TOK, 'k', "tokenizer", "FILE", "the tokenizer (.mlt; default: beside the model)"},
     {OPT_PROMPT, 'p', "prompt", "TEXT", "the prompt (default: standard input)"},
     {OPT_FILE, 'f', "file", "FILE", "read the prompt from FILE"},
     {OPT_IDS, 0, "ids", NULL, "the prompt is token ids; print generated ids, not text"},
-    {OPT_N, 'n', "n-predict", "N", "tokens to generate (default 128; 0: only evaluate)"},
-    {OPT_CTX, 'c', "ctx", "N", "context positions (default: 4096, at most max_seq)"},
+    {OPT_N, 'n', "n-predict", "N",
+     "tokens to generate (default " CLI_STR(DEFAULT_N_PREDICT) "; 0: only evaluate)"},
+    {OPT_CTX, 'c', "ctx", "N",
+     "context positions (default: " CLI_STR(DEFAULT_CTX) ", at most max_seq)"},
     {OPT_THREADS, 't', "threads", "N", "threads (default: the number of CPUs)"},
-    {OPT_BATCH, 'b', "batch", "N", "prompt tokens per step (default 256; less with --logits)"},
-    {OPT_TEMP, 0, "temp", "T", "temperature; 0 is greedy (default 0.8)"},
-    {OPT_TOPK, 0, "top-k", "K", "keep the K most likely tokens (default 40; 0: off)"},
-    {OPT_TOPP, 0, "top-p", "P", "keep the most likely tokens up to probability P (default 0.95)"},
-    {OPT_MINP, 0, "min-p", "P", "drop tokens below P times the best's probability (default 0.05)"},
-    {OPT_REPEAT, 0, "repeat-penalty", "R", "penalty on the last 64 tokens (default 1: off)"},
+    {OPT_BATCH, 'b', "batch", "N",
+     "prompt tokens per step (default " CLI_STR(DEFAULT_BATCH) "; less with --logits)"},
+    {OPT_TEMP, 0, "temp", "T", "temperature; 0 is greedy (default " CLI_STR(DEFAULT_TEMP) ")"},
+    {OPT_TOPK, 0, "top-k", "K",
+     "keep the K most likely tokens (default " CLI_STR(DEFAULT_TOP_K) "; 0: off)"},
+    {OPT_TOPP, 0, "top-p", "P",
+     "keep the most likely tokens up to probability P (default " CLI_STR(DEFAULT_TOP_P) ")"},
+    {OPT_MINP, 0, "min-p", "P",
+     "drop tokens below P times the best's probability (default " CLI_STR(DEFAULT_MIN_P) ")"},
+    {OPT_REPEAT, 0, "repeat-penalty", "R",
+     "penalty on the last " CLI_STR(DEFAULT_REPEAT_LAST) " tokens "
+     "(default " CLI_STR(DEFAULT_REPEAT_PENALTY) ": off)"},
     {OPT_SEED, 's', "seed", "S", "random seed (default: from the clock; printed with -v)"},
     {OPT_LOGITS, 0, "logits", "FILE", "write the logits of every evaluated position to FILE"},
     {OPT_PPL, 0, "perplexity", "FILE", "score the text in FILE like llama-perplexity"},
@@ -60,13 +83,6 @@ typedef struct options {
     ml_sampler_params sp;
 } options;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static float parse_float(const char *opt, const char *arg, float lo, float hi)
 {
     char *end;
@@ -81,11 +97,11 @@ static void parse(int argc, char **argv, options *o)
 {
     const char *arg;
     int id, first;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     memset(o, 0, sizeof *o);
-    o->n_predict = 128;
-    o->threads = ncpu > 0 ? (uint64_t)ncpu : 1;
-    o->sp = (ml_sampler_params){0.8f, 40, 0.95f, 0.05f, 1.0f, 64, 0};
+    o->n_predict = DEFAULT_N_PREDICT;
+    o->threads = cli_n_cpus(UINT_MAX); /* the CPUs, even above --threads' 256 */
+    o->sp = (ml_sampler_params){DEFAULT_TEMP, DEFAULT_TOP_K, DEFAULT_TOP_P, DEFAULT_MIN_P,
+                                DEFAULT_REPEAT_PENALTY, DEFAULT_REPEAT_LAST, 0};
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         switch (id) {
         case OPT_MODEL: o->model = arg; break;
@@ -144,12 +160,6 @@ typedef struct run {
     size_t n_prompt, n_gen;
 } run;
 
-static int fail(const char *file, ml_status s, const ml_error *err)
-{
-    return cli_fail(file, s, err);
-}
-
-
 static int push_id(run *r, int32_t id)
 {
     if (r->n_ids == r->cap_ids) {
@@ -183,44 +193,40 @@ static int open_tokenizer(run *r)
 static int open_model(run *r)
 {
     ml_error err;
-    double t0 = now();
+    double t0 = cli_seconds();
     ml_status s = ml_mlb_open(r->o.model, &r->mlb, &err);
     if (s)
-        return fail(r->o.model, s, &err);
+        return cli_fail(r->o.model, s, &err);
     r->h = ml_mlb_get_header(r->mlb);
     if ((s = ml_model_new(r->mlb, &r->model, &err)))
-        return fail(r->o.model, s, &err);
+        return cli_fail(r->o.model, s, &err);
     uint32_t n_ctx = (uint32_t)r->o.ctx;
     if (!n_ctx)
-        n_ctx = r->o.ppl ? 512 : (r->h->max_seq < 4096 ? r->h->max_seq : 4096);
-    /* 256 prompt tokens per step stream each weight panel once for more
-     * tokens (+17% prompt speed over 64 on a 1B Q4_0 model); with --logits and
-     * --perplexity a step's logits are held too, so the default then keeps
-     * them near 64 MB (64 rows for a 262k vocabulary). */
+        n_ctx = r->o.ppl ? CLI_SCORE_CTX
+                         : (r->h->max_seq < DEFAULT_CTX ? r->h->max_seq : DEFAULT_CTX);
+    /* DEFAULT_BATCH (256) prompt tokens per step stream each weight panel
+     * once for more tokens (+17% prompt speed over 64 on a 1B Q4_0 model);
+     * with --logits and --perplexity a step's logits are held too, so the
+     * default then keeps them near 64 MB (ml_logits_batch). */
     r->nb = r->o.batch;
-    if (!r->nb) {
-        r->nb = 256;
-        if (r->o.logits || r->o.ppl) {
-            size_t fit = (16u << 20) / r->h->vocab;
-            r->nb = fit < 16 ? 16 : fit > 256 ? 256 : fit;
-        }
-    }
+    if (!r->nb)
+        r->nb = r->o.logits || r->o.ppl ? ml_logits_batch(r->h->vocab) : DEFAULT_BATCH;
     ml_ctx_params p = {n_ctx, (uint32_t)r->nb, (unsigned)r->o.threads};
     if ((s = ml_ctx_new(r->model, &p, &r->ctx, &err)))
-        return fail(r->o.model, s, &err);
+        return cli_fail(r->o.model, s, &err);
     if ((s = ml_sampler_new(&r->o.sp, r->h->vocab, &r->sampler, &err)))
-        return fail(r->o.model, s, &err);
+        return cli_fail(r->o.model, s, &err);
     /* Logits of one step: a batch's rows for --logits and --perplexity. */
     size_t rows = (r->o.logits || r->o.ppl) ? r->nb : 1;
     r->row = malloc(rows * r->h->vocab * sizeof(float));
     if (!r->row)
-        return fail(r->o.model, ML_E_NOMEM, NULL);
+        return cli_fail(r->o.model, ML_E_NOMEM, NULL);
     if (!r->o.ids || r->o.ppl || r->o.tok || tokenizer_beside(r)) {
         int e = open_tokenizer(r);
         if (e)
             return e;
     }
-    r->t_load = now() - t0;
+    r->t_load = cli_seconds() - t0;
     if (r->o.verbose)
         fprintf(stderr, "ml-run: %s: %u layers, dim %u, vocab %u, context %u, %u threads, "
                         "kernels %s, float math %s, seed %" PRIu64 "\n",
@@ -239,7 +245,7 @@ static int prompt_ids(run *r)
         len = strlen(r->o.prompt);
         text = malloc(len + 1);
         if (!text)
-            return fail(NULL, ML_E_NOMEM, NULL);
+            return cli_fail(NULL, ML_E_NOMEM, NULL);
         memcpy(text, r->o.prompt, len + 1);
     } else if ((e = cli_read_text(r->o.file ? r->o.file : "-", &text, &len))) {
         return e;
@@ -259,7 +265,7 @@ static int prompt_ids(run *r)
                                 r->h->vocab); /* exits; text is not freed */
             }
             if (push_id(r, (int32_t)v) < 0)
-                e = fail(NULL, ML_E_NOMEM, NULL);
+                e = cli_fail(NULL, ML_E_NOMEM, NULL);
             p = end;
         }
     } else {
@@ -268,10 +274,10 @@ static int prompt_ids(run *r)
         ml_status s = ml_tok_encode(r->tok, text, len, r->o.no_bos ? ML_TOK_BOS_NO : ML_TOK_BOS_AUTO,
                                     &ids, &err);
         if (s)
-            e = fail(r->o.file ? r->o.file : NULL, s, &err);
+            e = cli_fail(r->o.file ? r->o.file : NULL, s, &err);
         for (size_t i = 0; !e && i < ids.n; i++)
             if (push_id(r, (int32_t)ids.v[i]) < 0)
-                e = fail(NULL, ML_E_NOMEM, NULL);
+                e = cli_fail(NULL, ML_E_NOMEM, NULL);
         ml_ids_free(&ids);
     }
     free(text);
@@ -302,16 +308,7 @@ static int eval(run *r, size_t from, size_t to)
         }
         from += n;
     }
-    return s ? fail(s == ML_E_IO ? cli_out_name(r->o.logits) : r->o.model, s, &err) : 0;
-}
-
-static ml_status out_sink(void *ctx, const void *buf, size_t n, ml_error *err)
-{
-    (void)ctx;
-    (void)err;
-    fwrite(buf, 1, n, stdout);
-    fflush(stdout);
-    return ML_OK;
+    return s ? cli_fail(s == ML_E_IO ? cli_out_name(r->o.logits) : r->o.model, s, &err) : 0;
 }
 
 /* --ignore-eos, as llama.cpp's: no token that ends a generation can be
@@ -331,7 +328,7 @@ static int generate(run *r)
     ml_error err;
     if (r->mlt)
         ml_tok_stream_init(&ts, r->mlt, ML_TOK_SKIP_BOS_EOS);
-    double t0 = now();
+    double t0 = cli_seconds();
     int e = 0;
     for (uint64_t i = 0; i < r->o.n_predict && !e && cli_stdout_ok() && !cli_stop_signal(); i++) {
         if (r->o.ignore_eos)
@@ -340,12 +337,12 @@ static int generate(run *r)
         if (r->mlt && ml_mlt_is_eog(r->mlt, (uint32_t)id))
             break; /* the end of the turn or the text: not printed */
         if (push_id(r, id) < 0)
-            return fail(NULL, ML_E_NOMEM, NULL);
+            return cli_fail(NULL, ML_E_NOMEM, NULL);
         r->n_gen++;
         if (r->o.ids)
             printf("%s%d", r->n_gen > 1 ? " " : "", id), fflush(stdout);
-        else if ((e = ml_tok_stream_put(&ts, (uint32_t)id, out_sink, NULL, &err)))
-            return fail(NULL, e, &err);
+        else if ((e = ml_tok_stream_put(&ts, (uint32_t)id, cli_stdout_sink_flushed, NULL, &err)))
+            return cli_fail(NULL, e, &err);
         if (i + 1 == r->o.n_predict)
             break;
         if (ml_ctx_pos(r->ctx) == ml_ctx_n_ctx(r->ctx)) {
@@ -356,10 +353,10 @@ static int generate(run *r)
         e = eval(r, r->n_ids - 1, r->n_ids);
     }
     if (r->mlt && !r->o.ids)
-        ml_tok_stream_end(&ts, out_sink, NULL, &err);
+        ml_tok_stream_end(&ts, cli_stdout_sink_flushed, NULL, &err);
     if (r->n_gen && r->o.ids)
         printf("\n");
-    r->t_gen = now() - t0;
+    r->t_gen = cli_seconds() - t0;
     return e;
 }
 
@@ -375,62 +372,46 @@ static void timings(const run *r)
             r->t_gen > 0 ? r->n_gen / r->t_gen : 0.0);
 }
 
-/* -log p(next) from one row of logits, in double as llama-perplexity does. */
-/* llama-perplexity's scheme: chunks of n_ctx tokens, BOS at the start of
- * each chunk when the tokenizer adds one, the first half of each chunk as
- * context and the second half scored. */
+/* The chunk line on a terminal; stops at a signal. */
+typedef struct chunk_line {
+    const ml_nll *acc;
+    int show;
+} chunk_line;
+
+static int on_chunk(void *ctx, uint64_t done, uint64_t total)
+{
+    const chunk_line *l = ctx;
+    if (l->show && done)
+        fprintf(stderr, "\rml-run: chunk %" PRIu64 "/%" PRIu64 ", ppl %.4f ", done, total,
+                ml_nll_perplexity(l->acc, NULL));
+    return cli_stop_signal() != 0;
+}
+
+/* llama-perplexity's scheme (score.h): chunks of n_ctx tokens, the second
+ * half of each scored. */
 static int perplexity(run *r)
 {
-    char *text;
-    size_t len;
-    int e = cli_read_text(r->o.ppl, &text, &len);
+    ml_ids ids = {0};
+    int e = cli_read_tokens(r->o.ppl, r->tok, r->o.no_bos, &ids);
     if (e)
         return e;
-    ml_ids ids = {0};
-    ml_error err;
-    ml_status s = ml_tok_encode(r->tok, text, len, r->o.no_bos ? ML_TOK_BOS_NO : ML_TOK_BOS_AUTO,
-                                &ids, &err);
-    free(text);
-    if (s)
-        return fail(r->o.ppl, s, &err);
-    const ml_mlt_header *th = ml_mlt_get_header(r->mlt);
-    int add_bos = !r->o.no_bos && (th->flags & ML_MLT_ADD_BOS) && th->bos >= 0;
-    uint32_t n_ctx = ml_ctx_n_ctx(r->ctx);
-    size_t n_chunk = ids.n / n_ctx, first = n_ctx / 2;
-    if (n_chunk == 0) {
-        snprintf(err.msg, sizeof err.msg, "%zu tokens are fewer than one chunk of %u (--ctx)",
-                 ids.n, n_ctx);
-        ml_ids_free(&ids);
-        return fail(r->o.ppl, ML_E_INVAL, &err);
-    }
-    int32_t *chunk = malloc(n_ctx * sizeof *chunk);
-    double t0 = now();
     ml_nll acc = {0};
-    for (size_t c = 0; c < n_chunk && !e && chunk && !cli_stop_signal(); c++) {
-        for (uint32_t j = 0; j < n_ctx; j++)
-            chunk[j] = (int32_t)ids.v[c * n_ctx + j];
-        if (add_bos)
-            chunk[0] = th->bos;
-        if ((s = ml_ctx_score(r->ctx, chunk, n_ctx, first, r->row, &acc, &err))) {
-            e = fail(r->o.model, s, &err);
-            break;
-        }
-        if (!r->o.quiet && cli_stderr_is_tty())
-            fprintf(stderr, "\rml-run: chunk %zu/%zu, ppl %.4f ", c + 1, n_chunk,
-                    ml_nll_perplexity(&acc, NULL));
-    }
-    if (!chunk)
-        e = fail(NULL, ML_E_NOMEM, NULL);
+    chunk_line line = {&acc, !r->o.quiet && cli_stderr_is_tty()};
+    cli_scoring sc = {r->ctx, r->mlt, r->o.ppl, r->o.model, r->o.no_bos, 0, r->row,
+                      on_chunk, &line};
+    size_t n_chunk;
+    double t0 = cli_seconds();
+    e = cli_score(&sc, &ids, &acc, &n_chunk);
     if (!e) {
-        if (!r->o.quiet && cli_stderr_is_tty())
+        uint32_t n_ctx = ml_ctx_n_ctx(r->ctx);
+        if (line.show)
             fputs("\r\033[K", stderr);
         double pm, ppl = ml_nll_perplexity(&acc, &pm);
         printf("%s: %zu chunks of %u tokens, %" PRIu64 " scored: PPL = %.4f +/- %.5f\n",
                cli_name(r->o.ppl), n_chunk, n_ctx, acc.count, ppl, pm);
         r->n_prompt = n_chunk * n_ctx;
-        r->t_prompt = now() - t0;
+        r->t_prompt = cli_seconds() - t0;
     }
-    free(chunk);
     ml_ids_free(&ids);
     return e;
 }
@@ -439,13 +420,8 @@ static int perplexity(run *r)
 static int write_imatrix(run *r)
 {
     ml_outfile *f;
-    ml_error err;
-    ml_status s = ml_outfile_open(r->o.imatrix, &f, &err);
-    if (!s && (s = ml_mli_write(r->imatrix, ml_outfile_sink, f, &err)))
-        ml_outfile_abort(f);
-    if (!s)
-        s = ml_outfile_commit(f, &err);
-    return s ? fail(cli_out_name(r->o.imatrix), s, &err) : 0;
+    int e = cli_output_open(r->o.imatrix, &f);
+    return e ? e : cli_output_mli(r->o.imatrix, f, r->imatrix);
 }
 
 static int start_imatrix(run *r)
@@ -454,7 +430,7 @@ static int start_imatrix(run *r)
     ml_status s = ml_mli_new(r->h, &r->imatrix, &err);
     if (!s)
         s = ml_ctx_set_imatrix(r->ctx, r->imatrix, &err);
-    return s ? fail(r->o.model, s, &err) : 0;
+    return s ? cli_fail(r->o.model, s, &err) : 0;
 }
 
 static void close_run(run *r)
@@ -477,35 +453,24 @@ static int run_prompt(run *r)
     if (e)
         return e;
     r->n_prompt = r->n_ids;
-    if (r->n_ids == 0) {
-        ml_error err = {0};
-        snprintf(err.msg, sizeof err.msg, "the prompt is empty (and adds no BOS)");
-        return fail(NULL, ML_E_INVAL, &err);
-    }
-    if (r->n_ids > ml_ctx_n_ctx(r->ctx)) {
-        ml_error err = {0};
-        snprintf(err.msg, sizeof err.msg,
-                 "the prompt has %zu tokens; the context holds %u (raise --ctx, at most max_seq "
-                 "%u)", r->n_ids, ml_ctx_n_ctx(r->ctx), r->h->max_seq);
-        return fail(NULL, ML_E_INVAL, &err);
-    }
-    if (r->o.logits) {
-        ml_error err;
-        ml_status s = ml_outfile_open(r->o.logits, &r->logits, &err);
-        if (s)
-            return fail(cli_out_name(r->o.logits), s, &err);
-    }
-    double t0 = now();
+    if (r->n_ids == 0)
+        return cli_failf(NULL, ML_E_INVAL, "the prompt is empty (and adds no BOS)");
+    if (r->n_ids > ml_ctx_n_ctx(r->ctx))
+        return cli_failf(NULL, ML_E_INVAL,
+                         "the prompt has %zu tokens; the context holds %u (raise --ctx, at most "
+                         "max_seq %u)",
+                         r->n_ids, ml_ctx_n_ctx(r->ctx), r->h->max_seq);
+    if (r->o.logits && (e = cli_output_open(r->o.logits, &r->logits)))
+        return e;
+    double t0 = cli_seconds();
     e = eval(r, 0, r->n_ids);
-    r->t_prompt = now() - t0;
+    r->t_prompt = cli_seconds() - t0;
     if (!e)
         e = generate(r);
     if (!e && r->logits && !cli_stop_signal()) {
-        ml_error err;
-        ml_status s = ml_outfile_commit(r->logits, &err);
-        r->logits = NULL;
-        if (s)
-            e = fail(cli_out_name(r->o.logits), s, &err);
+        ml_outfile *f = r->logits;
+        r->logits = NULL; /* committed or freed: close_run must not abort it */
+        e = cli_output_commit(r->o.logits, f);
     }
     return e;
 }

@@ -98,11 +98,8 @@ static void on_tensor(void *ctx, const ml_tensor *t, uint32_t crc)
 static int stream_one(run *r, ml_verify_report *rep)
 {
     int fd = strcmp(r->name, "-") == 0 ? 0 : open(r->name, O_RDONLY | O_CLOEXEC);
-    ml_error err;
-    if (fd < 0) {
-        snprintf(err.msg, sizeof err.msg, "cannot open: %s", strerror(errno));
-        return cli_fail(r->name, ML_E_IO, &err);
-    }
+    if (fd < 0)
+        return cli_failf(r->name, ML_E_IO, "cannot open: %s", strerror(errno));
 #ifdef F_SETPIPE_SZ
     /* A 1 MiB pipe lets the writer run ahead of us; the default 64 KiB
      * makes both sides wait on each other. */
@@ -113,6 +110,7 @@ static int stream_one(run *r, ml_verify_report *rep)
     rep->on_tensor = on_tensor;
     rep->on_progress = on_progress;
     rep->ctx = r;
+    ml_error err;
     ml_status s = ml_mlb_verify_stream(ml_fd_reader, &fd, rep, &err);
     cli_progress_end();
     if (fd != 0)
@@ -194,11 +192,8 @@ static void free_manifest(manifest *m)
 static int read_manifest(const char *path, manifest *m)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
-    ml_error err;
-    if (!f) {
-        snprintf(err.msg, sizeof err.msg, "cannot open: %s", strerror(errno));
-        return cli_fail(path, ML_E_IO, &err);
-    }
+    if (!f)
+        return cli_failf(path, ML_E_IO, "cannot open: %s", strerror(errno));
     char *line = NULL;
     size_t cap = 0;
     unsigned long lineno = 0;
@@ -218,8 +213,8 @@ static int read_manifest(const char *path, manifest *m)
             m->cap = nc;
         }
         if (parse_line(line, &m->e[m->n]) < 0) {
-            snprintf(err.msg, sizeof err.msg, "line %lu: expected 'CRC32  TENSOR  FILE'", lineno);
-            status = cli_fail(path, ML_E_FORMAT, &err);
+            status = cli_failf(path, ML_E_FORMAT, "line %lu: expected 'CRC32  TENSOR  FILE'",
+                               lineno);
             break;
         }
         m->n++;
@@ -227,10 +222,8 @@ static int read_manifest(const char *path, manifest *m)
     free(line);
     if (f != stdin)
         fclose(f);
-    if (!status && m->n == 0) {
-        snprintf(err.msg, sizeof err.msg, "no sums in the file");
-        status = cli_fail(path, ML_E_FORMAT, &err);
-    }
+    if (!status && m->n == 0)
+        status = cli_failf(path, ML_E_FORMAT, "no sums in the file");
     return status;
 }
 

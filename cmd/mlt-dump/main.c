@@ -4,6 +4,7 @@
  * and decoding ids to text on request, as text for people and pipes or
  * --json for scripts. */
 #include "cli.h"
+#include "input.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -280,37 +281,6 @@ static void dump_merges(const ml_mlt *t, int json)
     }
 }
 
-/* Reads all of standard input. */
-static int read_stdin(char **out, size_t *len)
-{
-    size_t cap = 1 << 16, n = 0;
-    char *p = malloc(cap);
-    if (!p)
-        return -1;
-    for (;;) {
-        if (n == cap) {
-            char *q = cap > SIZE_MAX / 2 ? NULL : realloc(p, cap * 2);
-            if (!q) {
-                free(p);
-                return -1;
-            }
-            p = q;
-            cap *= 2;
-        }
-        size_t r = fread(p + n, 1, cap - n, stdin);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    if (ferror(stdin)) {
-        free(p);
-        return -2;
-    }
-    *out = p;
-    *len = n;
-    return 0;
-}
-
 static ml_status print_ids(ml_tok *k, const char *text, size_t len, int bos, int json,
                            ml_error *err)
 {
@@ -336,13 +306,12 @@ static int do_encode(const char *path, const ml_mlt *t, const options *o)
     char *buf = NULL;
     size_t len;
     if (strcmp(o->encode, "-") == 0) {
-        int r = read_stdin(&buf, &len);
-        if (r) {
+        if ((s = cli_read_all(0, &buf, &len))) {
+            int read_errno = errno;
             ml_tok_free(k);
-            if (r == -1)
-                return cli_fail("-", ML_E_NOMEM, NULL);
-            cli_warn("-", "ML_E_IO: read error: %s", strerror(errno));
-            return EXIT_IO;
+            if (s == ML_E_IO)
+                return cli_failf("-", ML_E_IO, "read error: %s", strerror(read_errno));
+            return cli_fail("-", s, NULL);
         }
     } else {
         len = strlen(o->encode);
@@ -384,14 +353,6 @@ static uint32_t parse_id(const char *s)
     return (uint32_t)v;
 }
 
-static ml_status stdout_sink(void *ctx, const void *buf, size_t n, ml_error *err)
-{
-    (void)ctx;
-    (void)err;
-    fwrite(buf, 1, n, stdout);
-    return ML_OK;
-}
-
 /* Decodes ids from the operands or, without any, from standard input. */
 static int do_decode(const char *path, const ml_mlt *t, const options *o, char **ids, int n_ids)
 {
@@ -420,9 +381,9 @@ static int do_decode(const char *path, const ml_mlt *t, const options *o, char *
         return EXIT_OK;
     }
     for (int i = 0; i < n_ids && !s; i++)
-        s = ml_tok_stream_put(&st, parse_id(ids[i]), stdout_sink, NULL, &err);
+        s = ml_tok_stream_put(&st, parse_id(ids[i]), cli_stdout_sink, NULL, &err);
     if (!s)
-        s = ml_tok_stream_end(&st, stdout_sink, NULL, &err);
+        s = ml_tok_stream_end(&st, cli_stdout_sink, NULL, &err);
     if (!s)
         putchar('\n');
     return s ? cli_fail(path, s, &err) : EXIT_OK;
@@ -434,7 +395,7 @@ static int stdin_ids(char ***out, int *n, char **buf_out)
 {
     char *buf;
     size_t len;
-    if (read_stdin(&buf, &len))
+    if (cli_read_all(0, &buf, &len))
         return -1;
     *buf_out = buf;
     char **v = malloc((len / 2 + 2) * sizeof *v);
@@ -442,7 +403,6 @@ static int stdin_ids(char ***out, int *n, char **buf_out)
         free(buf);
         return -1;
     }
-    buf[len] = 0; /* read_stdin leaves room */
     int k = 0;
     for (char *tok = strtok(buf, " \t\r\n"); tok; tok = strtok(NULL, " \t\r\n")) {
         if (!is_number(tok))
@@ -527,8 +487,7 @@ int main(int argc, char **argv)
             ids = NULL;
             if (stdin_ids(&ids, &n_ids, &ids_text)) {
                 ml_mlt_close(t);
-                cli_warn("-", "ML_E_IO: cannot read the ids");
-                return cli_finish(EXIT_IO);
+                return cli_finish(cli_failf("-", ML_E_IO, "cannot read the ids"));
             }
         }
         status = do_decode(path, t, &o, ids, n_ids);

@@ -90,6 +90,35 @@ ML_API ml_status ml_ctx_score(ml_ctx *c, const int32_t *tokens, size_t n, size_t
  * standard error of the mean times the perplexity). */
 ML_API double ml_nll_perplexity(const ml_nll *acc, double *error);
 
+/* Tokens per evaluation step when every token's logits are kept (scoring,
+ * all_logits): as many as keep one step's logits near ML_LOGITS_BATCH_MB
+ * megabytes (2^20 bytes), 16 to 256. */
+#define ML_LOGITS_BATCH_MB 64
+ML_API uint32_t ml_logits_batch(uint32_t vocab);
+
+/* Called with 0 before the first chunk, then with the chunks done after
+ * each; a non-zero return stops before the next chunk. */
+typedef int (*ml_chunk_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
+typedef struct ml_perplexity_opts {
+    uint64_t max_chunks; /* 0: every whole chunk of the text */
+    int32_t bos;         /* replaces each chunk's first token; -1: the text's own */
+    ml_chunk_progress_fn progress; /* may be NULL */
+    void *progress_ctx;
+} ml_perplexity_opts;
+
+/* Scores a text the way llama-perplexity and llama-imatrix cut it: chunks
+ * of the context's n_ctx tokens (the rest dropped), each evaluated from an
+ * empty context with its first token replaced by o->bos (unless -1) and
+ * its second half scored into acc (ml_ctx_score; rows as there).
+ * *n_chunks receives the chunks to score, n / n_ctx but at most
+ * max_chunks.  A stop asked by the progress callback returns ML_OK, acc
+ * holding the chunks scored.  ML_E_INVAL when the text holds no whole
+ * chunk, ML_E_NOMEM, ml_ctx_eval's errors. */
+ML_API ml_status ml_ctx_perplexity(ml_ctx *c, const int32_t *tokens, size_t n,
+                                   const ml_perplexity_opts *o, float *rows, ml_nll *acc,
+                                   size_t *n_chunks, ml_error *err);
+
 /* ------------------------------------------------------------------------
  * Sampling
  * ------------------------------------------------------------------------ */
