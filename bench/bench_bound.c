@@ -173,7 +173,7 @@ int main(int argc, char **argv)
         return 3;
     /* Warm-up: fault the mapping in, start the pool. */
     read_pass(&r);
-    int32_t tok = 1;
+    ml_token tok = 1;
     ml_ctx_eval(c, &tok, 1, logits, 0, &err);
     ml_ctx_reset(c);
     double t_read = 0, t_tok = 0, best_read = 1e9;
@@ -189,7 +189,7 @@ int main(int argc, char **argv)
             return 1;
         }
         double tt = now() - t0;
-        tok = (int32_t)(((uint32_t)tok * 7919u + 13u) % 30000u + 3u);
+        tok = (tok * 7919u + 13u) % 30000u + 3u;
         t_read += tr, t_tok += tt, ratio[i] = tr / tt;
         best_read = tr < best_read ? tr : best_read;
     }

@@ -40,9 +40,7 @@ int cli_score(const cli_scoring *sc, const ml_ids *ids, ml_nll *acc, size_t *n_c
     ml_perplexity_opts po = {sc->max_chunks, chunk_bos(sc->mlt, sc->no_bos), sc->progress,
                              sc->progress_ctx};
     ml_error err;
-    /* ml_ids holds uint32_t ids below the vocabulary size: as int32_t they
-     * are the same values (the two types may alias). */
-    ml_status s = ml_ctx_perplexity(sc->ctx, (const int32_t *)ids->v, ids->n, &po, sc->rows, acc,
+    ml_status s = ml_ctx_perplexity(sc->ctx, ids->v, ids->n, &po, sc->rows, acc,
                                     n_chunks, &err);
     if (s == ML_E_NOMEM) /* the chunk buffer: evaluation allocates nothing */
         return cli_fail(NULL, s, NULL);

@@ -152,7 +152,7 @@ typedef struct run {
     ml_outfile *logits;
     ml_mli *imatrix;
     const ml_mlb_header *h;
-    int32_t *ids;        /* prompt and generated tokens */
+    ml_token *ids;       /* prompt and generated tokens */
     size_t n_ids, cap_ids;
     float *row;          /* logits: one row, or n_batch rows for --logits */
     size_t nb;           /* tokens per evaluation step (the context's batch) */
@@ -160,11 +160,11 @@ typedef struct run {
     size_t n_prompt, n_gen;
 } run;
 
-static int push_id(run *r, int32_t id)
+static int push_id(run *r, ml_token id)
 {
     if (r->n_ids == r->cap_ids) {
         size_t nc = r->cap_ids ? 2 * r->cap_ids : 256;
-        int32_t *n = realloc(r->ids, nc * sizeof *n);
+        ml_token *n = realloc(r->ids, nc * sizeof *n);
         if (!n)
             return -1;
         r->ids = n;
@@ -264,7 +264,7 @@ static int prompt_ids(run *r)
                 cli_usage_error("--ids: '%.*s' is not a token id below %u", n < 20 ? n : 20, p,
                                 r->h->vocab); /* exits; text is not freed */
             }
-            if (push_id(r, (int32_t)v) < 0)
+            if (push_id(r, (ml_token)v) < 0)
                 e = cli_fail(NULL, ML_E_NOMEM, NULL);
             p = end;
         }
@@ -276,7 +276,7 @@ static int prompt_ids(run *r)
         if (s)
             e = cli_fail(r->o.file ? r->o.file : NULL, s, &err);
         for (size_t i = 0; !e && i < ids.n; i++)
-            if (push_id(r, (int32_t)ids.v[i]) < 0)
+            if (push_id(r, ids.v[i]) < 0)
                 e = cli_fail(NULL, ML_E_NOMEM, NULL);
         ml_ids_free(&ids);
     }
@@ -333,15 +333,15 @@ static int generate(run *r)
     for (uint64_t i = 0; i < r->o.n_predict && !e && cli_stdout_ok() && !cli_stop_signal(); i++) {
         if (r->o.ignore_eos)
             forbid_eog(r);
-        int32_t id = ml_sampler_next(r->sampler, r->row, r->ids, r->n_ids);
-        if (r->mlt && ml_mlt_is_eog(r->mlt, (uint32_t)id))
+        ml_token id = ml_sampler_next(r->sampler, r->row, r->ids, r->n_ids);
+        if (r->mlt && ml_mlt_is_eog(r->mlt, id))
             break; /* the end of the turn or the text: not printed */
         if (push_id(r, id) < 0)
             return cli_fail(NULL, ML_E_NOMEM, NULL);
         r->n_gen++;
         if (r->o.ids)
-            printf("%s%d", r->n_gen > 1 ? " " : "", id), fflush(stdout);
-        else if ((e = ml_tok_stream_put(&ts, (uint32_t)id, cli_stdout_sink_flushed, NULL, &err)))
+            printf("%s%u", r->n_gen > 1 ? " " : "", id), fflush(stdout);
+        else if ((e = ml_tok_stream_put(&ts, id, cli_stdout_sink_flushed, NULL, &err)))
             return cli_fail(NULL, e, &err);
         if (i + 1 == r->o.n_predict)
             break;

@@ -46,6 +46,10 @@ typedef struct ml_error {
     char msg[320];     /* human-readable detail */
 } ml_error;
 
+/* A token id, below the vocabulary's size (at most 2^24): one type for
+ * the tokenizer, the runtime and the sampler. */
+typedef uint32_t ml_token;
+
 /* "ML_OK", "ML_E_FORMAT", ... ; never NULL. */
 ML_API const char *ml_status_name(ml_status s);
 /* A short description: "malformed file", "invalid shape", ... */

@@ -96,9 +96,9 @@ ML_API void ml_mlt_close(ml_mlt *t);
 ML_API const ml_mlt_header *ml_mlt_get_header(const ml_mlt *t);
 ML_API uint64_t ml_mlt_file_size(const ml_mlt *t);
 /* Token id (id < n_vocab, else a zero token); bytes point into the file. */
-ML_API ml_mlt_token ml_mlt_get_token(const ml_mlt *t, uint32_t id);
+ML_API ml_mlt_token ml_mlt_get_token(const ml_mlt *t, ml_token id);
 /* File offset of token id's record. */
-ML_API uint64_t ml_mlt_token_offset(const ml_mlt *t, uint32_t id);
+ML_API uint64_t ml_mlt_token_offset(const ml_mlt *t, ml_token id);
 /* Merge rule of the given rank (< n_merges): left, right, merged id. */
 ML_API void ml_mlt_get_merge(const ml_mlt *t, uint32_t rank, uint32_t *left, uint32_t *right,
                              uint32_t *merged);
@@ -130,9 +130,9 @@ typedef struct ml_mlt_template {
 /* The ids at which generation ends, in increasing order: the chat
  * section's set, or without one the EOS id alone (none without EOS). */
 ML_API uint32_t ml_mlt_n_eog(const ml_mlt *t);
-ML_API uint32_t ml_mlt_eog(const ml_mlt *t, uint32_t i);
+ML_API ml_token ml_mlt_eog(const ml_mlt *t, uint32_t i);
 /* 1 if id ends a generation. */
-ML_API int ml_mlt_is_eog(const ml_mlt *t, uint32_t id);
+ML_API int ml_mlt_is_eog(const ml_mlt *t, ml_token id);
 ML_API uint32_t ml_mlt_n_templates(const ml_mlt *t);
 /* Template i < ml_mlt_n_templates (in the file's order), pointing into
  * the file. */
@@ -181,7 +181,7 @@ ML_API const ml_mlt *ml_tok_mlt(const ml_tok *k);
 
 /* A growable id array; start zeroed, release with ml_ids_free. */
 typedef struct ml_ids {
-    uint32_t *v;
+    ml_token *v;
     size_t n, cap;
 } ml_ids;
 ML_API void ml_ids_free(ml_ids *ids);
@@ -227,14 +227,14 @@ ML_API void ml_tok_stream_init(ml_tok_stream *s, const ml_mlt *t, unsigned opts)
 /* Decodes one id and writes the text that is complete through fn (which
  * may be called several times, or not at all).  ML_E_INVAL for an id out
  * of range (nothing is written). */
-ML_API ml_status ml_tok_stream_put(ml_tok_stream *s, uint32_t id, ml_write_fn fn, void *ctx,
+ML_API ml_status ml_tok_stream_put(ml_tok_stream *s, ml_token id, ml_write_fn fn, void *ctx,
                                    ml_error *err);
 /* Ends the stream: a held-back incomplete sequence becomes U+FFFD. */
 ML_API ml_status ml_tok_stream_end(ml_tok_stream *s, ml_write_fn fn, void *ctx, ml_error *err);
 
 /* Decodes ids[0..n) into a new NUL-terminated buffer (*out, *len without
  * the NUL); free it with free().  ML_E_INVAL for an id out of range. */
-ML_API ml_status ml_tok_decode(const ml_mlt *t, const uint32_t *ids, size_t n, unsigned opts,
+ML_API ml_status ml_tok_decode(const ml_mlt *t, const ml_token *ids, size_t n, unsigned opts,
                                char **out, size_t *len, ml_error *err);
 
 #ifdef __cplusplus

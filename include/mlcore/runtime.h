@@ -58,7 +58,7 @@ ML_API void ml_ctx_reset(ml_ctx *c);
  * non-zero (n x vocab, row t for token t), else for the last token only.
  * Fails with ML_E_INVAL when a token id is out of range or the context is
  * full (nothing is evaluated then). */
-ML_API ml_status ml_ctx_eval(ml_ctx *c, const int32_t *tokens, size_t n, float *logits,
+ML_API ml_status ml_ctx_eval(ml_ctx *c, const ml_token *tokens, size_t n, float *logits,
                              int all_logits, ml_error *err);
 
 /* Collects an importance matrix (mli(5)) from now on: every evaluation adds
@@ -84,7 +84,7 @@ typedef struct ml_nll {
  * batch with every token's logits (into rows: n_batch x vocab floats the
  * caller provides), and adds -log p(tokens[j+1]) for j = first .. n-2 to
  * acc.  ml_ctx_eval's errors. */
-ML_API ml_status ml_ctx_score(ml_ctx *c, const int32_t *tokens, size_t n, size_t first,
+ML_API ml_status ml_ctx_score(ml_ctx *c, const ml_token *tokens, size_t n, size_t first,
                               float *rows, ml_nll *acc, ml_error *err);
 /* exp(mean), and into *error (may be NULL) llama-perplexity's +/- (the
  * standard error of the mean times the perplexity). */
@@ -115,7 +115,7 @@ typedef struct ml_perplexity_opts {
  * max_chunks.  A stop asked by the progress callback returns ML_OK, acc
  * holding the chunks scored.  ML_E_INVAL when the text holds no whole
  * chunk, ML_E_NOMEM, ml_ctx_eval's errors. */
-ML_API ml_status ml_ctx_perplexity(ml_ctx *c, const int32_t *tokens, size_t n,
+ML_API ml_status ml_ctx_perplexity(ml_ctx *c, const ml_token *tokens, size_t n,
                                    const ml_perplexity_opts *o, float *rows, ml_nll *acc,
                                    size_t *n_chunks, ml_error *err);
 
@@ -139,7 +139,7 @@ ML_API ml_status ml_sampler_new(const ml_sampler_params *p, uint32_t vocab, ml_s
 ML_API void ml_sampler_free(ml_sampler *s);
 /* Picks the next token from logits (modified in place); `history` holds
  * the tokens so far, for the repeat penalty. */
-ML_API int32_t ml_sampler_next(ml_sampler *s, float *logits, const int32_t *history,
+ML_API ml_token ml_sampler_next(ml_sampler *s, float *logits, const ml_token *history,
                                size_t n_history);
 
 #ifdef __cplusplus

@@ -24,7 +24,8 @@ static const char *const end_texts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
     "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
     "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c", "[e~[",
+    "<\357\275\234end\342\226\201of\342\226\201sentence\357\275\234>", /* <｜end▁of▁sentence｜> */
+    "[e~[",
 };
 
 /* Fill-in-middle tokens that end a generation, by key or by text. */

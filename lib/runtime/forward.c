@@ -324,7 +324,7 @@ static float mat_scale(const ml_mat *w, size_t i)
 }
 
 /* Row `id` of the embedding, dequantized and scaled. */
-static void embed(const ml_model *m, int32_t id, float *x)
+static void embed(const ml_model *m, ml_token id, float *x)
 {
     const ml_mat *e = &m->tok_emb;
     uint32_t dim = m->h.dim;
@@ -361,7 +361,7 @@ static void classify(ml_ctx *c, size_t n_tok, float *logits, int all)
 }
 
 /* One batch of n_tok <= n_batch tokens at c->pos. */
-static void eval_batch(ml_ctx *c, const int32_t *tokens, size_t n_tok, float *logits, int all)
+static void eval_batch(ml_ctx *c, const ml_token *tokens, size_t n_tok, float *logits, int all)
 {
     const ml_model *m = c->m;
     for (size_t t = 0; t < n_tok; t++)
@@ -385,7 +385,7 @@ static void eval_batch(ml_ctx *c, const int32_t *tokens, size_t n_tok, float *lo
         classify(c, n_tok, logits, all);
 }
 
-ml_status ml_ctx_eval(ml_ctx *c, const int32_t *tokens, size_t n, float *logits, int all_logits,
+ml_status ml_ctx_eval(ml_ctx *c, const ml_token *tokens, size_t n, float *logits, int all_logits,
                       ml_error *err)
 {
     const ml_model *m = c->m;
@@ -394,8 +394,8 @@ ml_status ml_ctx_eval(ml_ctx *c, const int32_t *tokens, size_t n, float *logits,
                        "%zu tokens do not fit: the context holds %u positions and %u are used",
                        n, c->n_ctx, c->pos);
     for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || (uint32_t)tokens[i] >= m->h.vocab)
-            return ml__err(err, ML_E_INVAL, "", -1, "token %zu: id %d is outside 0..%u", i,
+        if (tokens[i] >= m->h.vocab)
+            return ml__err(err, ML_E_INVAL, "", -1, "token %zu: id %u is outside 0..%u", i,
                            tokens[i], m->h.vocab - 1);
     for (size_t done = 0; done < n;) {
         size_t b = n - done < c->n_batch ? n - done : c->n_batch;

@@ -12,7 +12,7 @@ struct ml_sampler {
     ml_sampler_params p;
     uint32_t vocab;
     uint64_t rng;
-    struct cand { float logit; int32_t id; } *c; /* (vocab) candidates */
+    struct cand { float logit; ml_token id; } *c; /* (vocab) candidates */
 };
 
 ml_status ml_sampler_new(const ml_sampler_params *p, uint32_t vocab, ml_sampler **out,
@@ -69,7 +69,7 @@ static int by_logit_desc(const void *a, const void *b)
 static struct cand cand_of(const float *logits, uint32_t i)
 {
     float l = logits[i];
-    return (struct cand){l == l ? l : -INFINITY, (int32_t)i};
+    return (struct cand){l == l ? l : -INFINITY, (ml_token)i};
 }
 
 /* Min-heap on rank (the root is the worst kept candidate): a ranks below
@@ -108,7 +108,7 @@ static uint32_t best_k(ml_sampler *s, const float *logits, uint32_t k)
         sift_down(h, k, i);
     for (uint32_t i = k; i < s->vocab; i++)
         if (logits[i] > h[0].logit) {
-            h[0] = (struct cand){logits[i], (int32_t)i};
+            h[0] = (struct cand){logits[i], (ml_token)i};
             sift_down(h, k, 0);
         }
     qsort(h, k, sizeof *h, by_logit_desc);
@@ -121,7 +121,7 @@ static uint32_t at_least(ml_sampler *s, const float *logits, double floor)
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->vocab; i++)
         if (logits[i] >= floor)
-            s->c[n++] = (struct cand){logits[i], (int32_t)i};
+            s->c[n++] = (struct cand){logits[i], (ml_token)i};
     qsort(s->c, n, sizeof *s->c, by_logit_desc);
     return n;
 }
@@ -137,7 +137,7 @@ static float max_logit(const float *logits, uint32_t n)
 
 /* Divides positive logits by the penalty and multiplies negative ones, once
  * per distinct token among the last repeat_last_n. */
-static void penalize(ml_sampler *s, float *logits, const int32_t *hist, size_t n)
+static void penalize(ml_sampler *s, float *logits, const ml_token *hist, size_t n)
 {
     float r = s->p.repeat_penalty;
     if (r == 0 || r == 1 || !hist)
@@ -145,8 +145,8 @@ static void penalize(ml_sampler *s, float *logits, const int32_t *hist, size_t n
     size_t last = s->p.repeat_last_n ? s->p.repeat_last_n : 64;
     size_t from = n > last ? n - last : 0;
     for (size_t i = from; i < n; i++) {
-        int32_t id = hist[i];
-        if (id < 0 || (uint32_t)id >= s->vocab)
+        ml_token id = hist[i];
+        if (id >= s->vocab)
             continue;
         int seen = 0;
         for (size_t j = from; j < i && !seen; j++)
@@ -160,7 +160,7 @@ static void penalize(ml_sampler *s, float *logits, const int32_t *hist, size_t n
  * NaN).  Two passes: the maximum with eight independent lanes (a 262144-
  * token vocabulary took half a millisecond as one dependent chain, 6% of
  * a small model's decode), then the first index holding it. */
-static int32_t argmax(const float *logits, uint32_t n)
+static ml_token argmax(const float *logits, uint32_t n)
 {
     float lane[8];
     for (int k = 0; k < 8; k++)
@@ -176,7 +176,7 @@ static int32_t argmax(const float *logits, uint32_t n)
         max = lane[k] > max ? lane[k] : max;
     for (i = 0; i < n; i++)
         if (logits[i] == max)
-            return (int32_t)i;
+            return (ml_token)i;
     return 0;
 }
 
@@ -219,7 +219,7 @@ static uint32_t candidates(ml_sampler *s, const float *logits, double *max, doub
     }
 }
 
-int32_t ml_sampler_next(ml_sampler *s, float *logits, const int32_t *history, size_t n_history)
+ml_token ml_sampler_next(ml_sampler *s, float *logits, const ml_token *history, size_t n_history)
 {
     penalize(s, logits, history, n_history);
     if (s->p.temperature == 0)

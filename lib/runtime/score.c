@@ -22,7 +22,7 @@ static double nll_of(const float *logits, uint32_t vocab, int32_t next)
     return log(sum) - ((double)logits[next] - max);
 }
 
-ml_status ml_ctx_score(ml_ctx *c, const int32_t *tokens, size_t n, size_t first, float *rows,
+ml_status ml_ctx_score(ml_ctx *c, const ml_token *tokens, size_t n, size_t first, float *rows,
                        ml_nll *acc, ml_error *err)
 {
     uint32_t vocab = ml_model_header(ml_ctx_model(c))->vocab;
@@ -77,7 +77,7 @@ static int asks_stop(const ml_perplexity_opts *o, size_t done, size_t total)
     return o->progress && o->progress(o->progress_ctx, done, total);
 }
 
-ml_status ml_ctx_perplexity(ml_ctx *c, const int32_t *tokens, size_t n,
+ml_status ml_ctx_perplexity(ml_ctx *c, const ml_token *tokens, size_t n,
                             const ml_perplexity_opts *o, float *rows, ml_nll *acc,
                             size_t *n_chunks, ml_error *err)
 {
@@ -88,14 +88,14 @@ ml_status ml_ctx_perplexity(ml_ctx *c, const int32_t *tokens, size_t n,
     if (total == 0)
         return ml__err(err, ML_E_INVAL, "", -1, "%zu tokens are fewer than one chunk of %zu", n,
                        n_ctx);
-    int32_t *chunk = malloc(n_ctx * sizeof *chunk);
+    ml_token *chunk = malloc(n_ctx * sizeof *chunk);
     if (!chunk)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
     ml_status s = ML_OK;
     for (size_t k = 0; !s && !asks_stop(o, k, total) && k < total; k++) {
         memcpy(chunk, tokens + k * n_ctx, n_ctx * sizeof *chunk);
         if (o->bos >= 0)
-            chunk[0] = o->bos;
+            chunk[0] = (ml_token)o->bos;
         s = ml_ctx_score(c, chunk, n_ctx, n_ctx / 2, rows, acc, err);
     }
     free(chunk);

@@ -334,7 +334,7 @@ uint64_t ml_mlt_file_size(const ml_mlt *t)
     return t->size;
 }
 
-ml_mlt_token ml_mlt_get_token(const ml_mlt *t, uint32_t id)
+ml_mlt_token ml_mlt_get_token(const ml_mlt *t, ml_token id)
 {
     ml_mlt_token k = {NULL, 0, 0};
     if (id >= t->h.n_vocab)
@@ -346,7 +346,7 @@ ml_mlt_token ml_mlt_get_token(const ml_mlt *t, uint32_t id)
     return k;
 }
 
-uint64_t ml_mlt_token_offset(const ml_mlt *t, uint32_t id)
+uint64_t ml_mlt_token_offset(const ml_mlt *t, ml_token id)
 {
     return id < t->h.n_vocab ? t->tok_off[id] : 0;
 }

@@ -178,7 +178,7 @@ uint32_t ml_mlt_n_eog(const ml_mlt *t)
     return ml_mlt_get_header(t)->eos >= 0;
 }
 
-uint32_t ml_mlt_eog(const ml_mlt *t, uint32_t i)
+ml_token ml_mlt_eog(const ml_mlt *t, uint32_t i)
 {
     const ml__mlt_chat *ch = ml__mlt_chat_of(t);
     if (ch)
@@ -186,7 +186,7 @@ uint32_t ml_mlt_eog(const ml_mlt *t, uint32_t i)
     return (uint32_t)ml_mlt_get_header(t)->eos;
 }
 
-int ml_mlt_is_eog(const ml_mlt *t, uint32_t id)
+int ml_mlt_is_eog(const ml_mlt *t, ml_token id)
 {
     uint32_t lo = 0, hi = ml_mlt_n_eog(t);
     while (lo < hi) { /* the ids are increasing */

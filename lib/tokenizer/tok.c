@@ -392,7 +392,7 @@ static int ids_reserve(ml_ids *o, size_t more)
             return -1;
         cap *= 2;
     }
-    uint32_t *v = realloc(o->v, cap * sizeof *v);
+    ml_token *v = realloc(o->v, cap * sizeof *v);
     if (!v)
         return -1;
     o->v = v;
@@ -400,7 +400,7 @@ static int ids_reserve(ml_ids *o, size_t more)
     return 0;
 }
 
-static int ids_push(ml_ids *o, uint32_t id)
+static int ids_push(ml_ids *o, ml_token id)
 {
     if (ids_reserve(o, 1))
         return -1;
@@ -900,7 +900,7 @@ static ml_status feed(ml_tok_stream *s, const uint8_t *p, size_t n, ml_write_fn 
     return out_bytes(s, p + run, n - run, fn, ctx, err);
 }
 
-ml_status ml_tok_stream_put(ml_tok_stream *s, uint32_t id, ml_write_fn fn, void *ctx,
+ml_status ml_tok_stream_put(ml_tok_stream *s, ml_token id, ml_write_fn fn, void *ctx,
                             ml_error *err)
 {
     const ml_mlt_header *h = ml_mlt_get_header(s->t);
@@ -958,7 +958,7 @@ static ml_status mem_sink(void *ctx, const void *buf, size_t n, ml_error *err)
     return ML_OK;
 }
 
-ml_status ml_tok_decode(const ml_mlt *t, const uint32_t *ids, size_t n, unsigned opts, char **out,
+ml_status ml_tok_decode(const ml_mlt *t, const ml_token *ids, size_t n, unsigned opts, char **out,
                         size_t *len, ml_error *err)
 {
     *out = NULL;

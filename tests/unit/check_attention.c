@@ -26,7 +26,7 @@ static float *run(ml_model *m, uint32_t batch, unsigned threads)
     ml_ctx *c;
     ml_error err;
     ck_assert_msg(ml_ctx_new(m, &cp, &c, &err) == ML_OK, "%s", err.msg);
-    int32_t ids[N];
+    ml_token ids[N];
     for (int i = 0; i < N; i++)
         ids[i] = (i * 29 + 5) % VOCAB;
     float *out = malloc((size_t)N * VOCAB * sizeof(float));

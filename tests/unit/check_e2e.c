@@ -68,7 +68,7 @@ static float *read_f32(const char *path, size_t *n)
 }
 
 /* The ids of prompt p0: the "ids" array after "p0" in expected.json. */
-static size_t prompt_ids(const char *name, int32_t *ids, size_t cap)
+static size_t prompt_ids(const char *name, ml_token *ids, size_t cap)
 {
     char path[256];
     snprintf(path, sizeof path, DIR "%s/expected.json", name);
@@ -89,7 +89,7 @@ static size_t prompt_ids(const char *name, int32_t *ids, size_t cap)
         long v = strtol(p, &end, 10);
         if (end == p)
             break;
-        ids[n++] = (int32_t)v;
+        ids[n++] = (ml_token)v;
         p = end;
         while (*p == ',' || *p == ' ' || *p == '\n')
             p++;
@@ -136,7 +136,7 @@ START_TEST(test_against_references)
     ck_assert(ml_model_new(mlb, &model, &err) == ML_OK);
     ml_ctx_params p = {128, 16, 2};
     ck_assert_msg(ml_ctx_new(model, &p, &c, &err) == ML_OK, "%s", err.msg);
-    int32_t ids[128];
+    ml_token ids[128];
     size_t n = prompt_ids(name, ids, 128);
     uint32_t V = ml_mlb_get_header(mlb)->vocab;
     float *ours = malloc(n * V * sizeof(float));

@@ -425,7 +425,7 @@ START_TEST(test_model_batch_invariance)
     ck_assert(ml_mlb_open_memory(mem.p, mem.len, &mlb, &err) == ML_OK);
     ck_assert_msg(ml_model_new(mlb, &m, &err) == ML_OK, "%s", err.msg);
     enum { N = 150 };
-    int32_t ids[N];
+    ml_token ids[N];
     for (int i = 0; i < N; i++)
         ids[i] = (i * 37 + 11) % 64;
     static const struct {

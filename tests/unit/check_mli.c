@@ -20,7 +20,7 @@ static const char *const models[] = {"llama-q8", "qwen35", "gemma"};
 typedef struct run {
     ml_mlb *mlb;
     ml_model *model;
-    int32_t ids[64];
+    ml_token ids[64];
     size_t n;
 } run;
 

@@ -18,7 +18,7 @@ typedef struct scorer {
     ml_model *model;
     ml_ctx *ctx;
     float *rows;
-    int32_t tokens[N_TOKENS];
+    ml_token tokens[N_TOKENS];
 } scorer;
 
 static void scorer_open(scorer *s)
@@ -32,7 +32,7 @@ static void scorer_open(scorer *s)
     s->rows = malloc(3 * vocab * sizeof(float));
     ck_assert(s->rows);
     for (int i = 0; i < N_TOKENS; i++)
-        s->tokens[i] = (int32_t)((7u * (unsigned)i + 3) % vocab);
+        s->tokens[i] = (ml_token)((7u * (unsigned)i + 3) % vocab);
 }
 
 static void scorer_close(scorer *s)
@@ -47,7 +47,7 @@ static void scorer_close(scorer *s)
 static ml_nll by_hand(scorer *s, size_t chunks)
 {
     ml_nll acc = {0};
-    int32_t chunk[N_CTX];
+    ml_token chunk[N_CTX];
     ml_error err;
     for (size_t k = 0; k < chunks; k++) {
         for (size_t j = 0; j < N_CTX; j++)

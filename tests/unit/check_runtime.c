@@ -24,7 +24,7 @@ static const char *const models[] = {"llama-q8", "llama-q4",  "llama3-rope", "li
 typedef struct fixture {
     ml_mlb *mlb;
     ml_model *model;
-    int32_t ids[64];
+    ml_token ids[64];
     size_t n;
     float *want; /* n x vocab */
     uint32_t vocab;
@@ -61,7 +61,7 @@ static void fixture_open(fixture *fx, const char *name)
         long v = strtol(p, &end, 10);
         if (end == p)
             break;
-        fx->ids[fx->n++] = (int32_t)v;
+        fx->ids[fx->n++] = (ml_token)v;
         p = end;
     }
     free(text);
@@ -228,10 +228,10 @@ START_TEST(test_state_bytes_and_errors)
     ck_assert_uint_eq(ml_ctx_state_bytes(c), want);
     /* Sliding layers hold their window only: 2 of 4 layers at 8 positions. */
     ck_assert_uint_eq(want, (uint64_t)2 * 8 * 64 * 2 * 4 + (uint64_t)2 * 100 * 64 * 2 * 4);
-    int32_t bad = (int32_t)h->vocab;
+    ml_token bad = h->vocab;
     ck_assert_int_eq(ml_ctx_eval(c, &bad, 1, NULL, 0, &err), ML_E_INVAL);
     ck_assert_uint_eq(ml_ctx_pos(c), 0);
-    int32_t many[101] = {0};
+    ml_token many[101] = {0};
     ck_assert_int_eq(ml_ctx_eval(c, many, 101, NULL, 0, &err), ML_E_INVAL);
     ck_assert_int_eq(ml_ctx_eval(c, many, 100, NULL, 0, &err), ML_OK);
     ck_assert_int_eq(ml_ctx_eval(c, many, 1, NULL, 0, &err), ML_E_INVAL);
@@ -254,7 +254,7 @@ START_TEST(test_sampler)
     ml_sampler_free(s);
     sp.temperature = 1;
     sp.seed = 42;
-    int32_t seq[2][32];
+    ml_token seq[2][32];
     for (int r = 0; r < 2; r++) {
         ck_assert(ml_sampler_new(&sp, 8, &s, &err) == ML_OK);
         for (int i = 0; i < 32; i++) {
@@ -274,7 +274,7 @@ END_TEST
 
 /* ---- The sampler against a reference that ranks the whole vocabulary ---- */
 
-typedef struct ref_cand { float logit; int32_t id; } ref_cand;
+typedef struct ref_cand { float logit; ml_token id; } ref_cand;
 
 static int ref_desc(const void *a, const void *b)
 {
@@ -301,12 +301,12 @@ static double ref_uniform(uint64_t *x)
  * top k, or over every token in id order without top-k), then min-p's
  * floor, then draw at the temperature.  Without any filter the tokens
  * stay in id order. */
-static int32_t ref_sample(const float *logits, uint32_t V, const ml_sampler_params *p,
+static ml_token ref_sample(const float *logits, uint32_t V, const ml_sampler_params *p,
                           uint64_t *rng, uint32_t *kept)
 {
     ref_cand *c = malloc(V * sizeof *c);
     for (uint32_t i = 0; i < V; i++)
-        c[i] = (ref_cand){logits[i] == logits[i] ? logits[i] : -INFINITY, (int32_t)i};
+        c[i] = (ref_cand){logits[i] == logits[i] ? logits[i] : -INFINITY, (ml_token)i};
     int topk = p->top_k && p->top_k < V, topp = p->top_p > 0 && p->top_p < 1;
     if (topk || topp || p->min_p > 0)
         qsort(c, V, sizeof *c, ref_desc);
@@ -321,12 +321,12 @@ static int32_t ref_sample(const float *logits, uint32_t V, const ml_sampler_para
         for (uint32_t i = 0; i < V; i++)
             if (logits[i] == logits[i])
                 sum += exp(logits[i] - max);
-    int32_t pick;
+    ml_token pick;
     if (max == -INFINITY) {
         pick = 0;
         for (uint32_t i = 0; i < V; i++)
             if (logits[i] == logits[i]) {
-                pick = (int32_t)i;
+                pick = (ml_token)i;
                 break;
             }
         free(c);
@@ -406,8 +406,8 @@ START_TEST(test_sampler_reference)
                             for (int draw = 0; draw < 12; draw++) {
                                 uint32_t kept;
                                 memcpy(copy, x, V * sizeof *x);
-                                int32_t got = ml_sampler_next(s, copy, NULL, 0);
-                                int32_t want = ref_sample(x, V, &sp, &rng, &kept);
+                                ml_token got = ml_sampler_next(s, copy, NULL, 0);
+                                ml_token want = ref_sample(x, V, &sp, &rng, &kept);
                                 ck_assert_msg(got == want,
                                               "vocab %u shape %d k %u p %g min-p %g temp %g "
                                               "draw %d: %d, not %d",
@@ -508,7 +508,7 @@ START_TEST(test_memory_does_not_grow)
         ml_ctx *c;
         ck_assert_msg(ml_ctx_new(m, &p, &c, &err) == ML_OK, "%s", err.msg);
         bytes[i] = ml_ctx_state_bytes(c);
-        int32_t ids[3] = {1, 2, 3};
+        ml_token ids[3] = {1, 2, 3};
         ck_assert(ml_ctx_eval(c, ids, 3, NULL, 0, &err) == ML_OK);
         ml_ctx_free(c);
     }
