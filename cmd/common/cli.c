@@ -16,7 +16,15 @@
 #define MAX_OPTS 64
 
 static const cli *C;
-static struct option longopts[MAX_OPTS + 3];
+static struct option longopts[2 * MAX_OPTS + 3];
+static const cli_alias *aliases;
+static int n_aliases;
+
+void cli_set_aliases(const cli_alias *a, int n)
+{
+    aliases = a;
+    n_aliases = n < MAX_OPTS ? n : MAX_OPTS;
+}
 static char shortopts[3 * MAX_OPTS + 8];
 
 static void build_tables(void)
@@ -29,6 +37,11 @@ static void build_tables(void)
         if (o->long_name)
             longopts[k++] = (struct option){o->long_name, o->arg ? required_argument : no_argument,
                                             NULL, 256 + i};
+        for (int a = 0; a < n_aliases; a++)
+            if (aliases[a].id == o->id)
+                longopts[k++] = (struct option){aliases[a].long_name,
+                                                o->arg ? required_argument : no_argument, NULL,
+                                                256 + i};
         if (o->short_name) {
             shortopts[s++] = o->short_name;
             if (o->arg)
@@ -66,6 +79,9 @@ static void print_usage(FILE *f)
         if (o->arg)
             snprintf(left + n, sizeof left - (size_t)n, " %s", o->arg);
         fprintf(f, "  %-24s %s\n", left, o->help);
+        for (int a = 0; a < n_aliases; a++)
+            if (aliases[a].id == o->id)
+                fprintf(f, "  %-24s (also --%s)\n", "", aliases[a].long_name);
     }
     fprintf(f, "  %-24s %s\n  %-24s %s\n", "-h, --help", "print this help and exit",
             "-V, --version", "print the version and exit");

@@ -48,6 +48,15 @@ typedef struct cli {
  * stdout is seen as EPIPE and ends the command quietly. */
 void cli_init(const cli *c);
 
+/* Another long name for an option (llama.cpp's spelling, say): accepted
+ * as the option `id`, shown in --help as "(also --NAME)" under it. */
+typedef struct cli_alias {
+    int id;
+    const char *long_name;
+} cli_alias;
+/* The aliases of the command; call before cli_init.  a must stay alive. */
+void cli_set_aliases(const cli_alias *a, int n);
+
 /* Returns the next option's id with *arg set (or NULL), or -1 when the
  * options end (*optind_out then indexes the first operand).  Exits 0 for
  * --help and --version, 2 for a usage error. */

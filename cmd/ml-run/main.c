@@ -8,6 +8,7 @@
 #include "signals.h"
 #include "text.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -20,7 +21,8 @@
 enum {
     OPT_MODEL, OPT_TOK, OPT_PROMPT, OPT_FILE, OPT_IDS, OPT_N, OPT_CTX, OPT_THREADS, OPT_BATCH,
     OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_REPEAT, OPT_SEED, OPT_LOGITS, OPT_PPL, OPT_NOBOS,
-    OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET, OPT_IMATRIX
+    OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET, OPT_IMATRIX, OPT_STOP, OPT_REPEAT_LAST, OPT_ESCAPE,
+    OPT_NO_ESCAPE
 };
 
 /* Defaults: parse() starts from them and --help shows them. */
@@ -55,8 +57,13 @@ static const cli_opt opts[] = {
     {OPT_MINP, 0, "min-p", "P",
      "drop tokens below P times the best's probability (default " CLI_STR(DEFAULT_MIN_P) ")"},
     {OPT_REPEAT, 0, "repeat-penalty", "R",
-     "penalty on the last " CLI_STR(DEFAULT_REPEAT_LAST) " tokens "
+     "penalty on the last --repeat-last-n tokens "
      "(default " CLI_STR(DEFAULT_REPEAT_PENALTY) ": off)"},
+    {OPT_REPEAT_LAST, 0, "repeat-last-n", "N",
+     "tokens the penalty looks back on (default " CLI_STR(DEFAULT_REPEAT_LAST) "; 0: off)"},
+    {OPT_STOP, 'r', "stop", "TEXT", "end the text before TEXT, which is not printed (repeatable)"},
+    {OPT_ESCAPE, 'e', "escape", NULL, "turn \\n \\r \\t \\' \\\" \\\\ \\xHH in -p and -r into bytes (default)"},
+    {OPT_NO_ESCAPE, 0, "no-escape", NULL, "take -p and -r as they are"},
     {OPT_SEED, 's', "seed", "S", "random seed (default: from the clock; printed with -v)"},
     {OPT_LOGITS, 0, "logits", "FILE", "write the logits of every evaluated position to FILE"},
     {OPT_PPL, 0, "perplexity", "FILE", "score the text in FILE like llama-perplexity"},
@@ -67,6 +74,12 @@ static const cli_opt opts[] = {
     {OPT_QUIET, 'q', "quiet", NULL, "no timings on stderr"},
 };
 
+/* llama.cpp's spellings of the same options, so that habits carry over. */
+static const cli_alias aliases[] = {
+    {OPT_N, "predict"},          {OPT_CTX, "ctx-size"},      {OPT_BATCH, "batch-size"},
+    {OPT_TEMP, "temperature"},   {OPT_STOP, "reverse-prompt"},
+};
+
 static const cli cmd = {
     "ml-run", "-m MODEL.mlb [options]",
     "Generate text with an .mlb model, write its logits, or score a text's perplexity.\n"
@@ -75,9 +88,13 @@ static const cli cmd = {
     NULL, opts, sizeof opts / sizeof opts[0],
 };
 
+#define MAX_STOPS ML_STOP_MAX
+
 typedef struct options {
     const char *model, *tok, *prompt, *file, *logits, *ppl, *imatrix;
-    int ids, no_bos, ignore_eos, verbose, quiet;
+    int ids, no_bos, ignore_eos, verbose, quiet, no_escape, repeat_off;
+    char *stops[MAX_STOPS];
+    size_t n_stops;
     uint64_t n_predict, ctx, threads, batch;
     int seed_set;
     ml_sampler_params sp;
@@ -93,6 +110,53 @@ static float parse_float(const char *opt, const char *arg, float lo, float hi)
     return v;
 }
 
+/* llama.cpp's escapes (string_process_escapes): \n \r \t \' \" \\ and
+ * \xHH become bytes; any other backslash stays as it is.  In place. */
+static void unescape(char *s)
+{
+    char *w = s;
+    for (const char *p = s; *p; p++) {
+        if (p[0] != '\\' || !p[1]) {
+            *w++ = *p;
+            continue;
+        }
+        const char *m = strchr("nrt'\"\\", p[1]);
+        if (m && p[1]) {
+            *w++ = "\n\r\t'\"\\"[m - "nrt'\"\\"];
+            p++;
+        } else if (p[1] == 'x' && isxdigit((unsigned char)p[2]) && isxdigit((unsigned char)p[3])) {
+            char hex[3] = {p[2], p[3], 0};
+            *w++ = (char)strtol(hex, NULL, 16);
+            p += 3;
+        } else {
+            *w++ = *p;
+        }
+    }
+    *w = 0;
+}
+
+/* A copy, so that escapes can be turned into bytes after all options are
+ * read (--no-escape may come last). */
+static void add_stop(options *o, const char *arg)
+{
+    if (o->n_stops == MAX_STOPS)
+        cli_usage_error("--stop: at most %d stop strings", MAX_STOPS);
+    if (!*arg)
+        cli_usage_error("--stop: an empty stop string");
+    if (strlen(arg) > ML_STOP_MAX_LEN)
+        cli_usage_error("--stop: more than %d bytes", ML_STOP_MAX_LEN);
+    if (!(o->stops[o->n_stops] = strdup(arg)))
+        cli_usage_error("out of memory");
+    o->n_stops++;
+}
+
+/* --repeat-last-n: 0 turns the penalty off, as in llama.cpp. */
+static void repeat_last(options *o, const char *arg)
+{
+    o->sp.repeat_last_n = (uint32_t)cli_u64("--repeat-last-n", arg, 0, ML_MLB_VOCAB_LIMIT);
+    o->repeat_off = o->sp.repeat_last_n == 0;
+}
+
 static void parse(int argc, char **argv, options *o)
 {
     const char *arg;
@@ -104,6 +168,10 @@ static void parse(int argc, char **argv, options *o)
                                 DEFAULT_REPEAT_PENALTY, DEFAULT_REPEAT_LAST, 0};
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         switch (id) {
+        case OPT_STOP: add_stop(o, arg); break;
+        case OPT_REPEAT_LAST: repeat_last(o, arg); break;
+        case OPT_ESCAPE: o->no_escape = 0; break;
+        case OPT_NO_ESCAPE: o->no_escape = 1; break;
         case OPT_MODEL: o->model = arg; break;
         case OPT_TOK: o->tok = arg; break;
         case OPT_PROMPT: o->prompt = arg; break;
@@ -136,6 +204,16 @@ static void parse(int argc, char **argv, options *o)
         cli_usage_error("-p and -f exclude each other");
     if (o->ppl && (o->prompt || o->file || o->ids))
         cli_usage_error("--perplexity takes its text from FILE alone");
+    if (o->repeat_off)
+        o->sp.repeat_penalty = 1;
+    if (!o->no_escape) {
+        if (o->prompt)
+            unescape((char *)o->prompt);
+        for (size_t i = 0; i < o->n_stops; i++)
+            unescape(o->stops[i]);
+    }
+    if (o->n_stops && (o->ids || o->ppl || o->logits))
+        cli_usage_error("--stop works on generated text (not with --ids, --perplexity or --logits)");
     if (!o->seed_set)
         o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 }
@@ -322,15 +400,32 @@ static void forbid_eog(run *r)
             r->row[ml_mlt_eog(r->mlt, i)] = -INFINITY;
 }
 
+/* The decoder's text goes through the stop strings to stdout. */
+static ml_status stop_sink(void *ctx, const void *buf, size_t n, ml_error *err)
+{
+    ml_stop *st = ctx;
+    const char *out;
+    size_t len;
+    int rc = ml_stop_push(st, buf, n, &out, &len);
+    if (rc < 0)
+        return cli_set_error(err, ML_E_NOMEM, "out of memory");
+    return len ? cli_stdout_sink_flushed(NULL, out, len, err) : ML_OK;
+}
+
 static int generate(run *r)
 {
     ml_tok_stream ts;
     ml_error err;
+    ml_stop *st = NULL;
     if (r->mlt)
         ml_tok_stream_init(&ts, r->mlt, ML_TOK_SKIP_BOS_EOS);
+    ml_status s = ml_stop_new((const char *const *)r->o.stops, r->o.n_stops, &st, &err);
+    if (s)
+        return cli_fail(NULL, s, &err);
     double t0 = cli_seconds();
     int e = 0;
-    for (uint64_t i = 0; i < r->o.n_predict && !e && cli_stdout_ok() && !cli_stop_signal(); i++) {
+    for (uint64_t i = 0; i < r->o.n_predict && !e && !s && cli_stdout_ok() && !cli_stop_signal();
+         i++) {
         if (r->o.ignore_eos)
             forbid_eog(r);
         ml_token id = ml_sampler_next(r->sampler, r->row, r->ids, r->n_ids);
@@ -341,9 +436,9 @@ static int generate(run *r)
         r->n_gen++;
         if (r->o.ids)
             printf("%s%u", r->n_gen > 1 ? " " : "", id), fflush(stdout);
-        else if ((e = ml_tok_stream_put(&ts, id, cli_stdout_sink_flushed, NULL, &err)))
-            return cli_fail(NULL, e, &err);
-        if (i + 1 == r->o.n_predict)
+        else if ((s = ml_tok_stream_put(&ts, id, stop_sink, st, &err)))
+            break;
+        if (i + 1 == r->o.n_predict || ml_stop_done(st))
             break;
         if (ml_ctx_pos(r->ctx) == ml_ctx_n_ctx(r->ctx)) {
             cli_warn(NULL, "the context is full (%u positions; --ctx); stopping",
@@ -352,8 +447,18 @@ static int generate(run *r)
         }
         e = eval(r, r->n_ids - 1, r->n_ids);
     }
-    if (r->mlt && !r->o.ids)
-        ml_tok_stream_end(&ts, cli_stdout_sink_flushed, NULL, &err);
+    if (!s && r->mlt && !r->o.ids)
+        s = ml_tok_stream_end(&ts, stop_sink, st, &err);
+    if (!s) { /* the tail a stop string might have begun */
+        const char *tail;
+        size_t len;
+        ml_stop_flush(st, &tail, &len);
+        if (len)
+            s = cli_stdout_sink_flushed(NULL, tail, len, &err);
+    }
+    ml_stop_free(st);
+    if (s)
+        return cli_fail(NULL, s, &err);
     if (r->n_gen && r->o.ids)
         printf("\n");
     r->t_gen = cli_seconds() - t0;
@@ -445,6 +550,8 @@ static void close_run(run *r)
     ml_mlb_close(r->mlb);
     free(r->ids);
     free(r->row);
+    for (size_t i = 0; i < r->o.n_stops; i++)
+        free(r->o.stops[i]);
 }
 
 static int run_prompt(run *r)
@@ -479,6 +586,7 @@ int main(int argc, char **argv)
 {
     run r;
     memset(&r, 0, sizeof r);
+    cli_set_aliases(aliases, (int)(sizeof aliases / sizeof aliases[0]));
     cli_init(&cmd);
     parse(argc, argv, &r.o);
     /* Output files are removed if a signal stops the run (signals.h). */

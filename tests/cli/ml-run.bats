@@ -107,6 +107,57 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     [[ $output == "383 383 383" ]]
 }
 
+@test "--stop / -r: the text ends before the first stop string, which is never printed" {
+    local sampling=(--temp 1.5 -s 5 --top-k 0 --top-p 1 --min-p 0 -q)
+    run -0 ml-run -m "$(M)" -p "Once" -n 48 "${sampling[@]}"
+    local text=$output
+    (( ${#text} > 40 )) || fail_with "too short a text: '$text'"
+    # a stop string from the middle of the text: everything before its
+    # first occurrence, nothing after
+    local stop=${text:20:3} want=${text%%"${text:20:3}"*}
+    run -0 ml-run -m "$(M)" -p "Once" -n 48 "${sampling[@]}" --stop "$stop"
+    [[ $output == "$want" ]] || fail_with "stop '$stop': '$output', expected '$want'"
+    run -0 ml-run -m "$(M)" -p "Once" -n 48 "${sampling[@]}" -r "no such text" -r "$stop"
+    [[ $output == "$want" ]]
+    run -0 ml-run -m "$(M)" -p "Once" -n 48 "${sampling[@]}" --reverse-prompt "$stop"
+    [[ $output == "$want" ]]
+    # a stop string that never comes: the whole text, its start held back
+    # and released at the end
+    run -0 ml-run -m "$(M)" -p "Once" -n 48 "${sampling[@]}" -r "${text:0:2}zzzz"
+    [[ $output == "$text" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" --ids -p "1 2" -r x
+    [[ ${stderr_lines[0]} == "ml-run: --stop works on generated text (not with --ids, --perplexity or --logits)" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi -r ""
+    [[ ${stderr_lines[0]} == "ml-run: --stop: an empty stop string" ]]
+}
+
+@test "llama.cpp's spellings and escapes: --predict, --ctx-size, --batch-size, --temperature, --repeat-last-n, -e" {
+    run -0 ml-run -m "$(M)" -p "Hi" -n 12 --temp 0.7 -s 3 -c 64 -b 8 -q
+    local want=$output
+    run -0 ml-run -m "$(M)" -p "Hi" --predict 12 --temperature 0.7 -s 3 --ctx-size 64 --batch-size 8 -q
+    [[ $output == "$want" ]]
+    # --repeat-last-n 0 turns the penalty off: the same text as without one
+    run -0 ml-run -m "$(M)" -p "Hi" -n 12 --temp 0 --repeat-penalty 1.5 --repeat-last-n 0 -q
+    local off=$output
+    run -0 ml-run -m "$(M)" -p "Hi" -n 12 --temp 0 -q
+    [[ $output == "$off" ]]
+    run -0 ml-run -m "$(M)" -p "Hi" -n 12 --temp 0 --repeat-penalty 1.5 --repeat-last-n 8 -q
+    [[ $output != "$off" ]]
+    # escapes are turned into bytes by default, as in llama.cpp; -e says so
+    # (the prompts compared through their logits)
+    local d=$BATS_TEST_TMPDIR
+    run -0 ml-run -m "$(M)" -p 'a\nb\x41\t"' -n 0 -q --logits "$d/esc"
+    run -0 ml-run -m "$(M)" --no-escape -p $'a\nbA\t"' -n 0 -q --logits "$d/bytes"
+    cmp "$d/esc" "$d/bytes"
+    run -0 ml-run -m "$(M)" -e -p 'a\nb\x41\t"' -n 0 -q --logits "$d/e"
+    cmp "$d/esc" "$d/e"
+    # --no-escape keeps the backslashes: another prompt
+    run -0 ml-run -m "$(M)" --no-escape -p 'a\nb\x41\t"' -n 0 -q --logits "$d/raw"
+    ! cmp -s "$d/esc" "$d/raw"
+    run -0 ml-run -m "$(M)" --help
+    has_line '^ +\(also --ctx-size\)$' "${lines[@]}"
+}
+
 @test "--logits: one row per evaluated position; kernels, threads and batches change no bit" {
     local f n
     for f in "$FIX"/runtime/*.mlb; do
