@@ -23,13 +23,16 @@ enum {
     OPT_THREADS,
     OPT_DRY_RUN,
     OPT_FORCE,
-    OPT_QUIET
+    OPT_QUIET,
+    OPT_TOKENIZER_ONLY
 };
 
 static const cli_opt opts[] = {
     {OPT_OUTPUT, 'o', "output", "FILE", "the model (default: beside IN, .mlb); - for stdout"},
     {OPT_TOKENIZER, 't', "tokenizer", "FILE", "the tokenizer (default: beside the model, .mlt)"},
     {OPT_NO_TOKENIZER, 0, "no-tokenizer", NULL, "write no tokenizer"},
+    {OPT_TOKENIZER_ONLY, 0, "tokenizer-only", NULL,
+     "write only the tokenizer (also from a vocabulary-only GGUF)"},
     {QOPT_WTYPE, 0, "wtype", "TYPE", "q8_0 or q4_0 (default: the source's size class)"},
     {QOPT_Q8_MASK, 0, "q8-mask", "CLASSES",
      "Q4_0 models: matrices kept as Q8_0 (default: see below)"},
@@ -63,7 +66,7 @@ static const cli cmd = {
 
 typedef struct options {
     const char *in, *out, *tok;
-    int tok_explicit, no_tok, dry_run, force, quiet;
+    int tok_explicit, no_tok, tok_only, dry_run, force, quiet;
     quant_opts q;
     char *owned[2]; /* default names made here */
     ml_convert_opts conv;
@@ -90,6 +93,18 @@ static char *default_name(const char *in, const char *ext)
     return s;
 }
 
+/* --tokenizer-only: no model, the tokenizer from -t or beside the input. */
+static void tokenizer_only_names(options *o)
+{
+    if (o->no_tok || o->out || o->dry_run)
+        cli_usage_error("--tokenizer-only goes with neither -o, --no-tokenizer nor --dry-run");
+    if (!o->tok && strcmp(o->in, "-") == 0)
+        cli_usage_error("reading standard input: name the tokenizer with -t");
+    if (!o->tok)
+        o->tok = o->owned[1] = default_name(o->in, ".mlt");
+    o->tok_explicit = 1; /* the tokenizer is the whole job: its failures are fatal */
+}
+
 static void parse(int argc, char **argv, options *o)
 {
     const char *arg;
@@ -105,6 +120,7 @@ static void parse(int argc, char **argv, options *o)
         case OPT_OUTPUT: o->out = arg; break;
         case OPT_TOKENIZER: o->tok = arg, o->tok_explicit = 1; break;
         case OPT_NO_TOKENIZER: o->no_tok = 1; break;
+        case OPT_TOKENIZER_ONLY: o->tok_only = 1; break;
         case OPT_THREADS:
             o->conv.threads = (unsigned)cli_u64("--threads", arg, 1, QUANT_MAX_THREADS);
             break;
@@ -126,6 +142,10 @@ static void parse(int argc, char **argv, options *o)
     quant_opts_check(&o->q);
     if (o->no_tok && o->tok)
         cli_usage_error("--tokenizer and --no-tokenizer contradict each other");
+    if (o->tok_only) {
+        tokenizer_only_names(o);
+        return;
+    }
     if (!o->out) {
         if (strcmp(o->in, "-") == 0 && !o->dry_run)
             cli_usage_error("reading standard input: name the output with -o");
@@ -379,6 +399,19 @@ static int convert(const options *o, const ml_gguf *g, const ml_convert_plan *p)
     return tf ? cli_output_commit(o->tok, tf) : EXIT_OK;
 }
 
+/* The tokenizer alone, from a model's or a vocabulary-only GGUF. */
+static int tokenizer_only(const options *o, const ml_gguf *g)
+{
+    int rc = cli_check_output(o->in, o->tok, o->force);
+    if (rc)
+        return rc;
+    cli_catch_signals();
+    ml_outfile *tf = NULL;
+    if ((rc = write_tokenizer(o, g, UINT32_MAX, &tf)))
+        return rc;
+    return cli_output_commit(o->tok, tf);
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -396,6 +429,10 @@ int main(int argc, char **argv)
     o.conv.progress_ctx = &pr;
     if ((s = ml_gguf_open(o.in, &g, &e))) {
         rc = cli_fail(o.in, s, &e);
+        goto done;
+    }
+    if (o.tok_only) {
+        rc = tokenizer_only(&o, g);
         goto done;
     }
     if (o.q.imatrix) {

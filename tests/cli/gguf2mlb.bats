@@ -309,3 +309,49 @@ interrupt() {
     done
     [[ $n -ge 20 ]] || fail_with "only $n fixture GGUFs under $MODELS"
 }
+
+@test "--tokenizer-only: the .mlt of a vocabulary-only GGUF, with its chat template and end-of-generation ids" {
+    local d=$BATS_TEST_TMPDIR v="$BATS_TEST_DIRNAME/../fixtures/vocab"
+    gzip -dc "$v/smollm2-135m.gguf.gz" >"$d/smol.gguf"
+    run -0 --separate-stderr gguf2mlb --tokenizer-only "$d/smol.gguf"
+    [[ -z $output && -z $stderr ]]
+    [[ -f $d/smol.mlt && ! -e $d/smol.mlb ]]
+    no_temps "$d"
+    run -0 mlt-dump "$d/smol.mlt"
+    has_line '^  end of generation      3               0 <\|endoftext\|>, 2 <\|im_end\|>, 4 <reponame>$' "${lines[@]}"
+    has_line '^  chat templates         1               default \(368 bytes\)$' "${lines[@]}"
+    # the template as the GGUF holds it, byte for byte
+    run -0 mlt-dump --print-template default "$d/smol.mlt"
+    local text=$output
+    [[ $text == "{% for message in messages %}"* ]]
+    grep -qaF -- "$(head -c 60 <<<"$text")" "$d/smol.gguf"
+    run -0 mlt-dump --json --print-template default "$d/smol.mlt"
+    [[ $(jq -r .text <<<"$output") == "$text" ]]
+    [[ $(mlt-dump --print-template default "$d/smol.mlt" | wc -c) -eq 368 ]]
+    # it encodes as the committed cases say (Hugging Face's ids)
+    local tok name special roundtrip hex ids n=0
+    while IFS=$'\t' read -r tok name special roundtrip hex ids; do
+        [[ -n $hex ]] || continue
+        printf '%b' "$(sed 's/../\\x&/g' <<<"$hex")" >"$d/case"
+        run -0 bash -c 'mlt-dump --no-bos --encode - "$1" <"$2"' _ "$d/smol.mlt" "$d/case"
+        [[ $output == "$ids" ]] || fail_with "$name: $output, expected $ids"
+        n=$((n + 1))
+    done < <(head -n 12 "$v/cases-smollm.tsv")
+    ((n >= 8))
+    # -t names it; it must not exist without -f
+    run -0 gguf2mlb --tokenizer-only -t "$d/other.mlt" "$d/smol.gguf"
+    cmp "$d/smol.mlt" "$d/other.mlt"
+    run -2 --separate-stderr gguf2mlb --tokenizer-only -t "$d/other.mlt" "$d/smol.gguf"
+    run -0 gguf2mlb -f --tokenizer-only -t "$d/other.mlt" "$d/smol.gguf"
+    # usage errors
+    run -2 --separate-stderr gguf2mlb --tokenizer-only -o "$d/x.mlb" "$d/smol.gguf"
+    [[ ${stderr_lines[0]} == "gguf2mlb: --tokenizer-only goes with neither -o, --no-tokenizer nor --dry-run" ]]
+    run -2 --separate-stderr gguf2mlb --tokenizer-only - <"$d/smol.gguf"
+    [[ ${stderr_lines[0]} == "gguf2mlb: reading standard input: name the tokenizer with -t" ]]
+    run -0 --separate-stderr gguf2mlb --tokenizer-only -t "$d/stdin.mlt" - <"$d/smol.gguf"
+    cmp "$d/smol.mlt" "$d/stdin.mlt"
+    # a GGUF without a vocabulary: exit 1 naming the key
+    run -1 --separate-stderr gguf2mlb --tokenizer-only -t "$d/none.mlt" "$F16"
+    [[ ${stderr_lines[0]} == "gguf2mlb: $F16: ML_E_FORMAT: tokenizer.ggml."* ]]
+    [[ ! -e $d/none.mlt ]]
+}
