@@ -50,7 +50,11 @@ typedef enum jv_kind {
     JV_LOOP
 } jv_kind;
 
-enum { JV_TUPLE = 1, JV_UNSAFE = 2, JV_SAFE = 4 };
+/* JV_GEN: the lazy result of map/select/reject, which json.dumps and
+ * len() refuse in Python. */
+/* JV_SAFE: a markupsafe.Markup string (from |safe, |e): + escapes the
+ * other operand. */
+enum { JV_TUPLE = 1, JV_UNSAFE = 2, JV_SAFE = 4, JV_GEN = 8 };
 
 typedef struct jv_list jv_list;
 typedef struct jv_dict jv_dict;
@@ -233,6 +237,8 @@ int jj_filter(jj_render *r, const char *name, size_t nlen, jv x, const jj_args *
 /* 1 or 0 in *out. */
 int jj_test(jj_render *r, const char *name, size_t nlen, jv x, const jj_args *a, int *out,
             size_t pos);
+/* HTML-escapes str(v) as markupsafe does; a safe string stays as it is. */
+int jj_escape(jj_render *r, jv v, jv *out);
 int jj_method(jj_render *r, jv self, const char *name, const jj_args *a, jv *out, size_t pos);
 /* Whether `name` is an attribute method of v (so that x.name is a bound method). */
 int jj_has_method(jv v, const char *name, size_t n, int *unsafe);

@@ -288,6 +288,16 @@ static int arith(jj_render *r, uint16_t op, jv a, jv b, jv *out, size_t pos)
         return undefined_error(r, a, pos);
     if (b.kind == JV_UNDEF)
         return undefined_error(r, b, pos);
+    if (op == '+' && ((a.flags & JV_SAFE) || (b.flags & JV_SAFE)) && (a.kind == JV_STR || b.kind == JV_STR)) {
+        /* Markup + x escapes x (markupsafe); the sum is Markup. */
+        if (jj_escape(r, a, &a) || jj_escape(r, b, &b))
+            return -1;
+        a.flags = b.flags = 0;
+        if (arith(r, op, a, b, out, pos))
+            return -1;
+        out->flags = JV_SAFE;
+        return 0;
+    }
     if (op == '+' && a.kind == JV_STR && b.kind == JV_STR) {
         jj_buf buf = {0};
         if (jj_buf_put(r->c, &buf, a.u.s, a.n) || jj_buf_put(r->c, &buf, b.u.s, b.n))
@@ -397,8 +407,10 @@ static int contains(jj_render *r, jv hay, jv needle, int *out, size_t pos)
         *out = jv_dict_get(hay.u.d, needle) != NULL;
         return 0;
     }
-    if (hay.kind == JV_UNDEF)
-        return undefined_error(r, hay, pos);
+    if (hay.kind == JV_UNDEF) {
+        *out = 0; /* Undefined iterates as empty */
+        return 0;
+    }
     return jj_fail(r->c, ML_E_INVAL, pos, "argument of type '%s' is not iterable", jv_type_name(hay));
 }
 

@@ -408,6 +408,8 @@ static jv attr_path(jv x, jv attr)
 static int select_(jj_render *r, jv x, const jj_args *a, int by_attr, int keep, jv *out, size_t pos)
 {
     jv seq;
+    if (!jv_truthy(x))
+        x = jv_undef(NULL, 0); /* jinja2 walks a falsy sequence (None) as empty */
     if (list_of(r, x, &seq, pos))
         return -1;
     size_t ai = 0;
@@ -436,12 +438,15 @@ static int select_(jj_render *r, jv x, const jj_args *a, int by_attr, int keep, 
             return -1;
     }
     *out = jv_of_list(l, 0);
+    out->flags |= JV_GEN;
     return 0;
 }
 
 static int map_(jj_render *r, jv x, const jj_args *a, jv *out, size_t pos)
 {
     jv seq, attr, def, name = jv_none();
+    if (!jv_truthy(x))
+        x = jv_undef(NULL, 0);
     if (list_of(r, x, &seq, pos))
         return -1;
     int by_attr = arg(a, SIZE_MAX, "attribute", &attr);
@@ -466,6 +471,7 @@ static int map_(jj_render *r, jv x, const jj_args *a, jv *out, size_t pos)
         l->v[l->n++] = v;
     }
     *out = jv_of_list(l, 0);
+    out->flags |= JV_GEN;
     return 0;
 }
 
@@ -559,7 +565,17 @@ static int escape(jj_render *r, jv s, jv *out)
             return -1;
     }
     *out = jv_str(b.p, b.n);
+    out->flags = JV_SAFE;
     return 0;
+}
+
+int jj_escape(jj_render *r, jv v, jv *out)
+{
+    if (v.kind == JV_STR && (v.flags & JV_SAFE)) {
+        *out = v;
+        return 0;
+    }
+    return jv_stringify(r->c, v, &v) || escape(r, v, out) ? -1 : 0;
 }
 
 static int indent_(jj_render *r, jv s, const jj_args *a, jv *out)
@@ -672,11 +688,16 @@ static int length(jj_render *r, jv x, jv *out, size_t pos)
 {
     switch (x.kind) {
     case JV_STR: *out = jv_int((int64_t)jj_u8_len(x.u.s, x.n)); return 0;
-    case JV_LIST: *out = jv_int((int64_t)x.u.l->n); return 0;
+    case JV_LIST:
+        if (x.flags & JV_GEN)
+            break;
+        *out = jv_int((int64_t)x.u.l->n);
+        return 0;
     case JV_DICT: case JV_NS: *out = jv_int((int64_t)x.u.d->n); return 0;
     case JV_UNDEF: *out = jv_int(0); return 0;
-    default: return jj_fail(r->c, ML_E_INVAL, pos, "object of type '%s' has no len()", jv_type_name(x));
+    default: break;
     }
+    return jj_fail(r->c, ML_E_INVAL, pos, "object of type '%s' has no len()", jv_type_name(x));
 }
 
 static int unique(jj_render *r, jv x, const jj_args *a, jv *out, size_t pos)
@@ -857,12 +878,16 @@ int jj_filter(jj_render *r, const char *f, size_t fn, jv x, const jj_args *a, jv
         return -1;
     if (EQ(f, fn, "safe") || EQ(f, fn, "string")) {
         if (EQ(f, fn, "safe")) {
-            *out = x;
+            if (jv_stringify(r->c, x, out))
+                return -1;
+            out->flags = JV_SAFE;
             return 0;
         }
         return jv_stringify(r->c, x, out);
     }
-    if (EQ(f, fn, "e") || EQ(f, fn, "escape") || EQ(f, fn, "forceescape"))
+    if (EQ(f, fn, "e") || EQ(f, fn, "escape"))
+        return jj_escape(r, x, out);
+    if (EQ(f, fn, "forceescape"))
         return jv_stringify(r->c, x, &v) || escape(r, v, out) ? -1 : 0;
     if (EQ(f, fn, "length") || EQ(f, fn, "count"))
         return length(r, x, out, pos);
@@ -1108,6 +1133,65 @@ static int str_class(jv s, int kind)
     return kind >= 4 ? has_cased : 1;
 }
 
+/* str.format with {} {0} {name} and {{ }}; format specs are refused. */
+static int format(jj_render *r, jv s, const jj_args *a, jv *out, size_t pos)
+{
+    jj_buf b = {0};
+    size_t auto_i = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        char ch = s.u.s[i];
+        if ((ch == '{' || ch == '}') && i + 1 < s.n && s.u.s[i + 1] == ch) {
+            if (jj_buf_putc(r->c, &b, ch))
+                return -1;
+            i++;
+            continue;
+        }
+        if (ch == '}')
+            return jj_fail(r->c, ML_E_INVAL, pos, "Single '}' encountered in format string");
+        if (ch != '{') {
+            if (jj_buf_putc(r->c, &b, ch))
+                return -1;
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < s.n && s.u.s[j] != '}')
+            j++;
+        if (j == s.n)
+            return jj_fail(r->c, ML_E_INVAL, pos, "Single '{' encountered in format string");
+        const char *f = s.u.s + i + 1;
+        size_t fn = j - i - 1;
+        jv v;
+        if (memchr(f, ':', fn) || memchr(f, '!', fn) || memchr(f, '.', fn) || memchr(f, '[', fn))
+            return jj_fail(r->c, ML_E_INVAL, pos, "str.format: only {} {N} {name} are supported");
+        if (fn == 0 || (f[0] >= '0' && f[0] <= '9')) {
+            size_t k = auto_i++;
+            if (fn) {
+                k = 0;
+                for (size_t q = 0; q < fn; q++) {
+                    if (f[q] < '0' || f[q] > '9' || k > 1000)
+                        return jj_fail(r->c, ML_E_INVAL, pos, "bad format field");
+                    k = k * 10 + (size_t)(f[q] - '0');
+                }
+            }
+            if (k >= a->n)
+                return jj_fail(r->c, ML_E_INVAL, pos, "Replacement index %zu out of range", k);
+            v = a->v[k];
+        } else {
+            size_t k = 0;
+            while (k < a->nk && !(a->kn[k]->nlen == fn && memcmp(a->kn[k]->name, f, fn) == 0))
+                k++;
+            if (k == a->nk)
+                return jj_fail(r->c, ML_E_INVAL, pos, "KeyError: '%.*s'", (int)(fn > 40 ? 40 : fn), f);
+            v = a->kv[k];
+        }
+        if (jv_to_str(r->c, v, &b))
+            return -1;
+        i = j;
+    }
+    *out = jv_str(b.p, b.n);
+    return 0;
+}
+
 static int str_method(jj_render *r, jv s, const char *m, size_t mn, const jj_args *a, jv *out, size_t pos)
 {
     jv x = jv_none(), y = jv_none();
@@ -1194,6 +1278,8 @@ static int str_method(jj_render *r, jv s, const char *m, size_t mn, const jj_arg
         *out = jv_of_list(l, 0);
         return 0;
     }
+    if (EQ(m, mn, "format"))
+        return format(r, s, a, out, pos);
     static const char *const cls[] = {"isdigit", "isalpha", "isspace", "isalnum", "islower", "isupper"};
     for (int k = 0; k < 6; k++)
         if (strlen(cls[k]) == mn && memcmp(cls[k], m, mn) == 0) {

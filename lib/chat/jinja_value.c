@@ -335,7 +335,7 @@ const char *jv_type_name(jv v)
     case JV_INT: return "int";
     case JV_FLOAT: return "float";
     case JV_STR: return "str";
-    case JV_LIST: return v.flags & JV_TUPLE ? "tuple" : "list";
+    case JV_LIST: return v.flags & JV_GEN ? "generator" : v.flags & JV_TUPLE ? "tuple" : "list";
     case JV_DICT: return "dict";
     case JV_NS: return "Namespace";
     case JV_FUNC: return "builtin_function_or_method";
@@ -603,6 +603,8 @@ static int json_val(jj_ctx *c, jv v, int indent, int level, jj_buf *b, size_t po
         }
         return jv_to_str(c, v, b);
     case JV_LIST: case JV_DICT: case JV_NS: {
+        if (v.flags & JV_GEN)
+            return jj_fail(c, ML_E_INVAL, pos, "Object of type generator is not JSON serializable");
         int is_list = v.kind == JV_LIST;
         size_t n = is_list ? v.u.l->n : v.u.d->n;
         if (jj_buf_putc(c, b, is_list ? '[' : '{'))
