@@ -13,7 +13,9 @@ with trim_blocks, lstrip_blocks and the loopcontrols extension, a
 ensure_ascii off (separators (',', ': ') with an indent), and the globals
 raise_exception(msg) and strftime_now(fmt).  The variables of each
 conversation (with the tokens below) go to .../vars/<conversation>.json,
-which is what the C test passes to ml_jinja_render_json.  strftime_now is pinned to
+which is what the C test passes to ml_jinja_render_json.  The small
+templates of .../cases.txt (one per construct, filter, test, method and
+error) are rendered into .../cases.golden.  strftime_now is pinned to
 JINJA_GOLDEN_NOW (seconds since the epoch, formatted in UTC; default
 1721995200 = 2024-07-26 12:00:00) so the output is reproducible; the C
 tests pass the same time in ml_jinja_options.now.
@@ -79,15 +81,57 @@ def environment():
     return env
 
 
-def render(env, source, conv):
+def render(env, source, conv, tokens=True):
     try:
         tpl = env.from_string(source)
     except jinja2.exceptions.TemplateSyntaxError as e:
         return None, f"TemplateSyntaxError: {e.message}\n"
     try:
-        return tpl.render(**TOKENS, **conv), None
+        return tpl.render(**(TOKENS if tokens else {}), **conv), None
     except Exception as e:  # noqa: BLE001 - the class is the result
         return None, f"{type(e).__name__}: {e}\n"
+
+
+def read_cases(path):
+    """cases.txt: "=== name", the template, optionally "--- vars" + JSON."""
+    cases, cur, part = [], None, None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("=== "):
+                cur = {"name": line[4:].strip(), "t": "", "v": ""}
+                cases.append(cur)
+                part = "t"
+            elif cur is None:
+                continue  # the header comment
+            elif line.rstrip("\n") == "--- vars":
+                part = "v"
+            else:
+                cur[part] += line
+    for c in cases:
+        for k in ("t", "v"):
+            if c[k].endswith("\n"):
+                c[k] = c[k][:-1]
+        if c["name"].startswith("crlf"):
+            c["t"] = c["t"].replace("\n", "\r\n")
+        c["v"] = c["v"] or "{}"
+    return cases
+
+
+def section(tag, text):
+    data = text.encode("utf-8")
+    return f"--- {tag} {len(data)}\n".encode() + data + b"\n"
+
+
+def golden_cases(env):
+    """cases.golden: each case with its template, variables and result as
+    length-prefixed sections ("--- tpl N", "--- vars N", "--- out N" or
+    "--- err N"), so any bytes survive."""
+    out = b""
+    for c in read_cases(os.path.join(ROOT, "cases.txt")):
+        res, err = render(env, c["t"], {**json.loads(c["v"])}, tokens=False)
+        out += f"=== {c['name']}\n".encode() + section("tpl", c["t"]) + section("vars", c["v"])
+        out += section("out", res) if err is None else section("err", err.rstrip("\n"))
+    return out
 
 
 def main():
@@ -127,6 +171,13 @@ def main():
             if not check:
                 with open(path, "wb") as f:
                     f.write(data)
+    data = golden_cases(env)
+    path = os.path.join(ROOT, "cases.golden")
+    if not os.path.exists(path) or open(path, "rb").read() != data:
+        stale += 1
+        if not check:
+            with open(path, "wb") as f:
+                f.write(data)
     print(f"{len(names)} templates x {len(convs)} conversations, {stale} changed")
     return 1 if check and stale else 0
 

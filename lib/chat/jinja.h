@@ -210,6 +210,7 @@ typedef struct jj_scope jj_scope;
 struct jj_scope {
     jj_scope *up;
     jv_dict *vars;
+    int captured; /* a macro keeps it: never recycled */
 };
 
 typedef struct jj_render {
@@ -217,6 +218,7 @@ typedef struct jj_render {
     jj_buf out;
     jj_scope *globals; /* the caller's variables */
     int64_t now;
+    jj_scope *spare;   /* scopes of finished loops, for reuse (linked by up) */
 } jj_render;
 
 int jj_eval(jj_render *r, jj_scope *s, const jj_node *e, jv *out);
@@ -237,6 +239,10 @@ int jj_filter(jj_render *r, const char *name, size_t nlen, jv x, const jj_args *
 /* 1 or 0 in *out. */
 int jj_test(jj_render *r, const char *name, size_t nlen, jv x, const jj_args *a, int *out,
             size_t pos);
+/* Whether a filter or test of that name exists (jinja2 refuses unknown
+ * ones when compiling, outside if blocks and conditional expressions). */
+int jj_filter_known(const char *name, size_t n);
+int jj_test_known(const char *name, size_t n);
 /* HTML-escapes str(v) as markupsafe does; a safe string stays as it is. */
 int jj_escape(jj_render *r, jv v, jv *out);
 int jj_method(jj_render *r, jv self, const char *name, const jj_args *a, jv *out, size_t pos);

@@ -111,7 +111,7 @@ ml_status ml_jinja_render_json(const ml_jinja *t, const char *json_vars, size_t 
     c.src_len = t->ctx.src_len;
     c.max_steps = t->opts.max_steps;
     c.max_depth = t->opts.max_depth;
-    jj_render r = {&c, {0}, NULL, t->opts.now};
+    jj_render r = {&c, {0}, NULL, t->opts.now, NULL};
     r.out.max = t->opts.max_output;
     jv vars = {.kind = JV_DICT};
     if (len == 0) {

@@ -19,9 +19,18 @@ static int enter(jj_render *r, size_t pos)
 }
 
 /* ---- scopes ---- */
+/* The arena never frees, so loops reuse the scopes of loops that ended:
+ * a long loop of short loops stays in constant memory. */
 static jj_scope *scope_new(jj_render *r, jj_scope *up)
 {
-    jj_scope *s = jj_alloc(r->c, sizeof *s);
+    jj_scope *s = r->spare;
+    if (s) {
+        r->spare = s->up;
+        s->up = up;
+        s->vars->n = 0;
+        return s;
+    }
+    s = jj_alloc(r->c, sizeof *s);
     if (!s || !(s->vars = jv_dict_new(r->c, 0)))
         return NULL;
     s->up = up;
@@ -639,6 +648,27 @@ static int eval_call(jj_render *r, jj_scope *s, const jj_node *e, jv *out)
 {
     jv fn;
     argv_ a;
+    const jj_node *callee = e->a;
+    if (callee->type == JN_ATTR) {
+        /* obj.method(...): called in place, no bound method allocated. */
+        jv self;
+        int unsafe;
+        if (jj_eval(r, s, callee->a, &self))
+            return -1;
+        if ((self.kind == JV_STR || self.kind == JV_DICT || self.kind == JV_LIST) &&
+            jj_has_method(self, callee->name, callee->nlen, &unsafe) && !unsafe && callee->nlen < 16) {
+            char name[16];
+            memcpy(name, callee->name, callee->nlen);
+            name[callee->nlen] = 0;
+            if (eval_args(r, s, e, &a) || jj_step(r->c, e->pos))
+                return -1;
+            jj_args ja = {a.pos, a.n, a.kv, a.kn, a.nk};
+            return jj_method(r, self, name, &ja, out, e->pos);
+        }
+        if (get_attr(r, self, callee->name, callee->nlen, &fn, callee->pos) || eval_args(r, s, e, &a))
+            return -1;
+        return jj_call_value(r, fn, a.pos, a.n, a.kv, a.kn, a.nk, out, e->pos);
+    }
     if (jj_eval(r, s, e->a, &fn) || eval_args(r, s, e, &a))
         return -1;
     return jj_call_value(r, fn, a.pos, a.n, a.kv, a.kn, a.nk, out, e->pos);
@@ -850,10 +880,13 @@ static int exec_for(jj_render *r, jj_scope *s, const jj_node *st, jj_buf *out)
         jv_list *kept = jv_list_new(r->c, 0);
         if (!kept)
             return -1;
+        jj_scope *is = scope_new(r, s);
+        if (!is)
+            return -1;
         for (size_t i = 0; i < items->n; i++) {
-            jj_scope *is = scope_new(r, s);
             jv ok;
-            if (!is || assign(r, is, st->a, items->v[i]) || jj_eval(r, is, st->c, &ok))
+            is->vars->n = 0;
+            if (assign(r, is, st->a, items->v[i]) || jj_eval(r, is, st->c, &ok))
                 return -1;
             if (jv_truthy(ok) && jv_list_push(r->c, kept, items->v[i]))
                 return -1;
@@ -866,16 +899,26 @@ static int exec_for(jj_render *r, jj_scope *s, const jj_node *st, jj_buf *out)
     L->items = items;
     jv loopv = {.kind = JV_LOOP};
     loopv.u.loop = L;
+    /* One scope serves every iteration, emptied each time: an iteration
+     * sees nothing the previous one set, as in jinja2, and a long loop
+     * does not allocate per iteration. */
+    jj_scope *is = scope_new(r, s);
+    if (!is)
+        return -1;
     for (size_t i = 0; i < items->n; i++) {
         L->i = i;
-        jj_scope *is = scope_new(r, s);
-        if (!is || assign(r, is, st->a, items->v[i]) || scope_set(r, is, "loop", 4, loopv))
+        is->vars->n = 0;
+        if (jj_step(r->c, st->pos) || assign(r, is, st->a, items->v[i]) || scope_set(r, is, "loop", 4, loopv))
             return -1;
         int rc = jj_exec(r, is, st->d, out);
         if (rc < 0)
             return -1;
         if (rc == FLOW_BREAK)
             break;
+    }
+    if (!is->captured) {
+        is->up = r->spare;
+        r->spare = is;
     }
     if (items->n == 0 && st->e)
         return jj_exec(r, s, st->e, out) < 0 ? -1 : 0;
@@ -938,6 +981,8 @@ static int exec_stmt(jj_render *r, jj_scope *s, const jj_node *st, jj_buf *out)
         struct jj_macro *m = jj_alloc(r->c, sizeof *m);
         if (!m)
             return -1;
+        for (jj_scope *k = s; k; k = k->up)
+            k->captured = 1;
         m->def = st;
         m->scope = s;
         v = (jv){.kind = JV_MACRO};

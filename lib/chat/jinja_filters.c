@@ -732,6 +732,11 @@ static int round_(jj_render *r, jv x, const jj_args *a, jv *out, size_t pos)
     arg(a, 1, "method", &method);
     if (x.kind != JV_INT && x.kind != JV_FLOAT && x.kind != JV_BOOL)
         return bad_type(r, pos, "round", x);
+    int common = !(method.kind == JV_STR && (EQ(method.u.s, method.n, "floor") || EQ(method.u.s, method.n, "ceil")));
+    if (x.kind != JV_FLOAT && common && (prec.kind == JV_INT && prec.u.i >= 0)) {
+        *out = jv_int(x.kind == JV_INT ? x.u.i : x.u.b); /* Python's round(int, n) is the int */
+        return 0;
+    }
     double f = x.kind == JV_FLOAT ? x.u.f : x.kind == JV_INT ? (double)x.u.i : x.u.b;
     int64_t p = prec.kind == JV_INT ? prec.u.i : 0;
     if (p > 300 || p < -300)
@@ -989,6 +994,23 @@ int jj_filter(jj_render *r, const char *f, size_t fn, jv x, const jj_args *a, jv
     }
     return filter2(r, f, fn, x, a, out, pos);
 }
+
+static const char *const filter_names[] = {
+    "safe", "string", "e", "escape", "forceescape", "length", "count", "list", "items", "first",
+    "last", "int", "float", "abs", "upper", "lower", "capitalize", "title", "trim", "wordcount",
+    "replace", "reverse", "tojson", "default", "d", "join", "map", "select", "reject",
+    "selectattr", "rejectattr", "sort", "dictsort", "unique", "indent", "round", "min", "max",
+    "sum", NULL};
+static const char *const test_names[] = {
+    "defined", "undefined", "none", "string", "number", "integer", "float", "boolean", "true",
+    "false", "mapping", "iterable", "sequence", "callable", "lower", "upper", "odd", "even",
+    "divisibleby", "eq", "equalto", "==", "ne", "!=", "sameas", "lt", "le", "gt", "ge",
+    "lessthan", "greaterthan", "<", "<=", ">", ">=", "in", NULL};
+
+static int in_list(const char *const *l, const char *s, size_t n);
+
+int jj_filter_known(const char *name, size_t n) { return in_list(filter_names, name, n); }
+int jj_test_known(const char *name, size_t n) { return in_list(test_names, name, n); }
 
 /* ---- tests ---- */
 int jj_test(jj_render *r, const char *t, size_t tn, jv x, const jj_args *a, int *out, size_t pos)

@@ -108,15 +108,20 @@ static int lex_string(lexer *L, size_t *pp)
         if (p >= L->n)
             return jj_fail(L->c, ML_E_FORMAT, start, "unexpected end of string");
         char e = L->s[p++];
-        const char *map = "n\nt\tr\r\\\\''\"\"a\ab\bf\fv\v0\0";
-        const char *m = NULL;
-        for (const char *k = map; k[0] || k[1]; k += 2)
-            if (k[0] == e && e != '0') {
-                m = k + 1;
-                break;
-            }
+        char m = 0;
+        switch (e) {
+        case 'n': m = '\n'; break;
+        case 't': m = '\t'; break;
+        case 'r': m = '\r'; break;
+        case 'a': m = '\a'; break;
+        case 'b': m = '\b'; break;
+        case 'f': m = '\f'; break;
+        case 'v': m = '\v'; break;
+        case '\\': case '\'': case '"': m = e; break;
+        default: break;
+        }
         if (m) {
-            if (jj_buf_putc(L->c, &b, *m))
+            if (jj_buf_putc(L->c, &b, m))
                 return -1;
         } else if (e == '\n') {
             /* a backslash-newline continues the line */
@@ -218,7 +223,8 @@ static int lex_number(lexer *L, size_t *pp)
 static int lex_tag(lexer *L, size_t *pp, const char *end, size_t open_pos, char *close_sign)
 {
     size_t p = *pp;
-    int bal = 0;
+    jj_buf stack = {0}; /* the closers expected, innermost last */
+    size_t bal = 0;
     for (;;) {
         while (p < L->n && is_ws(L->s[p]))
             p++;
@@ -261,12 +267,17 @@ static int lex_tag(lexer *L, size_t *pp, const char *end, size_t open_pos, char 
                     return jj_fail(L->c, ML_E_FORMAT, p, "unexpected char '%c'",
                                    ch >= 0x20 && ch < 0x7f ? ch : '?');
                 op = (uint16_t)ch;
-                if (ch == '(' || ch == '[' || ch == '{')
+                if (ch == '(' || ch == '[' || ch == '{') {
+                    if (jj_buf_putc(L->c, &stack, ch == '(' ? ')' : ch == '[' ? ']' : '}'))
+                        return -1;
                     bal++;
-                else if (ch == ')' || ch == ']' || ch == '}') {
+                } else if (ch == ')' || ch == ']' || ch == '}') {
                     if (bal == 0)
                         return jj_fail(L->c, ML_E_FORMAT, p, "unexpected '%c'", ch);
-                    bal--;
+                    if (stack.p[bal - 1] != ch)
+                        return jj_fail(L->c, ML_E_FORMAT, p, "unexpected '%c', expected '%c'", ch,
+                                       stack.p[bal - 1]);
+                    stack.n = --bal;
                 }
             }
             if (push(L, (jt){.type = JT_OP, .op = op, .pos = p}))

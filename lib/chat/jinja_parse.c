@@ -867,9 +867,41 @@ static jj_node *body(parser *P, const char *ends, const char *open_tag)
     return blk;
 }
 
+/* jinja2 rejects an unknown filter or test when compiling, except in a
+ * "soft" frame (the test and bodies of an if, a conditional expression),
+ * where the error waits until it runs.  Loop, macro and block bodies are
+ * new frames, never soft. */
+static int check_names(jj_ctx *c, const jj_node *e, int soft)
+{
+    if (!e)
+        return 0;
+    if (++c->depth > c->max_depth)
+        return jj_fail(c, ML_E_UNSUPPORTED, e->pos, "depth limit of %u reached", c->max_depth);
+    int rc = 0;
+    if (!soft && e->type == JN_FILTER && !jj_filter_known(e->name, e->nlen))
+        rc = jj_fail(c, ML_E_FORMAT, e->pos, "no filter named '%.*s'", (int)(e->nlen > 40 ? 40 : e->nlen), e->name);
+    if (!soft && e->type == JN_TEST && !jj_test_known(e->name, e->nlen))
+        rc = jj_fail(c, ML_E_FORMAT, e->pos, "no test named '%.*s'", (int)(e->nlen > 40 ? 40 : e->nlen), e->name);
+    int s_a = soft, s_b = soft, s_c = soft, s_d = soft, s_e = soft;
+    switch (e->type) {
+    case JN_IF: s_a = s_b = s_c = 1; break;
+    case JN_COND: s_a = s_b = s_c = 1; break;
+    case JN_FOR: s_d = s_e = 0; break;
+    case JN_MACRO: case JN_SETBLOCK: case JN_FILTERBLOCK: s_d = 0; break;
+    default: break;
+    }
+    if (!rc)
+        rc = check_names(c, e->a, s_a) || check_names(c, e->b, s_b) || check_names(c, e->c, s_c) ||
+             check_names(c, e->d, s_d) || check_names(c, e->e, s_e) ? -1 : 0;
+    for (size_t i = 0; !rc && i < e->nk; i++)
+        rc = check_names(c, e->kids[i], e->type == JN_MACRO ? soft : s_a);
+    c->depth--;
+    return rc;
+}
+
 int jj_parse(jj_ctx *c, const jt_list *toks, jj_node **out)
 {
     parser P = {c, toks->v, toks->n, 0};
     *out = body(&P, NULL, NULL);
-    return *out ? 0 : -1;
+    return *out && check_names(c, *out, 0) == 0 ? 0 : -1;
 }
