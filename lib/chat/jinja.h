@@ -119,9 +119,15 @@ jv *jv_dict_get(const jv_dict *d, jv k);
 jv *jv_dict_gets(const jv_dict *d, const char *k, size_t n);
 
 int jv_truthy(jv v);
-int jv_equal(jv a, jv b);
+/* Python's ==.  With a context, every element visited is a step and
+ * nesting past max_depth fails the render (values can share parts, so a
+ * comparison can cost far more than the memory it touches); c may be NULL
+ * for scalar keys. */
+int jv_equal(jj_ctx *c, jv a, jv b);
 /* -1, 0, 1; -1 with *bad set when the two do not order (Python TypeError). */
-int jv_cmp(jv a, jv b, int *bad);
+int jv_cmp(jj_ctx *c, jv a, jv b, int *bad);
+/* Charges n steps at once (work proportional to a size); -1 past the limit. */
+int jj_steps(jj_ctx *c, uint64_t n, size_t pos);
 const char *jv_type_name(jv v);
 int jv_is_seq(jv v); /* list or tuple */
 
@@ -137,6 +143,8 @@ int jj_buf_putc(jj_ctx *c, jj_buf *b, char ch);
 int jv_to_str(jj_ctx *c, jv v, jj_buf *b);
 /* repr(v). */
 int jv_repr(jj_ctx *c, jv v, jj_buf *b);
+/* A dict key Python can hash: a scalar, or a tuple of them. */
+int jv_hashable(jv v);
 /* str(v) as a new value (strings returned as they are). */
 int jv_stringify(jj_ctx *c, jv v, jv *out);
 /* Python's repr of a float ("1.0", "0.1", "1e+20"). */

@@ -3,6 +3,9 @@
  * jinja2 has them), attribute and item lookup with jinja2's getattr rules
  * and the sandbox's refusal of mutating methods, Python arithmetic on
  * int64 with overflow refused, loops with loop.*, macros, and calls. */
+/* memmem: substring search in linear time (two-way in glibc), so a
+ * hostile template cannot make a search quadratic. */
+#define _GNU_SOURCE
 #include "chat/jinja.h"
 
 #include <math.h>
@@ -399,17 +402,17 @@ static int contains(jj_render *r, jv hay, jv needle, int *out, size_t pos)
         if (needle.kind != JV_STR)
             return jj_fail(r->c, ML_E_INVAL, pos, "'in <string>' requires string as left operand, not %s",
                            jv_type_name(needle));
-        *out = 0;
-        if (needle.n == 0)
-            *out = 1;
-        for (size_t i = 0; !*out && i + needle.n <= hay.n; i++)
-            *out = memcmp(hay.u.s + i, needle.u.s, needle.n) == 0;
+        if (jj_steps(r->c, hay.n / 64, pos))
+            return -1;
+        *out = needle.n == 0 || memmem(hay.u.s, hay.n, needle.u.s, needle.n) != NULL;
         return 0;
     }
     if (hay.kind == JV_LIST) {
         *out = 0;
+        if (jj_steps(r->c, hay.u.l->n, pos))
+            return -1;
         for (size_t i = 0; !*out && i < hay.u.l->n; i++)
-            *out = jv_equal(hay.u.l->v[i], needle);
+            *out = jv_equal(r->c, hay.u.l->v[i], needle);
         return 0;
     }
     if (hay.kind == JV_DICT || hay.kind == JV_NS) {
@@ -426,6 +429,10 @@ static int contains(jj_render *r, jv hay, jv needle, int *out, size_t pos)
 static int binop(jj_render *r, const jj_node *e, jv a, jv b, jv *out)
 {
     int bad = 0, res = 0;
+    /* Comparing long strings is work even without allocating. */
+    if (e->op != '~' && jj_steps(r->c, (a.kind == JV_STR ? a.n / 64 : 0) + (b.kind == JV_STR ? b.n / 64 : 0),
+                                 e->pos))
+        return -1;
     switch (e->op) {
     case '~': {
         jj_buf buf = {0};
@@ -434,15 +441,15 @@ static int binop(jj_render *r, const jj_node *e, jv a, jv b, jv *out)
         *out = jv_str(buf.p, buf.n);
         return 0;
     }
-    case JJ_OP2('=', '='): *out = jv_bool(jv_equal(a, b)); return 0;
-    case JJ_OP2('!', '='): *out = jv_bool(!jv_equal(a, b)); return 0;
+    case JJ_OP2('=', '='): *out = jv_bool(jv_equal(r->c, a, b)); return 0;
+    case JJ_OP2('!', '='): *out = jv_bool(!jv_equal(r->c, a, b)); return 0;
     case 'i': case 'n':
         if (contains(r, b, a, &res, e->pos))
             return -1;
         *out = jv_bool(e->op == 'i' ? res : !res);
         return 0;
     case '<': case '>': case JJ_OP2('<', '='): case JJ_OP2('>', '='): {
-        int c = jv_cmp(a, b, &bad);
+        int c = jv_cmp(r->c, a, b, &bad);
         if (bad) {
             if (a.kind == JV_UNDEF)
                 return undefined_error(r, a, e->pos);
@@ -706,8 +713,11 @@ static int eval_seq(jj_render *r, jj_scope *s, const jj_node *e, jv *out)
             return -1;
         for (size_t i = 0; i + 1 < e->nk; i += 2) {
             jv k, v;
-            if (jj_eval(r, s, e->kids[i], &k) || jj_eval(r, s, e->kids[i + 1], &v) ||
-                jv_dict_set(r->c, d, k, v))
+            if (jj_eval(r, s, e->kids[i], &k) || jj_eval(r, s, e->kids[i + 1], &v))
+                return -1;
+            if (!jv_hashable(k))
+                return jj_fail(r->c, ML_E_INVAL, e->kids[i]->pos, "unhashable type: '%s'", jv_type_name(k));
+            if (jv_dict_set(r->c, d, k, v))
                 return -1;
         }
         *out = (jv){.kind = JV_DICT};

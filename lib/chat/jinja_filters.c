@@ -1,6 +1,9 @@
 /* jinja_filters.c - jinja2's filters and tests, and the Python methods of
  * str, dict and list that templates call, with the sandbox's refusal of
  * the mutating ones (list.append, dict.update, ...). */
+/* memmem: substring search in linear time (two-way in glibc), so a
+ * hostile template cannot make a search quadratic. */
+#define _GNU_SOURCE
 #include "chat/jinja.h"
 
 #include <math.h>
@@ -37,21 +40,23 @@ static int is_space(unsigned char ch)
     return ch == ' ' || (ch >= '\t' && ch <= '\r') || (ch >= 0x1c && ch <= 0x1f);
 }
 
-static int in_chars(jv chars, unsigned char ch)
-{
-    return chars.kind == JV_STR ? memchr(chars.u.s, ch, chars.n) != NULL : is_space(ch);
-}
-
 /* strip: which 1 left, 2 right, 3 both; chars a str or none (whitespace).
- * Multi-byte chars in `chars` strip byte-wise, which is exact for ASCII. */
+ * Multi-byte chars in `chars` strip byte-wise, which is exact for ASCII.
+ * A byte table keeps it linear whatever the length of chars. */
 static jv strip(jv s, jv chars, int which)
 {
+    unsigned char set[256] = {0};
+    for (int ch = 0; ch < 256; ch++)
+        set[ch] = chars.kind != JV_STR && is_space((unsigned char)ch);
+    if (chars.kind == JV_STR)
+        for (size_t i = 0; i < chars.n; i++)
+            set[(unsigned char)chars.u.s[i]] = 1;
     size_t a = 0, b = s.n;
     if (which & 1)
-        while (a < b && in_chars(chars, (unsigned char)s.u.s[a]))
+        while (a < b && set[(unsigned char)s.u.s[a]])
             a++;
     if (which & 2)
-        while (b > a && in_chars(chars, (unsigned char)s.u.s[b - 1]))
+        while (b > a && set[(unsigned char)s.u.s[b - 1]])
             b--;
     return jv_str(s.u.s + a, b - a);
 }
@@ -134,13 +139,16 @@ static int replace(jj_render *r, jv s, jv old, jv new_, int64_t count, jv *out)
         return 0;
     }
     while (i < s.n) {
-        if ((count < 0 || done < count) && i + old.n <= s.n && memcmp(s.u.s + i, old.u.s, old.n) == 0) {
+        const char *q = count < 0 || done < count ? memmem(s.u.s + i, s.n - i, old.u.s, old.n) : NULL;
+        size_t k = q ? (size_t)(q - s.u.s) : s.n;
+        if (jj_buf_put(r->c, &b, s.u.s + i, k - i))
+            return -1;
+        i = k;
+        if (q) {
             if (jj_buf_put(r->c, &b, new_.u.s, new_.n))
                 return -1;
             i += old.n;
             done++;
-        } else if (jj_buf_putc(r->c, &b, s.u.s[i++])) {
-            return -1;
         }
     }
     *out = jv_str(b.p ? b.p : "", b.n);
@@ -152,13 +160,20 @@ static int find(jv s, jv sub, int from_right, int64_t *out)
     *out = -1;
     if (sub.n > s.n)
         return 0;
-    for (size_t k = 0; k <= s.n - sub.n; k++) {
-        size_t i = from_right ? s.n - sub.n - k : k;
-        if (memcmp(s.u.s + i, sub.u.s, sub.n) == 0) {
-            *out = (int64_t)jj_u8_len(s.u.s, i);
-            return 0;
+    const char *hit = NULL;
+    if (!from_right) {
+        hit = memmem(s.u.s, s.n, sub.u.s, sub.n);
+    } else {
+        /* the last match: search on after each one (linear overall) */
+        for (const char *p = s.u.s, *q; (q = memmem(p, s.n - (size_t)(p - s.u.s), sub.u.s, sub.n)) != NULL;
+             p = q + 1) {
+            hit = q;
+            if (q == s.u.s + s.n)
+                break;
         }
     }
+    if (hit)
+        *out = (int64_t)jj_u8_len(s.u.s, (size_t)(hit - s.u.s));
     return 0;
 }
 
@@ -250,15 +265,14 @@ static int split(jj_render *r, jv s, jv sep, int64_t maxsplit, int right, jv *ou
         return 0;
     }
     size_t b = 0;
-    for (size_t i = 0; i + sep.n <= s.n;) {
-        if ((maxsplit < 0 || (int64_t)l->n < maxsplit) && memcmp(s.u.s + i, sep.u.s, sep.n) == 0) {
-            if (jv_list_push(r->c, l, jv_str(s.u.s + b, i - b)))
-                return -1;
-            i += sep.n;
-            b = i;
-        } else {
-            i++;
-        }
+    while (maxsplit < 0 || (int64_t)l->n < maxsplit) {
+        const char *q = memmem(s.u.s + b, s.n - b, sep.u.s, sep.n);
+        if (!q)
+            break;
+        size_t i = (size_t)(q - s.u.s);
+        if (jv_list_push(r->c, l, jv_str(s.u.s + b, i - b)))
+            return -1;
+        b = i + sep.n;
     }
     if (jv_list_push(r->c, l, jv_str(s.u.s + b, s.n - b)))
         return -1;
@@ -508,7 +522,7 @@ static int msort(sort_ctx *s, jv *v, jv *k, jv *tv, jv *tk, size_t n, int rev)
     size_t i = 0, j = h, o = 0;
     while (i < h && j < n) {
         int bad;
-        int c = jv_cmp(k[j], k[i], &bad);
+        int c = jv_cmp(s->r->c, k[j], k[i], &bad);
         if (bad)
             s->bad = 1;
         if (jj_step(s->r->c, SIZE_MAX))
@@ -714,8 +728,10 @@ static int unique(jj_render *r, jv x, const jj_args *a, jv *out, size_t pos)
     for (size_t i = 0; i < seq.u.l->n; i++) {
         jv k = sort_key(r, &s, seq.u.l->v[i]);
         int seen = 0;
+        if (jj_steps(r->c, keys->n, pos))
+            return -1;
         for (size_t j = 0; j < keys->n && !seen; j++)
-            seen = jv_equal(keys->v[j], k);
+            seen = jv_equal(r->c, keys->v[j], k);
         if (jj_step(r->c, pos))
             return -1;
         if (!seen && (jv_list_push(r->c, keys, k) || jv_list_push(r->c, l, seq.u.l->v[i])))
@@ -783,7 +799,7 @@ static int minmax(jj_render *r, jv x, int want_max, jv *out, size_t pos)
     }
     jv best = seq.u.l->v[0];
     for (size_t i = 1; i < seq.u.l->n; i++) {
-        int bad, c = jv_cmp(seq.u.l->v[i], best, &bad);
+        int bad, c = jv_cmp(r->c, seq.u.l->v[i], best, &bad);
         if (bad)
             return jj_fail(r->c, ML_E_INVAL, pos, "values do not compare");
         if (want_max ? c > 0 : c < 0)
@@ -1017,7 +1033,8 @@ int jj_test(jj_render *r, const char *t, size_t tn, jv x, const jj_args *a, int 
 {
     jv y;
     int have = arg(a, 0, NULL, &y);
-    if (jj_step(r->c, pos))
+    if (jj_steps(r->c, 1 + (x.kind == JV_STR ? x.n / 64 : 0) + (have && y.kind == JV_STR ? y.n / 64 : 0) +
+                           (have && y.kind == JV_LIST ? y.u.l->n : 0), pos))
         return -1;
     if (EQ(t, tn, "defined")) *out = x.kind != JV_UNDEF;
     else if (EQ(t, tn, "undefined")) *out = x.kind == JV_UNDEF;
@@ -1029,7 +1046,7 @@ int jj_test(jj_render *r, const char *t, size_t tn, jv x, const jj_args *a, int 
     else if (EQ(t, tn, "boolean")) *out = x.kind == JV_BOOL;
     else if (EQ(t, tn, "true")) *out = x.kind == JV_BOOL && x.u.b;
     else if (EQ(t, tn, "false")) *out = x.kind == JV_BOOL && !x.u.b;
-    else if (EQ(t, tn, "mapping")) *out = x.kind == JV_DICT || x.kind == JV_NS;
+    else if (EQ(t, tn, "mapping")) *out = x.kind == JV_DICT; /* a Namespace is no Mapping */
     else if (EQ(t, tn, "iterable")) *out = x.kind == JV_LIST || x.kind == JV_DICT || x.kind == JV_STR || x.kind == JV_NS || x.kind == JV_UNDEF;
     else if (EQ(t, tn, "sequence")) *out = x.kind == JV_LIST || x.kind == JV_DICT || x.kind == JV_STR || x.kind == JV_NS || x.kind == JV_UNDEF;
     else if (EQ(t, tn, "callable")) *out = x.kind == JV_FUNC || x.kind == JV_MACRO;
@@ -1041,7 +1058,7 @@ int jj_test(jj_render *r, const char *t, size_t tn, jv x, const jj_args *a, int 
         }
         if (map_cp(r, x, t[0] == 'l' ? 1 : 0, &m))
             return -1;
-        *out = jv_equal(m, x);
+        *out = jv_equal(r->c, m, x);
     } else if (EQ(t, tn, "odd") || EQ(t, tn, "even") || EQ(t, tn, "divisibleby")) {
         if (x.kind != JV_INT && x.kind != JV_BOOL)
             return bad_type(r, pos, "test", x);
@@ -1055,8 +1072,8 @@ int jj_test(jj_render *r, const char *t, size_t tn, jv x, const jj_args *a, int 
         }
         int64_t m = d == -1 ? 0 : v % d;
         *out = t[0] == 'o' ? m != 0 : m == 0;
-    } else if (EQ(t, tn, "eq") || EQ(t, tn, "equalto") || EQ(t, tn, "==")) *out = have && jv_equal(x, y);
-    else if (EQ(t, tn, "ne") || EQ(t, tn, "!=")) *out = !have || !jv_equal(x, y);
+    } else if (EQ(t, tn, "eq") || EQ(t, tn, "equalto") || EQ(t, tn, "==")) *out = have && jv_equal(r->c, x, y);
+    else if (EQ(t, tn, "ne") || EQ(t, tn, "!=")) *out = !have || !jv_equal(r->c, x, y);
     else if (EQ(t, tn, "sameas")) *out = have && x.kind == y.kind && (x.kind == JV_NONE || x.kind == JV_UNDEF ||
                                            (x.kind == JV_BOOL && x.u.b == y.u.b) ||
                                            (x.kind == JV_INT && x.u.i == y.u.i) ||
@@ -1067,7 +1084,7 @@ int jj_test(jj_render *r, const char *t, size_t tn, jv x, const jj_args *a, int 
         int bad;
         if (!have)
             return jj_fail(r->c, ML_E_INVAL, pos, "test needs an argument");
-        int c = jv_cmp(x, y, &bad);
+        int c = jv_cmp(r->c, x, y, &bad);
         if (bad)
             return jj_fail(r->c, ML_E_INVAL, pos, "'<' not supported between instances of '%s' and '%s'",
                            jv_type_name(x), jv_type_name(y));
@@ -1077,13 +1094,11 @@ int jj_test(jj_render *r, const char *t, size_t tn, jv x, const jj_args *a, int 
         if (!have)
             return jj_fail(r->c, ML_E_INVAL, pos, "test needs an argument");
         if (y.kind == JV_STR && x.kind == JV_STR) {
-            *out = 0;
-            for (size_t i = 0; !*out && i + x.n <= y.n; i++)
-                *out = memcmp(y.u.s + i, x.u.s, x.n) == 0;
+            *out = x.n == 0 || memmem(y.u.s, y.n, x.u.s, x.n) != NULL;
         } else if (y.kind == JV_LIST) {
             *out = 0;
             for (size_t i = 0; !*out && i < y.u.l->n; i++)
-                *out = jv_equal(y.u.l->v[i], x);
+                *out = jv_equal(r->c, y.u.l->v[i], x);
         } else if (y.kind == JV_DICT || y.kind == JV_NS) {
             *out = jv_dict_get(y.u.d, x) != NULL;
         } else {
@@ -1219,6 +1234,8 @@ static int str_method(jj_render *r, jv s, const char *m, size_t mn, const jj_arg
     jv x = jv_none(), y = jv_none();
     int hx = arg(a, 0, NULL, &x);
     arg(a, 1, NULL, &y);
+    if (jj_steps(r->c, s.n / 64 + (x.kind == JV_STR ? x.n / 64 : 0), pos))
+        return -1;
     if (EQ(m, mn, "strip") || EQ(m, mn, "lstrip") || EQ(m, mn, "rstrip")) {
         if (hx && x.kind != JV_STR && x.kind != JV_NONE)
             return bad_type(r, pos, "strip", x);
@@ -1265,11 +1282,9 @@ static int str_method(jj_render *r, jv s, const char *m, size_t mn, const jj_arg
         if (x.n == 0)
             n = (int64_t)jj_u8_len(s.u.s, s.n) + 1;
         else
-            for (size_t i = 0; i + x.n <= s.n;)
-                if (memcmp(s.u.s + i, x.u.s, x.n) == 0)
-                    n++, i += x.n;
-                else
-                    i++;
+            for (const char *p = s.u.s, *q; (q = memmem(p, s.n - (size_t)(p - s.u.s), x.u.s, x.n)) != NULL;
+                 p = q + x.n)
+                n++;
         *out = jv_int(n);
         return 0;
     }
@@ -1351,8 +1366,10 @@ int jj_method(jj_render *r, jv self, const char *m, const jj_args *a, jv *out, s
     if (self.kind == JV_LIST) {
         if (EQ(m, mn, "index") || EQ(m, mn, "count")) {
             int64_t n = 0;
+            if (jj_steps(r->c, self.u.l->n, pos))
+                return -1;
             for (size_t i = 0; i < self.u.l->n; i++)
-                if (jv_equal(self.u.l->v[i], x)) {
+                if (jv_equal(r->c, self.u.l->v[i], x)) {
                     if (m[0] == 'i') {
                         *out = jv_int((int64_t)i);
                         return 0;

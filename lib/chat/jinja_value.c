@@ -102,6 +102,18 @@ int jj_fail(jj_ctx *c, ml_status code, size_t pos, const char *fmt, ...)
     return -1;
 }
 
+int jj_steps(jj_ctx *c, uint64_t n, size_t pos)
+{
+    if (c->status != ML_OK)
+        return -1;
+    if (n > c->max_steps || c->steps > c->max_steps - n) {
+        c->steps = c->max_steps;
+        return jj_step(c, pos);
+    }
+    c->steps += n;
+    return 0;
+}
+
 int jj_step(jj_ctx *c, size_t pos)
 {
     if (c->status != ML_OK)
@@ -197,7 +209,7 @@ jv_dict *jv_dict_new(jj_ctx *c, size_t cap)
 jv *jv_dict_get(const jv_dict *d, jv k)
 {
     for (size_t i = 0; i < d->n; i++)
-        if (jv_equal(d->k[i], k))
+        if (jv_equal(NULL, d->k[i], k))
             return &d->v[i];
     return NULL;
 }
@@ -212,6 +224,9 @@ jv *jv_dict_gets(const jv_dict *d, const char *k, size_t n)
 
 int jv_dict_set(jj_ctx *c, jv_dict *d, jv k, jv v)
 {
+    /* The lookup is linear: a dict of n keys costs n^2 / 16 steps to build. */
+    if (jj_steps(c, d->n / 8 + 1, SIZE_MAX))
+        return -1;
     jv *old = jv_dict_get(d, k);
     if (old) {
         *old = v;
@@ -258,7 +273,21 @@ static int64_t num_i(jv v) { return v.kind == JV_INT ? v.u.i : v.u.b; }
 
 int jv_is_seq(jv v) { return v.kind == JV_LIST; }
 
-int jv_equal(jv a, jv b)
+/* One element of a comparison: a step, and the depth checked. */
+static int cmp_enter(jj_ctx *c, uint32_t level)
+{
+    if (!c)
+        return level < 64 ? 0 : -1;
+    if (c->status != ML_OK)
+        return -1;
+    if (c->depth + level > c->max_depth) {
+        jj_fail(c, ML_E_UNSUPPORTED, SIZE_MAX, "depth limit of %u reached comparing values", c->max_depth);
+        return -1;
+    }
+    return jj_step(c, SIZE_MAX);
+}
+
+static int eq_at(jj_ctx *c, jv a, jv b, uint32_t level)
 {
     if (is_num(a) && is_num(b)) {
         if (a.kind == JV_FLOAT || b.kind == JV_FLOAT)
@@ -273,16 +302,20 @@ int jv_equal(jv a, jv b)
     case JV_LIST:
         if ((a.flags & JV_TUPLE) != (b.flags & JV_TUPLE) || a.u.l->n != b.u.l->n)
             return 0;
+        if (a.u.l == b.u.l)
+            return 1;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->v[i], b.u.l->v[i]))
+            if (cmp_enter(c, level + 1) || !eq_at(c, a.u.l->v[i], b.u.l->v[i], level + 1))
                 return 0;
         return 1;
     case JV_DICT:
         if (a.u.d->n != b.u.d->n)
             return 0;
+        if (a.u.d == b.u.d)
+            return 1;
         for (size_t i = 0; i < a.u.d->n; i++) {
             jv *o = jv_dict_get(b.u.d, a.u.d->k[i]);
-            if (!o || !jv_equal(a.u.d->v[i], *o))
+            if (!o || cmp_enter(c, level + 1) || !eq_at(c, a.u.d->v[i], *o, level + 1))
                 return 0;
         }
         return 1;
@@ -294,7 +327,9 @@ int jv_equal(jv a, jv b)
     return 0;
 }
 
-int jv_cmp(jv a, jv b, int *bad)
+int jv_equal(jj_ctx *c, jv a, jv b) { return eq_at(c, a, b, 0); }
+
+static int cmp_at(jj_ctx *c, jv a, jv b, int *bad, uint32_t level)
 {
     *bad = 0;
     if (is_num(a) && is_num(b)) {
@@ -316,14 +351,31 @@ int jv_cmp(jv a, jv b, int *bad)
     if (a.kind == JV_LIST && b.kind == JV_LIST && (a.flags & JV_TUPLE) == (b.flags & JV_TUPLE)) {
         size_t m = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < m; i++) {
-            if (jv_equal(a.u.l->v[i], b.u.l->v[i]))
+            if (cmp_enter(c, level + 1)) {
+                *bad = 1;
+                return -1;
+            }
+            if (eq_at(c, a.u.l->v[i], b.u.l->v[i], level + 1))
                 continue;
-            return jv_cmp(a.u.l->v[i], b.u.l->v[i], bad);
+            return cmp_at(c, a.u.l->v[i], b.u.l->v[i], bad, level + 1);
         }
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
     }
     *bad = 1;
     return -1;
+}
+
+int jv_cmp(jj_ctx *c, jv a, jv b, int *bad) { return cmp_at(c, a, b, bad, 0); }
+
+int jv_hashable(jv v)
+{
+    if (v.kind == JV_LIST && (v.flags & JV_TUPLE)) {
+        for (size_t i = 0; i < v.u.l->n; i++)
+            if (!jv_hashable(v.u.l->v[i]) || v.u.l->v[i].kind == JV_LIST)
+                return 0;
+        return 1;
+    }
+    return v.kind != JV_LIST && v.kind != JV_DICT && v.kind != JV_NS;
 }
 
 const char *jv_type_name(jv v)
@@ -475,8 +527,14 @@ static int repr_str(jj_ctx *c, const char *s, size_t n, jj_buf *b)
     return jj_buf_putc(c, b, q);
 }
 
-int jv_repr(jj_ctx *c, jv v, jj_buf *b)
+static int repr_at(jj_ctx *c, jv v, jj_buf *b, uint32_t level);
+
+int jv_repr(jj_ctx *c, jv v, jj_buf *b) { return repr_at(c, v, b, 0); }
+
+static int repr_at(jj_ctx *c, jv v, jj_buf *b, uint32_t level)
 {
+    if ((v.kind == JV_LIST || v.kind == JV_DICT) && c->depth + level > c->max_depth)
+        return jj_fail(c, ML_E_UNSUPPORTED, SIZE_MAX, "depth limit of %u reached printing a value", c->max_depth);
     if (v.kind == JV_STR)
         return repr_str(c, v.u.s, v.n, b);
     if (v.kind == JV_LIST) {
@@ -484,7 +542,7 @@ int jv_repr(jj_ctx *c, jv v, jj_buf *b)
         if (jj_buf_putc(c, b, tup ? '(' : '['))
             return -1;
         for (size_t i = 0; i < v.u.l->n; i++) {
-            if ((i && put_s(c, b, ", ")) || jv_repr(c, v.u.l->v[i], b))
+            if ((i && put_s(c, b, ", ")) || repr_at(c, v.u.l->v[i], b, level + 1))
                 return -1;
         }
         if (tup && v.u.l->n == 1 && jj_buf_putc(c, b, ','))
@@ -495,8 +553,8 @@ int jv_repr(jj_ctx *c, jv v, jj_buf *b)
         if (jj_buf_putc(c, b, '{'))
             return -1;
         for (size_t i = 0; i < v.u.d->n; i++) {
-            if ((i && put_s(c, b, ", ")) || jv_repr(c, v.u.d->k[i], b) || put_s(c, b, ": ") ||
-                jv_repr(c, v.u.d->v[i], b))
+            if ((i && put_s(c, b, ", ")) || repr_at(c, v.u.d->k[i], b, level + 1) || put_s(c, b, ": ") ||
+                repr_at(c, v.u.d->v[i], b, level + 1))
                 return -1;
         }
         return jj_buf_putc(c, b, '}');

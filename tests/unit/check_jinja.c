@@ -359,6 +359,33 @@ START_TEST(test_limits)
 }
 END_TEST
 
+/* Work that allocates nothing is counted too: comparisons of values that
+ * share parts (exponential in the memory they use), searches in long
+ * strings, and values nested too deep to print or compare. */
+START_TEST(test_hidden_work)
+{
+    ck_fails("{% set a = [0] * 50 %}{% set b1 = [a] * 50 %}{% set b2 = [a] * 50 %}{% set c1 = [b1] * 50 %}"
+             "{% set c2 = [b2] * 50 %}{% set d1 = [c1] * 50 %}{% set d2 = [c2] * 50 %}{% set e1 = [d1] * 50 %}"
+             "{% set e2 = [d2] * 50 %}{% set f1 = [e1] * 50 %}{% set f2 = [e2] * 50 %}{{ f1 == f2 }}",
+             NULL, NULL, ML_E_UNSUPPORTED, "step limit");
+    ck_fails("{% set s = 'a' * 1000000 %}{% for i in range(100000) %}{% if 'b' in s %}{% endif %}{% endfor %}",
+             NULL, NULL, ML_E_UNSUPPORTED, "step limit");
+    ck_fails("{% set s = 'a' * 1000000 %}{% for i in range(100000) %}{{ s.find('b') }}{% endfor %}", NULL, NULL,
+             ML_E_UNSUPPORTED, "step limit");
+    const char *deep = "{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}";
+    char tpl[256];
+    snprintf(tpl, sizeof tpl, "%s{{ ns.x }}", deep);
+    ck_fails(tpl, NULL, NULL, ML_E_UNSUPPORTED, "depth limit of 256 reached printing a value");
+    snprintf(tpl, sizeof tpl, "%s{{ ns.x | tojson }}", deep);
+    ck_fails(tpl, NULL, NULL, ML_E_UNSUPPORTED, "depth limit of 256 reached");
+    snprintf(tpl, sizeof tpl, "%s{{ ns.x == [ns.x] }}", deep);
+    ck_fails(tpl, NULL, NULL, ML_E_UNSUPPORTED, "depth limit of 256 reached comparing values");
+    /* The same value is equal to itself at once, as in Python. */
+    snprintf(tpl, sizeof tpl, "%s{{ ns.x == ns.x }}", deep);
+    ck_render(tpl, NULL, "True");
+}
+END_TEST
+
 /* strftime_now: the pinned time in UTC; otherwise the local time now. */
 START_TEST(test_strftime)
 {
@@ -478,6 +505,7 @@ Suite *suite_jinja(void)
     tcase_add_test(tc, test_render_errors);
     tcase_add_test(tc, test_int_overflow);
     tcase_add_test(tc, test_limits);
+    tcase_add_test(tc, test_hidden_work);
     tcase_add_test(tc, test_strftime);
     tcase_add_test(tc, test_json_vars);
     tcase_add_test(tc, test_api);
