@@ -19,6 +19,40 @@ static int is_ws(char ch)
     return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
 }
 
+/* Python's whitespace (str.isspace, the \s of jinja2's regexes) is wider
+ * than ASCII: these code points, in UTF-8. */
+static int uni_space(uint32_t cp)
+{
+    return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 || cp == 0xa0 ||
+           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
+           cp == 0x202f || cp == 0x205f || cp == 0x3000;
+}
+
+/* Bytes of the whitespace code point starting at p (before end), or 0. */
+static size_t space_at(const char *p, const char *end)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    size_t n = (size_t)(end - p);
+    if (n == 0)
+        return 0;
+    if (u[0] < 0x80)
+        return uni_space(u[0]) ? 1 : 0;
+    if ((u[0] & 0xe0) == 0xc0 && n >= 2 && (u[1] & 0xc0) == 0x80)
+        return uni_space((uint32_t)(u[0] & 0x1f) << 6 | (u[1] & 0x3f)) ? 2 : 0;
+    if ((u[0] & 0xf0) == 0xe0 && n >= 3 && (u[1] & 0xc0) == 0x80 && (u[2] & 0xc0) == 0x80)
+        return uni_space((uint32_t)(u[0] & 0x0f) << 12 | (uint32_t)(u[1] & 0x3f) << 6 | (u[2] & 0x3f)) ? 3 : 0;
+    return 0;
+}
+
+/* Bytes of the whitespace code point ending at end (after begin), or 0. */
+static size_t space_before(const char *begin, const char *end)
+{
+    for (size_t k = 1; k <= 3 && (size_t)(end - begin) >= k; k++)
+        if (space_at(end - k, end) == k)
+            return k;
+    return 0;
+}
+
 static int push(lexer *L, jt t)
 {
     jt_list *o = L->out;
@@ -51,19 +85,19 @@ static int starts(const lexer *L, size_t p, const char *w)
  * `sign` ('-', '+' or 0); lstrip applies to block and comment tags. */
 static int emit_text(lexer *L, size_t a, size_t b, char sign, int lstrip)
 {
-    size_t e = b;
+    size_t e = b, k;
     if (sign == '-') {
-        while (e > a && is_ws(L->s[e - 1]))
-            e--;
+        while (e > a && (k = space_before(L->s + a, L->s + e)) > 0)
+            e -= k;
     } else if (sign != '+' && lstrip) {
         size_t l = e;
         while (l > a && L->s[l - 1] != '\n')
             l--;
         if (l > a || L->line_starting) {
-            size_t k = l;
-            while (k < e && is_ws(L->s[k]))
-                k++;
-            if (k == e)
+            size_t q = l;
+            while (q < e && (k = space_at(L->s + q, L->s + e)) > 0)
+                q += k;
+            if (q == e)
                 e = l;
         }
     }
@@ -77,10 +111,10 @@ static int emit_text(lexer *L, size_t a, size_t b, char sign, int lstrip)
  * comments only). */
 static void after_close(lexer *L, size_t *p, char sign, int trim)
 {
-    size_t q = *p;
+    size_t q = *p, k;
     if (sign == '-') {
-        while (q < L->n && is_ws(L->s[q]))
-            q++;
+        while (q < L->n && (k = space_at(L->s + q, L->s + L->n)) > 0)
+            q += k;
     } else if (sign != '+' && trim && q < L->n && L->s[q] == '\n') {
         q++;
     }
@@ -226,8 +260,9 @@ static int lex_tag(lexer *L, size_t *pp, const char *end, size_t open_pos, char 
     jj_buf stack = {0}; /* the closers expected, innermost last */
     size_t bal = 0;
     for (;;) {
-        while (p < L->n && is_ws(L->s[p]))
-            p++;
+        size_t k;
+        while (p < L->n && (k = space_at(L->s + p, L->s + L->n)) > 0)
+            p += k;
         if (p >= L->n)
             return jj_fail(L->c, ML_E_FORMAT, open_pos, "unexpected end of template, tag not closed");
         if (bal == 0) {
@@ -300,9 +335,10 @@ static int try_raw(lexer *L, size_t *pp)
     while (p < L->n && is_ws(L->s[p]))
         p++;
     if (starts(L, p, "-%}")) {
+        size_t k;
         p += 3;
-        while (p < L->n && is_ws(L->s[p]))
-            p++;
+        while (p < L->n && (k = space_at(L->s + p, L->s + L->n)) > 0)
+            p += k;
     } else if (starts(L, p, "%}")) {
         p += 2;
     } else {
