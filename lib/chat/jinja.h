@@ -54,7 +54,10 @@ typedef enum jv_kind {
  * len() refuse in Python. */
 /* JV_SAFE: a markupsafe.Markup string (from |safe, |e): + escapes the
  * other operand. */
-enum { JV_TUPLE = 1, JV_UNSAFE = 2, JV_SAFE = 4, JV_GEN = 8 };
+/* JV_KEYS, JV_VALUES, JV_ITEMS: the views dict.keys() and the like return,
+ * which print as dict_keys([...]) and which json.dumps refuses. */
+enum { JV_TUPLE = 1, JV_UNSAFE = 2, JV_SAFE = 4, JV_GEN = 8, JV_KEYS = 16, JV_VALUES = 32, JV_ITEMS = 64 };
+#define JV_VIEW (JV_KEYS | JV_VALUES | JV_ITEMS)
 
 typedef struct jv_list jv_list;
 typedef struct jv_dict jv_dict;
@@ -155,6 +158,9 @@ int jv_tojson(jj_ctx *c, jv v, int indent, jj_buf *b, size_t pos);
 /* UTF-8: the number of code points, and the byte offset of code point i. */
 size_t jj_u8_len(const char *s, size_t n);
 size_t jj_u8_off(const char *s, size_t n, size_t i);
+
+/* Python's str % args (printf-style formatting). */
+int jj_percent(jj_ctx *c, jv fmt, jv args, jv *out, size_t pos);
 
 /* Reads a JSON document into values (strict; nesting <= max_depth). */
 int jj_json_parse(jj_ctx *c, const char *s, size_t n, jv *out);

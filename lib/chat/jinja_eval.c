@@ -162,6 +162,9 @@ static int get_item(jj_render *r, jv x, jv k, jv *out, size_t pos)
             *out = *v;
             return 0;
         }
+    } else if (x.kind == JV_LIST && (x.flags & (JV_GEN | JV_VIEW))) {
+        *out = jv_undef(NULL, 0); /* not subscriptable: jinja2 gives undefined */
+        return 0;
     } else if ((x.kind == JV_LIST || x.kind == JV_STR) && (k.kind == JV_INT || k.kind == JV_BOOL)) {
         int64_t i = k.kind == JV_INT ? k.u.i : k.u.b;
         size_t len = x.kind == JV_LIST ? x.u.l->n : jj_u8_len(x.u.s, x.n);
@@ -205,7 +208,7 @@ static int slice(jj_render *r, jv x, const jj_node *e, jv *out, jj_scope *s)
         return -1;
     if (x.kind == JV_UNDEF)
         return undefined_error(r, x, e->pos);
-    if (x.kind != JV_LIST && x.kind != JV_STR)
+    if ((x.kind != JV_LIST && x.kind != JV_STR) || (x.kind == JV_LIST && (x.flags & (JV_GEN | JV_VIEW))))
         return jj_fail(r->c, ML_E_INVAL, e->pos, "'%s' object is not subscriptable", jv_type_name(x));
     int64_t len = (int64_t)(x.kind == JV_LIST ? x.u.l->n : jj_u8_len(x.u.s, x.n));
     int64_t step = 1, a = 0, b = 0;
@@ -332,6 +335,8 @@ static int arith(jj_render *r, uint16_t op, jv a, jv b, jv *out, size_t pos)
         return repeat(r, a, ival(b), out, pos);
     if (op == '*' && (b.kind == JV_STR || b.kind == JV_LIST) && (a.kind == JV_INT || a.kind == JV_BOOL))
         return repeat(r, b, ival(a), out, pos);
+    if (op == '%' && a.kind == JV_STR)
+        return jj_percent(r->c, a, b, out, pos);
     if (!num(a) || !num(b))
         return type_error(r, pos, ops, a, b);
     int isf = a.kind == JV_FLOAT || b.kind == JV_FLOAT;
@@ -416,6 +421,8 @@ static int contains(jj_render *r, jv hay, jv needle, int *out, size_t pos)
         return 0;
     }
     if (hay.kind == JV_DICT || hay.kind == JV_NS) {
+        if (hay.kind == JV_DICT && !jv_hashable(needle))
+            return jj_fail(r->c, ML_E_INVAL, pos, "unhashable type: '%s'", jv_type_name(needle));
         *out = jv_dict_get(hay.u.d, needle) != NULL;
         return 0;
     }

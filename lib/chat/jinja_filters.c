@@ -32,6 +32,8 @@ static int bad_type(jj_render *r, size_t pos, const char *what, jv x)
 {
     if (x.kind == JV_UNDEF && x.u.s)
         return jj_fail(r->c, ML_E_INVAL, pos, "'%.*s' is undefined", (int)(x.n > 60 ? 60 : x.n), x.u.s);
+    if (x.kind == JV_UNDEF)
+        return jj_fail(r->c, ML_E_INVAL, pos, "%s: the value is undefined", what);
     return jj_fail(r->c, ML_E_INVAL, pos, "%s: unexpected %s", what, jv_type_name(x));
 }
 
@@ -811,7 +813,6 @@ static int minmax(jj_render *r, jv x, int want_max, jv *out, size_t pos)
 
 static int filter2(jj_render *r, const char *f, size_t fn, jv x, const jj_args *a, jv *out, size_t pos)
 {
-    jv v;
     if (EQ(f, fn, "tojson")) {
         jv ind = jv_none();
         arg(a, 0, "indent", &ind);
@@ -856,9 +857,34 @@ static int filter2(jj_render *r, const char *f, size_t fn, jv x, const jj_args *
     if (EQ(f, fn, "unique"))
         return unique(r, x, a, out, pos);
     if (EQ(f, fn, "indent")) {
-        if (jv_stringify(r->c, x, &v))
+        if (x.kind != JV_STR) /* jinja2 appends "\n" to the value itself */
+            return bad_type(r, pos, "indent", x);
+        return indent_(r, x, a, out);
+    }
+    if (EQ(f, fn, "batch")) {
+        jv seq, size, fill;
+        int has_fill = arg(a, 1, "fill_with", &fill);
+        if (!arg(a, 0, "linecount", &size) || size.kind != JV_INT || size.u.i <= 0)
+            return jj_fail(r->c, ML_E_INVAL, pos, "batch needs a positive count");
+        if (list_of(r, x, &seq, pos))
             return -1;
-        return indent_(r, v, a, out);
+        jv_list *l = jv_list_new(r->c, 0), *cur = NULL;
+        if (!l)
+            return -1;
+        for (size_t i = 0; i < seq.u.l->n; i++) {
+            if (!cur && (!(cur = jv_list_new(r->c, 0)) || jv_list_push(r->c, l, jv_of_list(cur, 0))))
+                return -1;
+            if (jv_list_push(r->c, cur, seq.u.l->v[i]))
+                return -1;
+            if ((int64_t)cur->n == size.u.i)
+                cur = NULL;
+        }
+        while (cur && has_fill && (int64_t)cur->n < size.u.i)
+            if (jv_list_push(r->c, cur, fill))
+                return -1;
+        *out = jv_of_list(l, 0);
+        out->flags |= JV_GEN;
+        return 0;
     }
     if (EQ(f, fn, "round"))
         return round_(r, x, a, out, pos);
@@ -924,6 +950,9 @@ int jj_filter(jj_render *r, const char *f, size_t fn, jv x, const jj_args *a, jv
         *out = n ? seq.u.l->v[f[0] == 'f' ? 0 : n - 1] : jv_undef(NULL, 0);
         return 0;
     }
+    /* int(), float() and .items() of an Undefined raise in jinja2. */
+    if ((EQ(f, fn, "int") || EQ(f, fn, "float") || EQ(f, fn, "dictsort")) && x.kind == JV_UNDEF)
+        return bad_type(r, pos, "filter", x);
     if (EQ(f, fn, "int"))
         return to_int(r, x, a, out);
     if (EQ(f, fn, "float"))
@@ -1016,7 +1045,7 @@ static const char *const filter_names[] = {
     "last", "int", "float", "abs", "upper", "lower", "capitalize", "title", "trim", "wordcount",
     "replace", "reverse", "tojson", "default", "d", "join", "map", "select", "reject",
     "selectattr", "rejectattr", "sort", "dictsort", "unique", "indent", "round", "min", "max",
-    "sum", NULL};
+    "sum", "batch", NULL};
 static const char *const test_names[] = {
     "defined", "undefined", "none", "string", "number", "integer", "float", "boolean", "true",
     "false", "mapping", "iterable", "sequence", "callable", "lower", "upper", "odd", "even",
@@ -1051,14 +1080,25 @@ int jj_test(jj_render *r, const char *t, size_t tn, jv x, const jj_args *a, int 
     else if (EQ(t, tn, "sequence")) *out = x.kind == JV_LIST || x.kind == JV_DICT || x.kind == JV_STR || x.kind == JV_NS || x.kind == JV_UNDEF;
     else if (EQ(t, tn, "callable")) *out = x.kind == JV_FUNC || x.kind == JV_MACRO;
     else if (EQ(t, tn, "lower") || EQ(t, tn, "upper")) {
-        jv m;
-        if (x.kind != JV_STR) {
-            *out = 0;
-            return 0;
-        }
-        if (map_cp(r, x, t[0] == 'l' ? 1 : 0, &m))
+        /* str(x).islower(): no cased character of the other case, and one at least */
+        jv s, lo, up;
+        if (jv_stringify(r->c, x, &s) || map_cp(r, s, 1, &lo) || map_cp(r, s, 0, &up))
             return -1;
-        *out = jv_equal(r->c, m, x);
+        int cased = !jv_equal(r->c, lo, up);
+        *out = cased && jv_equal(r->c, t[0] == 'l' ? lo : up, s);
+    } else if (x.kind == JV_FLOAT && (EQ(t, tn, "odd") || EQ(t, tn, "even") || EQ(t, tn, "divisibleby"))) {
+        double d = 2;
+        if (t[0] == 'd') {
+            if (!have || (y.kind != JV_INT && y.kind != JV_FLOAT))
+                return jj_fail(r->c, ML_E_INVAL, pos, "divisibleby needs a number");
+            d = y.kind == JV_INT ? (double)y.u.i : y.u.f;
+            if (d == 0)
+                return jj_fail(r->c, ML_E_INVAL, pos, "float modulo");
+        }
+        double m = fmod(x.u.f, d);
+        if (m != 0 && ((m < 0) != (d < 0)))
+            m += d;
+        *out = t[0] == 'o' ? m == 1 : m == 0;
     } else if (EQ(t, tn, "odd") || EQ(t, tn, "even") || EQ(t, tn, "divisibleby")) {
         if (x.kind != JV_INT && x.kind != JV_BOOL)
             return bad_type(r, pos, "test", x);
@@ -1340,8 +1380,12 @@ int jj_method(jj_render *r, jv self, const char *m, const jj_args *a, jv *out, s
             *out = v ? *v : hy ? y : jv_none();
             return 0;
         }
-        if (EQ(m, mn, "items"))
-            return items_of(r, self, out, pos);
+        if (EQ(m, mn, "items")) {
+            if (items_of(r, self, out, pos))
+                return -1;
+            out->flags |= JV_ITEMS;
+            return 0;
+        }
         if (EQ(m, mn, "keys") || EQ(m, mn, "values")) {
             jv_list *l = jv_list_new(r->c, self.u.d->n);
             if (!l)
@@ -1349,6 +1393,7 @@ int jj_method(jj_render *r, jv self, const char *m, const jj_args *a, jv *out, s
             for (size_t i = 0; i < self.u.d->n; i++)
                 l->v[l->n++] = m[0] == 'k' ? self.u.d->k[i] : self.u.d->v[i];
             *out = jv_of_list(l, 0);
+            out->flags |= m[0] == 'k' ? JV_KEYS : JV_VALUES;
             return 0;
         }
         if (EQ(m, mn, "copy")) {

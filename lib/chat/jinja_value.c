@@ -258,7 +258,7 @@ int jv_truthy(jv v)
     case JV_INT: return v.u.i != 0;
     case JV_FLOAT: return v.u.f != 0;
     case JV_STR: return v.n != 0;
-    case JV_LIST: return v.u.l->n != 0;
+    case JV_LIST: return v.u.l->n != 0 || (v.flags & JV_GEN); /* a generator is always true */
     case JV_DICT: case JV_NS: return v.u.d->n != 0 || v.kind == JV_NS;
     default: return 1;
     }
@@ -387,7 +387,10 @@ const char *jv_type_name(jv v)
     case JV_INT: return "int";
     case JV_FLOAT: return "float";
     case JV_STR: return "str";
-    case JV_LIST: return v.flags & JV_GEN ? "generator" : v.flags & JV_TUPLE ? "tuple" : "list";
+    case JV_LIST:
+        if (v.flags & JV_VIEW)
+            return v.flags & JV_KEYS ? "dict_keys" : v.flags & JV_VALUES ? "dict_values" : "dict_items";
+        return v.flags & JV_GEN ? "generator" : v.flags & JV_TUPLE ? "tuple" : "list";
     case JV_DICT: return "dict";
     case JV_NS: return "Namespace";
     case JV_FUNC: return "builtin_function_or_method";
@@ -537,6 +540,14 @@ static int repr_at(jj_ctx *c, jv v, jj_buf *b, uint32_t level)
         return jj_fail(c, ML_E_UNSUPPORTED, SIZE_MAX, "depth limit of %u reached printing a value", c->max_depth);
     if (v.kind == JV_STR)
         return repr_str(c, v.u.s, v.n, b);
+    if (v.kind == JV_LIST && (v.flags & JV_VIEW)) {
+        jv plain = v;
+        plain.flags &= (uint8_t)~JV_VIEW;
+        return put_s(c, b, jv_type_name(v)) || jj_buf_putc(c, b, '(') || repr_at(c, plain, b, level) ||
+                       jj_buf_putc(c, b, ')')
+                   ? -1
+                   : 0;
+    }
     if (v.kind == JV_LIST) {
         int tup = v.flags & JV_TUPLE;
         if (jj_buf_putc(c, b, tup ? '(' : '['))
@@ -661,8 +672,8 @@ static int json_val(jj_ctx *c, jv v, int indent, int level, jj_buf *b, size_t po
         }
         return jv_to_str(c, v, b);
     case JV_LIST: case JV_DICT: case JV_NS: {
-        if (v.flags & JV_GEN)
-            return jj_fail(c, ML_E_INVAL, pos, "Object of type generator is not JSON serializable");
+        if (v.kind == JV_LIST && (v.flags & (JV_GEN | JV_VIEW)))
+            return jj_fail(c, ML_E_INVAL, pos, "Object of type %s is not JSON serializable", jv_type_name(v));
         int is_list = v.kind == JV_LIST;
         size_t n = is_list ? v.u.l->n : v.u.d->n;
         if (jj_buf_putc(c, b, is_list ? '[' : '{'))
@@ -726,4 +737,130 @@ size_t jj_u8_off(const char *s, size_t n, size_t i)
         }
     }
     return n;
+}
+
+/* ---- str % args ---- */
+static int pct_arg(jj_ctx *c, jv args, size_t *next, jv *out, size_t pos)
+{
+    if (args.kind == JV_LIST && (args.flags & JV_TUPLE)) {
+        if (*next >= args.u.l->n)
+            return jj_fail(c, ML_E_INVAL, pos, "not enough arguments for format string");
+        *out = args.u.l->v[(*next)++];
+        return 0;
+    }
+    if (*next > 0)
+        return jj_fail(c, ML_E_INVAL, pos, "not enough arguments for format string");
+    (*next)++;
+    *out = args;
+    return 0;
+}
+
+static int pct_one(jj_ctx *c, char conv, const char *flags, int width, int prec, jv v, jj_buf *b, size_t pos)
+{
+    char num[64], spec[32];
+    jj_buf tmp = {0};
+    const char *s;
+    size_t n;
+    if (conv == 's' || conv == 'r') {
+        if ((conv == 's' ? jv_to_str(c, v, &tmp) : jv_repr(c, v, &tmp)))
+            return -1;
+        s = tmp.p ? tmp.p : "";
+        n = tmp.n;
+        if (prec >= 0 && (size_t)prec < jj_u8_len(s, n))
+            n = jj_u8_off(s, n, (size_t)prec);
+    } else {
+        if (v.kind != JV_INT && v.kind != JV_FLOAT && v.kind != JV_BOOL)
+            return jj_fail(c, ML_E_INVAL, pos, "%%%c format: a real number is required, not %s", conv, jv_type_name(v));
+        double f = v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : v.u.b;
+        if (conv == 'd' || conv == 'i' || conv == 'x') {
+            if (v.kind == JV_FLOAT && !(f > -9.2e18 && f < 9.2e18))
+                return jj_fail(c, ML_E_INVAL, pos, "integer overflow (beyond 64 bits)");
+            long long k = v.kind == JV_FLOAT ? (long long)f : v.kind == JV_INT ? (long long)v.u.i : v.u.b;
+            snprintf(spec, sizeof spec, "%%%s%s", flags, conv == 'x' ? "llx" : "lld");
+            snprintf(num, sizeof num, spec, k);
+        } else {
+            snprintf(spec, sizeof spec, "%%%s.%d%c", flags, prec < 0 ? 6 : prec > 40 ? 40 : prec, conv);
+            snprintf(num, sizeof num, spec, f);
+        }
+        s = num;
+        n = strlen(num);
+    }
+    size_t len = jj_u8_len(s, n);
+    int left = strchr(flags, '-') != NULL;
+    for (size_t i = len; !left && (int)i < width; i++)
+        if (jj_buf_putc(c, b, ' '))
+            return -1;
+    if (jj_buf_put(c, b, s, n))
+        return -1;
+    for (size_t i = len; left && (int)i < width; i++)
+        if (jj_buf_putc(c, b, ' '))
+            return -1;
+    return 0;
+}
+
+int jj_percent(jj_ctx *c, jv fmt, jv args, jv *out, size_t pos)
+{
+    jj_buf b = {0};
+    size_t next = 0;
+    int mapping = args.kind == JV_DICT;
+    for (size_t i = 0; i < fmt.n; i++) {
+        char ch = fmt.u.s[i];
+        if (ch != '%') {
+            if (jj_buf_putc(c, &b, ch))
+                return -1;
+            continue;
+        }
+        if (++i >= fmt.n)
+            return jj_fail(c, ML_E_INVAL, pos, "incomplete format");
+        jv v;
+        int have = 0;
+        if (fmt.u.s[i] == '(') {
+            size_t j = i + 1;
+            while (j < fmt.n && fmt.u.s[j] != ')')
+                j++;
+            if (j >= fmt.n || !mapping)
+                return jj_fail(c, ML_E_INVAL, pos, j >= fmt.n ? "incomplete format key" : "format requires a mapping");
+            jv *hit = jv_dict_gets(args.u.d, fmt.u.s + i + 1, j - i - 1);
+            if (!hit)
+                return jj_fail(c, ML_E_INVAL, pos, "KeyError: '%.*s'", (int)(j - i - 1 > 40 ? 40 : j - i - 1), fmt.u.s + i + 1);
+            v = *hit;
+            have = 1;
+            i = j + 1;
+        }
+        char flags[8];
+        size_t nf = 0;
+        while (i < fmt.n && strchr("-0 +#", fmt.u.s[i]) && fmt.u.s[i] && nf < 4)
+            flags[nf++] = fmt.u.s[i++];
+        flags[nf] = 0;
+        int width = 0, prec = -1;
+        while (i < fmt.n && fmt.u.s[i] >= '0' && fmt.u.s[i] <= '9' && width < 10000)
+            width = width * 10 + (fmt.u.s[i++] - '0');
+        if (i < fmt.n && fmt.u.s[i] == '.') {
+            prec = 0;
+            for (i++; i < fmt.n && fmt.u.s[i] >= '0' && fmt.u.s[i] <= '9' && prec < 10000; i++)
+                prec = prec * 10 + (fmt.u.s[i] - '0');
+        }
+        if (i >= fmt.n)
+            return jj_fail(c, ML_E_INVAL, pos, "incomplete format");
+        char conv = fmt.u.s[i];
+        if (conv == '%') {
+            if (jj_buf_putc(c, &b, '%'))
+                return -1;
+            continue;
+        }
+        if (!strchr("sridfx", conv) || !conv)
+            return jj_fail(c, ML_E_INVAL, pos, "unsupported format character '%c'", conv >= 0x20 && conv < 0x7f ? conv : '?');
+        if (!have && (mapping ? (v = args, 1) : pct_arg(c, args, &next, &v, pos) == 0) == 0)
+            return -1;
+        if (pct_one(c, conv, flags, width, prec, v, &b, pos))
+            return -1;
+    }
+    /* Python lets a mapping-like argument (a dict, a list) go unused. */
+    size_t want = args.kind == JV_LIST && (args.flags & JV_TUPLE) ? args.u.l->n : 1;
+    if (!mapping && args.kind == JV_LIST && !(args.flags & JV_TUPLE))
+        want = 0;
+    if (!mapping && next < want)
+        return jj_fail(c, ML_E_INVAL, pos, "not all arguments converted during string formatting");
+    *out = jv_str(b.p ? b.p : "", b.n);
+    return 0;
 }
