@@ -7,6 +7,17 @@
  * from model files and are distrusted: there is no file or network access,
  * and steps, nesting depth, output size and memory are bounded.
  *
+ * The subset is what real chat templates use: expressions with Python's
+ * semantics (int64, floats printed as Python does, str/list/dict/tuple,
+ * slicing, printf-style %), if/elif/else, for (unpacking, inline if,
+ * else, loop.*, break, continue), set (plain, tuple, namespace attribute,
+ * block), macros, raw, filter and generation blocks, comments, whitespace
+ * control with jinja2's trim_blocks and lstrip_blocks, the jinja2 filters
+ * and tests templates call, str/dict/list methods, range, dict, namespace.
+ * Mutating methods (list.append, dict.update, ...) fail as the sandbox
+ * makes them fail.  No include, import, extends, call blocks or recursive
+ * loops.  tests/fixtures/chat/README.md lists the known differences.
+ *
  * Statuses: ML_E_FORMAT for a syntax error; ML_E_INVAL for an error raised
  * while rendering (raise_exception, a type error, an undefined name
  * called, a forbidden method such as list.append) and for bad variables

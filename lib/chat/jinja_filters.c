@@ -730,6 +730,8 @@ static int unique(jj_render *r, jv x, const jj_args *a, jv *out, size_t pos)
     for (size_t i = 0; i < seq.u.l->n; i++) {
         jv k = sort_key(r, &s, seq.u.l->v[i]);
         int seen = 0;
+        if (!jv_hashable(k)) /* unique keeps a set of what it has seen */
+            return jj_fail(r->c, ML_E_INVAL, pos, "unhashable type: '%s'", jv_type_name(k));
         if (jj_steps(r->c, keys->n, pos))
             return -1;
         for (size_t j = 0; j < keys->n && !seen; j++)
@@ -1182,6 +1184,8 @@ int jj_has_method(jv v, const char *name, size_t n, int *unsafe)
             return *unsafe = 1;
         return in_list(dict_methods, name, n);
     }
+    if (v.kind == JV_LIST && (v.flags & (JV_GEN | JV_VIEW)))
+        return 0; /* generators and dict views have no list methods */
     if (v.kind == JV_LIST) {
         if (!(v.flags & JV_TUPLE) && in_list(list_unsafe, name, n))
             return *unsafe = 1;

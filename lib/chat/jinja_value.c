@@ -348,7 +348,8 @@ static int cmp_at(jj_ctx *c, jv a, jv b, int *bad, uint32_t level)
             return r < 0 ? -1 : 1;
         return a.n < b.n ? -1 : a.n > b.n;
     }
-    if (a.kind == JV_LIST && b.kind == JV_LIST && (a.flags & JV_TUPLE) == (b.flags & JV_TUPLE)) {
+    if (a.kind == JV_LIST && b.kind == JV_LIST && (a.flags & JV_TUPLE) == (b.flags & JV_TUPLE) &&
+        !((a.flags | b.flags) & (JV_GEN | JV_VIEW))) {
         size_t m = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < m; i++) {
             if (cmp_enter(c, level + 1)) {
@@ -857,7 +858,7 @@ int jj_percent(jj_ctx *c, jv fmt, jv args, jv *out, size_t pos)
     }
     /* Python lets a mapping-like argument (a dict, a list) go unused. */
     size_t want = args.kind == JV_LIST && (args.flags & JV_TUPLE) ? args.u.l->n : 1;
-    if (!mapping && args.kind == JV_LIST && !(args.flags & JV_TUPLE))
+    if (!mapping && args.kind == JV_LIST && !(args.flags & (JV_TUPLE | JV_GEN)))
         want = 0;
     if (!mapping && next < want)
         return jj_fail(c, ML_E_INVAL, pos, "not all arguments converted during string formatting");
