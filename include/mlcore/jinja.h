@@ -57,9 +57,12 @@ ML_API void ml_jinja_free(ml_jinja *t);
 
 /* Renders with the variables of a JSON object of len bytes, for a chat:
  * {"messages": [...], "add_generation_prompt": true, "bos_token": "<s>",
- * "eos_token": "</s>", "tools": [...], ...}.  A missing name is undefined.
- * The JSON is read strictly (RFC 8259, nesting at most 256, integers that
- * fit int64).  On success *out is a new NUL-terminated buffer (free with
+ * "eos_token": "</s>", "tools": [...], ...}.  A missing name is undefined
+ * (transformers passes tools=None when there are none: give "tools": null
+ * for that).  len 0 (json_vars may then be NULL) renders with no variables.
+ * The JSON is read strictly (RFC 8259, UTF-8, nesting at most max_depth,
+ * integers that fit int64).  A parsed template is not changed by rendering:
+ * several threads may render it at once.  On success *out is a new NUL-terminated buffer (free with
  * free()) of *out_len bytes (out_len may be NULL); on failure *out is NULL. */
 ML_API ml_status ml_jinja_render_json(const ml_jinja *t, const char *json_vars, size_t len,
                                       char **out, size_t *out_len, ml_error *err);
