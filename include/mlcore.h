@@ -25,6 +25,7 @@
 #include <mlcore/quant.h>
 #include <mlcore/gguf.h>
 #include <mlcore/mlt.h>
+#include <mlcore/jinja.h>
 #include <mlcore/convert_tok.h>
 #include <mlcore/mli.h>
 #include <mlcore/convert.h>
