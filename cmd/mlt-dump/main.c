@@ -12,7 +12,7 @@
 #include <string.h>
 
 enum { OPT_VOCAB, OPT_MERGES, OPT_ENCODE, OPT_DECODE, OPT_LINES, OPT_JSON, OPT_BOS, OPT_NO_BOS,
-       OPT_SKIP, OPT_KEEP_SPACE, OPT_PRINT_TEMPLATE };
+       OPT_SKIP, OPT_KEEP_SPACE, OPT_PRINT_TEMPLATE, OPT_RENDER, OPT_TEMPLATE, OPT_NO_GEN };
 
 static const cli_opt opts[] = {
     {OPT_VOCAB, 'v', "vocab", NULL, "print every token: id, attr, piece"},
@@ -27,6 +27,9 @@ static const cli_opt opts[] = {
     {OPT_KEEP_SPACE, 0, "keep-space", NULL, "with --decode: keep the space of the leading \xe2\x96\x81"},
     {OPT_PRINT_TEMPLATE, 0, "print-template", "NAME",
      "print the chat template NAME (default: the model's own)"},
+    {OPT_RENDER, 0, "render", "MESSAGES", "print the chat template rendered for MESSAGES (JSON)"},
+    {OPT_TEMPLATE, 0, "template", "FILE", "with --render: this Jinja file, not the model's template"},
+    {OPT_NO_GEN, 0, "no-generation-prompt", NULL, "with --render: no assistant turn opened"},
 };
 
 static const cli cmd = {
@@ -38,7 +41,8 @@ static const cli cmd = {
     "  mlt-dump --vocab m.mlt | grep hello\n"
     "  echo hi | mlt-dump --encode - m.mlt\n"
     "  mlt-dump --decode m.mlt 9906 1917\n"
-    "  mlt-dump --print-template default m.mlt\n",
+    "  mlt-dump --print-template default m.mlt\n"
+    "  echo '[{\"role\":\"user\",\"content\":\"Hi\"}]' | mlt-dump --render - m.mlt\n",
     opts, sizeof opts / sizeof opts[0],
 };
 
@@ -46,6 +50,8 @@ typedef struct options {
     int vocab, merges, decode, lines, json, bos, skip, keep_space;
     const char *encode; /* TEXT, "-" or NULL */
     const char *print_template; /* NAME or NULL */
+    const char *render, *template_file; /* MESSAGES and --template FILE, or NULL */
+    int no_gen;
 } options;
 
 static const char *attr_name(unsigned a)
@@ -199,6 +205,122 @@ static int print_template(const char *path, const ml_mlt *t, const char *name, i
         fwrite(k.text, 1, k.len, stdout);
     }
     return EXIT_OK;
+}
+
+/* A special token's piece as a JSON string ("" when there is none). */
+static void json_special(FILE *f, const ml_mlt *t, int32_t id)
+{
+    ml_mlt_token k = id >= 0 ? ml_mlt_get_token(t, (ml_token)id) : (ml_mlt_token){NULL, 0, 0};
+    json_strn(f, k.len ? (const char *)k.bytes : "", k.len);
+}
+
+/* The variables of a render: MESSAGES (an array of messages, or an object
+ * with "messages" and any other variables, which win over ours), the
+ * generation prompt, BOS and EOS, as one JSON object in a new string. */
+static char *render_vars(const ml_mlt *t, const char *msgs, size_t len, int gen, size_t *out_len,
+                         int64_t *shift)
+{
+    const ml_mlt_header *h = ml_mlt_get_header(t);
+    size_t i = strspn(msgs, " \t\r\n");
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, out_len);
+    if (!f)
+        return NULL;
+    fprintf(f, "{\"add_generation_prompt\":%s,\"bos_token\":", gen ? "true" : "false");
+    json_special(f, t, h->bos);
+    fputs(",\"eos_token\":", f);
+    json_special(f, t, h->eos);
+    if (i < len && msgs[i] == '{') { /* its own members after ours */
+        size_t j = i + 1 + strspn(msgs + i + 1, " \t\r\n");
+        fputs(j < len && msgs[j] == '}' ? "" : ",", f);
+        fflush(f);
+        *shift = (int64_t)ftello(f) - (int64_t)(i + 1);
+        fwrite(msgs + i + 1, 1, len - i - 1, f);
+    } else {
+        fputs(",\"messages\":", f);
+        fflush(f);
+        *shift = (int64_t)ftello(f);
+        fwrite(msgs, 1, len, f);
+        fputc('}', f);
+    }
+    if (fclose(f)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* The library's message reads "vars (offset N): ..."; N moves back by
+ * shift, to count from the start of the messages' file. */
+static void shift_offset(ml_error *err, int64_t shift)
+{
+    const char *rest = strstr(err->msg, "): ");
+    char msg[sizeof err->msg];
+    if (!rest || strncmp(err->msg, "vars (offset ", 13) != 0)
+        return;
+    err->offset -= shift;
+    snprintf(msg, sizeof msg, "vars (offset %lld)%s", (long long)err->offset, rest + 1);
+    memcpy(err->msg, msg, sizeof msg);
+}
+
+/* The template: --template FILE, or the tokenizer's "default". */
+static int load_template(const char *path, const ml_mlt *t, const options *o, char **text,
+                         size_t *len, const char **name)
+{
+    if (o->template_file) {
+        *name = o->template_file;
+        return cli_read_text(o->template_file, text, len);
+    }
+    ml_mlt_template k;
+    *name = path;
+    if (!ml_mlt_find_template(t, "default", &k)) {
+        cli_warn(path, "ML_E_INVAL: the tokenizer has no chat template (give one with "
+                       "--template FILE)");
+        return EXIT_INVALID;
+    }
+    if (!(*text = malloc(k.len + 1)))
+        return cli_fail(NULL, ML_E_NOMEM, NULL);
+    memcpy(*text, k.text, k.len);
+    (*text)[k.len] = 0;
+    *len = k.len;
+    return 0;
+}
+
+/* --render: the conversation as the model's template writes it, exactly
+ * the text a chat would encode. */
+static int render(const char *path, const ml_mlt *t, const options *o)
+{
+    char *tpl = NULL, *msgs = NULL, *vars = NULL, *out = NULL;
+    size_t tpl_len, msgs_len, vars_len, out_len;
+    int64_t shift = 0; /* where the messages' bytes lie in vars */
+    const char *tpl_name;
+    ml_jinja *j = NULL;
+    ml_error err;
+    int rc = load_template(path, t, o, &tpl, &tpl_len, &tpl_name);
+    if (!rc)
+        rc = cli_read_text(o->render, &msgs, &msgs_len);
+    if (!rc && !(vars = render_vars(t, msgs, msgs_len, !o->no_gen, &vars_len, &shift)))
+        rc = cli_fail(NULL, ML_E_NOMEM, NULL);
+    ml_status s = ML_OK;
+    if (!rc && (s = ml_jinja_parse(tpl, tpl_len, NULL, &j, &err)))
+        rc = cli_fail(tpl_name, s, &err);
+    if (!rc && (s = ml_jinja_render_json(j, vars, vars_len, &out, &out_len, &err))) {
+        /* the messages are what the template refused, or could not read:
+         * a JSON error's offset is then one in the messages' file */
+        int in_vars = strcmp(err.field, "vars") == 0;
+        if (in_vars && err.offset >= shift)
+            shift_offset(&err, shift);
+        cli_fail(in_vars ? cli_name(o->render) : tpl_name, s, &err);
+        rc = s == ML_E_INVAL ? EXIT_INVALID : cli_exit_status(s);
+    }
+    if (!rc)
+        fwrite(out, 1, out_len, stdout);
+    ml_jinja_free(j);
+    free(out);
+    free(vars);
+    free(msgs);
+    free(tpl);
+    return rc;
 }
 
 static void print_header(const char *path, const ml_mlt *t)
@@ -434,11 +556,17 @@ int main(int argc, char **argv)
         case OPT_SKIP: o.skip = 1; break;
         case OPT_KEEP_SPACE: o.keep_space = 1; break;
         case OPT_PRINT_TEMPLATE: o.print_template = arg; break;
+        case OPT_RENDER: o.render = arg; break;
+        case OPT_TEMPLATE: o.template_file = arg; break;
+        case OPT_NO_GEN: o.no_gen = 1; break;
         }
     }
-    if (o.vocab + o.merges + (o.encode != NULL) + o.decode + (o.print_template != NULL) > 1)
-        cli_usage_error("--vocab, --merges, --encode, --decode and --print-template exclude each "
-                        "other");
+    if (o.vocab + o.merges + (o.encode != NULL) + o.decode + (o.print_template != NULL) +
+            (o.render != NULL) > 1)
+        cli_usage_error("--vocab, --merges, --encode, --decode, --print-template and --render "
+                        "exclude each other");
+    if ((o.template_file || o.no_gen) && !o.render)
+        cli_usage_error("--template and --no-generation-prompt go with --render");
     if (o.lines && !o.encode)
         cli_usage_error("--lines goes with --encode");
     /* With --decode the FILE is the operand that is not a number (the
@@ -479,6 +607,10 @@ int main(int argc, char **argv)
         dump_merges(t, o.json);
     } else if (o.print_template) {
         status = print_template(path, t, o.print_template, o.json);
+    } else if (o.render) {
+        if (strcmp(o.render, "-") == 0 && strcmp(path, "-") == 0)
+            cli_usage_error("the messages and the tokenizer cannot both come from standard input");
+        status = render(path, t, &o);
     } else if (o.encode) {
         status = do_encode(path, t, &o);
     } else if (o.decode) {

@@ -67,6 +67,43 @@ GEMMA="$FIX/gemma3.mlt"
     [[ -z $output ]]
 }
 
+@test "--render: a conversation as the model's template writes it; --template FILE as jinja2 renders it" {
+    local d=$BATS_TEST_TMPDIR c="$BATS_TEST_DIRNAME/../fixtures/chat"
+    gzip -dc "$BATS_TEST_DIRNAME/../fixtures/vocab/smollm2-135m.gguf.gz" >"$d/smol.gguf"
+    run -0 gguf2mlb --tokenizer-only "$d/smol.gguf"
+    echo '[{"role":"user","content":"Hi"}]' >"$d/m.json"
+    run -0 mlt-dump --render "$d/m.json" "$d/smol.mlt"
+    [[ $output == $'<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant' ]]
+    run -0 mlt-dump --render "$d/m.json" --no-generation-prompt "$d/smol.mlt"
+    [[ $output == *$'user\nHi<|im_end|>' ]]
+    # the object form, whose own variables win; standard input
+    run -0 bash -c 'echo "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"add_generation_prompt\":false}" | mlt-dump --render - "$1"' _ "$d/smol.mlt"
+    [[ $output == *$'user\nHi<|im_end|>' ]]
+    # another template, byte for byte what jinja2 made of it (the golden renders)
+    local t conv
+    for t in Qwen-Qwen2.5-7B-Instruct google-gemma-2-2b-it mistralai-Mistral-Nemo-Instruct-2407; do
+        for conv in multi_turn system_user template_syntax; do
+            [[ -f $c/golden/$t/$conv.txt ]] || continue
+            mlt-dump --render "$c/vars/$conv.json" --template "$c/templates/$t.jinja" "$d/smol.mlt" >"$d/out"
+            cmp "$d/out" "$c/golden/$t/$conv.txt" || fail_with "$t / $conv differs"
+        done
+    done
+    # errors: bad JSON (exit 1, the offset in the file), a template refusing the roles, no template
+    printf '[{"role":"user"' >"$d/bad.json"
+    run -1 --separate-stderr mlt-dump --render "$d/bad.json" "$d/smol.mlt"
+    [[ $stderr == "mlt-dump: $d/bad.json: ML_E_INVAL: vars (offset "*"): JSON: "* ]]
+    printf '{%% if x %%}' >"$d/bad.jinja"
+    run -1 --separate-stderr mlt-dump --render "$d/m.json" --template "$d/bad.jinja" "$d/smol.mlt"
+    [[ $stderr == "mlt-dump: $d/bad.jinja: ML_E_FORMAT: template (offset "*"): line 1, column "* ]]
+    echo '[{"role":"user","content":"a"},{"role":"user","content":"b"}]' >"$d/two.json"
+    run -1 --separate-stderr mlt-dump --render "$d/two.json" --template "$c/templates/google-gemma-2-2b-it.jinja" "$d/smol.mlt"
+    [[ $stderr == *"ML_E_INVAL"*"alternate"* ]]
+    run -1 --separate-stderr mlt-dump --render "$d/m.json" "$L2"
+    [[ $stderr == "mlt-dump: $L2: ML_E_INVAL: the tokenizer has no chat template (give one with --template FILE)" ]]
+    run -2 --separate-stderr mlt-dump --template "$d/bad.jinja" "$L2"
+    [[ ${stderr_lines[0]} == "mlt-dump: --template and --no-generation-prompt go with --render" ]]
+}
+
 @test "--vocab: id, attr, piece with control bytes escaped" {
     run -0 mlt-dump --vocab "$L3"
     [[ ${#lines[@]} -eq 128256 ]]
@@ -208,7 +245,7 @@ GEMMA="$FIX/gemma3.mlt"
     [[ ${stderr_lines[0]} == "mlt-dump: no FILE given" ]]
     [[ ${stderr_lines[1]} == "Try 'mlt-dump --help' for more information." ]]
     run -2 --separate-stderr mlt-dump --vocab --merges "$L2"
-    [[ ${stderr_lines[0]} == "mlt-dump: --vocab, --merges, --encode, --decode and --print-template exclude each other" ]]
+    [[ ${stderr_lines[0]} == "mlt-dump: --vocab, --merges, --encode, --decode, --print-template and --render exclude each other" ]]
     run -2 --separate-stderr mlt-dump --lines "$L2"
     [[ ${stderr_lines[0]} == "mlt-dump: --lines goes with --encode" ]]
     run -2 --separate-stderr mlt-dump --encode - -
