@@ -199,27 +199,34 @@ static jj_node *postfix(parser *P, jj_node *e)
     }
 }
 
+/* A filter's name (after the '|') and its arguments, applied to input. */
+static jj_node *filter_call(parser *P, jj_node *input)
+{
+    const jt *nm = next(P);
+    if (nm->type != JT_NAME) {
+        P->i--;
+        unexpected(P, "filter name");
+        return NULL;
+    }
+    jj_node *x = node(P, JN_FILTER, nm->pos);
+    if (!x)
+        return NULL;
+    x->a = input;
+    x->name = nm->s;
+    x->nlen = nm->n;
+    if (is_op(peek(P), '(') && call_args(P, x))
+        return NULL;
+    return x;
+}
+
 static jj_node *filter_or_test(parser *P, jj_node *e)
 {
     for (;;) {
         const jt *t = peek(P);
         if (is_op(t, '|')) {
             next(P);
-            const jt *nm = next(P);
-            if (nm->type != JT_NAME) {
-                P->i--;
-                unexpected(P, "filter name");
+            if (!(e = filter_call(P, e)))
                 return NULL;
-            }
-            jj_node *x = node(P, JN_FILTER, nm->pos);
-            if (!x)
-                return NULL;
-            x->a = e;
-            x->name = nm->s;
-            x->nlen = nm->n;
-            if (is_op(peek(P), '(') && call_args(P, x))
-                return NULL;
-            e = x;
         } else if (is_name(t, "is")) {
             next(P);
             jj_node *x = node(P, JN_TEST, t->pos);
@@ -741,19 +748,8 @@ static jj_node *stmt_filter(parser *P, size_t pos)
         return NULL;
     holder->name = "";
     /* The first filter has no '|'. */
-    const jt *f = next(P);
-    if (f->type != JT_NAME) {
-        P->i--;
-        unexpected(P, "filter name");
-        return NULL;
-    }
-    jj_node *x = node(P, JN_FILTER, f->pos);
+    jj_node *x = filter_call(P, holder);
     if (!x)
-        return NULL;
-    x->a = holder;
-    x->name = f->s;
-    x->nlen = f->n;
-    if (is_op(peek(P), '(') && call_args(P, x))
         return NULL;
     if (!(s->b = filter_or_test(P, x)) || expect_end(P) || !(s->d = body(P, "endfilter", "filter")))
         return NULL;
