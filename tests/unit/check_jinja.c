@@ -238,7 +238,7 @@ START_TEST(test_golden)
     closedir(d);
     free(readme);
     fprintf(stderr, "check_jinja: %d of %d chat templates render as jinja2 for every conversation\n", n_same, n_tpl);
-    ck_assert_int_eq(n_tpl, 70);
+    ck_assert_int_eq(n_tpl, 71); /* llama.cpp's 70 and the real SmolLM2-135M-Instruct's */
     ck_assert_msg(n_differ == 0, "%d templates differ from jinja2 and are not listed", n_differ);
     ck_assert_int_eq(n_unexpected, 0);
 }
