@@ -813,6 +813,22 @@ int jj_eval(jj_render *r, jj_scope *s, const jj_node *e, jv *out)
 }
 
 /* ---- statements ---- */
+
+/* The characters of string v (whole UTF-8 sequences, as Python iterates a
+ * str) appended to l. */
+static int push_chars(jj_render *r, jv_list *l, jv v)
+{
+    for (size_t i = 0; i < v.n;) {
+        size_t k = 1;
+        while (i + k < v.n && ((unsigned char)v.u.s[i + k] & 0xc0) == 0x80)
+            k++;
+        if (jv_list_push(r->c, l, jv_str(v.u.s + i, k)))
+            return -1;
+        i += k;
+    }
+    return 0;
+}
+
 static int assign(jj_render *r, jj_scope *s, const jj_node *t, jv v)
 {
     if (t->type == JN_NAME)
@@ -821,16 +837,8 @@ static int assign(jj_render *r, jj_scope *s, const jj_node *t, jv v)
         if (v.kind == JV_STR) {
             /* unpacking a string: one character per name */
             jv_list *l = jv_list_new(r->c, 0);
-            if (!l)
+            if (!l || push_chars(r, l, v))
                 return -1;
-            for (size_t i = 0; i < v.n;) {
-                size_t k = 1;
-                while (i + k < v.n && ((unsigned char)v.u.s[i + k] & 0xc0) == 0x80)
-                    k++;
-                if (jv_list_push(r->c, l, jv_str(v.u.s + i, k)))
-                    return -1;
-                i += k;
-            }
             v = jv_of_list(l, 1);
         } else if (v.kind == JV_DICT) {
             jv_list *l = jv_list_new(r->c, 0);
@@ -873,17 +881,8 @@ static int iter_items(jj_render *r, jv v, jv_list **out, size_t pos)
                 return -1;
         return 0;
     }
-    if (v.kind == JV_STR) {
-        for (size_t i = 0; i < v.n;) {
-            size_t k = 1;
-            while (i + k < v.n && ((unsigned char)v.u.s[i + k] & 0xc0) == 0x80)
-                k++;
-            if (jv_list_push(r->c, l, jv_str(v.u.s + i, k)))
-                return -1;
-            i += k;
-        }
-        return 0;
-    }
+    if (v.kind == JV_STR)
+        return push_chars(r, l, v);
     return jj_fail(r->c, ML_E_INVAL, pos, "'%s' object is not iterable", jv_type_name(v));
 }
 
