@@ -26,6 +26,7 @@
 #include <mlcore/gguf.h>
 #include <mlcore/mlt.h>
 #include <mlcore/jinja.h>
+#include <mlcore/chat.h>
 #include <mlcore/convert_tok.h>
 #include <mlcore/mli.h>
 #include <mlcore/convert.h>
