@@ -24,7 +24,7 @@ static void check_tokens(const ml_mlt *t)
     for (uint32_t i = 0; i < h->n_vocab; i++) {
         ml_mlt_token k = ml_mlt_get_token(t, i);
         uint64_t off = ml_mlt_token_offset(t, i);
-        FUZZ_CHECK(k.len >= 1 && k.attr <= ML_MLT_BYTE);
+        FUZZ_CHECK(k.len >= 1 && k.attr <= ML_MLT_USER);
         FUZZ_CHECK(off + ML_MLT_TOKEN_OVERHEAD + k.len <= g_mlt_size);
         FUZZ_CHECK(k.bytes == g_mlt + off + ML_MLT_TOKEN_OVERHEAD);
         FUZZ_CHECK(k.attr != ML_MLT_BYTE || k.len == 1);

@@ -56,7 +56,7 @@ typedef struct options {
 
 static const char *attr_name(unsigned a)
 {
-    return a == ML_MLT_ADDED ? "added" : a == ML_MLT_BYTE ? "byte" : "normal";
+    return a == ML_MLT_ADDED ? "added" : a == ML_MLT_BYTE ? "byte" : a == ML_MLT_USER ? "user" : "normal";
 }
 
 /* A piece for people: valid UTF-8 as it is, backslash, tab, newline,
@@ -132,9 +132,10 @@ static const char *pretok_name(const ml_mlt_header *h)
     return f & ML_MLT_SINGLE_DIGITS ? "Llama 3 regex with single digits" : "Llama 3 regex";
 }
 
-static void count_attrs(const ml_mlt *t, uint32_t c[3])
+/* c[attr]: normal, added (control), byte, user-defined added. */
+static void count_attrs(const ml_mlt *t, uint32_t c[4])
 {
-    c[0] = c[1] = c[2] = 0;
+    c[0] = c[1] = c[2] = c[3] = 0;
     for (uint32_t i = 0; i < ml_mlt_get_header(t)->n_vocab; i++)
         c[ml_mlt_get_token(t, i).attr]++;
 }
@@ -326,16 +327,18 @@ static int render(const char *path, const ml_mlt *t, const options *o)
 static void print_header(const char *path, const ml_mlt *t)
 {
     const ml_mlt_header *h = ml_mlt_get_header(t);
-    uint32_t c[3];
-    char names[160];
+    uint32_t c[4];
+    char names[160], user[48] = "";
     count_attrs(t, c);
     ml_mlt_flag_names(h->flags, names, sizeof names);
+    if (c[3])
+        snprintf(user, sizeof user, " (%u user-defined)", c[3]);
     printf("%s\n", cli_name(path));
     printf("  %-22s .mlt version %u\n", "format", h->version);
     printf("  %-22s %" PRIu64 " bytes\n", "file size", ml_mlt_file_size(t));
     printf("  %-22s %-15u %s\n", "kind", h->kind, kind_name(h->kind));
-    printf("  %-22s %-15u %u normal, %u added, %u byte\n", "n_vocab", h->n_vocab, c[0], c[1],
-           c[2]);
+    printf("  %-22s %-15u %u normal, %u added%s, %u byte\n", "n_vocab", h->n_vocab, c[0],
+           c[1] + c[3], user, c[2]);
     printf("  %-22s %u\n", "n_merges", h->n_merges);
     print_special("bos", t, h->bos, "beginning of sequence");
     print_special("eos", t, h->eos, "end of sequence");
@@ -348,7 +351,7 @@ static void print_header(const char *path, const ml_mlt *t)
 static void json_header(const char *path, const ml_mlt *t)
 {
     const ml_mlt_header *h = ml_mlt_get_header(t);
-    uint32_t c[3];
+    uint32_t c[4];
     char names[160];
     count_attrs(t, c);
     ml_mlt_flag_names(h->flags, names, sizeof names);
@@ -359,7 +362,8 @@ static void json_header(const char *path, const ml_mlt *t)
            ml_mlt_file_size(t), h->version, h->kind, h->n_vocab, h->n_merges, (int)h->bos,
            (int)h->eos, h->flags);
     json_str(stdout, names);
-    printf(",\"normal\":%u,\"added\":%u,\"byte\":%u", c[0], c[1], c[2]);
+    printf(",\"normal\":%u,\"added\":%u,\"user_defined\":%u,\"byte\":%u", c[0], c[1] + c[3],
+           c[3], c[2]);
     json_chat(t);
     printf("}\n");
 }

@@ -42,14 +42,20 @@ enum {
     ML_MLT_NO_PREFIX = 128,      /* kind 1: never prepend ▁ (Gemma) */
     ML_MLT_MARKS_REGEX = 256,    /* kind 2: letters are [\p{L}\p{M}]+, symbols exclude \p{M} (Qwen3.5) */
     ML_MLT_CHAT = 512,           /* a chat section follows the merges (mlt(5), CHAT SECTION) */
-    ML_MLT_KNOWN_FLAGS = 1023
+    ML_MLT_USER_TOKENS = 1024,   /* some tokens have attr 3 (user-defined added tokens) */
+    ML_MLT_KNOWN_FLAGS = 2047
 };
 
 /* Token attributes. */
 enum {
     ML_MLT_NORMAL = 0,  /* an ordinary piece */
-    ML_MLT_ADDED = 1,   /* matched literally in the text before anything else */
-    ML_MLT_BYTE = 2     /* byte-fallback token <0xXX>, stored as its one byte */
+    ML_MLT_ADDED = 1,   /* matched literally in the text before anything else: a
+                           control token (<|im_start|>, <s>), which in text a user
+                           wrote is only text (ml_tok_encode_text) */
+    ML_MLT_BYTE = 2,    /* byte-fallback token <0xXX>, stored as its one byte */
+    ML_MLT_USER = 3     /* an added token that is not a control token (GGUF's
+                           USER_DEFINED, Hugging Face's special=false): matched in
+                           all text, a user's too; needs flag ML_MLT_USER_TOKENS */
 };
 
 typedef struct ml_mlt_header {
@@ -67,7 +73,7 @@ typedef struct ml_mlt_header {
 typedef struct ml_mlt_token {
     const uint8_t *bytes; /* the piece (in the file for an open .mlt) */
     uint32_t len;         /* bytes of the piece */
-    uint8_t attr;         /* ML_MLT_NORMAL, ML_MLT_ADDED or ML_MLT_BYTE */
+    uint8_t attr;         /* ML_MLT_NORMAL, ML_MLT_ADDED, ML_MLT_BYTE or ML_MLT_USER */
 } ml_mlt_token;
 
 /* ------------------------------------------------------------------------
@@ -199,6 +205,27 @@ enum {
  * fails on any input; ML_E_NOMEM when memory runs out. */
 ML_API ml_status ml_tok_encode(ml_tok *k, const void *text, size_t len, int bos, ml_ids *out,
                                ml_error *err);
+/* The same for text a user wrote (a chat message): no BOS, and control
+ * tokens (attr 1) are not matched, so "<|im_start|>" in it is only text
+ * and cannot forge a turn; user-defined added tokens (attr 3) still are,
+ * as llama.cpp's parse_special=false and Hugging Face's
+ * split_special_tokens=True do. */
+ML_API ml_status ml_tok_encode_text(ml_tok *k, const void *text, size_t len, ml_ids *out,
+                                    ml_error *err);
+
+/* A byte range of a text. */
+typedef struct ml_span {
+    size_t start, len;
+} ml_span;
+
+/* Encodes a rendered chat (no BOS: a template writes its own) in one
+ * piece, with control tokens matched only outside the user's spans
+ * (increasing, not overlapping): the template's markers are control
+ * tokens, the messages are text, and the text across a span's edges is
+ * pre-tokenized as if it had been written in one piece.  The text must be
+ * UTF-8 (ML_E_INVAL otherwise, as for a bad span). */
+ML_API ml_status ml_tok_encode_chat(ml_tok *k, const void *text, size_t len, const ml_span *user,
+                                    size_t n_user, ml_ids *out, ml_error *err);
 
 /* ------------------------------------------------------------------------
  * Decoding

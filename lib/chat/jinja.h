@@ -7,6 +7,8 @@
 
 #include "base/internal.h"
 
+#include <mlcore/jinja.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -236,6 +238,16 @@ typedef struct jj_render {
 } jj_render;
 
 int jj_eval(jj_render *r, jj_scope *s, const jj_node *e, jv *out);
+
+/* Rendering a parsed template (jinja_api.c), for ml_jinja_render_json and
+ * for the chat renderer, which renders one template twice.  A context
+ * with t's limits, in which both renders and their variables live: */
+void jj_render_ctx(const ml_jinja *t, jj_ctx *c, ml_error *err);
+/* The variables of a JSON object (len 0: none). */
+int jj_vars_parse(jj_ctx *c, const char *json_vars, size_t len, jv_dict **out);
+/* One render with the whole step budget; *out is NUL-terminated (the NUL
+ * not counted) and lives in c's arena. */
+int jj_render_vars(jj_ctx *c, const ml_jinja *t, jv_dict *vars, jj_buf *out);
 int jj_exec(jj_render *r, jj_scope *s, const jj_node *block, jj_buf *out);
 int jj_call_value(jj_render *r, jv fn, const jv *args, size_t na, const jv *kwv,
                   const jj_node *const *kwn, size_t nkw, jv *out, size_t pos);

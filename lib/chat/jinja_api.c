@@ -95,6 +95,52 @@ void ml_jinja_free(ml_jinja *t)
     free(t);
 }
 
+void jj_render_ctx(const ml_jinja *t, jj_ctx *c, ml_error *err)
+{
+    memset(c, 0, sizeof *c);
+    c->arena.cap = t->opts.max_memory;
+    c->err = err;
+    c->src = t->ctx.src;
+    c->src_len = t->ctx.src_len;
+    c->max_steps = t->opts.max_steps;
+    c->max_depth = t->opts.max_depth;
+}
+
+int jj_render_vars(jj_ctx *c, const ml_jinja *t, jv_dict *vars, jj_buf *out)
+{
+    jj_render r = {c, {0}, NULL, t->opts.now, NULL};
+    r.out.max = t->opts.max_output;
+    c->steps = 0; /* each render has the whole budget */
+    if (!(r.globals = jj_alloc(c, sizeof *r.globals)))
+        return -1;
+    r.globals->vars = vars;
+    jj_scope *top = jj_alloc(c, sizeof *top);
+    if (!top || !(top->vars = jv_dict_new(c, 0)))
+        return -1;
+    top->up = r.globals;
+    if (jj_exec(&r, top, t->root, &r.out) || jj_buf_put(c, &r.out, "", 0))
+        return -1;
+    *out = r.out;
+    return 0;
+}
+
+int jj_vars_parse(jj_ctx *c, const char *json_vars, size_t len, jv_dict **out)
+{
+    jv vars = {.kind = JV_DICT};
+    if (len == 0) {
+        vars.u.d = jv_dict_new(c, 0);
+    } else if (jj_json_parse(c, json_vars, len, &vars) == 0 && vars.kind != JV_DICT) {
+        ml_error *err = c->err;
+        c->src = NULL;
+        jj_fail(c, ML_E_INVAL, SIZE_MAX, "the variables must be a JSON object");
+        ml__err(err, ML_E_INVAL, "vars", 0, "the variables must be a JSON object");
+    }
+    if (c->status != ML_OK || !vars.u.d)
+        return -1;
+    *out = vars.u.d;
+    return 0;
+}
+
 ml_status ml_jinja_render_json(const ml_jinja *t, const char *json_vars, size_t len, char **out,
                                size_t *out_len, ml_error *err)
 {
@@ -104,41 +150,21 @@ ml_status ml_jinja_render_json(const ml_jinja *t, const char *json_vars, size_t 
         *out_len = 0;
     if (!t || !out || (!json_vars && len))
         return ml__err(err, ML_E_INVAL, "template", -1, "no template, variables or output");
-    jj_ctx c = {0};
-    c.arena.cap = t->opts.max_memory;
-    c.err = err;
-    c.src = t->ctx.src;
-    c.src_len = t->ctx.src_len;
-    c.max_steps = t->opts.max_steps;
-    c.max_depth = t->opts.max_depth;
-    jj_render r = {&c, {0}, NULL, t->opts.now, NULL};
-    r.out.max = t->opts.max_output;
-    jv vars = {.kind = JV_DICT};
-    if (len == 0) {
-        vars.u.d = jv_dict_new(&c, 0);
-    } else if (jj_json_parse(&c, json_vars, len, &vars) == 0 && vars.kind != JV_DICT) {
-        c.src = NULL;
-        jj_fail(&c, ML_E_INVAL, SIZE_MAX, "the variables must be a JSON object");
-        ml__err(err, ML_E_INVAL, "vars", 0, "the variables must be a JSON object");
-    }
-    if (c.status == ML_OK && (r.globals = jj_alloc(&c, sizeof *r.globals)) != NULL) {
-        r.globals->vars = vars.u.d;
-        jj_scope *top = jj_alloc(&c, sizeof *top);
-        if (top && (top->vars = jv_dict_new(&c, 0)) != NULL) {
-            top->up = r.globals;
-            if (jj_exec(&r, top, t->root, &r.out) == 0 && jj_buf_put(&c, &r.out, "", 0) == 0) {
-                char *s = malloc(r.out.n + 1);
-                if (!s) {
-                    jj_fail(&c, ML_E_NOMEM, SIZE_MAX, "out of memory");
-                } else {
-                    if (r.out.n)
-                        memcpy(s, r.out.p, r.out.n);
-                    s[r.out.n] = 0;
-                    *out = s;
-                    if (out_len)
-                        *out_len = r.out.n;
-                }
-            }
+    jj_ctx c;
+    jj_render_ctx(t, &c, err);
+    jv_dict *vars;
+    jj_buf b;
+    if (jj_vars_parse(&c, json_vars, len, &vars) == 0 && jj_render_vars(&c, t, vars, &b) == 0) {
+        char *s = malloc(b.n + 1);
+        if (!s) {
+            jj_fail(&c, ML_E_NOMEM, SIZE_MAX, "out of memory");
+        } else {
+            if (b.n)
+                memcpy(s, b.p, b.n);
+            s[b.n] = 0;
+            *out = s;
+            if (out_len)
+                *out_len = b.n;
         }
     }
     ml_status st = c.status;

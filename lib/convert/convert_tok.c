@@ -488,7 +488,11 @@ static ml_status convert_tokens(conv *c)
         case TT_CONTROL:
         case TT_UNKNOWN:
         case TT_USER_DEFINED:
-            t->attr = ML_MLT_ADDED;
+            /* llama.cpp matches USER_DEFINED tokens even in text parsed
+             * without specials; CONTROL and UNKNOWN are text there. */
+            t->attr = c->type[i] == TT_USER_DEFINED ? ML_MLT_USER : ML_MLT_ADDED;
+            if (t->attr == ML_MLT_USER)
+                c->h.flags |= ML_MLT_USER_TOKENS;
             c->info.n_added++;
             if (respaced_kind1(c, i))
                 respace(c, i);

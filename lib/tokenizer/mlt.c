@@ -49,7 +49,7 @@ void ml_mlt_header_encode(const ml_mlt_header *h, uint8_t buf[ML_MLT_HEADER_SIZE
 
 static const char *const flag_names[] = {
     "add_bos", "ignore_merges", "prefix_first", "nfc", "single_digits",
-    "gpt2_regex", "split_digits", "no_prefix", "marks_regex", "chat",
+    "gpt2_regex", "split_digits", "no_prefix", "marks_regex", "chat", "user_tokens",
 };
 
 void ml_mlt_flag_names(uint32_t flags, char *buf, size_t n)
@@ -100,9 +100,10 @@ static ml_status check_magic(const uint8_t *m, ml_error *err)
 /* Flags a kind does not use are refused rather than ignored: a file that
  * asks for a behaviour we would silently skip would encode wrongly. */
 #define KIND1_FLAGS (ML_MLT_ADD_BOS | ML_MLT_IGNORE_MERGES | ML_MLT_PREFIX_FIRST | \
-                     ML_MLT_NO_PREFIX | ML_MLT_CHAT)
+                     ML_MLT_NO_PREFIX | ML_MLT_CHAT | ML_MLT_USER_TOKENS)
 #define KIND2_FLAGS (ML_MLT_ADD_BOS | ML_MLT_IGNORE_MERGES | ML_MLT_NFC | ML_MLT_SINGLE_DIGITS | \
-                     ML_MLT_GPT2_REGEX | ML_MLT_SPLIT_DIGITS | ML_MLT_MARKS_REGEX | ML_MLT_CHAT)
+                     ML_MLT_GPT2_REGEX | ML_MLT_SPLIT_DIGITS | ML_MLT_MARKS_REGEX | ML_MLT_CHAT | \
+                     ML_MLT_USER_TOKENS)
 
 static ml_status check_flags(const ml_mlt_header *h, ml_error *err)
 {
@@ -175,6 +176,7 @@ static ml_status check_tokens(const uint8_t *d, size_t size, const ml_mlt_header
 {
     size_t pos = ML_MLT_HEADER_SIZE;
     char name[32];
+    int has_user = 0;
     for (uint32_t i = 0; i < h->n_vocab; i++) {
         snprintf(name, sizeof name, "token %u", i);
         if (size - pos < ML_MLT_TOKEN_OVERHEAD)
@@ -182,9 +184,13 @@ static ml_status check_tokens(const uint8_t *d, size_t size, const ml_mlt_header
                            "the file ends inside the token record");
         uint8_t attr = d[pos];
         uint32_t len = ml__rd32(d + pos + 1);
-        if (attr > ML_MLT_BYTE)
+        if (attr > ML_MLT_USER)
             return ml__err(err, ML_E_FORMAT, name, (int64_t)pos,
-                           "attr %u is not 0 (normal), 1 (added) or 2 (byte)", attr);
+                           "attr %u is not 0 (normal), 1 (added), 2 (byte) or 3 (user)", attr);
+        if (attr == ML_MLT_USER && !(h->flags & ML_MLT_USER_TOKENS))
+            return ml__err(err, ML_E_FORMAT, name, (int64_t)pos,
+                           "attr 3 (user) needs flag user_tokens (1024)");
+        has_user |= attr == ML_MLT_USER;
         if (len > size - pos - ML_MLT_TOKEN_OVERHEAD)
             return ml__err(err, ML_E_FORMAT, name, (int64_t)pos + 1,
                            "length %u runs past the end of the file", len);
@@ -196,6 +202,10 @@ static ml_status check_tokens(const uint8_t *d, size_t size, const ml_mlt_header
         off[i] = pos;
         pos += ML_MLT_TOKEN_OVERHEAD + (size_t)len;
     }
+    /* The flag says what the records hold, so that it cannot lie. */
+    if ((h->flags & ML_MLT_USER_TOKENS) && !has_user)
+        return ml__err(err, ML_E_FORMAT, "flags", O_FLAGS,
+                       "user_tokens (1024) is set but no token has attr 3");
     *end = pos;
     return ML_OK;
 }
@@ -432,6 +442,10 @@ ml_status ml_mlt_write_chat(const ml_mlt_header *h, const ml_mlt_token *tokens, 
     hh.n_vocab = n_vocab;
     hh.n_merges = n_merges;
     hh.flags = chat ? hh.flags | ML_MLT_CHAT : hh.flags & ~(uint32_t)ML_MLT_CHAT;
+    hh.flags &= ~(uint32_t)ML_MLT_USER_TOKENS;
+    for (uint32_t i = 0; i < n_vocab; i++)
+        if (tokens[i].attr == ML_MLT_USER)
+            hh.flags |= ML_MLT_USER_TOKENS;
     ml_mlt_header_encode(&hh, buf);
     size_t pos = ML_MLT_HEADER_SIZE;
     for (uint32_t i = 0; i < n_vocab; i++) {

@@ -224,6 +224,12 @@ static void *alloc_array(size_t n, size_t s)
     return n && s > SIZE_MAX / n ? NULL : calloc(n ? n : 1, s);
 }
 
+/* Control and user-defined added tokens alike are matched in text. */
+static int is_added(uint8_t attr)
+{
+    return attr == ML_MLT_ADDED || attr == ML_MLT_USER;
+}
+
 static ml_status build_pieces(ml_tok *k, ml_error *err)
 {
     size_t size = table_size(k->h.n_vocab);
@@ -235,7 +241,7 @@ static ml_status build_pieces(ml_tok *k, ml_error *err)
     for (int pass = 0; pass < 2; pass++)
         for (uint32_t id = 0; id < k->h.n_vocab; id++) {
             ml_mlt_token t = tok_at(k, id);
-            if (t.attr == (pass ? ML_MLT_ADDED : ML_MLT_NORMAL))
+            if (pass ? is_added(t.attr) : t.attr == ML_MLT_NORMAL)
                 piece_insert(k, id);
         }
     for (int b = 0; b < 256; b++) {
@@ -289,7 +295,7 @@ static ml_status build_trie(ml_tok *k, ml_error *err)
     uint64_t bytes = 0;
     for (uint32_t id = 0; id < k->h.n_vocab; id++) {
         ml_mlt_token t = tok_at(k, id);
-        if (t.attr == ML_MLT_ADDED)
+        if (is_added(t.attr))
             bytes += t.len;
     }
     /* Bounded by the file size, which is mapped. */
@@ -304,7 +310,7 @@ static ml_status build_trie(ml_tok *k, ml_error *err)
     k->term[0] = NONE;
     k->n_nodes = 1;
     for (uint32_t id = 0; id < k->h.n_vocab; id++)
-        if (tok_at(k, id).attr == ML_MLT_ADDED)
+        if (is_added(tok_at(k, id).attr))
             trie_add(k, id);
     return ML_OK;
 }
@@ -750,11 +756,13 @@ static int is_cont(uint8_t b)
 }
 
 /* Length and id of the longest added token at p that ends where a
- * character ends, or 0.  The text is valid UTF-8 here, but .mlt pieces may
- * be any bytes: a piece that is part of a character ("\xe2") must not
- * split one, or the text around it is no longer UTF-8 (and NFC refuses
- * it).  Pieces that are UTF-8 always end on a boundary. */
-static size_t added_at(const ml_tok *k, const uint8_t *p, size_t n, uint32_t *id)
+ * character ends, or 0; control tokens only up to control_max bytes (0
+ * in a user's text, and never past its start).  The text is valid UTF-8 here, but .mlt pieces may be
+ * any bytes: a piece that is part of a character ("\xe2") must not split
+ * one, or the text around it is no longer UTF-8 (and NFC refuses it).
+ * Pieces that are UTF-8 always end on a boundary. */
+static size_t added_at(const ml_tok *k, const uint8_t *p, size_t n, size_t control_max,
+                       uint32_t *id)
 {
     uint32_t node = 0;
     size_t best = 0;
@@ -762,12 +770,58 @@ static size_t added_at(const ml_tok *k, const uint8_t *p, size_t n, uint32_t *id
         node = edge_find(k, node, p[i]);
         if (node == NONE)
             break;
-        if (k->term[node] != NONE && (i + 1 == n || !is_cont(p[i + 1]))) {
+        uint32_t t = k->term[node];
+        if (t != NONE && (i + 1 == n || !is_cont(p[i + 1])) &&
+            (i < control_max || tok_at(k, t).attr != ML_MLT_ADDED)) {
             best = i + 1;
-            *id = k->term[node];
+            *id = t;
         }
     }
     return best;
+}
+
+/* Where control tokens may match: outside the user's spans.  At i, the
+ * room is how many bytes a control token may take (up to the next span);
+ * 0 inside a span. */
+typedef struct user_spans {
+    const ml_span *v;
+    size_t n, next; /* the first span that does not end at or before i */
+} user_spans;
+
+static size_t control_room(user_spans *u, size_t i, size_t n)
+{
+    while (u->next < u->n && u->v[u->next].start + u->v[u->next].len <= i)
+        u->next++;
+    if (u->next == u->n)
+        return n - i;
+    return u->v[u->next].start > i ? u->v[u->next].start - i : 0;
+}
+
+/* Splits the text at added tokens and encodes the segments between them,
+ * each whole: a user's span is not a segment of its own, so the text
+ * around it is split exactly as if it had been typed in one piece. */
+static ml_status encode_valid(ml_tok *k, const uint8_t *s, size_t n, user_spans *u, ml_ids *out,
+                              ml_error *err)
+{
+    ml_status st = ML_OK;
+    size_t seg = 0;
+    for (size_t i = 0; i < n && !st;) {
+        uint32_t id;
+        size_t m = 0;
+        /* Added tokens match at character starts only (see added_at). */
+        if (k->can_start[s[i]] && !is_cont(s[i]))
+            m = added_at(k, s + i, n - i, control_room(u, i, n), &id);
+        if (!m) {
+            i++;
+            continue;
+        }
+        st = encode_segment(k, s + seg, i - seg, seg == 0, out, err);
+        if (!st && ids_push(out, id))
+            st = ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+        i += m;
+        seg = i;
+    }
+    return st ? st : encode_segment(k, s + seg, n - seg, seg == 0, out, err);
 }
 
 ml_status ml_tok_encode(ml_tok *k, const void *text, size_t len, int bos, ml_ids *out,
@@ -781,30 +835,48 @@ ml_status ml_tok_encode(ml_tok *k, const void *text, size_t len, int bos, ml_ids
     if (want_bos && ids_push(out, (uint32_t)k->h.bos))
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
     uint8_t *fixed = NULL;
-    const uint8_t *s = text;
     size_t n = len;
-    ml_status st = ml__utf8_lossy(s, n, &fixed, &n, err);
-    if (st)
-        return st;
-    if (fixed)
-        s = fixed;
-    size_t seg = 0;
-    for (size_t i = 0; i < n && !st;) {
-        uint32_t id;
-        /* Added tokens match at character starts only (see added_at). */
-        size_t m = k->can_start[s[i]] && !is_cont(s[i]) ? added_at(k, s + i, n - i, &id) : 0;
-        if (!m) {
-            i++;
-            continue;
-        }
-        st = encode_segment(k, s + seg, i - seg, seg == 0, out, err);
-        if (!st && ids_push(out, id))
-            st = ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
-        i += m;
-        seg = i;
-    }
+    ml_status st = ml__utf8_lossy(text, n, &fixed, &n, err);
+    user_spans none = {NULL, 0, 0};
     if (!st)
-        st = encode_segment(k, s + seg, n - seg, seg == 0, out, err);
+        st = encode_valid(k, fixed ? fixed : text, n, &none, out, err);
+    free(fixed);
+    return st;
+}
+
+ml_status ml_tok_encode_chat(ml_tok *k, const void *text, size_t len, const ml_span *user,
+                             size_t n_user, ml_ids *out, ml_error *err)
+{
+    if (!k || !out || (!text && len) || (!user && n_user))
+        return ml__err(err, ML_E_INVAL, "", -1, "NULL argument");
+    for (size_t i = 0, end = 0; i < n_user; i++) {
+        if (user[i].start < end || user[i].len > len || user[i].start > len - user[i].len)
+            return ml__err(err, ML_E_INVAL, "", -1,
+                           "user span %zu is out of order or past the text's %zu bytes", i, len);
+        end = user[i].start + user[i].len;
+    }
+    /* Replacing bad UTF-8 would move the spans; chat text is built valid. */
+    uint8_t *fixed = NULL;
+    size_t n = len;
+    ml_status st = ml__utf8_lossy(text, len, &fixed, &n, err);
+    if (!st && fixed)
+        st = ml__err(err, ML_E_INVAL, "", -1, "the chat text is not UTF-8");
+    free(fixed);
+    user_spans u = {user, n_user, 0};
+    return st ? st : encode_valid(k, text, len, &u, out, err);
+}
+
+ml_status ml_tok_encode_text(ml_tok *k, const void *text, size_t len, ml_ids *out, ml_error *err)
+{
+    if (!k || !out || (!text && len))
+        return ml__err(err, ML_E_INVAL, "", -1, "NULL argument");
+    uint8_t *fixed = NULL;
+    size_t n = len;
+    ml_status st = ml__utf8_lossy(text, n, &fixed, &n, err);
+    ml_span all = {0, n};
+    user_spans u = {&all, 1, 0};
+    if (!st)
+        st = encode_valid(k, fixed ? fixed : text, n, &u, out, err);
     free(fixed);
     return st;
 }

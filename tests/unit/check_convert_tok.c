@@ -124,11 +124,33 @@ enum {
     SAME_PREFIX  /* the GGUF's tokens are the first of json2mlt's; same merges */
 };
 
+/* json2mlt.py marks every added token 1: it does not tell control tokens
+ * from user-defined ones (attr 3), which only the GGUF's token types say. */
+static uint8_t as_json2mlt(uint8_t attr)
+{
+    return attr == ML_MLT_USER ? ML_MLT_ADDED : attr;
+}
+
+/* A converted file's bytes as json2mlt.py would write them: attr 3 as 1
+ * and without flag user_tokens. */
+static uint8_t *json2mlt_view(const ml_mlt *t, const uint8_t *p, size_t len)
+{
+    uint8_t *v = malloc(len);
+    ck_assert_ptr_nonnull(v);
+    memcpy(v, p, len);
+    v[29] &= (uint8_t)~(ML_MLT_USER_TOKENS >> 8);
+    for (uint32_t i = 0; i < ml_mlt_get_header(t)->n_vocab; i++) {
+        uint64_t off = ml_mlt_token_offset(t, i);
+        v[off] = as_json2mlt(v[off]);
+    }
+    return v;
+}
+
 static void compare_tokens(const ml_mlt *a, const ml_mlt *b, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         ml_mlt_token x = ml_mlt_get_token(a, i), y = ml_mlt_get_token(b, i);
-        TU_REQUIRE(x.attr == y.attr && x.len == y.len && memcmp(x.bytes, y.bytes, x.len) == 0,
+        TU_REQUIRE(as_json2mlt(x.attr) == y.attr && x.len == y.len && memcmp(x.bytes, y.bytes, x.len) == 0,
                    "token %u differs (attr %u/%u, len %u/%u)", i, x.attr, y.attr, x.len, y.len);
     }
 }
@@ -141,10 +163,12 @@ static void compare_with_json2mlt(const result *o, const char *ref_name, int how
         /* json2mlt.py writes no chat section: the same bytes up to it, and
          * the same header but for its flag */
         ck_assert_uint_ge(o->mem.len, len);
-        ck_assert_msg(memcmp(o->mem.p, ref, 28) == 0 && memcmp(o->mem.p + 32, ref + 32, len - 32) == 0,
+        uint8_t *v = json2mlt_view(o->t, o->mem.p, o->mem.len);
+        ck_assert_msg(memcmp(v, ref, 28) == 0 && memcmp(v + 32, ref + 32, len - 32) == 0,
                       "%s: the bytes differ", ref_name);
+        free(v);
         uint32_t fo = ml_mlt_get_header(o->t)->flags, fr = (uint32_t)ref[28] | (uint32_t)ref[29] << 8;
-        ck_assert_uint_eq(fo & ~(uint32_t)ML_MLT_CHAT, fr);
+        ck_assert_uint_eq(fo & ~(uint32_t)(ML_MLT_CHAT | ML_MLT_USER_TOKENS), fr);
         ck_assert_uint_eq(o->mem.len > len, (fo & ML_MLT_CHAT) != 0);
         free(ref);
         return;
@@ -267,32 +291,33 @@ typedef struct fixture {
 
 #define PUBLIC "tok", {"cases-public.tsv", "cases-hard.tsv", "cases-llamacpp.tsv"}
 
+/* flags: + 1024 (user_tokens) where the GGUF has USER_DEFINED tokens. */
 static const fixture fixtures[] = {
     /* Made by llama.cpp's convert_hf_to_gguf.py from the tokenizer.json. */
     {"llama2.gguf.gz", "llama2.mlt", SAME_SET, 1, 1, 32000, 61249, 1, 2, 3, 256, 0, PUBLIC,
      "llama2", 172 + 236 + 54, "2", 0},
     {"mistral.gguf.gz", "mistral.mlt", SAME_SET, 1, 1, 32000, 58980, 1, 2, 3, 256, 0, PUBLIC,
      "mistral", 172 + 236, "2", 0},
-    {"gemma3.gguf.gz", "gemma3.mlt", SAME_BYTES, 1, 641, 262145, 514906, 2, 106, 6415, 256, 30,
+    {"gemma3.gguf.gz", "gemma3.mlt", SAME_BYTES, 1, 1665, 262145, 514906, 2, 106, 6415, 256, 30,
      PUBLIC, "gemma3", 172 + 236, "1 106 212", 1532},
     {"llama3.gguf.gz", "llama3.mlt", SAME_BYTES, 2, 514, 128256, 280147, 128000, 128001, 256, 0, 0,
      PUBLIC, "llama3", 172 + 236 + 44, "128001 128009", 348},
     {"llama3_1.gguf.gz", "llama3_1.mlt", SAME_BYTES, 2, 515, 128256, 280147, 128000, 128009, 256,
      0, 0, PUBLIC, "llama3_1", 172 + 236 + 44, "128001 128009", 389},
-    {"qwen3.gguf.gz", "qwen3.mlt", SAME_BYTES, 2, 536, 151669, 151387, -1, 151645, 26, 0, 0,
+    {"qwen3.gguf.gz", "qwen3.mlt", SAME_BYTES, 2, 1560, 151669, 151387, -1, 151645, 26, 0, 0,
      PUBLIC, "qwen3", 172 + 236 + 43, "128247 151643 151645 151662 151663 151664", 4116},
     /* Real vocabularies: llama.cpp's test files and two published models. */
     {"ggml-vocab-llama-spm.gguf.gz", "llama2.mlt", SAME_SET, 1, 1, 32000, 61249, 1, 2, 3, 256, 0,
      PUBLIC, "llama2", 172 + 236 + 54, "2", 0},
     {"ggml-vocab-llama-spm.gguf.gz", NULL, 0, 1, 1, 32000, 61249, 1, 2, 3, 256, 0, "vocab",
      {"cases-llama-spm.tsv"}, "llama-spm", 46, "2", 0},
-    {"ggml-vocab-phi-3.gguf.gz", NULL, 0, 1, 513, 32064, 61249, 1, 32000, 67, 256, 0, "vocab",
+    {"ggml-vocab-phi-3.gguf.gz", NULL, 0, 1, 1537, 32064, 61249, 1, 32000, 67, 256, 0, "vocab",
      {"cases-phi-3.tsv"}, "phi-3", 46, "2 32000 32007", 269},
-    {"ggml-vocab-qwen35.gguf.gz", NULL, 0, 2, 784, 151936, 151387, 151643, 151643, 293, 0, 0,
+    {"ggml-vocab-qwen35.gguf.gz", NULL, 0, 2, 1808, 151936, 151387, 151643, 151643, 293, 0, 0,
      "vocab", {"cases-qwen35.tsv"}, "qwen35", 50, "128247 151643 151645", 327},
     {"ggml-vocab-gpt-2.gguf.gz", NULL, 0, 2, 32, 50257, 50000, 50256, 50256, 1, 0, 0, "vocab",
      {"cases-gpt-2.tsv"}, "gpt-2", 46, "50256", 0},
-    {"gemma3-270m.gguf.gz", "gemma3.mlt", SAME_PREFIX, 1, 641, 262144, 514906, 2, 1, 6414, 256,
+    {"gemma3-270m.gguf.gz", "gemma3.mlt", SAME_PREFIX, 1, 1665, 262144, 514906, 2, 1, 6414, 256,
      30, PUBLIC, "gemma3", 172 + 236, "1 106 212", 0},
     {"smollm2-135m.gguf.gz", NULL, 0, 2, 608, 49152, 48900, 1, 2, 17, 0, 0, "vocab",
      {"cases-smollm.tsv"}, "smollm", 46, "0 2 4", 368},
@@ -629,7 +654,7 @@ START_TEST(sentencepiece_exact)
     convert_ok(&v, &bt, &o);
     static const ml_mlt_token tok[] = {
         T("<unk>", 1), T("<s>", 1), T("</s>", 1), T("A", 2), T(SP, 0), T("a", 0), T("b", 0),
-        T("ab", 0), T(SP "a", 0), T(SP "ab", 0), T(SP SP, 1), T("x", 0), T("xa", 0),
+        T("ab", 0), T(SP "a", 0), T(SP "ab", 0), T(SP SP, 3), T("x", 0), T("xa", 0),
         T("ba", 0), T("bb", 0), T("\xc3\xa9", 0), T("\303\251a", 0),
     };
     /* User-defined pieces score 0 and tie with "éa" (-0): longer left
@@ -639,7 +664,8 @@ START_TEST(sentencepiece_exact)
     static const uint32_t m[] = {
         4, 4, 10,  15, 5, 16,  5, 6, 7,  4, 5, 8,  8, 6, 9,  4, 7, 9,  6, 5, 13,  6, 6, 14,
     };
-    expect_mlt(&o, 1, ML_MLT_ADD_BOS, 1, 2, tok, NELEM(tok), m, NELEM(m) / 3);
+    /* The USER_DEFINED "▁▁" is attr 3, which sets flag user_tokens. */
+    expect_mlt(&o, 1, ML_MLT_ADD_BOS | ML_MLT_USER_TOKENS, 1, 2, tok, NELEM(tok), m, NELEM(m) / 3);
     ck_assert_str_eq(o.info.model, "llama");
     ck_assert_str_eq(o.info.pre, "default");
     ck_assert_uint_eq(o.info.n_added, 4);
@@ -706,19 +732,19 @@ typedef struct flag_case {
 } flag_case;
 
 static const flag_case flag_cases[] = {
-    {1, NULL, NULL, KEEP, KEEP, KEEP, 1, 1},
-    {1, NULL, NULL, 0, KEEP, KEEP, 0, 1},
-    {1, NULL, NULL, KEEP, 0, KEEP, 129, 1},
-    {1, NULL, NULL, KEEP, 1, KEEP, 1, 1},
-    {1, "gemma3", NULL, KEEP, KEEP, KEEP, 129, 1},
-    {1, "gemma", NULL, KEEP, KEEP, KEEP, 129, 1},
-    {1, "gemma3", NULL, KEEP, 1, KEEP, 1, 1},
-    {1, NULL, "whatever", KEEP, KEEP, KEEP, 1, 1},
-    {1, NULL, NULL, KEEP, KEEP, ABSENT, 0, -1},
-    {1, NULL, NULL, KEEP, KEEP, 1, 0, -1},
-    {1, NULL, NULL, KEEP, KEEP, 2, 0, -1},
-    {1, NULL, NULL, KEEP, KEEP, 3, 1, 0},
-    {1, NULL, NULL, 0, KEEP, ABSENT, 0, -1},
+    {1, NULL, NULL, KEEP, KEEP, KEEP, 1025, 1},
+    {1, NULL, NULL, 0, KEEP, KEEP, 1024, 1},
+    {1, NULL, NULL, KEEP, 0, KEEP, 1153, 1},
+    {1, NULL, NULL, KEEP, 1, KEEP, 1025, 1},
+    {1, "gemma3", NULL, KEEP, KEEP, KEEP, 1153, 1},
+    {1, "gemma", NULL, KEEP, KEEP, KEEP, 1153, 1},
+    {1, "gemma3", NULL, KEEP, 1, KEEP, 1025, 1},
+    {1, NULL, "whatever", KEEP, KEEP, KEEP, 1025, 1},
+    {1, NULL, NULL, KEEP, KEEP, ABSENT, 1024, -1},
+    {1, NULL, NULL, KEEP, KEEP, 1, 1024, -1},
+    {1, NULL, NULL, KEEP, KEEP, 2, 1024, -1},
+    {1, NULL, NULL, KEEP, KEEP, 3, 1025, 0},
+    {1, NULL, NULL, 0, KEEP, ABSENT, 1024, -1},
     {0, NULL, NULL, KEEP, KEEP, KEEP, 32, 5},
     {0, NULL, NULL, 1, KEEP, KEEP, 33, 5},
     {0, NULL, NULL, KEEP, 0, KEEP, 32, 5},

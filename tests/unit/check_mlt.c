@@ -137,13 +137,15 @@ static void m_merges_more(small *s) { put32(s, 16, 3); }
 static void m_bos_neg(small *s) { put32(s, 20, (uint32_t)-2); }
 static void m_bos_range(small *s) { put32(s, 20, 7); }
 static void m_eos_range(small *s) { put32(s, 24, 7); }
-static void m_flag_unknown(small *s) { put32(s, 28, 1 | 1024); }
+static void m_flag_unknown(small *s) { put32(s, 28, 1 | 2048); }
+static void m_flag_user(small *s) { put32(s, 28, 1 | ML_MLT_USER_TOKENS); }
 static void m_flag_kind(small *s) { put32(s, 28, ML_MLT_PREFIX_FIRST); }
 static void m_flag_kind1(small *s) { put32(s, 8, 1); put32(s, 28, ML_MLT_NFC); }
 static void m_flag_prefix(small *s) { put32(s, 8, 1); put32(s, 28, 4 | 128); }
 static void m_flag_gpt2(small *s) { put32(s, 28, 16 | 32); }
 static void m_flag_bos(small *s) { put32(s, 20, (uint32_t)-1); }
-static void m_attr(small *s) { s->p[token_pos(3)] = 3; }
+static void m_attr(small *s) { s->p[token_pos(3)] = 4; }
+static void m_attr_user(small *s) { s->p[token_pos(3)] = ML_MLT_USER; }
 static void m_len(small *s) { put32(s, token_pos(6) + 1, 1000); }
 static void m_byte_len(small *s) { s->p[token_pos(4)] = ML_MLT_BYTE; }
 static void m_empty(small *s)
@@ -182,7 +184,9 @@ static const mutation mutations[] = {
     {"prefix_first with no_prefix", m_flag_prefix, ML_E_FORMAT, "flags", 28},
     {"single digits with gpt2", m_flag_gpt2, ML_E_FORMAT, "flags", 28},
     {"add_bos without bos", m_flag_bos, ML_E_FORMAT, "flags", 28},
-    {"attr 3", m_attr, ML_E_FORMAT, "token 3", 32 + 3 * 6},
+    {"attr 4", m_attr, ML_E_FORMAT, "token 3", 32 + 3 * 6},
+    {"attr 3 without user_tokens", m_attr_user, ML_E_FORMAT, "token 3", 32 + 3 * 6},
+    {"user_tokens without attr 3", m_flag_user, ML_E_FORMAT, "flags", 28},
     {"length past the end", m_len, ML_E_FORMAT, "token 6", 32 + 4 * 6 + 7 + 8 + 1},
     {"byte token of 2 bytes", m_byte_len, ML_E_FORMAT, "token 4", 32 + 4 * 6 + 1},
     {"empty piece", m_empty, ML_E_FORMAT, "token 0", 33},
@@ -218,7 +222,7 @@ START_TEST(test_writer_refuses)
     small_header(&h);
     small_tokens(t);
     tu_mem_init(&m);
-    h.flags = 1024;
+    h.flags = 2048;
     tu_err_reset(&err);
     TU_CHECK_ERR("writer flags", ml_mlt_write(&h, t, S_NTOK, small_merges, S_NMERGE, tu_mem_sink,
                                               &m, &err), err, ML_E_FORMAT, "flags", 28);
@@ -334,8 +338,8 @@ START_TEST(test_open_errors)
                  "magic", 0);
     ck_assert_ptr_nonnull(strstr(err.msg, "json2mlt"));
     char names[128];
-    ml_mlt_flag_names(1 | 2 | 128 | 1024, names, sizeof names);
-    ck_assert_str_eq(names, "add_bos ignore_merges no_prefix bit10");
+    ml_mlt_flag_names(1 | 2 | 128 | 1024 | 2048, names, sizeof names);
+    ck_assert_str_eq(names, "add_bos ignore_merges no_prefix user_tokens bit11");
 }
 END_TEST
 
