@@ -4,7 +4,9 @@
  * the same bytes as the model maker's template it stands for;
  * tests/unit/check_chat_builtin.c proves each against that template's
  * jinja2 renders in tests/fixtures/chat/golden, and the fixtures' README
- * lists what differs.  Names are llama.cpp's where the format is the same.
+ * lists what differs.  The names are llama.cpp's built-in names for the
+ * same formats, though llama.cpp's own renderers of "llama2" and "zephyr"
+ * only approximate the model makers' templates.
  *
  * The texts rely on the interpreter's transformers setup (trim_blocks,
  * lstrip_blocks): a line ends in a block tag or in "{{- ... }}", so the
@@ -48,7 +50,7 @@ static const char llama3[] =
  * turn keeps its leading spaces when there is a system message: Meta's
  * does the same.  Like Meta's it refuses turns that do not alternate and
  * has no generation prompt (the text ends with [/INST] already).  llama.cpp
- * calls its nearest format "llama2-sys-strip"; its "llama2" has no
+ * detects Meta's template as "llama2-sys-strip"; its "llama2" renders no
  * <<SYS>> block. */
 static const char llama2[] =
     "{%- set has_system = messages[0].role == 'system' %}\n"
