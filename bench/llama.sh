@@ -5,12 +5,20 @@
 #                             once from the llama-cpp-python source package
 #                             (pip download; needs cmake and g++) with at
 #                             least the given targets (llama-bench, ...).
+#
+# llama.cpp's CMake adds its server and its chat CLI (tools/server,
+# tools/cli) only with LLAMA_BUILD_SERVER=ON, so the option is on exactly
+# when llama-server or llama-cli is asked for; other builds stay without
+# the HTTP server's sources.
 llama_bin() {
     local src=$1
     shift
     if [ -n "${LLAMA_BIN:-}" ]; then echo "$LLAMA_BIN"; return; fi
-    local t missing=
-    for t in "$@"; do [ -x "$src/build/bin/$t" ] || missing=1; done
+    local t missing= server=OFF
+    for t in "$@"; do
+        [ -x "$src/build/bin/$t" ] || missing=1
+        case $t in llama-server | llama-cli) server=ON ;; esac
+    done
     if [ -n "$missing" ]; then
         echo "building llama.cpp ($*) from the llama-cpp-python source package into $src ..." >&2
         if [ ! -f "$src/CMakeLists.txt" ]; then
@@ -21,7 +29,7 @@ llama_bin() {
             cp -r "$src.dl"/llama_cpp_python-*/vendor/llama.cpp/. "$src"
         fi
         cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-            -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF >&2
+            -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=$server >&2
         cmake --build "$src/build" -j"$(nproc)" --target "$@" >&2
     fi
     echo "$src/build/bin"
