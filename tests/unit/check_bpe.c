@@ -89,8 +89,11 @@ static int run_cases(const char *file, int *n_cases, int *n_roundtrips)
         TU_REQUIRE(t >= 0, "%s: unknown tokenizer %s", file, c.tokenizer);
         ml_ids ids = {0};
         ml_error err;
-        ml_status s = ml_tok_encode(toks[t], c.text, c.text_len,
-                                    c.special ? ML_TOK_BOS_AUTO : ML_TOK_BOS_NO, &ids, &err);
+        /* WITH_SPECIAL 2: a user's text, its control tokens only text. */
+        ml_status s = c.special == 2
+                          ? ml_tok_encode_text(toks[t], c.text, c.text_len, &ids, &err)
+                          : ml_tok_encode(toks[t], c.text, c.text_len,
+                                          c.special ? ML_TOK_BOS_AUTO : ML_TOK_BOS_NO, &ids, &err);
         TU_REQUIRE(s == ML_OK, "%s %s: %s", c.tokenizer, c.name, err.msg);
         (*n_cases)++;
         if (!tf_ids_equal(&ids, c.ids, c.n_ids)) {
@@ -140,6 +143,14 @@ END_TEST
 START_TEST(test_hard)
 {
     check_file("cases-hard.tsv", 1824);
+}
+END_TEST
+
+/* A user's text: special tokens spelled out are text, as Hugging Face's
+ * split_special_tokens encodes them. */
+START_TEST(test_user_text)
+{
+    check_file("cases-text.tsv", 118);
 }
 END_TEST
 
@@ -568,6 +579,7 @@ Suite *suite_bpe(void)
     tcase_add_test(tc, test_public);
     tcase_add_test(tc, test_llamacpp);
     tcase_add_test(tc, test_hard);
+    tcase_add_test(tc, test_user_text);
     tcase_add_test(tc, test_big);
     suite_add_tcase(s, tc);
     TCase *tu = tcase_create("unit");
