@@ -38,7 +38,7 @@ static void build_tables(void)
             longopts[k++] = (struct option){o->long_name, o->arg ? required_argument : no_argument,
                                             NULL, 256 + i};
         for (int a = 0; a < n_aliases; a++)
-            if (aliases[a].id == o->id)
+            if (aliases[a].id == o->id && aliases[a].long_name[0] != '-')
                 longopts[k++] = (struct option){aliases[a].long_name,
                                                 o->arg ? required_argument : no_argument, NULL,
                                                 256 + i};
@@ -81,7 +81,8 @@ static void print_usage(FILE *f)
         fprintf(f, "  %-24s %s\n", left, o->help);
         for (int a = 0; a < n_aliases; a++)
             if (aliases[a].id == o->id)
-                fprintf(f, "  %-24s (also --%s)\n", "", aliases[a].long_name);
+                fprintf(f, "  %-24s (also %s%s)\n", "", aliases[a].long_name[0] == '-' ? "" : "--",
+                        aliases[a].long_name);
     }
     fprintf(f, "  %-24s %s\n  %-24s %s\n", "-h, --help", "print this help and exit",
             "-V, --version", "print the version and exit");
@@ -113,10 +114,28 @@ static const char *bad_option(char **argv)
     return argv[optind - 1];
 }
 
+/* An alias spelled "-cnv" (llama.cpp's single-dash long options) becomes
+ * the option's long name before getopt, which would read it as -c nv. */
+static void single_dash_aliases(int argc, char **argv)
+{
+    static char names[MAX_OPTS][64];
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        for (int a = 0; a < n_aliases; a++) {
+            if (aliases[a].long_name[0] != '-' || strcmp(argv[i], aliases[a].long_name) != 0)
+                continue;
+            for (int o = 0; o < C->n_opts; o++)
+                if (C->opts[o].id == aliases[a].id && C->opts[o].long_name) {
+                    snprintf(names[a], sizeof names[a], "--%s", C->opts[o].long_name);
+                    argv[i] = names[a];
+                }
+        }
+}
+
 /* --help wins wherever it stands before "--", even after a bad option or
  * value: asking for help is never an error. */
 static void help_anywhere(int argc, char **argv)
 {
+    single_dash_aliases(argc, argv);
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
         if (strcmp(argv[i], "--help") == 0) {
             print_usage(stdout);

@@ -49,7 +49,9 @@ typedef struct cli {
 void cli_init(const cli *c);
 
 /* Another long name for an option (llama.cpp's spelling, say): accepted
- * as the option `id`, shown in --help as "(also --NAME)" under it. */
+ * as the option `id`, shown in --help as "(also --NAME)" under it.  A
+ * name that starts with '-' is a single-dash spelling ("-cnv", "-sys"),
+ * matched only as a whole argument. */
 typedef struct cli_alias {
     int id;
     const char *long_name;

@@ -52,6 +52,15 @@ ML_API uint32_t ml_ctx_pos(const ml_ctx *c);
 ML_API uint32_t ml_ctx_n_ctx(const ml_ctx *c);
 /* Forgets the sequence (position 0, empty cache). */
 ML_API void ml_ctx_reset(ml_ctx *c);
+/* Keeps the first pos positions and forgets the rest, so that a sequence
+ * sharing them (the earlier turns of a chat) goes on from there; what is
+ * evaluated next is exactly what a fresh context would compute after the
+ * same tokens.  ML_E_INVAL past ml_ctx_pos; ML_E_UNSUPPORTED when pos <
+ * ml_ctx_pos and the model has linear-attention layers (a recurrent state
+ * cannot go back) or a sliding-window cache that has wrapped (it holds
+ * later positions in the place of earlier ones): reset and evaluate
+ * again. */
+ML_API ml_status ml_ctx_truncate(ml_ctx *c, uint32_t pos, ml_error *err);
 
 /* Evaluates n tokens at the next n positions.  logits (may be NULL)
  * receives vocab floats per token: for all n tokens when all_logits is

@@ -195,6 +195,28 @@ void ml_ctx_reset(ml_ctx *c)
             ml__lin_reset(c->lin[l]);
 }
 
+ml_status ml_ctx_truncate(ml_ctx *c, uint32_t pos, ml_error *err)
+{
+    if (pos > c->pos)
+        return ml__err(err, ML_E_INVAL, "", -1, "position %u is past the %u evaluated", pos, c->pos);
+    if (pos == c->pos)
+        return ML_OK;
+    /* A recurrent state holds every position at once: it cannot go back. */
+    for (uint32_t l = 0; l < c->m->h.n_layers; l++) {
+        if (c->lin[l])
+            return ml__err(err, ML_E_UNSUPPORTED, "", -1,
+                           "a linear-attention state cannot be taken back to position %u", pos);
+        /* A sliding window's ring that has wrapped holds the later
+         * positions where the earlier ones were. */
+        if (c->cap[l] < c->pos)
+            return ml__err(err, ML_E_UNSUPPORTED, "", -1,
+                           "layer %u's sliding-window cache (%u positions) has wrapped", l,
+                           c->cap[l]);
+    }
+    c->pos = pos; /* the cache rows past pos are overwritten as evaluated */
+    return ML_OK;
+}
+
 ml_status ml_ctx_set_imatrix(ml_ctx *c, ml_mli *imatrix, ml_error *err)
 {
     if (imatrix) {

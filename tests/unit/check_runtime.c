@@ -242,6 +242,54 @@ START_TEST(test_state_bytes_and_errors)
 }
 END_TEST
 
+/* Taking a context back (a chat's next turn): after k prompt tokens and
+ * three others, truncating to k and evaluating the rest of the prompt
+ * gives the logits of one straight run, bit for bit.  Models whose state
+ * cannot go back refuse: linear attention always, a sliding window once
+ * its ring has wrapped. */
+START_TEST(test_truncate)
+{
+    fixture fx;
+    fixture_open(&fx, models[_i]);
+    float *want = run_all(&fx, 64, 1);
+    const size_t k = 2;
+    ml_ctx_params p = {64, 16, 2};
+    ml_ctx *c;
+    ml_error err;
+    ck_assert(ml_ctx_new(fx.model, &p, &c, &err) == ML_OK);
+    ml_token other[3] = {1, 2, 3};
+    ck_assert(ml_ctx_eval(c, fx.ids, k, NULL, 0, &err) == ML_OK);
+    ck_assert(ml_ctx_eval(c, other, 3, NULL, 0, &err) == ML_OK);
+    ck_assert_int_eq(ml_ctx_truncate(c, 6, &err), ML_E_INVAL);
+    ml_status s = ml_ctx_truncate(c, k, &err);
+    int linear = strcmp(models[_i], "qwen35") == 0 || strcmp(models[_i], "linear") == 0;
+    if (linear) {
+        ck_assert_int_eq(s, ML_E_UNSUPPORTED);
+        ck_assert_uint_eq(ml_ctx_pos(c), k + 3);
+    } else {
+        ck_assert_msg(s == ML_OK, "%s: %s", models[_i], err.msg);
+        float *got = malloc((fx.n - k) * fx.vocab * sizeof(float));
+        ck_assert(got);
+        ck_assert(ml_ctx_eval(c, fx.ids + k, fx.n - k, got, 1, &err) == ML_OK);
+        ck_assert_msg(memcmp(got, want + k * fx.vocab, (fx.n - k) * fx.vocab * sizeof(float)) == 0,
+                      "%s: logits after truncating differ", models[_i]);
+        /* Truncating to where it is changes nothing; a wrapped window refuses. */
+        ck_assert_int_eq(ml_ctx_truncate(c, ml_ctx_pos(c), &err), ML_OK);
+        const ml_mlb_header *h = ml_mlb_get_header(fx.mlb);
+        int wrapped = 0;
+        for (uint32_t l = 0; l < h->n_layers; l++) /* as lib/runtime/model.c decides */
+            wrapped |= (h->layer_flags ? (ml_mlb_layer_flag(fx.mlb, l) & ML_LAYER_SLIDING) != 0
+                                       : h->sliding_window != 0) &&
+                       h->sliding_window < ml_ctx_pos(c);
+        ck_assert_int_eq(ml_ctx_truncate(c, 1, &err), wrapped ? ML_E_UNSUPPORTED : ML_OK);
+        free(got);
+    }
+    ml_ctx_free(c);
+    free(want);
+    fixture_close(&fx);
+}
+END_TEST
+
 /* Greedy sampling is argmax; a fixed seed reproduces a sequence. */
 START_TEST(test_sampler)
 {
@@ -531,6 +579,7 @@ Suite *suite_runtime(void)
     tcase_add_loop_test(tc, test_invariance, 0, N_MODELS);
     tcase_add_test(tc, test_kernel_variants);
     tcase_add_test(tc, test_state_bytes_and_errors);
+    tcase_add_loop_test(tc, test_truncate, 0, N_MODELS);
     tcase_add_test(tc, test_sampler);
     tcase_add_test(tc, test_sampler_reference);
     tcase_add_test(tc, test_greedy_argmax);
