@@ -3,6 +3,7 @@
  * vocabulary, the merges, a chat template's text, encoding text to ids
  * and decoding ids to text on request, as text for people and pipes or
  * --json for scripts. */
+#include "chat.h"
 #include "cli.h"
 #include "input.h"
 
@@ -12,7 +13,8 @@
 #include <string.h>
 
 enum { OPT_VOCAB, OPT_MERGES, OPT_ENCODE, OPT_DECODE, OPT_LINES, OPT_JSON, OPT_BOS, OPT_NO_BOS,
-       OPT_SKIP, OPT_KEEP_SPACE, OPT_PRINT_TEMPLATE, OPT_RENDER, OPT_TEMPLATE, OPT_NO_GEN };
+       OPT_SKIP, OPT_KEEP_SPACE, OPT_PRINT_TEMPLATE, OPT_RENDER, OPT_TEMPLATE, OPT_TEMPLATE_NAME,
+       OPT_NO_GEN };
 
 static const cli_opt opts[] = {
     {OPT_VOCAB, 'v', "vocab", NULL, "print every token: id, attr, piece"},
@@ -29,6 +31,8 @@ static const cli_opt opts[] = {
      "print the chat template NAME (default: the model's own)"},
     {OPT_RENDER, 0, "render", "MESSAGES", "print the chat template rendered for MESSAGES (JSON)"},
     {OPT_TEMPLATE, 0, "template", "FILE", "with --render: this Jinja file, not the model's template"},
+    {OPT_TEMPLATE_NAME, 0, "chat-template", "NAME",
+     "with --render: the tokenizer's template NAME, or a built-in (chatml, llama3, gemma, ...)"},
     {OPT_NO_GEN, 0, "no-generation-prompt", NULL, "with --render: no assistant turn opened"},
 };
 
@@ -51,6 +55,7 @@ typedef struct options {
     const char *encode; /* TEXT, "-" or NULL */
     const char *print_template; /* NAME or NULL */
     const char *render, *template_file; /* MESSAGES and --template FILE, or NULL */
+    const char *template_name;          /* --chat-template NAME, or NULL */
     int no_gen;
 } options;
 
@@ -264,47 +269,25 @@ static void shift_offset(ml_error *err, int64_t shift)
     memcpy(err->msg, msg, sizeof msg);
 }
 
-/* The template: --template FILE, or the tokenizer's "default". */
-static int load_template(const char *path, const ml_mlt *t, const options *o, char **text,
-                         size_t *len, const char **name)
-{
-    if (o->template_file) {
-        *name = o->template_file;
-        return cli_read_text(o->template_file, text, len);
-    }
-    ml_mlt_template k;
-    *name = path;
-    if (!ml_mlt_find_template(t, "default", &k)) {
-        cli_warn(path, "ML_E_INVAL: the tokenizer has no chat template (give one with "
-                       "--template FILE)");
-        return EXIT_INVALID;
-    }
-    if (!(*text = malloc(k.len + 1)))
-        return cli_fail(NULL, ML_E_NOMEM, NULL);
-    memcpy(*text, k.text, k.len);
-    (*text)[k.len] = 0;
-    *len = k.len;
-    return 0;
-}
-
 /* --render: the conversation as the model's template writes it, exactly
  * the text a chat would encode. */
 static int render(const char *path, const ml_mlt *t, const options *o)
 {
-    char *tpl = NULL, *msgs = NULL, *vars = NULL, *out = NULL;
-    size_t tpl_len, msgs_len, vars_len, out_len;
+    char *msgs = NULL, *vars = NULL, *out = NULL;
+    size_t msgs_len, vars_len, out_len;
     int64_t shift = 0; /* where the messages' bytes lie in vars */
-    const char *tpl_name;
+    const char *tpl_name = o->template_file ? o->template_file
+                           : o->template_name && !ml_mlt_find_template(t, o->template_name, NULL)
+                               ? o->template_name
+                               : path;
     ml_jinja *j = NULL;
     ml_error err;
-    int rc = load_template(path, t, o, &tpl, &tpl_len, &tpl_name);
+    int rc = cli_chat_template(path, t, o->template_name, o->template_file, &j);
     if (!rc)
         rc = cli_read_text(o->render, &msgs, &msgs_len);
     if (!rc && !(vars = render_vars(t, msgs, msgs_len, !o->no_gen, &vars_len, &shift)))
         rc = cli_fail(NULL, ML_E_NOMEM, NULL);
     ml_status s = ML_OK;
-    if (!rc && (s = ml_jinja_parse(tpl, tpl_len, NULL, &j, &err)))
-        rc = cli_fail(tpl_name, s, &err);
     if (!rc && (s = ml_jinja_render_json(j, vars, vars_len, &out, &out_len, &err))) {
         /* the messages are what the template refused, or could not read:
          * a JSON error's offset is then one in the messages' file */
@@ -320,7 +303,6 @@ static int render(const char *path, const ml_mlt *t, const options *o)
     free(out);
     free(vars);
     free(msgs);
-    free(tpl);
     return rc;
 }
 
@@ -562,6 +544,7 @@ int main(int argc, char **argv)
         case OPT_PRINT_TEMPLATE: o.print_template = arg; break;
         case OPT_RENDER: o.render = arg; break;
         case OPT_TEMPLATE: o.template_file = arg; break;
+        case OPT_TEMPLATE_NAME: o.template_name = arg; break;
         case OPT_NO_GEN: o.no_gen = 1; break;
         }
     }
@@ -569,8 +552,10 @@ int main(int argc, char **argv)
             (o.render != NULL) > 1)
         cli_usage_error("--vocab, --merges, --encode, --decode, --print-template and --render "
                         "exclude each other");
-    if ((o.template_file || o.no_gen) && !o.render)
-        cli_usage_error("--template and --no-generation-prompt go with --render");
+    if ((o.template_file || o.template_name || o.no_gen) && !o.render)
+        cli_usage_error("--template, --chat-template and --no-generation-prompt go with --render");
+    if (o.template_file && o.template_name)
+        cli_usage_error("--template and --chat-template exclude each other");
     if (o.lines && !o.encode)
         cli_usage_error("--lines goes with --encode");
     /* With --decode the FILE is the operand that is not a number (the

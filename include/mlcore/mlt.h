@@ -143,7 +143,8 @@ ML_API uint32_t ml_mlt_n_templates(const ml_mlt *t);
 /* Template i < ml_mlt_n_templates (in the file's order), pointing into
  * the file. */
 ML_API ml_mlt_template ml_mlt_get_template(const ml_mlt *t, uint32_t i);
-/* The template called name (NUL-terminated); 0 when there is none. */
+/* The template called name (NUL-terminated) in *out (out may be NULL);
+ * 0 when there is none. */
 ML_API int ml_mlt_find_template(const ml_mlt *t, const char *name, ml_mlt_template *out);
 
 /* What the writer puts in a chat section.  eog may be in any order and

@@ -227,7 +227,8 @@ int ml_mlt_find_template(const ml_mlt *t, const char *name, ml_mlt_template *out
     for (uint32_t i = 0; i < ml_mlt_n_templates(t); i++) {
         ml_mlt_template k = ml_mlt_get_template(t, i);
         if (k.name_len == n && memcmp(k.name, name, n) == 0) {
-            *out = k;
+            if (out)
+                *out = k;
             return 1;
         }
     }

@@ -99,9 +99,27 @@ GEMMA="$FIX/gemma3.mlt"
     run -1 --separate-stderr mlt-dump --render "$d/two.json" --template "$c/templates/google-gemma-2-2b-it.jinja" "$d/smol.mlt"
     [[ $stderr == *"ML_E_INVAL"*"alternate"* ]]
     run -1 --separate-stderr mlt-dump --render "$d/m.json" "$L2"
-    [[ $stderr == "mlt-dump: $L2: ML_E_INVAL: the tokenizer has no chat template (give one with --template FILE)" ]]
+    [[ $stderr == "mlt-dump: $L2: ML_E_INVAL: the tokenizer has no chat template (give one: --chat-template NAME, one of chatml, llama2, llama3, mistral, mistral-v1, gemma, phi3, zephyr, or --chat-template-file FILE)" ]]
     run -2 --separate-stderr mlt-dump --template "$d/bad.jinja" "$L2"
-    [[ ${stderr_lines[0]} == "mlt-dump: --template and --no-generation-prompt go with --render" ]]
+    [[ ${stderr_lines[0]} == "mlt-dump: --template, --chat-template and --no-generation-prompt go with --render" ]]
+}
+
+@test "--render --chat-template NAME: a built-in for a tokenizer without a template, or one of its own" {
+    local d=$BATS_TEST_TMPDIR c="$BATS_TEST_DIRNAME/../fixtures/chat"
+    # Llama 2's tokenizer has none: the built-in ChatML renders as OpenHermes' own template
+    mlt-dump --render "$c/vars/system_user.json" --chat-template chatml "$L2" >"$d/out"
+    cmp "$d/out" "$c/golden/teknium-OpenHermes-2.5-Mistral-7B/system_user.txt"
+    mlt-dump --render "$c/vars/multi_turn.json" --chat-template llama3 "$L2" >"$d/out"
+    cmp "$d/out" "$c/golden/meta-llama-Meta-Llama-3-8B-Instruct/multi_turn.txt"
+    # a name the tokenizer has wins over a built-in of that name
+    gzip -dc "$BATS_TEST_DIRNAME/../fixtures/vocab/smollm2-135m.gguf.gz" >"$d/smol.gguf"
+    gguf2mlb --tokenizer-only "$d/smol.gguf" 2>/dev/null
+    run -0 mlt-dump --render "$c/vars/user_only.json" --chat-template default "$d/smol.mlt"
+    [[ $output == *"<|im_start|>user"* ]]
+    run -2 --separate-stderr mlt-dump --render "$c/vars/user_only.json" --chat-template nosuch "$L2"
+    [[ ${stderr_lines[0]} == "mlt-dump: --chat-template: 'nosuch' is neither a template of "*" nor a built-in (chatml, llama2, llama3, mistral, mistral-v1, gemma, phi3, zephyr)" ]]
+    run -2 --separate-stderr mlt-dump --render "$c/vars/user_only.json" --chat-template chatml --template "$d/out" "$L2"
+    [[ ${stderr_lines[0]} == "mlt-dump: --template and --chat-template exclude each other" ]]
 }
 
 @test "--vocab: id, attr, piece with control bytes escaped" {
