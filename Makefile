@@ -84,8 +84,12 @@ $(B)/libmlcore.a: $(LIB_OBJ)
 $(B)/libmlcore.so: $(LIB_OBJ)
 	$(Q)$(CC) -shared -Wl,-soname,libmlcore.so.$(SOVERSION) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_LIB)
 
-# Commands link the static library: one self-contained binary each.
-$(B)/bin/%: $(B)/cmd/%/main.o $(CMD_COMMON_OBJ) $(B)/libmlcore.a
+# Commands link the static library: one self-contained binary each, from
+# every .c file of the command's folder.
+.SECONDEXPANSION:
+# ('%' would be the stem in a second expansion, hence no patsubst.)
+$(B)/bin/%: $$(addprefix $(B)/,$$(addsuffix .o,$$(basename $$(wildcard cmd/$$*/*.c)))) \
+            $(CMD_COMMON_OBJ) $(B)/libmlcore.a
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_LIB)

@@ -36,6 +36,14 @@ int cli_stop_signal(void)
     return stop_signal;
 }
 
+int cli_take_interrupt(void)
+{
+    if (stop_signal != SIGINT)
+        return 0;
+    stop_signal = 0;
+    return 1;
+}
+
 void cli_die_by_signal(void)
 {
     int sig = stop_signal;

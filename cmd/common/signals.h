@@ -11,6 +11,9 @@
 void cli_catch_signals(void);
 /* The signal caught, or 0. */
 int cli_stop_signal(void);
+/* A conversation's Ctrl-C stops the reply, not the program: 1 (and the
+ * flag cleared) when the signal caught is SIGINT, else 0. */
+int cli_take_interrupt(void);
 /* Re-raises the caught signal (exit status 128 + signal); does not return. */
 void cli_die_by_signal(void) __attribute__((noreturn));
 

@@ -7,6 +7,7 @@
 #include "score.h"
 #include "signals.h"
 #include "text.h"
+#include "run.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -22,7 +23,7 @@ enum {
     OPT_MODEL, OPT_TOK, OPT_PROMPT, OPT_FILE, OPT_IDS, OPT_N, OPT_CTX, OPT_THREADS, OPT_BATCH,
     OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_REPEAT, OPT_SEED, OPT_LOGITS, OPT_PPL, OPT_NOBOS,
     OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET, OPT_IMATRIX, OPT_STOP, OPT_REPEAT_LAST, OPT_ESCAPE,
-    OPT_NO_ESCAPE
+    OPT_NO_ESCAPE, OPT_CHAT, OPT_INTERACTIVE, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_CHAT_TEMPLATE_FILE
 };
 
 /* Defaults: parse() starts from them and --help shows them. */
@@ -42,6 +43,15 @@ static const cli_opt opts[] = {
     {OPT_PROMPT, 'p', "prompt", "TEXT", "the prompt (default: standard input)"},
     {OPT_FILE, 'f', "file", "FILE", "read the prompt from FILE"},
     {OPT_IDS, 0, "ids", NULL, "the prompt is token ids; print generated ids, not text"},
+    {OPT_CHAT, 0, "chat", NULL,
+     "the prompt is a user's turn, through the model's chat template; without a prompt,\n"
+     "                           on a terminal, a conversation"},
+    {OPT_INTERACTIVE, 'i', "interactive", NULL,
+     "a conversation, a turn per line of standard input, terminal or not (after -p/-f)"},
+    {OPT_SYSTEM, 0, "system-prompt", "TEXT", "a system message first (implies --chat)"},
+    {OPT_CHAT_TEMPLATE, 0, "chat-template", "NAME",
+     "the tokenizer's template NAME, or a built-in: chatml, llama3, gemma, mistral, ..."},
+    {OPT_CHAT_TEMPLATE_FILE, 0, "chat-template-file", "FILE", "the chat template in a Jinja file"},
     {OPT_N, 'n', "n-predict", "N",
      "tokens to generate (default " CLI_STR(DEFAULT_N_PREDICT) "; 0: only evaluate)"},
     {OPT_CTX, 'c', "ctx", "N",
@@ -77,7 +87,8 @@ static const cli_opt opts[] = {
 /* llama.cpp's spellings of the same options, so that habits carry over. */
 static const cli_alias aliases[] = {
     {OPT_N, "predict"},          {OPT_CTX, "ctx-size"},      {OPT_BATCH, "batch-size"},
-    {OPT_TEMP, "temperature"},   {OPT_STOP, "reverse-prompt"},
+    {OPT_TEMP, "temperature"},   {OPT_STOP, "reverse-prompt"}, {OPT_CHAT, "-cnv"},
+    {OPT_CHAT, "conversation"},  {OPT_SYSTEM, "-sys"},
 };
 
 static const cli cmd = {
@@ -87,18 +98,6 @@ static const cli cmd = {
     "standard output as it is produced, timings to standard error.",
     NULL, opts, sizeof opts / sizeof opts[0],
 };
-
-#define MAX_STOPS ML_STOP_MAX
-
-typedef struct options {
-    const char *model, *tok, *prompt, *file, *logits, *ppl, *imatrix;
-    int ids, no_bos, ignore_eos, verbose, quiet, no_escape, repeat_off;
-    char *stops[MAX_STOPS];
-    size_t n_stops;
-    uint64_t n_predict, ctx, threads, batch;
-    int seed_set;
-    ml_sampler_params sp;
-} options;
 
 static float parse_float(const char *opt, const char *arg, float lo, float hi)
 {
@@ -194,6 +193,11 @@ static void parse(int argc, char **argv, options *o)
         case OPT_IGNORE_EOS: o->ignore_eos = 1; break;
         case OPT_VERBOSE: o->verbose = 1; break;
         case OPT_QUIET: o->quiet = 1; break;
+        case OPT_CHAT: o->chat = 1; break;
+        case OPT_INTERACTIVE: o->interactive = o->chat = 1; break;
+        case OPT_SYSTEM: o->system = arg, o->chat = 1; break;
+        case OPT_CHAT_TEMPLATE: o->chat_template = arg, o->chat = 1; break;
+        case OPT_CHAT_TEMPLATE_FILE: o->chat_template_file = arg, o->chat = 1; break;
         }
     }
     if (first < argc)
@@ -206,7 +210,14 @@ static void parse(int argc, char **argv, options *o)
         cli_usage_error("--perplexity takes its text from FILE alone");
     if (o->repeat_off)
         o->sp.repeat_penalty = 1;
+    if (o->chat && (o->ids || o->ppl || o->logits || o->imatrix))
+        cli_usage_error("--chat (and -i, --system-prompt, --chat-template) generates text: not "
+                        "with --ids, --perplexity, --logits or --imatrix");
+    if (o->chat_template && o->chat_template_file)
+        cli_usage_error("--chat-template and --chat-template-file exclude each other");
     if (!o->no_escape) {
+        if (o->system)
+            unescape((char *)o->system);
         if (o->prompt)
             unescape((char *)o->prompt);
         for (size_t i = 0; i < o->n_stops; i++)
@@ -218,27 +229,7 @@ static void parse(int argc, char **argv, options *o)
         o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 }
 
-/* Everything one run holds; released by close_run. */
-typedef struct run {
-    options o;
-    ml_mlb *mlb;
-    ml_model *model;
-    ml_mlt *mlt;
-    ml_tok *tok;
-    ml_ctx *ctx;
-    ml_sampler *sampler;
-    ml_outfile *logits;
-    ml_mli *imatrix;
-    const ml_mlb_header *h;
-    ml_token *ids;       /* prompt and generated tokens */
-    size_t n_ids, cap_ids;
-    float *row;          /* logits: one row, or n_batch rows for --logits */
-    size_t nb;           /* tokens per evaluation step (the context's batch) */
-    double t_load, t_prompt, t_gen;
-    size_t n_prompt, n_gen;
-} run;
-
-static int push_id(run *r, ml_token id)
+int run_push_id(run *r, ml_token id)
 {
     if (r->n_ids == r->cap_ids) {
         size_t nc = r->cap_ids ? 2 * r->cap_ids : 256;
@@ -342,7 +333,7 @@ static int prompt_ids(run *r)
                 cli_usage_error("--ids: '%.*s' is not a token id below %u", n < 20 ? n : 20, p,
                                 r->h->vocab); /* exits; text is not freed */
             }
-            if (push_id(r, (ml_token)v) < 0)
+            if (run_push_id(r, (ml_token)v) < 0)
                 e = cli_fail(NULL, ML_E_NOMEM, NULL);
             p = end;
         }
@@ -354,7 +345,7 @@ static int prompt_ids(run *r)
         if (s)
             e = cli_fail(r->o.file ? r->o.file : NULL, s, &err);
         for (size_t i = 0; !e && i < ids.n; i++)
-            if (push_id(r, ids.v[i]) < 0)
+            if (run_push_id(r, ids.v[i]) < 0)
                 e = cli_fail(NULL, ML_E_NOMEM, NULL);
         ml_ids_free(&ids);
     }
@@ -371,7 +362,7 @@ static ml_status write_logits(run *r, const float *rows, size_t n, ml_error *err
 
 /* Evaluates ids[from..to) a batch at a time and leaves the last row's
  * logits in r->row; with --logits every row goes to the file. */
-static int eval(run *r, size_t from, size_t to)
+int run_eval(run *r, size_t from, size_t to)
 {
     ml_error err;
     int all = r->logits != NULL;
@@ -400,19 +391,40 @@ static void forbid_eog(run *r)
             r->row[ml_mlt_eog(r->mlt, i)] = -INFINITY;
 }
 
-/* The decoder's text goes through the stop strings to stdout. */
-static ml_status stop_sink(void *ctx, const void *buf, size_t n, ml_error *err)
+/* Text goes to stdout as it comes; a chat also keeps the reply. */
+static ml_status print_text(run *r, const char *p, size_t n, ml_error *err)
 {
-    ml_stop *st = ctx;
-    const char *out;
-    size_t len;
-    int rc = ml_stop_push(st, buf, n, &out, &len);
-    if (rc < 0)
-        return cli_set_error(err, ML_E_NOMEM, "out of memory");
-    return len ? cli_stdout_sink_flushed(NULL, out, len, err) : ML_OK;
+    if (r->o.chat && n) {
+        if (n >= r->reply_cap - r->reply_len) {
+            size_t cap = 2 * (r->reply_len + n) + 64;
+            char *b = realloc(r->reply, cap);
+            if (!b)
+                return cli_set_error(err, ML_E_NOMEM, "out of memory");
+            r->reply = b, r->reply_cap = cap;
+        }
+        memcpy(r->reply + r->reply_len, p, n);
+        r->reply[r->reply_len += n] = 0;
+    }
+    return n ? cli_stdout_sink_flushed(NULL, p, n, err) : ML_OK;
 }
 
-static int generate(run *r)
+/* The decoder's text goes through the stop strings to print_text. */
+typedef struct stop_ctx {
+    run *r;
+    ml_stop *st;
+} stop_ctx;
+
+static ml_status stop_sink(void *ctx, const void *buf, size_t n, ml_error *err)
+{
+    stop_ctx *sc = ctx;
+    const char *out;
+    size_t len;
+    if (ml_stop_push(sc->st, buf, n, &out, &len) < 0)
+        return cli_set_error(err, ML_E_NOMEM, "out of memory");
+    return print_text(sc->r, out, len, err);
+}
+
+int run_generate(run *r)
 {
     ml_tok_stream ts;
     ml_error err;
@@ -422,6 +434,8 @@ static int generate(run *r)
     ml_status s = ml_stop_new((const char *const *)r->o.stops, r->o.n_stops, &st, &err);
     if (s)
         return cli_fail(NULL, s, &err);
+    stop_ctx sc = {r, st};
+    r->reply_len = 0;
     double t0 = cli_seconds();
     int e = 0;
     for (uint64_t i = 0; i < r->o.n_predict && !e && !s && cli_stdout_ok() && !cli_stop_signal();
@@ -431,12 +445,12 @@ static int generate(run *r)
         ml_token id = ml_sampler_next(r->sampler, r->row, r->ids, r->n_ids);
         if (r->mlt && ml_mlt_is_eog(r->mlt, id))
             break; /* the end of the turn or the text: not printed */
-        if (push_id(r, id) < 0)
+        if (run_push_id(r, id) < 0)
             return cli_fail(NULL, ML_E_NOMEM, NULL);
         r->n_gen++;
         if (r->o.ids)
             printf("%s%u", r->n_gen > 1 ? " " : "", id), fflush(stdout);
-        else if ((s = ml_tok_stream_put(&ts, id, stop_sink, st, &err)))
+        else if ((s = ml_tok_stream_put(&ts, id, stop_sink, &sc, &err)))
             break;
         if (i + 1 == r->o.n_predict || ml_stop_done(st))
             break;
@@ -445,16 +459,15 @@ static int generate(run *r)
                      ml_ctx_n_ctx(r->ctx));
             break;
         }
-        e = eval(r, r->n_ids - 1, r->n_ids);
+        e = run_eval(r, r->n_ids - 1, r->n_ids);
     }
     if (!s && r->mlt && !r->o.ids)
-        s = ml_tok_stream_end(&ts, stop_sink, st, &err);
+        s = ml_tok_stream_end(&ts, stop_sink, &sc, &err);
     if (!s) { /* the tail a stop string might have begun */
         const char *tail;
         size_t len;
         ml_stop_flush(st, &tail, &len);
-        if (len)
-            s = cli_stdout_sink_flushed(NULL, tail, len, &err);
+        s = print_text(r, tail, len, &err);
     }
     ml_stop_free(st);
     if (s)
@@ -465,16 +478,19 @@ static int generate(run *r)
     return e;
 }
 
-static void timings(const run *r)
+void run_timings(const run *r)
 {
     if (r->o.quiet)
         return;
-    if (r->n_gen && !r->o.ids)
-        fputc('\n', stderr); /* the generated text rarely ends a line */
-    fprintf(stderr, "ml-run: load %.2f s; prompt %zu tokens, %.1f tokens/s; generation %zu tokens, "
+    char reused[48] = "";
+    if (r->o.chat)
+        snprintf(reused, sizeof reused, " (%zu reused)", r->n_reused);
+    else if (r->n_gen && !r->o.ids)
+        fputc('\n', stderr); /* the generated text rarely ends a line (a chat's reply does) */
+    fprintf(stderr, "ml-run: load %.2f s; prompt %zu tokens%s, %.1f tokens/s; generation %zu tokens, "
                     "%.1f tokens/s\n",
-            r->t_load, r->n_prompt, r->t_prompt > 0 ? r->n_prompt / r->t_prompt : 0.0, r->n_gen,
-            r->t_gen > 0 ? r->n_gen / r->t_gen : 0.0);
+            r->t_load, r->n_prompt, reused, r->t_prompt > 0 ? r->n_prompt / r->t_prompt : 0.0,
+            r->n_gen, r->t_gen > 0 ? r->n_gen / r->t_gen : 0.0);
 }
 
 /* The chunk line on a terminal; stops at a signal. */
@@ -550,6 +566,7 @@ static void close_run(run *r)
     ml_mlb_close(r->mlb);
     free(r->ids);
     free(r->row);
+    free(r->reply);
     for (size_t i = 0; i < r->o.n_stops; i++)
         free(r->o.stops[i]);
 }
@@ -570,10 +587,10 @@ static int run_prompt(run *r)
     if (r->o.logits && (e = cli_output_open(r->o.logits, &r->logits)))
         return e;
     double t0 = cli_seconds();
-    e = eval(r, 0, r->n_ids);
+    e = run_eval(r, 0, r->n_ids);
     r->t_prompt = cli_seconds() - t0;
     if (!e)
-        e = generate(r);
+        e = run_generate(r);
     if (!e && r->logits && !cli_stop_signal()) {
         ml_outfile *f = r->logits;
         r->logits = NULL; /* committed or freed: close_run must not abort it */
@@ -590,21 +607,21 @@ int main(int argc, char **argv)
     cli_init(&cmd);
     parse(argc, argv, &r.o);
     /* Output files are removed if a signal stops the run (signals.h). */
-    if (r.o.logits || r.o.imatrix)
+    if (r.o.logits || r.o.imatrix || r.o.chat)
         cli_catch_signals();
     int e = open_model(&r);
     if (!e && r.o.imatrix)
         e = start_imatrix(&r);
     if (!e)
-        e = r.o.ppl ? perplexity(&r) : run_prompt(&r);
+        e = r.o.ppl ? perplexity(&r) : r.o.chat ? chat(&r) : run_prompt(&r);
     if (!e && r.o.imatrix && !cli_stop_signal())
         e = write_imatrix(&r);
     if (cli_stop_signal()) {
         close_run(&r); /* removes the temporary --logits file */
         cli_die_by_signal();
     }
-    if (!e)
-        timings(&r);
+    if (!e && !r.timings_shown)
+        run_timings(&r);
     close_run(&r);
     return cli_finish(e);
 }

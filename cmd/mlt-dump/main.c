@@ -14,7 +14,7 @@
 
 enum { OPT_VOCAB, OPT_MERGES, OPT_ENCODE, OPT_DECODE, OPT_LINES, OPT_JSON, OPT_BOS, OPT_NO_BOS,
        OPT_SKIP, OPT_KEEP_SPACE, OPT_PRINT_TEMPLATE, OPT_RENDER, OPT_TEMPLATE, OPT_TEMPLATE_NAME,
-       OPT_NO_GEN };
+       OPT_NO_GEN, OPT_IDS };
 
 static const cli_opt opts[] = {
     {OPT_VOCAB, 'v', "vocab", NULL, "print every token: id, attr, piece"},
@@ -34,6 +34,8 @@ static const cli_opt opts[] = {
     {OPT_TEMPLATE_NAME, 0, "chat-template", "NAME",
      "with --render: the tokenizer's template NAME, or a built-in (chatml, llama3, gemma, ...)"},
     {OPT_NO_GEN, 0, "no-generation-prompt", NULL, "with --render: no assistant turn opened"},
+    {OPT_IDS, 0, "ids", NULL,
+     "with --render: the ids it encodes to, the messages kept text (as ml-run --chat)"},
 };
 
 static const cli cmd = {
@@ -56,6 +58,7 @@ typedef struct options {
     const char *print_template; /* NAME or NULL */
     const char *render, *template_file; /* MESSAGES and --template FILE, or NULL */
     const char *template_name;          /* --chat-template NAME, or NULL */
+    int ids;                            /* --render --ids */
     int no_gen;
 } options;
 
@@ -269,12 +272,39 @@ static void shift_offset(ml_error *err, int64_t shift)
     memcpy(err->msg, msg, sizeof msg);
 }
 
+static void print_id_list(const ml_ids *ids, int json)
+{
+    printf(json ? "{\"ids\":[" : "");
+    for (size_t i = 0; i < ids->n; i++)
+        printf("%s%u", i ? (json ? "," : " ") : "", ids->v[i]);
+    printf(json ? "]}\n" : "\n");
+}
+
+/* --render --ids: the ids ml-run --chat evaluates, the messages' text
+ * kept text (no control token comes from a message). */
+static int print_chat_ids(const char *path, const ml_mlt *t, const ml_chat_prompt *p, int json)
+{
+    ml_tok *k;
+    ml_ids ids = {0};
+    ml_error err;
+    ml_status s = ml_tok_new(t, &k, &err);
+    if (s)
+        return cli_fail(path, s, &err);
+    if ((s = ml_chat_encode(k, p, &ids, &err)))
+        cli_fail(path, s, &err);
+    else
+        print_id_list(&ids, json);
+    ml_ids_free(&ids);
+    ml_tok_free(k);
+    return s == ML_E_INVAL ? EXIT_INVALID : cli_exit_status(s);
+}
+
 /* --render: the conversation as the model's template writes it, exactly
  * the text a chat would encode. */
 static int render(const char *path, const ml_mlt *t, const options *o)
 {
-    char *msgs = NULL, *vars = NULL, *out = NULL;
-    size_t msgs_len, vars_len, out_len;
+    char *msgs = NULL, *vars = NULL;
+    size_t msgs_len, vars_len;
     int64_t shift = 0; /* where the messages' bytes lie in vars */
     const char *tpl_name = o->template_file ? o->template_file
                            : o->template_name && !ml_mlt_find_template(t, o->template_name, NULL)
@@ -288,7 +318,8 @@ static int render(const char *path, const ml_mlt *t, const options *o)
     if (!rc && !(vars = render_vars(t, msgs, msgs_len, !o->no_gen, &vars_len, &shift)))
         rc = cli_fail(NULL, ML_E_NOMEM, NULL);
     ml_status s = ML_OK;
-    if (!rc && (s = ml_jinja_render_json(j, vars, vars_len, &out, &out_len, &err))) {
+    ml_chat_prompt p = {0};
+    if (!rc && (s = ml_chat_render_json(j, vars, vars_len, &p, &err))) {
         /* the messages are what the template refused, or could not read:
          * a JSON error's offset is then one in the messages' file */
         int in_vars = strcmp(err.field, "vars") == 0;
@@ -297,10 +328,12 @@ static int render(const char *path, const ml_mlt *t, const options *o)
         cli_fail(in_vars ? cli_name(o->render) : tpl_name, s, &err);
         rc = s == ML_E_INVAL ? EXIT_INVALID : cli_exit_status(s);
     }
-    if (!rc)
-        fwrite(out, 1, out_len, stdout);
+    if (!rc && o->ids)
+        rc = print_chat_ids(path, t, &p, o->json);
+    else if (!rc)
+        fwrite(p.text, 1, p.len, stdout);
+    ml_chat_prompt_free(&p);
     ml_jinja_free(j);
-    free(out);
     free(vars);
     free(msgs);
     return rc;
@@ -396,10 +429,7 @@ static ml_status print_ids(ml_tok *k, const char *text, size_t len, int bos, int
     ml_status s = ml_tok_encode(k, text, len, bos, &ids, err);
     if (s)
         return s;
-    printf(json ? "{\"ids\":[" : "");
-    for (size_t i = 0; i < ids.n; i++)
-        printf(json ? "%s%u" : "%s%u", i ? (json ? "," : " ") : "", ids.v[i]);
-    printf(json ? "]}\n" : "\n");
+    print_id_list(&ids, json);
     ml_ids_free(&ids);
     return ML_OK;
 }
@@ -545,6 +575,7 @@ int main(int argc, char **argv)
         case OPT_RENDER: o.render = arg; break;
         case OPT_TEMPLATE: o.template_file = arg; break;
         case OPT_TEMPLATE_NAME: o.template_name = arg; break;
+        case OPT_IDS: o.ids = 1; break;
         case OPT_NO_GEN: o.no_gen = 1; break;
         }
     }
@@ -552,8 +583,9 @@ int main(int argc, char **argv)
             (o.render != NULL) > 1)
         cli_usage_error("--vocab, --merges, --encode, --decode, --print-template and --render "
                         "exclude each other");
-    if ((o.template_file || o.template_name || o.no_gen) && !o.render)
-        cli_usage_error("--template, --chat-template and --no-generation-prompt go with --render");
+    if ((o.template_file || o.template_name || o.no_gen || o.ids) && !o.render)
+        cli_usage_error("--template, --chat-template, --no-generation-prompt and --ids go with "
+                        "--render");
     if (o.template_file && o.template_name)
         cli_usage_error("--template and --chat-template exclude each other");
     if (o.lines && !o.encode)

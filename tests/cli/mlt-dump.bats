@@ -101,7 +101,7 @@ GEMMA="$FIX/gemma3.mlt"
     run -1 --separate-stderr mlt-dump --render "$d/m.json" "$L2"
     [[ $stderr == "mlt-dump: $L2: ML_E_INVAL: the tokenizer has no chat template (give one: --chat-template NAME, one of chatml, llama2, llama3, mistral, mistral-v1, gemma, phi3, zephyr, or --chat-template-file FILE)" ]]
     run -2 --separate-stderr mlt-dump --template "$d/bad.jinja" "$L2"
-    [[ ${stderr_lines[0]} == "mlt-dump: --template, --chat-template and --no-generation-prompt go with --render" ]]
+    [[ ${stderr_lines[0]} == "mlt-dump: --template, --chat-template, --no-generation-prompt and --ids go with --render" ]]
 }
 
 @test "--render --chat-template NAME: a built-in for a tokenizer without a template, or one of its own" {

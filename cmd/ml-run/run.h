@@ -1,0 +1,61 @@
+/* run.h - what ml-run's files share: the options, the state of one run,
+ * and the steps a plain generation and a chat (chat.c) are made of. */
+#ifndef ML_RUN_H
+#define ML_RUN_H
+
+#include <mlcore.h>
+
+#include <stddef.h>
+
+#define MAX_STOPS ML_STOP_MAX
+
+typedef struct options {
+    const char *model, *tok, *prompt, *file, *logits, *ppl, *imatrix;
+    int ids, no_bos, ignore_eos, verbose, quiet, no_escape, repeat_off;
+    int chat, interactive;              /* --chat, -i */
+    const char *system;                 /* -sys TEXT */
+    const char *chat_template, *chat_template_file;
+    char *stops[MAX_STOPS];
+    size_t n_stops;
+    uint64_t n_predict, ctx, threads, batch;
+    int seed_set;
+    ml_sampler_params sp;
+} options;
+
+/* Everything one run holds; released by close_run. */
+typedef struct run {
+    options o;
+    ml_mlb *mlb;
+    ml_model *model;
+    ml_mlt *mlt;
+    ml_tok *tok;
+    ml_ctx *ctx;
+    ml_sampler *sampler;
+    ml_outfile *logits;
+    ml_mli *imatrix;
+    const ml_mlb_header *h;
+    ml_token *ids;       /* prompt and generated tokens */
+    size_t n_ids, cap_ids;
+    float *row;          /* logits: one row, or n_batch rows for --logits */
+    size_t nb;           /* tokens per evaluation step (the context's batch) */
+    double t_load, t_prompt, t_gen;
+    size_t n_prompt, n_gen;
+    size_t n_reused;     /* chat: prompt tokens kept from the turn before */
+    char *reply;         /* chat: the text generated, as printed */
+    size_t reply_len, reply_cap;
+    int timings_shown;   /* chat: each turn printed its own */
+} run;
+
+int run_push_id(run *r, ml_token id);
+/* Evaluates ids[from..to) and leaves the last row's logits in r->row. */
+int run_eval(run *r, size_t from, size_t to);
+/* Samples and prints up to -n tokens after ids[0..n_ids). */
+int run_generate(run *r);
+void run_timings(const run *r);
+
+/* --chat: one turn of the prompt, or a conversation (chat.c). */
+int chat(run *r);
+
+#endif
+
+
