@@ -114,6 +114,7 @@ static int turn(run *r, convo *c)
         return e;
     r->n_prompt = r->n_ids - r->n_reused;
     r->n_gen = 0;
+    r->n_turns++;
     double t0 = cli_seconds();
     e = run_eval(r, r->n_reused, r->n_ids);
     r->t_prompt = cli_seconds() - t0;

@@ -487,9 +487,14 @@ void run_timings(const run *r)
         snprintf(reused, sizeof reused, " (%zu reused)", r->n_reused);
     else if (r->n_gen && !r->o.ids)
         fputc('\n', stderr); /* the generated text rarely ends a line (a chat's reply does) */
-    fprintf(stderr, "ml-run: load %.2f s; prompt %zu tokens%s, %.1f tokens/s; generation %zu tokens, "
+    char first[48];
+    if (r->n_turns > 1) /* the load was the first turn's */
+        snprintf(first, sizeof first, "turn %zu", r->n_turns);
+    else
+        snprintf(first, sizeof first, "load %.2f s", r->t_load);
+    fprintf(stderr, "ml-run: %s; prompt %zu tokens%s, %.1f tokens/s; generation %zu tokens, "
                     "%.1f tokens/s\n",
-            r->t_load, r->n_prompt, reused, r->t_prompt > 0 ? r->n_prompt / r->t_prompt : 0.0,
+            first, r->n_prompt, reused, r->t_prompt > 0 ? r->n_prompt / r->t_prompt : 0.0,
             r->n_gen, r->t_gen > 0 ? r->n_gen / r->t_gen : 0.0);
 }
 

@@ -41,6 +41,7 @@ typedef struct run {
     double t_load, t_prompt, t_gen;
     size_t n_prompt, n_gen;
     size_t n_reused;     /* chat: prompt tokens kept from the turn before */
+    size_t n_turns;      /* chat: turns answered so far */
     char *reply;         /* chat: the text generated, as printed */
     size_t reply_len, reply_cap;
     int timings_shown;   /* chat: each turn printed its own */

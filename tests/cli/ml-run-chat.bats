@@ -94,7 +94,8 @@ msgs() {
     # two timings lines; the second turn reuses the first's tokens
     mapfile -t err <"$d/err"
     ((${#err[@]} == 2)) || fail_with "$(cat "$d/err")"
-    [[ ${err[0]} == *"prompt "*" tokens (0 reused)"* ]]
+    [[ ${err[0]} == "ml-run: load "*"prompt "*" tokens (0 reused)"* ]]
+    [[ ${err[1]} == "ml-run: turn 2; prompt "* ]]
     [[ ${err[1]} =~ prompt\ [0-9]+\ tokens\ \(([0-9]+)\ reused\) ]] || fail_with "${err[1]}"
     ((BASH_REMATCH[1] > 10)) || fail_with "reused ${BASH_REMATCH[1]}"
     # the second reply is what a fresh run of the whole conversation gives
@@ -176,4 +177,16 @@ msgs() {
     [[ ${stderr_lines[0]} == "ml-run: ML_E_INVAL: the conversation has "*" tokens; the context holds 8 (raise --ctx, at most max_seq 256)" ]]
     run -0 ml-run --help
     [[ $output == *"--chat "* && $output == *"(also -cnv)"* && $output == *"(also -sys)"* ]]
+}
+
+@test "on a terminal, --chat without a prompt is a conversation (script(1) gives it one)" {
+    local d=$BATS_TEST_TMPDIR
+    command -v script >/dev/null || skip "no script(1)"
+    printf 'Hello\n/exit\n' >"$d/turns"
+    local want
+    want=$(ml-run -m "$(Q)" --chat --chat-template chatml -p Hello -n 4 --temp 0 --ignore-eos -q)
+    run -0 script -qec "$(command -v ml-run) -m $(Q) --chat --chat-template chatml -n 4 --temp 0 --ignore-eos" /dev/null <"$d/turns"
+    [[ $output == *"ml-run: chat; /exit or end of input (Ctrl-D) to end, Ctrl-C to stop a reply"* ]]
+    [[ $output == *"> $want"* ]]
+    [[ $output == *"prompt "*" tokens (0 reused)"* ]]
 }
