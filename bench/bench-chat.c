@@ -1,9 +1,10 @@
-/* bench-chat.c - the cost of a chat turn's text work: rendering a 10-turn
- * conversation through a real chat template and encoding it with the
- * messages kept text (ml_chat_render + ml_chat_encode), best of runs.
- * Prints "best_seconds first_seconds n_ids fnv1a" for bench-chat.sh to compare with
- * Python jinja2 + tokenizers (what transformers' apply_chat_template
- * does).  Usage: bench-chat TOKENIZER.mlt TEMPLATE.jinja RUNS */
+/* bench-chat.c - the cost of a chat turn's text work: rendering a
+ * conversation (a JSON object of variables) through a real chat template
+ * and encoding it with the messages kept text (ml_chat_render_json +
+ * ml_chat_encode), best of runs.  Prints "best_seconds first_seconds
+ * n_ids fnv1a" for bench-chat.sh to compare with bench-chat.py (Python
+ * jinja2 + tokenizers, what transformers' apply_chat_template does).
+ * Usage: bench-chat TOKENIZER.mlt TEMPLATE.jinja VARS.json RUNS */
 #include <mlcore.h>
 
 #include <stdio.h>
@@ -35,51 +36,29 @@ static char *slurp(const char *path, size_t *n)
     return p;
 }
 
-/* The conversation bench-chat.py builds too: a system message and five
- * exchanges of a few sentences each. */
-static const char *const turns[] = {
-    "Can you explain how a hash table handles collisions? I keep reading about chaining and "
-    "open addressing but I am not sure when each one is the better choice.",
-    "Both store keys in an array indexed by a hash. Chaining keeps a list per slot, so it "
-    "degrades gracefully as the table fills; open addressing probes other slots, which is "
-    "friendlier to caches but needs a lower load factor and careful deletion.",
-    "What load factor would you pick for open addressing with linear probing?",
-    "Around 0.7 is a common choice. Beyond that, clusters grow quickly and the expected number "
-    "of probes for a miss rises sharply; Robin Hood hashing keeps the variance down.",
-    "And how does Robin Hood hashing decide which entry moves?",
-    "On insertion, if the new key has travelled further from its home slot than the key "
-    "already there, they swap and the displaced key continues probing.",
-    "Does that make lookups faster for missing keys?",
-    "Yes: a lookup can stop as soon as it meets an entry closer to its home than the probe "
-    "distance so far, since the key would have displaced it.",
-    "Thanks. Could you summarise the trade-offs in three bullet points?",
-};
-
 int main(int argc, char **argv)
 {
-    if (argc != 4)
-        return fprintf(stderr, "usage: bench-chat TOKENIZER.mlt TEMPLATE.jinja RUNS\n"), 2;
+    if (argc != 5)
+        return fprintf(stderr, "usage: bench-chat TOKENIZER.mlt TEMPLATE.jinja VARS.json RUNS\n"), 2;
     ml_mlt *t;
     ml_tok *k;
     ml_jinja *j;
     ml_error e;
-    size_t len;
-    char *tpl = slurp(argv[2], &len);
+    size_t len, vlen;
+    char *tpl = slurp(argv[2], &len), *vars = slurp(argv[3], &vlen);
+    if (!vars)
+        return fprintf(stderr, "bench-chat: cannot read %s\n", argv[3]), 1;
     if (!tpl || ml_mlt_open(argv[1], &t, &e) || ml_tok_new(t, &k, &e) ||
         ml_jinja_parse(tpl, len, NULL, &j, &e))
         return fprintf(stderr, "bench-chat: %s\n", tpl ? e.msg : argv[2]), 1;
-    enum { N = sizeof turns / sizeof turns[0] };
-    ml_chat_message m[N + 1] = {{"system", "You are a concise, accurate assistant.", 38}};
-    for (size_t i = 0; i < N; i++)
-        m[i + 1] = (ml_chat_message){i % 2 ? "assistant" : "user", turns[i], strlen(turns[i])};
-    int runs = atoi(argv[3]);
+    int runs = atoi(argv[4]);
     double best = 1e9, first = 0;
     ml_ids ids = {0};
     for (int r = 0; r < runs; r++) {
         ml_chat_prompt p;
         ids.n = 0;
         double t0 = now();
-        if (ml_chat_render(j, m, N + 1, 1, t, &p, &e) || ml_chat_encode(k, &p, &ids, &e))
+        if (ml_chat_render_json(j, vars, vlen, &p, &e) || ml_chat_encode(k, &p, &ids, &e))
             return fprintf(stderr, "bench-chat: %s\n", e.msg), 1;
         double dt = now() - t0;
         best = dt < best ? dt : best;
@@ -96,5 +75,6 @@ int main(int argc, char **argv)
     ml_tok_free(k);
     ml_mlt_close(t);
     free(tpl);
+    free(vars);
     return 0;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench-chat.sh - what a chat turn costs before the model runs: a 10-turn
-# conversation rendered through real templates and encoded with the
-# messages kept text (ml_chat_render + ml_chat_encode), next to Python
+# bench-chat.sh - what a chat turn costs before the model runs: the 10
+# messages of bench/chat-conversation.json rendered through real templates and encoded with the
+# messages kept text (ml_chat_render_json + ml_chat_encode), next to Python
 # jinja2 + tokenizers (transformers' apply_chat_template), best and first
 # of RUNS, the ratio of the bests, and whether the ids are the same.
 #
@@ -25,17 +25,19 @@ special() {
     id=$("$B/bin/mlt-dump" --json "$1" | jq ".$2")
     if [ "$id" -ge 0 ]; then "$B/bin/mlt-dump" --decode "$1" "$id"; fi
 }
-printf '10-turn conversation (system + 5 exchanges), %s runs\n\n' "$RUNS"
+printf 'bench/chat-conversation.json (system + 9 turns), %s runs\n\n' "$RUNS"
 printf '%-10s %-36s %6s %10s %10s %10s %10s %7s  %s\n' tokenizer template ids "ms best" "ms first" \
     "py best" "py first" ratio "same ids"
 for pair in qwen3:Qwen-Qwen2.5-7B-Instruct llama3_1:meta-llama-Llama-3.1-8B-Instruct \
     gemma3:google-gemma-3-1b-it; do
     t=${pair%%:*} tpl="$FIX/chat/templates/${pair#*:}.jinja"
-    read -r cb cf cn ch < <("$tool" "$FIX/tok/$t.mlt" "$tpl" "$RUNS")
-    # transformers passes the BOS and EOS pieces, as ml_chat_render does
-    bos=$(special "$FIX/tok/$t.mlt" bos) eos=$(special "$FIX/tok/$t.mlt" eos)
-    read -r pb pf pn ph < <(python3 "$here/bench-chat.py" "$TOK/$t/tokenizer.json" "$tpl" "$RUNS" \
-        "$bos" "$eos")
+    # transformers passes the BOS and EOS pieces, as ml-run --chat does
+    jq --arg bos "$(special "$FIX/tok/$t.mlt" bos)" --arg eos "$(special "$FIX/tok/$t.mlt" eos)" \
+        '. + {add_generation_prompt: true, bos_token: $bos, eos_token: $eos}' \
+        "$here/chat-conversation.json" >"$DIR/mlcore-bench-chat.json"
+    read -r cb cf cn ch < <("$tool" "$FIX/tok/$t.mlt" "$tpl" "$DIR/mlcore-bench-chat.json" "$RUNS")
+    read -r pb pf pn ph < <(python3 "$here/bench-chat.py" "$TOK/$t/tokenizer.json" "$tpl" \
+        "$DIR/mlcore-bench-chat.json" "$RUNS")
     same=yes
     [ "$cn $ch" = "$pn $ph" ] || same="NO ($pn ids)"
     awk -v t="$t" -v tp="${pair#*:}" -v n="$cn" -v cb="$cb" -v cf="$cf" -v pb="$pb" -v pf="$pf" \
