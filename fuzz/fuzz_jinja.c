@@ -8,7 +8,11 @@
  * JSON); a render is deterministic (twice the same bytes or the same
  * status and message); the output is terminated and within the limit;
  * the limits hold (steps and memory kept small so a slow input is a
- * finding, as is any allocation beyond the memory cap). */
+ * finding, as is any allocation beyond the memory cap).  The chat
+ * renderer (ml_chat_render_json, which renders twice to place the
+ * messages' contents) gives the same text and status as the plain render,
+ * and its spans lie in the text, increasing, each equal to bytes of a
+ * content. */
 #include "fuzz.h"
 
 #define MAX_OUT 65536
@@ -20,6 +24,27 @@ static void check_status(ml_status st, const ml_error *err, size_t size)
                st == ML_E_UNSUPPORTED);
     if (st != ML_OK)
         FUZZ_CHECK(!strcmp(err->field, "template") || !strcmp(err->field, "vars"));
+}
+
+/* The chat render agrees with the plain one; its spans are sane. */
+static void check_chat(const ml_jinja *t, const char *vars, size_t vlen, ml_status want,
+                       const char *text, size_t n)
+{
+    ml_chat_prompt p;
+    ml_error err;
+    fuzz_err_init(&err);
+    ml_status st = ml_chat_render_json(t, vars, vlen, &p, &err);
+    FUZZ_CHECK(st == want);
+    if (st == ML_OK) {
+        FUZZ_CHECK(p.len == n && memcmp(p.text, text, n) == 0);
+        FUZZ_CHECK(p.n_user == 0 || p.n_loose == 0);
+        for (size_t i = 0, end = 0; i < p.n_user; i++) {
+            FUZZ_CHECK(p.user[i].start >= end && p.user[i].len > 0 && p.user[i].len <= n &&
+                       p.user[i].start <= n - p.user[i].len);
+            end = p.user[i].start + p.user[i].len;
+        }
+    }
+    ml_chat_prompt_free(&p);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -68,6 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(s2[0] != ML_OK || memcmp(out[0], out[1], n[0]) == 0);
     /* Messages may only differ in a strftime_now of the local time: never here. */
     FUZZ_CHECK(strcmp(msg[0], msg[1]) == 0);
+    check_chat(t, vars, vlen, s2[0], out[0], n[0]);
     free(out[0]);
     free(out[1]);
     ml_jinja_free(t);

@@ -195,6 +195,8 @@ static int align(const char *a, size_t na, const char *b, size_t nb, const conte
                  spans *out)
 {
     size_t pa = 0, pb = 0, idx = 0, mlen = 0;
+    if (!na || !nb) /* an empty render may have no buffer */
+        return na == nb ? 0 : 1;
     for (;;) {
         size_t q = next_mark(b, nb, pb, cs->n, &idx, &mlen);
         if (!starts(a, na, pa, b + pb, q - pb))
@@ -263,7 +265,9 @@ static void render_prompt(jj_ctx *c, const ml_jinja *t, jv_dict *vars, ml_chat_p
         jj_fail(c, ML_E_NOMEM, SIZE_MAX, "out of memory");
         return;
     }
-    memcpy(p->text, a.p, a.n + 1);
+    if (a.n) /* an empty render may have no buffer */
+        memcpy(p->text, a.p, a.n);
+    p->text[a.n] = 0;
     p->len = a.n;
     spans sp = {0};
     /* Real text with the placeholder characters cannot be aligned. */
