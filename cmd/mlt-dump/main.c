@@ -14,7 +14,7 @@
 
 enum { OPT_VOCAB, OPT_MERGES, OPT_ENCODE, OPT_DECODE, OPT_LINES, OPT_JSON, OPT_BOS, OPT_NO_BOS,
        OPT_SKIP, OPT_KEEP_SPACE, OPT_PRINT_TEMPLATE, OPT_RENDER, OPT_TEMPLATE, OPT_TEMPLATE_NAME,
-       OPT_NO_GEN, OPT_IDS };
+       OPT_NO_GEN, OPT_IDS, OPT_NULL };
 
 static const cli_opt opts[] = {
     {OPT_VOCAB, 'v', "vocab", NULL, "print every token: id, attr, piece"},
@@ -22,6 +22,8 @@ static const cli_opt opts[] = {
     {OPT_ENCODE, 'e', "encode", "TEXT", "print the ids of TEXT (- reads standard input)"},
     {OPT_DECODE, 'd', "decode", NULL, "print the text of the ID operands (or of ids on stdin)"},
     {OPT_LINES, 'l', "lines", NULL, "with --encode: one line of ids per input line"},
+    {OPT_NULL, 'z', "null", NULL,
+     "with --encode: one line of ids per NUL-terminated input text (texts with newlines)"},
     {OPT_JSON, 'j', "json", NULL, "print JSON for scripts"},
     {OPT_BOS, 0, "bos", NULL, "with --encode: always put the BOS id first"},
     {OPT_NO_BOS, 0, "no-bos", NULL, "with --encode: never put the BOS id first"},
@@ -54,6 +56,7 @@ static const cli cmd = {
 
 typedef struct options {
     int vocab, merges, decode, lines, json, bos, skip, keep_space;
+    char separator; /* --lines '\n', --null '\0' */
     const char *encode; /* TEXT, "-" or NULL */
     const char *print_template; /* NAME or NULL */
     const char *render, *template_file; /* MESSAGES and --template FILE, or NULL */
@@ -460,7 +463,7 @@ static int do_encode(const char *path, const ml_mlt *t, const options *o)
     } else {
         size_t start = 0;
         while (start < len && !s && cli_stdout_ok()) {
-            const char *nl = memchr(text + start, '\n', len - start);
+            const char *nl = memchr(text + start, o->separator, len - start);
             size_t end = nl ? (size_t)(nl - text) : len;
             s = print_ids(k, text + start, end - start, o->bos, o->json, &err);
             start = end + 1;
@@ -565,7 +568,8 @@ int main(int argc, char **argv)
         case OPT_MERGES: o.merges = 1; break;
         case OPT_ENCODE: o.encode = arg; break;
         case OPT_DECODE: o.decode = 1; break;
-        case OPT_LINES: o.lines = 1; break;
+        case OPT_LINES: o.lines = 1, o.separator = '\n'; break;
+        case OPT_NULL: o.lines = 1, o.separator = 0; break;
         case OPT_JSON: o.json = 1; break;
         case OPT_BOS: o.bos = ML_TOK_BOS_YES; break;
         case OPT_NO_BOS: o.bos = ML_TOK_BOS_NO; break;
@@ -589,7 +593,7 @@ int main(int argc, char **argv)
     if (o.template_file && o.template_name)
         cli_usage_error("--template and --chat-template exclude each other");
     if (o.lines && !o.encode)
-        cli_usage_error("--lines goes with --encode");
+        cli_usage_error("--lines and --null go with --encode");
     /* With --decode the FILE is the operand that is not a number (the
      * others are ids), or the first one if all are numbers. */
     const char *path = NULL;

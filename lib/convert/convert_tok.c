@@ -202,6 +202,12 @@ static ml_status byte_level_flags(conv *c, int *add_bos)
     const char *pre;
     size_t n;
     const ml_gguf_kv *kv = ml_gguf_find(c->g, K_PRE);
+    /* Without the key llama.cpp guesses a "default" regex of its own (and
+     * warns that quality will suffer): no .mlt flag expresses it. */
+    if (!kv)
+        return ml__err(c->err, ML_E_UNSUPPORTED, K_PRE, -1,
+                       "the key is missing: llama.cpp's fallback pre-tokenizer \"default\" "
+                       "has no .mlt equivalent");
     ml_status s = ml_gguf_get_str(c->g, K_PRE, &pre, &n, NULL, c->err);
     if (s)
         return s;

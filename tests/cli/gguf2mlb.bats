@@ -343,9 +343,13 @@ interrupt() {
     cmp "$d/smol.mlt" "$d/other.mlt"
     run -2 --separate-stderr gguf2mlb --tokenizer-only -t "$d/other.mlt" "$d/smol.gguf"
     run -0 gguf2mlb -f --tokenizer-only -t "$d/other.mlt" "$d/smol.gguf"
-    # usage errors
-    run -2 --separate-stderr gguf2mlb --tokenizer-only -o "$d/x.mlb" "$d/smol.gguf"
-    [[ ${stderr_lines[0]} == "gguf2mlb: --tokenizer-only goes with neither -o, --no-tokenizer nor --dry-run" ]]
+    # -o names it too (the one output); usage errors
+    run -0 gguf2mlb --tokenizer-only -o "$d/o.mlt" "$d/smol.gguf"
+    cmp "$d/smol.mlt" "$d/o.mlt"
+    run -2 --separate-stderr gguf2mlb --tokenizer-only -o "$d/x.mlt" -t "$d/y.mlt" "$d/smol.gguf"
+    [[ ${stderr_lines[0]} == "gguf2mlb: --tokenizer-only writes one file: -o or -t, not both" ]]
+    run -2 --separate-stderr gguf2mlb --tokenizer-only --dry-run "$d/smol.gguf"
+    [[ ${stderr_lines[0]} == "gguf2mlb: --tokenizer-only goes with neither --no-tokenizer nor --dry-run" ]]
     run -2 --separate-stderr gguf2mlb --tokenizer-only - <"$d/smol.gguf"
     [[ ${stderr_lines[0]} == "gguf2mlb: reading standard input: name the tokenizer with -t" ]]
     run -0 --separate-stderr gguf2mlb --tokenizer-only -t "$d/stdin.mlt" - <"$d/smol.gguf"

@@ -265,7 +265,7 @@ GEMMA="$FIX/gemma3.mlt"
     run -2 --separate-stderr mlt-dump --vocab --merges "$L2"
     [[ ${stderr_lines[0]} == "mlt-dump: --vocab, --merges, --encode, --decode, --print-template and --render exclude each other" ]]
     run -2 --separate-stderr mlt-dump --lines "$L2"
-    [[ ${stderr_lines[0]} == "mlt-dump: --lines goes with --encode" ]]
+    [[ ${stderr_lines[0]} == "mlt-dump: --lines and --null go with --encode" ]]
     run -2 --separate-stderr mlt-dump --encode - -
     [[ ${stderr_lines[0]} == "mlt-dump: the text and the tokenizer cannot both come from standard input" ]]
     run -2 --separate-stderr mlt-dump "$L2" 12

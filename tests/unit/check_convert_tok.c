@@ -916,7 +916,7 @@ static const hostile hostiles[] = {
     {"add_bos without bos", 1, h_add_bos_nobos, ML_E_FORMAT, K_ADD_BOS, K_ADD_BOS, -1},
     {"add_bos u8", 0, h_add_bos_u8, ML_E_FORMAT, K_ADD_BOS, K_ADD_BOS, -1},
     {"add_bos 2", 0, h_add_bos_two, ML_E_FORMAT, K_ADD_BOS, K_ADD_BOS, -1},
-    {"no pre", 0, h_no_pre, ML_E_FORMAT, K_PRE, NULL, -1},
+    {"no pre (llama.cpp guesses \"default\")", 0, h_no_pre, ML_E_UNSUPPORTED, K_PRE, NULL, -1},
     {"pre tekken", 0, h_pre_tekken, ML_E_UNSUPPORTED, K_PRE, K_PRE, -1},
     {"pre default", 0, h_pre_default, ML_E_UNSUPPORTED, K_PRE, K_PRE, -1},
     {"byte-level space prefix", 0, h_space_bl, ML_E_UNSUPPORTED, K_SPACE, K_SPACE, -1},
