@@ -381,6 +381,35 @@ static ml_status write_model(void *src, ml_write_fn fn, void *sink, ml_error *er
     return ml_convert_write(j->plan, fn, sink, &j->stats, err);
 }
 
+/* The default keeps the source's size class: when that means matrices of
+ * another 4-bit type (Q4_1, K-quants) requantized to Q4_0, which costs
+ * quality, one line says what was traded and which option keeps it. */
+static void note_requantized(const options *o, const ml_gguf *g, const ml_convert_plan *p)
+{
+    size_t n = 0;
+    const char *from = NULL;
+    for (size_t i = 0; i < ml_convert_plan_n_items(p); i++) {
+        const ml_convert_item *it = ml_convert_plan_item(p, i);
+        if (it->method == ML_CONV_QUANTIZE && it->dst.type == ML_TYPE_Q4_0 && it->src) {
+            n++;
+            from = from ? from : ml_gguf_type_name(it->src->type);
+        }
+    }
+    if (!n || o->quiet || o->q.wtype)
+        return;
+    ml_convert_opts q8 = o->conv;
+    q8.wtype = ML_WTYPE_Q8_0;
+    q8.q8_mask = 0;
+    q8.imatrix = NULL;
+    ml_convert_plan *p8 = NULL;
+    if (ml_convert_plan_new(g, &q8, &p8, NULL) != ML_OK)
+        return;
+    cli_warn(o->in, "note: %zu matrices (the first from %s) are requantized to Q4_0, which "
+                    "loses precision; --wtype q8_0 keeps the source's quality (%.1f MB, not %.1f MB)",
+             n, from, ml_convert_plan_size(p8) / 1e6, ml_convert_plan_size(p) / 1e6);
+    ml_convert_plan_free(p8);
+}
+
 /* The tokenizer first (a bad vocabulary may refuse the conversion), then
  * the model; both are committed once the model is whole. */
 static int convert(const options *o, const ml_gguf *g, const ml_convert_plan *p)
@@ -451,6 +480,7 @@ int main(int argc, char **argv)
         rc = cli_fail(s == ML_E_MISMATCH && o.q.imatrix ? o.q.imatrix : o.in, s, &e);
         goto done;
     }
+    note_requantized(&o, g, p);
     if (o.dry_run)
         dry_run(&o, g, p);
     else

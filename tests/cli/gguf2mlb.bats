@@ -359,3 +359,22 @@ interrupt() {
     [[ ${stderr_lines[0]} == "gguf2mlb: $F16: ML_E_FORMAT: tokenizer.ggml."* ]]
     [[ ! -e $d/none.mlt ]]
 }
+
+@test "a default that requantizes to Q4_0 says so in one line, and which option keeps the quality" {
+    local m="$BATS_TEST_DIRNAME/../fixtures/models/llama2"
+    run -0 --separate-stderr gguf2mlb -n "$m/llama2-q4_1.gguf"
+    [[ ${#stderr_lines[@]} -eq 1 ]]
+    [[ ${stderr_lines[0]} =~ ^gguf2mlb:\ .*llama2-q4_1.gguf:\ note:\ ([0-9]+)\ matrices\ \(the\ first\ from\ Q4_1\)\ are\ requantized\ to\ Q4_0,\ which\ loses\ precision\;\ --wtype\ q8_0\ keeps\ the\ source\'s\ quality\ \(([0-9.]+)\ MB,\ not\ ([0-9.]+)\ MB\)$ ]] ||
+        fail_with "${stderr_lines[0]}"
+    local q8=${BASH_REMATCH[2]} q4=${BASH_REMATCH[3]}
+    run -0 --separate-stderr gguf2mlb -n --wtype q8_0 "$m/llama2-q4_1.gguf"
+    [[ -z $stderr ]]
+    run -0 --separate-stderr gguf2mlb -n --wtype q4_0 "$m/llama2-q4_1.gguf"
+    [[ -z $stderr ]]
+    run -0 --separate-stderr gguf2mlb -n -q "$m/llama2-q4_1.gguf"
+    [[ -z $stderr ]]
+    awk -v a="$q8" -v b="$q4" 'BEGIN { exit !(a > b) }' || fail_with "q8 $q8 MB, q4 $q4 MB"
+    # a source already Q8_0 needs no note
+    run -0 --separate-stderr gguf2mlb -n "$m/llama2-q8_0.gguf"
+    [[ -z $stderr ]]
+}
