@@ -326,7 +326,9 @@ static const char *generate_one(slot *sl, ml_status *st, ml_error *err)
     ml_token id = ml_sampler_next(sl->sampler, srv_seq_logits(sl->seq), NULL, 0);
     if (ml_mlt_is_eog(sl->ts.t, id)) /* the end of the turn: never sent */
         return (*st = flush_text(sl, err)) ? NULL : "stop";
-    j->n_gen++; /* read by the HTTP side only once the job is done */
+    pthread_mutex_lock(&j->s->lock);
+    j->n_gen++;
+    pthread_mutex_unlock(&j->s->lock);
     if ((*st = ml_tok_stream_put(&sl->ts, id, release_text, sl, err)))
         return NULL;
     if (ml_stop_done(sl->stop))

@@ -92,6 +92,9 @@ static int refill(stream *s)
         free(text);
         if (!rc && p.done)
             rc = put_end(s, &p);
+        else /* what the log says if the client leaves now */
+            http_note(s->r, "prompt %zu tokens (%zu reused), completion %zu tokens so far",
+                      p.n_prompt, p.n_cached, p.n_gen);
         if (rc || s->out_len)
             return rc;
         if (http_client_gone(s->r)) {
