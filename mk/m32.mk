@@ -36,7 +36,7 @@ check-m32: $(M32_SYSROOT)/.complete
 	$(MAKE) B=$(M32_B) CFLAGS="$(M32_CFLAGS)" LDFLAGS=-m32 \
 	  CHECK_CFLAGS=-pthread CHECK_LIBS="$(M32_LIB)/libcheck.a $(M32_LIB)/libsubunit.a -lrt -lm -pthread" \
 	  LDLIBS_LIB="$(M32_LIB)/libutf8proc.a $(M32_LIB)/libdeflate.a $(M32_LIB)/libz.a -lm -lpthread" \
-	  UNIT_SRC="$(M32_UNIT_SRC)" all tests
+	  UNIT_SRC="$(M32_UNIT_SRC)" SKIP_TOOLS=ml-serve all tests
 	$(M32_B)/tests/unit-tests
 
 $(M32_SYSROOT)/.complete: tools/cross-deps.sh

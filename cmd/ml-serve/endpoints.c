@@ -1,0 +1,285 @@
+/* endpoints.c - what each endpoint does: /health, /v1/models, /tokenize,
+ * /detokenize, and the two generations, whose requests become a prompt
+ * of tokens (through the chat template for /v1/chat/completions) and a
+ * job for the scheduler, answered whole or as a stream. */
+#include "server.h"
+#include "stream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int reply_error(http_req *r, srv_request *q, const srv_error *e)
+{
+    if (q)
+        srv_request_free(q);
+    return http_reply_error(r, e);
+}
+
+/* Reads the body as a request of `kind`; answers a bad one itself. */
+static int read_request(srv_server *s, http_req *r, srv_kind kind, srv_request *q)
+{
+    size_t len;
+    const char *body = http_body(r, &len);
+    srv_error e;
+    if (srv_request_parse(kind, body, len, ml_model_header(s->model)->vocab, q, &e) == 0)
+        return 0;
+    reply_error(r, q, &e);
+    return -1;
+}
+
+static int on_health(void *app, http_req *r)
+{
+    (void)app;
+    return http_reply_json(r, 200, resp_health());
+}
+
+static int on_models(void *app, http_req *r)
+{
+    srv_server *s = app;
+    return http_reply_json(r, 200, resp_models(s->model_id, s->created));
+}
+
+/* llama-server's /tokenize: control tokens' text is matched (as its
+ * parse_special), BOS only with "add_special". */
+static int on_tokenize(void *app, http_req *r)
+{
+    srv_server *s = app;
+    srv_request q;
+    if (read_request(s, r, SRV_TOKENIZE, &q))
+        return 1;
+    ml_ids ids = {0};
+    ml_error err;
+    pthread_mutex_lock(&s->tok_lock);
+    ml_status st = ml_tok_encode(s->tok, q.text, q.text_len,
+                                 q.add_special ? ML_TOK_BOS_AUTO : ML_TOK_BOS_NO, &ids, &err);
+    pthread_mutex_unlock(&s->tok_lock);
+    srv_request_free(&q);
+    int rc = http_reply_json(r, 200, st ? NULL : resp_tokens(ids.v, ids.n));
+    ml_ids_free(&ids);
+    return rc;
+}
+
+static int on_detokenize(void *app, http_req *r)
+{
+    srv_server *s = app;
+    srv_request q;
+    char *text = NULL;
+    size_t len = 0;
+    ml_error err;
+    if (read_request(s, r, SRV_DETOKENIZE, &q))
+        return 1;
+    ml_status st = ml_tok_decode(s->mlt, q.tokens, q.n_tokens, 0, &text, &len, &err);
+    srv_request_free(&q);
+    int rc = http_reply_json(r, 200, st ? NULL : resp_content(text, len));
+    free(text);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Prompts
+ * ------------------------------------------------------------------------ */
+/* A special token's piece for the template's bos_token / eos_token. */
+static json_t *piece(const ml_mlt *t, int32_t id)
+{
+    ml_mlt_token k = id >= 0 ? ml_mlt_get_token(t, (ml_token)id) : (ml_mlt_token){NULL, 0, 0};
+    json_t *v = k.len ? json_stringn((const char *)k.bytes, k.len) : NULL;
+    return v ? v : json_string("");
+}
+
+/* The template's variables: the messages, the assistant's turn opened. */
+static char *chat_vars(const srv_server *s, json_t *messages)
+{
+    const ml_mlt_header *h = ml_mlt_get_header(s->mlt);
+    json_t *v = json_pack("{s:O,s:b,s:o,s:o}", "messages", messages, "add_generation_prompt", 1,
+                          "bos_token", piece(s->mlt, h->bos), "eos_token", piece(s->mlt, h->eos));
+    char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    return text;
+}
+
+/* The messages through the template, encoded so that what the client
+ * wrote stays text (no forged control tokens). */
+static int chat_prompt(srv_server *s, const srv_request *q, ml_ids *ids, srv_error *e)
+{
+    if (!s->tmpl)
+        return srv_fail(e, 400, "invalid_request_error", "messages", "no_chat_template",
+                        "The model's tokenizer has no chat template (start ml-serve with "
+                        "--chat-template NAME or --chat-template-file FILE).");
+    char *vars = chat_vars(s, q->messages);
+    ml_chat_prompt p = {0};
+    ml_error err;
+    ml_status st = vars ? ml_chat_render_json(s->tmpl, vars, strlen(vars), &p, &err) : ML_E_NOMEM;
+    free(vars);
+    if (!st) {
+        pthread_mutex_lock(&s->tok_lock);
+        st = ml_chat_encode(s->tok, &p, ids, &err);
+        pthread_mutex_unlock(&s->tok_lock);
+    }
+    ml_chat_prompt_free(&p);
+    if (st == ML_E_NOMEM)
+        return srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+    if (st)
+        return srv_fail(e, 400, "invalid_request_error", "messages", "template_error",
+                        "The chat template refused the messages: %s", err.msg);
+    return 0;
+}
+
+static int completion_prompt(srv_server *s, const srv_request *q, ml_ids *ids, srv_error *e)
+{
+    ml_error err;
+    pthread_mutex_lock(&s->tok_lock);
+    ml_status st = ml_tok_encode(s->tok, q->text, q->text_len, ML_TOK_BOS_AUTO, ids, &err);
+    pthread_mutex_unlock(&s->tok_lock);
+    return st ? srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.") : 0;
+}
+
+/* The prompt's tokens, and the tokens to generate within the context. */
+static int prepare(srv_server *s, const srv_request *q, ml_ids *ids, uint32_t *max, srv_error *e)
+{
+    const char *param = q->kind == SRV_CHAT ? "messages" : "prompt";
+    if (q->kind == SRV_CHAT ? chat_prompt(s, q, ids, e) : completion_prompt(s, q, ids, e))
+        return -1;
+    uint32_t n_ctx = srv_sched_n_ctx(s->sched);
+    if (ids->n == 0)
+        return srv_fail(e, 400, "invalid_request_error", param, "invalid_value",
+                        "The prompt is empty (and the tokenizer adds no BOS).");
+    if (ids->n >= n_ctx)
+        return srv_fail(e, 400, "invalid_request_error", param, "context_length_exceeded",
+                        "The prompt has %zu tokens; the context holds %u (start ml-serve with "
+                        "a larger --ctx).",
+                        ids->n, n_ctx);
+    uint64_t room = n_ctx - ids->n;
+    *max = q->max_tokens < 0 || (uint64_t)q->max_tokens > room ? (uint32_t)room
+                                                               : (uint32_t)q->max_tokens;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Generation
+ * ------------------------------------------------------------------------ */
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33, x *= 0xff51afd7ed558ccdull, x ^= x >> 33;
+    return x;
+}
+
+/* The job of a request; answers the refusals itself (NULL then). */
+static srv_job *submit(srv_server *s, http_req *r, srv_request *q, uint64_t n)
+{
+    ml_ids ids = {0};
+    uint32_t max = 0;
+    srv_error e;
+    if (prepare(s, q, &ids, &max, &e)) {
+        ml_ids_free(&ids);
+        reply_error(r, q, &e);
+        return NULL;
+    }
+    srv_job_params p = {ids.v, ids.n, max, q->sp, (const char *const *)q->stops, q->n_stops};
+    if (!q->seed_set) /* a different draw for every request */
+        p.sp.seed = mix((uint64_t)time(NULL) ^ (n << 20) ^ (uint64_t)(uintptr_t)r);
+    srv_job *job = NULL;
+    srv_submit_status st = srv_submit(s->sched, &p, &job);
+    ml_ids_free(&ids);
+    if (st == SRV_SUBMITTED)
+        return job;
+    if (st == SRV_NOMEM)
+        srv_fail(&e, 500, "server_error", NULL, NULL, "Out of memory.");
+    else
+        srv_fail(&e, 503, "server_error", NULL, st == SRV_QUEUE_FULL ? "queue_full" : "unavailable",
+                 st == SRV_QUEUE_FULL ? "Every slot is busy and the queue is full; try again."
+                                      : "The server is shutting down.");
+    reply_error(r, q, &e);
+    return NULL;
+}
+
+/* Waits for the whole text; NULL when the client left (the job is then
+ * cancelled). */
+static char *wait_whole(http_req *r, srv_job *job, size_t *len, srv_progress *p)
+{
+    char *all = NULL;
+    *len = 0;
+    for (;;) {
+        char *text;
+        size_t n;
+        srv_job_wait(job, *len, SRV_POLL_MS, &text, &n, p);
+        if (text) {
+            char *grown = realloc(all, *len + n + 1);
+            if (grown)
+                memcpy(grown + *len, text, n), all = grown, *len += n;
+            free(text);
+        }
+        if (p->done)
+            return all ? all : calloc(1, 1);
+        if (!text && http_client_gone(r)) {
+            srv_job_cancel(job);
+            free(all);
+            return NULL;
+        }
+    }
+}
+
+static int reply_whole(http_req *r, srv_job *job, const resp_meta *m)
+{
+    size_t len;
+    srv_progress p;
+    char *text = wait_whole(r, job, &len, &p);
+    srv_job_release(job);
+    http_set_waiting(r, 0);
+    if (!text)
+        return 0; /* MHD_NO: the connection is closed */
+    srv_note_job(r, &p);
+    resp_usage u = {p.n_prompt, p.n_gen};
+    int rc;
+    if (p.finish) {
+        rc = http_reply_json(r, 200, resp_completion(m, text, len, p.finish, &u));
+    } else {
+        srv_error e;
+        int busy = p.status == ML_E_UNSUPPORTED;
+        srv_fail(&e, busy ? 503 : 500, "server_error", NULL, busy ? "unavailable" : NULL,
+                 "Generation failed: %s", p.msg[0] ? p.msg : ml_status_name(p.status));
+        rc = http_reply_error(r, &e);
+    }
+    free(text);
+    return rc;
+}
+
+static int generate(srv_server *s, http_req *r, srv_kind kind)
+{
+    srv_request q;
+    if (read_request(s, r, kind, &q))
+        return 1;
+    uint64_t n = __atomic_add_fetch(&s->n_requests, 1, __ATOMIC_RELAXED);
+    srv_job *job = submit(s, r, &q, n);
+    if (!job)
+        return 1;
+    char id[48];
+    snprintf(id, sizeof id, "%s-%016llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)mix(n ^ ((uint64_t)s->created << 24)));
+    resp_meta m = {kind, id, (int64_t)time(NULL), s->model_id};
+    int stream = q.stream, usage = q.include_usage;
+    srv_request_free(&q);
+    http_set_waiting(r, 1);
+    return stream ? srv_stream_reply(r, job, &m, usage) : reply_whole(r, job, &m);
+}
+
+static int on_chat(void *app, http_req *r)
+{
+    return generate(app, r, SRV_CHAT);
+}
+
+static int on_completion(void *app, http_req *r)
+{
+    return generate(app, r, SRV_COMPLETION);
+}
+
+const http_route srv_routes[] = {
+    {"GET", "/health", on_health, 1},
+    {"GET", "/v1/models", on_models, 0},
+    {"POST", "/v1/chat/completions", on_chat, 0},
+    {"POST", "/v1/completions", on_completion, 0},
+    {"POST", "/tokenize", on_tokenize, 0},
+    {"POST", "/detokenize", on_detokenize, 0},
+};
+const size_t srv_n_routes = sizeof srv_routes / sizeof srv_routes[0];

@@ -1,0 +1,69 @@
+/* request.h - the JSON body of an API request read into a plain struct:
+ * every field the server honours, checked for type and range, with the
+ * OpenAI error a client gets for a bad one.  Pure: no I/O, no model, so
+ * that fuzz/fuzz_serve_request.c can drive it. */
+#ifndef ML_SERVE_REQUEST_H
+#define ML_SERVE_REQUEST_H
+
+#include <mlcore.h>
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Sampling defaults for fields a request leaves out: llama-server's (and
+ * ml-run's), which suit small local models better than OpenAI's 1.0. */
+#define SRV_DEFAULT_TEMP 0.8
+#define SRV_DEFAULT_TOP_K 40
+#define SRV_DEFAULT_TOP_P 0.95
+#define SRV_DEFAULT_MIN_P 0.05
+
+#define SRV_MAX_STOPS 16 /* stop strings of one request (OpenAI allows 4) */
+
+typedef enum srv_kind {
+    SRV_CHAT,       /* POST /v1/chat/completions */
+    SRV_COMPLETION, /* POST /v1/completions */
+    SRV_TOKENIZE,   /* POST /tokenize */
+    SRV_DETOKENIZE  /* POST /detokenize */
+} srv_kind;
+
+/* What a client is told when its request is refused: the HTTP status and
+ * the members of OpenAI's {"error": {...}} object. */
+typedef struct srv_error {
+    int status;        /* 400, 401, 404, 413, 503, ... */
+    const char *type;  /* "invalid_request_error", "server_error", ... */
+    const char *param; /* the field at fault, or NULL */
+    const char *code;  /* a short machine-readable reason, or NULL */
+    char message[320];
+} srv_error;
+
+/* Fills e (status 400 unless set otherwise by the caller) and returns -1. */
+int srv_fail(srv_error *e, int status, const char *type, const char *param, const char *code,
+             const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+typedef struct srv_request {
+    srv_kind kind;
+    json_t *messages;    /* chat: the messages array (a reference), as the template reads it */
+    char *text;          /* completion: the prompt; tokenize: the content (NUL-terminated) */
+    size_t text_len;
+    ml_token *tokens;    /* detokenize: the ids */
+    size_t n_tokens;
+    int add_special;     /* tokenize: BOS as the tokenizer adds it */
+    int64_t max_tokens;  /* -1: not given (the rest of the context) */
+    ml_sampler_params sp;
+    int seed_set;        /* sp.seed came from the request */
+    char *stops[SRV_MAX_STOPS];
+    size_t n_stops;
+    int stream;          /* Server-Sent Events */
+    int include_usage;   /* stream_options.include_usage */
+} srv_request;
+
+/* Reads body[0..len) as a request of `kind`.  Token ids must lie below
+ * vocab.  Returns 0, or -1 with e filled (400: malformed JSON, bad UTF-8,
+ * a wrong type or range, a field this server refuses).  Release *r with
+ * srv_request_free, also after a failure. */
+int srv_request_parse(srv_kind kind, const char *body, size_t len, uint32_t vocab, srv_request *r,
+                      srv_error *e);
+void srv_request_free(srv_request *r);
+
+#endif

@@ -1,0 +1,158 @@
+/* response.c - the answers' JSON (response.h), built with jansson so that
+ * every string is escaped as JSON requires. */
+#include "response.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The text of v, which is released; NULL if v is NULL or out of memory. */
+static char *dump(json_t *v)
+{
+    char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    return s;
+}
+
+/* "data: JSON\n\n", which is released. */
+static char *event(json_t *v)
+{
+    char *s = dump(v), *out = NULL;
+    if (s) {
+        size_t n = strlen(s) + 9;
+        if ((out = malloc(n)))
+            snprintf(out, n, "data: %s\n\n", s);
+        free(s);
+    }
+    return out;
+}
+
+/* A string that may be NULL, as JSON null. */
+static json_t *str_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+/* The generated text is UTF-8 (the decoder replaces what is not), so
+ * json_stringn only fails when memory runs out. */
+static json_t *text_value(const char *text, size_t len)
+{
+    return json_stringn(text ? text : "", text ? len : 0);
+}
+
+static json_t *error_object(const srv_error *e)
+{
+    return json_pack("{s:{s:s,s:s,s:o,s:o}}", "error", "message", e->message, "type",
+                     e->type ? e->type : "invalid_request_error", "param",
+                     str_or_null(e->param), "code", str_or_null(e->code));
+}
+
+char *resp_error(const srv_error *e)
+{
+    return dump(error_object(e));
+}
+
+char *resp_stream_error(const srv_error *e)
+{
+    return event(error_object(e));
+}
+
+char *resp_health(void)
+{
+    return dump(json_pack("{s:s}", "status", "ok"));
+}
+
+char *resp_models(const char *model, int64_t created)
+{
+    return dump(json_pack("{s:s,s:[{s:s,s:s,s:I,s:s}]}", "object", "list", "data", "id", model,
+                          "object", "model", "created", (json_int_t)created, "owned_by",
+                          "mlcore"));
+}
+
+char *resp_tokens(const ml_token *ids, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_integer(ids[i]))) {
+            json_decref(a);
+            a = NULL;
+        }
+    return a ? dump(json_pack("{s:o}", "tokens", a)) : NULL;
+}
+
+char *resp_content(const char *text, size_t len)
+{
+    return dump(json_pack("{s:o}", "content", text_value(text, len)));
+}
+
+static json_t *usage_object(const resp_usage *u)
+{
+    return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
+                     "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
+                     (json_int_t)(u->prompt_tokens + u->completion_tokens));
+}
+
+/* The members every object of a request starts with. */
+static json_t *head(const resp_meta *m, const char *object)
+{
+    return json_pack("{s:s,s:s,s:I,s:s,s:s}", "id", m->id, "object", object, "created",
+                     (json_int_t)m->created, "model", m->model, "system_fingerprint", "mlcore");
+}
+
+static json_t *with_choices(json_t *o, json_t *choice)
+{
+    if (!o || !choice || json_object_set_new(o, "choices", json_pack("[o]", choice))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+char *resp_completion(const resp_meta *m, const char *text, size_t len, const char *finish,
+                      const resp_usage *u)
+{
+    json_t *choice =
+        m->kind == SRV_CHAT
+            ? json_pack("{s:i,s:{s:s,s:o},s:n,s:s}", "index", 0, "message", "role", "assistant",
+                        "content", text_value(text, len), "logprobs", "finish_reason", finish)
+            : json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", text_value(text, len),
+                        "logprobs", "finish_reason", finish);
+    json_t *o = with_choices(head(m, m->kind == SRV_CHAT ? "chat.completion" : "text_completion"),
+                             choice);
+    if (o && json_object_set_new(o, "usage", usage_object(u))) {
+        json_decref(o);
+        o = NULL;
+    }
+    return dump(o);
+}
+
+char *resp_chunk(const resp_meta *m, int first, const char *text, size_t len, const char *finish)
+{
+    json_t *choice;
+    json_t *why = str_or_null(finish);
+    if (m->kind == SRV_CHAT) {
+        json_t *delta = finish  ? json_object()
+                        : first ? json_pack("{s:s,s:s}", "role", "assistant", "content", "")
+                                : json_pack("{s:o}", "content", text_value(text, len));
+        choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "delta", delta, "logprobs",
+                           "finish_reason", why);
+    } else {
+        choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "text",
+                           text_value(finish ? "" : text, finish ? 0 : len), "logprobs",
+                           "finish_reason", why);
+    }
+    return event(with_choices(
+        head(m, m->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion"), choice));
+}
+
+char *resp_usage_chunk(const resp_meta *m, const resp_usage *u)
+{
+    json_t *o =
+        head(m, m->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
+    if (o && (json_object_set_new(o, "choices", json_array()) ||
+              json_object_set_new(o, "usage", usage_object(u)))) {
+        json_decref(o);
+        o = NULL;
+    }
+    return event(o);
+}

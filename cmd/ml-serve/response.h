@@ -1,0 +1,49 @@
+/* response.h - the JSON the server answers with, in the shapes of the
+ * OpenAI API (chat.completion, text_completion, their stream chunks as
+ * Server-Sent Events, the error object, the model list) and of
+ * llama-server (/tokenize, /detokenize, /health).  Each function returns
+ * a new NUL-terminated string (free it), or NULL when memory runs out. */
+#ifndef ML_SERVE_RESPONSE_H
+#define ML_SERVE_RESPONSE_H
+
+#include "request.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What every completion object and chunk of one request shares. */
+typedef struct resp_meta {
+    srv_kind kind;      /* SRV_CHAT or SRV_COMPLETION */
+    const char *id;     /* "chatcmpl-..." or "cmpl-..." */
+    int64_t created;    /* Unix seconds */
+    const char *model;
+} resp_meta;
+
+typedef struct resp_usage {
+    size_t prompt_tokens, completion_tokens;
+} resp_usage;
+
+char *resp_error(const srv_error *e);
+char *resp_health(void);
+char *resp_models(const char *model, int64_t created);
+char *resp_tokens(const ml_token *ids, size_t n);
+char *resp_content(const char *text, size_t len);
+
+/* The whole answer: one choice holding text[0..len) (a message for a
+ * chat), finish_reason ("stop" or "length") and the usage. */
+char *resp_completion(const resp_meta *m, const char *text, size_t len, const char *finish,
+                      const resp_usage *u);
+
+/* One event "data: {...}\n\n" of a stream: the first chunk of a chat
+ * (role "assistant", empty content) when first is set; a content delta
+ * text[0..len); or, when finish is not NULL, the last chunk with an empty
+ * delta and the finish_reason. */
+char *resp_chunk(const resp_meta *m, int first, const char *text, size_t len, const char *finish);
+/* The usage chunk of stream_options.include_usage: no choices. */
+char *resp_usage_chunk(const resp_meta *m, const resp_usage *u);
+/* An error inside a stream, as an event. */
+char *resp_stream_error(const srv_error *e);
+
+#define RESP_DONE "data: [DONE]\n\n"
+
+#endif

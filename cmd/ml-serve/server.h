@@ -1,0 +1,37 @@
+/* server.h - what the parts of ml-serve share: the options, the model and
+ * tokenizer they serve, the scheduler, and the endpoints' route table. */
+#ifndef ML_SERVE_SERVER_H
+#define ML_SERVE_SERVER_H
+
+#include "http.h"
+#include "slots.h"
+
+#include <mlcore.h>
+
+#include <pthread.h>
+#include <stdint.h>
+
+typedef struct srv_opts {
+    const char *model, *tok, *host, *api_key, *chat_template, *chat_template_file;
+    uint64_t port, threads, ctx, parallel, timeout, max_body, queue;
+} srv_opts;
+
+typedef struct srv_server {
+    srv_opts o;
+    ml_mlb *mlb;
+    ml_model *model;
+    ml_mlt *mlt;
+    ml_tok *tok;            /* not thread-safe: used under tok_lock */
+    pthread_mutex_t tok_lock;
+    ml_jinja *tmpl;         /* the chat template, or NULL (chat completions refused) */
+    srv_sched *sched;
+    char model_id[128];     /* the model's file name without .mlb */
+    int64_t created;        /* when the server started (Unix seconds) */
+    uint64_t n_requests;    /* for ids and default seeds */
+} srv_server;
+
+/* The endpoints (endpoints.c), for http_params.routes. */
+extern const http_route srv_routes[];
+extern const size_t srv_n_routes;
+
+#endif

@@ -1,0 +1,475 @@
+/* slots.c - the scheduler (slots.h).  One thread computes; the HTTP
+ * threads only submit, read and cancel jobs under the one lock.  A step
+ * gives every active slot one evaluation, in slot order: a chunk of its
+ * prompt while it prefills, else one generated token, so a long prompt
+ * delays the others by a chunk per step, not by the whole prompt.
+ * Each job samples with its own sampler from its own sequence's logits,
+ * and the kernels give the same bits for any batch, so a request's tokens
+ * do not depend on what else runs. */
+#include "slots.h"
+
+#include "seq.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct srv_job {
+    /* fixed at submission */
+    ml_token *prompt;
+    size_t n_prompt;
+    uint32_t max_tokens;
+    ml_sampler_params sp;
+    char **stops;
+    size_t n_stops;
+    /* under the scheduler's lock */
+    srv_sched *s;
+    int refs;           /* the client's and, until it ends, the scheduler's */
+    int cancel, done;
+    const char *finish;
+    ml_status status;
+    char msg[160];
+    char *text;         /* released text */
+    size_t len, cap;
+    size_t n_gen, n_cached;
+    pthread_cond_t grew; /* text grew or the job ended */
+    srv_job *next;       /* in the queue */
+};
+
+/* A slot: a sequence and the job it runs (NULL: free). */
+typedef struct slot {
+    srv_seq *seq;
+    srv_job *job;
+    size_t fed;          /* prompt tokens in the sequence */
+    ml_sampler *sampler;
+    ml_stop *stop;
+    ml_tok_stream ts;
+    uint64_t used;       /* when it last took a job: ties go to the oldest */
+} slot;
+
+struct srv_sched {
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* a job arrived, was cancelled, or closing */
+    pthread_t thread;
+    int started;
+    const ml_mlt *mlt;
+    uint32_t vocab;
+    slot *slots;
+    unsigned n_slots;
+    srv_job *head, *tail;
+    size_t n_queued, max_queue;
+    int closing, cut;
+    uint64_t clock;
+};
+
+/* ------------------------------------------------------------------------
+ * Jobs
+ * ------------------------------------------------------------------------ */
+static void job_free(srv_job *j)
+{
+    for (size_t i = 0; i < j->n_stops; i++)
+        free(j->stops[i]);
+    free(j->stops);
+    free(j->prompt);
+    free(j->text);
+    pthread_cond_destroy(&j->grew);
+    free(j);
+}
+
+/* Under the lock. */
+static void job_unref(srv_job *j)
+{
+    if (--j->refs == 0)
+        job_free(j);
+}
+
+static srv_job *job_new(const srv_job_params *p)
+{
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    pthread_cond_init(&j->grew, NULL);
+    j->prompt = malloc(p->n_prompt * sizeof *j->prompt);
+    j->stops = p->n_stops ? calloc(p->n_stops, sizeof *j->stops) : NULL;
+    int ok = j->prompt && (!p->n_stops || j->stops);
+    for (size_t i = 0; ok && i < p->n_stops; i++, j->n_stops++)
+        ok = (j->stops[i] = strdup(p->stops[i])) != NULL;
+    if (!ok) {
+        job_free(j);
+        return NULL;
+    }
+    memcpy(j->prompt, p->prompt, p->n_prompt * sizeof *j->prompt);
+    j->n_prompt = p->n_prompt;
+    j->max_tokens = p->max_tokens;
+    j->sp = p->sp;
+    j->refs = 2;
+    return j;
+}
+
+/* Under the lock: appends released text. */
+static int job_append(srv_job *j, const char *t, size_t n)
+{
+    if (n > j->cap - j->len) {
+        size_t cap = j->cap ? j->cap : 256;
+        while (cap - j->len < n)
+            cap *= 2;
+        char *p = realloc(j->text, cap);
+        if (!p)
+            return -1;
+        j->text = p, j->cap = cap;
+    }
+    memcpy(j->text + j->len, t, n);
+    j->len += n;
+    pthread_cond_broadcast(&j->grew);
+    return 0;
+}
+
+/* Under the lock: the job is over; the scheduler lets go of it. */
+static void job_end(srv_job *j, const char *finish, ml_status status, const char *msg)
+{
+    j->done = 1;
+    j->finish = status ? NULL : finish;
+    j->status = status;
+    if (msg)
+        snprintf(j->msg, sizeof j->msg, "%.150s", msg);
+    pthread_cond_broadcast(&j->grew);
+    job_unref(j);
+}
+
+void srv_job_wait(srv_job *j, size_t have, int timeout_ms, char **text, size_t *len,
+                  srv_progress *p)
+{
+    srv_sched *s = j->s;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L)
+        until.tv_sec++, until.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&s->lock);
+    while (j->len <= have && !j->done)
+        if (pthread_cond_timedwait(&j->grew, &s->lock, &until) == ETIMEDOUT)
+            break;
+    *text = NULL, *len = 0;
+    if (j->len > have && (*text = malloc(j->len - have)))
+        memcpy(*text, j->text + have, *len = j->len - have);
+    *p = (srv_progress){j->len, j->done, j->finish, j->status, "", j->n_prompt, j->n_gen,
+                        j->n_cached};
+    memcpy(p->msg, j->msg, sizeof p->msg);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void srv_job_cancel(srv_job *j)
+{
+    pthread_mutex_lock(&j->s->lock);
+    j->cancel = 1;
+    pthread_cond_signal(&j->s->wake);
+    pthread_mutex_unlock(&j->s->lock);
+}
+
+void srv_job_release(srv_job *j)
+{
+    srv_sched *s = j->s;
+    pthread_mutex_lock(&s->lock);
+    j->cancel = 1; /* nobody reads it any more */
+    pthread_cond_signal(&s->wake);
+    job_unref(j);
+    pthread_mutex_unlock(&s->lock);
+}
+
+srv_submit_status srv_submit(srv_sched *s, const srv_job_params *p, srv_job **out)
+{
+    srv_job *j = job_new(p);
+    if (!j)
+        return SRV_NOMEM;
+    j->s = s;
+    pthread_mutex_lock(&s->lock);
+    unsigned busy = 0;
+    for (unsigned i = 0; i < s->n_slots; i++)
+        busy += s->slots[i].job != NULL;
+    srv_submit_status st = s->closing                                          ? SRV_SHUTTING_DOWN
+                           : busy + s->n_queued >= s->n_slots + s->max_queue ? SRV_QUEUE_FULL
+                                                                              : SRV_SUBMITTED;
+    if (st == SRV_SUBMITTED) {
+        if (s->tail)
+            s->tail->next = j;
+        else
+            s->head = j;
+        s->tail = j;
+        s->n_queued++;
+        pthread_cond_signal(&s->wake);
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (st != SRV_SUBMITTED) {
+        job_free(j);
+        return st;
+    }
+    *out = j;
+    return st;
+}
+
+/* ------------------------------------------------------------------------
+ * Slots
+ * ------------------------------------------------------------------------ */
+/* Under the lock: the free slot whose sequence shares the longest start
+ * with the prompt, the one used longest ago among equals; NULL if none. */
+static slot *pick_slot(srv_sched *s, const srv_job *j)
+{
+    slot *best = NULL;
+    size_t best_common = 0;
+    for (unsigned i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->job)
+            continue;
+        size_t c = srv_seq_common(sl->seq, j->prompt, j->n_prompt);
+        if (!best || c > best_common || (c == best_common && sl->used < best->used))
+            best = sl, best_common = c;
+    }
+    return best;
+}
+
+/* Under the lock: gives a slot its job.  At least the last prompt token
+ * is evaluated again, for the logits of the first generated one. */
+static void slot_start(srv_sched *s, slot *sl, srv_job *j)
+{
+    ml_error err;
+    size_t keep = srv_seq_common(sl->seq, j->prompt, j->n_prompt);
+    if (keep >= j->n_prompt)
+        keep = j->n_prompt - 1;
+    sl->fed = srv_seq_keep(sl->seq, keep);
+    j->n_cached = sl->fed;
+    sl->used = ++s->clock;
+    ml_status st = ml_sampler_new(&j->sp, s->vocab, &sl->sampler, &err);
+    if (!st)
+        st = ml_stop_new((const char *const *)j->stops, j->n_stops, &sl->stop, &err);
+    if (st) {
+        ml_sampler_free(sl->sampler), sl->sampler = NULL;
+        job_end(j, NULL, st, err.msg);
+        return;
+    }
+    ml_tok_stream_init(&sl->ts, s->mlt, ML_TOK_SKIP_BOS_EOS);
+    sl->job = j;
+}
+
+/* Under the lock: the slot's job is over. */
+static void slot_finish(slot *sl, const char *finish, ml_status st, const char *msg)
+{
+    job_end(sl->job, finish, st, msg);
+    sl->job = NULL;
+    ml_sampler_free(sl->sampler);
+    ml_stop_free(sl->stop);
+    sl->sampler = NULL, sl->stop = NULL;
+}
+
+/* Under the lock: queued jobs into free slots, in order; cancelled ones
+ * (their client is gone) are dropped. */
+static void admit(srv_sched *s)
+{
+    while (s->head) {
+        srv_job *j = s->head;
+        slot *sl = NULL;
+        if (!j->cancel && !s->closing && !(sl = pick_slot(s, j)))
+            return;
+        s->head = j->next;
+        if (!s->head)
+            s->tail = NULL;
+        s->n_queued--;
+        j->next = NULL;
+        if (j->cancel || s->closing)
+            job_end(j, NULL, ML_E_UNSUPPORTED, j->cancel ? "cancelled" : "shutting down");
+        else
+            slot_start(s, sl, j);
+    }
+}
+
+/* The decoder's text through the stop strings into the job. */
+static ml_status release_text(void *ctx, const void *buf, size_t n, ml_error *err)
+{
+    slot *sl = ctx;
+    const char *out;
+    size_t len;
+    if (ml_stop_push(sl->stop, buf, n, &out, &len) < 0)
+        return ML_E_NOMEM;
+    (void)err;
+    srv_sched *s = sl->job->s;
+    pthread_mutex_lock(&s->lock);
+    int rc = len ? job_append(sl->job, out, len) : 0;
+    pthread_mutex_unlock(&s->lock);
+    return rc ? ML_E_NOMEM : ML_OK;
+}
+
+/* The end without a stop string: what the decoder and the stop strings
+ * held back is text after all. */
+static ml_status flush_text(slot *sl, ml_error *err)
+{
+    const char *tail;
+    size_t len;
+    ml_status st = ml_tok_stream_end(&sl->ts, release_text, sl, err);
+    if (st || ml_stop_done(sl->stop))
+        return st;
+    ml_stop_flush(sl->stop, &tail, &len);
+    srv_sched *s = sl->job->s;
+    pthread_mutex_lock(&s->lock);
+    int rc = len ? job_append(sl->job, tail, len) : 0;
+    pthread_mutex_unlock(&s->lock);
+    return rc ? ML_E_NOMEM : ML_OK;
+}
+
+/* One generated token: "stop" or "length" when the job ends with it,
+ * NULL when it goes on; *st reports a failure. */
+static const char *generate_one(slot *sl, ml_status *st, ml_error *err)
+{
+    srv_job *j = sl->job;
+    ml_token id = ml_sampler_next(sl->sampler, srv_seq_logits(sl->seq), NULL, 0);
+    if (ml_mlt_is_eog(sl->ts.t, id)) /* the end of the turn: never sent */
+        return (*st = flush_text(sl, err)) ? NULL : "stop";
+    pthread_mutex_lock(&j->s->lock);
+    j->n_gen++;
+    pthread_mutex_unlock(&j->s->lock);
+    if ((*st = ml_tok_stream_put(&sl->ts, id, release_text, sl, err)))
+        return NULL;
+    if (ml_stop_done(sl->stop))
+        return "stop";
+    if (j->n_gen >= j->max_tokens || srv_seq_len(sl->seq) >= srv_seq_n_ctx(sl->seq))
+        return (*st = flush_text(sl, err)) ? NULL : "length";
+    *st = srv_seq_eval(sl->seq, &id, 1, err);
+    return NULL;
+}
+
+/* One evaluation of an active slot, without the lock. */
+static void slot_step(srv_sched *s, slot *sl)
+{
+    srv_job *j = sl->job;
+    ml_error err;
+    ml_status st = ML_OK;
+    const char *finish = NULL;
+    memset(&err, 0, sizeof err);
+    if (sl->fed < j->n_prompt) {
+        size_t n = j->n_prompt - sl->fed, nb = srv_seq_n_batch(sl->seq);
+        if (n > nb)
+            n = nb;
+        st = srv_seq_eval(sl->seq, j->prompt + sl->fed, n, &err);
+        sl->fed += n;
+    } else {
+        finish = generate_one(sl, &st, &err);
+    }
+    if (st == ML_E_NOMEM && !err.msg[0])
+        strcpy(err.msg, "out of memory");
+    if (finish || st) {
+        pthread_mutex_lock(&s->lock);
+        slot_finish(sl, finish, st, err.msg);
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+/* Under the lock: ends the jobs whose client left, or all with `cut`. */
+static void drop_cancelled(srv_sched *s)
+{
+    for (unsigned i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->job && (sl->job->cancel || s->cut))
+            slot_finish(sl, "length", ML_OK, NULL);
+    }
+}
+
+static int any_active(const srv_sched *s)
+{
+    for (unsigned i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job)
+            return 1;
+    return 0;
+}
+
+static void *sched_main(void *arg)
+{
+    srv_sched *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        drop_cancelled(s);
+        admit(s);
+        if (!any_active(s)) {
+            if (s->closing)
+                break;
+            pthread_cond_wait(&s->wake, &s->lock);
+            continue;
+        }
+        pthread_mutex_unlock(&s->lock);
+        /* Only this thread changes sl->job of an active slot, so the
+         * slots can be read without the lock while they compute. */
+        for (unsigned i = 0; i < s->n_slots; i++)
+            if (s->slots[i].job)
+                slot_step(s, &s->slots[i]);
+        pthread_mutex_lock(&s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * The scheduler
+ * ------------------------------------------------------------------------ */
+ml_status srv_sched_new(const ml_model *m, const ml_mlt *mlt, const srv_sched_params *p,
+                        srv_sched **out, ml_error *err)
+{
+    srv_sched *s = calloc(1, sizeof *s);
+    if (!s || !(s->slots = calloc(p->n_slots, sizeof *s->slots))) {
+        free(s);
+        memset(err, 0, sizeof *err);
+        err->code = ML_E_NOMEM, err->offset = -1;
+        strcpy(err->msg, "out of memory");
+        return ML_E_NOMEM;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    s->mlt = mlt;
+    s->vocab = ml_model_header(m)->vocab;
+    s->n_slots = p->n_slots;
+    s->max_queue = p->max_queue;
+    ml_status st = ML_OK;
+    for (unsigned i = 0; !st && i < p->n_slots; i++)
+        st = srv_seq_new(m, p->n_ctx, p->n_batch, p->threads, &s->slots[i].seq, err);
+    if (!st && pthread_create(&s->thread, NULL, sched_main, s) != 0) {
+        memset(err, 0, sizeof *err);
+        err->code = st = ML_E_NOMEM, err->offset = -1;
+        strcpy(err->msg, "cannot start the scheduler thread");
+    }
+    s->started = st == ML_OK;
+    if (st) {
+        srv_sched_free(s, 1);
+        return st;
+    }
+    *out = s;
+    return ML_OK;
+}
+
+uint32_t srv_sched_n_ctx(const srv_sched *s)
+{
+    return srv_seq_n_ctx(s->slots[0].seq);
+}
+
+void srv_sched_drain(srv_sched *s, int cut)
+{
+    pthread_mutex_lock(&s->lock);
+    s->closing = 1;
+    s->cut |= cut;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void srv_sched_free(srv_sched *s, int cut)
+{
+    if (!s)
+        return;
+    srv_sched_drain(s, cut);
+    if (s->started)
+        pthread_join(s->thread, NULL);
+    for (unsigned i = 0; i < s->n_slots; i++)
+        srv_seq_free(s->slots[i].seq);
+    free(s->slots);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}

@@ -1,0 +1,22 @@
+/* stream.h - a generation job answered as Server-Sent Events: the chunks
+ * of OpenAI's streaming API as the text grows, then the last chunk with
+ * the finish_reason, the usage when asked, and "data: [DONE]". */
+#ifndef ML_SERVE_STREAM_H
+#define ML_SERVE_STREAM_H
+
+#include "http.h"
+#include "response.h"
+#include "slots.h"
+
+/* Replies to r with the stream of job, which it takes over (released when
+ * the stream ends or the client leaves).  meta's strings are copied. */
+int srv_stream_reply(http_req *r, srv_job *job, const resp_meta *meta, int include_usage);
+
+/* How long a wait for the model lasts before the client is looked at
+ * again: a client that left frees its slot within this time. */
+#define SRV_POLL_MS 100
+
+/* The usage and prompt reuse of a finished job for the log line. */
+void srv_note_job(http_req *r, const srv_progress *p);
+
+#endif

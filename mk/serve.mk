@@ -1,0 +1,39 @@
+# serve.mk - ml-serve, the one command with dependencies beyond the
+# library's: GNU libmicrohttpd (HTTP) and jansson (JSON), found with
+# pkg-config and linked into ml-serve alone; its request parser's fuzz
+# harness links jansson too.
+#
+#   make check-serve-load   8 clients x 20 requests against --parallel 4,
+#                           every answer complete and equal to the same
+#                           request run alone (tests/serve/load.sh)
+#   make check-openai       the official openai Python client against
+#                           ml-serve, streaming and not (pip install openai;
+#                           tests/serve/openai_client.py)
+#
+# Builds that cannot link them (make check-m32) pass SKIP_TOOLS=ml-serve.
+
+SERVE_PKGS := libmicrohttpd jansson
+SERVE_CFLAGS := $(shell pkg-config --cflags $(SERVE_PKGS) 2>/dev/null)
+SERVE_LIBS := $(shell pkg-config --libs $(SERVE_PKGS) 2>/dev/null)
+JANSSON_LIBS := $(shell pkg-config --libs jansson 2>/dev/null)
+SERVE_OBJ := $(patsubst %.c,$(B)/%.o,$(wildcard cmd/ml-serve/*.c))
+
+$(SERVE_OBJ): ALL_CFLAGS += $(SERVE_CFLAGS)
+
+$(B)/bin/ml-serve: $(SERVE_OBJ) $(CMD_COMMON_OBJ) $(B)/libmlcore.a
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SERVE_LIBS) $(LDLIBS_LIB)
+
+# The request parser under the fuzzer and in the replay (fuzz.mk's rules
+# with the parser's object and jansson added).
+$(B)/fuzz/fuzz_serve_request.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve
+$(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: $(B)/cmd/ml-serve/request.o
+$(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: LDLIBS_LIB += $(JANSSON_LIBS)
+
+.PHONY: check-serve-load check-openai
+check-serve-load: all $(TEST_TOOLS)
+	MLCORE_BUILD=$(abspath $(B)) bash tests/serve/load.sh
+
+check-openai: all $(TEST_TOOLS)
+	MLCORE_BUILD=$(abspath $(B)) bash tests/serve/openai.sh

@@ -1,0 +1,371 @@
+#!/usr/bin/env bats
+# ml-serve.bats - the HTTP server through curl and jq: every endpoint, the
+# shapes of OpenAI's answers (whole and streamed), the request fields,
+# every refusal with its status and error object, the API key, the limits
+# (body, headers, idle connections, context), slots (queue, prefix reuse,
+# a client that leaves, results independent of concurrency) and a clean
+# shutdown.  One server for most tests, started in setup_file on a port
+# the system picks; tests that need other options start their own.
+bats_require_minimum_version 1.5.0
+load helpers
+load serve
+
+FIX="$BATS_TEST_DIRNAME/../fixtures"
+
+setup_file() {
+    command -v curl >/dev/null || skip "needs curl"
+    [[ -x $MLCORE_BUILD/bin/ml-serve ]] || skip "ml-serve is not built here"
+    # The Llama 2 tokenizer (32000 ids) on a tiny random model.
+    "$MKMODEL" -o "$BATS_FILE_TMPDIR/m.mlb" --seed 3 vocab=32000 wtype=2 scale_f16=1 \
+        shared_classifier=1 max_seq=256
+    cp "$FIX/tok/llama2.mlt" "$BATS_FILE_TMPDIR/m.mlt"
+    # A long context, for requests that must still run while others arrive.
+    "$MKMODEL" -o "$BATS_FILE_TMPDIR/long.mlb" --seed 3 vocab=32000 wtype=2 scale_f16=1 \
+        shared_classifier=1 max_seq=4096
+    cp "$FIX/tok/llama2.mlt" "$BATS_FILE_TMPDIR/long.mlt"
+    start_server "$BATS_FILE_TMPDIR/log" -m "$BATS_FILE_TMPDIR/m.mlb" -t 1 --parallel 2 \
+        --chat-template llama2
+    export URL SERVER_PID
+}
+
+teardown_file() {
+    [[ -n ${SERVER_PID:-} ]] && stop_server
+}
+
+CHAT='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":12,"temperature":0}'
+
+# ---------------------------------------------------------------- command line
+
+@test "--help, --version, usage errors" {
+    run -0 ml-serve --help
+    [[ ${lines[0]} == "Usage: ml-serve -m MODEL.mlb [options]" ]]
+    has_line '^ +--parallel N +slots' "${lines[@]}"
+    has_line '^ +--api-key KEY +require' "${lines[@]}"
+    run -0 ml-serve --version
+    [[ $output == "ml-serve (mlcore) 0.1.0" ]]
+    run -2 --separate-stderr ml-serve
+    [[ ${stderr_lines[0]} == "ml-serve: no model given (-m MODEL.mlb)" ]]
+    run -2 --separate-stderr ml-serve -m x.mlb --port 70000
+    run -2 --separate-stderr ml-serve -m x.mlb --chat-template a --chat-template-file b
+    run -3 --separate-stderr ml-serve -m "$BATS_TEST_TMPDIR/none.mlb"
+    [[ ${stderr_lines[0]} == "ml-serve: $BATS_TEST_TMPDIR/none.mlb: ML_E_IO: cannot open"* ]]
+}
+
+@test "a port in use: exit 3 with the reason" {
+    local port=${URL##*:}
+    run -3 --separate-stderr ml-serve -m "$BATS_FILE_TMPDIR/m.mlb" --port "$port"
+    [[ ${stderr_lines[-1]} == "ml-serve: ML_E_IO: cannot listen on 127.0.0.1 port $port"* ]]
+}
+
+# ---------------------------------------------------------------- endpoints
+
+@test "GET /health and /v1/models" {
+    run -0 curl -sf "$URL/health"
+    [[ $output == '{"status":"ok"}' ]]
+    run -0 curl -sf "$URL/v1/models"
+    jq -e '.object == "list" and (.data | length) == 1 and .data[0].id == "m" and
+           .data[0].object == "model" and (.data[0].created | type) == "number"' <<<"$output"
+}
+
+@test "/tokenize and /detokenize (llama-server's shapes)" {
+    run -0 post /tokenize '{"content":"Hello world"}'
+    [[ $output == '{"tokens":[15043,3186]}' ]]
+    run -0 post /tokenize '{"content":"Hello world","add_special":true}'
+    [[ $output == '{"tokens":[1,15043,3186]}' ]]
+    run -0 post /detokenize '{"tokens":[15043,3186]}'
+    [[ $output == '{"content":"Hello world"}' ]]
+    run -0 post /detokenize '{"tokens":[]}'
+    [[ $output == '{"content":""}' ]]
+    [[ $(status POST /detokenize -d '{"tokens":[32000]}') == 400 ]]
+    jq -e '.error.param == "tokens" and .error.code == "invalid_value"' "$BATS_TEST_TMPDIR/body"
+    [[ $(status POST /tokenize -d '{"text":"x"}') == 400 ]]
+    jq -e '.error.code == "missing_required_parameter"' "$BATS_TEST_TMPDIR/body"
+}
+
+@test "POST /v1/chat/completions: OpenAI's chat.completion" {
+    run -0 post /v1/chat/completions "$CHAT"
+    jq -e '(.id | startswith("chatcmpl-")) and .object == "chat.completion" and
+           (.created | type) == "number" and .model == "m" and (.choices | length) == 1 and
+           .choices[0].index == 0 and .choices[0].message.role == "assistant" and
+           (.choices[0].message.content | type) == "string" and
+           .choices[0].finish_reason == "length" and .usage.completion_tokens == 12 and
+           .usage.total_tokens == .usage.prompt_tokens + 12' <<<"$output"
+    # The prompt is the llama2 template's: [INST] Hello there [/INST] after BOS.
+    local n
+    n=$(post /tokenize '{"content":"<s>[INST] Hello there [/INST]"}' | jq '.tokens | length')
+    [[ $(jq .usage.prompt_tokens <<<"$output") == "$n" ]]
+    # Greedy is reproducible.
+    local first=$output
+    run -0 post /v1/chat/completions "$CHAT"
+    [[ $(jq .choices <<<"$output") == "$(jq .choices <<<"$first")" ]]
+}
+
+@test "POST /v1/completions: OpenAI's text_completion; max_completion_tokens" {
+    run -0 post /v1/completions '{"prompt":"Once upon a time","max_tokens":10,"temperature":0}'
+    jq -e '(.id | startswith("cmpl-")) and .object == "text_completion" and
+           (.choices[0].text | type) == "string" and .choices[0].finish_reason == "length" and
+           .usage.prompt_tokens == 5 and .usage.completion_tokens == 10' <<<"$output"
+    local text
+    text=$(jq -r .choices[0].text <<<"$output")
+    # The same as ml-run generates greedily from the same prompt.
+    run -0 ml-run -m "$BATS_FILE_TMPDIR/m.mlb" -p "Once upon a time" -n 10 --temp 0 -q
+    [[ $output == "$text" ]]
+    run -0 post /v1/completions '{"prompt":["Once upon a time"],"max_completion_tokens":3,"temperature":0}'
+    jq -e '.usage.completion_tokens == 3' <<<"$output"
+}
+
+@test "stream: chunks with the role first, content deltas, finish_reason, [DONE]" {
+    run -0 post /v1/chat/completions "$CHAT"
+    local whole
+    whole=$(jq -r .choices[0].message.content <<<"$output")
+    post /v1/chat/completions "${CHAT%\}},\"stream\":true}" -N >"$BATS_TEST_TMPDIR/sse"
+    # Every event is "data: ..." followed by an empty line; the last is [DONE].
+    run -0 awk 'NR % 2 == 1 && !/^data: / { bad = 1 } NR % 2 == 0 && $0 != "" { bad = 1 }
+                END { exit bad }' "$BATS_TEST_TMPDIR/sse"
+    [[ $(grep -v '^$' "$BATS_TEST_TMPDIR/sse" | tail -1) == "data: [DONE]" ]]
+    grep '^data: {' "$BATS_TEST_TMPDIR/sse" | sed 's/^data: //' >"$BATS_TEST_TMPDIR/chunks"
+    jq -se 'all(.object == "chat.completion.chunk") and (map(.id) | unique | length) == 1 and
+            .[0].choices[0].delta == {"role":"assistant","content":""} and
+            .[-1].choices[0].delta == {} and .[-1].choices[0].finish_reason == "length" and
+            all(.[:-1][]; .choices[0].finish_reason == null)' "$BATS_TEST_TMPDIR/chunks"
+    [[ $(jq -sj '.[1:-1] | map(.choices[0].delta.content) | add' "$BATS_TEST_TMPDIR/chunks") == "$whole" ]]
+}
+
+@test "stream of /v1/completions, and the usage chunk of stream_options" {
+    run -0 post /v1/completions '{"prompt":"Once upon a time","max_tokens":6,"temperature":0}'
+    local whole
+    whole=$(jq -r .choices[0].text <<<"$output")
+    post /v1/completions '{"prompt":"Once upon a time","max_tokens":6,"temperature":0,"stream":true,
+        "stream_options":{"include_usage":true}}' -N | grep '^data: {' | sed 's/^data: //' \
+        >"$BATS_TEST_TMPDIR/chunks"
+    jq -se 'all(.object == "text_completion") and .[-2].choices[0].finish_reason == "length" and
+            .[-1].choices == [] and .[-1].usage.completion_tokens == 6 and
+            .[-1].usage.prompt_tokens == 5' "$BATS_TEST_TMPDIR/chunks"
+    [[ $(jq -sj '.[:-2] | map(.choices[0].text) | add' "$BATS_TEST_TMPDIR/chunks") == "$whole" ]]
+}
+
+@test "stop strings: the text ends before one, which is not sent (whole and streamed)" {
+    local body='{"prompt":"Once upon a time","max_tokens":10,"temperature":0' full cut stop
+    full=$(post /v1/completions "$body}" | jq -r .choices[0].text)
+    [[ ${#full} -ge 6 ]]
+    stop=${full:3:2}
+    cut=${full%%"$stop"*}
+    run -0 post /v1/completions "$body,\"stop\":$(jq -Rn --arg s "$stop" '$s')}"
+    jq -e --arg t "$cut" '.choices[0].text == $t and .choices[0].finish_reason == "stop"' <<<"$output"
+    run -0 post /v1/completions "$body,\"stop\":[\"never here\",$(jq -Rn --arg s "$stop" '$s')],\"stream\":true}" -N
+    [[ $(grep '^data: {' <<<"$output" | sed 's/^data: //' | jq -sj 'map(.choices[0].text) | add') == "$cut" ]]
+    # A stop string that never appears changes nothing.
+    run -0 post /v1/completions "$body,\"stop\":\"never here\"}"
+    jq -e --arg t "$full" '.choices[0].text == $t and .choices[0].finish_reason == "length"' <<<"$output"
+}
+
+@test "sampling fields: a fixed seed reproduces, fields are honoured, unknown ones ignored" {
+    local body='{"prompt":"Once upon a time","max_tokens":12,"temperature":1.5,"top_k":0,"top_p":1,"min_p":0,"seed":42'
+    local a b
+    a=$(post /v1/completions "$body}" | jq -r .choices[0].text)
+    b=$(post /v1/completions "$body,\"frobnicate\":{\"x\":1},\"model\":\"gpt-4o\",\"user\":\"u\",\"n\":1,\"presence_penalty\":0,\"frequency_penalty\":0,\"logprobs\":false}" | jq -r .choices[0].text)
+    [[ $a == "$b" ]]
+    run -0 post /v1/completions "${body/42/43}}"
+    [[ $(jq -r .choices[0].text <<<"$output") != "$a" ]]
+}
+
+@test "max_tokens is capped by the context; a prompt that fills it is refused" {
+    run -0 post /v1/completions '{"prompt":"Once upon a time","max_tokens":100000,"temperature":0}'
+    jq -e '.usage.completion_tokens == 256 - 5 and .choices[0].finish_reason == "length"' <<<"$output"
+    local long
+    long=$(printf 'word %.0s' {1..300})
+    [[ $(status POST /v1/completions -d "{\"prompt\":\"$long\"}") == 400 ]]
+    jq -e '.error.code == "context_length_exceeded" and .error.param == "prompt"' "$BATS_TEST_TMPDIR/body"
+}
+
+# ---------------------------------------------------------------- refusals
+
+# refused STATUS PARAM CODE BODY [PATH]: the request gets STATUS and
+# OpenAI's error object with that param and code (- for null).
+refused() {
+    local want=$1 param=$2 code=$3 body=$4 path=${5:-/v1/chat/completions} got
+    got=$(status POST "$path" -H 'Content-Type: application/json' --data-binary "$body")
+    [[ $got == "$want" ]] || fail_with "$body: status $got, not $want: $(cat "$BATS_TEST_TMPDIR/body")"
+    jq -e --arg p "$param" --arg c "$code" '
+        (.error | keys) == ["code","message","param","type"] and
+        (.error.message | length) > 0 and (.error.type | type) == "string" and
+        .error.param == (if $p == "-" then null else $p end) and
+        .error.code == (if $c == "-" then null else $c end)' "$BATS_TEST_TMPDIR/body" ||
+        fail_with "$body: $(cat "$BATS_TEST_TMPDIR/body")"
+}
+
+@test "wrong types and values: 400 with OpenAI's error object" {
+    local m='"messages":[{"role":"user","content":"Hi"}]'
+    refused 400 temperature invalid_type "{$m,\"temperature\":\"hot\"}"
+    refused 400 temperature invalid_value "{$m,\"temperature\":3}"
+    refused 400 top_p invalid_value "{$m,\"top_p\":1.5}"
+    refused 400 top_k invalid_type "{$m,\"top_k\":1.5}"
+    refused 400 max_tokens invalid_value "{$m,\"max_tokens\":0}"
+    refused 400 max_completion_tokens invalid_type "{$m,\"max_completion_tokens\":\"8\"}"
+    refused 400 seed invalid_type "{$m,\"seed\":1.5}"
+    refused 400 n invalid_value "{$m,\"n\":2}"
+    refused 400 stream invalid_type "{$m,\"stream\":1}"
+    refused 400 stop invalid_type "{$m,\"stop\":5}"
+    refused 400 stop invalid_type "{$m,\"stop\":[\"a\",5]}"
+    refused 400 stop invalid_value "{$m,\"stop\":\"\"}"
+    refused 400 presence_penalty unsupported_parameter "{$m,\"presence_penalty\":0.5}"
+    refused 400 frequency_penalty unsupported_parameter "{$m,\"frequency_penalty\":-1}"
+    refused 400 logprobs unsupported_parameter "{$m,\"logprobs\":true}"
+    refused 400 messages missing_required_parameter '{"max_tokens":3}'
+    refused 400 messages invalid_type '{"messages":"Hi"}'
+    refused 400 messages invalid_value '{"messages":[]}'
+    refused 400 messages.role invalid_type '{"messages":[{"content":"Hi"}]}'
+    refused 400 messages.content invalid_type '{"messages":[{"role":"user","content":5}]}'
+    refused 400 messages.content unsupported_parameter \
+        '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}'
+    refused 400 prompt missing_required_parameter '{"max_tokens":3}' /v1/completions
+    refused 400 prompt invalid_type '{"prompt":7}' /v1/completions
+    # The llama2 template's own refusal (roles must alternate).
+    refused 400 messages template_error \
+        '{"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}'
+}
+
+@test "malformed JSON, bad UTF-8, a body that is not an object: 400" {
+    refused 400 - invalid_json '{"messages":'
+    refused 400 - invalid_json ''
+    refused 400 - invalid_json "$(printf '{"prompt":"\xff\xfe"}')" /v1/completions
+    refused 400 - invalid_json "$(printf '{"prompt":"\xc3"}')" /v1/completions
+    refused 400 - invalid_json '{"prompt":"a\u0000b"}' /v1/completions
+    refused 400 body invalid_type '[1,2]'
+    refused 400 - invalid_json '{"prompt":"x","max_tokens":99999999999999999999999}' /v1/completions
+    # The server is still there.
+    run -0 curl -sf "$URL/health"
+}
+
+@test "unknown paths 404, wrong methods 405, too large bodies 413, huge headers refused" {
+    [[ $(status GET /v1/nothing) == 404 ]]
+    jq -e '.error.code == "not_found"' "$BATS_TEST_TMPDIR/body"
+    [[ $(status GET /v1/chat/completions) == 405 ]]
+    [[ $(status POST /health -d '{}') == 405 ]]
+    head -c 1100000 /dev/zero | tr '\0' 'a' >"$BATS_TEST_TMPDIR/big"
+    [[ $(status POST /v1/completions --data-binary "@$BATS_TEST_TMPDIR/big") == 413 ]]
+    jq -e '.error.code == "body_too_large"' "$BATS_TEST_TMPDIR/body"
+    # The same without Content-Length (chunked): the connection is closed
+    # once the body goes over the limit (curl saw only "100 Continue").
+    run curl -s -o /dev/null -w '%{http_code}' -H 'Transfer-Encoding: chunked' \
+        --data-binary "@$BATS_TEST_TMPDIR/big" "$URL/v1/completions"
+    [[ $output == 413 || $output == 100 || $output == 000 ]]
+    # Headers beyond the connection's 64 KiB.
+    local h
+    h=$(head -c 70000 /dev/zero | tr '\0' 'h')
+    run curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $h" "$URL/health"
+    [[ $output =~ ^4[0-9][0-9]$ || $output == 000 ]]
+    run -0 curl -sf "$URL/health"
+}
+
+@test "--api-key: 401 without 'Authorization: Bearer KEY'; /health stays open" {
+    start_server "$BATS_TEST_TMPDIR/log" -m "$BATS_FILE_TMPDIR/m.mlb" -t 1 --api-key s3cret
+    [[ $(status GET /v1/models) == 401 ]]
+    jq -e '.error.code == "invalid_api_key" and .error.type == "invalid_request_error"' "$BATS_TEST_TMPDIR/body"
+    [[ $(status GET /v1/models -H 'Authorization: Bearer wrong') == 401 ]]
+    [[ $(status GET /v1/models -H 'Authorization: s3cret') == 401 ]]
+    [[ $(status POST /v1/completions -d '{"prompt":"a","max_tokens":1}') == 401 ]]
+    [[ $(status GET /v1/models -H 'Authorization: Bearer s3cret') == 200 ]]
+    [[ $(status POST /v1/completions -H 'Authorization: Bearer s3cret' -d '{"prompt":"a","max_tokens":1}') == 200 ]]
+    [[ $(status GET /health) == 200 ]]
+    # Without a chat template the chat endpoint is refused, the rest served.
+    [[ $(status POST /v1/chat/completions -H 'Authorization: Bearer s3cret' -d "$CHAT") == 400 ]]
+    jq -e '.error.code == "no_chat_template"' "$BATS_TEST_TMPDIR/body"
+    stop_server
+    grep -q 'the tokenizer has no chat template' "$BATS_TEST_TMPDIR/log"
+}
+
+@test "one log line per request on stderr" {
+    curl -s "$URL/v1/models" >/dev/null
+    post /v1/completions '{"prompt":"Once upon a time","max_tokens":2}' >/dev/null
+    wait_for_log "$BATS_FILE_TMPDIR/log" '^ml-serve: 127\.0\.0\.1 POST /v1/completions 200 [0-9.]+ s, prompt 5 tokens \([0-9]+ reused\), completion 2 tokens$'
+    grep -Eq '^ml-serve: 127\.0\.0\.1 GET /v1/models 200 [0-9.]+ s$' "$BATS_FILE_TMPDIR/log"
+}
+
+# ---------------------------------------------------------------- slots
+
+@test "a prompt that starts with a slot's tokens reuses them, with the same result" {
+    local body='{"messages":[{"role":"user","content":"The same question, asked twice over"}],"max_tokens":5,"temperature":0}'
+    local a b n
+    a=$(post /v1/chat/completions "$body")
+    b=$(post /v1/chat/completions "$body")
+    [[ $(jq .choices <<<"$a") == "$(jq .choices <<<"$b")" ]]
+    n=$(jq .usage.prompt_tokens <<<"$a")
+    wait_for_log "$BATS_FILE_TMPDIR/log" "prompt $n tokens \\($((n - 1)) reused\\), completion 5 tokens"
+}
+
+@test "results do not depend on concurrency: 4 seeded requests at once equal each alone" {
+    local i
+    for i in 1 2 3 4; do
+        post /v1/completions "{\"prompt\":\"Request $i says\",\"max_tokens\":16,\"temperature\":1,\"top_k\":0,\"top_p\":1,\"min_p\":0,\"seed\":$i}" \
+            | jq -r .choices[0].text >"$BATS_TEST_TMPDIR/alone$i"
+    done
+    for i in 1 2 3 4; do
+        post /v1/completions "{\"prompt\":\"Request $i says\",\"max_tokens\":16,\"temperature\":1,\"top_k\":0,\"top_p\":1,\"min_p\":0,\"seed\":$i}" \
+            | jq -r .choices[0].text >"$BATS_TEST_TMPDIR/together$i" &
+    done
+    wait
+    for i in 1 2 3 4; do
+        cmp "$BATS_TEST_TMPDIR/alone$i" "$BATS_TEST_TMPDIR/together$i"
+    done
+}
+
+# stream_until_text LOG OUT BODY: starts a stream in the background
+# (STREAM_PID) and waits until its first text has arrived in OUT.
+stream_until_text() {
+    local out=$2 end=$((SECONDS + 300))
+    : >"$out"
+    curl -s -N -H 'Content-Type: application/json' --data-binary "$3" "$URL/v1/completions" \
+        >"$out" &
+    STREAM_PID=$!
+    until [[ $(grep -c '^data: {' "$out") -ge 2 ]]; do
+        ((SECONDS < end)) || fail_with "no text streamed after 300 s" || return 1
+        sleep 0.005
+    done
+}
+
+@test "busy slots: 503 when the queue is full; a client that leaves frees its slot" {
+    start_server "$BATS_TEST_TMPDIR/log" -m "$BATS_FILE_TMPDIR/long.mlb" -t 1 --parallel 1 --queue 0
+    local long='{"prompt":"Once upon a time","temperature":0,"stream":true}'
+    stream_until_text "$BATS_TEST_TMPDIR/log" "$BATS_TEST_TMPDIR/a" "$long"
+    [[ $(status POST /v1/completions -d '{"prompt":"b","max_tokens":1}') == 503 ]]
+    jq -e '.error.code == "queue_full" and .error.type == "server_error"' "$BATS_TEST_TMPDIR/body"
+    # The client goes away mid-stream: its generation ends, the slot is free.
+    kill "$STREAM_PID"
+    wait "$STREAM_PID" || true
+    wait_for_log "$BATS_TEST_TMPDIR/log" 'POST /v1/completions 200 .*completion [0-9]+ tokens so far \((error|client closed)\)$'
+    local n
+    n=$(sed -n 's/.*completion \([0-9]*\) tokens so far.*/\1/p' "$BATS_TEST_TMPDIR/log")
+    ((n < 4096 - 5))
+    local end=$((SECONDS + 300)) got
+    until got=$(status POST /v1/completions -d '{"prompt":"b","max_tokens":1}') && [[ $got == 200 ]]; do
+        [[ $got == 503 ]] && ((SECONDS < end)) || fail_with "status $got"
+    done
+    stop_server
+}
+
+@test "an idle connection is dropped after --timeout; a slow request does not hold the server" {
+    start_server "$BATS_TEST_TMPDIR/log" -m "$BATS_FILE_TMPDIR/m.mlb" -t 1 --timeout 1
+    local port=${URL##*:}
+    exec 5<>"/dev/tcp/127.0.0.1/$port"
+    printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"pro' >&5
+    # The server closes the connection: the read ends (within the bound).
+    run timeout 60 cat <&5
+    [[ $status -eq 0 ]]
+    exec 5>&-
+    run -0 curl -sf "$URL/health"
+    stop_server
+}
+
+@test "SIGTERM: no new connections, the running stream ends with [DONE], exit 0" {
+    start_server "$BATS_TEST_TMPDIR/log" -m "$BATS_FILE_TMPDIR/long.mlb" -t 1
+    stream_until_text "$BATS_TEST_TMPDIR/log" "$BATS_TEST_TMPDIR/a" \
+        '{"prompt":"Once upon a time","temperature":0,"max_tokens":400,"stream":true}'
+    kill -TERM "$SERVER_PID"
+    wait "$STREAM_PID"
+    [[ $(tail -2 "$BATS_TEST_TMPDIR/a" | head -1) == "data: [DONE]" ]]
+    grep '^data: {' "$BATS_TEST_TMPDIR/a" | sed 's/^data: //' | jq -se '.[-1].choices[0].finish_reason == "length"'
+    run -0 wait "$SERVER_PID"
+    grep -q '^ml-serve: stopped$' "$BATS_TEST_TMPDIR/log"
+    run ! curl -s "$URL/health"
+}

@@ -1,0 +1,70 @@
+"""openai_client.py - the official openai Python client against ml-serve
+(make check-openai): chat and text completions, whole and streamed, the
+usage, stop strings, a seed, the model list, and the client's own errors
+for a 400 and a 401.  Usage: openai_client.py BASE_URL API_KEY"""
+import sys
+
+import openai
+
+
+def main(base, key):
+    client = openai.OpenAI(base_url=base, api_key=key, max_retries=0)
+    models = client.models.list()
+    model = models.data[0].id
+    assert model == "m", model
+
+    messages = [{"role": "user", "content": "Hello there"}]
+    chat = client.chat.completions.create(model=model, messages=messages, max_tokens=12,
+                                          temperature=0)
+    text = chat.choices[0].message.content
+    assert chat.object == "chat.completion" and chat.choices[0].finish_reason == "length"
+    assert chat.choices[0].message.role == "assistant" and chat.usage.completion_tokens == 12
+    assert chat.usage.total_tokens == chat.usage.prompt_tokens + 12
+
+    stream = client.chat.completions.create(model=model, messages=messages, max_tokens=12,
+                                            temperature=0, stream=True,
+                                            stream_options={"include_usage": True})
+    parts, finish, usage = [], None, None
+    for chunk in stream:
+        assert chunk.object == "chat.completion.chunk"
+        if chunk.usage:
+            usage = chunk.usage
+        for c in chunk.choices:
+            parts.append(c.delta.content or "")
+            finish = c.finish_reason or finish
+    assert "".join(parts) == text, ("".join(parts), text)
+    assert finish == "length" and usage.completion_tokens == 12
+
+    done = client.completions.create(model=model, prompt="Once upon a time", max_tokens=10,
+                                     temperature=0)
+    whole = done.choices[0].text
+    assert done.object == "text_completion" and done.usage.prompt_tokens == 5
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model=model, prompt="Once upon a time", max_tokens=10, temperature=0, stream=True)
+        if c.choices)
+    assert streamed == whole, (streamed, whole)
+
+    stop = whole[3:5]
+    cut = client.completions.create(model=model, prompt="Once upon a time", max_tokens=10,
+                                    temperature=0, stop=[stop])
+    assert cut.choices[0].text == whole.split(stop)[0] and cut.choices[0].finish_reason == "stop"
+
+    a, b = (client.completions.create(model=model, prompt="Seeded", max_tokens=8, seed=7,
+                                      temperature=1).choices[0].text for _ in range(2))
+    assert a == b
+
+    try:
+        client.chat.completions.create(model=model, messages=messages, temperature=5)
+        raise AssertionError("temperature 5 was accepted")
+    except openai.BadRequestError as e:
+        assert e.status_code == 400 and e.body["param"] == "temperature", e.body
+    try:
+        openai.OpenAI(base_url=base, api_key="wrong", max_retries=0).models.list()
+        raise AssertionError("a wrong key was accepted")
+    except openai.AuthenticationError as e:
+        assert e.status_code == 401
+    print(f"openai {openai.__version__}: chat, completions, streams, stop, seed, 400 and 401: OK")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
