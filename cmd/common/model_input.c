@@ -20,11 +20,15 @@ static int is_gguf(const void *magic, size_t len)
 static int read_whole(const char *path, int fd, model_input *in, size_t *len)
 {
     char *buf;
-    ml_status s = cli_read_all(fd, &buf, len);
+    size_t want;
+    ml_status s = cli_read_all_ex(fd, &buf, len, &want);
     if (s == ML_E_IO)
         return cli_failf(path, ML_E_IO, "read: %s", strerror(errno));
-    if (s)
-        return cli_fail(path, s, NULL);
+    if (s) /* the library's words for a pipe it reads itself */
+        return cli_failf(path, s,
+                         "the input does not fit in memory: %zu bytes read, a buffer of %zu "
+                         "cannot be allocated (give a file instead of a pipe)",
+                         *len, want);
     in->buf = buf;
     return 0;
 }
