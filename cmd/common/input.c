@@ -14,13 +14,24 @@
 
 ml_status cli_read_all(int fd, char **out, size_t *len)
 {
+    size_t want;
+    return cli_read_all_ex(fd, out, len, &want);
+}
+
+ml_status cli_read_all_ex(int fd, char **out, size_t *len, size_t *want)
+{
     size_t cap = FIRST_CAPACITY, n = 0;
     char *buf = malloc(cap + 1);
+    *len = 0;
+    *want = cap + 1;
     while (buf) {
         if (n == cap) {
+            *want = cap <= SIZE_MAX / 4 ? 2 * cap + 1 : SIZE_MAX;
             char *grown = cap <= SIZE_MAX / 4 ? realloc(buf, 2 * cap + 1) : NULL;
-            if (!grown)
+            if (!grown) {
+                *len = n;
                 break;
+            }
             buf = grown;
             cap *= 2;
         }

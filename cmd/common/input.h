@@ -13,6 +13,9 @@
  * ML_E_NOMEM, or ML_E_IO with errno as the failed read left it.  Reports
  * nothing: each command words its own message. */
 ml_status cli_read_all(int fd, char **out, size_t *len);
+/* The same; on ML_E_NOMEM *len is the bytes read and *want the buffer
+ * that could not be had, for a message that says how far it got. */
+ml_status cli_read_all_ex(int fd, char **out, size_t *len, size_t *want);
 
 /* Reads a whole file ("-": stdin) into a NUL-terminated buffer; on failure
  * reports it (cli_fail) and returns the exit status. */

@@ -5,12 +5,11 @@
  * tensor's error against its source (see ml-quant(1)).  The library does
  * the work (mlcore/convert.h, mlcore/requant.h). */
 #include "cli.h"
-#include "input.h"
+#include "model_input.h"
 #include "output.h"
 #include "quant_opts.h"
 #include "signals.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -86,72 +85,6 @@ static void parse(int argc, char **argv, options *o)
     if (!o->out && !o->dry_run)
         cli_usage_error("name the output with -o OUT.mlb (or - for standard output)");
     quant_opts_check(&o->q);
-}
-
-/* ===========================================================================
- * Input: a GGUF or an .mlb, told apart by the magic
- * ========================================================================= */
-
-typedef struct input {
-    ml_gguf *gguf;
-    ml_mlb *mlb;
-    void *buf; /* standard input, read whole */
-} input;
-
-/* Standard input, read whole: the parsers need all of it in memory. */
-static int read_stdin(void **out, size_t *len)
-{
-    char *buf;
-    ml_status s = cli_read_all(0, &buf, len);
-    if (s == ML_E_IO)
-        return cli_failf("-", ML_E_IO, "read: %s", strerror(errno));
-    if (s)
-        return cli_fail("-", s, NULL);
-    *out = buf;
-    return 0;
-}
-
-static int magic_of(const char *path, const void *buf, size_t len, char magic[4])
-{
-    memset(magic, 0, 4);
-    if (buf) {
-        memcpy(magic, buf, len < 4 ? len : 4);
-        return 0;
-    }
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return cli_failf(path, ML_E_IO, "%s", strerror(errno));
-    size_t got = fread(magic, 1, 4, f);
-    (void)got; /* a short file is the parsers' to report */
-    fclose(f);
-    return 0;
-}
-
-static int open_input(const char *path, input *in)
-{
-    size_t len = 0;
-    int rc;
-    char magic[4];
-    if (strcmp(path, "-") == 0 && (rc = read_stdin(&in->buf, &len)))
-        return rc;
-    if ((rc = magic_of(path, in->buf, len, magic)))
-        return rc;
-    ml_error e;
-    ml_status s;
-    if (memcmp(magic, "GGUF", 4) == 0)
-        s = in->buf ? ml_gguf_open_memory(in->buf, len, &in->gguf, &e)
-                    : ml_gguf_open(path, &in->gguf, &e);
-    else
-        s = in->buf ? ml_mlb_open_memory(in->buf, len, &in->mlb, &e)
-                    : ml_mlb_open(path, &in->mlb, &e);
-    return s ? cli_fail(path, s, &e) : 0;
-}
-
-static void close_input(input *in)
-{
-    ml_gguf_close(in->gguf);
-    ml_mlb_close(in->mlb);
-    free(in->buf);
 }
 
 /* ===========================================================================
@@ -364,13 +297,13 @@ int main(int argc, char **argv)
     options o;
     cli_init(&cmd);
     parse(argc, argv, &o);
-    input in = {0};
+    model_input in = {0};
     ml_mli *mli = NULL;
     report r = {&o, o.out && strcmp(o.out, "-") == 0 ? stderr : stdout, {0}, 0,
                 {o.out, !o.quiet && cli_stderr_is_tty()}};
     int rc = o.dry_run ? 0 : cli_check_output(o.in, o.out, o.force);
     if (!rc)
-        rc = open_input(o.in, &in);
+        rc = model_input_open(o.in, &in);
     if (!rc && o.q.imatrix) {
         ml_error e;
         ml_status s = ml_mli_open(o.q.imatrix, &mli, &e);
@@ -380,6 +313,6 @@ int main(int argc, char **argv)
     if (!rc)
         rc = in.gguf ? from_gguf(&o, in.gguf, mli, &r) : from_mlb(&o, in.mlb, mli, &r);
     ml_mli_close(mli);
-    close_input(&in);
+    model_input_close(&in);
     return cli_finish(rc);
 }
