@@ -112,9 +112,10 @@ static ml_status alloc_seq(ml_ctx *c, ml_seq *sq, ml_error *err)
         sq->vc[l] = malloc(half ? half : 1);
         if (!sq->kc[l] || !sq->vc[l])
             return ml__err(err, ML_E_NOMEM, "", -1,
-                           "cannot allocate %llu bytes for the cache of layer %u (context %u, "
-                           "%u sequences); try a smaller context",
-                           (unsigned long long)bytes, l, c->n_ctx, c->n_seq);
+                           "cannot allocate %llu bytes for the cache of layer %u (context %u%s); "
+                           "try a smaller context",
+                           (unsigned long long)bytes, l, c->n_ctx,
+                           c->n_seq > 1 ? ", one cache per sequence" : "");
         c->state_bytes += bytes;
     }
     return ML_OK;
