@@ -33,11 +33,14 @@ ML_API const ml_mlb_header *ml_model_header(const ml_model *m);
  *
  * Several sequences (several conversations of a server) are evaluated
  * side by side with ml_ctx_eval_seqs: one call takes tokens of any of
- * them, and their matrix products read the weights once for all, which is
- * what decoding several sequences costs little more than one.  Attention
- * reads each token's own sequence, so a sequence's logits are the same
- * bits whatever else was evaluated beside it.  The functions without
- * "seq" in their name act on sequence 0.
+ * them, and their matrix products read the weights once for all, so
+ * decoding several sequences costs less than decoding them in turn (how
+ * much less depends on how far reading the weights, rather than the
+ * arithmetic, bounds the machine's decode speed: bench/bench-seqs.sh).
+ * Attention reads each token's own sequence, so a sequence's logits are
+ * the same bits whatever else was evaluated beside it.  The functions
+ * without "seq" in their name act on sequence 0.  A context is used by
+ * one thread at a time.
  * ------------------------------------------------------------------------ */
 typedef struct ml_ctx ml_ctx;
 
@@ -54,7 +57,9 @@ ML_API void ml_ctx_free(ml_ctx *c);
 
 /* Bytes ml_ctx_new allocated for the caches and recurrent states (n_seq
  * times what mlb-info reports for a context of n_ctx: every sequence gets
- * its whole cache up front) and for everything else (shared). */
+ * its whole cache up front) and for everything else (shared by the
+ * sequences, but for the chunk memory of linear-attention layers, which
+ * goes with each sequence's state). */
 ML_API uint64_t ml_ctx_state_bytes(const ml_ctx *c);
 ML_API uint64_t ml_ctx_scratch_bytes(const ml_ctx *c);
 
@@ -95,10 +100,11 @@ ML_API ml_status ml_ctx_eval(ml_ctx *c, const ml_token *tokens, size_t n, float 
  * next position: one decode token of each of several sequences, a chunk
  * of one's prompt beside the others' decode tokens, or any mix.  The
  * tokens of one sequence are consecutive in the call (a run) and in
- * order; every sequence has at most one run.  logits (may be NULL)
- * receives vocab floats per row: with all_logits, one row per token (n x
- * vocab, row i for token i); otherwise one row per run, for its last
- * token, in the order of the runs.  A sequence's logits are bit for bit
+ * order; every sequence has at most one run (seq NULL: all are sequence
+ * 0, as ml_ctx_eval).  logits (may be NULL) receives vocab floats per
+ * row: with all_logits, one row per token (n x vocab, row i for token i);
+ * otherwise one row per run, for its last token, in the order of the
+ * runs.  A sequence's logits are bit for bit
  * those ml_ctx_eval would give it alone, whatever the other sequences in
  * the call, the batch and the thread count.  Fails with ML_E_INVAL, and
  * evaluates nothing, when a sequence is out of range or has two runs, a
