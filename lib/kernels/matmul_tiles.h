@@ -16,7 +16,8 @@
  * What the including file defines first (the guard below checks):
  *   MM_RB                 rows per panel (a multiple of the row tiles)
  *   MM_MIN_TOK            fewest tokens that pay for the rearranging;
- *                         fewer, or no memory for it, go to matvec
+ *                         fewer, or no memory for it, go to matvec a
+ *                         panel of rows at a time
  *   MM_MIN_TOK_Q4         the same for Q4_0, whose fewer tokens go to
  *                         MM_MATVECS_Q4 (q4_pairs_row.h's matvecs_q4_0)
  *   MM_RT_Q8, MM_TT_Q8    Q8_0's register tile: rows, tokens
@@ -277,11 +278,16 @@ ALWAYS_INLINE void matmul_any(int q4, const void *wq, ml_wscales wd, size_t cols
         return;
     }
     if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8, MM_RB)) {
-        for (size_t t = 0; t < n_tok; t++)
-            if (q4)
-                MM_MATVEC_Q4(wq, wd, cols, r0, r1, xq + t * cols, xd + t * nb, y + t * ldy);
-            else
-                MM_MATVEC_Q8(wq, wd, cols, r0, r1, xq + t * cols, xd + t * nb, y + t * ldy);
+        /* matvec per token, a panel of rows at a time, so that the
+         * weights come from memory once and from the cache for the rest */
+        for (size_t r = r0; r < r1; r += MM_RB) {
+            const size_t re = r1 - r < MM_RB ? r1 : r + MM_RB;
+            for (size_t t = 0; t < n_tok; t++)
+                if (q4)
+                    MM_MATVEC_Q4(wq, wd, cols, r, re, xq + t * cols, xd + t * nb, y + t * ldy);
+                else
+                    MM_MATVEC_Q8(wq, wd, cols, r, re, xq + t * cols, xd + t * nb, y + t * ldy);
+        }
         return;
     }
     prepare_x(xq, nb, n_tok, q4, s.xt);
