@@ -67,6 +67,31 @@ static void matvec_q4_pairs(const uint8_t *wq, ml_wscales wd, size_t r0, size_t 
 static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, float *y);
 
+/* One group (m <= 8 blocks at w, a constant where this is inlined) of a
+ * row for nt tokens: row_q4_pairs's operations, the nibbles unpacked once. */
+ALWAYS_INLINE void group_q4_pairs_nt(__m256 acc[Q4_NT], const uint8_t *w, __m256 sw,
+                                     const q4_pairs *qp, size_t nt, size_t b, size_t j,
+                                     size_t m)
+{
+    __m256i p[Q4_NT][4];
+    UNROLL
+    for (size_t k = 0; k < 4; k++) {
+        __m256i lo = _mm256_setzero_si256(), hi = lo;
+        if (2 * k < m)
+            q4_pair_nibbles(w + 32 * k, 2 * k + 1 >= m, &lo, &hi);
+        UNROLL
+        for (size_t t = 0; t < Q4_NT; t++)
+            if (t < nt)
+                p[t][k] = 2 * k < m ? q4_pair_dot(lo, hi, qp[t].x + 32 * b + 64 * k)
+                                    : _mm256_setzero_si256();
+    }
+    UNROLL
+    for (size_t t = 0; t < Q4_NT; t++)
+        if (t < nt)
+            acc[t] = combine(acc[t], _mm256_add_epi32(q4_pairs_fold(p[t]), qp[t].corr[j]),
+                             _mm256_mul_ps(sw, qp[t].xd[j]));
+}
+
 ALWAYS_INLINE void rows_q4_pairs_nt(const uint8_t *wq, ml_wscales wd, size_t r,
                                     const q4_pairs *qp, size_t nt, size_t nb, int f16,
                                     float *out)
@@ -77,27 +102,15 @@ ALWAYS_INLINE void rows_q4_pairs_nt(const uint8_t *wq, ml_wscales wd, size_t r,
     UNROLL
     for (size_t t = 0; t < Q4_NT; t++)
         acc[t] = _mm256_setzero_ps();
-    for (size_t b = 0, j = 0; b < nb; b += 8, j++) {
-        const size_t m = nb - b < 8 ? nb - b : 8;
+    size_t b = 0, j = 0;
+    for (; b + 8 <= nb; b += 8, j++) { /* whole groups, then the last part */
         prefetch_q4(w + 16 * b, wscale_at(wd, r * nb + b, f16), f16);
-        __m256i p[Q4_NT][4];
-        UNROLL
-        for (size_t k = 0; k < 4; k++) {
-            __m256i lo = _mm256_setzero_si256(), hi = lo;
-            if (2 * k < m)
-                q4_pair_nibbles(w + 16 * b + 32 * k, 2 * k + 1 >= m, &lo, &hi);
-            UNROLL
-            for (size_t t = 0; t < Q4_NT; t++)
-                if (t < nt)
-                    p[t][k] = 2 * k < m ? q4_pair_dot(lo, hi, qp[t].x + 32 * b + 64 * k)
-                                        : _mm256_setzero_si256();
-        }
-        const __m256 sw = _mm256_permutevar8x32_ps(wscales8(wd, r * nb + b, m, f16), order);
-        UNROLL
-        for (size_t t = 0; t < Q4_NT; t++)
-            if (t < nt)
-                acc[t] = combine(acc[t], _mm256_add_epi32(q4_pairs_fold(p[t]), qp[t].corr[j]),
-                                 _mm256_mul_ps(sw, qp[t].xd[j]));
+        const __m256 sw = _mm256_permutevar8x32_ps(wscales8(wd, r * nb + b, 8, f16), order);
+        group_q4_pairs_nt(acc, w + 16 * b, sw, qp, nt, b, j, 8);
+    }
+    if (b < nb) {
+        const __m256 sw = _mm256_permutevar8x32_ps(wscales8(wd, r * nb + b, nb - b, f16), order);
+        group_q4_pairs_nt(acc, w + 16 * b, sw, qp, nt, b, j, nb - b);
     }
     UNROLL
     for (size_t t = 0; t < Q4_NT; t++)
