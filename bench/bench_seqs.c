@@ -6,16 +6,17 @@
  *
  *   bench_seqs MODEL.mlb [-t THREADS] [-p PROMPT] [-g GEN] [-r ROUNDS] [-s MAXSEQ]
  *
- * For S = 1, 2, 4, ... MAXSEQ (default 8): a context of S sequences, each
- * given its own PROMPT-token prompt (default 32) in one call, then GEN
- * steps (default 64), each one ml_ctx_eval_seqs call with one token per
- * sequence, the next token the argmax of its logits (greedy decoding, as
- * a server would sample).  Only the decode steps are timed.  ROUNDS
- * (default 3) rounds go through every S in turn, so a noisy neighbour
- * slows all of them alike; the best round of each S is printed:
+ * For S = 1, 2, 4, ... MAXSEQ (default 8), a "lane": a context of S
+ * sequences, each given its own PROMPT-token prompt (default 32) in one
+ * call, then GEN decode steps (default 64), each one ml_ctx_eval_seqs call
+ * with one token per sequence, the next token the argmax of its logits
+ * (greedy decoding, as a server would sample).  The lanes take their
+ * decode steps in turn, step by step, so that a neighbour slowing the
+ * machine slows all of them alike, and each step is timed: over ROUNDS
+ * rounds (default 3) the median step of each lane gives
  *   seqs  step_ms  tokens_per_s (aggregate)  per_seq  ratio (to S = 1)
- * and the 1-minute load average before and after (on a shared machine a
- * number taken under load is not a speed).  Built and run by
+ * printed with the 1-minute load average before and after (on a shared
+ * machine a number taken under load is not a speed).  Built and run by
  * bench/bench-seqs.sh. */
 #define _POSIX_C_SOURCE 200809L
 #include <mlcore.h>
@@ -60,39 +61,61 @@ typedef struct bench {
     const ml_model *m;
     unsigned threads, prompt, gen;
     uint32_t vocab;
-    float *logits;  /* (MAX_SEQ, vocab) */
-    uint32_t *seq;  /* (MAX_SEQ * prompt) */
-    ml_token *tok;  /* (MAX_SEQ * prompt) */
 } bench;
 
-/* Seconds of gen decode steps of S sequences in ctx, after their prompts;
- * negative on an error (printed). */
-static double decode(bench *b, ml_ctx *c, uint32_t S)
+/* S sequences of the context (base .. base+S-1) decoding together, and
+ * what their steps need. */
+typedef struct lane {
+    ml_ctx *c;
+    uint32_t base, S;
+    float *logits;  /* (S, vocab) */
+    uint32_t *seq;  /* (S * prompt) */
+    ml_token *tok;  /* (S * prompt) */
+    double *step;   /* (gen * rounds) seconds of each decode step */
+    size_t n_steps;
+} lane;
+
+/* Every sequence of the lane given its own prompt, in one call. */
+static int prompts(const bench *b, lane *ln)
 {
     ml_error err;
-    for (uint32_t s = 0; s < S; s++) {
-        ml_ctx_seq_reset(c, s, NULL);
-        for (unsigned i = 0; i < b->prompt; i++) { /* a different prompt each */
-            b->seq[s * b->prompt + i] = s;
-            b->tok[s * b->prompt + i] = (ml_token)((s * 7919u + i * 104729u + 3u) % b->vocab);
+    for (uint32_t s = 0; s < ln->S; s++) {
+        ml_ctx_seq_reset(ln->c, ln->base + s, NULL);
+        for (unsigned i = 0; i < b->prompt; i++) {
+            ln->seq[s * b->prompt + i] = ln->base + s;
+            ln->tok[s * b->prompt + i] = (ml_token)((s * 7919u + i * 104729u + 3u) % b->vocab);
         }
     }
-    if (ml_ctx_eval_seqs(c, b->seq, b->tok, (size_t)S * b->prompt, b->logits, 0, &err)) {
+    if (ml_ctx_eval_seqs(ln->c, ln->seq, ln->tok, (size_t)ln->S * b->prompt, ln->logits, 0,
+                         &err)) {
         fprintf(stderr, "bench_seqs: prompts: %s\n", err.msg);
         return -1;
     }
-    for (uint32_t s = 0; s < S; s++)
-        b->seq[s] = s;
+    for (uint32_t s = 0; s < ln->S; s++)
+        ln->seq[s] = ln->base + s;
+    return 0;
+}
+
+/* One decode step: a token of every sequence, each the argmax of its
+ * logits (greedy decoding), timed. */
+static int step(const bench *b, lane *ln)
+{
+    ml_error err;
+    for (uint32_t s = 0; s < ln->S; s++)
+        ln->tok[s] = argmax(ln->logits + (size_t)s * b->vocab, b->vocab);
     double t0 = now();
-    for (unsigned g = 0; g < b->gen; g++) {
-        for (uint32_t s = 0; s < S; s++)
-            b->tok[s] = argmax(b->logits + (size_t)s * b->vocab, b->vocab);
-        if (ml_ctx_eval_seqs(c, b->seq, b->tok, S, b->logits, 0, &err)) {
-            fprintf(stderr, "bench_seqs: step %u: %s\n", g, err.msg);
-            return -1;
-        }
+    if (ml_ctx_eval_seqs(ln->c, ln->seq, ln->tok, ln->S, ln->logits, 0, &err)) {
+        fprintf(stderr, "bench_seqs: %u sequences: %s\n", ln->S, err.msg);
+        return -1;
     }
-    return now() - t0;
+    ln->step[ln->n_steps++] = now() - t0;
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
 static int usage(void)
@@ -126,49 +149,66 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_seqs: %s: %s\n", argv[1], err.msg);
         return 1;
     }
-    bench b = {m, threads, prompt, gen, ml_model_header(m)->vocab, NULL, NULL, NULL};
-    b.logits = malloc(sizeof(float) * MAX_SEQ * b.vocab);
-    b.seq = malloc(sizeof(uint32_t) * MAX_SEQ * prompt);
-    b.tok = malloc(sizeof(ml_token) * MAX_SEQ * prompt);
-    uint32_t sizes[8];
-    unsigned n_sizes = 0;
-    for (uint32_t s = 1; s <= max_seq && n_sizes < 8; s *= 2)
-        sizes[n_sizes++] = s;
-    ml_ctx *ctx[8] = {NULL};
-    double best[8];
-    for (unsigned k = 0; k < n_sizes; k++) {
-        uint32_t batch = sizes[k] * prompt < 64 ? 64 : sizes[k] * prompt;
-        ml_ctx_params p = {.n_ctx = prompt + gen, .n_batch = batch, .n_threads = threads,
-                           .n_seq = sizes[k]};
-        if (!b.logits || !b.seq || !b.tok || ml_ctx_new(m, &p, &ctx[k], &err)) {
-            fprintf(stderr, "bench_seqs: %u sequences: %s\n", sizes[k], err.msg);
-            return 1;
-        }
-        best[k] = 1e30;
+    bench b = {m, threads, prompt, gen, ml_model_header(m)->vocab};
+    /* One context, so one thread pool: the lanes' sequences side by side
+     * in it (a pool per lane would leave its threads spinning while the
+     * next lane computes). */
+    lane ln[8];
+    unsigned n = 0;
+    uint32_t total = 0, widest = 0;
+    for (uint32_t S = 1; S <= max_seq && n < 8; S *= 2, n++)
+        total += S, widest = S;
+    uint32_t batch = widest * prompt < 64 ? 64 : widest * prompt;
+    ml_ctx_params p = {.n_ctx = prompt + gen + 1, .n_batch = batch, .n_threads = threads,
+                       .n_seq = total};
+    ml_ctx *c;
+    if (ml_ctx_new(m, &p, &c, &err)) {
+        fprintf(stderr, "bench_seqs: %u sequences: %s\n", total, err.msg);
+        return 1;
     }
+    for (uint32_t k = 0, base = 0; k < n; base += ln[k].S, k++) {
+        uint32_t S = 1u << k;
+        ln[k] = (lane){c, base, S, malloc(sizeof(float) * S * b.vocab),
+                       malloc(sizeof(uint32_t) * S * prompt), malloc(sizeof(ml_token) * S * prompt),
+                       malloc(sizeof(double) * gen * rounds), 0};
+        if (!ln[k].logits || !ln[k].seq || !ln[k].tok || !ln[k].step) {
+            fprintf(stderr, "bench_seqs: out of memory\n");
+            return 3;
+        }
+    }
+    /* Warm-up: fault the mapping in, start the pool. */
+    if (prompts(&b, &ln[0]) || step(&b, &ln[0]))
+        return 1;
+    ln[0].n_steps = 0;
     double load0 = loadavg();
-    decode(&b, ctx[0], 1); /* warm-up: fault the mapping in, start the pool */
-    for (unsigned r = 0; r < rounds; r++)
-        for (unsigned k = 0; k < n_sizes; k++) {
-            double t = decode(&b, ctx[k], sizes[k]);
-            if (t < 0)
+    for (unsigned r = 0; r < rounds; r++) {
+        for (unsigned k = 0; k < n; k++)
+            if (prompts(&b, &ln[k]))
                 return 1;
-            best[k] = t < best[k] ? t : best[k];
-        }
-    double load1 = loadavg();
-    printf("%s: %u threads, prompt %u, %u decode steps, best of %u rounds; load %.2f -> %.2f\n",
-           argv[1], threads, prompt, gen, rounds, load0, load1);
-    printf("%5s %9s %13s %9s %7s\n", "seqs", "step_ms", "tokens_per_s", "per_seq", "ratio");
-    double base = gen / best[0];
-    for (unsigned k = 0; k < n_sizes; k++) {
-        double tps = (double)sizes[k] * gen / best[k];
-        printf("%5u %9.2f %13.1f %9.1f %7.2f\n", sizes[k], 1e3 * best[k] / gen, tps,
-               tps / sizes[k], tps / base);
-        ml_ctx_free(ctx[k]);
+        for (unsigned g = 0; g < gen; g++)
+            for (unsigned k = 0; k < n; k++)
+                if (step(&b, &ln[k]))
+                    return 1;
     }
-    free(b.logits);
-    free(b.seq);
-    free(b.tok);
+    double load1 = loadavg();
+    printf("%s: %u threads, prompt %u, %u rounds of %u decode steps, the lanes' steps "
+           "alternating; median step; load %.2f -> %.2f\n",
+           argv[1], threads, prompt, rounds, gen, load0, load1);
+    printf("%5s %9s %13s %9s %7s\n", "seqs", "step_ms", "tokens_per_s", "per_seq", "ratio");
+    double base = 0;
+    for (unsigned k = 0; k < n; k++) {
+        qsort(ln[k].step, ln[k].n_steps, sizeof(double), cmp_double);
+        double med = ln[k].step[ln[k].n_steps / 2], tps = ln[k].S / med;
+        if (k == 0)
+            base = tps;
+        printf("%5u %9.2f %13.1f %9.1f %7.2f\n", ln[k].S, 1e3 * med, tps, tps / ln[k].S,
+               tps / base);
+        free(ln[k].logits);
+        free(ln[k].seq);
+        free(ln[k].tok);
+        free(ln[k].step);
+    }
+    ml_ctx_free(c);
     ml_model_free(m);
     ml_mlb_close(f);
     return 0;
