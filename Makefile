@@ -51,7 +51,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 .SECONDARY:
-.PHONY: bench-tok bench-chat bench-run bench-imatrix check-real test-times
+.PHONY: bench-tok bench-chat bench-run bench-seqs bench-imatrix check-real test-times
 .PHONY: all lib check check-all unit cli sanitize install uninstall clean bench man-lint tests
 all: lib $(BINS)
 lib: $(B)/libmlcore.a $(B)/libmlcore.so
@@ -169,6 +169,10 @@ bench-tok: all
 
 bench-chat: all
 	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-chat.sh
+
+# Aggregate decode speed of 1, 2, 4 and 8 sequences side by side.
+bench-seqs: all
+	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-seqs.sh
 
 # libdir and includedir are written relative to ${prefix} when they lie
 # under it, so `pkg-config --define-variable=prefix=...` relocates them.

@@ -159,7 +159,7 @@ int main(int argc, char **argv)
     ml_mlb *f;
     ml_model *m;
     ml_ctx *c;
-    ml_ctx_params p = {gen + 1, 0, n_threads};
+    ml_ctx_params p = {.n_ctx = gen + 1, .n_batch = 0, .n_threads = n_threads};
     if (ml_mlb_open(argv[1], &f, &err) || ml_model_new(f, &m, &err) ||
         ml_ctx_new(m, &p, &c, &err)) {
         fprintf(stderr, "bench_bound: %s: %s\n", argv[1], err.msg);

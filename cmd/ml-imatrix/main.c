@@ -163,7 +163,8 @@ static int open_all(collect *c)
     uint64_t nb = o->batch ? o->batch : ml_logits_batch(h->vocab);
     if (nb > o->ctx)
         nb = o->ctx;
-    ml_ctx_params p = {(uint32_t)o->ctx, (uint32_t)nb, (unsigned)o->threads};
+    ml_ctx_params p = {.n_ctx = (uint32_t)o->ctx, .n_batch = (uint32_t)nb,
+                       .n_threads = (unsigned)o->threads};
     if ((s = ml_ctx_new(c->model, &p, &c->ctx, &err)) || (s = ml_mli_new(h, &c->mli, &err)) ||
         (s = ml_ctx_set_imatrix(c->ctx, c->mli, &err)))
         return cli_fail(o->model, s, &err);

@@ -280,7 +280,8 @@ static int open_model(run *r)
     r->nb = r->o.batch;
     if (!r->nb)
         r->nb = r->o.logits || r->o.ppl ? ml_logits_batch(r->h->vocab) : DEFAULT_BATCH;
-    ml_ctx_params p = {n_ctx, (uint32_t)r->nb, (unsigned)r->o.threads};
+    ml_ctx_params p = {.n_ctx = n_ctx, .n_batch = (uint32_t)r->nb,
+                       .n_threads = (unsigned)r->o.threads};
     if ((s = ml_ctx_new(r->model, &p, &r->ctx, &err)))
         return cli_fail(r->o.model, s, &err);
     if ((s = ml_sampler_new(&r->o.sp, r->h->vocab, &r->sampler, &err)))

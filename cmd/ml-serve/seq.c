@@ -16,7 +16,7 @@ ml_status srv_seq_new(const ml_model *m, uint32_t n_ctx, uint32_t n_batch, unsig
                       srv_seq **out, ml_error *err)
 {
     srv_seq *q = calloc(1, sizeof *q);
-    ml_ctx_params p = {n_ctx, n_batch, threads};
+    ml_ctx_params p = {.n_ctx = n_ctx, .n_batch = n_batch, .n_threads = threads};
     ml_status s = q ? ml_ctx_new(m, &p, &q->ctx, err) : ML_E_NOMEM;
     if (!s) {
         q->held = malloc(sizeof *q->held * ml_ctx_n_ctx(q->ctx));

@@ -24,33 +24,50 @@ ML_API void ml_model_free(ml_model *m);
 ML_API const ml_mlb_header *ml_model_header(const ml_model *m);
 
 /* ------------------------------------------------------------------------
- * Context: the state of one sequence (KV cache, recurrent state, scratch
- * buffers) and the threads that compute it, allocated once by ml_ctx_new.
- * Evaluation allocates only the matrix-product kernels' temporary panels
- * for prompt batches (freed before it returns; if that fails the kernels
- * fall back to row-by-row products with the same results).
+ * Context: the state of one or more sequences (each its own position, KV
+ * cache and recurrent state), the scratch buffers and the threads that
+ * compute them, allocated once by ml_ctx_new.  Evaluation allocates only
+ * the matrix-product kernels' temporary panels for batches of several
+ * tokens (freed before it returns; if that fails the kernels fall back to
+ * row-by-row products with the same results).
+ *
+ * Several sequences (several conversations of a server) are evaluated
+ * side by side with ml_ctx_eval_seqs: one call takes tokens of any of
+ * them, and their matrix products read the weights once for all, so
+ * decoding several sequences costs less than decoding them in turn (how
+ * much less depends on how far reading the weights, rather than the
+ * arithmetic, bounds the machine's decode speed: bench/bench-seqs.sh).
+ * Attention reads each token's own sequence, so a sequence's logits are
+ * the same bits whatever else was evaluated beside it.  The functions
+ * without "seq" in their name act on sequence 0.  A context is used by
+ * one thread at a time.
  * ------------------------------------------------------------------------ */
 typedef struct ml_ctx ml_ctx;
 
 typedef struct ml_ctx_params {
-    uint32_t n_ctx;     /* positions the cache holds; 0: max_seq; above max_seq: error */
-    uint32_t n_batch;   /* tokens per prefill step; 0: 64 */
+    uint32_t n_ctx;     /* positions each sequence's cache holds; 0: max_seq; above: error */
+    uint32_t n_batch;   /* tokens per evaluation step (all sequences'); 0: 64 */
     unsigned n_threads; /* 0: 1 */
+    uint32_t n_seq;     /* sequences, each with its own cache of n_ctx; 0: 1 */
 } ml_ctx_params;
 
 ML_API ml_status ml_ctx_new(const ml_model *m, const ml_ctx_params *p, ml_ctx **out,
                             ml_error *err);
 ML_API void ml_ctx_free(ml_ctx *c);
 
-/* Bytes ml_ctx_new allocated for the cache and recurrent state (what
- * mlb-info reports for the same context) and for everything else. */
+/* Bytes ml_ctx_new allocated for the caches and recurrent states (n_seq
+ * times what mlb-info reports for a context of n_ctx: every sequence gets
+ * its whole cache up front) and for everything else (shared by the
+ * sequences, but for the chunk memory of linear-attention layers, which
+ * goes with each sequence's state). */
 ML_API uint64_t ml_ctx_state_bytes(const ml_ctx *c);
 ML_API uint64_t ml_ctx_scratch_bytes(const ml_ctx *c);
 
-/* Positions evaluated so far; the next token goes at this position. */
+/* Positions evaluated so far (of sequence 0); the next token goes at this
+ * position. */
 ML_API uint32_t ml_ctx_pos(const ml_ctx *c);
 ML_API uint32_t ml_ctx_n_ctx(const ml_ctx *c);
-/* Forgets the sequence (position 0, empty cache). */
+/* Forgets sequence 0 (position 0, empty cache). */
 ML_API void ml_ctx_reset(ml_ctx *c);
 /* Keeps the first pos positions and forgets the rest, so that a sequence
  * sharing them (the earlier turns of a chat) goes on from there; what is
@@ -62,6 +79,15 @@ ML_API void ml_ctx_reset(ml_ctx *c);
  * again. */
 ML_API ml_status ml_ctx_truncate(ml_ctx *c, uint32_t pos, ml_error *err);
 
+/* Sequences the context holds (ml_ctx_params.n_seq, at least 1); they are
+ * numbered 0 .. n_seq-1. */
+ML_API uint32_t ml_ctx_n_seq(const ml_ctx *c);
+/* ml_ctx_pos, ml_ctx_reset and ml_ctx_truncate of sequence seq; the others
+ * are untouched.  A sequence outside 0 .. n_seq-1: position 0, ML_E_INVAL. */
+ML_API uint32_t ml_ctx_seq_pos(const ml_ctx *c, uint32_t seq);
+ML_API ml_status ml_ctx_seq_reset(ml_ctx *c, uint32_t seq, ml_error *err);
+ML_API ml_status ml_ctx_seq_truncate(ml_ctx *c, uint32_t seq, uint32_t pos, ml_error *err);
+
 /* Evaluates n tokens at the next n positions.  logits (may be NULL)
  * receives vocab floats per token: for all n tokens when all_logits is
  * non-zero (n x vocab, row t for token t), else for the last token only.
@@ -69,6 +95,23 @@ ML_API ml_status ml_ctx_truncate(ml_ctx *c, uint32_t pos, ml_error *err);
  * full (nothing is evaluated then). */
 ML_API ml_status ml_ctx_eval(ml_ctx *c, const ml_token *tokens, size_t n, float *logits,
                              int all_logits, ml_error *err);
+
+/* Evaluates tokens[i] for sequence seq[i], i < n, each at its sequence's
+ * next position: one decode token of each of several sequences, a chunk
+ * of one's prompt beside the others' decode tokens, or any mix.  The
+ * tokens of one sequence are consecutive in the call (a run) and in
+ * order; every sequence has at most one run (seq NULL: all are sequence
+ * 0, as ml_ctx_eval).  logits (may be NULL) receives vocab floats per
+ * row: with all_logits, one row per token (n x vocab, row i for token i);
+ * otherwise one row per run, for its last token, in the order of the
+ * runs.  A sequence's logits are bit for bit
+ * those ml_ctx_eval would give it alone, whatever the other sequences in
+ * the call, the batch and the thread count.  Fails with ML_E_INVAL, and
+ * evaluates nothing, when a sequence is out of range or has two runs, a
+ * token id is out of range, or a run does not fit in what its sequence's
+ * context has left. */
+ML_API ml_status ml_ctx_eval_seqs(ml_ctx *c, const uint32_t *seq, const ml_token *tokens,
+                                  size_t n, float *logits, int all_logits, ml_error *err);
 
 /* Collects an importance matrix (mli(5)) from now on: every evaluation adds
  * the squares of each matrix's float input (before its Q8_0 quantization)

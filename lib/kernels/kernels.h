@@ -79,9 +79,10 @@ typedef struct ml_kernels {
     void (*matvec_q4_0)(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, float *y);
 
-    /* The same for n_tok activation rows at once (prefill): activation t is
-     * xq + t*cols, xd + t*cols/32; y[t*ldy + r] receives row r · x_t.
-     * Blocked for the cache; every (t, r) result equals matvec's. */
+    /* The same for n_tok activation rows at once (prefill, and one token
+     * of each of several sequences): activation t is xq + t*cols,
+     * xd + t*cols/32; y[t*ldy + r] receives row r · x_t.  Blocked for the
+     * cache; every (t, r) result equals matvec's. */
     void (*matmul_q8_0)(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
     void (*matmul_q4_0)(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,

@@ -16,7 +16,10 @@
  * What the including file defines first (the guard below checks):
  *   MM_RB                 rows per panel (a multiple of the row tiles)
  *   MM_MIN_TOK            fewest tokens that pay for the rearranging;
- *                         fewer, or no memory for it, go to matvec
+ *                         fewer, or no memory for it, go to matvec a
+ *                         panel of rows at a time
+ *   MM_MIN_TOK_Q4         the same for Q4_0, whose fewer tokens go to
+ *                         MM_MATVECS_Q4 (q4_pairs_row.h's matvecs_q4_0)
  *   MM_RT_Q8, MM_TT_Q8    Q8_0's register tile: rows, tokens
  *   MM_RT_Q4, MM_TT_Q4    Q4_0's
  *   MM_TILE_PER_TYPE      1: the MM_SUMS_* pieces depend on q4, so each
@@ -37,10 +40,10 @@
 #ifndef ML_MATMUL_TILES_H
 #define ML_MATMUL_TILES_H
 
-#if !defined(MM_RB) || !defined(MM_MIN_TOK) || !defined(MM_RT_Q8) || !defined(MM_TT_Q8) ||      \
-    !defined(MM_RT_Q4) || !defined(MM_TT_Q4) || !defined(MM_TILE_PER_TYPE) ||                    \
-    !defined(MM_IN_REGISTER)
-#error "matmul_tiles.h: define MM_RB, MM_MIN_TOK, MM_RT_*, MM_TT_*, MM_TILE_PER_TYPE, MM_IN_REGISTER"
+#if !defined(MM_RB) || !defined(MM_MIN_TOK) || !defined(MM_MIN_TOK_Q4) ||                       \
+    !defined(MM_MATVECS_Q4) || !defined(MM_RT_Q8) || !defined(MM_TT_Q8) || !defined(MM_RT_Q4) ||  \
+    !defined(MM_TT_Q4) || !defined(MM_TILE_PER_TYPE) || !defined(MM_IN_REGISTER)
+#error "matmul_tiles.h: define MM_RB, MM_MIN_TOK*, MM_MATVECS_Q4, MM_RT_*, MM_TT_*, MM_TILE_PER_TYPE, MM_IN_REGISTER"
 #elif !defined(MM_LOAD_SCALES) || !defined(MM_X_CORR) || !defined(MM_W_ENCODE) ||                 \
     !defined(MM_SUMS_START) || !defined(MM_SUMS_ADD) || !defined(MM_SUMS_END) ||                 \
     !defined(MM_MATVEC_Q8) || !defined(MM_MATVEC_Q4)
@@ -270,12 +273,21 @@ ALWAYS_INLINE void matmul_any(int q4, const void *wq, ml_wscales wd, size_t cols
     mm_scratch s;
     if (r0 >= r1)
         return;
+    if (q4 && n_tok < MM_MIN_TOK_Q4) {
+        MM_MATVECS_Q4(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
+        return;
+    }
     if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8, MM_RB)) {
-        for (size_t t = 0; t < n_tok; t++)
-            if (q4)
-                MM_MATVEC_Q4(wq, wd, cols, r0, r1, xq + t * cols, xd + t * nb, y + t * ldy);
-            else
-                MM_MATVEC_Q8(wq, wd, cols, r0, r1, xq + t * cols, xd + t * nb, y + t * ldy);
+        /* matvec per token, a panel of rows at a time, so that the
+         * weights come from memory once and from the cache for the rest */
+        for (size_t r = r0; r < r1; r += MM_RB) {
+            const size_t re = r1 - r < MM_RB ? r1 : r + MM_RB;
+            for (size_t t = 0; t < n_tok; t++)
+                if (q4)
+                    MM_MATVEC_Q4(wq, wd, cols, r, re, xq + t * cols, xd + t * nb, y + t * ldy);
+                else
+                    MM_MATVEC_Q8(wq, wd, cols, r, re, xq + t * cols, xd + t * nb, y + t * ldy);
+        }
         return;
     }
     prepare_x(xq, nb, n_tok, q4, s.xt);

@@ -1,7 +1,8 @@
-/* ctx.c - the evaluation context's life: the KV cache (a ring for
- * sliding-window layers), the linear-attention layers' state, one
- * allocation of batch scratch, the thread pool; reset, the accessors,
- * and importance-matrix collection into the context's ml_mli. */
+/* ctx.c - the evaluation context's life: per sequence, the KV cache (a
+ * ring for sliding-window layers) and the linear-attention layers' state;
+ * shared by the sequences, one allocation of batch scratch and the thread
+ * pool; reset and truncate, the accessors, and importance-matrix
+ * collection into the context's ml_mli. */
 #include "runtime/ctx.h"
 
 #include <stdlib.h>
@@ -46,6 +47,8 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
         {(void **)&c->rope_cs, (size_t)n_threads * m->d.rot_dim * 4},
         {(void **)&c->lqkv, B * lq * 4}, {(void **)&c->lz, B * lvd * 4},
         {(void **)&c->lba, B * 2 * lv * 4}, {(void **)&c->lo, B * lvd * 4},
+        {(void **)&c->tseq, B * 4},      {(void **)&c->tpos, B * 4},
+        {(void **)&c->tout, B},
     };
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
@@ -68,11 +71,11 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
 
 /* A linear-attention layer's memory: the state mlb(5) counts (`bytes`)
  * plus the chunk memory, which counts as scratch. */
-static ml_status alloc_linear(ml_ctx *c, uint32_t l, uint64_t bytes, ml_error *err)
+static ml_status alloc_linear(ml_ctx *c, ml_seq *sq, uint32_t l, uint64_t bytes, ml_error *err)
 {
     uint64_t state, chunk;
     ml_status s = ml__lin_new(&c->m->h, &c->m->layers[l], c->m->k, ml__pool_size(c->pool),
-                              &c->lin[l], &state, &chunk, err);
+                              &sq->lin[l], &state, &chunk, err);
     if (s)
         return s;
     if (state != bytes) /* cannot happen: both follow mlb(5) */
@@ -83,46 +86,76 @@ static ml_status alloc_linear(ml_ctx *c, uint32_t l, uint64_t bytes, ml_error *e
     return ML_OK;
 }
 
-static ml_status alloc_cache(ml_ctx *c, ml_error *err)
+/* One sequence's cache and recurrent state, every layer's. */
+static ml_status alloc_seq(ml_ctx *c, ml_seq *sq, ml_error *err)
 {
     const ml_model *m = c->m;
     uint32_t n = m->h.n_layers;
-    c->kc = calloc(n, sizeof *c->kc);
-    c->vc = calloc(n, sizeof *c->vc);
-    c->cap = calloc(n, sizeof *c->cap);
-    c->lin = calloc(n, sizeof *c->lin);
-    if (!c->kc || !c->vc || !c->cap || !c->lin)
+    sq->kc = calloc(n, sizeof *sq->kc);
+    sq->vc = calloc(n, sizeof *sq->vc);
+    sq->lin = calloc(n, sizeof *sq->lin);
+    if (!sq->kc || !sq->vc || !sq->lin)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
     for (uint32_t l = 0; l < n; l++) {
-        const ml_layer *L = &m->layers[l];
-        uint64_t bytes = ml_mlb_layer_state_bytes(&m->h, L->flags, c->n_ctx);
-        if (L->flags & ML_LAYER_LINEAR) {
-            ml_status s = alloc_linear(c, l, bytes, err);
+        uint64_t bytes = ml_mlb_layer_state_bytes(&m->h, m->layers[l].flags, c->n_ctx);
+        if (m->layers[l].flags & ML_LAYER_LINEAR) {
+            ml_status s = alloc_linear(c, sq, l, bytes, err);
             if (s)
                 return s;
             continue;
         }
         size_t half;
-        c->cap[l] = L->sliding && m->h.sliding_window < c->n_ctx ? m->h.sliding_window : c->n_ctx;
         if (bytes == UINT64_MAX || ml__to_size(bytes / 2, &half))
             return ml__err(err, ML_E_NOMEM, "", -1, "the cache of layer %u does not fit in memory",
                            l);
-        c->kc[l] = malloc(half ? half : 1);
-        c->vc[l] = malloc(half ? half : 1);
-        if (!c->kc[l] || !c->vc[l])
+        sq->kc[l] = malloc(half ? half : 1);
+        sq->vc[l] = malloc(half ? half : 1);
+        if (!sq->kc[l] || !sq->vc[l])
             return ml__err(err, ML_E_NOMEM, "", -1,
-                           "cannot allocate %llu bytes for the cache of layer %u (context %u); "
+                           "cannot allocate %llu bytes for the cache of layer %u (context %u%s); "
                            "try a smaller context",
-                           (unsigned long long)bytes, l, c->n_ctx);
+                           (unsigned long long)bytes, l, c->n_ctx,
+                           c->n_seq > 1 ? ", one cache per sequence" : "");
         c->state_bytes += bytes;
     }
     return ML_OK;
 }
 
+/* Every sequence's memory; the layers' cache sizes are the same for all. */
+static ml_status alloc_cache(ml_ctx *c, ml_error *err)
+{
+    const ml_model *m = c->m;
+    c->cap = calloc(m->h.n_layers, sizeof *c->cap);
+    c->seqs = calloc(c->n_seq, sizeof *c->seqs);
+    if (!c->cap || !c->seqs)
+        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    for (uint32_t l = 0; l < m->h.n_layers; l++)
+        c->cap[l] = m->layers[l].sliding && m->h.sliding_window < c->n_ctx ? m->h.sliding_window
+                                                                           : c->n_ctx;
+    for (uint32_t i = 0; i < c->n_seq; i++) {
+        ml_status s = alloc_seq(c, &c->seqs[i], err);
+        if (s)
+            return s;
+    }
+    return ML_OK;
+}
+
+static void free_seq(const ml_ctx *c, ml_seq *sq)
+{
+    for (uint32_t l = 0; sq->kc && sq->vc && sq->lin && l < c->m->h.n_layers; l++) {
+        free(sq->kc[l]);
+        free(sq->vc[l]);
+        ml__lin_free(sq->lin[l]);
+    }
+    free(sq->kc);
+    free(sq->vc);
+    free(sq->lin);
+}
+
 ml_status ml_ctx_new(const ml_model *m, const ml_ctx_params *p, ml_ctx **out, ml_error *err)
 {
     *out = NULL;
-    ml_ctx_params def = {0, 0, 0};
+    ml_ctx_params def = {.n_ctx = 0};
     if (!p)
         p = &def;
     uint32_t n_ctx = p->n_ctx ? p->n_ctx : m->h.max_seq;
@@ -135,6 +168,7 @@ ml_status ml_ctx_new(const ml_model *m, const ml_ctx_params *p, ml_ctx **out, ml
     c->m = m;
     c->n_ctx = n_ctx;
     c->n_batch = p->n_batch ? p->n_batch : 64;
+    c->n_seq = p->n_seq ? p->n_seq : 1;
     unsigned nt = p->n_threads ? p->n_threads : 1;
     ml_status s = ml__pool_new(nt, &c->pool, err);
     if (!s)
@@ -153,14 +187,9 @@ void ml_ctx_free(ml_ctx *c)
 {
     if (!c)
         return;
-    for (uint32_t l = 0; c->kc && c->lin && l < c->m->h.n_layers; l++) {
-        free(c->kc[l]);
-        free(c->vc[l]);
-        ml__lin_free(c->lin[l]);
-    }
-    free(c->kc);
-    free(c->vc);
-    free(c->lin);
+    for (uint32_t i = 0; c->seqs && i < c->n_seq; i++)
+        free_seq(c, &c->seqs[i]);
+    free(c->seqs);
     free(c->cap);
     free(c->scratch);
     ml__pool_free(c->pool);
@@ -177,44 +206,82 @@ uint64_t ml_ctx_scratch_bytes(const ml_ctx *c)
     return c->scratch_bytes;
 }
 
-uint32_t ml_ctx_pos(const ml_ctx *c)
-{
-    return c->pos;
-}
-
 uint32_t ml_ctx_n_ctx(const ml_ctx *c)
 {
     return c->n_ctx;
 }
 
-void ml_ctx_reset(ml_ctx *c)
+uint32_t ml_ctx_n_seq(const ml_ctx *c)
 {
-    c->pos = 0;
-    for (uint32_t l = 0; l < c->m->h.n_layers; l++) /* recurrent state starts at zero */
-        if (c->lin[l])
-            ml__lin_reset(c->lin[l]);
+    return c->n_seq;
 }
 
-ml_status ml_ctx_truncate(ml_ctx *c, uint32_t pos, ml_error *err)
+uint32_t ml_ctx_seq_pos(const ml_ctx *c, uint32_t seq)
 {
-    if (pos > c->pos)
-        return ml__err(err, ML_E_INVAL, "", -1, "position %u is past the %u evaluated", pos, c->pos);
-    if (pos == c->pos)
+    return seq < c->n_seq ? c->seqs[seq].pos : 0;
+}
+
+uint32_t ml_ctx_pos(const ml_ctx *c)
+{
+    return c->seqs[0].pos;
+}
+
+static ml_status seq_check(const ml_ctx *c, uint32_t seq, ml_error *err)
+{
+    if (seq >= c->n_seq)
+        return ml__err(err, ML_E_INVAL, "", -1, "sequence %u is outside 0..%u", seq,
+                       c->n_seq - 1);
+    return ML_OK;
+}
+
+ml_status ml_ctx_seq_reset(ml_ctx *c, uint32_t seq, ml_error *err)
+{
+    ml_status s = seq_check(c, seq, err);
+    if (s)
+        return s;
+    ml_seq *sq = &c->seqs[seq];
+    sq->pos = 0;
+    for (uint32_t l = 0; l < c->m->h.n_layers; l++) /* recurrent state starts at zero */
+        if (sq->lin[l])
+            ml__lin_reset(sq->lin[l]);
+    return ML_OK;
+}
+
+void ml_ctx_reset(ml_ctx *c)
+{
+    ml_ctx_seq_reset(c, 0, NULL);
+}
+
+ml_status ml_ctx_seq_truncate(ml_ctx *c, uint32_t seq, uint32_t pos, ml_error *err)
+{
+    ml_status s = seq_check(c, seq, err);
+    if (s)
+        return s;
+    ml_seq *sq = &c->seqs[seq];
+    if (pos > sq->pos)
+        return ml__err(err, ML_E_INVAL, "", -1, "sequence %u: position %u is past the %u evaluated",
+                       seq, pos, sq->pos);
+    if (pos == sq->pos)
         return ML_OK;
     /* A recurrent state holds every position at once: it cannot go back. */
     for (uint32_t l = 0; l < c->m->h.n_layers; l++) {
-        if (c->lin[l])
+        if (sq->lin[l])
             return ml__err(err, ML_E_UNSUPPORTED, "", -1,
                            "a linear-attention state cannot be taken back to position %u", pos);
         /* A sliding window's ring that has wrapped holds the later
          * positions where the earlier ones were. */
-        if (c->cap[l] < c->pos)
+        if (c->cap[l] < sq->pos)
             return ml__err(err, ML_E_UNSUPPORTED, "", -1,
                            "layer %u's sliding-window cache (%u positions) has wrapped", l,
                            c->cap[l]);
     }
-    c->pos = pos; /* the cache rows past pos are overwritten as evaluated */
+    sq->pos = pos; /* the cache rows past pos are overwritten as evaluated */
     return ML_OK;
+}
+
+ml_status ml_ctx_truncate(ml_ctx *c, uint32_t pos, ml_error *err)
+{
+    return ml_ctx_seq_truncate(c, 0, pos, err);
 }
 
 ml_status ml_ctx_set_imatrix(ml_ctx *c, ml_mli *imatrix, ml_error *err)

@@ -11,13 +11,27 @@
 /* Query heads (of one KV head) that attend together, sharing key loads. */
 #define ML_ATT_GROUP 4
 
+/* One sequence: its position and its memory of the positions before. */
+typedef struct ml_seq {
+    uint32_t pos;         /* positions evaluated; the next token goes here */
+    float **kc, **vc;     /* per layer: (cap[l], kv_dim) keys and values */
+    ml_lin_layer **lin;   /* per layer: state and chunk memory (linear_attn.h), or NULL */
+    uint64_t seen;        /* the last ml_ctx_eval_seqs call that named it */
+} ml_seq;
+
 struct ml_ctx {
     const ml_model *m;
     ml_pool *pool;
-    uint32_t n_ctx, n_batch, pos;
-    float **kc, **vc;     /* per layer: (cap[l], kv_dim) keys and values */
+    uint32_t n_ctx, n_batch, n_seq;
+    ml_seq *seqs;         /* (n_seq) */
     uint32_t *cap;        /* positions layer l holds: n_ctx, or a window ring */
     uint64_t state_bytes, scratch_bytes;
+    uint64_t calls;       /* ml_ctx_eval_seqs calls, to check a call's sequences */
+    /* The batch: row t is the token of sequence tseq[t] at position
+     * tpos[t]; a sequence's rows are consecutive, so its rows in the
+     * batch start at row t - (tpos[t] - seqs[tseq[t]].pos). */
+    uint32_t *tseq, *tpos; /* (B) */
+    uint8_t *tout;        /* (B) 1: the token's logits are wanted */
     /* Scratch for one batch of B = n_batch tokens, row t for token t. */
     float *x;             /* (B, dim) residual stream */
     float *xb;            /* (B, dim) normalized block input */
@@ -32,7 +46,6 @@ struct ml_ctx {
     float *att;           /* (n_threads, ml__att_rows, n_ctx) attention scores */
     float *rope_cs;       /* (n_threads, rot_dim) one position's RoPE cos, sin pairs */
     /* Linear attention (only when the model has such layers). */
-    ml_lin_layer **lin;   /* per layer: state and chunk memory (linear_attn.h), or NULL */
     float *lqkv;          /* (B, lin_qkv) projections, then conv + SiLU output */
     float *lz;            /* (B, lin_vd) output gate */
     float *lba;           /* (B, 2 lin_v_heads): b then a */
@@ -40,6 +53,16 @@ struct ml_ctx {
     void *scratch;
     ml_mli *imatrix;      /* sums of squares of matrix inputs, or NULL */
 };
+
+/* The end of the run of batch rows [t0, end) that belong to t0's
+ * sequence, below n_tok. */
+static inline size_t ml__seq_run_end(const ml_ctx *c, size_t t0, size_t n_tok)
+{
+    size_t t = t0 + 1;
+    while (t < n_tok && c->tseq[t] == c->tseq[t0])
+        t++;
+    return t;
+}
 
 /* Score rows one thread's attention needs: the most query heads a work
  * item has. */

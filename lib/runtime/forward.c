@@ -8,8 +8,11 @@
  * the FFN is gated.  Matrices multiply Q8_0-quantized activations (the
  * spec's rule, bit for bit); everything else is float32, computed in one
  * fixed order, so results do not depend on the thread count or the batch
- * size.  How the work is shared over threads is parallel.c's; the
- * context's memory is ctx.c's. */
+ * size.  A batch may hold the tokens of several sequences (each a run of
+ * consecutive rows at its own positions): the matrices multiply all of
+ * them at once, attention reads each token's own sequence.  How the work
+ * is shared over threads is parallel.c's; the context's memory is
+ * ctx.c's. */
 #include "kernels/fmath.h"
 #include "runtime/ctx.h"
 
@@ -75,24 +78,27 @@ typedef struct kv_run {
     uint32_t n;
 } kv_run;
 
-/* Positions [lo, p] of KV head kvh as at most three runs, in order: those
- * cached before the batch (a ring wraps at most once), then the batch's
- * own rows, which reach the cache only after the batch has attended. */
-static int kv_runs(const att_job *j, uint32_t lo, uint32_t p, uint32_t kvh, kv_run run[3])
+/* Positions [lo, p] of KV head kvh for batch row t (at position p) as at
+ * most three runs, in order: those its sequence cached before the batch
+ * (a ring wraps at most once), then the sequence's own rows in the batch,
+ * which reach the cache only after the batch has attended. */
+static int kv_runs(const att_job *j, size_t t, uint32_t lo, uint32_t p, uint32_t kvh,
+                   kv_run run[3])
 {
     const ml_ctx *c = j->c;
-    uint32_t kv_dim = c->m->d.kv_dim, cap = c->cap[j->l], pos = c->pos;
-    size_t off = (size_t)kvh * c->m->d.head_dim;
+    const ml_seq *sq = &c->seqs[c->tseq[t]];
+    uint32_t kv_dim = c->m->d.kv_dim, cap = c->cap[j->l], pos = sq->pos;
+    size_t off = (size_t)kvh * c->m->d.head_dim, row0 = t - (p - pos); /* its first row */
     int n = 0;
     for (uint32_t s = lo, end = p + 1 < pos ? p + 1 : pos; s < end;) {
         uint32_t slot = s % cap, len = end - s < cap - slot ? end - s : cap - slot;
         size_t at = (size_t)slot * kv_dim + off;
-        run[n++] = (kv_run){c->kc[j->l] + at, c->vc[j->l] + at, len};
+        run[n++] = (kv_run){sq->kc[j->l] + at, sq->vc[j->l] + at, len};
         s += len;
     }
     uint32_t b = lo > pos ? lo : pos;
     if (b <= p) {
-        size_t at = (size_t)(b - pos) * kv_dim + off;
+        size_t at = (row0 + (b - pos)) * kv_dim + off;
         run[n++] = (kv_run){c->k + at, c->v + at, p - b + 1};
     }
     return n;
@@ -123,10 +129,10 @@ static void attend(const att_job *j, size_t t, uint32_t h0, uint32_t gs, float *
     const ml_model *m = c->m;
     const ml_mlb_header *hd = &m->h;
     uint32_t dh = m->d.head_dim, kv_dim = m->d.kv_dim;
-    uint32_t p = c->pos + (uint32_t)t;
+    uint32_t p = c->tpos[t];
     uint32_t lo = j->L->sliding && p + 1 > hd->sliding_window ? p + 1 - hd->sliding_window : 0;
     kv_run run[3];
-    int nr = kv_runs(j, lo, p, h0 / (hd->n_heads / hd->n_kv_heads), run);
+    int nr = kv_runs(j, t, lo, p, h0 / (hd->n_heads / hd->n_kv_heads), run);
     const float *q[ML_ATT_GROUP], *a[ML_ATT_GROUP];
     float *out[ML_ATT_GROUP];
     for (uint32_t g = 0; g < gs; g++) {
@@ -186,7 +192,7 @@ static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
     float *cs = c->rope_cs + (size_t)ith * m->d.rot_dim;
     for (size_t t = b; t < e; t++) {
         if (L->inv_freq)
-            rope_table(cs, L->inv_freq, half, c->pos + (uint32_t)t, L->rope_mul);
+            rope_table(cs, L->inv_freq, half, c->tpos[t], L->rope_mul);
         for (uint32_t h = 0; h < m->h.n_heads + m->h.n_kv_heads; h++) {
             int is_q = h < m->h.n_heads;
             float *x = is_q ? c->q + (t * m->h.n_heads + h) * dh
@@ -200,14 +206,20 @@ static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
     }
 }
 
-/* Into the cache after attending (a ring keeps the last cap). */
+/* Into each token's sequence's cache after attending (a ring keeps the
+ * last cap of a run: its earlier rows are skipped, later ones would
+ * overwrite them). */
 static void cache_store(ml_ctx *c, uint32_t l, size_t n_tok)
 {
     uint32_t kv_dim = c->m->d.kv_dim, cap = c->cap[l];
-    for (size_t t = n_tok > cap ? n_tok - cap : 0; t < n_tok; t++) {
-        uint32_t slot = (c->pos + (uint32_t)t) % cap;
-        memcpy(c->kc[l] + (size_t)slot * kv_dim, c->k + t * kv_dim, kv_dim * sizeof(float));
-        memcpy(c->vc[l] + (size_t)slot * kv_dim, c->v + t * kv_dim, kv_dim * sizeof(float));
+    for (size_t t0 = 0, t1; t0 < n_tok; t0 = t1) {
+        t1 = ml__seq_run_end(c, t0, n_tok);
+        ml_seq *sq = &c->seqs[c->tseq[t0]];
+        for (size_t t = t1 - t0 > cap ? t1 - cap : t0; t < t1; t++) {
+            uint32_t slot = c->tpos[t] % cap;
+            memcpy(sq->kc[l] + (size_t)slot * kv_dim, c->k + t * kv_dim, kv_dim * sizeof(float));
+            memcpy(sq->vc[l] + (size_t)slot * kv_dim, c->v + t * kv_dim, kv_dim * sizeof(float));
+        }
     }
 }
 
@@ -239,8 +251,8 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
     ml__matmul(c, &L->wo, n_tok, c->o, m->h.dim);
 }
 
-/* Linear attention: the projections here, the gated delta rule in
- * linear_attn.c. */
+/* Linear attention: the projections here for the whole batch, the gated
+ * delta rule in linear_attn.c for each sequence's run of rows. */
 static void linear_attention(ml_ctx *c, uint32_t l, size_t n_tok)
 {
     const ml_model *m = c->m;
@@ -253,7 +265,12 @@ static void linear_attention(ml_ctx *c, uint32_t l, size_t n_tok)
     float *ys[] = {c->lqkv, c->lz, c->lba, c->lba + V};
     const size_t ld[] = {m->d.lin_qkv, m->d.lin_vd, 2 * V, 2 * V};
     ml__matmuls(c, n_tok, 4, ws, ys, ld);
-    ml__lin_forward(c->lin[l], c->pool, c->pos, n_tok, c->lqkv, c->lz, c->lba, c->lo);
+    for (size_t t0 = 0, t1; t0 < n_tok; t0 = t1) {
+        t1 = ml__seq_run_end(c, t0, n_tok);
+        ml__lin_forward(c->seqs[c->tseq[t0]].lin[l], c->pool, c->tpos[t0], t1 - t0,
+                        c->lqkv + t0 * m->d.lin_qkv, c->lz + t0 * m->d.lin_vd,
+                        c->lba + t0 * 2 * V, c->lo + t0 * m->d.lin_vd);
+    }
     if (m->d.lin_vd <= m->d.q_dim) /* mli(5): lout's input in the wo slot */
         ml__ctx_observe(c, ML_MLI_WO_IN, l, c->lo, n_tok, m->d.lin_vd);
     ml__quantize(c, c->lo, n_tok, m->d.lin_vd);
@@ -343,15 +360,15 @@ static void embed(const ml_model *m, ml_token id, float *x)
     }
 }
 
-/* logits = softcap(wcls · final_norm(x)) for the last token, or for every
- * token with `all`. */
-static void classify(ml_ctx *c, size_t n_tok, float *logits, int all)
+/* logits = softcap(wcls · final_norm(x)) for the rows whose logits are
+ * wanted (tout), into consecutive rows of logits. */
+static void classify(ml_ctx *c, size_t n_tok, size_t n_out, float *logits)
 {
     const ml_model *m = c->m;
     uint32_t dim = m->h.dim;
-    size_t first = all ? 0 : n_tok - 1, n_out = n_tok - first;
-    for (size_t t = first; t < n_tok; t++)
-        ml__rmsnorm(c->xb + (t - first) * dim, c->x + t * dim, m->final_norm, dim, m->h.norm_eps);
+    for (size_t t = 0, r = 0; t < n_tok; t++)
+        if (c->tout[t])
+            ml__rmsnorm(c->xb + r++ * dim, c->x + t * dim, m->final_norm, dim, m->h.norm_eps);
     ml__ctx_observe(c, ML_MLI_CLS_IN, 0, c->xb, n_out, dim);
     ml__quantize(c, c->xb, n_out, dim);
     ml__matmul(c, &m->wcls, n_out, logits, m->h.vocab);
@@ -360,8 +377,11 @@ static void classify(ml_ctx *c, size_t n_tok, float *logits, int all)
             logits[i] = softcap(logits[i], m->h.final_softcap);
 }
 
-/* One batch of n_tok <= n_batch tokens at c->pos. */
-static void eval_batch(ml_ctx *c, const ml_token *tokens, size_t n_tok, float *logits, int all)
+/* One batch of n_tok <= n_batch tokens, row t for sequence tseq[t] at
+ * position tpos[t]; n_out of them (tout) get logits, unless logits is
+ * NULL. */
+static void eval_batch(ml_ctx *c, const ml_token *tokens, size_t n_tok, float *logits,
+                       size_t n_out)
 {
     const ml_model *m = c->m;
     for (size_t t = 0; t < n_tok; t++)
@@ -378,33 +398,99 @@ static void eval_batch(ml_ctx *c, const ml_token *tokens, size_t n_tok, float *l
         ffn(c, l, n_tok);                                               /* o = ffn(xb) */
         residual_then_norm(c, n_tok, 1, L->post_ffn_norm, next ? next->attn_norm : NULL);
     }
-    c->pos += (uint32_t)n_tok;
+    for (size_t t = 0; t < n_tok; t++)
+        c->seqs[c->tseq[t]].pos = c->tpos[t] + 1;
     if (c->imatrix)
-        ml__mli_count(c->imatrix, n_tok, logits ? (all ? n_tok : 1) : 0);
-    if (logits)
-        classify(c, n_tok, logits, all);
+        ml__mli_count(c->imatrix, n_tok, logits ? n_out : 0);
+    if (logits && n_out)
+        classify(c, n_tok, n_out, logits);
+}
+
+/* ---------------------------------------------------------------------------
+ * Evaluation calls: checks, then batches of n_batch tokens
+ * ------------------------------------------------------------------------- */
+
+/* Token i's sequence; NULL seq: all are sequence 0 (ml_ctx_eval). */
+static uint32_t seq_of(const uint32_t *seq, size_t i)
+{
+    return seq ? seq[i] : 0;
+}
+
+/* Everything ml_ctx_eval_seqs refuses, before anything is evaluated: a
+ * sequence out of range or named by two runs, a bad token id, a run that
+ * does not fit in its sequence's context. */
+static ml_status eval_check(ml_ctx *c, const uint32_t *seq, const ml_token *tokens, size_t n,
+                            ml_error *err)
+{
+    const uint64_t call = ++c->calls;
+    for (size_t i = 0, e; i < n; i = e) {
+        uint32_t s = seq_of(seq, i);
+        if (s >= c->n_seq)
+            return ml__err(err, ML_E_INVAL, "", -1, "token %zu: sequence %u is outside 0..%u", i,
+                           s, c->n_seq - 1);
+        if (c->seqs[s].seen == call)
+            return ml__err(err, ML_E_INVAL, "", -1,
+                           "token %zu: sequence %u's tokens are not consecutive", i, s);
+        c->seqs[s].seen = call;
+        for (e = i + 1; e < n && seq_of(seq, e) == s;)
+            e++;
+        uint32_t pos = c->seqs[s].pos;
+        if (e - i > c->n_ctx - pos)
+            return ml__err(err, ML_E_INVAL, "", -1,
+                           "sequence %u: %zu tokens do not fit: the context holds %u positions "
+                           "and %u are used",
+                           s, e - i, c->n_ctx, pos);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] >= c->m->h.vocab)
+            return ml__err(err, ML_E_INVAL, "", -1, "token %zu: id %u is outside 0..%u", i,
+                           tokens[i], c->m->h.vocab - 1);
+    return ML_OK;
+}
+
+/* Tokens [done, done + b) of a call as the batch rows: their sequences,
+ * positions and whether their logits are wanted (all, or the last of each
+ * sequence's run in the call).  Returns the rows with logits. */
+static size_t batch_rows(ml_ctx *c, const uint32_t *seq, size_t n, size_t done, size_t b,
+                         int all)
+{
+    size_t n_out = 0;
+    for (size_t t = 0; t < b; t++) {
+        size_t i = done + t;
+        uint32_t s = seq_of(seq, i);
+        c->tseq[t] = s;
+        c->tpos[t] = t > 0 && c->tseq[t - 1] == s ? c->tpos[t - 1] + 1 : c->seqs[s].pos;
+        c->tout[t] = all || i + 1 == n || seq_of(seq, i + 1) != s;
+        n_out += c->tout[t];
+    }
+    return n_out;
+}
+
+static ml_status eval(ml_ctx *c, const uint32_t *seq, const ml_token *tokens, size_t n,
+                      float *logits, int all_logits, ml_error *err)
+{
+    ml_status st = eval_check(c, seq, tokens, n, err);
+    if (st)
+        return st;
+    for (size_t done = 0; done < n;) {
+        size_t b = n - done < c->n_batch ? n - done : c->n_batch;
+        size_t n_out = batch_rows(c, seq, n, done, b, all_logits);
+        eval_batch(c, tokens + done, b, logits, n_out);
+        if (logits)
+            logits += n_out * c->m->h.vocab;
+        done += b;
+    }
+    return ML_OK;
 }
 
 ml_status ml_ctx_eval(ml_ctx *c, const ml_token *tokens, size_t n, float *logits, int all_logits,
                       ml_error *err)
 {
-    const ml_model *m = c->m;
-    if (n > c->n_ctx - c->pos)
-        return ml__err(err, ML_E_INVAL, "", -1,
-                       "%zu tokens do not fit: the context holds %u positions and %u are used",
-                       n, c->n_ctx, c->pos);
-    for (size_t i = 0; i < n; i++)
-        if (tokens[i] >= m->h.vocab)
-            return ml__err(err, ML_E_INVAL, "", -1, "token %zu: id %u is outside 0..%u", i,
-                           tokens[i], m->h.vocab - 1);
-    for (size_t done = 0; done < n;) {
-        size_t b = n - done < c->n_batch ? n - done : c->n_batch;
-        int last = done + b == n;
-        float *out = logits && (all_logits || last)
-                         ? logits + (all_logits ? done * m->h.vocab : 0)
-                         : NULL;
-        eval_batch(c, tokens + done, b, out, all_logits);
-        done += b;
-    }
-    return ML_OK;
+    return eval(c, NULL, tokens, n, logits, all_logits, err);
+}
+
+ml_status ml_ctx_eval_seqs(ml_ctx *c, const uint32_t *seq, const ml_token *tokens, size_t n,
+                           float *logits, int all_logits, ml_error *err)
+{
+    return eval(c, seq, tokens, n, logits, all_logits, err);
 }

@@ -22,7 +22,7 @@ enum { N = 40, VOCAB = 64 };
 
 static float *run(ml_model *m, uint32_t batch, unsigned threads)
 {
-    ml_ctx_params cp = {64, batch, threads};
+    ml_ctx_params cp = {.n_ctx = 64, .n_batch = batch, .n_threads = threads};
     ml_ctx *c;
     ml_error err;
     ck_assert_msg(ml_ctx_new(m, &cp, &c, &err) == ML_OK, "%s", err.msg);

@@ -134,7 +134,7 @@ START_TEST(test_against_references)
     ml_ctx *c;
     ck_assert_msg(ml_mlb_open_memory(out.p, out.n, &mlb, &err) == ML_OK, "%s", err.msg);
     ck_assert(ml_model_new(mlb, &model, &err) == ML_OK);
-    ml_ctx_params p = {128, 16, 2};
+    ml_ctx_params p = {.n_ctx = 128, .n_batch = 16, .n_threads = 2};
     ck_assert_msg(ml_ctx_new(model, &p, &c, &err) == ML_OK, "%s", err.msg);
     ml_token ids[128];
     size_t n = prompt_ids(name, ids, 128);

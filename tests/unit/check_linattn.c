@@ -434,7 +434,8 @@ START_TEST(test_model_batch_invariance)
     } runs[] = {{150, 1}, {1, 1}, {7, 2}, {64, 3}, {100, 2}};
     float *want = NULL;
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
-        ml_ctx_params cp = {256, runs[r].batch, runs[r].threads};
+        ml_ctx_params cp = {.n_ctx = 256, .n_batch = runs[r].batch,
+                            .n_threads = runs[r].threads};
         ml_ctx *c;
         ck_assert_msg(ml_ctx_new(m, &cp, &c, &err) == ML_OK, "%s", err.msg);
         float *got = floats((size_t)N * 64);

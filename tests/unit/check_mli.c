@@ -54,7 +54,7 @@ static ml_mli *collect(const run *r, uint32_t batch, unsigned threads, int logit
     ml_error err;
     ml_mli *m;
     ck_assert(ml_mli_new(ml_mlb_get_header(r->mlb), &m, &err) == ML_OK);
-    ml_ctx_params p = {64, batch, threads};
+    ml_ctx_params p = {.n_ctx = 64, .n_batch = batch, .n_threads = threads};
     ml_ctx *c;
     ck_assert(ml_ctx_new(r->model, &p, &c, &err) == ML_OK);
     ck_assert(ml_ctx_set_imatrix(c, m, &err) == ML_OK);
@@ -171,7 +171,7 @@ START_TEST(test_classifier_counts)
     ck_assert(ml_mli_sums(without, ML_MLI_W2_IN, 1, b, 96, NULL, &err) == ML_OK);
     ck_assert(memcmp(a, b, sizeof(double) * 96) == 0);
     /* Generation-like use: one prompt without logits, then tokens with. */
-    ml_ctx_params p = {64, 16, 1};
+    ml_ctx_params p = {.n_ctx = 64, .n_batch = 16, .n_threads = 1};
     ml_ctx *c;
     ml_mli *m;
     ck_assert(ml_mli_new(ml_mlb_get_header(r.mlb), &m, &err) == ML_OK);
@@ -258,7 +258,7 @@ START_TEST(test_ctx_refuses_other_shape)
     run r;
     run_open(&r, "llama-q8");
     ml_mli *m = open_fixture("qwen35");
-    ml_ctx_params p = {16, 4, 1};
+    ml_ctx_params p = {.n_ctx = 16, .n_batch = 4, .n_threads = 1};
     ml_ctx *c;
     ml_error err;
     ck_assert(ml_ctx_new(r.model, &p, &c, &err) == ML_OK);

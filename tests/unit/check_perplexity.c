@@ -26,7 +26,8 @@ static void scorer_open(scorer *s)
     ml_error err;
     ck_assert_msg(ml_mlb_open(MODEL, &s->mlb, &err) == ML_OK, "%s", err.msg);
     ck_assert_msg(ml_model_new(s->mlb, &s->model, &err) == ML_OK, "%s", err.msg);
-    ml_ctx_params p = {N_CTX, 3, 1}; /* a batch that does not divide the chunk */
+    /* A batch that does not divide the chunk. */
+    ml_ctx_params p = {.n_ctx = N_CTX, .n_batch = 3, .n_threads = 1};
     ck_assert_msg(ml_ctx_new(s->model, &p, &s->ctx, &err) == ML_OK, "%s", err.msg);
     uint32_t vocab = ml_model_header(s->model)->vocab;
     s->rows = malloc(3 * vocab * sizeof(float));

@@ -80,7 +80,7 @@ static void fixture_close(fixture *fx)
 /* All logits of the fixture's prompt with the given batch and threads. */
 static float *run_all(const fixture *fx, uint32_t batch, unsigned threads)
 {
-    ml_ctx_params p = {64, batch, threads};
+    ml_ctx_params p = {.n_ctx = 64, .n_batch = batch, .n_threads = threads};
     ml_ctx *c;
     ml_error err;
     ck_assert_msg(ml_ctx_new(fx->model, &p, &c, &err) == ML_OK, "%s", err.msg);
@@ -218,7 +218,7 @@ START_TEST(test_state_bytes_and_errors)
     fixture fx;
     fixture_open(&fx, "gemma");
     const ml_mlb_header *h = ml_mlb_get_header(fx.mlb);
-    ml_ctx_params p = {100, 16, 1};
+    ml_ctx_params p = {.n_ctx = 100, .n_batch = 16, .n_threads = 1};
     ml_ctx *c;
     ml_error err;
     ck_assert(ml_ctx_new(fx.model, &p, &c, &err) == ML_OK);
@@ -253,7 +253,7 @@ START_TEST(test_truncate)
     fixture_open(&fx, models[_i]);
     float *want = run_all(&fx, 64, 1);
     const size_t k = 2;
-    ml_ctx_params p = {64, 16, 2};
+    ml_ctx_params p = {.n_ctx = 64, .n_batch = 16, .n_threads = 2};
     ml_ctx *c;
     ml_error err;
     ck_assert(ml_ctx_new(fx.model, &p, &c, &err) == ML_OK);
@@ -552,7 +552,7 @@ START_TEST(test_memory_does_not_grow)
     uint64_t bytes[2];
     const uint32_t ctx[2] = {4096, 32768};
     for (int i = 0; i < 2; i++) {
-        ml_ctx_params p = {ctx[i], 8, 1};
+        ml_ctx_params p = {.n_ctx = ctx[i], .n_batch = 8, .n_threads = 1};
         ml_ctx *c;
         ck_assert_msg(ml_ctx_new(m, &p, &c, &err) == ML_OK, "%s", err.msg);
         bytes[i] = ml_ctx_state_bytes(c);
