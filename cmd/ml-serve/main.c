@@ -39,7 +39,7 @@ static const cli_opt opts[] = {
     {OPT_TOK, 'k', "tokenizer", "FILE", "the tokenizer (.mlt; default: beside the model)"},
     {OPT_HOST, 0, "host", "ADDR", "the address to listen on (default " DEFAULT_HOST ")"},
     {OPT_PORT, 0, "port", "N", "the port (default " CLI_STR(DEFAULT_PORT) "; 0: any free one)"},
-    {OPT_THREADS, 't', "threads", "N", "threads of each slot (default: the number of CPUs)"},
+    {OPT_THREADS, 't', "threads", "N", "threads of the context all slots share (default: the number of CPUs)"},
     {OPT_CTX, 'c', "ctx", "N",
      "context positions of each slot (default " CLI_STR(DEFAULT_CTX) ", at most max_seq)"},
     {OPT_PARALLEL, 0, "parallel", "N",

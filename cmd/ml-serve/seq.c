@@ -1,100 +1,169 @@
-/* seq.c - a slot's sequence as one ml_ctx of its own and the list of the
- * tokens in its cache (seq.h), which is what prefix reuse compares. */
+/* seq.c - the slots' sequences as one ml_ctx with a sequence per slot,
+ * and for each the list of the tokens in its cache (seq.h), which is what
+ * prefix reuse compares. */
 #include "seq.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-struct srv_seq {
+struct srv_ctx {
     ml_ctx *ctx;
-    ml_token *held; /* n_ctx: the tokens in the cache, in order */
-    size_t n_held;
-    float *logits;  /* vocab: of the last token evaluated */
+    uint32_t n_seq, n_ctx, n_chunk, vocab;
+    ml_token *held;  /* n_seq x n_ctx: each sequence's tokens, in order */
+    size_t *n_held;  /* n_seq */
+    uint32_t *seqs;  /* n_chunk + n_seq: a step's tokens' sequences */
+    ml_token *toks;  /* n_chunk + n_seq: a step's tokens */
+    float *logits;   /* n_seq x vocab: a row per run of the last step */
 };
 
-ml_status srv_seq_new(const ml_model *m, uint32_t n_ctx, uint32_t n_batch, unsigned threads,
-                      srv_seq **out, ml_error *err)
+ml_status srv_ctx_new(const ml_model *m, uint32_t n_seq, uint32_t n_ctx, uint32_t n_chunk,
+                      unsigned threads, srv_ctx **out, ml_error *err)
 {
-    srv_seq *q = calloc(1, sizeof *q);
-    ml_ctx_params p = {.n_ctx = n_ctx, .n_batch = n_batch, .n_threads = threads};
-    ml_status s = q ? ml_ctx_new(m, &p, &q->ctx, err) : ML_E_NOMEM;
+    srv_ctx *c = calloc(1, sizeof *c);
+    if (n_seq < 1)
+        n_seq = 1;
+    if (n_chunk < 1)
+        n_chunk = 1;
+    /* A step, the chunk beside a token of each other sequence, is one
+     * batch of the context. */
+    ml_ctx_params p = {.n_ctx = n_ctx,
+                       .n_batch = n_chunk + n_seq,
+                       .n_threads = threads,
+                       .n_seq = n_seq};
+    ml_status s = c ? ml_ctx_new(m, &p, &c->ctx, err) : ML_E_NOMEM;
     if (!s) {
-        q->held = malloc(sizeof *q->held * ml_ctx_n_ctx(q->ctx));
-        q->logits = malloc(sizeof *q->logits * ml_model_header(m)->vocab);
-        if (!q->held || !q->logits)
+        c->n_seq = n_seq;
+        c->n_ctx = ml_ctx_n_ctx(c->ctx);
+        c->n_chunk = n_chunk;
+        c->vocab = ml_model_header(m)->vocab;
+        size_t n_step = (size_t)n_chunk + n_seq;
+        c->held = malloc(sizeof *c->held * c->n_ctx * n_seq);
+        c->n_held = calloc(n_seq, sizeof *c->n_held);
+        c->seqs = malloc(sizeof *c->seqs * n_step);
+        c->toks = malloc(sizeof *c->toks * n_step);
+        c->logits = malloc(sizeof *c->logits * c->vocab * n_seq);
+        if (!c->held || !c->n_held || !c->seqs || !c->toks || !c->logits)
             s = ML_E_NOMEM;
     }
     if (s == ML_E_NOMEM && err) {
         memset(err, 0, sizeof *err);
         err->code = ML_E_NOMEM;
         err->offset = -1;
-        strcpy(err->msg, "out of memory for a slot's context");
+        strcpy(err->msg, "out of memory for the slots' context");
     }
     if (s) {
-        srv_seq_free(q);
+        srv_ctx_free(c);
         return s;
     }
-    *out = q;
+    *out = c;
     return ML_OK;
 }
 
-void srv_seq_free(srv_seq *q)
+void srv_ctx_free(srv_ctx *c)
 {
-    if (!q)
+    if (!c)
         return;
-    ml_ctx_free(q->ctx);
-    free(q->held);
-    free(q->logits);
-    free(q);
+    ml_ctx_free(c->ctx);
+    free(c->held);
+    free(c->n_held);
+    free(c->seqs);
+    free(c->toks);
+    free(c->logits);
+    free(c);
 }
 
-uint32_t srv_seq_n_ctx(const srv_seq *q)
+uint32_t srv_ctx_n_ctx(const srv_ctx *c)
 {
-    return ml_ctx_n_ctx(q->ctx);
+    return c->n_ctx;
 }
 
-uint32_t srv_seq_n_batch(const srv_seq *q)
+uint32_t srv_ctx_n_chunk(const srv_ctx *c)
 {
-    return ml_ctx_n_batch(q->ctx);
+    return c->n_chunk;
 }
 
-size_t srv_seq_len(const srv_seq *q)
+size_t srv_ctx_len(const srv_ctx *c, uint32_t seq)
 {
-    return q->n_held;
+    return c->n_held[seq];
 }
 
-size_t srv_seq_common(const srv_seq *q, const ml_token *tokens, size_t n)
+size_t srv_ctx_common(const srv_ctx *c, uint32_t seq, const ml_token *tokens, size_t n)
 {
+    const ml_token *held = c->held + (size_t)seq * c->n_ctx;
     size_t i = 0;
-    while (i < n && i < q->n_held && q->held[i] == tokens[i])
+    while (i < n && i < c->n_held[seq] && held[i] == tokens[i])
         i++;
     return i;
 }
 
-size_t srv_seq_keep(srv_seq *q, size_t keep)
+size_t srv_ctx_keep(srv_ctx *c, uint32_t seq, size_t keep)
 {
-    if (keep >= q->n_held)
-        return q->n_held;
+    if (keep >= c->n_held[seq])
+        return c->n_held[seq];
     ml_error err;
-    if (ml_ctx_truncate(q->ctx, (uint32_t)keep, &err) != ML_OK) {
-        ml_ctx_reset(q->ctx);
+    if (ml_ctx_seq_truncate(c->ctx, seq, (uint32_t)keep, &err) != ML_OK) {
+        ml_ctx_seq_reset(c->ctx, seq, &err);
         keep = 0;
     }
-    q->n_held = keep;
+    c->n_held[seq] = keep;
     return keep;
 }
 
-ml_status srv_seq_eval(srv_seq *q, const ml_token *tokens, size_t n, ml_error *err)
+/* The run's tokens are now in its sequence's cache. */
+static void hold(srv_ctx *c, const srv_run *r)
 {
-    ml_status s = ml_ctx_eval(q->ctx, tokens, n, q->logits, 0, err);
-    if (!s) {
-        memcpy(q->held + q->n_held, tokens, n * sizeof *tokens);
-        q->n_held += n;
-    }
-    return s;
+    memcpy(c->held + (size_t)r->seq * c->n_ctx + c->n_held[r->seq], r->tokens,
+           r->n * sizeof *r->tokens);
+    c->n_held[r->seq] += r->n;
 }
 
-float *srv_seq_logits(srv_seq *q)
+ml_status srv_ctx_step(srv_ctx *c, srv_run *runs, size_t n_runs)
 {
-    return q->logits;
+    size_t n = 0, cap = (size_t)c->n_chunk + c->n_seq;
+    int fits = n_runs <= c->n_seq;
+    for (size_t i = 0; fits && i < n_runs; i++) {
+        memset(&runs[i].err, 0, sizeof runs[i].err);
+        runs[i].status = ML_OK;
+        if (runs[i].n > cap - n) {
+            fits = 0;
+            break;
+        }
+        for (size_t t = 0; t < runs[i].n; t++, n++)
+            c->seqs[n] = runs[i].seq, c->toks[n] = runs[i].tokens[t];
+    }
+    ml_error err;
+    if (fits && n_runs && ml_ctx_eval_seqs(c->ctx, c->seqs, c->toks, n, c->logits, 0, &err) == ML_OK) {
+        for (size_t i = 0; i < n_runs; i++)
+            hold(c, &runs[i]);
+        return ML_OK;
+    }
+    /* Refused (nothing was evaluated): each run alone. */
+    ml_status first = ML_OK;
+    for (size_t i = 0; i < n_runs; i++) {
+        srv_run *r = &runs[i];
+        memset(&r->err, 0, sizeof r->err);
+        r->status = i < c->n_seq ? ML_OK : ML_E_INVAL;
+        if (r->status) {
+            r->err.code = r->status, r->err.offset = -1;
+            strcpy(r->err.msg, "too many runs in one step");
+        } else if (r->n > cap) {
+            r->status = r->err.code = ML_E_INVAL, r->err.offset = -1;
+            strcpy(r->err.msg, "a run longer than a step");
+        } else {
+            for (size_t t = 0; t < r->n; t++)
+                c->seqs[t] = r->seq;
+            r->status = ml_ctx_eval_seqs(c->ctx, c->seqs, r->tokens, r->n,
+                                         c->logits + i * (size_t)c->vocab, 0, &r->err);
+        }
+        if (!r->status)
+            hold(c, r);
+        else if (!first)
+            first = r->status;
+    }
+    return first;
+}
+
+float *srv_ctx_logits(srv_ctx *c, size_t i)
+{
+    return c->logits + i * (size_t)c->vocab;
 }

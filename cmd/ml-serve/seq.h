@@ -1,36 +1,55 @@
-/* seq.h - the sequence a slot computes: the one place where the server
- * meets the runtime's context.  Today each slot owns an ml_ctx of its
- * own; a context holding several sequences and evaluating them in one
- * batch will replace this file, and nothing else needs to change. */
+/* seq.h - the sequences the slots compute: the one place where the server
+ * meets the runtime's context.  All slots share one ml_ctx holding a
+ * sequence per slot (ml_ctx_params.n_seq), and a scheduler step evaluates
+ * the runs of several sequences (a decode token each, a prompt chunk) in
+ * one ml_ctx_eval_seqs call, so decoding reads the weights once for all
+ * the slots; each sequence's logits are the bits it would get alone. */
 #ifndef ML_SERVE_SEQ_H
 #define ML_SERVE_SEQ_H
 
 #include <mlcore.h>
 
-typedef struct srv_seq srv_seq;
+typedef struct srv_ctx srv_ctx;
 
-/* A sequence of up to n_ctx positions, evaluated by `threads` threads,
- * prompts in steps of at most n_batch tokens. */
-ml_status srv_seq_new(const ml_model *m, uint32_t n_ctx, uint32_t n_batch, unsigned threads,
-                      srv_seq **out, ml_error *err);
-void srv_seq_free(srv_seq *q);
+/* n_seq sequences (numbered 0 .. n_seq-1) of up to n_ctx positions each,
+ * evaluated by `threads` threads; a step holds at most one prompt chunk
+ * of at most n_chunk tokens beside one token of each other sequence. */
+ml_status srv_ctx_new(const ml_model *m, uint32_t n_seq, uint32_t n_ctx, uint32_t n_chunk,
+                      unsigned threads, srv_ctx **out, ml_error *err);
+void srv_ctx_free(srv_ctx *c);
 
-uint32_t srv_seq_n_ctx(const srv_seq *q);
-uint32_t srv_seq_n_batch(const srv_seq *q);
-/* Tokens the cache holds (its position). */
-size_t srv_seq_len(const srv_seq *q);
+uint32_t srv_ctx_n_ctx(const srv_ctx *c);
+uint32_t srv_ctx_n_chunk(const srv_ctx *c);
+/* Tokens sequence seq's cache holds (its position). */
+size_t srv_ctx_len(const srv_ctx *c, uint32_t seq);
 
-/* How many of tokens[0..n) the cache already holds at its start. */
-size_t srv_seq_common(const srv_seq *q, const ml_token *tokens, size_t n);
-/* Keeps the first `keep` tokens and forgets the rest; when the model
- * cannot go back (recurrent layers, a wrapped window) it forgets all.
- * Returns the tokens kept. */
-size_t srv_seq_keep(srv_seq *q, size_t keep);
+/* How many of tokens[0..n) sequence seq's cache already holds at its
+ * start. */
+size_t srv_ctx_common(const srv_ctx *c, uint32_t seq, const ml_token *tokens, size_t n);
+/* Keeps the first `keep` tokens of sequence seq and forgets the rest;
+ * when the model cannot go back (recurrent layers, a wrapped window) it
+ * forgets all.  Returns the tokens kept. */
+size_t srv_ctx_keep(srv_ctx *c, uint32_t seq, size_t keep);
 
-/* Evaluates tokens[0..n) (n at most n_batch, within the context) after
- * the ones held; the logits of the last are then srv_seq_logits. */
-ml_status srv_seq_eval(srv_seq *q, const ml_token *tokens, size_t n, ml_error *err);
-/* vocab floats, which a sampler may change in place. */
-float *srv_seq_logits(srv_seq *q);
+/* One run of a step: n tokens of sequence seq after the ones it holds.
+ * status is the run's outcome after srv_ctx_step (err its message). */
+typedef struct srv_run {
+    uint32_t seq;
+    const ml_token *tokens;
+    size_t n;
+    ml_status status;
+    ml_error err;
+} srv_run;
+
+/* Evaluates runs[0..n_runs) (distinct sequences, each run within its
+ * context, n_runs at most n_seq, at most one of them longer than one
+ * token and that at most n_chunk) in one ml_ctx_eval_seqs call.  Should
+ * the call refuse them, each run is evaluated alone so that only the
+ * faulty ones fail.  Returns the first failure (runs[i].status says
+ * which), ML_OK when all went through. */
+ml_status srv_ctx_step(srv_ctx *c, srv_run *runs, size_t n_runs);
+/* The logits (vocab floats, which a sampler may change in place) of the
+ * last token of runs[i] in the last step; valid until the next step. */
+float *srv_ctx_logits(srv_ctx *c, size_t i);
 
 #endif

@@ -1,11 +1,13 @@
 /* slots.c - the scheduler (slots.h).  One thread computes; the HTTP
- * threads only submit, read and cancel jobs under the one lock.  A step
- * gives every active slot one evaluation, in slot order: a chunk of its
- * prompt while it prefills, else one generated token, so a long prompt
- * delays the others by a chunk per step, not by the whole prompt.
- * Each job samples with its own sampler from its own sequence's logits,
- * and the kernels give the same bits for any batch, so a request's tokens
- * do not depend on what else runs. */
+ * threads only submit, read and cancel jobs under the one lock.  The
+ * slots are the sequences of one shared context (seq.h).  A step samples,
+ * in slot order, the next token of every slot that generates, and
+ * evaluates them all in one batch with at most one chunk of a prompt
+ * (the prefilling slots take turns), so decoding reads the weights once
+ * for every slot and a long prompt delays the others by a chunk per step,
+ * not by the whole prompt.  Each job samples with its own sampler from
+ * its own sequence's logits, and the kernels give the same bits for any
+ * batch, so a request's tokens do not depend on what else runs. */
 #include "slots.h"
 
 #include "seq.h"
@@ -39,11 +41,13 @@ struct srv_job {
     srv_job *next;       /* in the queue */
 };
 
-/* A slot: a sequence and the job it runs (NULL: free). */
+/* A slot: a sequence of the context and the job it runs (NULL: free). */
 typedef struct slot {
-    srv_seq *seq;
+    uint32_t seq;        /* its sequence in the context */
     srv_job *job;
     size_t fed;          /* prompt tokens in the sequence */
+    float *logits;       /* of its last token, from the last step */
+    ml_token next;       /* the token it evaluates in this step */
     ml_sampler *sampler;
     ml_stop *stop;
     ml_tok_stream ts;
@@ -57,8 +61,12 @@ struct srv_sched {
     int started;
     const ml_mlt *mlt;
     uint32_t vocab;
+    srv_ctx *ctx;
     slot *slots;
     unsigned n_slots;
+    unsigned next_prefill; /* the slot whose turn it is to prefill first */
+    srv_run *runs;       /* n_slots: a step's runs */
+    slot **run_slot;     /* n_slots: whose each run is */
     srv_job *head, *tail;
     size_t n_queued, max_queue;
     int closing, cut;
@@ -224,7 +232,7 @@ static slot *pick_slot(srv_sched *s, const srv_job *j)
         slot *sl = &s->slots[i];
         if (sl->job)
             continue;
-        size_t c = srv_seq_common(sl->seq, j->prompt, j->n_prompt);
+        size_t c = srv_ctx_common(s->ctx, sl->seq, j->prompt, j->n_prompt);
         if (!best || c > best_common || (c == best_common && sl->used < best->used))
             best = sl, best_common = c;
     }
@@ -236,10 +244,11 @@ static slot *pick_slot(srv_sched *s, const srv_job *j)
 static void slot_start(srv_sched *s, slot *sl, srv_job *j)
 {
     ml_error err;
-    size_t keep = srv_seq_common(sl->seq, j->prompt, j->n_prompt);
+    size_t keep = srv_ctx_common(s->ctx, sl->seq, j->prompt, j->n_prompt);
     if (keep >= j->n_prompt)
         keep = j->n_prompt - 1;
-    sl->fed = srv_seq_keep(sl->seq, keep);
+    sl->fed = srv_ctx_keep(s->ctx, sl->seq, keep);
+    sl->logits = NULL;
     j->n_cached = sl->fed;
     sl->used = ++s->clock;
     ml_status st = ml_sampler_new(&j->sp, s->vocab, &sl->sampler, &err);
@@ -319,11 +328,12 @@ static ml_status flush_text(slot *sl, ml_error *err)
 }
 
 /* One generated token: "stop" or "length" when the job ends with it,
- * NULL when it goes on; *st reports a failure. */
-static const char *generate_one(slot *sl, ml_status *st, ml_error *err)
+ * NULL when it goes on (sl->next is then to be evaluated); *st reports a
+ * failure. */
+static const char *generate_one(srv_sched *s, slot *sl, ml_status *st, ml_error *err)
 {
     srv_job *j = sl->job;
-    ml_token id = ml_sampler_next(sl->sampler, srv_seq_logits(sl->seq), NULL, 0);
+    ml_token id = ml_sampler_next(sl->sampler, sl->logits, NULL, 0);
     if (ml_mlt_is_eog(sl->ts.t, id)) /* the end of the turn: never sent */
         return (*st = flush_text(sl, err)) ? NULL : "stop";
     pthread_mutex_lock(&j->s->lock);
@@ -333,35 +343,76 @@ static const char *generate_one(slot *sl, ml_status *st, ml_error *err)
         return NULL;
     if (ml_stop_done(sl->stop))
         return "stop";
-    if (j->n_gen >= j->max_tokens || srv_seq_len(sl->seq) >= srv_seq_n_ctx(sl->seq))
+    if (j->n_gen >= j->max_tokens || srv_ctx_len(s->ctx, sl->seq) >= srv_ctx_n_ctx(s->ctx))
         return (*st = flush_text(sl, err)) ? NULL : "length";
-    *st = srv_seq_eval(sl->seq, &id, 1, err);
+    sl->next = id;
     return NULL;
 }
 
-/* One evaluation of an active slot, without the lock. */
-static void slot_step(srv_sched *s, slot *sl)
+/* Without the lock: the slot's job ends, finished or failed. */
+static void slot_end(srv_sched *s, slot *sl, const char *finish, ml_status st, ml_error *err)
 {
-    srv_job *j = sl->job;
-    ml_error err;
-    ml_status st = ML_OK;
-    const char *finish = NULL;
-    memset(&err, 0, sizeof err);
-    if (sl->fed < j->n_prompt) {
-        size_t n = j->n_prompt - sl->fed, nb = srv_seq_n_batch(sl->seq);
-        if (n > nb)
-            n = nb;
-        st = srv_seq_eval(sl->seq, j->prompt + sl->fed, n, &err);
-        sl->fed += n;
-    } else {
-        finish = generate_one(sl, &st, &err);
+    if (st == ML_E_NOMEM && !err->msg[0])
+        strcpy(err->msg, "out of memory");
+    pthread_mutex_lock(&s->lock);
+    slot_finish(sl, finish, st, err->msg);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* One step, without the lock: the next token of every generating slot,
+ * in slot order, then one evaluation of all of them with a chunk of the
+ * prompt of the prefilling slot whose turn it is. */
+static void sched_step(srv_sched *s)
+{
+    slot *pre = NULL;
+    for (unsigned k = 0; k < s->n_slots && !pre; k++) {
+        unsigned i = (s->next_prefill + k) % s->n_slots;
+        slot *sl = &s->slots[i];
+        if (sl->job && sl->fed < sl->job->n_prompt)
+            pre = sl, s->next_prefill = (i + 1) % s->n_slots;
     }
-    if (st == ML_E_NOMEM && !err.msg[0])
-        strcpy(err.msg, "out of memory");
-    if (finish || st) {
-        pthread_mutex_lock(&s->lock);
-        slot_finish(sl, finish, st, err.msg);
-        pthread_mutex_unlock(&s->lock);
+    size_t n_runs = 0;
+    for (unsigned i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        srv_job *j = sl->job;
+        srv_run *r = &s->runs[n_runs];
+        if (!j)
+            continue;
+        if (sl->fed < j->n_prompt) {
+            if (sl != pre)
+                continue;
+            size_t n = j->n_prompt - sl->fed, nc = srv_ctx_n_chunk(s->ctx);
+            r->tokens = j->prompt + sl->fed;
+            r->n = n < nc ? n : nc;
+        } else {
+            ml_error err;
+            ml_status st = ML_OK;
+            memset(&err, 0, sizeof err);
+            const char *finish = generate_one(s, sl, &st, &err);
+            if (finish || st) {
+                slot_end(s, sl, finish, st, &err);
+                continue;
+            }
+            r->tokens = &sl->next;
+            r->n = 1;
+        }
+        r->seq = sl->seq;
+        s->run_slot[n_runs++] = sl;
+    }
+    if (!n_runs)
+        return;
+    srv_ctx_step(s->ctx, s->runs, n_runs);
+    for (size_t i = 0; i < n_runs; i++) {
+        slot *sl = s->run_slot[i];
+        srv_run *r = &s->runs[i];
+        if (r->status) {
+            sl->logits = NULL;
+            slot_end(s, sl, NULL, r->status, &r->err);
+            continue;
+        }
+        if (sl->fed < sl->job->n_prompt)
+            sl->fed += r->n;
+        sl->logits = srv_ctx_logits(s->ctx, i);
     }
 }
 
@@ -399,9 +450,7 @@ static void *sched_main(void *arg)
         pthread_mutex_unlock(&s->lock);
         /* Only this thread changes sl->job of an active slot, so the
          * slots can be read without the lock while they compute. */
-        for (unsigned i = 0; i < s->n_slots; i++)
-            if (s->slots[i].job)
-                slot_step(s, &s->slots[i]);
+        sched_step(s);
         pthread_mutex_lock(&s->lock);
     }
     pthread_mutex_unlock(&s->lock);
@@ -415,7 +464,11 @@ ml_status srv_sched_new(const ml_model *m, const ml_mlt *mlt, const srv_sched_pa
                         srv_sched **out, ml_error *err)
 {
     srv_sched *s = calloc(1, sizeof *s);
-    if (!s || !(s->slots = calloc(p->n_slots, sizeof *s->slots))) {
+    if (!s || !(s->slots = calloc(p->n_slots, sizeof *s->slots)) ||
+        !(s->runs = calloc(p->n_slots, sizeof *s->runs)) ||
+        !(s->run_slot = calloc(p->n_slots, sizeof *s->run_slot))) {
+        if (s)
+            free(s->slots), free(s->runs), free(s->run_slot);
         free(s);
         memset(err, 0, sizeof *err);
         err->code = ML_E_NOMEM, err->offset = -1;
@@ -428,9 +481,9 @@ ml_status srv_sched_new(const ml_model *m, const ml_mlt *mlt, const srv_sched_pa
     s->vocab = ml_model_header(m)->vocab;
     s->n_slots = p->n_slots;
     s->max_queue = p->max_queue;
-    ml_status st = ML_OK;
-    for (unsigned i = 0; !st && i < p->n_slots; i++)
-        st = srv_seq_new(m, p->n_ctx, p->n_batch, p->threads, &s->slots[i].seq, err);
+    for (unsigned i = 0; i < p->n_slots; i++)
+        s->slots[i].seq = i;
+    ml_status st = srv_ctx_new(m, p->n_slots, p->n_ctx, p->n_batch, p->threads, &s->ctx, err);
     if (!st && pthread_create(&s->thread, NULL, sched_main, s) != 0) {
         memset(err, 0, sizeof *err);
         err->code = st = ML_E_NOMEM, err->offset = -1;
@@ -447,7 +500,7 @@ ml_status srv_sched_new(const ml_model *m, const ml_mlt *mlt, const srv_sched_pa
 
 uint32_t srv_sched_n_ctx(const srv_sched *s)
 {
-    return srv_seq_n_ctx(s->slots[0].seq);
+    return srv_ctx_n_ctx(s->ctx);
 }
 
 void srv_sched_drain(srv_sched *s, int cut)
@@ -466,9 +519,10 @@ void srv_sched_free(srv_sched *s, int cut)
     srv_sched_drain(s, cut);
     if (s->started)
         pthread_join(s->thread, NULL);
-    for (unsigned i = 0; i < s->n_slots; i++)
-        srv_seq_free(s->slots[i].seq);
+    srv_ctx_free(s->ctx);
     free(s->slots);
+    free(s->runs);
+    free(s->run_slot);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     free(s);

@@ -1,6 +1,7 @@
-/* slots.h - the scheduler: --parallel slots, each a sequence (seq.h), and
- * one thread that advances every active slot by one token per step, in
- * turn, prefilling a new prompt a chunk per step between them; requests
+/* slots.h - the scheduler: --parallel slots, each a sequence of one shared
+ * context (seq.h), and one thread that advances every generating slot by
+ * one token per step, all in one batch, beside a chunk of a new prompt
+ * (the prefilling slots take turns); requests
  * beyond the slots wait in a bounded queue.  A job is one request's
  * generation; the HTTP side submits it, reads its text as it grows, and
  * releases it. */
@@ -19,10 +20,10 @@ typedef struct srv_sched_params {
     size_t max_queue;  /* --queue: jobs that may wait for a slot */
     uint32_t n_ctx;    /* positions of each slot */
     uint32_t n_batch;  /* prompt tokens per step of a prefill */
-    unsigned threads;  /* of each slot's context */
+    unsigned threads;  /* of the slots' one context */
 } srv_sched_params;
 
-/* Builds the slots' contexts and starts the thread.  Reports nothing;
+/* Builds the slots' context and starts the thread.  Reports nothing;
  * err says what failed. */
 ml_status srv_sched_new(const ml_model *m, const ml_mlt *mlt, const srv_sched_params *p,
                         srv_sched **out, ml_error *err);
