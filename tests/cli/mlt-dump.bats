@@ -120,6 +120,16 @@ GEMMA="$FIX/gemma3.mlt"
     [[ ${stderr_lines[0]} == "mlt-dump: --chat-template: 'nosuch' is neither a template of "*" nor a built-in (chatml, llama2, llama3, mistral, mistral-v1, gemma, phi3, zephyr)" ]]
     run -2 --separate-stderr mlt-dump --render "$c/vars/user_only.json" --chat-template chatml --template "$d/out" "$L2"
     [[ ${stderr_lines[0]} == "mlt-dump: --template and --chat-template exclude each other" ]]
+    # --ids: the conversation's ids (without marker text in it, those of the
+    # rendered text encoded as a whole, no BOS); -j as {"ids": [...]}
+    run -0 mlt-dump --render "$c/vars/multi_turn.json" --ids "$d/smol.mlt"
+    local ids=$output
+    run -0 bash -c 'mlt-dump --render "$1" "$2" | mlt-dump --no-bos --encode - "$2"' _ "$c/vars/multi_turn.json" "$d/smol.mlt"
+    [[ $output == "$ids" ]]
+    run -0 mlt-dump --render "$c/vars/multi_turn.json" --ids -j "$d/smol.mlt"
+    [[ $(jq -r '.ids | map(tostring) | join(" ")' <<<"$output") == "$ids" ]]
+    run -2 --separate-stderr mlt-dump --ids "$d/smol.mlt"
+    [[ ${stderr_lines[0]} == "mlt-dump: --template, --chat-template, --no-generation-prompt and --ids go with --render" ]]
 }
 
 @test "--vocab: id, attr, piece with control bytes escaped" {
