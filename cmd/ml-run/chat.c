@@ -81,11 +81,7 @@ static int reuse_prefix(run *r, const ml_ids *ids)
         keep++;
     if (keep == ids->n)
         keep--;
-    ml_error err;
-    if (ml_ctx_truncate(r->ctx, (uint32_t)keep, &err) != ML_OK) {
-        ml_ctx_reset(r->ctx); /* a state that cannot go back: start over */
-        keep = 0;
-    }
+    keep = ml_ctx_seq_keep(r->ctx, 0, (uint32_t)keep);
     r->n_ids = keep;
     for (size_t i = keep; i < ids->n; i++)
         if (run_push_id(r, ids->v[i]) < 0)

@@ -100,13 +100,8 @@ size_t srv_ctx_keep(srv_ctx *c, uint32_t seq, size_t keep)
 {
     if (keep >= c->n_held[seq])
         return c->n_held[seq];
-    ml_error err;
-    if (ml_ctx_seq_truncate(c->ctx, seq, (uint32_t)keep, &err) != ML_OK) {
-        ml_ctx_seq_reset(c->ctx, seq, &err);
-        keep = 0;
-    }
-    c->n_held[seq] = keep;
-    return keep;
+    c->n_held[seq] = ml_ctx_seq_keep(c->ctx, seq, (uint32_t)keep);
+    return c->n_held[seq];
 }
 
 /* The run's tokens are now in its sequence's cache. */

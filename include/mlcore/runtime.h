@@ -87,6 +87,11 @@ ML_API uint32_t ml_ctx_n_seq(const ml_ctx *c);
 ML_API uint32_t ml_ctx_seq_pos(const ml_ctx *c, uint32_t seq);
 ML_API ml_status ml_ctx_seq_reset(ml_ctx *c, uint32_t seq, ml_error *err);
 ML_API ml_status ml_ctx_seq_truncate(ml_ctx *c, uint32_t seq, uint32_t pos, ml_error *err);
+/* What a caller reusing a prefix wants: keeps the first pos positions of
+ * sequence seq when it can go back there (ml_ctx_seq_truncate), else
+ * resets it.  Returns the positions kept (pos, the current position if
+ * that is less, or 0); 0 for a sequence outside 0 .. n_seq-1. */
+ML_API uint32_t ml_ctx_seq_keep(ml_ctx *c, uint32_t seq, uint32_t pos);
 
 /* Evaluates n tokens at the next n positions.  logits (may be NULL)
  * receives vocab floats per token: for all n tokens when all_logits is

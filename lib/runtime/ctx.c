@@ -279,6 +279,17 @@ ml_status ml_ctx_seq_truncate(ml_ctx *c, uint32_t seq, uint32_t pos, ml_error *e
     return ML_OK;
 }
 
+uint32_t ml_ctx_seq_keep(ml_ctx *c, uint32_t seq, uint32_t pos)
+{
+    uint32_t held = ml_ctx_seq_pos(c, seq);
+    if (pos > held)
+        pos = held;
+    if (ml_ctx_seq_truncate(c, seq, pos, NULL) == ML_OK)
+        return pos;
+    ml_ctx_seq_reset(c, seq, NULL); /* a state that cannot go back: start over */
+    return 0;
+}
+
 ml_status ml_ctx_truncate(ml_ctx *c, uint32_t pos, ml_error *err)
 {
     return ml_ctx_seq_truncate(c, 0, pos, err);

@@ -266,6 +266,9 @@ START_TEST(test_truncate)
     if (linear) {
         ck_assert_int_eq(s, ML_E_UNSUPPORTED);
         ck_assert_uint_eq(ml_ctx_pos(c), k + 3);
+        /* ml_ctx_seq_keep falls back on a reset there */
+        ck_assert_uint_eq(ml_ctx_seq_keep(c, 0, k), 0);
+        ck_assert_uint_eq(ml_ctx_pos(c), 0);
     } else {
         ck_assert_msg(s == ML_OK, "%s: %s", models[_i], err.msg);
         float *got = malloc((fx.n - k) * fx.vocab * sizeof(float));
@@ -273,6 +276,7 @@ START_TEST(test_truncate)
         ck_assert(ml_ctx_eval(c, fx.ids + k, fx.n - k, got, 1, &err) == ML_OK);
         ck_assert_msg(memcmp(got, want + k * fx.vocab, (fx.n - k) * fx.vocab * sizeof(float)) == 0,
                       "%s: logits after truncating differ", models[_i]);
+        ck_assert_uint_eq(ml_ctx_seq_keep(c, 0, ml_ctx_pos(c) + 5), ml_ctx_pos(c));
         /* Truncating to where it is changes nothing; a wrapped window refuses. */
         ck_assert_int_eq(ml_ctx_truncate(c, ml_ctx_pos(c), &err), ML_OK);
         const ml_mlb_header *h = ml_mlb_get_header(fx.mlb);
