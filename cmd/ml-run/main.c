@@ -381,17 +381,6 @@ int run_eval(run *r, size_t from, size_t to)
     return s ? cli_fail(s == ML_E_IO ? cli_out_name(r->o.logits) : r->o.model, s, &err) : 0;
 }
 
-/* --ignore-eos, as llama.cpp's: no token that ends a generation can be
- * drawn, so the text goes on (and none is printed). */
-static void forbid_eog(run *r)
-{
-    if (!r->mlt)
-        return;
-    for (uint32_t i = 0; i < ml_mlt_n_eog(r->mlt); i++)
-        if (ml_mlt_eog(r->mlt, i) < r->h->vocab)
-            r->row[ml_mlt_eog(r->mlt, i)] = -INFINITY;
-}
-
 /* Text goes to stdout as it comes; a chat also keeps the reply. */
 static ml_status print_text(run *r, const char *p, size_t n, ml_error *err)
 {
@@ -441,8 +430,8 @@ int run_generate(run *r)
     int e = 0;
     for (uint64_t i = 0; i < r->o.n_predict && !e && !s && cli_stdout_ok() && !cli_stop_signal();
          i++) {
-        if (r->o.ignore_eos)
-            forbid_eog(r);
+        if (r->o.ignore_eos && r->mlt)
+            cli_forbid_eog(r->mlt, r->h->vocab, r->row);
         ml_token id = ml_sampler_next(r->sampler, r->row, r->ids, r->n_ids);
         if (r->mlt && ml_mlt_is_eog(r->mlt, id))
             break; /* the end of the turn or the text: not printed */

@@ -22,6 +22,11 @@
 
 /* Bytes of one connection's pool: the request line and headers must fit. */
 #define HTTP_POOL_BYTES (64 * 1024)
+/* A body over max_body without Content-Length (chunked) is read to its end
+ * and thrown away, so the client can be told 413 (a response queued in
+ * the middle of an upload only closes the connection); past this many
+ * times max_body it is not worth reading and the connection is closed. */
+#define HTTP_DROP_FACTOR 16
 /* Bytes a stream's reader is asked for at a time. */
 #define HTTP_STREAM_BLOCK (16 * 1024)
 
@@ -39,6 +44,7 @@ struct http_req {
     char *body;
     size_t len, cap;
     int answered;   /* a response was queued */
+    size_t dropped; /* bytes of a body over max_body, read and thrown away */
     int status;     /* for the log */
     double t0;
     char method[16], url[128]; /* for the log, cut short */
@@ -204,10 +210,9 @@ static int body_too_big(const http_req *r)
     return cl && strtoull(cl, NULL, 10) > r->h->p.max_body;
 }
 
+/* Appends n bytes (within max_body) to the body; -1: out of memory. */
 static int collect(http_req *r, const char *data, size_t n)
 {
-    if (n > r->h->p.max_body - r->len)
-        return -1;
     if (n > r->cap - r->len) {
         size_t cap = r->cap ? r->cap : 4096;
         while (cap - r->len < n)
@@ -220,6 +225,24 @@ static int collect(http_req *r, const char *data, size_t n)
     memcpy(r->body + r->len, data, n);
     r->len += n;
     return 0;
+}
+
+/* The next piece of a body: kept, or counted and dropped once the body
+ * is over the limit; MHD_NO (closing the connection) when memory runs out
+ * or the dropped part grows past HTTP_DROP_FACTOR times the limit. */
+static enum MHD_Result take_body(http_req *r, const char *data, size_t *n)
+{
+    size_t max = r->h->p.max_body;
+    if (!r->dropped && *n <= max - r->len) {
+        if (collect(r, data, *n))
+            return MHD_NO;
+    } else {
+        r->dropped += *n;
+        if (r->dropped / HTTP_DROP_FACTOR > max)
+            return MHD_NO;
+    }
+    *n = 0;
+    return MHD_YES;
 }
 
 /* The path as the log shows it: control bytes as '?', so that a client
@@ -257,12 +280,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *data_size = 0;
         return MHD_YES;
     }
-    if (*data_size) {
-        if (collect(r, data, *data_size))
-            return refuse(r, 413, "body_too_large", "The request body is over --max-body.");
-        *data_size = 0;
-        return MHD_YES;
-    }
+    if (*data_size)
+        return take_body(r, data, data_size);
+    if (r->dropped)
+        return refuse(r, 413, "body_too_large", "The request body is over --max-body.");
     return dispatch(r, method, url);
 }
 

@@ -181,7 +181,8 @@ static int get_sampling(const json_t *o, srv_request *r, srv_error *e)
         get_number(o, "min_p", 0, 1, &min_p, e) ||
         get_integer(o, "top_k", 0, ML_MLB_VOCAB_LIMIT, &top_k, NULL, e) ||
         get_integer(o, "seed", INT64_MIN, INT64_MAX, &seed, &r->seed_set, e) ||
-        get_integer(o, "n", 1, 1, &n, NULL, e) || refuse_penalty(o, "presence_penalty", e) ||
+        get_integer(o, "n", 1, 1, &n, NULL, e) || get_bool(o, "ignore_eos", &r->ignore_eos, e) ||
+        refuse_penalty(o, "presence_penalty", e) ||
         refuse_penalty(o, "frequency_penalty", e))
         return -1;
     r->sp = (ml_sampler_params){(float)temp, (uint32_t)top_k, (float)top_p, (float)min_p,

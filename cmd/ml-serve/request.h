@@ -56,6 +56,7 @@ typedef struct srv_request {
     size_t n_stops;
     int stream;          /* Server-Sent Events */
     int include_usage;   /* stream_options.include_usage */
+    int ignore_eos;      /* llama-server's: no end-of-generation token is drawn */
 } srv_request;
 
 /* Reads body[0..len) as a request of `kind`.  Token ids must lie below

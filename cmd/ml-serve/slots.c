@@ -11,6 +11,7 @@
 #include "slots.h"
 
 #include "seq.h"
+#include "text.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -27,6 +28,7 @@ struct srv_job {
     ml_sampler_params sp;
     char **stops;
     size_t n_stops;
+    int ignore_eos;
     /* under the scheduler's lock */
     srv_sched *s;
     int refs;           /* the client's and, until it ends, the scheduler's */
@@ -113,6 +115,7 @@ static srv_job *job_new(const srv_job_params *p)
     j->n_prompt = p->n_prompt;
     j->max_tokens = p->max_tokens;
     j->sp = p->sp;
+    j->ignore_eos = p->ignore_eos;
     j->refs = 2;
     return j;
 }
@@ -333,6 +336,8 @@ static ml_status flush_text(slot *sl, ml_error *err)
 static const char *generate_one(srv_sched *s, slot *sl, ml_status *st, ml_error *err)
 {
     srv_job *j = sl->job;
+    if (j->ignore_eos)
+        cli_forbid_eog(s->mlt, s->vocab, sl->logits);
     ml_token id = ml_sampler_next(sl->sampler, sl->logits, NULL, 0);
     if (ml_mlt_is_eog(sl->ts.t, id)) /* the end of the turn: never sent */
         return (*st = flush_text(sl, err)) ? NULL : "stop";

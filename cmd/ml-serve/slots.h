@@ -42,6 +42,7 @@ typedef struct srv_job_params {
     ml_sampler_params sp;
     const char *const *stops;  /* copied */
     size_t n_stops;
+    int ignore_eos;            /* the end-of-generation tokens are never drawn */
 } srv_job_params;
 
 typedef enum srv_submit_status {

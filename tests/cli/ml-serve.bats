@@ -245,11 +245,16 @@ refused() {
     head -c 1100000 /dev/zero | tr '\0' 'a' >"$BATS_TEST_TMPDIR/big"
     [[ $(status POST /v1/completions --data-binary "@$BATS_TEST_TMPDIR/big") == 413 ]]
     jq -e '.error.code == "body_too_large"' "$BATS_TEST_TMPDIR/body"
-    # The same without Content-Length (chunked): the connection is closed
-    # once the body goes over the limit (curl saw only "100 Continue").
+    # The same without Content-Length (chunked): read to its end, then 413.
+    [[ $(status POST /v1/completions -H 'Transfer-Encoding: chunked' \
+        --data-binary "@$BATS_TEST_TMPDIR/big") == 413 ]]
+    jq -e '.error.code == "body_too_large"' "$BATS_TEST_TMPDIR/body"
+    # A chunked body past 16 times the limit is not read on: the
+    # connection is closed (curl saw "100 Continue" or nothing).
+    head -c 20000000 /dev/zero | tr '\0' 'a' >"$BATS_TEST_TMPDIR/huge"
     run curl -s -o /dev/null -w '%{http_code}' -H 'Transfer-Encoding: chunked' \
-        --data-binary "@$BATS_TEST_TMPDIR/big" "$URL/v1/completions"
-    [[ $output == 413 || $output == 100 || $output == 000 ]]
+        --data-binary "@$BATS_TEST_TMPDIR/huge" "$URL/v1/completions"
+    [[ $output == 100 || $output == 000 ]] || fail_with "status $output"
     # Headers beyond the connection's 64 KiB.
     local h
     h=$(head -c 70000 /dev/zero | tr '\0' 'h')
@@ -354,6 +359,42 @@ stream_until_text() {
     [[ $status -eq 0 ]]
     exec 5>&-
     run -0 curl -sf "$URL/health"
+    stop_server
+}
+
+@test "a generation longer than --timeout is not cut off, nor is a request waiting for a slot" {
+    start_server "$BATS_TEST_TMPDIR/log" -m "$BATS_FILE_TMPDIR/long.mlb" -t 1 --parallel 1 --timeout 1
+    # Three requests of 4000 tokens on one slot: the last waits for the
+    # other two, each silent on its connection until its answer is whole.
+    local i pids=()
+    for i in 1 2 3; do
+        post /v1/completions '{"prompt":"a","max_tokens":4000,"ignore_eos":true,"temperature":0}' \
+            >"$BATS_TEST_TMPDIR/r$i" &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    for i in 1 2 3; do
+        jq -e '.usage.completion_tokens == 4000 and .choices[0].finish_reason == "length"' \
+            "$BATS_TEST_TMPDIR/r$i" || fail_with "answer $i: $(head -c 300 "$BATS_TEST_TMPDIR/r$i")"
+    done
+    stop_server
+    [[ $(grep -c 'POST /v1/completions 200 ' "$BATS_TEST_TMPDIR/log") == 3 ]]
+    ! grep -q 'timed out' "$BATS_TEST_TMPDIR/log"
+}
+
+@test "ignore_eos (llama-server's): no end-of-generation token is drawn" {
+    # The fixture Qwen3 (vocabulary 384): seed 4 draws <|im_end|> early.
+    gguf2mlb -q -o "$BATS_TEST_TMPDIR/q.mlb" "$FIX/models/qwen3/qwen3-q8_0.gguf"
+    start_server "$BATS_TEST_TMPDIR/log" -m "$BATS_TEST_TMPDIR/q.mlb" -t 1
+    local req='{"prompt":"Hello","max_tokens":200,"seed":4,"temperature":1.5,"top_k":0,"top_p":1,"min_p":0'
+    run -0 post /v1/completions "$req}"
+    jq -e '.usage.completion_tokens < 200 and .choices[0].finish_reason == "stop"' <<<"$output"
+    run -0 post /v1/completions "$req,\"ignore_eos\":false}"
+    jq -e '.usage.completion_tokens < 200 and .choices[0].finish_reason == "stop"' <<<"$output"
+    run -0 post /v1/completions "$req,\"ignore_eos\":true}"
+    jq -e '.usage.completion_tokens == 200 and .choices[0].finish_reason == "length"' <<<"$output"
+    [[ $(status POST /v1/completions -d '{"prompt":"a","ignore_eos":1}') == 400 ]]
+    jq -e '.error.param == "ignore_eos" and .error.code == "invalid_type"' "$BATS_TEST_TMPDIR/body"
     stop_server
 }
 
