@@ -9,6 +9,8 @@
 #   make check-openai       the official openai Python client against
 #                           ml-serve, streaming and not (pip install openai;
 #                           tests/serve/openai_client.py)
+#   make bench-serve        ml-serve against llama-server on the same
+#                           weights (bench/bench-serve.sh)
 #
 # Builds that cannot link them (make check-m32) pass SKIP_TOOLS=ml-serve.
 
@@ -31,9 +33,12 @@ $(B)/fuzz/fuzz_serve_request.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve
 $(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: $(B)/cmd/ml-serve/request.o
 $(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: LDLIBS_LIB += $(JANSSON_LIBS)
 
-.PHONY: check-serve-load check-openai
+.PHONY: check-serve-load check-openai bench-serve
 check-serve-load: all $(TEST_TOOLS)
 	MLCORE_BUILD=$(abspath $(B)) bash tests/serve/load.sh
 
 check-openai: all $(TEST_TOOLS)
 	MLCORE_BUILD=$(abspath $(B)) bash tests/serve/openai.sh
+
+bench-serve: all
+	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-serve.sh

@@ -129,6 +129,13 @@ static int chat_prompt(srv_server *s, const srv_request *q, ml_ids *ids, srv_err
 static int completion_prompt(srv_server *s, const srv_request *q, ml_ids *ids, srv_error *e)
 {
     ml_error err;
+    if (q->ids_prompt) { /* as given */
+        if (!(ids->v = malloc(q->n_tokens * sizeof *ids->v)))
+            return srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+        memcpy(ids->v, q->tokens, q->n_tokens * sizeof *ids->v);
+        ids->n = ids->cap = q->n_tokens;
+        return 0;
+    }
     pthread_mutex_lock(&s->tok_lock);
     ml_status st = ml_tok_encode(s->tok, q->text, q->text_len, ML_TOK_BOS_AUTO, ids, &err);
     pthread_mutex_unlock(&s->tok_lock);

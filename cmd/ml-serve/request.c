@@ -274,51 +274,75 @@ static int get_messages(const json_t *o, srv_request *r, srv_error *e)
     return 0;
 }
 
-/* A string, or (as the OpenAI API allows) an array holding one. */
-static int get_prompt(const json_t *o, const char *name, srv_request *r, srv_error *e)
+/* The ids of array t, each below vocab, into r->tokens (name: the field,
+ * for errors). */
+static int token_array(const json_t *t, const char *name, uint32_t vocab, srv_request *r,
+                       srv_error *e)
 {
-    json_t *p = member(o, name);
-    if (!p)
-        return srv_fail(e, 400, "invalid_request_error", name, "missing_required_parameter",
-                        "Missing required parameter: '%s'.", name);
-    if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
-        p = json_array_get(p, 0);
-    if (!json_is_string(p))
-        return bad_type(e, name, "a string", p);
-    return copy_string(p, &r->text, &r->text_len, e);
-}
-
-static int get_tokens(const json_t *o, uint32_t vocab, srv_request *r, srv_error *e)
-{
-    json_t *t = member(o, "tokens"), *id;
+    json_t *id;
     size_t i;
-    if (!t)
-        return srv_fail(e, 400, "invalid_request_error", "tokens", "missing_required_parameter",
-                        "Missing required parameter: 'tokens'.");
-    if (!json_is_array(t))
-        return bad_type(e, "tokens", "an array of token ids", t);
     if (json_array_size(t) && !(r->tokens = malloc(json_array_size(t) * sizeof *r->tokens)))
         return srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
     json_array_foreach(t, i, id) {
         if (!json_is_integer(id))
-            return bad_type(e, "tokens", "an array of integers", id);
+            return bad_type(e, name, "an array of integers", id);
         json_int_t v = json_integer_value(id);
         if (v < 0 || v >= (json_int_t)vocab) {
             char range[64];
             snprintf(range, sizeof range, "token ids from 0 to %u", vocab ? vocab - 1 : 0);
-            return out_of_range(e, "tokens", range);
+            return out_of_range(e, name, range);
         }
         r->tokens[r->n_tokens++] = (ml_token)v;
     }
     return 0;
 }
 
+/* An array whose first element is an integer: a prompt of token ids. */
+static int is_id_array(const json_t *p)
+{
+    return json_is_array(p) && json_array_size(p) && json_is_integer(json_array_get(p, 0));
+}
+
+/* A string, or (as the OpenAI API allows) an array holding one; a
+ * completion's prompt may also be token ids, an array of integers or an
+ * array holding one (taken as they are: no BOS is added).  vocab is 0
+ * where ids are not allowed. */
+static int get_prompt(const json_t *o, const char *name, uint32_t vocab, srv_request *r,
+                      srv_error *e)
+{
+    json_t *p = member(o, name);
+    if (!p)
+        return srv_fail(e, 400, "invalid_request_error", name, "missing_required_parameter",
+                        "Missing required parameter: '%s'.", name);
+    if (json_is_array(p) && json_array_size(p) == 1 &&
+        (json_is_string(json_array_get(p, 0)) || (vocab && is_id_array(json_array_get(p, 0)))))
+        p = json_array_get(p, 0);
+    if (vocab && is_id_array(p)) {
+        r->ids_prompt = 1;
+        return token_array(p, name, vocab, r, e);
+    }
+    if (!json_is_string(p))
+        return bad_type(e, name, vocab ? "a string or an array of token ids" : "a string", p);
+    return copy_string(p, &r->text, &r->text_len, e);
+}
+
+static int get_tokens(const json_t *o, uint32_t vocab, srv_request *r, srv_error *e)
+{
+    json_t *t = member(o, "tokens");
+    if (!t)
+        return srv_fail(e, 400, "invalid_request_error", "tokens", "missing_required_parameter",
+                        "Missing required parameter: 'tokens'.");
+    if (!json_is_array(t))
+        return bad_type(e, "tokens", "an array of token ids", t);
+    return token_array(t, "tokens", vocab, r, e);
+}
+
 /* ------------------------------------------------------------------------
  * The body
  * ------------------------------------------------------------------------ */
-static int parse_generation(const json_t *o, srv_request *r, srv_error *e)
+static int parse_generation(const json_t *o, uint32_t vocab, srv_request *r, srv_error *e)
 {
-    if (r->kind == SRV_CHAT ? get_messages(o, r, e) : get_prompt(o, "prompt", r, e))
+    if (r->kind == SRV_CHAT ? get_messages(o, r, e) : get_prompt(o, "prompt", vocab, r, e))
         return -1;
     return get_sampling(o, r, e) || get_max_tokens(o, r, e) || get_stops(o, r, e) ||
                    get_stream(o, r, e) || refuse_logprobs(o, e)
@@ -358,10 +382,10 @@ int srv_request_parse(srv_kind kind, const char *body, size_t len, uint32_t voca
     int rc;
     switch (kind) {
     case SRV_TOKENIZE:
-        rc = get_prompt(o, "content", r, e) || get_bool(o, "add_special", &r->add_special, e);
+        rc = get_prompt(o, "content", 0, r, e) || get_bool(o, "add_special", &r->add_special, e);
         break;
     case SRV_DETOKENIZE: rc = get_tokens(o, vocab, r, e); break;
-    default: rc = parse_generation(o, r, e); break;
+    default: rc = parse_generation(o, vocab, r, e); break;
     }
     json_decref(o);
     return rc ? -1 : 0;

@@ -46,7 +46,8 @@ typedef struct srv_request {
     json_t *messages;    /* chat: the messages array (a reference), as the template reads it */
     char *text;          /* completion: the prompt; tokenize: the content (NUL-terminated) */
     size_t text_len;
-    ml_token *tokens;    /* detokenize: the ids */
+    ml_token *tokens;    /* detokenize: the ids; completion: the prompt when ids_prompt */
+    int ids_prompt;      /* completion: the prompt was given as token ids */
     size_t n_tokens;
     int add_special;     /* tokenize: BOS as the tokenizer adds it */
     int64_t max_tokens;  /* -1: not given (the rest of the context) */

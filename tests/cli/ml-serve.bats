@@ -112,6 +112,18 @@ CHAT='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":12,"tem
     [[ $output == "$text" ]]
     run -0 post /v1/completions '{"prompt":["Once upon a time"],"max_completion_tokens":3,"temperature":0}'
     jq -e '.usage.completion_tokens == 3' <<<"$output"
+    # A prompt of token ids (OpenAI's other form), taken as given: the
+    # text's ids (BOS included) give the same completion.
+    local ids
+    ids=$(post /tokenize '{"content":"Once upon a time","add_special":true}' | jq -c .tokens)
+    run -0 post /v1/completions "{\"prompt\":$ids,\"max_tokens\":10,\"temperature\":0}"
+    jq -e --arg t "$text" '.choices[0].text == $t and .usage.prompt_tokens == 5' <<<"$output"
+    run -0 post /v1/completions "{\"prompt\":[$ids],\"max_tokens\":10,\"temperature\":0}"
+    jq -e --arg t "$text" '.choices[0].text == $t' <<<"$output"
+    [[ $(status POST /v1/completions -d '{"prompt":[1,32000]}') == 400 ]]
+    jq -e '.error.param == "prompt" and .error.code == "invalid_value"' "$BATS_TEST_TMPDIR/body"
+    [[ $(status POST /v1/completions -d '{"prompt":[1,"a"]}') == 400 ]]
+    jq -e '.error.param == "prompt" and .error.code == "invalid_type"' "$BATS_TEST_TMPDIR/body"
 }
 
 @test "stream: chunks with the role first, content deltas, finish_reason, [DONE]" {
