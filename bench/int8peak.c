@@ -7,8 +7,11 @@
  *
  * Per instruction set the CPU runs (cpuid at run time on x86, so one build
  * probes every variant; NEON sdot where the build targets it), each thread
- * loops over ACCS independent accumulators: a quick test on Zen 5 found 12
- * chains of vpdpbusd latency-bound and 24 throughput-bound.  Counted as
+ * loops over ACCS independent accumulators, enough to be bound by
+ * throughput, not by latency: on Zen 5 these asm loops give the same with
+ * 12 chains as with 24 (an earlier intrinsics test, 195 GOP/s a thread at
+ * 256 bits, had seemed latency-bound at 12), so 24 leaves room for a CPU
+ * with more units or a longer latency.  Counted as
  * GOP/s, one multiply-add being 2 ops (vpdpbusd ymm = 32 multiply-adds,
  * zmm = 64; vpmaddubsw+vpmaddwd+vpaddd on ymm = 32; sdot q = 16); best
  * of 5 timed runs of ~0.1 s.  Prints, for a script to parse:
