@@ -45,6 +45,8 @@ typedef struct probe {
 } probe;
 
 #if defined(__x86_64__)
+#include <cpuid.h>
+
 /* The loops are written in assembly: with intrinsics over an array of
  * accumulators GCC 12 spills and copies registers inside the loop (seen
  * in objdump), which measures its register allocation, not the unit.
@@ -102,13 +104,13 @@ __attribute__((target("avx2"))) static void loop_avxvnni(uint64_t iters)
                      : CLOBBER_16, "cc");
 }
 
+/* cpuid leaf 7 subleaf 1, EAX bit 4 (not every compiler's
+ * __builtin_cpu_supports knows "avxvnni"); its registers are AVX2's. */
 static int has_avxvnni(void)
 {
-#if defined(__GNUC__) && (__GNUC__ >= 11 || defined(__clang__))
-    return __builtin_cpu_supports("avxvnni");
-#else
-    return 0;
-#endif
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx2") && __get_cpuid_count(7, 1, &a, &b, &c, &d) &&
+           (a >> 4 & 1);
 }
 
 __attribute__((target("avx2"))) static void loop_avx2(uint64_t iters)
