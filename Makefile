@@ -51,7 +51,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 .SECONDARY:
-.PHONY: bench-tok bench-chat bench-run bench-seqs bench-imatrix check-real test-times
+.PHONY: bench-tok bench-chat bench-run bench-seqs bench-context bench-imatrix check-real test-times
 .PHONY: all lib check check-all unit cli sanitize install uninstall clean bench man-lint tests
 all: lib $(BINS)
 lib: $(B)/libmlcore.a $(B)/libmlcore.so
@@ -169,6 +169,10 @@ bench-tok: all
 
 bench-chat: all
 	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-chat.sh
+
+# Generation after N positions and prompts of N tokens, against llama.cpp.
+bench-context: all
+	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-context.sh
 
 # Aggregate decode speed of 1, 2, 4 and 8 sequences side by side.
 bench-seqs: all

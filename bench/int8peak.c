@@ -1,0 +1,249 @@
+/* int8peak.c - this machine's peak int8 multiply-add throughput with the
+ * dot-product instructions mlcore's kernels are built on, all threads at
+ * once: the ceiling prefill (which is compute-bound) is set against, as
+ * bandwidth.c's figure is the ceiling of decode.
+ *
+ *   int8peak [-t THREADS]        (or `int8peak THREADS`, like bandwidth.c)
+ *
+ * Per instruction set the CPU runs (cpuid at run time on x86, so one build
+ * probes every variant; NEON sdot where the build targets it), each thread
+ * loops over ACCS independent accumulators, enough to be bound by
+ * throughput, not by latency: on Zen 5 these asm loops give the same with
+ * 12 chains as with 24 (an earlier intrinsics test, 195 GOP/s a thread at
+ * 256 bits, had seemed latency-bound at 12), so 24 leaves room for a CPU
+ * with more units or a longer latency.  Counted as
+ * GOP/s, one multiply-add being 2 ops (vpdpbusd ymm = 32 multiply-adds,
+ * zmm = 64; vpmaddubsw+vpmaddwd+vpaddd on ymm = 32; sdot q = 16); best
+ * of 5 timed runs of ~0.1 s.  Prints, for a script to parse:
+ *     ISA THREADS GOPS          one line per instruction set measured
+ *     peak ISA THREADS GOPS     the fastest of them
+ * where ISA is avx512vnni-512, avx512vnni-256, avxvnni-256, avx2-256 or
+ * neon-sdot-128.  (kernels_avx512.c issues vpdpbusd on ymm: the 256-bit
+ * figure is what its instructions can reach, the peak what the machine
+ * can.)  Built and run by bench/bench-run.sh; by hand:
+ *     cc -O2 -pthread bench/int8peak.c -o int8peak && ./int8peak -t 2 */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_THREADS 64
+/* Independent accumulators per thread: 24 of 32 vector registers (AVX-512,
+ * NEON), 12 of 16 where only the VEX encodings exist (AVX-VNNI, AVX2). */
+#define ACCS 24
+#define ACCS_VEX 12
+
+/* One probe: runs `iters` rounds of its accumulators. */
+typedef struct probe {
+    const char *name;
+    int (*runs)(void);
+    void (*loop)(uint64_t iters);
+    unsigned multiply_adds_per_iter;
+} probe;
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+/* The loops are written in assembly: with intrinsics over an array of
+ * accumulators GCC 12 spills and copies registers inside the loop (seen
+ * in objdump), which measures its register allocation, not the unit.
+ * The operands' values do not matter to integer units' speed, so the
+ * registers are not initialized.  Clobber names above xmm15 need the
+ * AVX-512 target. */
+#define R8(m, a, b, c, d, e, f, g, h) m(a) m(b) m(c) m(d) m(e) m(f) m(g) m(h)
+#define DP512(r) "vpdpbusd %%zmm0, %%zmm1, %%zmm" #r "\n\t"
+#define DP256(r) "vpdpbusd %%ymm0, %%ymm1, %%ymm" #r "\n\t"
+#define DPVEX(r) "%{vex%} vpdpbusd %%ymm0, %%ymm1, %%ymm" #r "\n\t"
+/* AVX2's int8 product as kernels_avx2.c does it: vpmaddubsw (u8 x s8
+ * pairs summed to i16), vpmaddwd by ones (ymm15; to i32), vpaddd into an
+ * accumulator.  The products do not depend on the accumulators, so one
+ * temporary (ymm2, renamed each time) serves all. */
+#define MADD(r) "vpmaddubsw %%ymm1, %%ymm0, %%ymm2\n\tvpmaddwd %%ymm15, %%ymm2, %%ymm2\n\t" \
+                "vpaddd %%ymm2, %%ymm" #r ", %%ymm" #r "\n\t"
+#define CLOBBER_16 "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \
+                   "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
+#define CLOBBER_32 CLOBBER_16, "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", \
+                   "xmm23", "xmm24", "xmm25"
+#define TARGET_512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+TARGET_512 static void loop_vnni512(uint64_t iters)
+{
+    __asm__ volatile("1:\n\t" R8(DP512, 2, 3, 4, 5, 6, 7, 8, 9) R8(DP512, 10, 11, 12, 13, 14, 15, 16, 17)
+                         R8(DP512, 18, 19, 20, 21, 22, 23, 24, 25) "dec %0\n\tjnz 1b"
+                     : "+r"(iters)
+                     :
+                     : CLOBBER_32, "cc");
+}
+
+TARGET_512 static void loop_vnni256(uint64_t iters)
+{
+    __asm__ volatile("1:\n\t" R8(DP256, 2, 3, 4, 5, 6, 7, 8, 9) R8(DP256, 10, 11, 12, 13, 14, 15, 16, 17)
+                         R8(DP256, 18, 19, 20, 21, 22, 23, 24, 25) "dec %0\n\tjnz 1b"
+                     : "+r"(iters)
+                     :
+                     : CLOBBER_32, "cc");
+}
+
+static int has_vnni512(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+/* AVX-VNNI: vpdpbusd in its VEX encoding (Alder Lake on), 16 registers
+ * (%{ %} is a literal brace in GCC asm). */
+__attribute__((target("avx2"))) static void loop_avxvnni(uint64_t iters)
+{
+    __asm__ volatile("1:\n\t" R8(DPVEX, 2, 3, 4, 5, 6, 7, 8, 9) DPVEX(10) DPVEX(11) DPVEX(12)
+                         DPVEX(13) "dec %0\n\tjnz 1b"
+                     : "+r"(iters)
+                     :
+                     : CLOBBER_16, "cc");
+}
+
+/* cpuid leaf 7 subleaf 1, EAX bit 4 (not every compiler's
+ * __builtin_cpu_supports knows "avxvnni"); its registers are AVX2's. */
+static int has_avxvnni(void)
+{
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx2") && __get_cpuid_count(7, 1, &a, &b, &c, &d) &&
+           (a >> 4 & 1);
+}
+
+__attribute__((target("avx2"))) static void loop_avx2(uint64_t iters)
+{
+    __asm__ volatile("vpcmpeqw %%ymm15, %%ymm15, %%ymm15\n\t"
+                     "vpsrlw $15, %%ymm15, %%ymm15\n\t" /* 1 in every i16 */
+                     "1:\n\t" R8(MADD, 3, 4, 5, 6, 7, 8, 9, 10) MADD(11) MADD(12) MADD(13)
+                         MADD(14) "dec %0\n\tjnz 1b"
+                     : "+r"(iters)
+                     :
+                     : CLOBBER_16, "cc");
+}
+
+static int has_avx2(void)
+{
+    return __builtin_cpu_supports("avx2");
+}
+
+static const probe probes[] = {
+    {"avx512vnni-512", has_vnni512, loop_vnni512, ACCS * 64},
+    {"avx512vnni-256", has_vnni512, loop_vnni256, ACCS * 32},
+    {"avxvnni-256", has_avxvnni, loop_avxvnni, ACCS_VEX * 32},
+    {"avx2-256", has_avx2, loop_avx2, ACCS_VEX * 32},
+};
+
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+#define R8(m, a, b, c, d, e, f, g, h) m(a) m(b) m(c) m(d) m(e) m(f) m(g) m(h)
+#define SDOT(r) "sdot v" #r ".4s, v0.16b, v1.16b\n\t"
+static void loop_sdot(uint64_t iters)
+{
+    __asm__ volatile("1:\n\t" R8(SDOT, 2, 3, 4, 5, 6, 7, 8, 9) R8(SDOT, 10, 11, 12, 13, 14, 15, 16, 17)
+                         R8(SDOT, 18, 19, 20, 21, 22, 23, 24, 25) "subs %0, %0, #1\n\tbne 1b"
+                     : "+r"(iters)
+                     :
+                     : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11",
+                       "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22",
+                       "v23", "v24", "v25", "cc");
+}
+
+static int has_sdot(void)
+{
+    return 1; /* the build targets it */
+}
+
+static const probe probes[] = {
+    {"neon-sdot-128", has_sdot, loop_sdot, ACCS * 16},
+};
+#else
+static const probe probes[] = {{NULL, NULL, NULL, 0}};
+#endif
+
+#define N_PROBES (sizeof probes / sizeof probes[0])
+
+typedef struct job {
+    const probe *p;
+    uint64_t iters;
+} job;
+
+static void *run_job(void *arg)
+{
+    job *j = arg;
+    j->p->loop(j->iters);
+    return NULL;
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Wall time of `threads` threads each running `iters` rounds. */
+static double timed(const probe *p, unsigned threads, uint64_t iters)
+{
+    pthread_t th[MAX_THREADS];
+    job jobs[MAX_THREADS];
+    double t0 = now();
+    for (unsigned k = 0; k < threads; k++) {
+        jobs[k] = (job){p, iters};
+        pthread_create(&th[k], NULL, run_job, &jobs[k]);
+    }
+    for (unsigned k = 0; k < threads; k++)
+        pthread_join(th[k], NULL);
+    return now() - t0;
+}
+
+static double gops(const probe *p, unsigned threads)
+{
+    uint64_t iters = 1u << 12;
+    while (timed(p, 1, iters) < 0.02) /* also warms the clocks up */
+        iters *= 2;
+    iters *= 5; /* ~0.1 s */
+    double best = 1e9;
+    for (int r = 0; r < 5; r++) {
+        double dt = timed(p, threads, iters);
+        best = dt < best ? dt : best;
+    }
+    return 2.0 * p->multiply_adds_per_iter * (double)iters * threads / best / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    unsigned threads = 2;
+    if (argc == 3 && strcmp(argv[1], "-t") == 0)
+        threads = (unsigned)atoi(argv[2]);
+    else if (argc == 2)
+        threads = (unsigned)atoi(argv[1]);
+    else if (argc != 1)
+        threads = 0;
+    if (threads < 1 || threads > MAX_THREADS) {
+        fprintf(stderr, "usage: int8peak [-t THREADS]   (1..%d)\n", MAX_THREADS);
+        return 2;
+    }
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+#endif
+    const probe *best_p = NULL;
+    double best = 0;
+    for (size_t i = 0; i < N_PROBES; i++) {
+        const probe *p = &probes[i];
+        if (!p->name || !p->runs())
+            continue;
+        double g = gops(p, threads);
+        printf("%s %u %.1f\n", p->name, threads, g);
+        fflush(stdout);
+        if (g > best)
+            best = g, best_p = p;
+    }
+    if (!best_p) {
+        fprintf(stderr, "int8peak: no int8 dot-product instruction in this build or CPU\n");
+        return 1;
+    }
+    printf("peak %s %u %.1f\n", best_p->name, threads, best);
+    return 0;
+}

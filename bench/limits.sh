@@ -1,0 +1,65 @@
+# shellcheck shell=bash
+# limits.sh - sourced by the bench scripts: the machine's limits and a
+# model's work per token, to set measured speeds against.
+#
+#   limits_build DIR       compiles bandwidth.c and int8peak.c into DIR
+#   limits_int8 DIR T      runs int8peak with T threads; sets int8_peak
+#                          (GOP/s, the fastest instruction set), int8_isa
+#                          and int8_all ("isa GOP/s, ..." of every set)
+#   decode_bytes MLB       prints the bytes of weights one decoded token
+#                          reads: the file less the embedding table (one
+#                          row of it is read), unless the embedding is also
+#                          the classifier (Gemma), which reads all of it
+#   matmul_weights MLB     prints "PER_TOKEN CLASSIFIER": the weights each
+#                          prompt token multiplies (every matrix but the
+#                          embedding table and the classifier) and the
+#                          classifier's (the tied embedding, or wcls), from
+#                          `mlb-info --json` tensor shapes; needs $B
+#   pp_of_peak TPS P PER_TOKEN CLASSIFIER
+#                          prefill's int8 work per second as a fraction of
+#                          int8_peak: 2 ops a multiply-add, PER_TOKEN for
+#                          each of the P tokens, the classifier once (only
+#                          the last token's logits are computed, by both
+#                          ml-run and llama-bench)
+limits_build() {
+    local here
+    here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+    cc -O2 -pthread "$here/bandwidth.c" -o "$1/mlcore-bandwidth"
+    cc -O2 -pthread "$here/int8peak.c" -o "$1/mlcore-int8peak"
+}
+
+limits_int8() {
+    local out
+    out=$("$1/mlcore-int8peak" -t "$2")
+    int8_peak=$(echo "$out" | awk '$1 == "peak" { print $4 }')
+    # shellcheck disable=SC2034 # read by the scripts that source this
+    int8_isa=$(echo "$out" | awk '$1 == "peak" { print $2 }')
+    # shellcheck disable=SC2034
+    int8_all=$(echo "$out" | awk '$1 != "peak" { printf "%s%s %.0f", s, $1, $3; s = ", " }')
+}
+
+decode_bytes() {
+    local emb
+    emb=$("$B/bin/mlb-info" --json "$1" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+e = [x for x in j["tensors"] if x["name"] == "tok_emb"][0]
+print(0 if j["header"]["shared_classifier"] else e["bytes"] + e.get("scale_bytes", 0))')
+    echo $(($(stat -L -c %s "$1") - emb))
+}
+
+matmul_weights() {
+    "$B/bin/mlb-info" --json "$1" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+count = lambda t: t["shape"][0] * t["shape"][1]
+mats = {t["name"]: count(t) for t in j["tensors"] if len(t["shape"]) == 2}
+cls = mats.pop("wcls", None)
+emb = mats.pop("tok_emb")
+print(sum(mats.values()), emb if j["header"]["shared_classifier"] else cls)'
+}
+
+pp_of_peak() {
+    awk -v t="$1" -v p="$2" -v w="$3" -v c="$4" -v g="$int8_peak" \
+        'BEGIN { printf "%.3f", 2 * (w * p + c) / p * t / (g * 1e9) }'
+}
