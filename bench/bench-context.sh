@@ -84,9 +84,7 @@ printf '%-9s %-6s %-12s %10s %10s %8s\n' shape type test llama.cpp mlcore ratio
 
 for SHAPE in $SHAPES; do
 for ty in $TYPES; do
-    g="$DIR/mlcore-bench-$SHAPE-$ty.gguf" m="$DIR/mlcore-bench-$SHAPE-$ty.mlb"
-    [ -f "$g" ] || python3 "$here/make_bench_gguf.py" "$g" --type "$ty" --shape "$SHAPE"
-    [ -f "$m" ] || "$B/bin/gguf2mlb" "$g" -o "$m" -t "${m%.mlb}.mlt" -q -f
+    bench_model "$DIR" "$SHAPE" "$ty"
     cat "$g" "$m" > /dev/null
     per_tok=$(decode_bytes "$m")
     read -r w_tok w_cls < <(matmul_weights "$m")

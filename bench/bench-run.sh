@@ -74,9 +74,7 @@ load() { cut -d' ' -f1 /proc/loadavg; }
 ids=$(seq 1 "$NP" | awk '{ printf "%d ", ($1 * 7919) % 31000 + 3 }')
 for SHAPE in $SHAPES; do
 for ty in $TYPES; do
-    g="$DIR/mlcore-bench-$SHAPE-$ty.gguf" m="$DIR/mlcore-bench-$SHAPE-$ty.mlb"
-    [ -f "$g" ] || python3 "$here/make_bench_gguf.py" "$g" --type "$ty" --shape "$SHAPE"
-    [ -f "$m" ] || "$B/bin/gguf2mlb" "$g" -o "$m" -t "${m%.mlb}.mlt" -q -f
+    bench_model "$DIR" "$SHAPE" "$ty"
     cat "$g" > /dev/null; cat "$m" > /dev/null
     per_tok=$(decode_bytes "$m") # bytes of weights read per generated token
     read -r w_tok w_cls < <(matmul_weights "$m")

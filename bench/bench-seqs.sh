@@ -24,10 +24,8 @@ fi
     -lutf8proc -ldeflate -lz -lm -lpthread -o "$B/bench_seqs"
 m=${MODEL:-}
 if [ -z "$m" ]; then
-    m="$DIR/mlcore-bench-tinyllama-q4_0.mlb"
-    g="$DIR/mlcore-bench-tinyllama-q4_0.gguf"
-    [ -f "$g" ] || [ -f "$m" ] || python3 bench/make_bench_gguf.py "$g" --type q4_0 --shape tinyllama
-    [ -f "$m" ] || "$B/bin/gguf2mlb" "$g" -o "$m" -t "${m%.mlb}.mlt" -q -f
+    . bench/llama.sh
+    bench_model "$DIR" tinyllama q4_0
 fi
 run=$m
 shm=/dev/shm/mlcore-bench-seqs.mlb

@@ -30,6 +30,7 @@ SHAPES=${SHAPES:-tinyllama}
 TYPES=${TYPES:-q4_0}
 here=$(cd "$(dirname "$0")" && pwd)
 
+# shellcheck source=bench/llama.sh
 . "$here/llama.sh"
 
 LB=$(llama_bin "$DIR/mlcore-llama.cpp" llama-server)
@@ -53,10 +54,11 @@ wait_health() {
     done
 }
 
-# measure NAME COMMAND...: starts the server (its port appended as
-# "--port P"), runs the client, stops it; prints the client's lines.
+# measure NAME COMMAND...: starts the server (with "--host 127.0.0.1 --port
+# P" appended; its log in $DIR/mlcore-bench-serve-NAME.log), runs the
+# client, stops it; prints the client's lines.
 measure() {
-    local name=$1 port log="$DIR/mlcore-bench-serve-$1.log"
+    local port log="$DIR/mlcore-bench-serve-$1.log"
     shift
     port=$(free_port)
     "$@" --host 127.0.0.1 --port "$port" >"$log" 2>&1 &
@@ -74,9 +76,7 @@ printf '%-9s %-6s %-22s %12s %12s %8s\n' shape type test llama-server ml-serve r
 
 for SHAPE in $SHAPES; do
 for ty in $TYPES; do
-    g="$DIR/mlcore-bench-$SHAPE-$ty.gguf" m="$DIR/mlcore-bench-$SHAPE-$ty.mlb"
-    [ -f "$g" ] || python3 "$here/make_bench_gguf.py" "$g" --type "$ty" --shape "$SHAPE"
-    [ -f "$m" ] || "$B/bin/gguf2mlb" "$g" -o "$m" -t "${m%.mlb}.mlt" -q -f
+    bench_model "$DIR" "$SHAPE" "$ty"
     cat "$g" >/dev/null; cat "$m" >/dev/null
     vocab=$("$B/bin/mlb-info" --json "$m" | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["vocab"])')
     declare -A best=()
@@ -98,9 +98,9 @@ for ty in $TYPES; do
         done
     done
     row() { # test key higher-is-better
-        local l=${best[llama.$2]} m=${best[mlcore.$2]}
-        printf '%-9s %-6s %-22s %12.2f %12.2f %8s   (load %s)\n' "$SHAPE" "$ty" "$1" "$l" "$m" \
-            "$( [ "$3" = 1 ] && ratio "$m" "$l" || ratio "$l" "$m" )" "$(load)"
+        local l=${best[llama.$2]} m=${best[mlcore.$2]} r
+        if [ "$3" = 1 ]; then r=$(ratio "$m" "$l"); else r=$(ratio "$l" "$m"); fi
+        printf '%-9s %-6s %-22s %12.2f %12.2f %8s   (load %s)\n' "$SHAPE" "$ty" "$1" "$l" "$m" "$r" "$(load)"
     }
     row "single tokens/s" single_tps 1
     row "$NS streams tokens/s" aggregate_tps 1

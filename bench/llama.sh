@@ -1,10 +1,17 @@
-# llama.sh - sourced by the bench scripts: where llama.cpp's tools are.
+# shellcheck shell=bash
+# llama.sh - sourced by the bench scripts: where llama.cpp's tools are,
+# and the random-weight models both programs run.
 #
 #   llama_bin DIR TARGET...   prints the directory of llama.cpp's binaries:
 #                             $LLAMA_BIN when set, else a build in DIR made
 #                             once from the llama-cpp-python source package
 #                             (pip download; needs cmake and g++) with at
 #                             least the given targets (llama-bench, ...).
+#
+#   bench_model DIR SHAPE TYPE  sets g and m to DIR/mlcore-bench-SHAPE-TYPE
+#                             .gguf and .mlb (+ .mlt), making them once:
+#                             make_bench_gguf.py's random weights, and
+#                             gguf2mlb's lossless copy of them (needs $B)
 #
 # llama.cpp's CMake adds its server and its chat CLI (tools/server,
 # tools/cli) only with LLAMA_BUILD_SERVER=ON, so the option is on exactly
@@ -14,7 +21,7 @@ llama_bin() {
     local src=$1
     shift
     if [ -n "${LLAMA_BIN:-}" ]; then echo "$LLAMA_BIN"; return; fi
-    local t missing= server=OFF
+    local t missing='' server=OFF
     for t in "$@"; do
         [ -x "$src/build/bin/$t" ] || missing=1
         case $t in llama-server | llama-cli) server=ON ;; esac
@@ -33,4 +40,12 @@ llama_bin() {
         cmake --build "$src/build" -j"$(nproc)" --target "$@" >&2
     fi
     echo "$src/build/bin"
+}
+
+bench_model() {
+    local here
+    here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+    g="$1/mlcore-bench-$2-$3.gguf" m="$1/mlcore-bench-$2-$3.mlb"
+    [ -f "$g" ] || python3 "$here/make_bench_gguf.py" "$g" --type "$3" --shape "$2"
+    [ -f "$m" ] || "$B/bin/gguf2mlb" "$g" -o "$m" -t "${m%.mlb}.mlt" -q -f
 }
