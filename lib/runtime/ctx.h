@@ -14,7 +14,8 @@
 /* One sequence: its position and its memory of the positions before. */
 typedef struct ml_seq {
     uint32_t pos;         /* positions evaluated; the next token goes here */
-    float **kc, **vc;     /* per layer: (cap[l], kv_dim) keys and values */
+    void **kc, **vc;      /* per layer: (cap[l], kv_dim) keys and values: float, or
+                           * f16 bits where the context's k16 / v16 say so */
     ml_lin_layer **lin;   /* per layer: state and chunk memory (linear_attn.h), or NULL */
     uint64_t seen;        /* the last ml_ctx_eval_seqs call that named it */
 } ml_seq;
@@ -25,6 +26,7 @@ struct ml_ctx {
     uint32_t n_ctx, n_batch, n_seq;
     ml_seq *seqs;         /* (n_seq) */
     uint32_t *cap;        /* positions layer l holds: n_ctx, or a window ring */
+    int k16, v16;         /* keys, values cached as f16 (ML_CACHE_F16) */
     uint64_t state_bytes, scratch_bytes;
     uint64_t calls;       /* ml_ctx_eval_seqs calls, to check a call's sequences */
     /* The batch: row t is the token of sequence tseq[t] at position
@@ -37,6 +39,8 @@ struct ml_ctx {
     float *xb;            /* (B, dim) normalized block input */
     float *q;             /* (B, q_dim) */
     float *k, *v;         /* (B, kv_dim) */
+    uint16_t *kh, *vh;    /* (B, kv_dim) k, v as f16 when cached so (k16, v16): what
+                           * the batch's own rows attend to, as the cache would hold them */
     float *ao;            /* (B, q_dim) attention output per head */
     float *g;             /* (B, q_dim) gate */
     float *hb, *hb2;      /* (B, hidden_dim) FFN gate and up */

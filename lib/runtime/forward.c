@@ -72,11 +72,18 @@ typedef struct att_job {
     const ml_fmath *fm;
 } att_job;
 
-/* Consecutive positions' keys and values: rows of kv_dim floats. */
+/* Consecutive positions' keys and values: rows of kv_dim floats, or f16
+ * bits where the context caches them so (k16, v16). */
 typedef struct kv_run {
-    const float *k, *v;
+    const void *k, *v;
     uint32_t n;
 } kv_run;
+
+/* Element i of a cache row buffer of floats, or f16 bits with `half`. */
+static const void *kv_at(const void *p, size_t i, int half)
+{
+    return (const char *)p + i * (half ? 2 : 4);
+}
 
 /* Positions [lo, p] of KV head kvh for batch row t (at position p) as at
  * most three runs, in order: those its sequence cached before the batch
@@ -93,13 +100,14 @@ static int kv_runs(const att_job *j, size_t t, uint32_t lo, uint32_t p, uint32_t
     for (uint32_t s = lo, end = p + 1 < pos ? p + 1 : pos; s < end;) {
         uint32_t slot = s % cap, len = end - s < cap - slot ? end - s : cap - slot;
         size_t at = (size_t)slot * kv_dim + off;
-        run[n++] = (kv_run){sq->kc[j->l] + at, sq->vc[j->l] + at, len};
+        run[n++] = (kv_run){kv_at(sq->kc[j->l], at, c->k16), kv_at(sq->vc[j->l], at, c->v16), len};
         s += len;
     }
     uint32_t b = lo > pos ? lo : pos;
     if (b <= p) {
         size_t at = (row0 + (b - pos)) * kv_dim + off;
-        run[n++] = (kv_run){c->k + at, c->v + at, p - b + 1};
+        run[n++] = (kv_run){c->k16 ? (const void *)(c->kh + at) : c->k + at,
+                            c->v16 ? (const void *)(c->vh + at) : c->v + at, p - b + 1};
     }
     return n;
 }
@@ -141,15 +149,22 @@ static void attend(const att_job *j, size_t t, uint32_t h0, uint32_t gs, float *
         memset(out[g], 0, dh * sizeof(float));
     }
     size_t off = 0;
-    for (int r = 0; r < nr; off += run[r].n, r++)
-        j->fm->dots(gs, q, run[r].n, run[r].k, kv_dim, dh, scores + off, c->n_ctx);
+    for (int r = 0; r < nr; off += run[r].n, r++) {
+        if (c->k16)
+            j->fm->dots_h(gs, q, run[r].n, run[r].k, kv_dim, dh, scores + off, c->n_ctx);
+        else
+            j->fm->dots(gs, q, run[r].n, run[r].k, kv_dim, dh, scores + off, c->n_ctx);
+    }
     for (uint32_t g = 0; g < gs; g++)
         softmax(m, j->fm, scores + (size_t)g * c->n_ctx, p - lo + 1);
     off = 0;
     for (int r = 0; r < nr; off += run[r].n, r++) {
         for (uint32_t g = 0; g < gs; g++)
             a[g] = scores + (size_t)g * c->n_ctx + off;
-        j->fm->gemm(gs, a, run[r].n, run[r].v, kv_dim, dh, 1.0f, out);
+        if (c->v16)
+            j->fm->gemm_h(gs, a, run[r].n, run[r].v, kv_dim, dh, 1.0f, out);
+        else
+            j->fm->gemm(gs, a, run[r].n, run[r].v, kv_dim, dh, 1.0f, out);
     }
 }
 
@@ -181,7 +196,7 @@ static uint32_t att_group(const ml_ctx *c, size_t n_tok)
 }
 
 /* Per-head RMSNorm of q and k, then RoPE with one table per position, for
- * batch rows [b, e). */
+ * batch rows [b, e); then k and v as an f16 cache holds them, if it does. */
 static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
 {
     const att_job *j = arg;
@@ -203,6 +218,11 @@ static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
             if (L->inv_freq)
                 rope(x, cs, half);
         }
+        uint32_t kv_dim = m->d.kv_dim;
+        if (c->k16)
+            j->fm->to_f16(c->kh + t * kv_dim, c->k + t * kv_dim, kv_dim);
+        if (c->v16)
+            j->fm->to_f16(c->vh + t * kv_dim, c->v + t * kv_dim, kv_dim);
     }
 }
 
@@ -212,13 +232,15 @@ static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
 static void cache_store(ml_ctx *c, uint32_t l, size_t n_tok)
 {
     uint32_t kv_dim = c->m->d.kv_dim, cap = c->cap[l];
+    const void *k = c->k16 ? (const void *)c->kh : c->k, *v = c->v16 ? (const void *)c->vh : c->v;
+    size_t kb = kv_dim * (c->k16 ? 2 : 4), vb = kv_dim * (c->v16 ? 2 : 4); /* a row's bytes */
     for (size_t t0 = 0, t1; t0 < n_tok; t0 = t1) {
         t1 = ml__seq_run_end(c, t0, n_tok);
         ml_seq *sq = &c->seqs[c->tseq[t0]];
         for (size_t t = t1 - t0 > cap ? t1 - cap : t0; t < t1; t++) {
-            uint32_t slot = c->tpos[t] % cap;
-            memcpy(sq->kc[l] + (size_t)slot * kv_dim, c->k + t * kv_dim, kv_dim * sizeof(float));
-            memcpy(sq->vc[l] + (size_t)slot * kv_dim, c->v + t * kv_dim, kv_dim * sizeof(float));
+            size_t slot = c->tpos[t] % cap;
+            memcpy((char *)sq->kc[l] + slot * kb, (const char *)k + t * kb, kb);
+            memcpy((char *)sq->vc[l] + slot * vb, (const char *)v + t * vb, vb);
         }
     }
 }
