@@ -35,7 +35,7 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
     if (lvd > in)
         in = lvd;
     size_t att;
-    if (ml__to_size((uint64_t)n_threads * ml__att_rows(m) * c->n_ctx * 4, &att))
+    if (ml__to_size((uint64_t)n_threads * ml__att_rows(c) * c->n_ctx * 4, &att))
         return ml__err(err, ML_E_NOMEM, "", -1, "scratch size overflows");
     struct { void **p; size_t bytes; } parts[] = {
         {(void **)&c->x, B * dim * 4},   {(void **)&c->xb, B * dim * 4},
@@ -51,6 +51,7 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
         {(void **)&c->lqkv, B * lq * 4}, {(void **)&c->lz, B * lvd * 4},
         {(void **)&c->lba, B * 2 * lv * 4}, {(void **)&c->lo, B * lvd * 4},
         {(void **)&c->tseq, B * 4},      {(void **)&c->tpos, B * 4},
+        {(void **)&c->tblk, B * 4},
         {(void **)&c->tout, B},
     };
     uint64_t total = 0;

@@ -10,6 +10,10 @@
 
 /* Query heads (of one KV head) that attend together, sharing key loads. */
 #define ML_ATT_GROUP 4
+/* Consecutive tokens of a sequence that attend together in a prompt,
+ * sharing the key and value reads of the positions before them: a 4096
+ * prompt otherwise streams the whole cache once per token. */
+#define ML_ATT_TOKENS 8
 
 /* One sequence: its position and its memory of the positions before. */
 typedef struct ml_seq {
@@ -48,6 +52,8 @@ struct ml_ctx {
     int8_t *aq;           /* (B, max input) quantized activations */
     float *ad;            /* (B, max input / 32) their scales */
     float *att;           /* (n_threads, ml__att_rows, n_ctx) attention scores */
+    uint32_t *tblk;       /* (B) first rows of the batch's blocks of tokens that attend
+                           * together (forward.c) */
     float *rope_cs;       /* (n_threads, rot_dim) one position's RoPE cos, sin pairs */
     /* Linear attention (only when the model has such layers). */
     float *lqkv;          /* (B, lin_qkv) projections, then conv + SiLU output */
@@ -68,12 +74,24 @@ static inline size_t ml__seq_run_end(const ml_ctx *c, size_t t0, size_t n_tok)
     return t;
 }
 
-/* Score rows one thread's attention needs: the most query heads a work
- * item has. */
-static inline uint32_t ml__att_rows(const ml_model *m)
+/* The most query heads a work item of attention has. */
+static inline uint32_t ml__att_heads(const ml_model *m)
 {
     uint32_t per_kv = m->h.n_heads / m->h.n_kv_heads;
     return per_kv < ML_ATT_GROUP ? per_kv : ML_ATT_GROUP;
+}
+
+/* The most tokens a work item of attention has, in batches of n_batch. */
+static inline uint32_t ml__att_tokens(uint32_t n_batch)
+{
+    return n_batch < ML_ATT_TOKENS ? n_batch : ML_ATT_TOKENS;
+}
+
+/* Score rows one thread's attention needs: a work item's most query heads
+ * times its most tokens. */
+static inline uint32_t ml__att_rows(const ml_ctx *c)
+{
+    return ml__att_heads(c->m) * ml__att_tokens(c->n_batch);
 }
 
 /* Importance-matrix collection (ctx.c): adds x^2 of n_tok rows of n

@@ -68,6 +68,7 @@ typedef struct att_job {
     const ml_layer *L;
     uint32_t l;
     size_t n_tok;
+    size_t n_blk;       /* blocks of tokens (tblk) */
     uint32_t group;     /* query heads per work item, at most ML_ATT_GROUP */
     const ml_fmath *fm;
 } att_job;
@@ -126,71 +127,138 @@ static void softmax(const ml_model *m, const ml_fmath *fm, float *sc, uint32_t n
     fm->exp_norm(sc, n, max);
 }
 
-/* Query heads [h0, h0 + gs) of batch row t, which share one KV head,
- * against positions lo..p: out = softmax(q·K) · V, the scores as dot
- * products over the key runs, then the value sums as one product per run.
- * Every score and every sum runs over positions in order, whatever the
- * batch. */
-static void attend(const att_job *j, size_t t, uint32_t h0, uint32_t gs, float *scores)
+/* Keys per dots or gemm call over a run: a chunk stays in the L1 cache
+ * while every query row of a block uses it. */
+#define KV_CHUNK 64
+
+/* Scores of `rows` query rows against the keys of the runs, from column
+ * `col` of each score row on: dot products, each on its own. */
+static void run_scores(const att_job *j, const float *const *q, uint32_t rows, const kv_run *run,
+                       int nr, float *const *sc, size_t col)
+{
+    const ml_ctx *c = j->c;
+    uint32_t dh = c->m->d.head_dim, kv_dim = c->m->d.kv_dim;
+    for (int r = 0; r < nr; col += run[r].n, r++)
+        for (uint32_t s = 0; s < run[r].n; s += KV_CHUNK) {
+            uint32_t n = run[r].n - s < KV_CHUNK ? run[r].n - s : KV_CHUNK;
+            const void *k = kv_at(run[r].k, (size_t)s * kv_dim, c->k16);
+            for (uint32_t i = 0; i < rows; i += ML_ATT_GROUP) { /* dots' rows share one stride */
+                uint32_t m = rows - i < ML_ATT_GROUP ? rows - i : ML_ATT_GROUP;
+                float *out = sc[i] + col + s;
+                if (c->k16)
+                    j->fm->dots_h(m, q + i, n, k, kv_dim, dh, out, c->n_ctx);
+                else
+                    j->fm->dots(m, q + i, n, k, kv_dim, dh, out, c->n_ctx);
+            }
+        }
+}
+
+/* out[i] += p[i] · V over the runs' values, p[i] from column `col` of score
+ * row i: each output element's terms added in the order of the positions,
+ * a chunk after the other. */
+static void run_values(const att_job *j, float *const *p, uint32_t rows, const kv_run *run, int nr,
+                       size_t col, float *const *out)
+{
+    const ml_ctx *c = j->c;
+    uint32_t dh = c->m->d.head_dim, kv_dim = c->m->d.kv_dim;
+    const float *a[ML_ATT_GROUP * ML_ATT_TOKENS];
+    for (int r = 0; r < nr; col += run[r].n, r++)
+        for (uint32_t s = 0; s < run[r].n; s += KV_CHUNK) {
+            uint32_t n = run[r].n - s < KV_CHUNK ? run[r].n - s : KV_CHUNK;
+            const void *v = kv_at(run[r].v, (size_t)s * kv_dim, c->v16);
+            for (uint32_t i = 0; i < rows; i++)
+                a[i] = p[i] + col + s;
+            if (c->v16)
+                j->fm->gemm_h(rows, a, n, v, kv_dim, dh, 1.0f, out);
+            else
+                j->fm->gemm(rows, a, n, v, kv_dim, dh, 1.0f, out);
+        }
+}
+
+/* Query heads [h0, h0 + gs) of batch rows [t0, t0 + nt), consecutive
+ * tokens of one sequence sharing one KV head, against the positions each
+ * sees: out = softmax(q·K) · V.  The positions up to the first token's
+ * are every token's, so their keys and values are read once for all the
+ * block's rows; each later token then adds its own few positions.  Every
+ * score, softmax and value sum is a token's own, over its positions in
+ * order, whatever the block, the batch or the chunks. */
+static void attend(const att_job *j, size_t t0, uint32_t nt, uint32_t h0, uint32_t gs,
+                   float *scores)
 {
     const ml_ctx *c = j->c;
     const ml_model *m = c->m;
     const ml_mlb_header *hd = &m->h;
-    uint32_t dh = m->d.head_dim, kv_dim = m->d.kv_dim;
-    uint32_t p = c->tpos[t];
-    uint32_t lo = j->L->sliding && p + 1 > hd->sliding_window ? p + 1 - hd->sliding_window : 0;
+    uint32_t dh = m->d.head_dim, kvh = h0 / (hd->n_heads / hd->n_kv_heads);
+    uint32_t p0 = c->tpos[t0], rows = nt * gs;
+    /* a window's first position (blocks of sliding layers hold one token) */
+    uint32_t lo = j->L->sliding && p0 + 1 > hd->sliding_window ? p0 + 1 - hd->sliding_window : 0;
+    const float *q[ML_ATT_GROUP * ML_ATT_TOKENS] = {0};
+    float *out[ML_ATT_GROUP * ML_ATT_TOKENS] = {0}, *sc[ML_ATT_GROUP * ML_ATT_TOKENS] = {0};
+    for (uint32_t i = 0; i < rows; i++) {
+        size_t at = (t0 + i / gs) * m->d.q_dim + (size_t)(h0 + i % gs) * dh;
+        q[i] = c->q + at;
+        out[i] = c->ao + at;
+        sc[i] = scores + (size_t)i * c->n_ctx;
+        memset(out[i], 0, dh * sizeof(float));
+    }
     kv_run run[3];
-    int nr = kv_runs(j, t, lo, p, h0 / (hd->n_heads / hd->n_kv_heads), run);
-    const float *q[ML_ATT_GROUP], *a[ML_ATT_GROUP];
-    float *out[ML_ATT_GROUP];
-    for (uint32_t g = 0; g < gs; g++) {
-        q[g] = c->q + t * m->d.q_dim + (size_t)(h0 + g) * dh;
-        out[g] = c->ao + t * m->d.q_dim + (size_t)(h0 + g) * dh;
-        memset(out[g], 0, dh * sizeof(float));
+    int nr = kv_runs(j, t0, lo, p0, kvh, run);
+    run_scores(j, q, rows, run, nr, sc, 0);
+    for (uint32_t t = 1; t < nt; t++) { /* positions p0+1 .. p0+t: the batch's rows */
+        int n = kv_runs(j, t0 + t, p0 + 1, p0 + t, kvh, run);
+        run_scores(j, q + t * gs, gs, run, n, sc + t * gs, p0 + 1 - lo);
     }
-    size_t off = 0;
-    for (int r = 0; r < nr; off += run[r].n, r++) {
-        if (c->k16)
-            j->fm->dots_h(gs, q, run[r].n, run[r].k, kv_dim, dh, scores + off, c->n_ctx);
-        else
-            j->fm->dots(gs, q, run[r].n, run[r].k, kv_dim, dh, scores + off, c->n_ctx);
-    }
-    for (uint32_t g = 0; g < gs; g++)
-        softmax(m, j->fm, scores + (size_t)g * c->n_ctx, p - lo + 1);
-    off = 0;
-    for (int r = 0; r < nr; off += run[r].n, r++) {
-        for (uint32_t g = 0; g < gs; g++)
-            a[g] = scores + (size_t)g * c->n_ctx + off;
-        if (c->v16)
-            j->fm->gemm_h(gs, a, run[r].n, run[r].v, kv_dim, dh, 1.0f, out);
-        else
-            j->fm->gemm(gs, a, run[r].n, run[r].v, kv_dim, dh, 1.0f, out);
+    for (uint32_t i = 0; i < rows; i++)
+        softmax(m, j->fm, sc[i], p0 + i / gs - lo + 1);
+    nr = kv_runs(j, t0, lo, p0, kvh, run);
+    run_values(j, sc, rows, run, nr, 0, out);
+    for (uint32_t t = 1; t < nt; t++) {
+        int n = kv_runs(j, t0 + t, p0 + 1, p0 + t, kvh, run);
+        run_values(j, sc + t * gs, gs, run, n, p0 + 1 - lo, out + t * gs);
     }
 }
 
-/* Work items [b, e) of (token, KV head, group of query heads). */
+/* Work items [b, e) of (block of tokens, KV head, group of query heads). */
 static void attend_items(void *arg, size_t b, size_t e, unsigned ith)
 {
     const att_job *j = arg;
     const ml_mlb_header *hd = &j->c->m->h;
     uint32_t per_kv = hd->n_heads / hd->n_kv_heads, groups = (per_kv + j->group - 1) / j->group;
-    size_t per_tok = (size_t)hd->n_kv_heads * groups;
-    float *scores = j->c->att + (size_t)ith * ml__att_rows(j->c->m) * j->c->n_ctx;
+    size_t per_blk = (size_t)hd->n_kv_heads * groups;
+    float *scores = j->c->att + (size_t)ith * ml__att_rows(j->c) * j->c->n_ctx;
     for (size_t i = b; i < e; i++) {
-        uint32_t kvh = (uint32_t)(i % per_tok / groups), g0 = (uint32_t)(i % groups) * j->group;
+        uint32_t kvh = (uint32_t)(i % per_blk / groups), g0 = (uint32_t)(i % groups) * j->group;
         uint32_t gs = per_kv - g0 < j->group ? per_kv - g0 : j->group;
-        attend(j, i / per_tok, kvh * per_kv + g0, gs, scores);
+        size_t blk = i / per_blk, t0 = j->c->tblk[blk];
+        size_t t1 = blk + 1 < j->n_blk ? j->c->tblk[blk + 1] : j->n_tok;
+        attend(j, t0, (uint32_t)(t1 - t0), kvh * per_kv + g0, gs, scores);
     }
+}
+
+/* The batch's blocks of tokens that attend together (their first rows
+ * into tblk): up to ML_ATT_TOKENS consecutive rows of one sequence, one
+ * row each in a sliding layer (whose tokens see different first
+ * positions).  Returns how many. */
+static size_t att_blocks(ml_ctx *c, const ml_layer *L, size_t n_tok)
+{
+    uint32_t most = L->sliding ? 1 : ml__att_tokens(c->n_batch);
+    size_t n = 0;
+    for (size_t t0 = 0, t1; t0 < n_tok; t0 = t1) {
+        t1 = ml__seq_run_end(c, t0, n_tok);
+        for (size_t t = t0; t < t1; t += most)
+            c->tblk[n++] = (uint32_t)t;
+    }
+    return n;
 }
 
 /* Heads per work item: up to ML_ATT_GROUP, fewer when that would leave
  * threads idle (decode).  Only the sharing changes, not a result. */
-static uint32_t att_group(const ml_ctx *c, size_t n_tok)
+static uint32_t att_group(const ml_ctx *c, size_t n_blk)
 {
     const ml_mlb_header *hd = &c->m->h;
-    uint32_t per_kv = hd->n_heads / hd->n_kv_heads, g = ml__att_rows(c->m);
+    uint32_t per_kv = hd->n_heads / hd->n_kv_heads, g = ml__att_heads(c->m);
     unsigned nth = ml__pool_size(c->pool);
-    while (g > 1 && n_tok * hd->n_kv_heads * ((per_kv + g - 1) / g) < nth)
+    while (g > 1 && n_blk * hd->n_kv_heads * ((per_kv + g - 1) / g) < nth)
         g = (g + 1) / 2;
     return g;
 }
@@ -260,10 +328,11 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
     add_bias(c->q, L->bq, n_tok, q_dim);
     add_bias(c->k, L->bk, n_tok, kv_dim);
     add_bias(c->v, L->bv, n_tok, kv_dim);
-    att_job j = {c, L, l, n_tok, att_group(c, n_tok), ml__fmath(m->k)};
+    size_t n_blk = att_blocks(c, L, n_tok);
+    att_job j = {c, L, l, n_tok, n_blk, att_group(c, n_blk), ml__fmath(m->k)};
     ml__parallel(c, n_tok, qk_norm_rope, &j);
     uint32_t groups = (m->h.n_heads / m->h.n_kv_heads + j.group - 1) / j.group;
-    ml__parallel(c, n_tok * m->h.n_kv_heads * groups, attend_items, &j);
+    ml__parallel(c, n_blk * m->h.n_kv_heads * groups, attend_items, &j);
     cache_store(c, l, n_tok);
     if (m->h.attn_gate)
         for (size_t i = 0; i < n_tok * q_dim; i++)
