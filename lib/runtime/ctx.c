@@ -35,7 +35,10 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
     if (lvd > in)
         in = lvd;
     size_t att;
-    if (ml__to_size((uint64_t)n_threads * ml__att_rows(c) * c->n_ctx * 4, &att))
+    uint64_t rows = (uint64_t)n_threads * ml__att_rows(c);
+    if (rows < m->h.n_heads) /* one token's attention split over threads: every head's row */
+        rows = m->h.n_heads;
+    if (ml__to_size(rows * c->n_ctx * 4, &att))
         return ml__err(err, ML_E_NOMEM, "", -1, "scratch size overflows");
     struct { void **p; size_t bytes; } parts[] = {
         {(void **)&c->x, B * dim * 4},   {(void **)&c->xb, B * dim * 4},

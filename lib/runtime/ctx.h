@@ -51,7 +51,8 @@ struct ml_ctx {
     float *o;             /* (B, dim) block output before the residual */
     int8_t *aq;           /* (B, max input) quantized activations */
     float *ad;            /* (B, max input / 32) their scales */
-    float *att;           /* (n_threads, ml__att_rows, n_ctx) attention scores */
+    float *att;           /* (n_threads, ml__att_rows, n_ctx) attention scores, at
+                           * least (n_heads, n_ctx) */
     uint32_t *tblk;       /* (B) first rows of the batch's blocks of tokens that attend
                            * together (forward.c) */
     float *rope_cs;       /* (n_threads, rot_dim) one position's RoPE cos, sin pairs */

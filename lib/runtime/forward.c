@@ -69,6 +69,7 @@ typedef struct att_job {
     uint32_t l;
     size_t n_tok;
     size_t n_blk;       /* blocks of tokens (tblk) */
+    uint32_t chunk;     /* attend_split's positions per item */
     uint32_t group;     /* query heads per work item, at most ML_ATT_GROUP */
     const ml_fmath *fm;
 } att_job;
@@ -153,25 +154,26 @@ static void run_scores(const att_job *j, const float *const *q, uint32_t rows, c
         }
 }
 
-/* out[i] += p[i] · V over the runs' values, p[i] from column `col` of score
- * row i: each output element's terms added in the order of the positions,
- * a chunk after the other. */
+/* Columns [c0, c0 + width) of out[i] += p[i] · V over the runs' values
+ * (out[i] pointing at column c0), p[i] from column `col` of score row i:
+ * each output element's terms added in the order of the positions, a
+ * chunk after the other. */
 static void run_values(const att_job *j, float *const *p, uint32_t rows, const kv_run *run, int nr,
-                       size_t col, float *const *out)
+                       size_t col, uint32_t c0, uint32_t width, float *const *out)
 {
     const ml_ctx *c = j->c;
-    uint32_t dh = c->m->d.head_dim, kv_dim = c->m->d.kv_dim;
+    uint32_t kv_dim = c->m->d.kv_dim;
     const float *a[ML_ATT_GROUP * ML_ATT_TOKENS];
     for (int r = 0; r < nr; col += run[r].n, r++)
         for (uint32_t s = 0; s < run[r].n; s += KV_CHUNK) {
             uint32_t n = run[r].n - s < KV_CHUNK ? run[r].n - s : KV_CHUNK;
-            const void *v = kv_at(run[r].v, (size_t)s * kv_dim, c->v16);
+            const void *v = kv_at(run[r].v, (size_t)s * kv_dim + c0, c->v16);
             for (uint32_t i = 0; i < rows; i++)
                 a[i] = p[i] + col + s;
             if (c->v16)
-                j->fm->gemm_h(rows, a, n, v, kv_dim, dh, 1.0f, out);
+                j->fm->gemm_h(rows, a, n, v, kv_dim, width, 1.0f, out);
             else
-                j->fm->gemm(rows, a, n, v, kv_dim, dh, 1.0f, out);
+                j->fm->gemm(rows, a, n, v, kv_dim, width, 1.0f, out);
         }
 }
 
@@ -211,10 +213,10 @@ static void attend(const att_job *j, size_t t0, uint32_t nt, uint32_t h0, uint32
     for (uint32_t i = 0; i < rows; i++)
         softmax(m, j->fm, sc[i], p0 + i / gs - lo + 1);
     nr = kv_runs(j, t0, lo, p0, kvh, run);
-    run_values(j, sc, rows, run, nr, 0, out);
+    run_values(j, sc, rows, run, nr, 0, 0, dh, out);
     for (uint32_t t = 1; t < nt; t++) {
         int n = kv_runs(j, t0 + t, p0 + 1, p0 + t, kvh, run);
-        run_values(j, sc + t * gs, gs, run, n, p0 + 1 - lo, out + t * gs);
+        run_values(j, sc + t * gs, gs, run, n, p0 + 1 - lo, 0, dh, out + t * gs);
     }
 }
 
@@ -233,6 +235,104 @@ static void attend_items(void *arg, size_t b, size_t e, unsigned ith)
         size_t t1 = blk + 1 < j->n_blk ? j->c->tblk[blk + 1] : j->n_tok;
         attend(j, t0, (uint32_t)(t1 - t0), kvh * per_kv + g0, gs, scores);
     }
+}
+
+/* ---- one token (decode): the work split over positions, then columns ----
+ *
+ * A single token has one work item per KV head (3 for SmolLM2), which
+ * two threads share 2 to 1.  Its attention is split three ways instead,
+ * each step a pool job: the scores of chunks of positions (each score is
+ * on its own), each query head's softmax, then the value sums by halves
+ * of the columns (each column's sum still over the positions in order).
+ * The same operations in the same order, so the same bits. */
+
+/* The first position row 0 (the one token) sees. */
+static uint32_t first_pos(const att_job *j)
+{
+    const ml_mlb_header *hd = &j->c->m->h;
+    uint32_t p = j->c->tpos[0];
+    return j->L->sliding && p + 1 > hd->sliding_window ? p + 1 - hd->sliding_window : 0;
+}
+
+/* Query head h's score row in the shared score rows. */
+static float *split_row(const att_job *j, uint32_t h)
+{
+    return j->c->att + (size_t)h * j->c->n_ctx;
+}
+
+/* Items [b, e) of (KV head, chunk of j->chunk positions): the scores. */
+static void split_scores(void *arg, size_t b, size_t e, unsigned ith)
+{
+    (void)ith;
+    const att_job *j = arg;
+    const ml_ctx *c = j->c;
+    uint32_t dh = c->m->d.head_dim, per_kv = c->m->h.n_heads / c->m->h.n_kv_heads;
+    uint32_t lo = first_pos(j), p = c->tpos[0], n_chunks = (p - lo) / j->chunk + 1;
+    for (size_t i = b; i < e; i++) {
+        uint32_t kvh = (uint32_t)(i / n_chunks), s = lo + (uint32_t)(i % n_chunks) * j->chunk;
+        uint32_t end = p - s < j->chunk ? p : s + j->chunk - 1;
+        kv_run run[3];
+        int nr = kv_runs(j, 0, s, end, kvh, run);
+        for (uint32_t g0 = 0; g0 < per_kv; g0 += ML_ATT_GROUP) {
+            uint32_t gs = per_kv - g0 < ML_ATT_GROUP ? per_kv - g0 : ML_ATT_GROUP;
+            const float *q[ML_ATT_GROUP];
+            float *sc[ML_ATT_GROUP];
+            for (uint32_t g = 0; g < gs; g++) {
+                q[g] = c->q + (size_t)(kvh * per_kv + g0 + g) * dh;
+                sc[g] = split_row(j, kvh * per_kv + g0 + g);
+            }
+            run_scores(j, q, gs, run, nr, sc, s - lo);
+        }
+    }
+}
+
+/* Query heads [b, e): softmax of their score rows. */
+static void split_softmax(void *arg, size_t b, size_t e, unsigned ith)
+{
+    (void)ith;
+    const att_job *j = arg;
+    for (size_t h = b; h < e; h++)
+        softmax(j->c->m, j->fm, split_row(j, (uint32_t)h), j->c->tpos[0] - first_pos(j) + 1);
+}
+
+/* Items [b, e) of (KV head, half of the head's columns): the value sums. */
+static void split_values(void *arg, size_t b, size_t e, unsigned ith)
+{
+    (void)ith;
+    const att_job *j = arg;
+    const ml_ctx *c = j->c;
+    uint32_t dh = c->m->d.head_dim, per_kv = c->m->h.n_heads / c->m->h.n_kv_heads;
+    for (size_t i = b; i < e; i++) {
+        uint32_t kvh = (uint32_t)(i / 2), c0 = i % 2 ? dh / 2 : 0, w = i % 2 ? dh - dh / 2 : dh / 2;
+        kv_run run[3];
+        int nr = kv_runs(j, 0, first_pos(j), c->tpos[0], kvh, run);
+        for (uint32_t g0 = 0; g0 < per_kv; g0 += ML_ATT_GROUP) {
+            uint32_t gs = per_kv - g0 < ML_ATT_GROUP ? per_kv - g0 : ML_ATT_GROUP;
+            float *sc[ML_ATT_GROUP], *out[ML_ATT_GROUP];
+            for (uint32_t g = 0; g < gs; g++) {
+                uint32_t h = kvh * per_kv + g0 + g;
+                sc[g] = split_row(j, h);
+                out[g] = c->ao + (size_t)h * dh + c0;
+                memset(out[g], 0, w * sizeof(float));
+            }
+            run_values(j, sc, gs, run, nr, 0, c0, w, out);
+        }
+    }
+}
+
+/* One token's attention in the three steps above, with about two chunks
+ * of positions per thread. */
+static void attend_split(att_job *j)
+{
+    ml_ctx *c = j->c;
+    const ml_mlb_header *hd = &c->m->h;
+    uint32_t n_pos = c->tpos[0] - first_pos(j) + 1, nth = ml__pool_size(c->pool);
+    uint32_t want = (2 * nth + hd->n_kv_heads - 1) / hd->n_kv_heads; /* chunks per KV head */
+    uint32_t chunk = (n_pos + want - 1) / want;
+    j->chunk = (chunk + KV_CHUNK - 1) / KV_CHUNK * KV_CHUNK;
+    ml__parallel(c, (size_t)hd->n_kv_heads * ((n_pos - 1) / j->chunk + 1), split_scores, j);
+    ml__parallel(c, hd->n_heads, split_softmax, j);
+    ml__parallel(c, (size_t)hd->n_kv_heads * 2, split_values, j);
 }
 
 /* The batch's blocks of tokens that attend together (their first rows
@@ -329,10 +429,13 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
     add_bias(c->k, L->bk, n_tok, kv_dim);
     add_bias(c->v, L->bv, n_tok, kv_dim);
     size_t n_blk = att_blocks(c, L, n_tok);
-    att_job j = {c, L, l, n_tok, n_blk, att_group(c, n_blk), ml__fmath(m->k)};
+    att_job j = {c, L, l, n_tok, n_blk, 0, att_group(c, n_blk), ml__fmath(m->k)};
     ml__parallel(c, n_tok, qk_norm_rope, &j);
     uint32_t groups = (m->h.n_heads / m->h.n_kv_heads + j.group - 1) / j.group;
-    ml__parallel(c, n_blk * m->h.n_kv_heads * groups, attend_items, &j);
+    if (n_tok == 1 && ml__pool_size(c->pool) > 1)
+        attend_split(&j);
+    else
+        ml__parallel(c, n_blk * m->h.n_kv_heads * groups, attend_items, &j);
     cache_store(c, l, n_tok);
     if (m->h.attn_gate)
         for (size_t i = 0; i < n_tok * q_dim; i++)
