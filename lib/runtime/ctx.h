@@ -12,8 +12,11 @@
 #define ML_ATT_GROUP 4
 /* Consecutive tokens of a sequence that attend together in a prompt,
  * sharing the key and value reads of the positions before them: a 4096
- * prompt otherwise streams the whole cache once per token. */
+ * prompt otherwise streams the whole cache once per token.  Fewer where
+ * their score rows (n_ctx floats each) would take more than
+ * ML_ATT_SCORE_BYTES per thread: long contexts. */
 #define ML_ATT_TOKENS 8
+#define ML_ATT_SCORE_BYTES (2u << 20)
 
 /* One sequence: its position and its memory of the positions before. */
 typedef struct ml_seq {
@@ -82,17 +85,19 @@ static inline uint32_t ml__att_heads(const ml_model *m)
     return per_kv < ML_ATT_GROUP ? per_kv : ML_ATT_GROUP;
 }
 
-/* The most tokens a work item of attention has, in batches of n_batch. */
-static inline uint32_t ml__att_tokens(uint32_t n_batch)
+/* The most tokens a work item of attention has. */
+static inline uint32_t ml__att_tokens(const ml_ctx *c)
 {
-    return n_batch < ML_ATT_TOKENS ? n_batch : ML_ATT_TOKENS;
+    uint64_t fit = ML_ATT_SCORE_BYTES / ((uint64_t)ml__att_heads(c->m) * c->n_ctx * 4);
+    uint32_t t = c->n_batch < ML_ATT_TOKENS ? c->n_batch : ML_ATT_TOKENS;
+    return fit >= t ? t : fit > 1 ? (uint32_t)fit : 1;
 }
 
 /* Score rows one thread's attention needs: a work item's most query heads
  * times its most tokens. */
 static inline uint32_t ml__att_rows(const ml_ctx *c)
 {
-    return ml__att_heads(c->m) * ml__att_tokens(c->n_batch);
+    return ml__att_heads(c->m) * ml__att_tokens(c);
 }
 
 /* Importance-matrix collection (ctx.c): adds x^2 of n_tok rows of n

@@ -341,7 +341,7 @@ static void attend_split(att_job *j)
  * positions).  Returns how many. */
 static size_t att_blocks(ml_ctx *c, const ml_layer *L, size_t n_tok)
 {
-    uint32_t most = L->sliding ? 1 : ml__att_tokens(c->n_batch);
+    uint32_t most = L->sliding ? 1 : ml__att_tokens(c);
     size_t n = 0;
     for (size_t t0 = 0, t1; t0 < n_tok; t0 = t1) {
         t1 = ml__seq_run_end(c, t0, n_tok);
