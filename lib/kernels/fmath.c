@@ -137,6 +137,17 @@ static void exp_norm(float *x, size_t n, float shift)
         x[c] = x[c] / sum;
 }
 
+static float scale_max(float *x, size_t n, float scale)
+{
+    float max = -INFINITY;
+    for (size_t c = 0; c < n; c++) {
+        x[c] = x[c] * scale;
+        if (x[c] > max)
+            max = x[c];
+    }
+    return max;
+}
+
 const ml_fmath ml__fmath_scalar = {
     .name = "scalar",
     .gemm = gemm,
@@ -148,6 +159,7 @@ const ml_fmath ml__fmath_scalar = {
     .silu = silu,
     .glu = glu,
     .exp_norm = exp_norm,
+    .scale_max = scale_max,
 };
 
 void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)

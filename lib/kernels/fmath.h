@@ -65,6 +65,11 @@ typedef struct ml_fmath {
      * ((s1+s5)+(s3+s7))), x[c] = e_c / S.  Being this file's exponential
      * (not libm's expf), it vectorizes with the same bits everywhere. */
     void (*exp_norm)(float *x, size_t n, float shift);
+
+    /* Softmax's first step without a softcap: x[c] = x[c] · scale for c <
+     * n, returning the largest (the first x[c] > every earlier one; -inf
+     * for n = 0 or all NaN).  Max is exact, so any lane order gives it. */
+    float (*scale_max)(float *x, size_t n, float scale);
 } ml_fmath;
 
 /* RMSNorm of n floats (sum of squares in double, one order): out = x ·

@@ -17,6 +17,7 @@
 #if defined(__x86_64__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
@@ -358,6 +359,28 @@ static void exp_norm(float *x, size_t n, float shift)
         x[c] = x[c] / _mm256_cvtss_f32(sum);
 }
 
+/* Each lane keeps the larger (x > m ? x : m, so NaN is never taken); the
+ * lanes' maximum is the same value whichever lane holds it (a zero of
+ * either sign serves the softmax alike: x - (+0) and x - (-0) round the
+ * same but for x = -0, whose exponential is 1 either way). */
+static float scale_max(float *x, size_t n, float scale)
+{
+    const __m256 s = _mm256_set1_ps(scale);
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    size_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + c), s);
+        _mm256_storeu_ps(x + c, v);
+        m = _mm256_max_ps(v, m);
+    }
+    float lane[8], max = ml__fmath_scalar.scale_max(x + c, n - c, scale);
+    _mm256_storeu_ps(lane, m);
+    for (int k = 0; k < 8; k++)
+        if (lane[k] > max)
+            max = lane[k];
+    return max;
+}
+
 const ml_fmath ml__fmath_avx2 = {
     .name = "avx2",
     .gemm = gemm,
@@ -369,6 +392,7 @@ const ml_fmath ml__fmath_avx2 = {
     .silu = silu,
     .glu = glu,
     .exp_norm = exp_norm,
+    .scale_max = scale_max,
 };
 
 #endif /* __x86_64__ */

@@ -119,6 +119,10 @@ static int kv_runs(const att_job *j, size_t t, uint32_t lo, uint32_t p, uint32_t
  * slow path for the many results that underflow, was 8% of prefill). */
 static void softmax(const ml_model *m, const ml_fmath *fm, float *sc, uint32_t n)
 {
+    if (!(m->h.attn_softcap > 0)) {
+        fm->exp_norm(sc, n, fm->scale_max(sc, n, m->attn_scale));
+        return;
+    }
     float max = -INFINITY;
     for (uint32_t i = 0; i < n; i++) {
         sc[i] = softcap(sc[i] * m->attn_scale, m->h.attn_softcap);

@@ -425,6 +425,36 @@ START_TEST(test_half_forms)
 }
 END_TEST
 
+/* scale_max: the scaled values bit for bit and the same maximum (by
+ * value: a zero's sign may be either's) on every variant, for lengths
+ * around the vector width, with NaNs, infinities and zeros of both signs
+ * among the values. */
+START_TEST(test_scale_max)
+{
+    enum { N = 37 };
+    const ml_fmath *v[2];
+    size_t nv = variants(v);
+    tu_rng r = {99};
+    float x[N], y0[N], y[N];
+    for (int round = 0; round < 50; round++) {
+        fill(x, N, &r);
+        for (int i = 0; i < round % 6; i++) /* specials at random places */
+            x[tu_below(&r, N)] = (float[]){NAN, -INFINITY, INFINITY, 0.0f, -0.0f, -1e30f}[i];
+        for (size_t n = 0; n <= N; n++) {
+            memcpy(y0, x, sizeof x);
+            float m0 = ml__fmath_scalar.scale_max(y0, n, 0.125f);
+            for (size_t k = 0; k < nv; k++) {
+                memcpy(y, x, sizeof x);
+                float m = v[k]->scale_max(y, n, 0.125f);
+                ck_assert_msg(memcmp(y, y0, sizeof y) == 0, "scale_max %s: n %zu", v[k]->name, n);
+                ck_assert_msg(m == m0 && !isnan(m), "scale_max %s: n %zu: %g, not %g", v[k]->name,
+                              n, (double)m, (double)m0);
+            }
+        }
+    }
+}
+END_TEST
+
 /* The choice: the reference beside the scalar table, else AVX2 on x86. */
 START_TEST(test_choice)
 {
@@ -449,6 +479,7 @@ Suite *suite_fmath(void)
     tcase_add_test(tc, test_exp);
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_exp_norm);
+    tcase_add_test(tc, test_scale_max);
     tcase_add_test(tc, test_choice);
     suite_add_tcase(s, tc);
     return s;
