@@ -196,6 +196,14 @@ uint64_t cli_u64(const char *opt, const char *arg, uint64_t min, uint64_t max)
     return v;
 }
 
+ml_cache_type cli_cache_type(const char *opt, const char *arg)
+{
+    ml_cache_type t;
+    if (ml_cache_type_parse(arg, &t, NULL))
+        cli_usage_error("%s: unknown cache type '%s' (expected f32 or f16)", opt, arg ? arg : "");
+    return t;
+}
+
 int cli_exit_status(ml_status s)
 {
     switch (s) {

@@ -69,6 +69,10 @@ void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), 
 
 /* Strict conversions of option arguments; a bad value is a usage error. */
 uint64_t cli_u64(const char *opt, const char *arg, uint64_t min, uint64_t max);
+/* A KV cache type, llama.cpp's name for it ("f32", "f16"). */
+ml_cache_type cli_cache_type(const char *opt, const char *arg);
+/* The types cli_cache_type takes, for --help. */
+#define CLI_CACHE_TYPES "f32 (default) or f16"
 
 /* Maps a library status to the exit status. */
 int cli_exit_status(ml_status s);

@@ -23,7 +23,8 @@ enum {
     OPT_MODEL, OPT_TOK, OPT_PROMPT, OPT_FILE, OPT_IDS, OPT_N, OPT_CTX, OPT_THREADS, OPT_BATCH,
     OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_REPEAT, OPT_SEED, OPT_LOGITS, OPT_PPL, OPT_NOBOS,
     OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET, OPT_IMATRIX, OPT_STOP, OPT_REPEAT_LAST, OPT_ESCAPE,
-    OPT_NO_ESCAPE, OPT_CHAT, OPT_INTERACTIVE, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_CHAT_TEMPLATE_FILE
+    OPT_NO_ESCAPE, OPT_CHAT, OPT_INTERACTIVE, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_CHAT_TEMPLATE_FILE,
+    OPT_CACHE, OPT_CACHE_K, OPT_CACHE_V
 };
 
 /* Defaults: parse() starts from them and --help shows them. */
@@ -57,6 +58,9 @@ static const cli_opt opts[] = {
     {OPT_CTX, 'c', "ctx", "N",
      "context positions (default: " CLI_STR(DEFAULT_CTX) ", at most max_seq)"},
     {OPT_THREADS, 't', "threads", "N", "threads (default: the number of CPUs)"},
+    {OPT_CACHE, 0, "cache-type", "TYPE", "KV cache keys and values: " CLI_CACHE_TYPES},
+    {OPT_CACHE_K, 0, "cache-type-k", "TYPE", "KV cache keys only"},
+    {OPT_CACHE_V, 0, "cache-type-v", "TYPE", "KV cache values only"},
     {OPT_BATCH, 'b', "batch", "N",
      "prompt tokens per step (default " CLI_STR(DEFAULT_BATCH) "; less with --logits)"},
     {OPT_TEMP, 0, "temp", "T", "temperature; 0 is greedy (default " CLI_STR(DEFAULT_TEMP) ")"},
@@ -88,7 +92,8 @@ static const cli_opt opts[] = {
 static const cli_alias aliases[] = {
     {OPT_N, "predict"},          {OPT_CTX, "ctx-size"},      {OPT_BATCH, "batch-size"},
     {OPT_TEMP, "temperature"},   {OPT_STOP, "reverse-prompt"}, {OPT_CHAT, "-cnv"},
-    {OPT_CHAT, "conversation"},  {OPT_SYSTEM, "-sys"},
+    {OPT_CHAT, "conversation"},  {OPT_SYSTEM, "-sys"},      {OPT_CACHE_K, "-ctk"},
+    {OPT_CACHE_V, "-ctv"},
 };
 
 static const cli cmd = {
@@ -180,6 +185,9 @@ static void parse(int argc, char **argv, options *o)
         case OPT_CTX: o->ctx = cli_u64("--ctx", arg, 1, ML_MLB_VOCAB_LIMIT); break;
         case OPT_THREADS: o->threads = cli_u64("--threads", arg, 1, 256); break;
         case OPT_BATCH: o->batch = cli_u64("--batch", arg, 1, 4096); break;
+        case OPT_CACHE: o->cache_k = o->cache_v = cli_cache_type("--cache-type", arg); break;
+        case OPT_CACHE_K: o->cache_k = cli_cache_type("--cache-type-k", arg); break;
+        case OPT_CACHE_V: o->cache_v = cli_cache_type("--cache-type-v", arg); break;
         case OPT_TEMP: o->sp.temperature = parse_float("--temp", arg, 0, 100); break;
         case OPT_TOPK: o->sp.top_k = (uint32_t)cli_u64("--top-k", arg, 0, ML_MLB_VOCAB_LIMIT); break;
         case OPT_TOPP: o->sp.top_p = parse_float("--top-p", arg, 0, 1); break;
@@ -281,7 +289,8 @@ static int open_model(run *r)
     if (!r->nb)
         r->nb = r->o.logits || r->o.ppl ? ml_logits_batch(r->h->vocab) : DEFAULT_BATCH;
     ml_ctx_params p = {.n_ctx = n_ctx, .n_batch = (uint32_t)r->nb,
-                       .n_threads = (unsigned)r->o.threads};
+                       .n_threads = (unsigned)r->o.threads, .cache_k = r->o.cache_k,
+                       .cache_v = r->o.cache_v};
     if ((s = ml_ctx_new(r->model, &p, &r->ctx, &err)))
         return cli_fail(r->o.model, s, &err);
     if ((s = ml_sampler_new(&r->o.sp, r->h->vocab, &r->sampler, &err)))
@@ -298,9 +307,10 @@ static int open_model(run *r)
     }
     r->t_load = cli_seconds() - t0;
     if (r->o.verbose)
-        fprintf(stderr, "ml-run: %s: %u layers, dim %u, vocab %u, context %u, %u threads, "
-                        "kernels %s, float math %s, seed %" PRIu64 "\n",
+        fprintf(stderr, "ml-run: %s: %u layers, dim %u, vocab %u, context %u, cache %s/%s, "
+                        "%u threads, kernels %s, float math %s, seed %" PRIu64 "\n",
                 r->o.model, r->h->n_layers, r->h->dim, r->h->vocab, ml_ctx_n_ctx(r->ctx),
+                ml_cache_type_name(r->o.cache_k), ml_cache_type_name(r->o.cache_v),
                 (unsigned)r->o.threads, ml_kernels_name(), ml_kernels_fmath_name(), r->o.sp.seed);
     return 0;
 }

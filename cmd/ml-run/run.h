@@ -18,6 +18,7 @@ typedef struct options {
     char *stops[MAX_STOPS];
     size_t n_stops;
     uint64_t n_predict, ctx, threads, batch;
+    ml_cache_type cache_k, cache_v; /* how the KV cache holds keys, values */
     int seed_set;
     ml_sampler_params sp;
 } options;

@@ -17,7 +17,8 @@
 
 enum {
     OPT_MODEL, OPT_TOK, OPT_HOST, OPT_PORT, OPT_THREADS, OPT_CTX, OPT_PARALLEL, OPT_API_KEY,
-    OPT_TEMPLATE, OPT_TEMPLATE_FILE, OPT_TIMEOUT, OPT_MAX_BODY, OPT_QUEUE
+    OPT_TEMPLATE, OPT_TEMPLATE_FILE, OPT_TIMEOUT, OPT_MAX_BODY, OPT_QUEUE, OPT_CACHE, OPT_CACHE_K,
+    OPT_CACHE_V
 };
 
 #define DEFAULT_HOST "127.0.0.1"
@@ -40,6 +41,9 @@ static const cli_opt opts[] = {
     {OPT_HOST, 0, "host", "ADDR", "the address to listen on (default " DEFAULT_HOST ")"},
     {OPT_PORT, 0, "port", "N", "the port (default " CLI_STR(DEFAULT_PORT) "; 0: any free one)"},
     {OPT_THREADS, 't', "threads", "N", "threads of the context all slots share (default: the number of CPUs)"},
+    {OPT_CACHE, 0, "cache-type", "TYPE", "KV cache keys and values: " CLI_CACHE_TYPES},
+    {OPT_CACHE_K, 0, "cache-type-k", "TYPE", "KV cache keys only"},
+    {OPT_CACHE_V, 0, "cache-type-v", "TYPE", "KV cache values only"},
     {OPT_CTX, 'c', "ctx", "N",
      "context positions of each slot (default " CLI_STR(DEFAULT_CTX) ", at most max_seq)"},
     {OPT_PARALLEL, 0, "parallel", "N",
@@ -59,6 +63,8 @@ static const cli_opt opts[] = {
 static const cli_alias aliases[] = {
     {OPT_CTX, "ctx-size"},
     {OPT_PARALLEL, "np"},
+    {OPT_CACHE_K, "-ctk"},
+    {OPT_CACHE_V, "-ctv"},
 };
 
 static const cli cmd = {
@@ -88,6 +94,9 @@ static void parse(int argc, char **argv, srv_opts *o)
         case OPT_HOST: o->host = arg; break;
         case OPT_PORT: o->port = cli_u64("--port", arg, 0, 65535); break;
         case OPT_THREADS: o->threads = cli_u64("--threads", arg, 1, 256); break;
+        case OPT_CACHE: o->cache_k = o->cache_v = cli_cache_type("--cache-type", arg); break;
+        case OPT_CACHE_K: o->cache_k = cli_cache_type("--cache-type-k", arg); break;
+        case OPT_CACHE_V: o->cache_v = cli_cache_type("--cache-type-v", arg); break;
         case OPT_CTX: o->ctx = cli_u64("--ctx", arg, 2, ML_MLB_VOCAB_LIMIT); break;
         case OPT_PARALLEL: o->parallel = cli_u64("--parallel", arg, 1, 256); break;
         case OPT_QUEUE: o->queue = cli_u64("--queue", arg, 0, 65536); break;
@@ -155,7 +164,7 @@ static int open_model(srv_server *s)
     uint32_t n_ctx = s->o.ctx ? (uint32_t)s->o.ctx
                               : h->max_seq < DEFAULT_CTX ? h->max_seq : DEFAULT_CTX;
     srv_sched_params p = {(unsigned)s->o.parallel, s->o.queue, n_ctx, PREFILL_CHUNK,
-                          (unsigned)s->o.threads};
+                          (unsigned)s->o.threads, s->o.cache_k, s->o.cache_v};
     if ((st = srv_sched_new(s->model, s->mlt, &p, &s->sched, &err)))
         return cli_fail(s->o.model, st, &err);
     return 0;

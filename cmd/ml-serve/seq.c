@@ -16,20 +16,18 @@ struct srv_ctx {
     float *logits;   /* n_seq x vocab: a row per run of the last step */
 };
 
-ml_status srv_ctx_new(const ml_model *m, uint32_t n_seq, uint32_t n_ctx, uint32_t n_chunk,
-                      unsigned threads, srv_ctx **out, ml_error *err)
+ml_status srv_ctx_new(const ml_model *m, const ml_ctx_params *base, uint32_t n_chunk,
+                      srv_ctx **out, ml_error *err)
 {
     srv_ctx *c = calloc(1, sizeof *c);
-    if (n_seq < 1)
-        n_seq = 1;
+    uint32_t n_seq = base->n_seq < 1 ? 1 : base->n_seq;
     if (n_chunk < 1)
         n_chunk = 1;
     /* A step, the chunk beside a token of each other sequence, is one
      * batch of the context. */
-    ml_ctx_params p = {.n_ctx = n_ctx,
-                       .n_batch = n_chunk + n_seq,
-                       .n_threads = threads,
-                       .n_seq = n_seq};
+    ml_ctx_params p = *base;
+    p.n_batch = n_chunk + n_seq;
+    p.n_seq = n_seq;
     ml_status s = c ? ml_ctx_new(m, &p, &c->ctx, err) : ML_E_NOMEM;
     if (!s) {
         c->n_seq = n_seq;

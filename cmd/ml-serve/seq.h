@@ -11,11 +11,12 @@
 
 typedef struct srv_ctx srv_ctx;
 
-/* n_seq sequences (numbered 0 .. n_seq-1) of up to n_ctx positions each,
- * evaluated by `threads` threads; a step holds at most one prompt chunk
- * of at most n_chunk tokens beside one token of each other sequence. */
-ml_status srv_ctx_new(const ml_model *m, uint32_t n_seq, uint32_t n_ctx, uint32_t n_chunk,
-                      unsigned threads, srv_ctx **out, ml_error *err);
+/* base->n_seq sequences (numbered 0 .. n_seq-1) of up to base->n_ctx
+ * positions each, evaluated by base->n_threads threads with base's cache
+ * types; a step holds at most one prompt chunk of at most n_chunk tokens
+ * beside one token of each other sequence (base->n_batch is ignored). */
+ml_status srv_ctx_new(const ml_model *m, const ml_ctx_params *base, uint32_t n_chunk,
+                      srv_ctx **out, ml_error *err);
 void srv_ctx_free(srv_ctx *c);
 
 uint32_t srv_ctx_n_ctx(const srv_ctx *c);

@@ -14,6 +14,7 @@
 typedef struct srv_opts {
     const char *model, *tok, *host, *api_key, *chat_template, *chat_template_file;
     uint64_t port, threads, ctx, parallel, timeout, max_body, queue;
+    ml_cache_type cache_k, cache_v;
 } srv_opts;
 
 typedef struct srv_server {

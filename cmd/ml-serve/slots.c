@@ -488,7 +488,9 @@ ml_status srv_sched_new(const ml_model *m, const ml_mlt *mlt, const srv_sched_pa
     s->max_queue = p->max_queue;
     for (unsigned i = 0; i < p->n_slots; i++)
         s->slots[i].seq = i;
-    ml_status st = srv_ctx_new(m, p->n_slots, p->n_ctx, p->n_batch, p->threads, &s->ctx, err);
+    ml_ctx_params cp = {.n_ctx = p->n_ctx, .n_threads = p->threads, .n_seq = p->n_slots,
+                        .cache_k = p->cache_k, .cache_v = p->cache_v};
+    ml_status st = srv_ctx_new(m, &cp, p->n_batch, &s->ctx, err);
     if (!st && pthread_create(&s->thread, NULL, sched_main, s) != 0) {
         memset(err, 0, sizeof *err);
         err->code = st = ML_E_NOMEM, err->offset = -1;

@@ -21,6 +21,7 @@ typedef struct srv_sched_params {
     uint32_t n_ctx;    /* positions of each slot */
     uint32_t n_batch;  /* prompt tokens per step of a prefill */
     unsigned threads;  /* of the slots' one context */
+    ml_cache_type cache_k, cache_v; /* --cache-type: how its KV cache holds keys, values */
 } srv_sched_params;
 
 /* Builds the slots' context and starts the thread.  Reports nothing;

@@ -17,6 +17,7 @@ typedef struct options {
     int template_full; /* --template: long strings in full (text) */
     int all_arrays;    /* --arrays: every element of every array */
     uint64_t ctx;      /* 0: max_seq */
+    ml_cache_type cache_k, cache_v; /* --cache-type: the KV cache sizes' types */
 } options;
 
 /* --- .mlb (mlb.c) --- */

@@ -61,8 +61,21 @@ typedef struct totals {
     int capped; /* the requested --ctx was above max_seq */
 } totals;
 
-static void count(const ml_mlb *m, uint64_t ctx, totals *t)
+/* Layer l's state at ctx positions: mlb(5)'s bytes, which count float32
+ * keys and values, with an f16 cache's half of them halved (ml_ctx_new
+ * allocates that); linear-attention state is float32 whatever the cache. */
+static uint64_t layer_bytes(const ml_mlb_header *h, uint8_t f, uint64_t ctx, const options *o)
 {
+    uint64_t b = ml_mlb_layer_state_bytes(h, f, ctx);
+    if (f & ML_LAYER_LINEAR)
+        return b;
+    return b / 2 / (o->cache_k == ML_CACHE_F16 ? 2 : 1) +
+           b / 2 / (o->cache_v == ML_CACHE_F16 ? 2 : 1);
+}
+
+static void count(const ml_mlb *m, const options *o, totals *t)
+{
+    uint64_t ctx = o->ctx;
     const ml_mlb_header *h = ml_mlb_get_header(m);
     memset(t, 0, sizeof *t);
     t->ctx = ctx ? ctx : h->max_seq;
@@ -79,7 +92,7 @@ static void count(const ml_mlb *m, uint64_t ctx, totals *t)
     }
     for (uint32_t l = 0; l < h->n_layers; l++) {
         uint8_t f = ml_mlb_layer_flag(m, l);
-        uint64_t b = ml_mlb_layer_state_bytes(h, f, t->ctx);
+        uint64_t b = layer_bytes(h, f, t->ctx, o);
         int k = layer_kind(h, f);
         t->kind_layers[k]++;
         t->kind_bytes[k] += b;
@@ -171,7 +184,7 @@ static void print_human(const char *path, const ml_mlb *m, const options *o)
     const ml_mlb_derived *d = ml_mlb_get_derived(m);
     totals t;
     char buf[128];
-    count(m, o->ctx, &t);
+    count(m, o, &t);
     printf("%s\n", cli_name(path));
     printf("  %-22s .mlb version %u\n", "format", h->version);
     human_size(ml_mlb_file_size(m), buf, sizeof buf);
@@ -196,7 +209,10 @@ static void print_human(const char *path, const ml_mlb *m, const options *o)
     if (d->rot_dim != d->head_dim)
         printf("  %-22s %u\n", "rot_dim", d->rot_dim);
     print_layers(m);
-    printf("memory at --ctx %" PRIu64 "%s\n", t.ctx, t.capped ? " (capped at max_seq)" : "");
+    printf("memory at --ctx %" PRIu64 "%s", t.ctx, t.capped ? " (capped at max_seq)" : "");
+    if (o->cache_k || o->cache_v) /* the default f32 cache's line as it always was */
+        printf(", cache %s/%s", ml_cache_type_name(o->cache_k), ml_cache_type_name(o->cache_v));
+    printf("\n");
     for (int k = 0; k < K_COUNT; k++) {
         if (!t.kind_layers[k])
             continue;
@@ -229,7 +245,7 @@ static void json_header(const ml_mlb_header *h)
     printf("}");
 }
 
-static void json_layers(const ml_mlb *m, uint64_t ctx)
+static void json_layers(const ml_mlb *m, uint64_t ctx, const options *o)
 {
     const ml_mlb_header *h = ml_mlb_get_header(m);
     char desc[128];
@@ -241,7 +257,7 @@ static void json_layers(const ml_mlb *m, uint64_t ctx)
                "\"state_bytes\":%" PRIu64 ",\"description\":",
                l ? "," : "", l, f, kind_names[layer_kind(h, f)], rope_name(h, f),
                layer_kind(h, f) == K_SLIDING ? h->sliding_window : 0,
-               ml_mlb_layer_state_bytes(h, f, ctx));
+               layer_bytes(h, f, ctx, o));
         json_str(stdout, desc);
         printf("}");
     }
@@ -276,7 +292,7 @@ static void print_json(const char *path, const ml_mlb *m, const options *o)
 {
     const ml_mlb_derived *d = ml_mlb_get_derived(m);
     totals t;
-    count(m, o->ctx, &t);
+    count(m, o, &t);
     printf("{\"file\":");
     json_str(stdout, cli_name(path));
     printf(",\"size\":%" PRIu64 ",\"header\":", ml_mlb_file_size(m));
@@ -286,13 +302,15 @@ static void print_json(const char *path, const ml_mlb *m, const options *o)
            d->head_dim, d->q_dim, d->kv_dim, d->rot_dim, d->lin_qkv, d->lin_vd);
     printf(",\"parameters\":%" PRIu64 ",\"weight_bytes\":%" PRIu64 ",\"bits_per_weight\":%.6f",
            t.params, t.weight_bytes, bpw(&t));
-    printf(",\"memory\":{\"ctx\":%" PRIu64 ",\"capped\":%s,\"total_bytes\":%" PRIu64, t.ctx,
-           t.capped ? "true" : "false", t.state_total);
+    printf(",\"memory\":{\"ctx\":%" PRIu64 ",\"capped\":%s,\"cache_k\":\"%s\",\"cache_v\":\"%s\","
+           "\"total_bytes\":%" PRIu64,
+           t.ctx, t.capped ? "true" : "false", ml_cache_type_name(o->cache_k),
+           ml_cache_type_name(o->cache_v), t.state_total);
     for (int k = 0; k < K_COUNT; k++)
         printf(",\"%s\":{\"layers\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", kind_names[k],
                t.kind_layers[k], t.kind_bytes[k]);
     printf("},\"layers\":");
-    json_layers(m, t.ctx);
+    json_layers(m, t.ctx, o);
     printf(",\"tensors\":");
     json_tensors(m);
     printf("}\n");

@@ -44,20 +44,42 @@ ML_API const ml_mlb_header *ml_model_header(const ml_model *m);
  * ------------------------------------------------------------------------ */
 typedef struct ml_ctx ml_ctx;
 
+/* How the KV cache holds keys or values.  F16 rounds each float to the
+ * nearest IEEE half (ties to even, as ml_f32_to_f16) when it is computed,
+ * before any query attends to it, and widens it exactly when read: half
+ * the cache's bytes, so half of what attention reads at long contexts,
+ * for logits close to (not the bits of) F32's.  Either way every kernel
+ * variant, batch size and thread count gives the same bits. */
+typedef enum ml_cache_type {
+    ML_CACHE_F32 = 0, /* float32, as computed (the default) */
+    ML_CACHE_F16 = 1  /* IEEE half */
+} ml_cache_type;
+
 typedef struct ml_ctx_params {
     uint32_t n_ctx;     /* positions each sequence's cache holds; 0: max_seq; above: error */
     uint32_t n_batch;   /* tokens per evaluation step (all sequences'); 0: 64 */
     unsigned n_threads; /* 0: 1 */
     uint32_t n_seq;     /* sequences, each with its own cache of n_ctx; 0: 1 */
+    /* How keys and values are cached (ml_cache_type); 0: F32.  Linear-
+     * attention layers' recurrent state is float32 whatever these say.
+     * Another value: ML_E_INVAL. */
+    ml_cache_type cache_k, cache_v;
 } ml_ctx_params;
+
+/* "f32", "f16" (llama.cpp's names for them), or NULL for another value. */
+ML_API const char *ml_cache_type_name(ml_cache_type t);
+/* The type named `name` ("f32" or "f16") into *out; ML_E_INVAL for
+ * another name, *out untouched. */
+ML_API ml_status ml_cache_type_parse(const char *name, ml_cache_type *out, ml_error *err);
 
 ML_API ml_status ml_ctx_new(const ml_model *m, const ml_ctx_params *p, ml_ctx **out,
                             ml_error *err);
 ML_API void ml_ctx_free(ml_ctx *c);
 
 /* Bytes ml_ctx_new allocated for the caches and recurrent states (n_seq
- * times what mlb-info reports for a context of n_ctx: every sequence gets
- * its whole cache up front) and for everything else (shared by the
+ * times what mlb-info reports for a context of n_ctx, with an F16 cache's
+ * keys or values in half the bytes: every sequence gets its whole cache
+ * up front) and for everything else (shared by the
  * sequences, but for the chunk memory of linear-attention layers, which
  * goes with each sequence's state). */
 ML_API uint64_t ml_ctx_state_bytes(const ml_ctx *c);

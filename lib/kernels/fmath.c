@@ -36,6 +36,43 @@ static void dots(size_t m, const float *const *a, size_t nk, const float *b, siz
             out[i * ldo + j] = dot(a[i], b + j * ldb, n);
 }
 
+/* gemm, dots and their inputs over f16 rows: the same loops on the
+ * widened values. */
+static void gemm_h(size_t m, const float *const *a, size_t n, const uint16_t *B, size_t ldb,
+                   size_t width, float s0, float *const *out)
+{
+    for (size_t i = 0; i < m; i++) {
+        float *o = out[i];
+        for (size_t c = 0; c < width; c++)
+            o[c] = s0 * o[c];
+        for (size_t r = 0; r < n; r++)
+            for (size_t c = 0; c < width; c++)
+                o[c] += a[i][r] * ml_f16_to_f32(B[r * ldb + c]);
+    }
+}
+
+static float dot_h(const float *a, const uint16_t *b, size_t n)
+{
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t e = 0; e < n; e++)
+        acc[e % 8] += a[e] * ml_f16_to_f32(b[e]);
+    return ml__fold8(acc);
+}
+
+static void dots_h(size_t m, const float *const *a, size_t nk, const uint16_t *b, size_t ldb,
+                   size_t n, float *out, size_t ldo)
+{
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < nk; j++)
+            out[i * ldo + j] = dot_h(a[i], b + j * ldb, n);
+}
+
+static void to_f16(uint16_t *h, const float *x, size_t n)
+{
+    for (size_t c = 0; c < n; c++)
+        h[c] = ml_f32_to_f16(x[c]);
+}
+
 static void madd(float *y, const float *w, const float *x, size_t n)
 {
     for (size_t c = 0; c < n; c++)
@@ -100,14 +137,29 @@ static void exp_norm(float *x, size_t n, float shift)
         x[c] = x[c] / sum;
 }
 
+static float scale_max(float *x, size_t n, float scale)
+{
+    float max = -INFINITY;
+    for (size_t c = 0; c < n; c++) {
+        x[c] = x[c] * scale;
+        if (x[c] > max)
+            max = x[c];
+    }
+    return max;
+}
+
 const ml_fmath ml__fmath_scalar = {
     .name = "scalar",
     .gemm = gemm,
     .dots = dots,
+    .gemm_h = gemm_h,
+    .dots_h = dots_h,
+    .to_f16 = to_f16,
     .madd = madd,
     .silu = silu,
     .glu = glu,
     .exp_norm = exp_norm,
+    .scale_max = scale_max,
 };
 
 void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)

@@ -29,6 +29,17 @@ typedef struct ml_fmath {
     void (*dots)(size_t m, const float *const *a, size_t nk, const float *b, size_t ldb,
                  size_t n, float *out, size_t ldo);
 
+    /* gemm and dots with B (b) as IEEE half bits, an f16 KV cache's rows:
+     * each element widened exactly (ml_f16_to_f32) and then used as gemm
+     * and dots use a float, so the results are theirs on the widened
+     * values, bit for bit. */
+    void (*gemm_h)(size_t m, const float *const *a, size_t n, const uint16_t *B, size_t ldb,
+                   size_t width, float s0, float *const *out);
+    void (*dots_h)(size_t m, const float *const *a, size_t nk, const uint16_t *b, size_t ldb,
+                   size_t n, float *out, size_t ldo);
+    /* h[c] = ml_f32_to_f16(x[c]) for c < n: round to nearest, ties to even. */
+    void (*to_f16)(uint16_t *h, const float *x, size_t n);
+
     /* y[c] = y[c] + w[c] · x[c] for c < n. */
     void (*madd)(float *y, const float *w, const float *x, size_t n);
 
@@ -54,6 +65,11 @@ typedef struct ml_fmath {
      * ((s1+s5)+(s3+s7))), x[c] = e_c / S.  Being this file's exponential
      * (not libm's expf), it vectorizes with the same bits everywhere. */
     void (*exp_norm)(float *x, size_t n, float shift);
+
+    /* Softmax's first step without a softcap: x[c] = x[c] · scale for c <
+     * n, returning the largest (the first x[c] > every earlier one; -inf
+     * for n = 0 or all NaN).  Max is exact, so any lane order gives it. */
+    float (*scale_max)(float *x, size_t n, float scale);
 } ml_fmath;
 
 /* RMSNorm of n floats (sum of squares in double, one order): out = x ·

@@ -7,12 +7,18 @@
  * and stores the output for every term).
  * dots: tiles of 4 rows of a by 2 rows of b, eight 8-lane accumulators,
  * so each element of a and b is loaded once per tile; lane k of an
- * accumulator is the reference's acc[k]. */
+ * accumulator is the reference's acc[k].
+ * gemm_h, dots_h: the same code (one template, `half` a constant) with B
+ * loaded as f16 and widened by vcvtph2ps, which is exact as the
+ * reference's ml_f16_to_f32; to_f16 is vcvtps2ph, which rounds to nearest
+ * even as ml_f32_to_f16 does. */
 #include "kernels/fmath.h"
 
 #if defined(__x86_64__)
 
 #include <immintrin.h>
+#include <math.h>
+#include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
 /* Loops over registers are unrolled, or the registers become memory. */
@@ -23,10 +29,30 @@
  * prefetcher follows late, so both products fetch PF_ROWS rows ahead. */
 #define PF_ROWS 8
 
-INLINE void prefetch_floats(const float *p, size_t n)
+/* The cache lines of n elements of `size` bytes from p. */
+INLINE void prefetch_row(const void *p, size_t n, size_t size)
 {
-    for (size_t i = 0; i < n; i += 16)
-        _mm_prefetch((const char *)(p + i), _MM_HINT_T0);
+    for (size_t i = 0; i < n * size; i += 64)
+        _mm_prefetch((const char *)p + i, _MM_HINT_T0);
+}
+
+/* Element i of a row of floats, or of f16 bits with `half`, as a float. */
+INLINE float elem(const void *p, size_t i, const int half)
+{
+    return half ? ml_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+/* The address of element i. */
+INLINE const void *at(const void *p, size_t i, const int half)
+{
+    return (const char *)p + i * (half ? 2 : 4);
+}
+
+/* Eight elements from p as floats (f16 widened exactly with `half`). */
+INLINE __m256 load8(const void *p, const int half)
+{
+    return half ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p))
+                : _mm256_loadu_ps((const float *)p);
 }
 
 /* ---- gemm ---- */
@@ -43,10 +69,24 @@ INLINE __m256 load(const float *p, int masked, __m256i mask)
     return masked ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p);
 }
 
+/* B's vector at p: eight elements, or with `masked` the first n < 8 (the
+ * others zero and unread). */
+INLINE __m256 load_b(const void *p, const int half, int masked, __m256i mask, size_t n)
+{
+    if (!half)
+        return load(p, masked, mask);
+    if (!masked)
+        return load8(p, 1);
+    uint16_t h[8] = {0};
+    memcpy(h, p, n * 2);
+    return load8(h, 1);
+}
+
 /* G rows x V vectors of 8 floats at column c; with `masked`, one vector
  * whose lanes outside `mask` are neither read nor written. */
-INLINE void tile(const size_t G, const size_t V, const int masked, const float *const *a, size_t n,
-                 const float *B, size_t ldb, size_t c, float s0, float *const *out, __m256i mask)
+INLINE void tile(const size_t G, const size_t V, const int masked, const int half,
+                 const float *const *a, size_t n, const void *B, size_t ldb, size_t c, float s0,
+                 float *const *out, __m256i mask, size_t tail)
 {
     __m256 acc[4][8];
     const __m256 vs0 = _mm256_set1_ps(s0);
@@ -58,10 +98,10 @@ INLINE void tile(const size_t G, const size_t V, const int masked, const float *
     for (size_t r = 0; r < n; r++) {
         __m256 b[8];
         if (r + PF_ROWS < n)
-            prefetch_floats(B + (r + PF_ROWS) * ldb + c, 8 * V);
+            prefetch_row(at(B, (r + PF_ROWS) * ldb + c, half), 8 * V, half ? 2 : 4);
         UNROLL
         for (size_t v = 0; v < V; v++)
-            b[v] = load(B + r * ldb + c + 8 * v, masked, mask);
+            b[v] = load_b(at(B, r * ldb + c + 8 * v, half), half, masked, mask, tail);
         UNROLL
         for (size_t i = 0; i < G; i++) {
             __m256 x = _mm256_broadcast_ss(a[i] + r);
@@ -82,30 +122,42 @@ INLINE void tile(const size_t G, const size_t V, const int masked, const float *
 }
 
 /* Rows [0, G) of the output over all columns: G·V = 8 accumulators. */
-INLINE void gemm_rows(const size_t G, const float *const *a, size_t n, const float *B, size_t ldb,
-                      size_t width, float s0, float *const *out)
+INLINE void gemm_rows(const size_t G, const int half, const float *const *a, size_t n,
+                      const void *B, size_t ldb, size_t width, float s0, float *const *out)
 {
     const __m256i all = _mm256_set1_epi32(-1);
     const size_t V = 8 / G;
     size_t c = 0;
     for (; c + 8 * V <= width; c += 8 * V)
-        tile(G, V, 0, a, n, B, ldb, c, s0, out, all);
+        tile(G, V, 0, half, a, n, B, ldb, c, s0, out, all, 8);
     for (; c + 8 <= width; c += 8)
-        tile(G, 1, 0, a, n, B, ldb, c, s0, out, all);
+        tile(G, 1, 0, half, a, n, B, ldb, c, s0, out, all, 8);
     if (c < width)
-        tile(G, 1, 1, a, n, B, ldb, c, s0, out, tail_mask(width - c));
+        tile(G, 1, 1, half, a, n, B, ldb, c, s0, out, tail_mask(width - c), width - c);
+}
+
+INLINE void gemm_any(const int half, size_t m, const float *const *a, size_t n, const void *B,
+                     size_t ldb, size_t width, float s0, float *const *out)
+{
+    size_t i = 0;
+    for (; i + 4 <= m; i += 4)
+        gemm_rows(4, half, a + i, n, B, ldb, width, s0, out + i);
+    for (; i + 2 <= m; i += 2) /* decode: k and q share one pass over S */
+        gemm_rows(2, half, a + i, n, B, ldb, width, s0, out + i);
+    for (; i < m; i++)
+        gemm_rows(1, half, a + i, n, B, ldb, width, s0, out + i);
 }
 
 static void gemm(size_t m, const float *const *a, size_t n, const float *B, size_t ldb,
                  size_t width, float s0, float *const *out)
 {
-    size_t i = 0;
-    for (; i + 4 <= m; i += 4)
-        gemm_rows(4, a + i, n, B, ldb, width, s0, out + i);
-    for (; i + 2 <= m; i += 2) /* decode: k and q share one pass over S */
-        gemm_rows(2, a + i, n, B, ldb, width, s0, out + i);
-    for (; i < m; i++)
-        gemm_rows(1, a + i, n, B, ldb, width, s0, out + i);
+    gemm_any(0, m, a, n, B, ldb, width, s0, out);
+}
+
+static void gemm_h(size_t m, const float *const *a, size_t n, const uint16_t *B, size_t ldb,
+                   size_t width, float s0, float *const *out)
+{
+    gemm_any(1, m, a, n, B, ldb, width, s0, out);
 }
 
 /* ---- dots ---- */
@@ -119,8 +171,8 @@ INLINE float fold8(__m256 acc)
 }
 
 /* a's rows [0, G) against b's rows [0, J). */
-INLINE void dot_tile(const size_t G, const size_t J, const float *const *a, const float *b,
-                     size_t ldb, size_t n, float *out, size_t ldo)
+INLINE void dot_tile(const size_t G, const size_t J, const int half, const float *const *a,
+                     const void *b, size_t ldb, size_t n, float *out, size_t ldo)
 {
     __m256 acc[4][2];
     UNROLL
@@ -133,7 +185,7 @@ INLINE void dot_tile(const size_t G, const size_t J, const float *const *a, cons
         __m256 y[2];
         UNROLL
         for (size_t j = 0; j < J; j++)
-            y[j] = _mm256_loadu_ps(b + j * ldb + e);
+            y[j] = load8(at(b, j * ldb + e, half), half);
         UNROLL
         for (size_t i = 0; i < G; i++) {
             __m256 x = _mm256_loadu_ps(a[i] + e);
@@ -150,38 +202,61 @@ INLINE void dot_tile(const size_t G, const size_t J, const float *const *a, cons
                 float lane[8];
                 _mm256_storeu_ps(lane, acc[i][j]);
                 for (size_t k = e; k < n; k++)
-                    lane[k % 8] += a[i][k] * b[j * ldb + k];
+                    lane[k % 8] += a[i][k] * elem(b, j * ldb + k, half);
                 acc[i][j] = _mm256_loadu_ps(lane);
             }
             out[i * ldo + j] = fold8(acc[i][j]);
         }
 }
 
-INLINE void dot_rows(const size_t G, const float *const *a, size_t nk, const float *b, size_t ldb,
-                     size_t n, float *out, size_t ldo)
+INLINE void dot_rows(const size_t G, const int half, const float *const *a, size_t nk,
+                     const void *b, size_t ldb, size_t n, float *out, size_t ldo)
 {
+    const size_t size = half ? 2 : 4;
     size_t j = 0;
     for (; j + 2 <= nk; j += 2) {
         if (j + PF_ROWS + 2 <= nk) {
-            prefetch_floats(b + (j + PF_ROWS) * ldb, n);
-            prefetch_floats(b + (j + PF_ROWS + 1) * ldb, n);
+            prefetch_row(at(b, (j + PF_ROWS) * ldb, half), n, size);
+            prefetch_row(at(b, (j + PF_ROWS + 1) * ldb, half), n, size);
         }
-        dot_tile(G, 2, a, b + j * ldb, ldb, n, out + j, ldo);
+        dot_tile(G, 2, half, a, at(b, j * ldb, half), ldb, n, out + j, ldo);
     }
     if (j < nk)
-        dot_tile(G, 1, a, b + j * ldb, ldb, n, out + j, ldo);
+        dot_tile(G, 1, half, a, at(b, j * ldb, half), ldb, n, out + j, ldo);
+}
+
+INLINE void dots_any(const int half, size_t m, const float *const *a, size_t nk, const void *b,
+                     size_t ldb, size_t n, float *out, size_t ldo)
+{
+    size_t i = 0;
+    for (; i + 4 <= m; i += 4)
+        dot_rows(4, half, a + i, nk, b, ldb, n, out + i * ldo, ldo);
+    for (; i + 2 <= m; i += 2)
+        dot_rows(2, half, a + i, nk, b, ldb, n, out + i * ldo, ldo);
+    for (; i < m; i++)
+        dot_rows(1, half, a + i, nk, b, ldb, n, out + i * ldo, ldo);
 }
 
 static void dots(size_t m, const float *const *a, size_t nk, const float *b, size_t ldb, size_t n,
                  float *out, size_t ldo)
 {
-    size_t i = 0;
-    for (; i + 4 <= m; i += 4)
-        dot_rows(4, a + i, nk, b, ldb, n, out + i * ldo, ldo);
-    for (; i + 2 <= m; i += 2)
-        dot_rows(2, a + i, nk, b, ldb, n, out + i * ldo, ldo);
-    for (; i < m; i++)
-        dot_rows(1, a + i, nk, b, ldb, n, out + i * ldo, ldo);
+    dots_any(0, m, a, nk, b, ldb, n, out, ldo);
+}
+
+static void dots_h(size_t m, const float *const *a, size_t nk, const uint16_t *b, size_t ldb,
+                   size_t n, float *out, size_t ldo)
+{
+    dots_any(1, m, a, nk, b, ldb, n, out, ldo);
+}
+
+static void to_f16(uint16_t *h, const float *x, size_t n)
+{
+    size_t c = 0;
+    for (; c + 8 <= n; c += 8)
+        _mm_storeu_si128((__m128i *)(h + c),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + c),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    ml__fmath_scalar.to_f16(h + c, x + c, n - c);
 }
 
 /* ---- elementwise ---- */
@@ -284,14 +359,40 @@ static void exp_norm(float *x, size_t n, float shift)
         x[c] = x[c] / _mm256_cvtss_f32(sum);
 }
 
+/* Each lane keeps the larger (x > m ? x : m, so NaN is never taken); the
+ * lanes' maximum is the same value whichever lane holds it (a zero of
+ * either sign serves the softmax alike: x - (+0) and x - (-0) round the
+ * same but for x = -0, whose exponential is 1 either way). */
+static float scale_max(float *x, size_t n, float scale)
+{
+    const __m256 s = _mm256_set1_ps(scale);
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    size_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + c), s);
+        _mm256_storeu_ps(x + c, v);
+        m = _mm256_max_ps(v, m);
+    }
+    float lane[8], max = ml__fmath_scalar.scale_max(x + c, n - c, scale);
+    _mm256_storeu_ps(lane, m);
+    for (int k = 0; k < 8; k++)
+        if (lane[k] > max)
+            max = lane[k];
+    return max;
+}
+
 const ml_fmath ml__fmath_avx2 = {
     .name = "avx2",
     .gemm = gemm,
     .dots = dots,
+    .gemm_h = gemm_h,
+    .dots_h = dots_h,
+    .to_f16 = to_f16,
     .madd = madd,
     .silu = silu,
     .glu = glu,
     .exp_norm = exp_norm,
+    .scale_max = scale_max,
 };
 
 #endif /* __x86_64__ */

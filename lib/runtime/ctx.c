@@ -1,11 +1,12 @@
 /* ctx.c - the evaluation context's life: per sequence, the KV cache (a
- * ring for sliding-window layers) and the linear-attention layers' state;
+ * ring for sliding-window layers; float32 or f16) and the linear-attention layers' state;
  * shared by the sequences, one allocation of batch scratch and the thread
  * pool; reset and truncate, the accessors, and importance-matrix
  * collection into the context's ml_mli. */
 #include "runtime/ctx.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 void ml__ctx_observe(ml_ctx *c, ml_mli_slot slot, uint32_t l, const float *x, size_t n_tok,
                      uint32_t n)
@@ -34,12 +35,17 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
     if (lvd > in)
         in = lvd;
     size_t att;
-    if (ml__to_size((uint64_t)n_threads * ml__att_rows(m) * c->n_ctx * 4, &att))
+    uint64_t rows = (uint64_t)n_threads * ml__att_rows(c);
+    if (rows < m->h.n_heads) /* one token's attention split over threads: every head's row */
+        rows = m->h.n_heads;
+    if (ml__to_size(rows * c->n_ctx * 4, &att))
         return ml__err(err, ML_E_NOMEM, "", -1, "scratch size overflows");
     struct { void **p; size_t bytes; } parts[] = {
         {(void **)&c->x, B * dim * 4},   {(void **)&c->xb, B * dim * 4},
         {(void **)&c->q, B * q_dim * 4}, {(void **)&c->k, B * kv * 4},
         {(void **)&c->v, B * kv * 4},    {(void **)&c->ao, B * q_dim * 4},
+        {(void **)&c->kh, c->k16 ? B * kv * 2 : 0},
+        {(void **)&c->vh, c->v16 ? B * kv * 2 : 0},
         {(void **)&c->g, B * q_dim * 4}, {(void **)&c->hb, B * hid * 4},
         {(void **)&c->hb2, B * hid * 4}, {(void **)&c->o, B * dim * 4},
         {(void **)&c->aq, B * in},       {(void **)&c->ad, B * (in / 32) * 4},
@@ -48,6 +54,7 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
         {(void **)&c->lqkv, B * lq * 4}, {(void **)&c->lz, B * lvd * 4},
         {(void **)&c->lba, B * 2 * lv * 4}, {(void **)&c->lo, B * lvd * 4},
         {(void **)&c->tseq, B * 4},      {(void **)&c->tpos, B * 4},
+        {(void **)&c->tblk, B * 4},
         {(void **)&c->tout, B},
     };
     uint64_t total = 0;
@@ -104,12 +111,15 @@ static ml_status alloc_seq(ml_ctx *c, ml_seq *sq, ml_error *err)
                 return s;
             continue;
         }
-        size_t half;
-        if (bytes == UINT64_MAX || ml__to_size(bytes / 2, &half))
+        /* mlb(5) counts float32 keys and values; f16 ones take half */
+        size_t kb, vb;
+        if (bytes == UINT64_MAX || ml__to_size(bytes / 2 / (c->k16 ? 2 : 1), &kb) ||
+            ml__to_size(bytes / 2 / (c->v16 ? 2 : 1), &vb))
             return ml__err(err, ML_E_NOMEM, "", -1, "the cache of layer %u does not fit in memory",
                            l);
-        sq->kc[l] = malloc(half ? half : 1);
-        sq->vc[l] = malloc(half ? half : 1);
+        bytes = (uint64_t)kb + vb;
+        sq->kc[l] = malloc(kb ? kb : 1);
+        sq->vc[l] = malloc(vb ? vb : 1);
         if (!sq->kc[l] || !sq->vc[l])
             return ml__err(err, ML_E_NOMEM, "", -1,
                            "cannot allocate %llu bytes for the cache of layer %u (context %u%s); "
@@ -162,10 +172,15 @@ ml_status ml_ctx_new(const ml_model *m, const ml_ctx_params *p, ml_ctx **out, ml
     if (n_ctx > m->h.max_seq)
         return ml__err(err, ML_E_INVAL, "max_seq", 32, "a context of %u is above the model's %u",
                        n_ctx, m->h.max_seq);
+    if (!ml_cache_type_name(p->cache_k) || !ml_cache_type_name(p->cache_v))
+        return ml__err(err, ML_E_INVAL, "", -1, "cache type %d is not one of ml_cache_type's",
+                       ml_cache_type_name(p->cache_k) ? (int)p->cache_v : (int)p->cache_k);
     ml_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
     c->m = m;
+    c->k16 = p->cache_k == ML_CACHE_F16;
+    c->v16 = p->cache_v == ML_CACHE_F16;
     c->n_ctx = n_ctx;
     c->n_batch = p->n_batch ? p->n_batch : 64;
     c->n_seq = p->n_seq ? p->n_seq : 1;
@@ -194,6 +209,26 @@ void ml_ctx_free(ml_ctx *c)
     free(c->scratch);
     ml__pool_free(c->pool);
     free(c);
+}
+
+const char *ml_cache_type_name(ml_cache_type t)
+{
+    switch (t) {
+    case ML_CACHE_F32: return "f32";
+    case ML_CACHE_F16: return "f16";
+    }
+    return NULL;
+}
+
+ml_status ml_cache_type_parse(const char *name, ml_cache_type *out, ml_error *err)
+{
+    for (ml_cache_type t = ML_CACHE_F32; t <= ML_CACHE_F16; t++)
+        if (name && strcmp(name, ml_cache_type_name(t)) == 0) {
+            *out = t;
+            return ML_OK;
+        }
+    return ml__err(err, ML_E_INVAL, "", -1, "unknown cache type '%s' (expected f32 or f16)",
+                   name ? name : "");
 }
 
 uint64_t ml_ctx_state_bytes(const ml_ctx *c)

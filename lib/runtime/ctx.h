@@ -10,11 +10,19 @@
 
 /* Query heads (of one KV head) that attend together, sharing key loads. */
 #define ML_ATT_GROUP 4
+/* Consecutive tokens of a sequence that attend together in a prompt,
+ * sharing the key and value reads of the positions before them: a 4096
+ * prompt otherwise streams the whole cache once per token.  Fewer where
+ * their score rows (n_ctx floats each) would take more than
+ * ML_ATT_SCORE_BYTES per thread: long contexts. */
+#define ML_ATT_TOKENS 8
+#define ML_ATT_SCORE_BYTES (2u << 20)
 
 /* One sequence: its position and its memory of the positions before. */
 typedef struct ml_seq {
     uint32_t pos;         /* positions evaluated; the next token goes here */
-    float **kc, **vc;     /* per layer: (cap[l], kv_dim) keys and values */
+    void **kc, **vc;      /* per layer: (cap[l], kv_dim) keys and values: float, or
+                           * f16 bits where the context's k16 / v16 say so */
     ml_lin_layer **lin;   /* per layer: state and chunk memory (linear_attn.h), or NULL */
     uint64_t seen;        /* the last ml_ctx_eval_seqs call that named it */
 } ml_seq;
@@ -25,6 +33,7 @@ struct ml_ctx {
     uint32_t n_ctx, n_batch, n_seq;
     ml_seq *seqs;         /* (n_seq) */
     uint32_t *cap;        /* positions layer l holds: n_ctx, or a window ring */
+    int k16, v16;         /* keys, values cached as f16 (ML_CACHE_F16) */
     uint64_t state_bytes, scratch_bytes;
     uint64_t calls;       /* ml_ctx_eval_seqs calls, to check a call's sequences */
     /* The batch: row t is the token of sequence tseq[t] at position
@@ -37,13 +46,18 @@ struct ml_ctx {
     float *xb;            /* (B, dim) normalized block input */
     float *q;             /* (B, q_dim) */
     float *k, *v;         /* (B, kv_dim) */
+    uint16_t *kh, *vh;    /* (B, kv_dim) k, v as f16 when cached so (k16, v16): what
+                           * the batch's own rows attend to, as the cache would hold them */
     float *ao;            /* (B, q_dim) attention output per head */
     float *g;             /* (B, q_dim) gate */
     float *hb, *hb2;      /* (B, hidden_dim) FFN gate and up */
     float *o;             /* (B, dim) block output before the residual */
     int8_t *aq;           /* (B, max input) quantized activations */
     float *ad;            /* (B, max input / 32) their scales */
-    float *att;           /* (n_threads, ml__att_rows, n_ctx) attention scores */
+    float *att;           /* (n_threads, ml__att_rows, n_ctx) attention scores, at
+                           * least (n_heads, n_ctx) */
+    uint32_t *tblk;       /* (B) first rows of the batch's blocks of tokens that attend
+                           * together (forward.c) */
     float *rope_cs;       /* (n_threads, rot_dim) one position's RoPE cos, sin pairs */
     /* Linear attention (only when the model has such layers). */
     float *lqkv;          /* (B, lin_qkv) projections, then conv + SiLU output */
@@ -64,12 +78,26 @@ static inline size_t ml__seq_run_end(const ml_ctx *c, size_t t0, size_t n_tok)
     return t;
 }
 
-/* Score rows one thread's attention needs: the most query heads a work
- * item has. */
-static inline uint32_t ml__att_rows(const ml_model *m)
+/* The most query heads a work item of attention has. */
+static inline uint32_t ml__att_heads(const ml_model *m)
 {
     uint32_t per_kv = m->h.n_heads / m->h.n_kv_heads;
     return per_kv < ML_ATT_GROUP ? per_kv : ML_ATT_GROUP;
+}
+
+/* The most tokens a work item of attention has. */
+static inline uint32_t ml__att_tokens(const ml_ctx *c)
+{
+    uint64_t fit = ML_ATT_SCORE_BYTES / ((uint64_t)ml__att_heads(c->m) * c->n_ctx * 4);
+    uint32_t t = c->n_batch < ML_ATT_TOKENS ? c->n_batch : ML_ATT_TOKENS;
+    return fit >= t ? t : fit > 1 ? (uint32_t)fit : 1;
+}
+
+/* Score rows one thread's attention needs: a work item's most query heads
+ * times its most tokens. */
+static inline uint32_t ml__att_rows(const ml_ctx *c)
+{
+    return ml__att_heads(c->m) * ml__att_tokens(c);
 }
 
 /* Importance-matrix collection (ctx.c): adds x^2 of n_tok rows of n

@@ -68,15 +68,24 @@ typedef struct att_job {
     const ml_layer *L;
     uint32_t l;
     size_t n_tok;
+    size_t n_blk;       /* blocks of tokens (tblk) */
+    uint32_t chunk;     /* attend_split's positions per item */
     uint32_t group;     /* query heads per work item, at most ML_ATT_GROUP */
     const ml_fmath *fm;
 } att_job;
 
-/* Consecutive positions' keys and values: rows of kv_dim floats. */
+/* Consecutive positions' keys and values: rows of kv_dim floats, or f16
+ * bits where the context caches them so (k16, v16). */
 typedef struct kv_run {
-    const float *k, *v;
+    const void *k, *v;
     uint32_t n;
 } kv_run;
+
+/* Element i of a cache row buffer of floats, or f16 bits with `half`. */
+static const void *kv_at(const void *p, size_t i, int half)
+{
+    return (const char *)p + i * (half ? 2 : 4);
+}
 
 /* Positions [lo, p] of KV head kvh for batch row t (at position p) as at
  * most three runs, in order: those its sequence cached before the batch
@@ -93,13 +102,14 @@ static int kv_runs(const att_job *j, size_t t, uint32_t lo, uint32_t p, uint32_t
     for (uint32_t s = lo, end = p + 1 < pos ? p + 1 : pos; s < end;) {
         uint32_t slot = s % cap, len = end - s < cap - slot ? end - s : cap - slot;
         size_t at = (size_t)slot * kv_dim + off;
-        run[n++] = (kv_run){sq->kc[j->l] + at, sq->vc[j->l] + at, len};
+        run[n++] = (kv_run){kv_at(sq->kc[j->l], at, c->k16), kv_at(sq->vc[j->l], at, c->v16), len};
         s += len;
     }
     uint32_t b = lo > pos ? lo : pos;
     if (b <= p) {
         size_t at = (row0 + (b - pos)) * kv_dim + off;
-        run[n++] = (kv_run){c->k + at, c->v + at, p - b + 1};
+        run[n++] = (kv_run){c->k16 ? (const void *)(c->kh + at) : c->k + at,
+                            c->v16 ? (const void *)(c->vh + at) : c->v + at, p - b + 1};
     }
     return n;
 }
@@ -109,6 +119,10 @@ static int kv_runs(const att_job *j, size_t t, uint32_t lo, uint32_t p, uint32_t
  * slow path for the many results that underflow, was 8% of prefill). */
 static void softmax(const ml_model *m, const ml_fmath *fm, float *sc, uint32_t n)
 {
+    if (!(m->h.attn_softcap > 0)) {
+        fm->exp_norm(sc, n, fm->scale_max(sc, n, m->attn_scale));
+        return;
+    }
     float max = -INFINITY;
     for (uint32_t i = 0; i < n; i++) {
         sc[i] = softcap(sc[i] * m->attn_scale, m->h.attn_softcap);
@@ -118,70 +132,243 @@ static void softmax(const ml_model *m, const ml_fmath *fm, float *sc, uint32_t n
     fm->exp_norm(sc, n, max);
 }
 
-/* Query heads [h0, h0 + gs) of batch row t, which share one KV head,
- * against positions lo..p: out = softmax(q·K) · V, the scores as dot
- * products over the key runs, then the value sums as one product per run.
- * Every score and every sum runs over positions in order, whatever the
- * batch. */
-static void attend(const att_job *j, size_t t, uint32_t h0, uint32_t gs, float *scores)
+/* Keys per dots or gemm call over a run: a chunk stays in the L1 cache
+ * while every query row of a block uses it. */
+#define KV_CHUNK 64
+
+/* Scores of `rows` query rows against the keys of the runs, from column
+ * `col` of each score row on: dot products, each on its own. */
+static void run_scores(const att_job *j, const float *const *q, uint32_t rows, const kv_run *run,
+                       int nr, float *const *sc, size_t col)
+{
+    const ml_ctx *c = j->c;
+    uint32_t dh = c->m->d.head_dim, kv_dim = c->m->d.kv_dim;
+    for (int r = 0; r < nr; col += run[r].n, r++)
+        for (uint32_t s = 0; s < run[r].n; s += KV_CHUNK) {
+            uint32_t n = run[r].n - s < KV_CHUNK ? run[r].n - s : KV_CHUNK;
+            const void *k = kv_at(run[r].k, (size_t)s * kv_dim, c->k16);
+            for (uint32_t i = 0; i < rows; i += ML_ATT_GROUP) { /* dots' rows share one stride */
+                uint32_t m = rows - i < ML_ATT_GROUP ? rows - i : ML_ATT_GROUP;
+                float *out = sc[i] + col + s;
+                if (c->k16)
+                    j->fm->dots_h(m, q + i, n, k, kv_dim, dh, out, c->n_ctx);
+                else
+                    j->fm->dots(m, q + i, n, k, kv_dim, dh, out, c->n_ctx);
+            }
+        }
+}
+
+/* Columns [c0, c0 + width) of out[i] += p[i] · V over the runs' values
+ * (out[i] pointing at column c0), p[i] from column `col` of score row i:
+ * each output element's terms added in the order of the positions, a
+ * chunk after the other. */
+static void run_values(const att_job *j, float *const *p, uint32_t rows, const kv_run *run, int nr,
+                       size_t col, uint32_t c0, uint32_t width, float *const *out)
+{
+    const ml_ctx *c = j->c;
+    uint32_t kv_dim = c->m->d.kv_dim;
+    const float *a[ML_ATT_GROUP * ML_ATT_TOKENS];
+    for (int r = 0; r < nr; col += run[r].n, r++)
+        for (uint32_t s = 0; s < run[r].n; s += KV_CHUNK) {
+            uint32_t n = run[r].n - s < KV_CHUNK ? run[r].n - s : KV_CHUNK;
+            const void *v = kv_at(run[r].v, (size_t)s * kv_dim + c0, c->v16);
+            for (uint32_t i = 0; i < rows; i++)
+                a[i] = p[i] + col + s;
+            if (c->v16)
+                j->fm->gemm_h(rows, a, n, v, kv_dim, width, 1.0f, out);
+            else
+                j->fm->gemm(rows, a, n, v, kv_dim, width, 1.0f, out);
+        }
+}
+
+/* Query heads [h0, h0 + gs) of batch rows [t0, t0 + nt), consecutive
+ * tokens of one sequence sharing one KV head, against the positions each
+ * sees: out = softmax(q·K) · V.  The positions up to the first token's
+ * are every token's, so their keys and values are read once for all the
+ * block's rows; each later token then adds its own few positions.  Every
+ * score, softmax and value sum is a token's own, over its positions in
+ * order, whatever the block, the batch or the chunks. */
+static void attend(const att_job *j, size_t t0, uint32_t nt, uint32_t h0, uint32_t gs,
+                   float *scores)
 {
     const ml_ctx *c = j->c;
     const ml_model *m = c->m;
     const ml_mlb_header *hd = &m->h;
-    uint32_t dh = m->d.head_dim, kv_dim = m->d.kv_dim;
-    uint32_t p = c->tpos[t];
-    uint32_t lo = j->L->sliding && p + 1 > hd->sliding_window ? p + 1 - hd->sliding_window : 0;
-    kv_run run[3];
-    int nr = kv_runs(j, t, lo, p, h0 / (hd->n_heads / hd->n_kv_heads), run);
-    const float *q[ML_ATT_GROUP], *a[ML_ATT_GROUP];
-    float *out[ML_ATT_GROUP];
-    for (uint32_t g = 0; g < gs; g++) {
-        q[g] = c->q + t * m->d.q_dim + (size_t)(h0 + g) * dh;
-        out[g] = c->ao + t * m->d.q_dim + (size_t)(h0 + g) * dh;
-        memset(out[g], 0, dh * sizeof(float));
+    uint32_t dh = m->d.head_dim, kvh = h0 / (hd->n_heads / hd->n_kv_heads);
+    uint32_t p0 = c->tpos[t0], rows = nt * gs;
+    /* a window's first position (blocks of sliding layers hold one token) */
+    uint32_t lo = j->L->sliding && p0 + 1 > hd->sliding_window ? p0 + 1 - hd->sliding_window : 0;
+    const float *q[ML_ATT_GROUP * ML_ATT_TOKENS] = {0};
+    float *out[ML_ATT_GROUP * ML_ATT_TOKENS] = {0}, *sc[ML_ATT_GROUP * ML_ATT_TOKENS] = {0};
+    for (uint32_t i = 0; i < rows; i++) {
+        size_t at = (t0 + i / gs) * m->d.q_dim + (size_t)(h0 + i % gs) * dh;
+        q[i] = c->q + at;
+        out[i] = c->ao + at;
+        sc[i] = scores + (size_t)i * c->n_ctx;
+        memset(out[i], 0, dh * sizeof(float));
     }
-    size_t off = 0;
-    for (int r = 0; r < nr; off += run[r].n, r++)
-        j->fm->dots(gs, q, run[r].n, run[r].k, kv_dim, dh, scores + off, c->n_ctx);
-    for (uint32_t g = 0; g < gs; g++)
-        softmax(m, j->fm, scores + (size_t)g * c->n_ctx, p - lo + 1);
-    off = 0;
-    for (int r = 0; r < nr; off += run[r].n, r++) {
-        for (uint32_t g = 0; g < gs; g++)
-            a[g] = scores + (size_t)g * c->n_ctx + off;
-        j->fm->gemm(gs, a, run[r].n, run[r].v, kv_dim, dh, 1.0f, out);
+    kv_run run[3];
+    int nr = kv_runs(j, t0, lo, p0, kvh, run);
+    run_scores(j, q, rows, run, nr, sc, 0);
+    for (uint32_t t = 1; t < nt; t++) { /* positions p0+1 .. p0+t: the batch's rows */
+        int n = kv_runs(j, t0 + t, p0 + 1, p0 + t, kvh, run);
+        run_scores(j, q + t * gs, gs, run, n, sc + t * gs, p0 + 1 - lo);
+    }
+    for (uint32_t i = 0; i < rows; i++)
+        softmax(m, j->fm, sc[i], p0 + i / gs - lo + 1);
+    nr = kv_runs(j, t0, lo, p0, kvh, run);
+    run_values(j, sc, rows, run, nr, 0, 0, dh, out);
+    for (uint32_t t = 1; t < nt; t++) {
+        int n = kv_runs(j, t0 + t, p0 + 1, p0 + t, kvh, run);
+        run_values(j, sc + t * gs, gs, run, n, p0 + 1 - lo, 0, dh, out + t * gs);
     }
 }
 
-/* Work items [b, e) of (token, KV head, group of query heads). */
+/* Work items [b, e) of (block of tokens, KV head, group of query heads). */
 static void attend_items(void *arg, size_t b, size_t e, unsigned ith)
 {
     const att_job *j = arg;
     const ml_mlb_header *hd = &j->c->m->h;
     uint32_t per_kv = hd->n_heads / hd->n_kv_heads, groups = (per_kv + j->group - 1) / j->group;
-    size_t per_tok = (size_t)hd->n_kv_heads * groups;
-    float *scores = j->c->att + (size_t)ith * ml__att_rows(j->c->m) * j->c->n_ctx;
+    size_t per_blk = (size_t)hd->n_kv_heads * groups;
+    float *scores = j->c->att + (size_t)ith * ml__att_rows(j->c) * j->c->n_ctx;
     for (size_t i = b; i < e; i++) {
-        uint32_t kvh = (uint32_t)(i % per_tok / groups), g0 = (uint32_t)(i % groups) * j->group;
+        uint32_t kvh = (uint32_t)(i % per_blk / groups), g0 = (uint32_t)(i % groups) * j->group;
         uint32_t gs = per_kv - g0 < j->group ? per_kv - g0 : j->group;
-        attend(j, i / per_tok, kvh * per_kv + g0, gs, scores);
+        size_t blk = i / per_blk, t0 = j->c->tblk[blk];
+        size_t t1 = blk + 1 < j->n_blk ? j->c->tblk[blk + 1] : j->n_tok;
+        attend(j, t0, (uint32_t)(t1 - t0), kvh * per_kv + g0, gs, scores);
     }
+}
+
+/* ---- one token (decode): the work split over positions, then columns ----
+ *
+ * A single token has one work item per KV head (3 for SmolLM2), which
+ * two threads share 2 to 1.  Its attention is split three ways instead,
+ * each step a pool job: the scores of chunks of positions (each score is
+ * on its own), each query head's softmax, then the value sums by halves
+ * of the columns (each column's sum still over the positions in order).
+ * The same operations in the same order, so the same bits. */
+
+/* The first position row 0 (the one token) sees. */
+static uint32_t first_pos(const att_job *j)
+{
+    const ml_mlb_header *hd = &j->c->m->h;
+    uint32_t p = j->c->tpos[0];
+    return j->L->sliding && p + 1 > hd->sliding_window ? p + 1 - hd->sliding_window : 0;
+}
+
+/* Query head h's score row in the shared score rows. */
+static float *split_row(const att_job *j, uint32_t h)
+{
+    return j->c->att + (size_t)h * j->c->n_ctx;
+}
+
+/* Items [b, e) of (KV head, chunk of j->chunk positions): the scores. */
+static void split_scores(void *arg, size_t b, size_t e, unsigned ith)
+{
+    (void)ith;
+    const att_job *j = arg;
+    const ml_ctx *c = j->c;
+    uint32_t dh = c->m->d.head_dim, per_kv = c->m->h.n_heads / c->m->h.n_kv_heads;
+    uint32_t lo = first_pos(j), p = c->tpos[0], n_chunks = (p - lo) / j->chunk + 1;
+    for (size_t i = b; i < e; i++) {
+        uint32_t kvh = (uint32_t)(i / n_chunks), s = lo + (uint32_t)(i % n_chunks) * j->chunk;
+        uint32_t end = p - s < j->chunk ? p : s + j->chunk - 1;
+        kv_run run[3];
+        int nr = kv_runs(j, 0, s, end, kvh, run);
+        for (uint32_t g0 = 0; g0 < per_kv; g0 += ML_ATT_GROUP) {
+            uint32_t gs = per_kv - g0 < ML_ATT_GROUP ? per_kv - g0 : ML_ATT_GROUP;
+            const float *q[ML_ATT_GROUP];
+            float *sc[ML_ATT_GROUP];
+            for (uint32_t g = 0; g < gs; g++) {
+                q[g] = c->q + (size_t)(kvh * per_kv + g0 + g) * dh;
+                sc[g] = split_row(j, kvh * per_kv + g0 + g);
+            }
+            run_scores(j, q, gs, run, nr, sc, s - lo);
+        }
+    }
+}
+
+/* Query heads [b, e): softmax of their score rows. */
+static void split_softmax(void *arg, size_t b, size_t e, unsigned ith)
+{
+    (void)ith;
+    const att_job *j = arg;
+    for (size_t h = b; h < e; h++)
+        softmax(j->c->m, j->fm, split_row(j, (uint32_t)h), j->c->tpos[0] - first_pos(j) + 1);
+}
+
+/* Items [b, e) of (KV head, half of the head's columns): the value sums. */
+static void split_values(void *arg, size_t b, size_t e, unsigned ith)
+{
+    (void)ith;
+    const att_job *j = arg;
+    const ml_ctx *c = j->c;
+    uint32_t dh = c->m->d.head_dim, per_kv = c->m->h.n_heads / c->m->h.n_kv_heads;
+    for (size_t i = b; i < e; i++) {
+        uint32_t kvh = (uint32_t)(i / 2), c0 = i % 2 ? dh / 2 : 0, w = i % 2 ? dh - dh / 2 : dh / 2;
+        kv_run run[3];
+        int nr = kv_runs(j, 0, first_pos(j), c->tpos[0], kvh, run);
+        for (uint32_t g0 = 0; g0 < per_kv; g0 += ML_ATT_GROUP) {
+            uint32_t gs = per_kv - g0 < ML_ATT_GROUP ? per_kv - g0 : ML_ATT_GROUP;
+            float *sc[ML_ATT_GROUP], *out[ML_ATT_GROUP];
+            for (uint32_t g = 0; g < gs; g++) {
+                uint32_t h = kvh * per_kv + g0 + g;
+                sc[g] = split_row(j, h);
+                out[g] = c->ao + (size_t)h * dh + c0;
+                memset(out[g], 0, w * sizeof(float));
+            }
+            run_values(j, sc, gs, run, nr, 0, c0, w, out);
+        }
+    }
+}
+
+/* One token's attention in the three steps above, with about two chunks
+ * of positions per thread. */
+static void attend_split(att_job *j)
+{
+    ml_ctx *c = j->c;
+    const ml_mlb_header *hd = &c->m->h;
+    uint32_t n_pos = c->tpos[0] - first_pos(j) + 1, nth = ml__pool_size(c->pool);
+    uint32_t want = (2 * nth + hd->n_kv_heads - 1) / hd->n_kv_heads; /* chunks per KV head */
+    uint32_t chunk = (n_pos + want - 1) / want;
+    j->chunk = (chunk + KV_CHUNK - 1) / KV_CHUNK * KV_CHUNK;
+    ml__parallel(c, (size_t)hd->n_kv_heads * ((n_pos - 1) / j->chunk + 1), split_scores, j);
+    ml__parallel(c, hd->n_heads, split_softmax, j);
+    ml__parallel(c, (size_t)hd->n_kv_heads * 2, split_values, j);
+}
+
+/* The batch's blocks of tokens that attend together (their first rows
+ * into tblk): up to ML_ATT_TOKENS consecutive rows of one sequence, one
+ * row each in a sliding layer (whose tokens see different first
+ * positions).  Returns how many. */
+static size_t att_blocks(ml_ctx *c, const ml_layer *L, size_t n_tok)
+{
+    uint32_t most = L->sliding ? 1 : ml__att_tokens(c);
+    size_t n = 0;
+    for (size_t t0 = 0, t1; t0 < n_tok; t0 = t1) {
+        t1 = ml__seq_run_end(c, t0, n_tok);
+        for (size_t t = t0; t < t1; t += most)
+            c->tblk[n++] = (uint32_t)t;
+    }
+    return n;
 }
 
 /* Heads per work item: up to ML_ATT_GROUP, fewer when that would leave
  * threads idle (decode).  Only the sharing changes, not a result. */
-static uint32_t att_group(const ml_ctx *c, size_t n_tok)
+static uint32_t att_group(const ml_ctx *c, size_t n_blk)
 {
     const ml_mlb_header *hd = &c->m->h;
-    uint32_t per_kv = hd->n_heads / hd->n_kv_heads, g = ml__att_rows(c->m);
+    uint32_t per_kv = hd->n_heads / hd->n_kv_heads, g = ml__att_heads(c->m);
     unsigned nth = ml__pool_size(c->pool);
-    while (g > 1 && n_tok * hd->n_kv_heads * ((per_kv + g - 1) / g) < nth)
+    while (g > 1 && n_blk * hd->n_kv_heads * ((per_kv + g - 1) / g) < nth)
         g = (g + 1) / 2;
     return g;
 }
 
 /* Per-head RMSNorm of q and k, then RoPE with one table per position, for
- * batch rows [b, e). */
+ * batch rows [b, e); then k and v as an f16 cache holds them, if it does. */
 static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
 {
     const att_job *j = arg;
@@ -203,6 +390,11 @@ static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
             if (L->inv_freq)
                 rope(x, cs, half);
         }
+        uint32_t kv_dim = m->d.kv_dim;
+        if (c->k16)
+            j->fm->to_f16(c->kh + t * kv_dim, c->k + t * kv_dim, kv_dim);
+        if (c->v16)
+            j->fm->to_f16(c->vh + t * kv_dim, c->v + t * kv_dim, kv_dim);
     }
 }
 
@@ -212,13 +404,15 @@ static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
 static void cache_store(ml_ctx *c, uint32_t l, size_t n_tok)
 {
     uint32_t kv_dim = c->m->d.kv_dim, cap = c->cap[l];
+    const void *k = c->k16 ? (const void *)c->kh : c->k, *v = c->v16 ? (const void *)c->vh : c->v;
+    size_t kb = kv_dim * (c->k16 ? 2 : 4), vb = kv_dim * (c->v16 ? 2 : 4); /* a row's bytes */
     for (size_t t0 = 0, t1; t0 < n_tok; t0 = t1) {
         t1 = ml__seq_run_end(c, t0, n_tok);
         ml_seq *sq = &c->seqs[c->tseq[t0]];
         for (size_t t = t1 - t0 > cap ? t1 - cap : t0; t < t1; t++) {
-            uint32_t slot = c->tpos[t] % cap;
-            memcpy(sq->kc[l] + (size_t)slot * kv_dim, c->k + t * kv_dim, kv_dim * sizeof(float));
-            memcpy(sq->vc[l] + (size_t)slot * kv_dim, c->v + t * kv_dim, kv_dim * sizeof(float));
+            size_t slot = c->tpos[t] % cap;
+            memcpy((char *)sq->kc[l] + slot * kb, (const char *)k + t * kb, kb);
+            memcpy((char *)sq->vc[l] + slot * vb, (const char *)v + t * vb, vb);
         }
     }
 }
@@ -238,10 +432,14 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
     add_bias(c->q, L->bq, n_tok, q_dim);
     add_bias(c->k, L->bk, n_tok, kv_dim);
     add_bias(c->v, L->bv, n_tok, kv_dim);
-    att_job j = {c, L, l, n_tok, att_group(c, n_tok), ml__fmath(m->k)};
+    size_t n_blk = att_blocks(c, L, n_tok);
+    att_job j = {c, L, l, n_tok, n_blk, 0, att_group(c, n_blk), ml__fmath(m->k)};
     ml__parallel(c, n_tok, qk_norm_rope, &j);
     uint32_t groups = (m->h.n_heads / m->h.n_kv_heads + j.group - 1) / j.group;
-    ml__parallel(c, n_tok * m->h.n_kv_heads * groups, attend_items, &j);
+    if (n_tok == 1 && ml__pool_size(c->pool) > 1)
+        attend_split(&j);
+    else
+        ml__parallel(c, n_blk * m->h.n_kv_heads * groups, attend_items, &j);
     cache_store(c, l, n_tok);
     if (m->h.attn_gate)
         for (size_t i = 0; i < n_tok * q_dim; i++)

@@ -31,6 +31,26 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     [[ ${stderr_lines[0]} == "ml-run: unexpected operand 'stray' (the prompt goes after -p)" ]]
 }
 
+@test "--cache-type f16 (and -ctk, -ctv): the same bits for every thread count and batch; unknown types are usage errors" {
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi --cache-type q8_0
+    [[ ${stderr_lines[0]} == "ml-run: --cache-type: unknown cache type 'q8_0' (expected f32 or f16)" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi -ctk F16
+    [[ ${stderr_lines[0]} == "ml-run: --cache-type-k: unknown cache type 'F16' (expected f32 or f16)" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi --cache-type-v ""
+    [[ ${stderr_lines[0]} == "ml-run: --cache-type-v: unknown cache type '' (expected f32 or f16)" ]]
+    run -0 ml-run --help
+    has_line '^ +--cache-type TYPE +KV cache keys and values: f32 \(default\) or f16$' "${lines[@]}"
+    has_line '^ +\(also -ctk\)' "${lines[@]}"
+    local ids="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17"
+    ml-run -m "$(M)" --ids -p "$ids" -n 0 --cache-type f16 --logits "$BATS_TEST_TMPDIR/a" -t 1 -q
+    ml-run -m "$(M)" --ids -p "$ids" -n 0 -ctk f16 -ctv f16 --logits "$BATS_TEST_TMPDIR/b" -t 2 -b 3 -q
+    ml-run -m "$(M)" --ids -p "$ids" -n 0 --cache-type f32 --logits "$BATS_TEST_TMPDIR/c" -q
+    cmp "$BATS_TEST_TMPDIR/a" "$BATS_TEST_TMPDIR/b"
+    ! cmp -s "$BATS_TEST_TMPDIR/a" "$BATS_TEST_TMPDIR/c"
+    run -0 --separate-stderr ml-run -m "$(M)" -p hi -n 1 --cache-type-k f16 -v
+    [[ ${stderr_lines[0]} == *", cache f16/f32, "* ]]
+}
+
 @test "missing or invalid model and tokenizer" {
     run -3 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/none.mlb" -p hi
     [[ ${stderr_lines[0]} == "ml-run: $BATS_TEST_TMPDIR/none.mlb: ML_E_IO: cannot open"* ]]
@@ -179,7 +199,7 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
 @test "-v: the kernel variant and the float math that comes with it" {
     local m="$FIX/runtime/llama-q8.mlb" k want
     ML_KERNELS=scalar run -0 --separate-stderr ml-run -v -m "$m" --ids -p "1 2 3" -n 2 -q
-    [[ ${stderr_lines[0]} =~ ^"ml-run: $m: 2 layers, dim 64, vocab 96, context 128, "[0-9]+" threads, kernels scalar, float math scalar, seed "[0-9]+$ ]]
+    [[ ${stderr_lines[0]} =~ ^"ml-run: $m: 2 layers, dim 64, vocab 96, context 128, cache f32/f32, "[0-9]+" threads, kernels scalar, float math scalar, seed "[0-9]+$ ]]
     # Each variant this build and CPU run: AVX2's float math with the x86
     # SIMD kernels, the reference with NEON's (no NEON float math yet).
     for k in avx2:avx2 avx512vnni:avx2 neon:scalar neondot:scalar; do

@@ -51,6 +51,26 @@ CHAT='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":12,"tem
     [[ ${stderr_lines[0]} == "ml-serve: $BATS_TEST_TMPDIR/none.mlb: ML_E_IO: cannot open"* ]]
 }
 
+@test "--cache-type f16 (and -ctk, -ctv): served; an unknown type is a usage error" {
+    run -2 --separate-stderr ml-serve -m "$BATS_FILE_TMPDIR/m.mlb" --cache-type q4_0
+    [[ ${stderr_lines[0]} == "ml-serve: --cache-type: unknown cache type 'q4_0' (expected f32 or f16)" ]]
+    run -2 --separate-stderr ml-serve -m "$BATS_FILE_TMPDIR/m.mlb" -ctv f64
+    [[ ${stderr_lines[0]} == "ml-serve: --cache-type-v: unknown cache type 'f64' (expected f32 or f16)" ]]
+    run -0 ml-serve --help
+    has_line '^ +--cache-type TYPE +KV cache keys and values: f32 \(default\) or f16$' "${lines[@]}"
+    local body='{"prompt":"Once upon a time","max_tokens":6,"temperature":0}' a b
+    start_server "$BATS_TEST_TMPDIR/log" -m "$BATS_FILE_TMPDIR/m.mlb" -t 1 --cache-type f16
+    a=$(post /v1/completions "$body")
+    b=$(post /v1/completions "$body")
+    jq -e '.choices[0].text | length > 0' <<<"$a"
+    [[ $(jq .choices <<<"$a") == "$(jq .choices <<<"$b")" ]]
+    stop_server
+    start_server "$BATS_TEST_TMPDIR/log2" -m "$BATS_FILE_TMPDIR/m.mlb" -t 1 -ctk f16 -ctv f16
+    b=$(post /v1/completions "$body")
+    [[ $(jq .choices <<<"$a") == "$(jq .choices <<<"$b")" ]]
+    stop_server
+}
+
 @test "a port in use: exit 3 with the reason" {
     local port=${URL##*:}
     run -3 --separate-stderr ml-serve -m "$BATS_FILE_TMPDIR/m.mlb" --port "$port"

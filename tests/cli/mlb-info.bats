@@ -126,6 +126,24 @@ memory_lines() { # the memory section of $output
   KV growth              768 bytes per token of full-attention layers" ]]
 }
 
+@test "--cache-type f16 (-ctk, -ctv) halves the keys' or values' bytes, not linear state" {
+    run -0 --separate-stderr mlb-info --cache-type f16 "$FULL"
+    [[ $(memory_lines) == "memory at --ctx 512, cache f16/f16
+  attention              2 layers, 196608 bytes (192.00 KiB)
+  sliding                1 layer, 3072 bytes (3.00 KiB)
+  linear                 1 layer, 5632 bytes (5.50 KiB)
+  KV cache and state     205312 bytes (200.50 KiB)
+  KV growth              384 bytes per token of full-attention layers" ]]
+    run -0 --separate-stderr mlb-info -ctk f16 "$TINY"
+    has_line '^memory at --ctx 256, cache f16/f32$' "${lines[@]}"
+    has_line '^  KV cache and state     98304 bytes \(96.00 KiB\)$' "${lines[@]}"
+    run -0 --separate-stderr mlb-info --json -ctv f16 --ctx 100 "$TINY"
+    jq -e '.memory.cache_k == "f32" and .memory.cache_v == "f16" and .memory.total_bytes == 38400
+           and ([.layers[].state_bytes] | add) == 38400' <<<"$output"
+    run -2 --separate-stderr mlb-info --cache-type q8_0 "$TINY"
+    [[ ${stderr_lines[0]} == "mlb-info: --cache-type: unknown cache type 'q8_0' (expected f32 or f16)" ]]
+}
+
 @test "--ctx changes the memory lines and is capped at max_seq" {
     run -0 --separate-stderr mlb-info --ctx 100 "$TINY"
     [[ $(memory_lines) == "memory at --ctx 100
@@ -266,7 +284,7 @@ header_text() { # the raw header object of the JSON in $output
          [2, 4, "attention", "none", 0, 196608], [3, 8, "linear", "none", 0, 5632]]' <<<"$output"
     jq -e '.layers[3].description == "linear attention (gated delta rule)" and
         .layers[2].description == "full attention, no RoPE, gated"' <<<"$output"
-    jq -e '.memory == {"ctx":512,"capped":false,"total_bytes":404992,
+    jq -e '.memory == {"ctx":512,"capped":false,"cache_k":"f32","cache_v":"f32","total_bytes":404992,
         "attention":{"layers":2,"bytes":393216},"sliding":{"layers":1,"bytes":6144},
         "linear":{"layers":1,"bytes":5632}}' <<<"$output"
     # Parameters: the elements of every tensor; weight bytes: every array.
@@ -278,7 +296,7 @@ header_text() { # the raw header object of the JSON in $output
 
 @test "--json: --ctx sets memory.ctx, capped at max_seq" {
     run -0 --separate-stderr mlb-info --json --ctx 8 "$FULL"
-    jq -e '.memory == {"ctx":8,"capped":false,"total_bytes":14848,
+    jq -e '.memory == {"ctx":8,"capped":false,"cache_k":"f32","cache_v":"f32","total_bytes":14848,
         "attention":{"layers":2,"bytes":6144},"sliding":{"layers":1,"bytes":3072},
         "linear":{"layers":1,"bytes":5632}}' <<<"$output"
     jq -e '[.layers[].state_bytes] == [3072, 3072, 3072, 5632]' <<<"$output"

@@ -4,7 +4,8 @@
  * 9/3, with a sliding-window layer whose ring wraps inside a batch and a
  * full-context layer.  Logits are the same bits whatever the batch (1 to
  * the whole prompt) and the thread count (which changes how many query
- * heads work together, down to one per work item in decode). */
+ * heads work together, down to one per work item in decode); with an f16
+ * cache, whatever the kernel variant too. */
 #include "suites.h"
 #include "testutil.h"
 
@@ -20,9 +21,10 @@ static const struct {
 
 enum { N = 40, VOCAB = 64 };
 
-static float *run(ml_model *m, uint32_t batch, unsigned threads)
+static float *run_cache(ml_model *m, uint32_t batch, unsigned threads, ml_cache_type type)
 {
-    ml_ctx_params cp = {.n_ctx = 64, .n_batch = batch, .n_threads = threads};
+    ml_ctx_params cp = {
+        .n_ctx = 64, .n_batch = batch, .n_threads = threads, .cache_k = type, .cache_v = type};
     ml_ctx *c;
     ml_error err;
     ck_assert_msg(ml_ctx_new(m, &cp, &c, &err) == ML_OK, "%s", err.msg);
@@ -39,20 +41,34 @@ static float *run(ml_model *m, uint32_t batch, unsigned threads)
     return out;
 }
 
-START_TEST(test_layouts)
+static float *run(ml_model *m, uint32_t batch, unsigned threads)
+{
+    return run_cache(m, batch, threads, ML_CACHE_F32);
+}
+
+/* Layout _i as an in-memory .mlb (seed 9). */
+static void layout_model(int i, ml_mlb_header *hp, tu_mem *mem)
 {
     ml_mlb_header h;
     ml_mlb_header_init(&h);
-    h.n_heads = layouts[_i].heads, h.n_kv_heads = layouts[_i].kv, h.head_dim = layouts[_i].head_dim;
+    h.n_heads = layouts[i].heads, h.n_kv_heads = layouts[i].kv, h.head_dim = layouts[i].head_dim;
     h.dim = 64, h.n_layers = 2, h.hidden_dim = 64, h.vocab = VOCAB, h.max_seq = 64;
     h.rope_theta = 10000, h.norm_eps = 1e-5f, h.wtype = ML_WTYPE_Q8_0, h.layer_flags = 1;
     h.sliding_window = 5, h.attn_softcap = 20, h.qk_norm = 1;
     const uint8_t flags[2] = {ML_LAYER_SLIDING, 0};
-    tu_mem mem;
-    tu_mem_init(&mem);
+    tu_mem_init(mem);
     ml_error err;
-    ck_assert_msg(ml_mlb_write_random(&h, flags, 9, tu_mem_sink, &mem, &err) == ML_OK, "%s",
+    ck_assert_msg(ml_mlb_write_random(&h, flags, 9, tu_mem_sink, mem, &err) == ML_OK, "%s",
                   err.msg);
+    *hp = h;
+}
+
+START_TEST(test_layouts)
+{
+    ml_mlb_header h;
+    tu_mem mem;
+    layout_model(_i, &h, &mem);
+    ml_error err;
     ml_mlb *mlb;
     ml_model *m;
     ck_assert_msg(ml_mlb_open_memory(mem.p, mem.len, &mlb, &err) == ML_OK, "%s", err.msg);
@@ -78,11 +94,57 @@ START_TEST(test_layouts)
 }
 END_TEST
 
+/* With an f16 cache: every kernel variant this CPU runs, batch and thread
+ * count gives the scalar reference's bits, the window's ring wrapping
+ * inside a batch too. */
+START_TEST(test_layouts_f16)
+{
+    static const char *const kernels[] = {"scalar", "avx2", "avx512", "neon", "neondot"};
+    static const struct {
+        uint32_t batch;
+        unsigned threads;
+    } runs[] = {{N, 1}, {1, 2}, {3, 3}, {16, 2}, {27, 2}};
+    ml_mlb_header h;
+    tu_mem mem;
+    layout_model(_i, &h, &mem);
+    float *want = NULL;
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        ml_mlb *mlb;
+        ml_model *m;
+        ml_error err;
+        ck_assert_msg(ml_mlb_open_memory(mem.p, mem.len, &mlb, &err) == ML_OK, "%s", err.msg);
+        setenv("ML_KERNELS", kernels[k], 1);
+        ml_status s = ml_model_new(mlb, &m, &err);
+        unsetenv("ML_KERNELS");
+        if (s) { /* not on this CPU */
+            ml_mlb_close(mlb);
+            continue;
+        }
+        for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+            float *got = run_cache(m, runs[r].batch, runs[r].threads, ML_CACHE_F16);
+            if (!want) {
+                want = got;
+                continue;
+            }
+            ck_assert_msg(memcmp(got, want, (size_t)N * VOCAB * sizeof(float)) == 0,
+                          "%u/%u heads, kernels %s, batch %u, %u threads: f16 logits differ",
+                          h.n_heads, h.n_kv_heads, kernels[k], runs[r].batch, runs[r].threads);
+            free(got);
+        }
+        ml_model_free(m);
+        ml_mlb_close(mlb);
+    }
+    free(want);
+    tu_mem_free(&mem);
+}
+END_TEST
+
 Suite *suite_attention(void)
 {
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("layouts");
     tcase_add_loop_test(tc, test_layouts, 0, (int)(sizeof layouts / sizeof layouts[0]));
+    tcase_add_loop_test(tc, test_layouts_f16, 0, (int)(sizeof layouts / sizeof layouts[0]));
     suite_add_tcase(s, tc);
     return s;
 }

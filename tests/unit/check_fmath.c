@@ -4,7 +4,8 @@
  * the reference computes the definitions (against double sums), the
  * dots follow the documented lane order bit for bit, and the exponential,
  * SiLU and softmax's normalization are accurate and identical everywhere,
- * special values too. */
+ * special values too; the f16 forms of the products are the f32 ones on
+ * the widened halves, and the rounding to f16 is ml_f32_to_f16's. */
 #include "suites.h"
 #include "testutil.h"
 
@@ -344,6 +345,116 @@ START_TEST(test_exp_norm)
 }
 END_TEST
 
+/* The f16 forms: gemm_h and dots_h give gemm's and dots' bits on the
+ * widened halves, for every row count, width, term count and length of
+ * the f32 tests; to_f16 is ml_f32_to_f16 on every variant, for values
+ * across the whole range (subnormal halves, ties, overflow, infinities,
+ * NaN). */
+START_TEST(test_half_forms)
+{
+    static const size_t widths[] = {1, 7, 8, 9, 16, 17, 33, 64, 65, 97}, terms[] = {0, 1, 5, 64},
+                        lens[] = {1, 7, 8, 13, 16, 64, 70};
+    const ml_fmath *v[2];
+    size_t nv = variants(v);
+    tu_rng r = {1616};
+    float *a = malloc(MAXR * MAXN * 4), *B = malloc(MAXN * MAXW * 4);
+    uint16_t *Bh = malloc(MAXN * MAXW * 2);
+    float *o0 = malloc(MAXR * MAXW * 4), *o = malloc(MAXR * MAXW * 4), *init = malloc(MAXR * MAXW * 4);
+    ck_assert(a && B && Bh && o0 && o && init);
+    fill(a, MAXR * MAXN, &r);
+    fill(B, MAXN * MAXW, &r);
+    for (size_t i = 0; i < MAXN * MAXW; i++) { /* B as the halves widen */
+        Bh[i] = ml_f32_to_f16(B[i]);
+        B[i] = ml_f16_to_f32(Bh[i]);
+    }
+    fill(init, MAXR * MAXW, &r);
+    const float *ap[MAXR];
+    float *p0[MAXR], *p[MAXR];
+    for (size_t i = 0; i < MAXR; i++)
+        ap[i] = a + i * MAXN, p0[i] = o0 + i * MAXW, p[i] = o + i * MAXW;
+    for (size_t m = 1; m <= MAXR; m++) {
+        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+            for (size_t ni = 0; ni < 4; ni++) {
+                size_t w = widths[wi], n = terms[ni];
+                memcpy(o0, init, MAXR * MAXW * 4);
+                ml__fmath_scalar.gemm(m, ap, n, B, MAXW, w, 1.0f, p0);
+                for (size_t k = 0; k < nv; k++) {
+                    memcpy(o, init, MAXR * MAXW * 4);
+                    v[k]->gemm_h(m, ap, n, Bh, MAXW, w, 1.0f, p);
+                    ck_assert_msg(memcmp(o, o0, MAXR * MAXW * 4) == 0,
+                                  "gemm_h %s: m %zu width %zu terms %zu", v[k]->name, m, w, n);
+                }
+            }
+        for (size_t nk = 1; nk <= 5; nk++)
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                size_t n = lens[li];
+                for (size_t i = 0; i < MAXR * 8; i++)
+                    o0[i] = o[i] = -1;
+                ml__fmath_scalar.dots(m, ap, nk, B, MAXN, n, o0, 8);
+                for (size_t k = 0; k < nv; k++) {
+                    for (size_t i = 0; i < MAXR * 8; i++)
+                        o[i] = -1;
+                    v[k]->dots_h(m, ap, nk, Bh, MAXN, n, o, 8);
+                    ck_assert_msg(memcmp(o, o0, MAXR * 8 * 4) == 0,
+                                  "dots_h %s: m %zu nk %zu n %zu", v[k]->name, m, nk, n);
+                }
+            }
+    }
+    enum { NX = 4099 };
+    float *x = malloc(NX * 4);
+    uint16_t *h = malloc(NX * 2);
+    ck_assert(x && h);
+    for (size_t i = 0; i < NX; i++) { /* random bits: every exponent, NaNs too */
+        uint32_t bits = (uint32_t)tu_next(&r);
+        if (i % 3 == 0) /* near and below the half range's ends */
+            bits = (bits & 0x807fffffu) | (uint32_t)(101 + i % 44) << 23;
+        if (i % 7 == 0) /* exact ties between two halves */
+            bits = (bits & 0xffffe000u) | 0x1000u;
+        memcpy(&x[i], &bits, 4);
+    }
+    x[0] = INFINITY, x[1] = -INFINITY, x[2] = 65520.0f, x[3] = 65519.0f, x[4] = -0.0f;
+    for (size_t k = 0; k < nv; k++) {
+        memset(h, 0, NX * 2);
+        v[k]->to_f16(h, x, NX);
+        for (size_t i = 0; i < NX; i++)
+            ck_assert_msg(h[i] == ml_f32_to_f16(x[i]), "to_f16 %s: %a (%zu): %04x, not %04x",
+                          v[k]->name, (double)x[i], i, h[i], ml_f32_to_f16(x[i]));
+    }
+    free(x), free(h);
+    free(a), free(B), free(Bh), free(o0), free(o), free(init);
+}
+END_TEST
+
+/* scale_max: the scaled values bit for bit and the same maximum (by
+ * value: a zero's sign may be either's) on every variant, for lengths
+ * around the vector width, with NaNs, infinities and zeros of both signs
+ * among the values. */
+START_TEST(test_scale_max)
+{
+    enum { N = 37 };
+    const ml_fmath *v[2];
+    size_t nv = variants(v);
+    tu_rng r = {99};
+    float x[N], y0[N], y[N];
+    for (int round = 0; round < 50; round++) {
+        fill(x, N, &r);
+        for (int i = 0; i < round % 6; i++) /* specials at random places */
+            x[tu_below(&r, N)] = (float[]){NAN, -INFINITY, INFINITY, 0.0f, -0.0f, -1e30f}[i];
+        for (size_t n = 0; n <= N; n++) {
+            memcpy(y0, x, sizeof x);
+            float m0 = ml__fmath_scalar.scale_max(y0, n, 0.125f);
+            for (size_t k = 0; k < nv; k++) {
+                memcpy(y, x, sizeof x);
+                float m = v[k]->scale_max(y, n, 0.125f);
+                ck_assert_msg(memcmp(y, y0, sizeof y) == 0, "scale_max %s: n %zu", v[k]->name, n);
+                ck_assert_msg(m == m0 && !isnan(m), "scale_max %s: n %zu: %g, not %g", v[k]->name,
+                              n, (double)m, (double)m0);
+            }
+        }
+    }
+}
+END_TEST
+
 /* The choice: the reference beside the scalar table, else AVX2 on x86. */
 START_TEST(test_choice)
 {
@@ -364,9 +475,11 @@ Suite *suite_fmath(void)
     TCase *tc = tcase_create("products");
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_dots);
+    tcase_add_test(tc, test_half_forms);
     tcase_add_test(tc, test_exp);
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_exp_norm);
+    tcase_add_test(tc, test_scale_max);
     tcase_add_test(tc, test_choice);
     suite_add_tcase(s, tc);
     return s;
