@@ -293,8 +293,210 @@ static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
 }
 
 /* ======================================================================
+ * Q4_0 for a few tokens (several sequences decoding): 512-bit quads
+ * ====================================================================== */
+
+/* A 64-byte load holds four blocks' nibble bytes; masking gives their
+ * low nibbles (elements 0..15 of each) and high ones (16..31).  Each
+ * token's activation is regrouped once to match (per group of 8 blocks:
+ * elements 0..15 of blocks 0-3, 16..31 of blocks 0-3, then the same for
+ * blocks 4-7), so two vpdpbusd leave block k's four partial sums in
+ * 128-bit chunk k.  Two tokens' sums are folded together (exact integer
+ * adds, in any order) into one register, block order, token t in the
+ * low half and t + 1 in the high one, and the float side is rule 3 on
+ * both halves at once: each half is matvec's accumulator.  Against
+ * matvecs_q4_0 (256-bit pairs and vphaddd) this halves the multiply-adds
+ * and the horizontal work per token. */
+/* A 256-bit value in both halves. */
+ALWAYS_INLINE __m512 twice_ps(__m256 v)
+{
+    return _mm512_insertf32x8(_mm512_castps256_ps512(v), v, 1);
+}
+
+/* The activation scales of tokens t (low half) and t + 1 (high; +0 when
+ * `two` is 0) for group j. */
+ALWAYS_INLINE __m512 pair_scales(const float *xd, size_t nb, size_t t, size_t j, size_t m, int two)
+{
+    const __m256 a = load_scales(xd + t * nb + 8 * j, m);
+    const __m256 b = two ? load_scales(xd + (t + 1) * nb + 8 * j, m) : _mm256_setzero_ps();
+    return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
+}
+
+#define QUAD_GROUP 256 /* bytes of regrouped activation per group */
+
+typedef struct q4_quads {
+    void *base;
+    int8_t *x;    /* n_tok * ng * QUAD_GROUP */
+    __m512i *corr; /* per token pair and group: -8·Σx, tokens 2q | 2q + 1 */
+    __m512 *xd;    /* the same for the activation scales, +0 past the blocks */
+} q4_quads;
+
+static void quads_regroup(const int8_t *x, size_t nb, int8_t *dst)
+{
+    for (size_t b = 0; b < (nb + 7) / 8 * 8; b++) {
+        int8_t *d = dst + QUAD_GROUP * (b / 8) + 128 * (b % 8 / 4) + 16 * (b % 4);
+        if (b < nb) {
+            memcpy(d, x + 32 * b, 16);
+            memcpy(d + 64, x + 32 * b + 16, 16);
+        } else {
+            memset(d, 0, 16);
+            memset(d + 64, 0, 16);
+        }
+    }
+}
+
+/* Both halves of a pair register: token t's 256 bits, and t + 1's or
+ * zeros. */
+ALWAYS_INLINE __m512i pair_i(__m256i lo, __m256i hi)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+static int quads_new(q4_quads *q, const int8_t *xq, const float *xd, size_t nb, size_t n_tok)
+{
+    const size_t ng = (nb + 7) / 8, np = (n_tok + 1) / 2;
+    const size_t xbytes = n_tok * ng * QUAD_GROUP, pbytes = np * ng * 64;
+    q->base = aligned_alloc(64, xbytes + 2 * pbytes);
+    if (!q->base)
+        return 0;
+    q->x = q->base;
+    q->corr = (__m512i *)(void *)(q->x + xbytes);
+    q->xd = (__m512 *)(void *)((char *)q->corr + pbytes);
+    for (size_t t = 0; t < n_tok; t++)
+        quads_regroup(xq + t * nb * 32, nb, q->x + t * ng * QUAD_GROUP);
+    for (size_t p = 0; p < np; p++)
+        for (size_t j = 0; j < ng; j++) {
+            const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8, t = 2 * p;
+            const int8_t *x = xq + t * nb * 32 + 256 * j;
+            const int two = t + 1 < n_tok;
+            q->corr[p * ng + j] = pair_i(correction(x, m, 3),
+                                         two ? correction(x + nb * 32, m, 3)
+                                             : _mm256_setzero_si256());
+            q->xd[p * ng + j] = pair_scales(xd, nb, t, j, m, two);
+        }
+    return 1;
+}
+
+/* Σ nibble·x of four blocks (lo, hi: their nibbles) against the
+ * regrouped activation at xg: chunk k holds block k's partial sums. */
+ALWAYS_INLINE __m512i quad_sums(__m512i lo, __m512i hi, const int8_t *xg)
+{
+    const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_load_si512(xg));
+    return _mm512_dpbusd_epi32(s, hi, _mm512_load_si512(xg + 64));
+}
+
+/* Two tokens' block sums of a group from their quad sums (a: blocks 0-3,
+ * b: 4-7): token t in lanes 0-7, t + 1 in 8-15, block order. */
+ALWAYS_INLINE __m512i quads_fold(__m512i at, __m512i bt, __m512i au, __m512i bu)
+{
+    const __m512i st = _mm512_add_epi32(_mm512_unpacklo_epi64(at, bt), _mm512_unpackhi_epi64(at, bt));
+    const __m512i su = _mm512_add_epi32(_mm512_unpacklo_epi64(au, bu), _mm512_unpackhi_epi64(au, bu));
+    const __m512 fs = _mm512_castsi512_ps(st), fu = _mm512_castsi512_ps(su);
+    /* chunk k: at's block k, bt's, au's, bu's */
+    const __m512i s = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(fs, fu, 0x88)),
+                                       _mm512_castps_si512(_mm512_shuffle_ps(fs, fu, 0xdd)));
+    const __m512i order =
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_epi32(order, s);
+}
+
+/* The first n <= 4 blocks' bytes of a quad at w, zeros after (never
+ * reading past them). */
+ALWAYS_INLINE __m512i quad_bytes(const uint8_t *w, size_t n)
+{
+    if (n >= 4)
+        return _mm512_loadu_si512(w);
+    return _mm512_maskz_loadu_epi8(((__mmask64)1 << (16 * n)) - 1, w);
+}
+
+/* Group j (m <= 8 blocks) of row w for nt <= 4 tokens into acc (one
+ * register per token pair). */
+ALWAYS_INLINE void quads_group(__m512 acc[2], const uint8_t *w, __m256 sw, const q4_quads *q,
+                               size_t nt, size_t ng, size_t j, size_t m)
+{
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i wa = quad_bytes(w, m), wb = m > 4 ? quad_bytes(w + 64, m - 4)
+                                                    : _mm512_setzero_si512();
+    const __m512i la = _mm512_and_si512(wa, m4), ha = _mm512_and_si512(_mm512_srli_epi16(wa, 4), m4);
+    const __m512i lb = _mm512_and_si512(wb, m4), hb = _mm512_and_si512(_mm512_srli_epi16(wb, 4), m4);
+    const __m512 sw2 = twice_ps(sw);
+    UNROLL
+    for (size_t p = 0; p < 2; p++)
+        if (2 * p < nt) {
+            const int8_t *xt = q->x + (2 * p * ng + j) * QUAD_GROUP;
+            const __m512i at = quad_sums(la, ha, xt), bt = quad_sums(lb, hb, xt + 128);
+            __m512i au = _mm512_setzero_si512(), bu = au;
+            if (2 * p + 1 < nt) {
+                const int8_t *xu = xt + ng * QUAD_GROUP;
+                au = quad_sums(la, ha, xu);
+                bu = quad_sums(lb, hb, xu + 128);
+            }
+            const __m512i isum = _mm512_add_epi32(quads_fold(at, bt, au, bu), q->corr[p * ng + j]);
+            acc[p] = _mm512_add_ps(acc[p], _mm512_mul_ps(_mm512_cvtepi32_ps(isum),
+                                                         _mm512_mul_ps(sw2, q->xd[p * ng + j])));
+        }
+}
+
+/* Rows [r0, r1) for nt <= 4 tokens (a constant where inlined) into
+ * y + t * ldy. */
+ALWAYS_INLINE void rows_quads(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1,
+                              const q4_quads *q, size_t nt, size_t nb, int f16, float *y,
+                              size_t ldy)
+{
+    const size_t ng = (nb + 7) / 8;
+    for (size_t r = r0; r < r1; r++) {
+        const uint8_t *w = wq + r * nb * 16;
+        __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+        size_t j = 0;
+        for (; j < nb / 8; j++) {
+            prefetch_q4(w + 128 * j, wscale_at(wd, r * nb + 8 * j, f16), f16);
+            quads_group(acc, w + 128 * j, wscales8(wd, r * nb + 8 * j, 8, f16), q, nt, ng, j, 8);
+        }
+        if (nb % 8)
+            quads_group(acc, w + 128 * j, wscales8(wd, r * nb + 8 * j, nb % 8, f16), q, nt, ng,
+                        j, nb % 8);
+        UNROLL
+        for (size_t t = 0; t < 4; t++)
+            if (t < nt)
+                y[t * ldy + r] = fold8(t % 2 ? _mm512_extractf32x8_ps(acc[t / 2], 1)
+                                             : _mm512_castps512_ps256(acc[t / 2]));
+    }
+}
+
+ALWAYS_INLINE void rows_quads_f16(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1,
+                                  const q4_quads *q, size_t nt, size_t nb, float *y, size_t ldy)
+{
+    if (wd.f16)
+        rows_quads(wq, wd, r0, r1, q, nt, nb, 1, y, ldy);
+    else
+        rows_quads(wq, wd, r0, r1, q, nt, nb, 0, y, ldy);
+}
+
+/* The table's matmul_q4_0 below the prefill tiles' token count: every
+ * token regrouped once, then each row's nibbles unpacked once for all
+ * (at most 4: MM_MIN_TOK_Q4 - 1). */
+static void matvecs_q4_quads(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                             const int8_t *xq, const float *xd, size_t n_tok, float *y,
+                             size_t ldy)
+{
+    const size_t nb = cols / 32;
+    q4_quads q;
+    if (n_tok > 4 || !quads_new(&q, xq, xd, nb, n_tok)) { /* no memory: the same bits */
+        matvecs_q4_0(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
+        return;
+    }
+    switch (n_tok) {
+    case 1: rows_quads_f16(wq, wd, r0, r1, &q, 1, nb, y, ldy); break;
+    case 2: rows_quads_f16(wq, wd, r0, r1, &q, 2, nb, y, ldy); break;
+    case 3: rows_quads_f16(wq, wd, r0, r1, &q, 3, nb, y, ldy); break;
+    default: rows_quads_f16(wq, wd, r0, r1, &q, 4, nb, y, ldy); break;
+    }
+    free(q.base);
+}
+
+/* ======================================================================
  * matmul: transposed groups (matmul_tiles.h), register tiles of 3 rows x
- * 4 tokens
+ * 4 token pairs
  * ====================================================================== */
 
 /* Tile and panel sizes: 3 rows x 4 token pairs (8 tokens) keeps 12
@@ -307,8 +509,8 @@ static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
  * 0.82 by the tiles, 4 tokens 0.99 against 0.89; Q4_0 4 tokens 0.49 to 0.54
  * by matvecs_q4_0 against 0.67 to 0.69, 8 tokens 1.23 against 0.89). */
 #define MM_MIN_TOK 4
-#define MM_MIN_TOK_Q4 5 /* Q4_0: up to 4 share each row's unpacking (matvecs_q4_0) */
-#define MM_MATVECS_Q4 matvecs_q4_0
+#define MM_MIN_TOK_Q4 5 /* Q4_0: up to 4 share each row's unpacking (matvecs_q4_quads) */
+#define MM_MATVECS_Q4 matvecs_q4_quads
 #define MM_RT_Q8 3
 #define MM_TT_Q8 8
 #define MM_RT_Q4 3
@@ -354,21 +556,6 @@ ALWAYS_INLINE void w_plus_128(__m256i v[8])
  * 256 bits with half the instructions. */
 #define PT_ROWS 3 /* = MM_RT_* */
 #define PT_PAIRS (MM_TT_Q4 / 2)
-
-/* A 256-bit value in both halves. */
-ALWAYS_INLINE __m512 twice_ps(__m256 v)
-{
-    return _mm512_insertf32x8(_mm512_castps256_ps512(v), v, 1);
-}
-
-/* The activation scales of tokens t (low half) and t + 1 (high; +0 when
- * `two` is 0) for group j. */
-ALWAYS_INLINE __m512 pair_scales(const float *xd, size_t nb, size_t t, size_t j, size_t m, int two)
-{
-    const __m256 a = load_scales(xd + t * nb + 8 * j, m);
-    const __m256 b = two ? load_scales(xd + (t + 1) * nb + 8 * j, m) : _mm256_setzero_ps();
-    return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
-}
 
 /* Group j (m <= 8 blocks) of nr <= rt rows against the nt <= 2 * tp
  * tokens from t0 (even), as tile_group does it in 256 bits. */
