@@ -323,6 +323,11 @@ ALWAYS_INLINE __m512 pair_scales(const float *xd, size_t nb, size_t t, size_t j,
 }
 
 #define QUAD_GROUP 256 /* bytes of regrouped activation per group */
+/* Token pairs at most: up to 6 tokens (measured, 1 thread, weights from
+ * memory, load ~4: 5632x2048 5 tokens 13.8 ns per row and token against
+ * the tiles' 20.6, 6: 12.1 against 17.0, 7: 17.0 against 16.7, 8: 16.5
+ * against 14.2); MM_MIN_TOK_Q4 sends more to the tiles. */
+#define QUAD_PAIRS 3
 
 typedef struct q4_quads {
     void *base;
@@ -389,8 +394,10 @@ ALWAYS_INLINE __m512i quad_sums(__m512i lo, __m512i hi, const int8_t *xg)
  * b: 4-7): token t in lanes 0-7, t + 1 in 8-15, block order. */
 ALWAYS_INLINE __m512i quads_fold(__m512i at, __m512i bt, __m512i au, __m512i bu)
 {
-    const __m512i st = _mm512_add_epi32(_mm512_unpacklo_epi64(at, bt), _mm512_unpackhi_epi64(at, bt));
-    const __m512i su = _mm512_add_epi32(_mm512_unpacklo_epi64(au, bu), _mm512_unpackhi_epi64(au, bu));
+    const __m512i st =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(at, bt), _mm512_unpackhi_epi64(at, bt));
+    const __m512i su =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(au, bu), _mm512_unpackhi_epi64(au, bu));
     const __m512 fs = _mm512_castsi512_ps(st), fu = _mm512_castsi512_ps(su);
     /* chunk k: at's block k, bt's, au's, bu's */
     const __m512i s = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(fs, fu, 0x88)),
@@ -409,19 +416,21 @@ ALWAYS_INLINE __m512i quad_bytes(const uint8_t *w, size_t n)
     return _mm512_maskz_loadu_epi8(((__mmask64)1 << (16 * n)) - 1, w);
 }
 
-/* Group j (m <= 8 blocks) of row w for nt <= 4 tokens into acc (one
- * register per token pair). */
-ALWAYS_INLINE void quads_group(__m512 acc[2], const uint8_t *w, __m256 sw, const q4_quads *q,
-                               size_t nt, size_t ng, size_t j, size_t m)
+/* Group j (m <= 8 blocks) of row w for nt <= 2 * QUAD_PAIRS tokens into
+ * acc (one register per token pair). */
+ALWAYS_INLINE void quads_group(__m512 acc[QUAD_PAIRS], const uint8_t *w, __m256 sw,
+                               const q4_quads *q, size_t nt, size_t ng, size_t j, size_t m)
 {
     const __m512i m4 = _mm512_set1_epi8(15);
     const __m512i wa = quad_bytes(w, m), wb = m > 4 ? quad_bytes(w + 64, m - 4)
                                                     : _mm512_setzero_si512();
-    const __m512i la = _mm512_and_si512(wa, m4), ha = _mm512_and_si512(_mm512_srli_epi16(wa, 4), m4);
-    const __m512i lb = _mm512_and_si512(wb, m4), hb = _mm512_and_si512(_mm512_srli_epi16(wb, 4), m4);
+    const __m512i la = _mm512_and_si512(wa, m4);
+    const __m512i ha = _mm512_and_si512(_mm512_srli_epi16(wa, 4), m4);
+    const __m512i lb = _mm512_and_si512(wb, m4);
+    const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(wb, 4), m4);
     const __m512 sw2 = twice_ps(sw);
     UNROLL
-    for (size_t p = 0; p < 2; p++)
+    for (size_t p = 0; p < QUAD_PAIRS; p++)
         if (2 * p < nt) {
             const int8_t *xt = q->x + (2 * p * ng + j) * QUAD_GROUP;
             const __m512i at = quad_sums(la, ha, xt), bt = quad_sums(lb, hb, xt + 128);
@@ -437,8 +446,8 @@ ALWAYS_INLINE void quads_group(__m512 acc[2], const uint8_t *w, __m256 sw, const
         }
 }
 
-/* Rows [r0, r1) for nt <= 4 tokens (a constant where inlined) into
- * y + t * ldy. */
+/* Rows [r0, r1) for nt <= 2 * QUAD_PAIRS tokens (a constant where
+ * inlined) into y + t * ldy. */
 ALWAYS_INLINE void rows_quads(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1,
                               const q4_quads *q, size_t nt, size_t nb, int f16, float *y,
                               size_t ldy)
@@ -446,7 +455,10 @@ ALWAYS_INLINE void rows_quads(const uint8_t *wq, ml_wscales wd, size_t r0, size_
     const size_t ng = (nb + 7) / 8;
     for (size_t r = r0; r < r1; r++) {
         const uint8_t *w = wq + r * nb * 16;
-        __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+        __m512 acc[QUAD_PAIRS];
+        UNROLL
+        for (size_t p = 0; p < QUAD_PAIRS; p++)
+            acc[p] = _mm512_setzero_ps();
         size_t j = 0;
         for (; j < nb / 8; j++) {
             prefetch_q4(w + 128 * j, wscale_at(wd, r * nb + 8 * j, f16), f16);
@@ -456,7 +468,7 @@ ALWAYS_INLINE void rows_quads(const uint8_t *wq, ml_wscales wd, size_t r0, size_
             quads_group(acc, w + 128 * j, wscales8(wd, r * nb + 8 * j, nb % 8, f16), q, nt, ng,
                         j, nb % 8);
         UNROLL
-        for (size_t t = 0; t < 4; t++)
+        for (size_t t = 0; t < 2 * QUAD_PAIRS; t++)
             if (t < nt)
                 y[t * ldy + r] = fold8(t % 2 ? _mm512_extractf32x8_ps(acc[t / 2], 1)
                                              : _mm512_castps512_ps256(acc[t / 2]));
@@ -474,14 +486,14 @@ ALWAYS_INLINE void rows_quads_f16(const uint8_t *wq, ml_wscales wd, size_t r0, s
 
 /* The table's matmul_q4_0 below the prefill tiles' token count: every
  * token regrouped once, then each row's nibbles unpacked once for all
- * (at most 4: MM_MIN_TOK_Q4 - 1). */
+ * (at most 2 * QUAD_PAIRS = MM_MIN_TOK_Q4 - 1). */
 static void matvecs_q4_quads(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                              const int8_t *xq, const float *xd, size_t n_tok, float *y,
                              size_t ldy)
 {
     const size_t nb = cols / 32;
     q4_quads q;
-    if (n_tok > 4 || !quads_new(&q, xq, xd, nb, n_tok)) { /* no memory: the same bits */
+    if (n_tok > 2 * QUAD_PAIRS || !quads_new(&q, xq, xd, nb, n_tok)) { /* the same bits */
         matvecs_q4_0(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
         return;
     }
@@ -489,7 +501,9 @@ static void matvecs_q4_quads(const uint8_t *wq, ml_wscales wd, size_t cols, size
     case 1: rows_quads_f16(wq, wd, r0, r1, &q, 1, nb, y, ldy); break;
     case 2: rows_quads_f16(wq, wd, r0, r1, &q, 2, nb, y, ldy); break;
     case 3: rows_quads_f16(wq, wd, r0, r1, &q, 3, nb, y, ldy); break;
-    default: rows_quads_f16(wq, wd, r0, r1, &q, 4, nb, y, ldy); break;
+    case 4: rows_quads_f16(wq, wd, r0, r1, &q, 4, nb, y, ldy); break;
+    case 5: rows_quads_f16(wq, wd, r0, r1, &q, 5, nb, y, ldy); break;
+    default: rows_quads_f16(wq, wd, r0, r1, &q, 6, nb, y, ldy); break;
     }
     free(q.base);
 }
@@ -504,12 +518,13 @@ static void matvecs_q4_quads(const uint8_t *wq, ml_wscales wd, size_t cols, size
  * feeds 3 or 4 multiply-adds.  On Zen 4 (256-bit tiles) 2x4 to 4x4 tiles
  * and panels of 16 to 144 rows were within 10%. */
 #define MM_RB 48      /* rows per panel of rearranged weights (multiple of 3) */
-/* Fewest tokens that pay for the rearranging (measured on Zen 4, TinyLlama's
+/* Fewest tokens that pay for the rearranging (Q8_0; measured on Zen 4, TinyLlama's
  * 5632 x 2048: Q8_0 2 tokens 0.54 ms by matvec a panel at a time against
  * 0.82 by the tiles, 4 tokens 0.99 against 0.89; Q4_0 4 tokens 0.49 to 0.54
  * by matvecs_q4_0 against 0.67 to 0.69, 8 tokens 1.23 against 0.89). */
 #define MM_MIN_TOK 4
-#define MM_MIN_TOK_Q4 5 /* Q4_0: up to 4 share each row's unpacking (matvecs_q4_quads) */
+#define MM_MIN_TOK_Q4 7 /* Q4_0: up to 6 share each row's unpacking (matvecs_q4_quads) */
+_Static_assert(MM_MIN_TOK_Q4 == 2 * QUAD_PAIRS + 1, "the quads take every count below the tiles'");
 #define MM_MATVECS_Q4 matvecs_q4_quads
 #define MM_RT_Q8 3
 #define MM_TT_Q8 8
