@@ -9,16 +9,26 @@
  *    block: Σ (w + 128) x = Σ w x + 128 Σ x;
  *  - Q4_0 uses the nibbles (0..15) and subtracts 8 * Σx.
  * Nothing saturates, so no 16-bit intermediates need watching.  The
- * vectors are 256 bits wide (EVEX encoded, 32 registers): on the CPUs that
- * have VNNI, 512-bit operations do not do more work per cycle, and the
- * 8-lane accumulator of rule 3 is exactly one 256-bit register.
+ * 8-lane accumulator of rule 3 is one 256-bit register; decode (one
+ * token, bound by memory) works in 256 bits.
+ *
+ * The products of several tokens work in 512 bits, two 8-lane
+ * accumulators a register: Zen 5 runs vpdpbusd zmm at twice the ymm rate
+ * (measured ~370 against ~195 Gop/s a thread), and on CPUs that split a
+ * 512-bit operation in two (Zen 4) or have one 512-bit unit where they
+ * have two 256-bit ones (Ice Lake client) the multiply-adds per cycle are
+ * the same as in 256 bits, with fewer instructions and loads; so there is
+ * one path, not a cpuid choice.  (Not measured: the lower clock of heavy
+ * 512-bit code on Skylake-era Xeons with VNNI, Cascade Lake.)
  *
  * matvec folds each block's 8 lanes horizontally, eight blocks at a time;
  * matmul rearranges a panel of weight rows and all tokens' activations
  * into transposed groups (register g holds bytes 4g..4g+3 of block k in
  * lane k), so one vpdpbusd per 32 bytes and per (row, token) leaves every
- * lane inside its block, and a tile of 3 rows x 4 tokens shares each load
- * between four or three multiply-adds (the loops: matmul_tiles.h). */
+ * lane inside its block, and a tile of 3 rows x 4 token pairs shares each
+ * load between four or three multiply-adds (the loops: matmul_tiles.h,
+ * the 512-bit tile here).  Q4_0 for 2 to 6 tokens skips the rearranging
+ * (matvecs_q4_quads). */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__)
