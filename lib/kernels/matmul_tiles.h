@@ -85,8 +85,8 @@ static void prepare_x(const int8_t *xq, size_t nb, size_t n_tok, int q4, uint8_t
     const size_t n_pad = (n_tok + P - 1) / P * P;
     for (size_t t = 0; t < n_pad; t++)
         for (size_t j = 0; j < ng; j++) {
-            const int8_t *x = xq + t * nb * 32 + 256 * j;
             const size_t m = t >= n_tok ? 0 : nb - 8 * j < 8 ? nb - 8 * j : 8;
+            const int8_t *x = m ? xq + t * nb * 32 + 256 * j : xq; /* read only when m */
             uint8_t *dst = xt + ((t / P) * ng + j) * P * XG_BYTES + 32 * (t % P);
             __m256i v[8];
             UNROLL
