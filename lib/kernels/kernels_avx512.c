@@ -332,6 +332,10 @@ ALWAYS_INLINE __m512 pair_scales(const float *xd, size_t nb, size_t t, size_t j,
     return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
 }
 
+/* Keeps a loaded vector in a register: without this the compiler folds
+ * the load into every multiply-add that uses it, one load per row. */
+#define MM_IN_REGISTER(v) __asm__("" : "+v"(v))
+
 #define QUAD_GROUP 256 /* bytes of regrouped activation per group */
 /* Token pairs at most: up to 6 tokens (measured, 1 thread, weights from
  * memory, load ~4: 5632x2048 5 tokens 13.8 ns per row and token against
@@ -393,11 +397,11 @@ static int quads_new(q4_quads *q, const int8_t *xq, const float *xd, size_t nb, 
 }
 
 /* Σ nibble·x of four blocks (lo, hi: their nibbles) against the
- * regrouped activation at xg: chunk k holds block k's partial sums. */
-ALWAYS_INLINE __m512i quad_sums(__m512i lo, __m512i hi, const int8_t *xg)
+ * regrouped activation (x0: elements 0..15 of each, x1: 16..31): chunk k
+ * holds block k's partial sums. */
+ALWAYS_INLINE __m512i quad_dot(__m512i lo, __m512i hi, __m512i x0, __m512i x1)
 {
-    const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_load_si512(xg));
-    return _mm512_dpbusd_epi32(s, hi, _mm512_load_si512(xg + 64));
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, x0), hi, x1);
 }
 
 /* Two tokens' block sums of a group from their quad sums (a: blocks 0-3,
@@ -426,63 +430,106 @@ ALWAYS_INLINE __m512i quad_bytes(const uint8_t *w, size_t n)
     return _mm512_maskz_loadu_epi8(((__mmask64)1 << (16 * n)) - 1, w);
 }
 
-/* Group j (m <= 8 blocks) of row w for nt <= 2 * QUAD_PAIRS tokens into
- * acc (one register per token pair). */
-ALWAYS_INLINE void quads_group(__m512 acc[QUAD_PAIRS], const uint8_t *w, __m256 sw,
-                               const q4_quads *q, size_t nt, size_t ng, size_t j, size_t m)
+/* Group j (m <= 8 blocks) of nrow <= 2 rows (w[i], scales sw[i]) for
+ * nt <= 2 * QUAD_PAIRS tokens into acc[i] (one register per token pair):
+ * two rows share each load of the activations. */
+ALWAYS_INLINE void quads_group(size_t nrow, __m512 acc[2][QUAD_PAIRS], const uint8_t *const w[2],
+                               const __m256 sw[2], const q4_quads *q, size_t nt, size_t ng,
+                               size_t j, size_t m)
 {
     const __m512i m4 = _mm512_set1_epi8(15);
-    const __m512i wa = quad_bytes(w, m), wb = m > 4 ? quad_bytes(w + 64, m - 4)
-                                                    : _mm512_setzero_si512();
-    const __m512i la = _mm512_and_si512(wa, m4);
-    const __m512i ha = _mm512_and_si512(_mm512_srli_epi16(wa, 4), m4);
-    const __m512i lb = _mm512_and_si512(wb, m4);
-    const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(wb, 4), m4);
-    const __m512 sw2 = twice_ps(sw);
+    __m512i lo[2][2], hi[2][2]; /* [row][blocks 0-3, 4-7] */
+    UNROLL
+    for (size_t i = 0; i < nrow; i++)
+        UNROLL
+        for (size_t h = 0; h < 2; h++) {
+            const __m512i b = h == 0 ? quad_bytes(w[i], m)
+                            : m > 4  ? quad_bytes(w[i] + 64, m - 4)
+                                     : _mm512_setzero_si512();
+            lo[i][h] = _mm512_and_si512(b, m4);
+            hi[i][h] = _mm512_and_si512(_mm512_srli_epi16(b, 4), m4);
+        }
     UNROLL
     for (size_t p = 0; p < QUAD_PAIRS; p++)
         if (2 * p < nt) {
-            const int8_t *xt = q->x + (2 * p * ng + j) * QUAD_GROUP;
-            const __m512i at = quad_sums(la, ha, xt), bt = quad_sums(lb, hb, xt + 128);
-            __m512i au = _mm512_setzero_si512(), bu = au;
-            if (2 * p + 1 < nt) {
-                const int8_t *xu = xt + ng * QUAD_GROUP;
-                au = quad_sums(la, ha, xu);
-                bu = quad_sums(lb, hb, xu + 128);
+            __m512i s[2][2][2]; /* [row][token of the pair][blocks 0-3, 4-7] */
+            UNROLL
+            for (size_t u = 0; u < 2; u++) {
+                const int8_t *xt = q->x + ((2 * p + u) * ng + j) * QUAD_GROUP;
+                __m512i x[4];
+                UNROLL
+                for (size_t k = 0; k < 4; k++) {
+                    x[k] = 2 * p + u < nt ? _mm512_load_si512(xt + 64 * k)
+                                          : _mm512_setzero_si512();
+                    MM_IN_REGISTER(x[k]);
+                }
+                UNROLL
+                for (size_t i = 0; i < nrow; i++)
+                    UNROLL
+                    for (size_t h = 0; h < 2; h++)
+                        s[i][u][h] = 2 * p + u < nt
+                                         ? quad_dot(lo[i][h], hi[i][h], x[2 * h], x[2 * h + 1])
+                                         : _mm512_setzero_si512();
             }
-            const __m512i isum = _mm512_add_epi32(quads_fold(at, bt, au, bu), q->corr[p * ng + j]);
-            acc[p] = _mm512_add_ps(acc[p], _mm512_mul_ps(_mm512_cvtepi32_ps(isum),
-                                                         _mm512_mul_ps(sw2, q->xd[p * ng + j])));
+            UNROLL
+            for (size_t i = 0; i < nrow; i++) {
+                const __m512i isum = _mm512_add_epi32(
+                    quads_fold(s[i][0][0], s[i][0][1], s[i][1][0], s[i][1][1]),
+                    q->corr[p * ng + j]);
+                acc[i][p] = _mm512_add_ps(
+                    acc[i][p], _mm512_mul_ps(_mm512_cvtepi32_ps(isum),
+                                             _mm512_mul_ps(twice_ps(sw[i]), q->xd[p * ng + j])));
+            }
         }
 }
 
-/* Rows [r0, r1) for nt <= 2 * QUAD_PAIRS tokens (a constant where
- * inlined) into y + t * ldy. */
-ALWAYS_INLINE void rows_quads(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1,
+/* Rows r .. r + nrow - 1 (nrow <= 2) for nt tokens into y + t * ldy. */
+ALWAYS_INLINE void quads_rows(size_t nrow, const uint8_t *wq, ml_wscales wd, size_t r,
                               const q4_quads *q, size_t nt, size_t nb, int f16, float *y,
                               size_t ldy)
 {
     const size_t ng = (nb + 7) / 8;
-    for (size_t r = r0; r < r1; r++) {
-        const uint8_t *w = wq + r * nb * 16;
-        __m512 acc[QUAD_PAIRS];
+    const uint8_t *w[2] = {wq + r * nb * 16, wq + (r + nrow - 1) * nb * 16};
+    __m512 acc[2][QUAD_PAIRS];
+    UNROLL
+    for (size_t i = 0; i < 2; i++)
         UNROLL
         for (size_t p = 0; p < QUAD_PAIRS; p++)
-            acc[p] = _mm512_setzero_ps();
-        size_t j = 0;
-        for (; j < nb / 8; j++) {
-            prefetch_q4(w + 128 * j, wscale_at(wd, r * nb + 8 * j, f16), f16);
-            quads_group(acc, w + 128 * j, wscales8(wd, r * nb + 8 * j, 8, f16), q, nt, ng, j, 8);
+            acc[i][p] = _mm512_setzero_ps();
+    for (size_t j = 0; j < ng; j++) {
+        const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
+        const uint8_t *wj[2] = {w[0] + 128 * j, w[1] + 128 * j};
+        __m256 sw[2];
+        UNROLL
+        for (size_t i = 0; i < nrow; i++) {
+            prefetch_q4(wj[i], wscale_at(wd, (r + i) * nb + 8 * j, f16), f16);
+            sw[i] = wscales8(wd, (r + i) * nb + 8 * j, m, f16);
         }
-        if (nb % 8)
-            quads_group(acc, w + 128 * j, wscales8(wd, r * nb + 8 * j, nb % 8, f16), q, nt, ng,
-                        j, nb % 8);
+        if (m == 8)
+            quads_group(nrow, acc, wj, sw, q, nt, ng, j, 8);
+        else
+            quads_group(nrow, acc, wj, sw, q, nt, ng, j, m);
+    }
+    UNROLL
+    for (size_t i = 0; i < nrow; i++)
         UNROLL
         for (size_t t = 0; t < 2 * QUAD_PAIRS; t++)
             if (t < nt)
-                y[t * ldy + r] = fold8(t % 2 ? _mm512_extractf32x8_ps(acc[t / 2], 1)
-                                             : _mm512_castps512_ps256(acc[t / 2]));
-    }
+                y[t * ldy + r + i] = fold8(t % 2 ? _mm512_extractf32x8_ps(acc[i][t / 2], 1)
+                                                 : _mm512_castps512_ps256(acc[i][t / 2]));
+}
+
+/* Rows [r0, r1) for nt <= 2 * QUAD_PAIRS tokens (a constant where
+ * inlined) into y + t * ldy, two at a time. */
+ALWAYS_INLINE void rows_quads(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1,
+                              const q4_quads *q, size_t nt, size_t nb, int f16, float *y,
+                              size_t ldy)
+{
+    size_t r = r0;
+    for (; r + 2 <= r1; r += 2)
+        quads_rows(2, wq, wd, r, q, nt, nb, f16, y, ldy);
+    if (r < r1)
+        quads_rows(1, wq, wd, r, q, nt, nb, f16, y, ldy);
 }
 
 ALWAYS_INLINE void rows_quads_f16(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1,
@@ -544,9 +591,6 @@ _Static_assert(MM_MIN_TOK_Q4 == 2 * QUAD_PAIRS + 1, "the quads take every count 
 /* One tile for both types: the type is in the rearranged data (below). */
 #define MM_TILE_PER_TYPE 0
 
-/* Keeps a loaded vector in a register: without this the compiler folds
- * the load into every multiply-add that uses it, one load per row. */
-#define MM_IN_REGISTER(v) __asm__("" : "+v"(v))
 
 /* Q8_0 rows as w + 128; padding blocks become 128s, which meet the zero
  * padding of the activations. */
