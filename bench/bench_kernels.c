@@ -3,8 +3,9 @@
  * weights read, with the weights in cache ("hot": one matrix over and
  * over) and in memory ("cold": a ring of copies larger than any cache,
  * which is what decoding a model does), and the ratio of the cold numbers
- * to the measured read bandwidth; matmul (prefill) for 64 and 512 tokens
- * as ns per row and token and Gop/s; 1 and 2 threads through the
+ * to the measured read bandwidth; matmul for 2, 4 and 8 tokens cold
+ * (several sequences decoding together: "4c") and for 64 and 512 hot
+ * (prefill) as ns per row and token and Gop/s; 1 and 2 threads through the
  * runtime's pool; and the pool's wake-up latency.
  *
  * Build and run without make, from the repository root after `make`:
@@ -281,18 +282,23 @@ static void bench_matvec(ml_pool **pools, const double *bw, const ml_kernels *k,
     acts_free(&a);
 }
 
-static void bench_matmul(ml_pool **pools, const ml_kernels *k, matrix *m, size_t n_tok)
+/* n_tok tokens; `cold`: the weights from memory (a few sequences
+ * decoding together), with the GB/s of weights read. */
+static void bench_matmul(ml_pool **pools, const ml_kernels *k, matrix *m, size_t n_tok, int cold)
 {
     acts a;
     acts_new(&a, k, n_tok, m->cols, m->rows);
-    char shape[32];
+    char shape[32], data[16];
     snprintf(shape, sizeof shape, "%zux%zu", m->rows, m->cols);
+    snprintf(data, sizeof data, "%zu%s", n_tok, cold ? "c" : "");
     for (unsigned t = 1; t <= 2; t++) {
-        const double s = time_product(pools[t - 1], k, m, &a, 0);
-        printf("%-11s matmul %-5s %-10s %3u %-5zu %10.3f %9.1f Gop/s, %.0f tokens/s\n", k->name,
-               m->q4 ? "Q4_0" : "Q8_0", shape, t, n_tok,
-               s / (double)(m->rows * n_tok) * 1e9,
+        const double s = time_product(pools[t - 1], k, m, &a, cold);
+        printf("%-11s matmul %-5s %-10s %3u %-5s %10.3f %9.1f Gop/s, %.0f tokens/s", k->name,
+               m->q4 ? "Q4_0" : "Q8_0", shape, t, data, s / (double)(m->rows * n_tok) * 1e9,
                2.0 * (double)(m->rows * m->cols * n_tok) / s / 1e9, (double)n_tok / s);
+        if (cold)
+            printf(", %.1f GB/s", (double)weight_bytes(m) / s / 1e9);
+        printf("\n");
     }
     acts_free(&a);
 }
@@ -348,10 +354,14 @@ int main(int argc, char **argv)
             for (size_t v = 0; v < nk; v++)
                 if (wanted(ks[v], argc, argv, first))
                     bench_matvec(pools, bw, ks[v], &m);
+            for (size_t n_tok = 2; n_tok <= 8; n_tok *= 2) /* "4c": 4 tokens, cold */
+                for (size_t v = 0; v < nk; v++)
+                    if (wanted(ks[v], argc, argv, first))
+                        bench_matmul(pools, ks[v], &m, n_tok, 1);
             for (size_t n_tok = 64; n_tok <= 512; n_tok *= 8)
                 for (size_t v = 0; v < nk; v++)
                     if (wanted(ks[v], argc, argv, first))
-                        bench_matmul(pools, ks[v], &m, n_tok);
+                        bench_matmul(pools, ks[v], &m, n_tok, 0);
             matrix_free(&m);
         }
     ml__pool_free(pools[0]);

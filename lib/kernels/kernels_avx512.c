@@ -9,16 +9,26 @@
  *    block: Σ (w + 128) x = Σ w x + 128 Σ x;
  *  - Q4_0 uses the nibbles (0..15) and subtracts 8 * Σx.
  * Nothing saturates, so no 16-bit intermediates need watching.  The
- * vectors are 256 bits wide (EVEX encoded, 32 registers): on the CPUs that
- * have VNNI, 512-bit operations do not do more work per cycle, and the
- * 8-lane accumulator of rule 3 is exactly one 256-bit register.
+ * 8-lane accumulator of rule 3 is one 256-bit register; decode (one
+ * token, bound by memory) works in 256 bits.
+ *
+ * The products of several tokens work in 512 bits, two 8-lane
+ * accumulators a register: Zen 5 runs vpdpbusd zmm at twice the ymm rate
+ * (measured ~370 against ~195 Gop/s a thread), and on CPUs that split a
+ * 512-bit operation in two (Zen 4) or have one 512-bit unit where they
+ * have two 256-bit ones (Ice Lake client) the multiply-adds per cycle are
+ * the same as in 256 bits, with fewer instructions and loads; so there is
+ * one path, not a cpuid choice.  (Not measured: the lower clock of heavy
+ * 512-bit code on Skylake-era Xeons with VNNI, Cascade Lake.)
  *
  * matvec folds each block's 8 lanes horizontally, eight blocks at a time;
  * matmul rearranges a panel of weight rows and all tokens' activations
  * into transposed groups (register g holds bytes 4g..4g+3 of block k in
  * lane k), so one vpdpbusd per 32 bytes and per (row, token) leaves every
- * lane inside its block, and a tile of 3 rows x 4 tokens shares each load
- * between four or three multiply-adds (the loops: matmul_tiles.h). */
+ * lane inside its block, and a tile of 3 rows x 4 token pairs shares each
+ * load between four or three multiply-adds (the loops: matmul_tiles.h,
+ * the 512-bit tile here).  Q4_0 for 2 to 6 tokens skips the rearranging
+ * (matvecs_q4_quads). */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__)
@@ -293,31 +303,294 @@ static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
 }
 
 /* ======================================================================
- * matmul: transposed groups (matmul_tiles.h), register tiles of 3 rows x
- * 4 tokens
+ * Q4_0 for a few tokens (several sequences decoding): 512-bit quads
  * ====================================================================== */
 
-/* Tile and panel sizes: 3 x 4 keeps 12 integer and 12 float accumulators
- * in the 32 registers, and each load feeds 3 or 4 multiply-adds.  On Zen 4
- * 2x4 to 4x4 tiles and panels of 16 to 144 rows were within 10%. */
-#define MM_RB 48      /* rows per panel of rearranged weights (multiple of 3) */
-/* Fewest tokens that pay for the rearranging (measured on Zen 4, TinyLlama's
- * 5632 x 2048: Q8_0 2 tokens 0.54 ms by matvec a panel at a time against
- * 0.82 by the tiles, 4 tokens 0.99 against 0.89; Q4_0 4 tokens 0.49 to 0.54
- * by matvecs_q4_0 against 0.67 to 0.69, 8 tokens 1.23 against 0.89). */
-#define MM_MIN_TOK 4
-#define MM_MIN_TOK_Q4 5 /* Q4_0: up to 4 share each row's unpacking (matvecs_q4_0) */
-#define MM_MATVECS_Q4 matvecs_q4_0
-#define MM_RT_Q8 3
-#define MM_TT_Q8 4
-#define MM_RT_Q4 3
-#define MM_TT_Q4 4
-/* One tile for both types: the type is in the rearranged data (below). */
-#define MM_TILE_PER_TYPE 0
+/* A 64-byte load holds four blocks' nibble bytes; masking gives their
+ * low nibbles (elements 0..15 of each) and high ones (16..31).  Each
+ * token's activation is regrouped once to match (per group of 8 blocks:
+ * elements 0..15 of blocks 0-3, 16..31 of blocks 0-3, then the same for
+ * blocks 4-7), so two vpdpbusd leave block k's four partial sums in
+ * 128-bit chunk k.  Two tokens' sums are folded together (exact integer
+ * adds, in any order) into one register, block order, token t in the
+ * low half and t + 1 in the high one, and the float side is rule 3 on
+ * both halves at once: each half is matvec's accumulator.  Against
+ * matvecs_q4_0 (256-bit pairs and vphaddd) this halves the multiply-adds
+ * and the horizontal work per token. */
+/* A 256-bit value in both halves. */
+ALWAYS_INLINE __m512 twice_ps(__m256 v)
+{
+    return _mm512_insertf32x8(_mm512_castps256_ps512(v), v, 1);
+}
+
+/* The activation scales of tokens t (low half) and t + 1 (high; +0 when
+ * `two` is 0) for group j. */
+ALWAYS_INLINE __m512 pair_scales(const float *xd, size_t nb, size_t t, size_t j, size_t m, int two)
+{
+    const __m256 a = load_scales(xd + t * nb + 8 * j, m);
+    const __m256 b = two ? load_scales(xd + (t + 1) * nb + 8 * j, m) : _mm256_setzero_ps();
+    return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
+}
 
 /* Keeps a loaded vector in a register: without this the compiler folds
  * the load into every multiply-add that uses it, one load per row. */
 #define MM_IN_REGISTER(v) __asm__("" : "+v"(v))
+
+#define QUAD_GROUP 256 /* bytes of regrouped activation per group */
+/* Token pairs at most: up to 6 tokens (measured, 1 thread, weights from
+ * memory, load ~4: 5632x2048 5 tokens 13.8 ns per row and token against
+ * the tiles' 20.6, 6: 12.1 against 17.0, 7: 17.0 against 16.7, 8: 16.5
+ * against 14.2); MM_MIN_TOK_Q4 sends more to the tiles. */
+#define QUAD_PAIRS 3
+
+typedef struct q4_quads {
+    void *base;
+    int8_t *x;    /* n_tok * ng * QUAD_GROUP */
+    __m512i *corr; /* per token pair and group: -8·Σx, tokens 2q | 2q + 1 */
+    __m512 *xd;    /* the same for the activation scales, +0 past the blocks */
+} q4_quads;
+
+static void quads_regroup(const int8_t *x, size_t nb, int8_t *dst)
+{
+    for (size_t b = 0; b < (nb + 7) / 8 * 8; b++) {
+        int8_t *d = dst + QUAD_GROUP * (b / 8) + 128 * (b % 8 / 4) + 16 * (b % 4);
+        if (b < nb) {
+            memcpy(d, x + 32 * b, 16);
+            memcpy(d + 64, x + 32 * b + 16, 16);
+        } else {
+            memset(d, 0, 16);
+            memset(d + 64, 0, 16);
+        }
+    }
+}
+
+/* Both halves of a pair register: token t's 256 bits, and t + 1's or
+ * zeros. */
+ALWAYS_INLINE __m512i pair_i(__m256i lo, __m256i hi)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+static int quads_new(q4_quads *q, const int8_t *xq, const float *xd, size_t nb, size_t n_tok)
+{
+    const size_t ng = (nb + 7) / 8, np = (n_tok + 1) / 2;
+    const size_t xbytes = n_tok * ng * QUAD_GROUP, pbytes = np * ng * 64;
+    q->base = aligned_alloc(64, xbytes + 2 * pbytes);
+    if (!q->base)
+        return 0;
+    q->x = q->base;
+    q->corr = (__m512i *)(void *)(q->x + xbytes);
+    q->xd = (__m512 *)(void *)((char *)q->corr + pbytes);
+    for (size_t t = 0; t < n_tok; t++)
+        quads_regroup(xq + t * nb * 32, nb, q->x + t * ng * QUAD_GROUP);
+    for (size_t p = 0; p < np; p++)
+        for (size_t j = 0; j < ng; j++) {
+            const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8, t = 2 * p;
+            const int8_t *x = xq + t * nb * 32 + 256 * j;
+            const int two = t + 1 < n_tok;
+            q->corr[p * ng + j] = pair_i(correction(x, m, 3),
+                                         two ? correction(x + nb * 32, m, 3)
+                                             : _mm256_setzero_si256());
+            q->xd[p * ng + j] = pair_scales(xd, nb, t, j, m, two);
+        }
+    return 1;
+}
+
+/* Σ nibble·x of four blocks (lo, hi: their nibbles) against the
+ * regrouped activation (x0: elements 0..15 of each, x1: 16..31): chunk k
+ * holds block k's partial sums. */
+ALWAYS_INLINE __m512i quad_dot(__m512i lo, __m512i hi, __m512i x0, __m512i x1)
+{
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, x0), hi, x1);
+}
+
+/* Two tokens' block sums of a group from their quad sums (a: blocks 0-3,
+ * b: 4-7): token t in lanes 0-7, t + 1 in 8-15, block order. */
+ALWAYS_INLINE __m512i quads_fold(__m512i at, __m512i bt, __m512i au, __m512i bu)
+{
+    const __m512i st =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(at, bt), _mm512_unpackhi_epi64(at, bt));
+    const __m512i su =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(au, bu), _mm512_unpackhi_epi64(au, bu));
+    const __m512 fs = _mm512_castsi512_ps(st), fu = _mm512_castsi512_ps(su);
+    /* chunk k: at's block k, bt's, au's, bu's */
+    const __m512i s = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(fs, fu, 0x88)),
+                                       _mm512_castps_si512(_mm512_shuffle_ps(fs, fu, 0xdd)));
+    const __m512i order =
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_epi32(order, s);
+}
+
+/* The first n <= 4 blocks' bytes of a quad at w, zeros after (never
+ * reading past them). */
+ALWAYS_INLINE __m512i quad_bytes(const uint8_t *w, size_t n)
+{
+    if (n >= 4)
+        return _mm512_loadu_si512(w);
+    return _mm512_maskz_loadu_epi8(((__mmask64)1 << (16 * n)) - 1, w);
+}
+
+/* Group j (m <= 8 blocks) of nrow <= 2 rows (w[i], scales sw[i]) for
+ * nt <= 2 * QUAD_PAIRS tokens into acc[i] (one register per token pair):
+ * two rows share each load of the activations. */
+ALWAYS_INLINE void quads_group(size_t nrow, __m512 acc[2][QUAD_PAIRS], const uint8_t *const w[2],
+                               const __m256 sw[2], const q4_quads *q, size_t nt, size_t ng,
+                               size_t j, size_t m)
+{
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512i lo[2][2], hi[2][2]; /* [row][blocks 0-3, 4-7] */
+    UNROLL
+    for (size_t i = 0; i < nrow; i++)
+        UNROLL
+        for (size_t h = 0; h < 2; h++) {
+            const __m512i b = h == 0 ? quad_bytes(w[i], m)
+                            : m > 4  ? quad_bytes(w[i] + 64, m - 4)
+                                     : _mm512_setzero_si512();
+            lo[i][h] = _mm512_and_si512(b, m4);
+            hi[i][h] = _mm512_and_si512(_mm512_srli_epi16(b, 4), m4);
+        }
+    UNROLL
+    for (size_t p = 0; p < QUAD_PAIRS; p++)
+        if (2 * p < nt) {
+            __m512i s[2][2][2]; /* [row][token of the pair][blocks 0-3, 4-7] */
+            UNROLL
+            for (size_t u = 0; u < 2; u++) {
+                const int8_t *xt = q->x + ((2 * p + u) * ng + j) * QUAD_GROUP;
+                __m512i x[4];
+                UNROLL
+                for (size_t k = 0; k < 4; k++) {
+                    x[k] = 2 * p + u < nt ? _mm512_load_si512(xt + 64 * k)
+                                          : _mm512_setzero_si512();
+                    MM_IN_REGISTER(x[k]);
+                }
+                UNROLL
+                for (size_t i = 0; i < nrow; i++)
+                    UNROLL
+                    for (size_t h = 0; h < 2; h++)
+                        s[i][u][h] = 2 * p + u < nt
+                                         ? quad_dot(lo[i][h], hi[i][h], x[2 * h], x[2 * h + 1])
+                                         : _mm512_setzero_si512();
+            }
+            UNROLL
+            for (size_t i = 0; i < nrow; i++) {
+                const __m512i isum = _mm512_add_epi32(
+                    quads_fold(s[i][0][0], s[i][0][1], s[i][1][0], s[i][1][1]),
+                    q->corr[p * ng + j]);
+                acc[i][p] = _mm512_add_ps(
+                    acc[i][p], _mm512_mul_ps(_mm512_cvtepi32_ps(isum),
+                                             _mm512_mul_ps(twice_ps(sw[i]), q->xd[p * ng + j])));
+            }
+        }
+}
+
+/* Rows r .. r + nrow - 1 (nrow <= 2) for nt tokens into y + t * ldy. */
+ALWAYS_INLINE void quads_rows(size_t nrow, const uint8_t *wq, ml_wscales wd, size_t r,
+                              const q4_quads *q, size_t nt, size_t nb, int f16, float *y,
+                              size_t ldy)
+{
+    const size_t ng = (nb + 7) / 8;
+    const uint8_t *w[2] = {wq + r * nb * 16, wq + (r + nrow - 1) * nb * 16};
+    __m512 acc[2][QUAD_PAIRS];
+    UNROLL
+    for (size_t i = 0; i < 2; i++)
+        UNROLL
+        for (size_t p = 0; p < QUAD_PAIRS; p++)
+            acc[i][p] = _mm512_setzero_ps();
+    for (size_t j = 0; j < ng; j++) {
+        const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
+        const uint8_t *wj[2] = {w[0] + 128 * j, w[1] + 128 * j};
+        __m256 sw[2];
+        UNROLL
+        for (size_t i = 0; i < nrow; i++) {
+            prefetch_q4(wj[i], wscale_at(wd, (r + i) * nb + 8 * j, f16), f16);
+            sw[i] = wscales8(wd, (r + i) * nb + 8 * j, m, f16);
+        }
+        if (m == 8)
+            quads_group(nrow, acc, wj, sw, q, nt, ng, j, 8);
+        else
+            quads_group(nrow, acc, wj, sw, q, nt, ng, j, m);
+    }
+    UNROLL
+    for (size_t i = 0; i < nrow; i++)
+        UNROLL
+        for (size_t t = 0; t < 2 * QUAD_PAIRS; t++)
+            if (t < nt)
+                y[t * ldy + r + i] = fold8(t % 2 ? _mm512_extractf32x8_ps(acc[i][t / 2], 1)
+                                                 : _mm512_castps512_ps256(acc[i][t / 2]));
+}
+
+/* Rows [r0, r1) for nt <= 2 * QUAD_PAIRS tokens (a constant where
+ * inlined) into y + t * ldy, two at a time. */
+ALWAYS_INLINE void rows_quads(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1,
+                              const q4_quads *q, size_t nt, size_t nb, int f16, float *y,
+                              size_t ldy)
+{
+    size_t r = r0;
+    for (; r + 2 <= r1; r += 2)
+        quads_rows(2, wq, wd, r, q, nt, nb, f16, y, ldy);
+    if (r < r1)
+        quads_rows(1, wq, wd, r, q, nt, nb, f16, y, ldy);
+}
+
+ALWAYS_INLINE void rows_quads_f16(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1,
+                                  const q4_quads *q, size_t nt, size_t nb, float *y, size_t ldy)
+{
+    if (wd.f16)
+        rows_quads(wq, wd, r0, r1, q, nt, nb, 1, y, ldy);
+    else
+        rows_quads(wq, wd, r0, r1, q, nt, nb, 0, y, ldy);
+}
+
+/* The table's matmul_q4_0 below the prefill tiles' token count: every
+ * token regrouped once, then each row's nibbles unpacked once for all
+ * (at most 2 * QUAD_PAIRS = MM_MIN_TOK_Q4 - 1). */
+static void matvecs_q4_quads(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                             const int8_t *xq, const float *xd, size_t n_tok, float *y,
+                             size_t ldy)
+{
+    const size_t nb = cols / 32;
+    q4_quads q;
+    if (n_tok > 2 * QUAD_PAIRS || !quads_new(&q, xq, xd, nb, n_tok)) { /* the same bits */
+        matvecs_q4_0(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
+        return;
+    }
+    switch (n_tok) {
+    case 1: rows_quads_f16(wq, wd, r0, r1, &q, 1, nb, y, ldy); break;
+    case 2: rows_quads_f16(wq, wd, r0, r1, &q, 2, nb, y, ldy); break;
+    case 3: rows_quads_f16(wq, wd, r0, r1, &q, 3, nb, y, ldy); break;
+    case 4: rows_quads_f16(wq, wd, r0, r1, &q, 4, nb, y, ldy); break;
+    case 5: rows_quads_f16(wq, wd, r0, r1, &q, 5, nb, y, ldy); break;
+    default: rows_quads_f16(wq, wd, r0, r1, &q, 6, nb, y, ldy); break;
+    }
+    free(q.base);
+}
+
+/* ======================================================================
+ * matmul: transposed groups (matmul_tiles.h), register tiles of 3 rows x
+ * 4 token pairs
+ * ====================================================================== */
+
+/* Tile and panel sizes: 3 rows x 4 token pairs (8 tokens) keeps 12
+ * integer and 12 float accumulators in the 32 registers, and each load
+ * feeds 3 or 4 multiply-adds.  On Zen 4 (256-bit tiles) 2x4 to 4x4 tiles
+ * and panels of 16 to 144 rows were within 10%. */
+#define MM_RB 48      /* rows per panel of rearranged weights (multiple of 3) */
+/* Fewest tokens that pay for the rearranging (Q8_0; measured on Zen 4, TinyLlama's
+ * 5632 x 2048: Q8_0 2 tokens 0.54 ms by matvec a panel at a time against
+ * 0.82 by the tiles, 4 tokens 0.99 against 0.89; Q4_0 4 tokens 0.49 to 0.54
+ * by matvecs_q4_0 against 0.67 to 0.69, 8 tokens 1.23 against 0.89). */
+#define MM_MIN_TOK 4
+#define MM_MIN_TOK_Q4 7 /* Q4_0: up to 6 share each row's unpacking (matvecs_q4_quads) */
+_Static_assert(MM_MIN_TOK_Q4 == 2 * QUAD_PAIRS + 1, "the quads take every count below the tiles'");
+#define MM_MATVECS_Q4 matvecs_q4_quads
+#define MM_RT_Q8 3
+#define MM_TT_Q8 8
+#define MM_RT_Q4 3
+#define MM_TT_Q4 8
+#define MM_PAIR_TILE tile_pairs
+/* One tile for both types: the type is in the rearranged data (below). */
+#define MM_TILE_PER_TYPE 0
+
 
 /* Q8_0 rows as w + 128; padding blocks become 128s, which meet the zero
  * padding of the activations. */
@@ -339,6 +612,179 @@ ALWAYS_INLINE void w_plus_128(__m256i v[8])
 #define MM_SUMS_END(q4, s, xg) (s)
 #define MM_MATVEC_Q8 matvec_q8_0
 #define MM_MATVEC_Q4 matvec_q4_0
+
+/* ---- the 512-bit tile ----
+ *
+ * Zen 5 runs vpdpbusd on 512-bit registers at twice the 256-bit rate
+ * (measured: ~370 against ~195 Gop/s a thread), so a register holds two
+ * tokens' transposed groups (prepare_x interleaves token pairs) and a
+ * row's 256-bit group register is broadcast to both halves: one
+ * multiply-add does one row against two tokens, and each half is its own
+ * rule-3 accumulator, lane k = block k of its token.  On CPUs that split
+ * 512-bit operations in two (Zen 4) this does the same work per cycle as
+ * 256 bits with half the instructions. */
+#define PT_ROWS 3 /* = MM_RT_* */
+#define PT_PAIRS (MM_TT_Q4 / 2)
+
+/* Group j (m <= 8 blocks) of nr <= rt rows against the nt <= 2 * tp
+ * tokens from t0 (even), as tile_group does it in 256 bits. */
+ALWAYS_INLINE void pair_group(size_t rt, size_t tp, const uint8_t *wt, size_t wstride,
+                              const float *wd, size_t nb, const uint8_t *xt, const float *xd,
+                              size_t t0, size_t nt, size_t nr, size_t j, size_t m,
+                              __m512 acc[PT_ROWS][PT_PAIRS])
+{
+    const size_t ng = (nb + 7) / 8;
+    const uint8_t *xg[PT_PAIRS];
+    __m512i is[PT_ROWS][PT_PAIRS];
+    UNROLL
+    for (size_t p = 0; p < tp; p++) {
+        xg[p] = xt + ((t0 / 2 + (2 * p < nt ? p : 0)) * ng + j) * 2 * XG_BYTES;
+        const __m512i start = _mm512_load_si512((const void *)(xg[p] + 512));
+        UNROLL
+        for (size_t i = 0; i < rt; i++)
+            is[i][p] = start;
+    }
+    UNROLL
+    for (int g = 0; g < 8; g++) {
+        __m512i w[PT_ROWS];
+        UNROLL
+        for (size_t i = 0; i < rt; i++)
+            w[i] = i < nr ? _mm512_broadcast_i64x4(_mm256_load_si256(
+                                (const __m256i *)(wt + i * wstride + j * WG_BYTES + 32 * g)))
+                          : _mm512_setzero_si512();
+        UNROLL
+        for (size_t p = 0; p < tp; p++)
+            if (2 * p < nt) {
+                __m512i x = _mm512_load_si512((const void *)(xg[p] + 64 * g));
+                MM_IN_REGISTER(x);
+                UNROLL
+                for (size_t i = 0; i < rt; i++)
+                    if (i < nr)
+                        is[i][p] = _mm512_dpbusd_epi32(is[i][p], w[i], x);
+            }
+    }
+    __m512 sx[PT_PAIRS];
+    UNROLL
+    for (size_t p = 0; p < tp; p++)
+        sx[p] = 2 * p < nt ? pair_scales(xd, nb, t0 + 2 * p, j, m, 2 * p + 1 < nt)
+                           : _mm512_setzero_ps();
+    UNROLL
+    for (size_t i = 0; i < rt; i++)
+        if (i < nr) {
+            const __m512 sw = twice_ps(load_scales(wd + i * nb + 8 * j, m));
+            UNROLL
+            for (size_t p = 0; p < tp; p++)
+                if (2 * p < nt)
+                    acc[i][p] = _mm512_add_ps(
+                        acc[i][p],
+                        _mm512_mul_ps(_mm512_cvtepi32_ps(is[i][p]), _mm512_mul_ps(sw, sx[p])));
+        }
+}
+
+/* Rows r0 .. r0 + nr of y for tokens t0 .. t0 + nt. */
+ALWAYS_INLINE void pair_tile(size_t rt, size_t tp, const uint8_t *wt, size_t wstride,
+                             const float *wd, size_t nb, const uint8_t *xt, const float *xd,
+                             size_t t0, size_t nt, size_t nr, float *y, size_t ldy, size_t r0)
+{
+    __m512 acc[PT_ROWS][PT_PAIRS];
+    UNROLL
+    for (size_t i = 0; i < rt; i++)
+        UNROLL
+        for (size_t p = 0; p < tp; p++)
+            acc[i][p] = _mm512_setzero_ps();
+    size_t j = 0;
+    for (; j < nb / 8; j++)
+        pair_group(rt, tp, wt, wstride, wd, nb, xt, xd, t0, nt, nr, j, 8, acc);
+    if (nb % 8)
+        pair_group(rt, tp, wt, wstride, wd, nb, xt, xd, t0, nt, nr, j, nb % 8, acc);
+    UNROLL
+    for (size_t i = 0; i < rt; i++)
+        UNROLL
+        for (size_t p = 0; p < tp; p++)
+            if (i < nr && 2 * p < nt) {
+                y[(t0 + 2 * p) * ldy + r0 + i] = fold8(_mm512_castps512_ps256(acc[i][p]));
+                if (2 * p + 1 < nt)
+                    y[(t0 + 2 * p + 1) * ldy + r0 + i] =
+                        fold8(_mm512_extractf32x8_ps(acc[i][p], 1));
+            }
+}
+
+/* Rule 3's fold of many accumulators at once: fold8 costs ~6 operations
+ * per (row, token) result, against 12 multiply-adds per result for a
+ * 640-column row (Gemma 3).  Step one adds the 128-bit halves of each
+ * token's accumulator (a_k + a_{k+4}), step two lanes 0,1 and 2,3 of
+ * those, step three the two sums left: the fold8 additions, operands in
+ * the same order, for 16 results in 3 + 3 + 3 shuffles-and-adds. */
+ALWAYS_INLINE __m512 fold_halves(__m512 x, __m512 y)
+{
+    /* chunks: x token 0, x token 1, y token 0, y token 1; lane k: a_k + a_{k+4} */
+    return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xdd));
+}
+
+ALWAYS_INLINE __m512 fold_pairs(__m512 s, __m512 t)
+{
+    /* per chunk: s's (p0 + p2, p1 + p3), then t's */
+    return _mm512_add_ps(_mm512_shuffle_ps(s, t, 0x44), _mm512_shuffle_ps(s, t, 0xee));
+}
+
+ALWAYS_INLINE __m512 fold_last(__m512 u, __m512 v)
+{
+    /* per chunk: q0 + q1 of the four sums of step one */
+    return _mm512_add_ps(_mm512_shuffle_ps(u, v, 0x88), _mm512_shuffle_ps(u, v, 0xdd));
+}
+
+/* The results of a full tile's pairs p and p + 1: chunk c of the folded
+ * register holds rows r0 .. r0 + 2 (lanes 0-2) of token t0 + 2p + c. */
+ALWAYS_INLINE void store_pairs(__m512 acc[PT_ROWS][PT_PAIRS], size_t p, float *y, size_t ldy,
+                               size_t t0, size_t r0)
+{
+    const __m512 s0 = fold_halves(acc[0][p], acc[0][p + 1]);
+    const __m512 s1 = fold_halves(acc[1][p], acc[1][p + 1]);
+    const __m512 s2 = fold_halves(acc[2][p], acc[2][p + 1]);
+    const __m512 r = fold_last(fold_pairs(s0, s1), fold_pairs(s2, _mm512_setzero_ps()));
+    float *out = y + (t0 + 2 * p) * ldy + r0;
+    _mm_mask_storeu_ps(out, 7, _mm512_castps512_ps128(r));
+    _mm_mask_storeu_ps(out + ldy, 7, _mm512_extractf32x4_ps(r, 1));
+    _mm_mask_storeu_ps(out + 2 * ldy, 7, _mm512_extractf32x4_ps(r, 2));
+    _mm_mask_storeu_ps(out + 3 * ldy, 7, _mm512_extractf32x4_ps(r, 3));
+}
+
+_Static_assert(PT_ROWS == 3 && PT_PAIRS % 2 == 0, "store_pairs folds 3 rows and pairs of pairs");
+
+/* A full tile: rows r0 .. r0 + 3 of tokens t0 .. t0 + 8. */
+static void full_tile(const uint8_t *wt, size_t wstride, const float *wd, size_t nb,
+                      const uint8_t *xt, const float *xd, size_t t0, float *y, size_t ldy,
+                      size_t r0)
+{
+    __m512 acc[PT_ROWS][PT_PAIRS];
+    UNROLL
+    for (size_t i = 0; i < PT_ROWS; i++)
+        UNROLL
+        for (size_t p = 0; p < PT_PAIRS; p++)
+            acc[i][p] = _mm512_setzero_ps();
+    size_t j = 0;
+    for (; j < nb / 8; j++)
+        pair_group(PT_ROWS, PT_PAIRS, wt, wstride, wd, nb, xt, xd, t0, 2 * PT_PAIRS, PT_ROWS, j,
+                   8, acc);
+    if (nb % 8)
+        pair_group(PT_ROWS, PT_PAIRS, wt, wstride, wd, nb, xt, xd, t0, 2 * PT_PAIRS, PT_ROWS, j,
+                   nb % 8, acc);
+    UNROLL
+    for (size_t p = 0; p < PT_PAIRS; p += 2)
+        store_pairs(acc, p, y, ldy, t0, r0);
+}
+
+/* Full tiles get code with every slot known to be used. */
+static void tile_pairs(const uint8_t *wt, size_t wstride, const float *wd, size_t nb,
+                       const uint8_t *xt, const float *xd, size_t t0, size_t nt, size_t nr,
+                       float *y, size_t ldy, size_t r0)
+{
+    if (nt == 2 * PT_PAIRS && nr == PT_ROWS)
+        full_tile(wt, wstride, wd, nb, xt, xd, t0, y, ldy, r0);
+    else
+        pair_tile(PT_ROWS, PT_PAIRS, wt, wstride, wd, nb, xt, xd, t0, nt, nr, y, ldy, r0);
+}
+
 #include "kernels/matmul_tiles.h"
 
 const ml_kernels ml__kernels_avx512 = {

@@ -25,6 +25,11 @@
  *   MM_TILE_PER_TYPE      1: the MM_SUMS_* pieces depend on q4, so each
  *                         type gets its tile code; 0: one serves both
  *   MM_IN_REGISTER(v)     keeps a loaded vector in a register (asm)
+ * and optionally
+ *   MM_PAIR_TILE          the name of its own tile function (tile_any's
+ *                         signature, MM_TT_* tokens a tile), which reads
+ *                         the activations as interleaved token pairs
+ *                         (prepare_x) in 512-bit registers
  * and the pieces for its instruction set, q4 a constant (1 for Q4_0):
  *   MM_LOAD_SCALES(d, m)      __m256 of the m <= 8 floats at d, +0 after
  *   MM_X_CORR(x, m, q4)       __m256i stored after a token's group: the
@@ -62,25 +67,71 @@ _Static_assert(MM_RB % MM_RT_Q8 == 0 && MM_RB % MM_RT_Q4 == 0,
 _Static_assert(MM_TILE_PER_TYPE || (MM_RT_Q8 == MM_RT_Q4 && MM_TT_Q8 == MM_TT_Q4),
                "one tile for both types needs one tile size");
 
+/* Tokens whose groups are interleaved: 1, or 2 for MM_PAIR_TILE. */
+#ifdef MM_PAIR_TILE
+#define MM_X_PAIRS 2
+#else
+#define MM_X_PAIRS 1
+#endif
+
 /* Activation layout per token and group (XG_BYTES): 8 registers of
- * transposed quants, then MM_X_CORR's corrections. */
+ * transposed quants, then MM_X_CORR's corrections.  With MM_X_PAIRS 2
+ * tokens 2p and 2p + 1 interleave register by register (64 bytes: token
+ * 2p's 32, then 2p + 1's), so that one 512-bit register holds both; an
+ * odd count's last token gets a partner of zeros (n_tok rounded up). */
 static void prepare_x(const int8_t *xq, size_t nb, size_t n_tok, int q4, uint8_t *xt)
 {
-    const size_t ng = (nb + 7) / 8;
-    for (size_t t = 0; t < n_tok; t++)
+    const size_t ng = (nb + 7) / 8, P = MM_X_PAIRS;
+    const size_t n_pad = (n_tok + P - 1) / P * P;
+    for (size_t t = 0; t < n_pad; t++)
         for (size_t j = 0; j < ng; j++) {
-            const int8_t *x = xq + t * nb * 32 + 256 * j;
-            const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
-            uint8_t *dst = xt + (t * ng + j) * XG_BYTES;
+            const size_t m = t >= n_tok ? 0 : nb - 8 * j < 8 ? nb - 8 * j : 8;
+            const int8_t *x = m ? xq + t * nb * 32 + 256 * j : xq; /* read only when m */
+            uint8_t *dst = xt + ((t / P) * ng + j) * P * XG_BYTES + 32 * (t % P);
             __m256i v[8];
             UNROLL
             for (size_t k = 0; k < 8; k++)
                 v[k] = k < m ? _mm256_loadu_si256((const __m256i *)(x + 32 * k))
                              : _mm256_setzero_si256();
             transpose8x8(v);
-            store8(dst, v);
-            _mm256_store_si256((__m256i *)(dst + 256), MM_X_CORR(x, m, q4));
+            UNROLL
+            for (int g = 0; g < 8; g++)
+                _mm256_store_si256((__m256i *)(dst + 32 * P * g), v[g]);
+            _mm256_store_si256((__m256i *)(dst + 256 * P),
+                               m ? MM_X_CORR(x, m, q4) : _mm256_setzero_si256());
         }
+}
+
+/* Block k of a Q4_0 group (16 nibble bytes), or zeros past the m-th. */
+ALWAYS_INLINE __m128i q4_block_bytes(const uint8_t *g, size_t k, size_t m)
+{
+    return k < m ? _mm_loadu_si128((const __m128i *)(g + 16 * k)) : _mm_setzero_si128();
+}
+
+/* A Q4_0 group transposed as q4_unpack then transpose8x8 would leave it
+ * (register g lane k: elements 4g..4g+3 of block k), from the packed
+ * bytes: dword d of a block's bytes holds elements 4d..4d+3 in its low
+ * nibbles and 16+4d..16+4d+3 in its high ones, so a 4x8 dword transpose
+ * of the 128 bytes, then the nibbles split, gives registers d and 4 + d.
+ * 8 shuffles instead of transpose8x8's 24 and q4_unpack's 8 inserts. */
+ALWAYS_INLINE void q4_group_transposed(const uint8_t *g, size_t m, __m256i v[8])
+{
+    __m256i p[4], t[4];
+    UNROLL
+    for (size_t i = 0; i < 4; i++) /* p[i] = blocks i | i + 4 */
+        p[i] = _mm256_set_m128i(q4_block_bytes(g, i + 4, m), q4_block_bytes(g, i, m));
+    t[0] = _mm256_unpacklo_epi32(p[0], p[1]); /* b0.0 b1.0 b0.1 b1.1 */
+    t[1] = _mm256_unpackhi_epi32(p[0], p[1]); /* b0.2 b1.2 b0.3 b1.3 */
+    t[2] = _mm256_unpacklo_epi32(p[2], p[3]);
+    t[3] = _mm256_unpackhi_epi32(p[2], p[3]);
+    const __m256i d[4] = {_mm256_unpacklo_epi64(t[0], t[2]), _mm256_unpackhi_epi64(t[0], t[2]),
+                          _mm256_unpacklo_epi64(t[1], t[3]), _mm256_unpackhi_epi64(t[1], t[3])};
+    const __m256i m4 = _mm256_set1_epi8(15);
+    UNROLL
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_and_si256(d[k], m4);
+        v[k + 4] = _mm256_and_si256(_mm256_srli_epi16(d[k], 4), m4);
+    }
 }
 
 /* One weight row, rearranged: Q8_0 quants as they are, Q4_0 nibbles
@@ -95,12 +146,15 @@ ALWAYS_INLINE void prepare_w(int q4, const uint8_t *w, size_t nb, uint8_t *wt)
         const uint8_t *g = w + 8 * block * j;
         prefetch_ahead(g, PREFETCH_BLOCKS * block, q4 ? 2 : 4);
         __m256i v[8];
-        UNROLL
-        for (size_t k = 0; k < 8; k++)
-            v[k] = k < m ? (q4 ? q4_unpack(g + 16 * k)
-                               : _mm256_loadu_si256((const __m256i *)(g + 32 * k)))
-                         : _mm256_setzero_si256();
-        transpose8x8(v);
+        if (q4) {
+            q4_group_transposed(g, m, v);
+        } else {
+            UNROLL
+            for (size_t k = 0; k < 8; k++)
+                v[k] = k < m ? _mm256_loadu_si256((const __m256i *)(g + 32 * k))
+                             : _mm256_setzero_si256();
+            transpose8x8(v);
+        }
         MM_W_ENCODE(q4, v);
         store8(wt + j * WG_BYTES, v);
     }
@@ -211,7 +265,11 @@ ALWAYS_INLINE void tile_sized(int q4, const uint8_t *wt, size_t wstride, const f
         tile(q4, rt, tt, wt, wstride, wd, nb, xt, xd, t0, nt, nr, y, ldy, r0);
 }
 
-#if MM_TILE_PER_TYPE
+#if defined(MM_PAIR_TILE)
+/* The includer's tile over the interleaved token pairs (one for both
+ * types, like tile_any). */
+#define MM_TILE(q4) MM_PAIR_TILE
+#elif MM_TILE_PER_TYPE
 static void tile_q8(const uint8_t *wt, size_t wstride, const float *wd, size_t nb,
                     const uint8_t *xt, const float *xd, size_t t0, size_t nt, size_t nr, float *y,
                     size_t ldy, size_t r0)
@@ -277,7 +335,8 @@ ALWAYS_INLINE void matmul_any(int q4, const void *wq, ml_wscales wd, size_t cols
         MM_MATVECS_Q4(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
         return;
     }
-    if (n_tok < MM_MIN_TOK || !scratch_new(&s, n_tok, (nb + 7) / 8, MM_RB)) {
+    if (n_tok < MM_MIN_TOK ||
+        !scratch_new(&s, (n_tok + MM_X_PAIRS - 1) / MM_X_PAIRS * MM_X_PAIRS, (nb + 7) / 8, MM_RB)) {
         /* matvec per token, a panel of rows at a time, so that the
          * weights come from memory once and from the cache for the rest */
         for (size_t r = r0; r < r1; r += MM_RB) {

@@ -473,19 +473,44 @@ START_TEST(dot_extreme_quants)
 }
 END_TEST
 
-/* Every token count 1..9 for both types, on 9 and 17 blocks. */
+/* Every token count 1..19 for both types (past the 8-token tiles of
+ * token pairs, odd counts leaving half a pair), on 9, 17 and 20 blocks
+ * (Gemma 3's 640 columns), and a few counts on TinyLlama's 2048 and 5632. */
+static const size_t tcols[] = {288, 544, 640};
+#define N_TCOLS (sizeof tcols / sizeof tcols[0])
+
 START_TEST(matmul_token_counts)
 {
     load_variants();
     tu_rng r = {25};
     for (int q4 = 0; q4 < 2; q4++)
-        for (size_t cols = 288; cols <= 544; cols += 256)
-            for (size_t n_tok = 1; n_tok <= 9; n_tok++) {
+        for (size_t c = 0; c < N_TCOLS; c++)
+            for (size_t n_tok = 1; n_tok <= 19; n_tok++) {
+                const size_t cols = tcols[c];
                 mat m;
                 acts a;
                 mat_new(&m, q4, 40, cols, &r, 0);
                 acts_new(&a, n_tok, cols, &r, 0);
                 check_matmul(&m, &a, 3, 38);
+                acts_free(&a);
+                mat_free(&m);
+            }
+}
+END_TEST
+
+START_TEST(matmul_model_shapes)
+{
+    static const size_t counts[] = {4, 5, 9, 16, 23};
+    load_variants();
+    tu_rng r = {28};
+    for (int q4 = 0; q4 < 2; q4++)
+        for (size_t cols = 2048; cols <= 5632; cols += 3584)
+            for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+                mat m;
+                acts a;
+                mat_new(&m, q4, 53, cols, &r, 0);
+                acts_new(&a, counts[k], cols, &r, 0);
+                check_matmul(&m, &a, 1, 52);
                 acts_free(&a);
                 mat_free(&m);
             }
@@ -868,6 +893,7 @@ Suite *suite_kernels(void)
     tcase_add_test(tc, dot_q4_0);
     tcase_add_test(tc, dot_extreme_quants);
     tcase_add_test(tc, matmul_token_counts);
+    tcase_add_test(tc, matmul_model_shapes);
     tcase_add_test(tc, dot_long_rows);
     tcase_add_test(tc, dot_quantized_activations);
     suite_add_tcase(s, tc);
