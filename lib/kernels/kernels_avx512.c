@@ -541,26 +541,52 @@ ALWAYS_INLINE void rows_quads_f16(const uint8_t *wq, ml_wscales wd, size_t r0, s
         rows_quads(wq, wd, r0, r1, q, nt, nb, 0, y, ldy);
 }
 
+/* Rows [r0, r1) for nt <= 2 * QUAD_PAIRS tokens, nt a constant in each
+ * case. */
+static void rows_quads_nt(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1,
+                          const q4_quads *q, size_t nt, size_t nb, float *y, size_t ldy)
+{
+    switch (nt) {
+    case 1: rows_quads_f16(wq, wd, r0, r1, q, 1, nb, y, ldy); break;
+    case 2: rows_quads_f16(wq, wd, r0, r1, q, 2, nb, y, ldy); break;
+    case 3: rows_quads_f16(wq, wd, r0, r1, q, 3, nb, y, ldy); break;
+    case 4: rows_quads_f16(wq, wd, r0, r1, q, 4, nb, y, ldy); break;
+    case 5: rows_quads_f16(wq, wd, r0, r1, q, 5, nb, y, ldy); break;
+    default: rows_quads_f16(wq, wd, r0, r1, q, 6, nb, y, ldy); break;
+    }
+}
+
+/* Rows per panel when the tokens come in several chunks: the first chunk
+ * reads a panel's weights from memory, the others from the cache (16
+ * rows of 5632 columns are 45 KiB). */
+#define QUAD_PANEL 16
+
 /* The table's matmul_q4_0 below the prefill tiles' token count: every
- * token regrouped once, then each row's nibbles unpacked once for all
- * (at most 2 * QUAD_PAIRS = MM_MIN_TOK_Q4 - 1). */
+ * token regrouped once, then each row's nibbles unpacked once per chunk
+ * of at most 2 * QUAD_PAIRS tokens.  Chunks start at even tokens, so the
+ * pairs, and every (row, token) result, are those of one chunk. */
 static void matvecs_q4_quads(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                              const int8_t *xq, const float *xd, size_t n_tok, float *y,
                              size_t ldy)
 {
-    const size_t nb = cols / 32;
+    const size_t nb = cols / 32, ng = (nb + 7) / 8, chunk = 2 * QUAD_PAIRS;
     q4_quads q;
-    if (n_tok > 2 * QUAD_PAIRS || !quads_new(&q, xq, xd, nb, n_tok)) { /* the same bits */
+    if (!quads_new(&q, xq, xd, nb, n_tok)) { /* the same bits */
         matvecs_q4_0(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
         return;
     }
-    switch (n_tok) {
-    case 1: rows_quads_f16(wq, wd, r0, r1, &q, 1, nb, y, ldy); break;
-    case 2: rows_quads_f16(wq, wd, r0, r1, &q, 2, nb, y, ldy); break;
-    case 3: rows_quads_f16(wq, wd, r0, r1, &q, 3, nb, y, ldy); break;
-    case 4: rows_quads_f16(wq, wd, r0, r1, &q, 4, nb, y, ldy); break;
-    case 5: rows_quads_f16(wq, wd, r0, r1, &q, 5, nb, y, ldy); break;
-    default: rows_quads_f16(wq, wd, r0, r1, &q, 6, nb, y, ldy); break;
+    if (n_tok <= chunk) {
+        rows_quads_nt(wq, wd, r0, r1, &q, n_tok, nb, y, ldy);
+    } else {
+        for (size_t r = r0; r < r1; r += QUAD_PANEL) {
+            const size_t re = r1 - r < QUAD_PANEL ? r1 : r + QUAD_PANEL;
+            for (size_t t0 = 0; t0 < n_tok; t0 += chunk) {
+                q4_quads v = q;
+                v.x += t0 * ng * QUAD_GROUP, v.corr += t0 / 2 * ng, v.xd += t0 / 2 * ng;
+                rows_quads_nt(wq, wd, r, re, &v, n_tok - t0 < chunk ? n_tok - t0 : chunk, nb,
+                              y + t0 * ldy, ldy);
+            }
+        }
     }
     free(q.base);
 }
@@ -580,8 +606,11 @@ static void matvecs_q4_quads(const uint8_t *wq, ml_wscales wd, size_t cols, size
  * 0.82 by the tiles, 4 tokens 0.99 against 0.89; Q4_0 4 tokens 0.49 to 0.54
  * by matvecs_q4_0 against 0.67 to 0.69, 8 tokens 1.23 against 0.89). */
 #define MM_MIN_TOK 4
-#define MM_MIN_TOK_Q4 7 /* Q4_0: up to 6 share each row's unpacking (matvecs_q4_quads) */
-_Static_assert(MM_MIN_TOK_Q4 == 2 * QUAD_PAIRS + 1, "the quads take every count below the tiles'");
+/* Q4_0: fewer tokens go to matvecs_q4_quads, in chunks of 6 (make
+ * bench-seqs, TinyLlama shape, 2 threads: a step of 8 sequences 33.6 ms by
+ * the tiles, 25.6 by the quads; the tiles' weight rearranging is paid
+ * per step). */
+#define MM_MIN_TOK_Q4 17
 #define MM_MATVECS_Q4 matvecs_q4_quads
 #define MM_RT_Q8 3
 #define MM_TT_Q8 8
