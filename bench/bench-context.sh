@@ -14,6 +14,10 @@
 #   SHAPES=smollm2 TYPES=q8_0 THREADS=2 ROUNDS=3 GEN=32
 #   DEPTHS="0 512 1024 2048 4096"     tgGEN@dN: GEN tokens after N positions
 #   PROMPTS="128 512 1024 2048 4096"  ppN: a prompt of N tokens alone
+#   CACHES="f16 f32"   the KV cache types, each a set of rows, both
+#                      programs with the same one (llama-bench -ctk -ctv,
+#                      ml-run --cache-type); f16 is llama.cpp's default,
+#                      f32 ml-run's
 #
 # llama.cpp: `llama-bench -p 0 -n GEN -d N` and `llama-bench -p N -n 0`
 # (a llama-bench without -d gives '-' for depths above 0).  ml-run: a
@@ -36,6 +40,7 @@ T=${THREADS:-2}
 SHAPES=${SHAPES:-smollm2}
 TYPES=${TYPES:-q8_0}
 NG=${GEN:-32}
+CACHES=${CACHES:-"f16 f32"}
 DEPTHS=${DEPTHS:-"0 512 1024 2048 4096"}
 PROMPTS=${PROMPTS:-"128 512 1024 2048 4096"}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -62,14 +67,14 @@ ids() { seq 1 "$1" | awk '{ printf "%d ", ($1 * 7919) % 31000 + 3 }'; }
 
 # llama-bench's tokens/s for one test (its JSON: one entry per test).
 llama_ts() {
-    "$LB/llama-bench" -m "$g" -t "$T" -r 1 -o json "$@" 2>/dev/null |
+    "$LB/llama-bench" -m "$g" -t "$T" -ctk "$kv" -ctv "$kv" -r 1 -o json "$@" 2>/dev/null |
         python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["avg_ts"])'
 }
 # ml-run's prompt (pp) or generation (tg) tokens/s from its last line.
 mlrun_ts() {
     local what=$1 n_prompt=$2 n_gen=$3 line
     line=$("$B/bin/ml-run" -m "$m" --ids -p "$(ids "$n_prompt")" -n "$n_gen" --ignore-eos \
-        --temp 0 -t "$T" --ctx $((n_prompt + n_gen + 40)) 2>&1 >/dev/null | tail -1)
+        --temp 0 -t "$T" --cache-type "$kv" --ctx $((n_prompt + n_gen + 40)) 2>&1 >/dev/null | tail -1)
     case $what in
     pp) echo "$line" | sed -n 's/.*prompt [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p' ;;
     tg) echo "$line" | sed -n 's/.*generation [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p' ;;
@@ -80,7 +85,7 @@ measure_bw
 limits_int8 "$DIR" "$T"
 echo "memory read bandwidth, $T threads: $bw_best GB/s (first measurement)"
 echo "int8 multiply-add peak, $T threads: $int8_peak GOP/s ($int8_isa; all: $int8_all)"
-printf '%-9s %-6s %-12s %10s %10s %8s\n' shape type test llama.cpp mlcore ratio
+printf '%-9s %-9s %-12s %10s %10s %8s\n' shape type/kv test llama.cpp mlcore ratio
 
 for SHAPE in $SHAPES; do
 for ty in $TYPES; do
@@ -88,6 +93,7 @@ for ty in $TYPES; do
     cat "$g" "$m" > /dev/null
     per_tok=$(decode_bytes "$m")
     read -r w_tok w_cls < <(matmul_weights "$m")
+    for kv in $CACHES; do
     for n in $PROMPTS; do
         l=0 r=0
         for _ in $(seq "${ROUNDS:-3}"); do
@@ -95,8 +101,8 @@ for ty in $TYPES; do
             l=$(max "$l" "$(llama_ts -p "$n" -n 0)")
             r=$(max "$r" "$(mlrun_ts pp "$n" 0)")
         done
-        printf '%-9s %-6s %-12s %10.2f %10.2f %8s   (of int8 peak: %s, %s; load %s)\n' \
-            "$SHAPE" "$ty" "pp$n" "$l" "$r" "$(ratio "$r" "$l")" \
+        printf '%-9s %-9s %-12s %10.2f %10.2f %8s   (of int8 peak: %s, %s; load %s)\n' \
+            "$SHAPE" "$ty/$kv" "pp$n" "$l" "$r" "$(ratio "$r" "$l")" \
             "$(pp_of_peak "$l" "$n" "$w_tok" "$w_cls")" "$(pp_of_peak "$r" "$n" "$w_tok" "$w_cls")" "$(load)"
     done
     for d in $DEPTHS; do
@@ -112,9 +118,10 @@ for ty in $TYPES; do
             r=$(max "$r" "$(mlrun_ts tg $((d > 0 ? d : 1)) "$NG")")
         done
         bound=$(awk -v b="$bw_best" -v p="$per_tok" 'BEGIN { print b * 1e9 / p }')
-        printf '%-9s %-6s %-12s %10s %10.2f %8s   (of the weights'"'"' bound, %.1f tokens/s at %s GB/s: %s, %s; load %s)\n' \
-            "$SHAPE" "$ty" "tg$NG@d$d" "$(awk -v a="$l" 'BEGIN { if (a > 0) printf "%.2f", a; else print "-" }')" \
+        printf '%-9s %-9s %-12s %10s %10.2f %8s   (of the weights'"'"' bound, %.1f tokens/s at %s GB/s: %s, %s; load %s)\n' \
+            "$SHAPE" "$ty/$kv" "tg$NG@d$d" "$(awk -v a="$l" 'BEGIN { if (a > 0) printf "%.2f", a; else print "-" }')" \
             "$r" "$(ratio "$r" "$l")" "$bound" "$bw_best" "$(ratio "$l" "$bound")" "$(ratio "$r" "$bound")" "$(load)"
+    done
     done
 done
 done
