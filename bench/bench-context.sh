@@ -14,10 +14,11 @@
 #   SHAPES=smollm2 TYPES=q8_0 THREADS=2 ROUNDS=3 GEN=32
 #   DEPTHS="0 512 1024 2048 4096"     tgGEN@dN: GEN tokens after N positions
 #   PROMPTS="128 512 1024 2048 4096"  ppN: a prompt of N tokens alone
-#   CACHES="f16 f32"   the KV cache types, each a set of rows, both
-#                      programs with the same one (llama-bench -ctk -ctv,
-#                      ml-run --cache-type); f16 is llama.cpp's default,
-#                      f32 ml-run's
+#   CACHES="f16 f32"   the KV cache types, each a set of rows (ml-run
+#                      --cache-type; llama-bench -ctk -ctv, but its
+#                      cache stays f16, its default, in the f32 rows:
+#                      llama-bench refuses -ctk f32); f32 is ml-run's
+#                      default
 #
 # llama.cpp: `llama-bench -p 0 -n GEN -d N` and `llama-bench -p N -n 0`
 # (a llama-bench without -d gives '-' for depths above 0).  ml-run: a
@@ -67,7 +68,9 @@ ids() { seq 1 "$1" | awk '{ printf "%d ", ($1 * 7919) % 31000 + 3 }'; }
 
 # llama-bench's tokens/s for one test (its JSON: one entry per test).
 llama_ts() {
-    "$LB/llama-bench" -m "$g" -t "$T" -ctk "$kv" -ctv "$kv" -r 1 -o json "$@" 2>/dev/null |
+    local kv_args=()
+    [ "$kv" = f32 ] || kv_args=(-ctk "$kv" -ctv "$kv")
+    "$LB/llama-bench" -m "$g" -t "$T" "${kv_args[@]}" -r 1 -o json "$@" 2>/dev/null |
         python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["avg_ts"])'
 }
 # ml-run's prompt (pp) or generation (tg) tokens/s from its last line.
