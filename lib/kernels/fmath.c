@@ -7,8 +7,15 @@
 #include <stdint.h>
 #include <string.h>
 
-static void gemm(size_t m, const float *const *a, size_t n, const float *B, size_t ldb,
-                 size_t width, float s0, float *const *out)
+/* Element i of a cache row, f32 or f16 (widened exactly): the products
+ * below are written once for both cache types. */
+static inline float elem(const void *v, size_t i, int h)
+{
+    return h ? ml_f16_to_f32(((const uint16_t *)v)[i]) : ((const float *)v)[i];
+}
+
+static void gemm_any(size_t m, const float *const *a, size_t n, const void *B, int h, size_t ldb,
+                     size_t width, float s0, float *const *out)
 {
     for (size_t i = 0; i < m; i++) {
         float *o = out[i];
@@ -16,55 +23,45 @@ static void gemm(size_t m, const float *const *a, size_t n, const float *B, size
             o[c] = s0 * o[c];
         for (size_t r = 0; r < n; r++)
             for (size_t c = 0; c < width; c++)
-                o[c] += a[i][r] * B[r * ldb + c];
+                o[c] += a[i][r] * elem(B, r * ldb + c, h);
     }
 }
 
-static float dot(const float *a, const float *b, size_t n)
+static void dots_any(size_t m, const float *const *a, size_t nk, const void *b, int h,
+                     size_t ldb, size_t n, float *out, size_t ldo)
 {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (size_t e = 0; e < n; e++)
-        acc[e % 8] += a[e] * b[e];
-    return ml__fold8(acc);
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < nk; j++) {
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (size_t e = 0; e < n; e++)
+                acc[e % 8] += a[i][e] * elem(b, j * ldb + e, h);
+            out[i * ldo + j] = ml__fold8(acc);
+        }
+}
+
+static void gemm(size_t m, const float *const *a, size_t n, const float *B, size_t ldb,
+                 size_t width, float s0, float *const *out)
+{
+    gemm_any(m, a, n, B, 0, ldb, width, s0, out);
 }
 
 static void dots(size_t m, const float *const *a, size_t nk, const float *b, size_t ldb, size_t n,
                  float *out, size_t ldo)
 {
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < nk; j++)
-            out[i * ldo + j] = dot(a[i], b + j * ldb, n);
+    dots_any(m, a, nk, b, 0, ldb, n, out, ldo);
 }
 
-/* gemm, dots and their inputs over f16 rows: the same loops on the
- * widened values. */
+/* gemm and dots over f16 rows: the same loops on the widened values. */
 static void gemm_h(size_t m, const float *const *a, size_t n, const uint16_t *B, size_t ldb,
                    size_t width, float s0, float *const *out)
 {
-    for (size_t i = 0; i < m; i++) {
-        float *o = out[i];
-        for (size_t c = 0; c < width; c++)
-            o[c] = s0 * o[c];
-        for (size_t r = 0; r < n; r++)
-            for (size_t c = 0; c < width; c++)
-                o[c] += a[i][r] * ml_f16_to_f32(B[r * ldb + c]);
-    }
-}
-
-static float dot_h(const float *a, const uint16_t *b, size_t n)
-{
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (size_t e = 0; e < n; e++)
-        acc[e % 8] += a[e] * ml_f16_to_f32(b[e]);
-    return ml__fold8(acc);
+    gemm_any(m, a, n, B, 1, ldb, width, s0, out);
 }
 
 static void dots_h(size_t m, const float *const *a, size_t nk, const uint16_t *b, size_t ldb,
                    size_t n, float *out, size_t ldo)
 {
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < nk; j++)
-            out[i * ldo + j] = dot_h(a[i], b + j * ldb, n);
+    dots_any(m, a, nk, b, 1, ldb, n, out, ldo);
 }
 
 static void to_f16(uint16_t *h, const float *x, size_t n)
