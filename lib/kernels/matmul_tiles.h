@@ -26,6 +26,8 @@
  *                         type gets its tile code; 0: one serves both
  *   MM_IN_REGISTER(v)     keeps a loaded vector in a register (asm)
  * and optionally
+ *   MM_SUMS_KEEP(v)       the same for a tile's running integer sum,
+ *                         after each MM_SUMS_ADD (default: nothing)
  *   MM_PAIR_TILE          the name of its own tile function (tile_any's
  *                         signature, MM_TT_* tokens a tile), which reads
  *                         the activations as interleaved token pairs
@@ -58,6 +60,10 @@
 #else /* the whole template: one loud error above, not a cascade */
 
 #include <stdlib.h>
+
+#ifndef MM_SUMS_KEEP
+#define MM_SUMS_KEEP(v) ((void)0)
+#endif
 
 #define MM_RT_MAX (MM_RT_Q8 > MM_RT_Q4 ? MM_RT_Q8 : MM_RT_Q4)
 #define MM_TT_MAX (MM_TT_Q8 > MM_TT_Q4 ? MM_TT_Q8 : MM_TT_Q4)
@@ -207,8 +213,10 @@ ALWAYS_INLINE void tile_group(int q4, size_t rt, size_t tt, const uint8_t *wt, s
                 MM_IN_REGISTER(x);
                 UNROLL
                 for (size_t i = 0; i < rt; i++)
-                    if (i < nr)
+                    if (i < nr) {
                         is[i][t] = MM_SUMS_ADD(q4, is[i][t], w[i], x);
+                        MM_SUMS_KEEP(is[i][t]);
+                    }
             }
     }
     __m256 sx[MM_TT_MAX];
