@@ -300,8 +300,15 @@ static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
  * 0.82 by the tiles, 4 tokens 0.99 against 0.89; Q4_0 4 tokens 0.49 to 0.54
  * by matvecs_q4_0 against 0.67 to 0.69, 8 tokens 1.23 against 0.89). */
 #define MM_MIN_TOK 4
-#define MM_MIN_TOK_Q4 5 /* Q4_0: up to 4 share each row's unpacking (matvecs_q4_0) */
-#define MM_MATVECS_Q4 matvecs_q4_0
+/* Q4_0: up to 8 tokens go to matvecs_q4_t (below), which transposes each
+ * row in registers and so rearranges nothing; measured on Zen 3, one
+ * thread, weights in L2: 4 tokens 116-147 ns a row against 143-163 by the
+ * pairs of q4_pairs_row.h, 6 tokens 156-198 against 306-370 by the tiles;
+ * bench-seqs' 8-sequence step 121-125 ms -> 84-88. */
+#define MM_MIN_TOK_Q4 9
+static void matvecs_q4_t(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
+#define MM_MATVECS_Q4 matvecs_q4_t
 /* Register tiles (16 registers), measured best on Zen 4 among 1-3 rows x
  * 2-6 tokens; the differences were within 15%. */
 #define MM_RT_Q8 1
@@ -352,6 +359,103 @@ ALWAYS_INLINE __m256i mm_x_corr(const int8_t *x, size_t m)
 #define MM_MATVEC_Q8 matvec_q8_0
 #define MM_MATVEC_Q4 matvec_q4_0
 #include "kernels/matmul_tiles.h"
+
+/* ======================================================================
+ * 2-8 tokens (several sequences decoding): rows transposed in registers
+ * ====================================================================== */
+
+/* The tiles' work without their rearranged copy of the weights: each
+ * group of a row is transposed in registers (q4_group_transposed) and
+ * met there by every token's transposed activation (prepare_x), so the
+ * block sums need no folding (the decode pairs spend three shuffles and
+ * adds a group on it, per token) and no weights are stored and loaded
+ * back.  Per token: tile_group's operations on the same values, so the
+ * same bits as matvec. */
+#define QT_NT 8 /* tokens a row meets at once (their accumulators spill: cheap, once a group) */
+
+ALWAYS_INLINE void group_q4_t(__m256 acc[QT_NT], const uint8_t *w, __m256 sw, const uint8_t *xt,
+                              const float *xd, size_t nt, size_t nb, size_t j, size_t m)
+{
+    const size_t ng = (nb + 7) / 8;
+    __m256i v[8];
+    q4_group_transposed(w, m, v);
+    UNROLL
+    for (size_t t = 0; t < QT_NT; t++)
+        if (t < nt) {
+            const uint8_t *xg = xt + (t * ng + j) * XG_BYTES;
+            __m256i s = _mm256_setzero_si256();
+            UNROLL
+            for (int g = 0; g < 8; g++) {
+                s = mm_sums_add(1, s, v[g], _mm256_load_si256((const __m256i *)(xg + 32 * g)));
+                MM_SUMS_KEEP(s);
+            }
+            acc[t] = combine(acc[t], mm_q4_sums_end(s, xg),
+                             _mm256_mul_ps(sw, load_scales(xd + t * nb + 8 * j, m)));
+        }
+}
+
+ALWAYS_INLINE void row_q4_t(const uint8_t *wq, ml_wscales wd, size_t r, const uint8_t *xt,
+                            const float *xd, size_t nt, size_t nb, int f16, float *y, size_t ldy)
+{
+    const uint8_t *w = wq + r * nb * 16;
+    __m256 acc[QT_NT];
+    UNROLL
+    for (size_t t = 0; t < QT_NT; t++)
+        acc[t] = _mm256_setzero_ps();
+    size_t b = 0, j = 0;
+    for (; b + 8 <= nb; b += 8, j++) { /* whole groups, then the last part */
+        prefetch_q4(w + 16 * b, wscale_at(wd, r * nb + b, f16), f16);
+        group_q4_t(acc, w + 16 * b, wscales8(wd, r * nb + b, 8, f16), xt, xd, nt, nb, j, 8);
+    }
+    if (b < nb)
+        group_q4_t(acc, w + 16 * b, wscales8(wd, r * nb + b, nb - b, f16), xt, xd, nt, nb, j,
+                   nb - b);
+    UNROLL
+    for (size_t t = 0; t < QT_NT; t++)
+        if (t < nt)
+            y[t * ldy + r] = fold8(acc[t]);
+}
+
+/* Rows [r0, r1) for nt <= QT_NT tokens; nt is a constant where inlined. */
+ALWAYS_INLINE void rows_q4_t(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1,
+                             const uint8_t *xt, const float *xd, size_t nt, size_t nb, float *y,
+                             size_t ldy)
+{
+    for (size_t r = r0; r < r1; r++)
+        if (wd.f16)
+            row_q4_t(wq, wd, r, xt, xd, nt, nb, 1, y, ldy);
+        else
+            row_q4_t(wq, wd, r, xt, xd, nt, nb, 0, y, ldy);
+}
+
+static void rows_q4_t_any(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1,
+                          const uint8_t *xt, const float *xd, size_t n_tok, size_t nb, float *y,
+                          size_t ldy)
+{
+    switch (n_tok) {
+    case 2: rows_q4_t(wq, wd, r0, r1, xt, xd, 2, nb, y, ldy); break;
+    case 3: rows_q4_t(wq, wd, r0, r1, xt, xd, 3, nb, y, ldy); break;
+    case 4: rows_q4_t(wq, wd, r0, r1, xt, xd, 4, nb, y, ldy); break;
+    case 5: rows_q4_t(wq, wd, r0, r1, xt, xd, 5, nb, y, ldy); break;
+    case 6: rows_q4_t(wq, wd, r0, r1, xt, xd, 6, nb, y, ldy); break;
+    case 7: rows_q4_t(wq, wd, r0, r1, xt, xd, 7, nb, y, ldy); break;
+    default: rows_q4_t(wq, wd, r0, r1, xt, xd, QT_NT, nb, y, ldy); break;
+    }
+}
+
+static void matvecs_q4_t(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    const size_t nb = cols / 32, ng = (nb + 7) / 8;
+    uint8_t *xt = n_tok >= 2 && n_tok <= QT_NT ? aligned_alloc(32, n_tok * ng * XG_BYTES) : NULL;
+    if (!xt) { /* one token (decode's own path), or no memory: the same bits */
+        matvecs_q4_0(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
+        return;
+    }
+    prepare_x(xq, nb, n_tok, 1, xt);
+    rows_q4_t_any(wq, wd, r0, r1, xt, xd, n_tok, nb, y, ldy);
+    free(xt);
+}
 
 const ml_kernels ml__kernels_avx2 = {
     .name = "avx2",
