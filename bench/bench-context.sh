@@ -53,7 +53,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 LB=$(llama_bin "$DIR/mlcore-llama.cpp" llama-bench)
 has_depth=0
-"$LB/llama-bench" --help 2>&1 | grep -q -- '--n-depth' && has_depth=1
+# The help is read whole first: under pipefail, `grep -q` closing the pipe
+# early made llama-bench die of SIGPIPE now and then, and the depth rows
+# came out '-' though this llama-bench has -d.
+help=$("$LB/llama-bench" --help 2>&1 || true)
+case $help in *--n-depth*) has_depth=1 ;; esac
 limits_build "$DIR"
 bw_best=0
 measure_bw() {
