@@ -350,6 +350,24 @@ ALWAYS_INLINE __m256i mm_x_corr(const int8_t *x, size_t m)
     return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(block_sums(x, m), 3));
 }
 
+/* The block sums of a half group (matmul_tiles.h's half_group): lanes
+ * 0-3 plus lanes 4-7, zeros above. */
+ALWAYS_INLINE __m256i mm_half_fold(__m256i s)
+{
+    return _mm256_zextsi128_si256(
+        _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
+}
+
+ALWAYS_INLINE __m256i mm_sums_end_half(int q4, __m256i s, const uint8_t *xg)
+{
+    if (!q4)
+        return mm_half_fold(s);
+    return _mm256_add_epi32(mm_half_fold(_mm256_madd_epi16(s, _mm256_set1_epi16(1))),
+                            _mm256_load_si256((const __m256i *)(xg + 256)));
+}
+
+#define MM_HALF_GROUPS
+#define MM_SUMS_END_HALF(q4, s, xg) mm_sums_end_half(q4, s, xg)
 #define MM_LOAD_SCALES(d, m) load_scales(d, m)
 #define MM_X_CORR(x, m, q4) ((void)(q4), mm_x_corr(x, m)) /* the same for both */
 #define MM_W_ENCODE(q4, v) ((void)0) /* Q8_0 signed, Q4_0 nibbles: as rearranged */
@@ -377,8 +395,11 @@ ALWAYS_INLINE void group_q4_t(__m256 acc[QT_NT], const uint8_t *w, __m256 sw, co
                               const float *xd, size_t nt, size_t nb, size_t j, size_t m)
 {
     const size_t ng = (nb + 7) / 8;
+    const int half = MM_HALF(m);
     __m256i v[8];
     q4_group_transposed(w, m, v);
+    if (half)
+        half_group(v);
     UNROLL
     for (size_t t = 0; t < QT_NT; t++)
         if (t < nt) {
@@ -386,10 +407,12 @@ ALWAYS_INLINE void group_q4_t(__m256 acc[QT_NT], const uint8_t *w, __m256 sw, co
             __m256i s = _mm256_setzero_si256();
             UNROLL
             for (int g = 0; g < 8; g++) {
+                if (half && g >= 4)
+                    break;
                 s = mm_sums_add(1, s, v[g], _mm256_load_si256((const __m256i *)(xg + 32 * g)));
                 MM_SUMS_KEEP(s);
             }
-            acc[t] = combine(acc[t], mm_q4_sums_end(s, xg),
+            acc[t] = combine(acc[t], half ? mm_sums_end_half(1, s, xg) : mm_q4_sums_end(s, xg),
                              _mm256_mul_ps(sw, load_scales(xd + t * nb + 8 * j, m)));
         }
 }

@@ -28,6 +28,10 @@
  * and optionally
  *   MM_SUMS_KEEP(v)       the same for a tile's running integer sum,
  *                         after each MM_SUMS_ADD (default: nothing)
+ *   MM_HALF_GROUPS        a last group of m <= 4 blocks is stored in four
+ *                         registers, not eight (half_group), and its sums
+ *                         end by MM_SUMS_END_HALF(q4, s, xg), which adds
+ *                         the two halves first (256-bit tiles only)
  *   MM_PAIR_TILE          the name of its own tile function (tile_any's
  *                         signature, MM_TT_* tokens a tile), which reads
  *                         the activations as interleaved token pairs
@@ -65,6 +69,30 @@
 #define MM_SUMS_KEEP(v) ((void)0)
 #endif
 
+#ifdef MM_HALF_GROUPS
+/* Lanes 4-7 of a transposed group of m <= 4 blocks are zeros: register g
+ * < 4 takes lanes 0-3 of registers g and g + 4, the rest become zeros, so
+ * the tile multiplies four registers where it multiplied eight (Gemma 3's
+ * 640-column rows end in such a group).  Integer sums are exact in any
+ * order, so adding the halves at the end gives the same block sums. */
+#define MM_HALF(m) ((m) <= 4)
+ALWAYS_INLINE void half_group(__m256i v[8])
+{
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+        v[g] = _mm256_permute2x128_si256(v[g], v[g + 4], 0x20);
+        v[g + 4] = _mm256_setzero_si256();
+    }
+}
+#else
+#define MM_HALF(m) 0
+#define MM_SUMS_END_HALF(q4, s, xg) MM_SUMS_END(q4, s, xg) /* never reached */
+ALWAYS_INLINE void half_group(__m256i v[8])
+{
+    (void)v;
+}
+#endif
+
 #define MM_RT_MAX (MM_RT_Q8 > MM_RT_Q4 ? MM_RT_Q8 : MM_RT_Q4)
 #define MM_TT_MAX (MM_TT_Q8 > MM_TT_Q4 ? MM_TT_Q8 : MM_TT_Q4)
 
@@ -100,6 +128,8 @@ static void prepare_x(const int8_t *xq, size_t nb, size_t n_tok, int q4, uint8_t
                 v[k] = k < m ? _mm256_loadu_si256((const __m256i *)(x + 32 * k))
                              : _mm256_setzero_si256();
             transpose8x8(v);
+            if (MM_HALF(m))
+                half_group(v);
             UNROLL
             for (int g = 0; g < 8; g++)
                 _mm256_store_si256((__m256i *)(dst + 32 * P * g), v[g]);
@@ -161,6 +191,8 @@ ALWAYS_INLINE void prepare_w(int q4, const uint8_t *w, size_t nb, uint8_t *wt)
                              : _mm256_setzero_si256();
             transpose8x8(v);
         }
+        if (MM_HALF(m))
+            half_group(v);
         MM_W_ENCODE(q4, v);
         store8(wt + j * WG_BYTES, v);
     }
@@ -187,6 +219,7 @@ ALWAYS_INLINE void tile_group(int q4, size_t rt, size_t tt, const uint8_t *wt, s
                               __m256 acc[MM_RT_MAX][MM_TT_MAX])
 {
     const size_t ng = (nb + 7) / 8;
+    const int half = MM_HALF(m);
     const uint8_t *xg[MM_TT_MAX];
     __m256i is[MM_RT_MAX][MM_TT_MAX];
     (void)q4; /* unused by MM_SUMS_* where one tile serves both types */
@@ -200,6 +233,8 @@ ALWAYS_INLINE void tile_group(int q4, size_t rt, size_t tt, const uint8_t *wt, s
     }
     UNROLL
     for (int g = 0; g < 8; g++) {
+        if (half && g >= 4)
+            break;
         __m256i w[MM_RT_MAX];
         UNROLL
         for (size_t i = 0; i < rt; i++)
@@ -230,7 +265,9 @@ ALWAYS_INLINE void tile_group(int q4, size_t rt, size_t tt, const uint8_t *wt, s
             UNROLL
             for (size_t t = 0; t < tt; t++)
                 if (t < nt)
-                    acc[i][t] = combine(acc[i][t], MM_SUMS_END(q4, is[i][t], xg[t]),
+                    acc[i][t] = combine(acc[i][t],
+                                        half ? MM_SUMS_END_HALF(q4, is[i][t], xg[t])
+                                             : MM_SUMS_END(q4, is[i][t], xg[t]),
                                         _mm256_mul_ps(sw, sx[t]));
         }
 }
