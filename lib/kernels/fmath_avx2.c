@@ -7,7 +7,9 @@
  * and stores the output for every term).
  * dots: tiles of 4 rows of a by 2 rows of b, eight 8-lane accumulators,
  * so each element of a and b is loaded once per tile; lane k of an
- * accumulator is the reference's acc[k].
+ * accumulator is the reference's acc[k].  With 12 rows or more (a
+ * prompt), dots_t: the keys transposed, and each lane's sum computed for
+ * 8 keys at once (see there).
  * gemm_h, dots_h: the same code (one template, `half` a constant) with B
  * loaded as f16 and widened by vcvtph2ps, which is exact as the
  * reference's ml_f16_to_f32; to_f16 is vcvtps2ph, which rounds to nearest
@@ -237,16 +239,183 @@ INLINE void dots_any(const int half, size_t m, const float *const *a, size_t nk,
         dot_rows(1, half, a + i, nk, b, ldb, n, out + i * ldo, ldo);
 }
 
+/* ---- dots through transposed keys (many rows of a: a prompt) ----
+ *
+ * Lane k of the reference's accumulator for a[i]·b[j] is the sequential
+ * sum over the elements e ≡ k (mod 8).  With a block of keys transposed
+ * to floats, kt[e][j] = b[j][e], that lane's sum for 8 keys at once is a
+ * broadcast of a[i][e] times row e of kt, added for e = k, k + 8, ...:
+ * gemm's tile, one class k of elements after the other, each class's
+ * sums kept aside, then the classes folded as the lanes are:
+ * ((c0 + c4) + (c2 + c6)) + ((c1 + c5) + (c3 + c7)).  The same adds of
+ * the same products as dot_tile's, and no horizontal folds, which took
+ * as long as the products at head size 64; the keys are widened and
+ * transposed once for all rows instead of once per four. */
+
+/* Floats of a block of transposed keys (16 KB, with a's rows in L1). */
+#define KT_FLOATS 4096
+
+/* Keys [j0, j0 + nj) of b, elements [0, n), as floats kt[e·ldk + j - j0]. */
+INLINE void transpose_keys(const int half, float *kt, size_t ldk, const void *b, size_t ldb,
+                           size_t j0, size_t nj, size_t n)
+{
+    size_t j = 0;
+    for (; j + 8 <= nj; j += 8) {
+        for (size_t k = 0; k < 8; k++) /* the next eight keys, while these are moved */
+            prefetch_row(at(b, (j0 + j + 8 + k) * ldb, half), n, half ? 2 : 4);
+        for (size_t e = 0; e < n; e += 8) {
+            __m256 r[8], t[8];
+            UNROLL
+            for (size_t k = 0; k < 8; k++)
+                r[k] = load8(at(b, (j0 + j + k) * ldb + e, half), half);
+            UNROLL
+            for (size_t k = 0; k < 8; k += 2) {
+                t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+                t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+            }
+            UNROLL
+            for (size_t k = 0; k < 8; k += 4) {
+                r[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+                r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+                r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+                r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+            }
+            /* r[0..3]: elements e+{0,4}, e+{1,5}, e+{2,6}, e+{3,7} of keys 0-3 | of ...
+             * r[4..7] the same of keys 4-7, by 128-bit halves */
+            UNROLL
+            for (size_t k = 0; k < 4; k++) {
+                _mm256_storeu_ps(kt + (e + k) * ldk + j, _mm256_permute2f128_ps(r[k], r[k + 4], 0x20));
+                _mm256_storeu_ps(kt + (e + k + 4) * ldk + j,
+                                 _mm256_permute2f128_ps(r[k], r[k + 4], 0x31));
+            }
+        }
+    }
+    for (; j < nj; j++) /* the last few keys one by one */
+        for (size_t e = 0; e < n; e++)
+            kt[e * ldk + j] = elem(b, (j0 + j) * ldb + e, half);
+}
+
+/* Rows [0, G) of a against V vectors of 8 keys at column c of kt, over
+ * the elements of class k: sums into part[i·V + v] (8 floats each). */
+INLINE void class_tile(const size_t G, const size_t V, const float *const *a, size_t k,
+                       size_t n, const float *kt, size_t ldk, size_t c, __m256 *part)
+{
+    __m256 acc[4][2];
+    UNROLL
+    for (size_t i = 0; i < G; i++)
+        UNROLL
+        for (size_t v = 0; v < V; v++)
+            acc[i][v] = _mm256_setzero_ps();
+    for (size_t e = k; e < n; e += 8) {
+        __m256 y[2];
+        UNROLL
+        for (size_t v = 0; v < V; v++)
+            y[v] = _mm256_loadu_ps(kt + e * ldk + c + 8 * v);
+        UNROLL
+        for (size_t i = 0; i < G; i++) {
+            __m256 x = _mm256_broadcast_ss(a[i] + e);
+            UNROLL
+            for (size_t v = 0; v < V; v++)
+                acc[i][v] = _mm256_add_ps(acc[i][v], _mm256_mul_ps(x, y[v]));
+        }
+    }
+    UNROLL
+    for (size_t i = 0; i < G; i++)
+        UNROLL
+        for (size_t v = 0; v < V; v++)
+            part[i * V + v] = acc[i][v];
+}
+
+/* Rows [0, G) of a against keys [c, c + 8·V) of kt (the last vector
+ * holding `tail` < 8 keys when `tail`), into out[i·ldo + c...]. */
+INLINE void dot_t_tile(const size_t G, const size_t V, const float *const *a, size_t n,
+                       const float *kt, size_t ldk, size_t c, size_t tail, float *out, size_t ldo)
+{
+    __m256 part[8][8]; /* [class][i·V + v] */
+    static const size_t order[8] = {0, 4, 2, 6, 1, 5, 3, 7};
+    for (size_t q = 0; q < 8; q++)
+        class_tile(G, V, a, order[q], n, kt, ldk, c, part[q]);
+    UNROLL
+    for (size_t i = 0; i < G; i++)
+        UNROLL
+        for (size_t v = 0; v < V; v++) {
+            size_t t = i * V + v;
+            __m256 s = _mm256_add_ps(_mm256_add_ps(part[0][t], part[1][t]),
+                                     _mm256_add_ps(part[2][t], part[3][t]));
+            __m256 u = _mm256_add_ps(_mm256_add_ps(part[4][t], part[5][t]),
+                                     _mm256_add_ps(part[6][t], part[7][t]));
+            float *o = out + i * ldo + c + 8 * v;
+            if (tail && v == V - 1) {
+                float lane[8];
+                _mm256_storeu_ps(lane, _mm256_add_ps(s, u));
+                memcpy(o, lane, tail * 4);
+            } else {
+                _mm256_storeu_ps(o, _mm256_add_ps(s, u));
+            }
+        }
+}
+
+/* Rows [0, G) of a against the nj keys of kt. */
+INLINE void dot_t_rows(const size_t G, const float *const *a, size_t n, const float *kt,
+                       size_t ldk, size_t nj, float *out, size_t ldo)
+{
+    size_t c = 0;
+    for (; c + 16 <= nj; c += 16)
+        dot_t_tile(G, 2, a, n, kt, ldk, c, 0, out, ldo);
+    for (; c + 8 <= nj; c += 8)
+        dot_t_tile(G, 1, a, n, kt, ldk, c, 0, out, ldo);
+    if (c < nj)
+        dot_t_tile(G, 1, a, n, kt, ldk, c, nj - c, out, ldo);
+}
+
+/* dots with at least 4 rows of a and n a multiple of 8 that leaves room
+ * for 8 keys in KT_FLOATS. */
+INLINE void dots_t(const int half, size_t m, const float *const *a, size_t nk, const void *b,
+                   size_t ldb, size_t n, float *out, size_t ldo)
+{
+    float kt[KT_FLOATS];
+    const size_t keys = KT_FLOATS / n / 8 * 8;
+    for (size_t j = 0; j < nk; j += keys) {
+        size_t nj = nk - j < keys ? nk - j : keys, ldk = (nj + 7) / 8 * 8;
+        transpose_keys(half, kt, ldk, b, ldb, j, nj, n);
+        for (size_t e = 0; e < n; e++) /* lanes past the last key: read, never stored */
+            for (size_t p = nj; p < ldk; p++)
+                kt[e * ldk + p] = 0;
+        size_t i = 0;
+        for (; i + 4 <= m; i += 4)
+            dot_t_rows(4, a + i, n, kt, ldk, nj, out + i * ldo + j, ldo);
+        for (; i + 2 <= m; i += 2)
+            dot_t_rows(2, a + i, n, kt, ldk, nj, out + i * ldo + j, ldo);
+        for (; i < m; i++)
+            dot_t_rows(1, a + i, n, kt, ldk, nj, out + i * ldo + j, ldo);
+    }
+}
+
+/* Whether dots_t serves: enough rows to repay a transposition (a
+ * prompt's block of tokens; measured, one thread, keys in L2: at 8 rows
+ * it loses at head size 256, at 12 it wins at 64 and 256), elements by
+ * eights, and room for eight keys. */
+INLINE int use_dots_t(size_t m, size_t n)
+{
+    return m >= 12 && n > 0 && n % 8 == 0 && n <= KT_FLOATS / 8;
+}
+
 static void dots(size_t m, const float *const *a, size_t nk, const float *b, size_t ldb, size_t n,
                  float *out, size_t ldo)
 {
-    dots_any(0, m, a, nk, b, ldb, n, out, ldo);
+    if (use_dots_t(m, n))
+        dots_t(0, m, a, nk, b, ldb, n, out, ldo);
+    else
+        dots_any(0, m, a, nk, b, ldb, n, out, ldo);
 }
 
 static void dots_h(size_t m, const float *const *a, size_t nk, const uint16_t *b, size_t ldb,
                    size_t n, float *out, size_t ldo)
 {
-    dots_any(1, m, a, nk, b, ldb, n, out, ldo);
+    if (use_dots_t(m, n))
+        dots_t(1, m, a, nk, b, ldb, n, out, ldo);
+    else
+        dots_any(1, m, a, nk, b, ldb, n, out, ldo);
 }
 
 static void to_f16(uint16_t *h, const float *x, size_t n)

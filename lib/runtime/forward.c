@@ -147,14 +147,11 @@ static void run_scores(const att_job *j, const float *const *q, uint32_t rows, c
         for (uint32_t s = 0; s < run[r].n; s += KV_CHUNK) {
             uint32_t n = run[r].n - s < KV_CHUNK ? run[r].n - s : KV_CHUNK;
             const void *k = kv_at(run[r].k, (size_t)s * kv_dim, c->k16);
-            for (uint32_t i = 0; i < rows; i += ML_ATT_GROUP) { /* dots' rows share one stride */
-                uint32_t m = rows - i < ML_ATT_GROUP ? rows - i : ML_ATT_GROUP;
-                float *out = sc[i] + col + s;
-                if (c->k16)
-                    j->fm->dots_h(m, q + i, n, k, kv_dim, dh, out, c->n_ctx);
-                else
-                    j->fm->dots(m, q + i, n, k, kv_dim, dh, out, c->n_ctx);
-            }
+            float *out = sc[0] + col + s; /* score rows are n_ctx floats apart */
+            if (c->k16)
+                j->fm->dots_h(rows, q, n, k, kv_dim, dh, out, c->n_ctx);
+            else
+                j->fm->dots(rows, q, n, k, kv_dim, dh, out, c->n_ctx);
         }
 }
 

@@ -35,9 +35,9 @@ static size_t variants(const ml_fmath *v[2])
     return n;
 }
 
-enum { MAXR = 9, MAXN = 70, MAXW = 100 };
+enum { MAXR = 15, MAXN = 70, MAXW = 100 }; /* rows: past dots_t's 12 */
 
-/* gemm: rows 1-9, widths 1-97 (tiles of 16, 32 and 64 columns and their
+/* gemm: rows 1-15, widths 1-97 (tiles of 16, 32 and 64 columns and their
  * remainders), 0-64 terms, s0 of 0.75 and 1. */
 START_TEST(test_gemm)
 {
@@ -101,7 +101,13 @@ static float spec_dot(const float *a, const float *b, size_t n)
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
-/* dots: rows 1-9 of a against 1-5 rows of b, lengths 1-70; the bits of
+/* Key counts of the dots tests: the AVX2 form with 12 rows or more
+ * moves keys by eights into tiles of 16 and 8, in blocks of 64 at length
+ * 64 (fmath_avx2.c dots_t), so the counts cross each of those edges. */
+static const size_t key_counts[] = {1, 2, 3, 5, 8, 9, 16, 17, 23, 40, 64, 65, 70};
+enum { MAXK = 70 };
+
+/* dots: rows 1-15 of a against 1-70 rows of b, lengths 1-70; the bits of
  * that order, which differs from a left-to-right sum on values built to
  * tell them apart. */
 START_TEST(test_dots)
@@ -110,30 +116,30 @@ START_TEST(test_dots)
     const ml_fmath *v[2];
     size_t nv = variants(v);
     tu_rng r = {7};
-    float *a = malloc(MAXR * MAXN * 4), *b = malloc(5 * MAXN * 4);
-    float *out = malloc(MAXR * 8 * 4);
+    float *a = malloc(MAXR * MAXN * 4), *b = malloc(MAXK * MAXN * 4);
+    float *out = malloc(MAXR * MAXK * 4);
     ck_assert(a && b && out);
     fill(a, MAXR * MAXN, &r);
-    fill(b, 5 * MAXN, &r);
+    fill(b, MAXK * MAXN, &r);
     for (size_t m = 1; m <= MAXR; m++)
-        for (size_t nk = 1; nk <= 5; nk++)
+        for (size_t ki = 0; ki < sizeof key_counts / sizeof key_counts[0]; ki++)
             for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-                size_t n = lens[li];
+                size_t n = lens[li], nk = key_counts[ki];
                 const float *ap[MAXR];
                 for (size_t i = 0; i < m; i++)
                     ap[i] = a + i * MAXN;
                 for (size_t k = 0; k < nv; k++) {
-                    for (size_t i = 0; i < MAXR * 8; i++)
+                    for (size_t i = 0; i < MAXR * MAXK; i++)
                         out[i] = -1;
-                    v[k]->dots(m, ap, nk, b, MAXN, n, out, 8);
+                    v[k]->dots(m, ap, nk, b, MAXN, n, out, MAXK);
                     for (size_t i = 0; i < MAXR; i++)
-                        for (size_t j = 0; j < 8; j++) {
+                        for (size_t j = 0; j < MAXK; j++) {
                             if (i >= m || j >= nk) {
-                                ck_assert(out[i * 8 + j] == -1);
+                                ck_assert(out[i * MAXK + j] == -1);
                                 continue;
                             }
                             float want = spec_dot(ap[i], b + j * MAXN, n);
-                            ck_assert_msg(memcmp(&want, &out[i * 8 + j], 4) == 0,
+                            ck_assert_msg(memcmp(&want, &out[i * MAXK + j], 4) == 0,
                                           "variant %zu: m %zu nk %zu n %zu (%zu,%zu)", k, m, nk,
                                           n, i, j);
                         }
@@ -385,17 +391,17 @@ START_TEST(test_half_forms)
                                   "gemm_h %s: m %zu width %zu terms %zu", v[k]->name, m, w, n);
                 }
             }
-        for (size_t nk = 1; nk <= 5; nk++)
+        for (size_t ki = 0; ki < sizeof key_counts / sizeof key_counts[0]; ki++)
             for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-                size_t n = lens[li];
-                for (size_t i = 0; i < MAXR * 8; i++)
+                size_t n = lens[li], nk = key_counts[ki];
+                for (size_t i = 0; i < MAXR * MAXK; i++)
                     o0[i] = o[i] = -1;
-                ml__fmath_scalar.dots(m, ap, nk, B, MAXN, n, o0, 8);
+                ml__fmath_scalar.dots(m, ap, nk, B, MAXN, n, o0, MAXK);
                 for (size_t k = 0; k < nv; k++) {
-                    for (size_t i = 0; i < MAXR * 8; i++)
+                    for (size_t i = 0; i < MAXR * MAXK; i++)
                         o[i] = -1;
-                    v[k]->dots_h(m, ap, nk, Bh, MAXN, n, o, 8);
-                    ck_assert_msg(memcmp(o, o0, MAXR * 8 * 4) == 0,
+                    v[k]->dots_h(m, ap, nk, Bh, MAXN, n, o, MAXK);
+                    ck_assert_msg(memcmp(o, o0, MAXR * MAXK * 4) == 0,
                                   "dots_h %s: m %zu nk %zu n %zu", v[k]->name, m, nk, n);
                 }
             }
