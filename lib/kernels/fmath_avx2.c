@@ -368,8 +368,8 @@ INLINE void dot_t_rows(const size_t G, const float *const *a, size_t n, const fl
         dot_t_tile(G, 1, a, n, kt, ldk, c, nj - c, out, ldo);
 }
 
-/* dots with at least 4 rows of a and n a multiple of 8 that leaves room
- * for 8 keys in KT_FLOATS. */
+/* dots where use_dots_t says so: blocks of keys transposed into kt, each
+ * block met by every row of a. */
 INLINE void dots_t(const int half, size_t m, const float *const *a, size_t nk, const void *b,
                    size_t ldb, size_t n, float *out, size_t ldo)
 {
