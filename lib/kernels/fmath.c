@@ -91,15 +91,13 @@ float ml__fmath_exp_neg(float a)
     p = p * r + ML_FMATH_P4;
     p = p * r + ML_FMATH_P5;
     float e = p * (r * r) + r + 1.0f;
-    uint32_t bits, b1, b2;
+    uint32_t bits;
     memcpy(&bits, &t, 4);
-    int32_t ni = (int32_t)(bits - ML_FMATH_ROUND_BITS), n1 = (ni - (ni & 1)) / 2; /* floor */
-    b1 = (uint32_t)(n1 + 127) << 23;
-    b2 = (uint32_t)(ni - n1 + 127) << 23;
-    float s1, s2;
-    memcpy(&s1, &b1, 4);
-    memcpy(&s2, &b2, 4);
-    return e * s1 * s2;
+    int32_t ni = (int32_t)(bits - ML_FMATH_ROUND_BITS); /* n, at least -93 after the cut */
+    uint32_t b = (uint32_t)(ni + 127) << 23;
+    float s;
+    memcpy(&s, &b, 4);
+    return e * s;
 }
 
 static void silu(float *y, const float *x, size_t n, int mul)

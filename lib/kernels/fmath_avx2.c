@@ -460,11 +460,9 @@ INLINE __m256 exp_neg(__m256 a)
                              _mm256_set1_ps(1.0f));
     __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t),
                                   _mm256_set1_epi32((int)ML_FMATH_ROUND_BITS));
-    __m256i n1 = _mm256_srai_epi32(ni, 1), bias = _mm256_set1_epi32(127);
-    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
-    __m256 s2 = _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, n1), bias), 23));
-    e = _mm256_mul_ps(_mm256_mul_ps(e, s1), s2);
+    __m256 s = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
+    e = _mm256_mul_ps(e, s);
     return _mm256_andnot_ps(flush, e);
 }
 
