@@ -1,6 +1,7 @@
 /* fmath.h - private: the float32 products of attention and linear
- * attention (fmath.c, fmath_avx2.c), beside the kernel table's quantized
- * ones.  Like the kernel table, every implementation gives the same bits:
+ * attention (fmath.c, fmath_avx2.c, fmath_avx512.c), beside the kernel
+ * table's quantized ones.  Like the kernel table, every implementation
+ * gives the same bits:
  * each result is computed with the reference's operations in the
  * reference's order (multiplies and adds, never fused), one result per
  * SIMD lane, so the thread count, the batch and the CPU change nothing. */
@@ -13,7 +14,7 @@
 #include <stdint.h>
 
 typedef struct ml_fmath {
-    const char *name; /* "scalar", "avx2" */
+    const char *name; /* "scalar", "avx2", "avx512" */
 
     /* For rows i < m:
      *     out[i][c] = s0 · out[i][c] + Σ_{r<n} a[i][r] · B[r·ldb + c],  c < width,
@@ -115,6 +116,14 @@ const ml_fmath *ml__fmath(const ml_kernels *k);
 extern const ml_fmath ml__fmath_scalar;
 #if defined(__x86_64__)
 extern const ml_fmath ml__fmath_avx2;
+extern const ml_fmath ml__fmath_avx512; /* beside the AVX-512 kernel table */
+
+/* fmath_avx2.c's dots_t step, shared with fmath_avx512.c: keys [j0, j0 +
+ * nj) of b (f16 with `half`), elements [0, n), widened and transposed to
+ * kt[e·ldk + j − j0]; the lanes [nj, ldk) of every row are zeros.  n is a
+ * multiple of 8 and ldk ≥ nj a multiple of 8. */
+void ml__fmath_avx2_transpose_keys(int half, float *kt, size_t ldk, const void *b, size_t ldb,
+                                   size_t j0, size_t nj, size_t n);
 #endif
 
 #endif

@@ -295,6 +295,18 @@ INLINE void transpose_keys(const int half, float *kt, size_t ldk, const void *b,
             kt[e * ldk + j] = elem(b, (j0 + j) * ldb + e, half);
 }
 
+void ml__fmath_avx2_transpose_keys(int half, float *kt, size_t ldk, const void *b, size_t ldb,
+                                   size_t j0, size_t nj, size_t n)
+{
+    if (half)
+        transpose_keys(1, kt, ldk, b, ldb, j0, nj, n);
+    else
+        transpose_keys(0, kt, ldk, b, ldb, j0, nj, n);
+    for (size_t e = 0; e < n; e++) /* lanes past the last key: read, never stored */
+        for (size_t p = nj; p < ldk; p++)
+            kt[e * ldk + p] = 0;
+}
+
 /* Rows [0, G) of a against V vectors of 8 keys at column c of kt, over
  * the elements of class k: sums into part[i·V + v] (8 floats each). */
 INLINE void class_tile(const size_t G, const size_t V, const float *const *a, size_t k,
@@ -377,10 +389,7 @@ INLINE void dots_t(const int half, size_t m, const float *const *a, size_t nk, c
     const size_t keys = KT_FLOATS / n / 8 * 8;
     for (size_t j = 0; j < nk; j += keys) {
         size_t nj = nk - j < keys ? nk - j : keys, ldk = (nj + 7) / 8 * 8;
-        transpose_keys(half, kt, ldk, b, ldb, j, nj, n);
-        for (size_t e = 0; e < n; e++) /* lanes past the last key: read, never stored */
-            for (size_t p = nj; p < ldk; p++)
-                kt[e * ldk + p] = 0;
+        ml__fmath_avx2_transpose_keys(half, kt, ldk, b, ldb, j, nj, n);
         size_t i = 0;
         for (; i + 4 <= m; i += 4)
             dot_t_rows(4, a + i, n, kt, ldk, nj, out + i * ldo + j, ldo);

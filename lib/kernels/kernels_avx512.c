@@ -820,7 +820,7 @@ const ml_kernels ml__kernels_avx512 = {
     .name = "avx512vnni",
     /* No AVX-512 float products: AVX2's, which every CPU this table runs
      * on has (dispatch.c checks avx2 with the AVX-512 features). */
-    .fmath = &ml__fmath_avx2,
+    .fmath = &ml__fmath_avx512,
     .quantize_q8_0 = quantize_q8_0,
     .matvec_q8_0 = matvec_q8_0,
     .matvec_q4_0 = matvec_q4_0,

@@ -200,9 +200,10 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     local m="$FIX/runtime/llama-q8.mlb" k want
     ML_KERNELS=scalar run -0 --separate-stderr ml-run -v -m "$m" --ids -p "1 2 3" -n 2 -q
     [[ ${stderr_lines[0]} =~ ^"ml-run: $m: 2 layers, dim 64, vocab 96, context 128, cache f32/f32, "[0-9]+" threads, kernels scalar, float math scalar, seed "[0-9]+$ ]]
-    # Each variant this build and CPU run: AVX2's float math with the x86
-    # SIMD kernels, the reference with NEON's (no NEON float math yet).
-    for k in avx2:avx2 avx512vnni:avx2 neon:scalar neondot:scalar; do
+    # Each variant this build and CPU run: AVX2's float math with the AVX2
+    # kernels, AVX-512's with the AVX-512 ones, the reference with NEON's
+    # (no NEON float math yet).
+    for k in avx2:avx2 avx512vnni:avx512 neon:scalar neondot:scalar; do
         ML_KERNELS=${k%%:*} ml-run -q -m "$m" --ids -p 1 -n 0 2>/dev/null || continue
         want="kernels ${k%%:*}, float math ${k#*:}, seed"
         ML_KERNELS=${k%%:*} run -0 --separate-stderr ml-run -v -m "$m" --ids -p "1 2 3" -n 2 -q

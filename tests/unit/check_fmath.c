@@ -23,7 +23,7 @@ static void fill(float *p, size_t n, tu_rng *r)
 }
 
 /* The implementations this CPU runs, the reference first. */
-static size_t variants(const ml_fmath *v[2])
+static size_t variants(const ml_fmath *v[3])
 {
     size_t n = 0;
     v[n++] = &ml__fmath_scalar;
@@ -31,6 +31,9 @@ static size_t variants(const ml_fmath *v[2])
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2"))
         v[n++] = &ml__fmath_avx2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        v[n++] = &ml__fmath_avx512;
 #endif
     return n;
 }
@@ -43,7 +46,7 @@ START_TEST(test_gemm)
 {
     static const size_t widths[] = {1, 7, 8, 9, 16, 17, 24, 33, 40, 64, 65, 72, 97},
                         terms[] = {0, 1, 5, 64};
-    const ml_fmath *v[2];
+    const ml_fmath *v[3];
     size_t nv = variants(v);
     tu_rng r = {42};
     float *a = malloc(MAXR * MAXN * 4), *B = malloc(MAXN * MAXW * 4);
@@ -103,8 +106,10 @@ static float spec_dot(const float *a, const float *b, size_t n)
 
 /* Key counts of the dots tests: the AVX2 form with 12 rows or more
  * moves keys by eights into tiles of 16 and 8, in blocks of 64 at length
- * 64 (fmath_avx2.c dots_t), so the counts cross each of those edges. */
-static const size_t key_counts[] = {1, 2, 3, 5, 8, 9, 16, 17, 23, 40, 64, 65, 70};
+ * 64 (fmath_avx2.c dots_t), the AVX-512 form into tiles of 32 and 16
+ * (masked), so the counts cross each of those edges. */
+static const size_t key_counts[] = {1,  2,  3,  5,  8,  9,  15, 16, 17, 23,
+                                    31, 32, 33, 40, 48, 49, 64, 65, 70};
 enum { MAXK = 70 };
 
 /* dots: rows 1-15 of a against 1-70 rows of b, lengths 1-70; the bits of
@@ -113,7 +118,7 @@ enum { MAXK = 70 };
 START_TEST(test_dots)
 {
     static const size_t lens[] = {1, 7, 8, 13, 16, 64, 70};
-    const ml_fmath *v[2];
+    const ml_fmath *v[3];
     size_t nv = variants(v);
     tu_rng r = {7};
     float *a = malloc(MAXR * MAXN * 4), *b = malloc(MAXK * MAXN * 4);
@@ -212,7 +217,7 @@ END_TEST
  * exponentials are normal floats. */
 START_TEST(test_elementwise)
 {
-    const ml_fmath *v[2];
+    const ml_fmath *v[3];
     size_t nv = variants(v);
     enum { N = 4099 };
     tu_rng r = {3};
@@ -323,7 +328,7 @@ END_TEST
  * gives 1 for a single score and equal shares for equal ones. */
 START_TEST(test_exp_norm)
 {
-    const ml_fmath *v[2];
+    const ml_fmath *v[3];
     size_t nv = variants(v);
     enum { N = 1031 };
     tu_rng r = {5};
@@ -361,6 +366,23 @@ START_TEST(test_exp_norm)
             ck_assert_msg(same(y, y0, N), "exp_norm variant %zu, n %zu", k, n);
         }
     }
+    /* Scores near each other: every share counts in the sum, and a lane
+     * one ulp off may vanish in the fold, so many trials show its order. */
+    for (size_t trial = 0; trial < 40; trial++) {
+        size_t n = N - trial;
+        float max = -INFINITY;
+        for (size_t i = 0; i < n; i++) {
+            x[i] = (float)((double)(int32_t)tu_next(&r) / 2147483648.0 * 12);
+            max = x[i] > max ? x[i] : max;
+        }
+        memcpy(y0, x, N * 4);
+        ml__fmath_scalar.exp_norm(y0, n, max);
+        for (size_t k = 1; k < nv; k++) {
+            memcpy(y, x, N * 4);
+            v[k]->exp_norm(y, n, max);
+            ck_assert_msg(same(y, y0, N), "exp_norm variant %zu, near scores, n %zu", k, n);
+        }
+    }
     for (size_t k = 0; k < nv; k++) {
         float one[1] = {-3.5f}, eq[11];
         v[k]->exp_norm(one, 1, -3.5f);
@@ -384,7 +406,7 @@ START_TEST(test_half_forms)
 {
     static const size_t widths[] = {1, 7, 8, 9, 16, 17, 33, 64, 65, 97}, terms[] = {0, 1, 5, 64},
                         lens[] = {1, 7, 8, 13, 16, 64, 70};
-    const ml_fmath *v[2];
+    const ml_fmath *v[3];
     size_t nv = variants(v);
     tu_rng r = {1616};
     float *a = malloc(MAXR * MAXN * 4), *B = malloc(MAXN * MAXW * 4);
@@ -462,7 +484,7 @@ END_TEST
 START_TEST(test_scale_max)
 {
     enum { N = 37 };
-    const ml_fmath *v[2];
+    const ml_fmath *v[3];
     size_t nv = variants(v);
     tu_rng r = {99};
     float x[N], y0[N], y[N];
@@ -485,7 +507,8 @@ START_TEST(test_scale_max)
 }
 END_TEST
 
-/* The choice: the reference beside the scalar table, else AVX2 on x86. */
+/* The choice: the reference beside the scalar table, the AVX-512 forms
+ * beside the AVX-512 table, else AVX2 on x86. */
 START_TEST(test_choice)
 {
     ck_assert_ptr_eq(ml__fmath(&ml__kernels_scalar), &ml__fmath_scalar);
@@ -493,7 +516,8 @@ START_TEST(test_choice)
     size_t n = ml__kernels_available(tabs, 8);
     for (size_t i = 1; i < n; i++) {
 #if defined(__x86_64__)
-        ck_assert_ptr_eq(ml__fmath(tabs[i]), &ml__fmath_avx2);
+        int wide = strncmp(tabs[i]->name, "avx512", 6) == 0;
+        ck_assert_ptr_eq(ml__fmath(tabs[i]), wide ? &ml__fmath_avx512 : &ml__fmath_avx2);
 #endif
     }
 }
