@@ -76,6 +76,8 @@ X86 := $(filter x86_64% i386% i486% i586% i686%,$(shell $(CC) -dumpmachine 2>/de
 $(B)/%_avx2.o: ALL_CFLAGS += $(if $(X86),-mavx2 -mf16c)
 $(B)/%_avx512.o: ALL_CFLAGS += $(if $(X86),-mavx2 -mf16c -mavx512f -mavx512bw -mavx512vl \
                                -mavx512vnni -mavx512dq)
+$(B)/%_amx.o: ALL_CFLAGS += $(if $(X86),-mavx2 -mf16c -mavx512f -mavx512bw -mavx512vl \
+                            -mavx512vnni -mavx512dq -mamx-tile -mamx-int8)
 AARCH64 := $(filter aarch64%,$(shell $(CC) -dumpmachine 2>/dev/null))
 $(B)/%_neondot.o: ALL_CFLAGS += $(if $(AARCH64),-march=armv8.2-a+dotprod)
 

@@ -25,7 +25,7 @@ digest() { # digest NAME FILE
 }
 
 variants=()
-for v in scalar avx2 avx512 neon neondot; do
+for v in scalar avx2 avx512 amx neon neondot; do
     ML_KERNELS=$v ml-run -q -m tests/fixtures/runtime/llama-q8.mlb --ids -p 1 -n 0 \
         >/dev/null 2>&1 && variants+=("$v")
 done

@@ -17,8 +17,13 @@
 #include <string.h>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 extern const ml_kernels ml__kernels_avx2;
 extern const ml_kernels ml__kernels_avx512;
+extern const ml_kernels ml__kernels_amx;
 
 static int cpu_has_avx2(void)
 {
@@ -33,6 +38,33 @@ static int cpu_has_avx512vnni(void)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+}
+
+/* kernels_amx.c's table: AVX-512 VNNI, the AMX-TILE and AMX-INT8 bits
+ * (cpuid leaf 7, EDX 24 and 25), the tile state enabled in XCR0 (bits 17
+ * and 18) and Linux's permission for this process to use it, asked for
+ * once (arch_prctl ARCH_REQ_XCOMP_PERM of XFEATURE_XTILEDATA; it covers
+ * every thread).  Elsewhere, or when the kernel refuses, AVX-512 it is. */
+static int cpu_has_amx(void)
+{
+#if defined(__linux__)
+    static int known = -1;
+    if (known >= 0)
+        return known;
+    unsigned a, b, c, d;
+    known = 0;
+    if (!cpu_has_avx512vnni() || !__get_cpuid_count(7, 0, &a, &b, &c, &d) ||
+        (d & (3u << 24)) != (3u << 24))
+        return 0;
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0_lo & (3u << 17)) != (3u << 17))
+        return 0;
+    known = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+    return known;
+#else
+    return 0;
+#endif
 }
 #endif
 
@@ -70,9 +102,11 @@ static const variant variants[] = {
 #if defined(__x86_64__)
     {.env = "avx2", .table = &ml__kernels_avx2, .runs = cpu_has_avx2},
     {.env = "avx512", .table = &ml__kernels_avx512, .runs = cpu_has_avx512vnni},
+    {.env = "amx", .table = &ml__kernels_amx, .runs = cpu_has_amx},
 #else
     {.env = "avx2"},
     {.env = "avx512"},
+    {.env = "amx"},
 #endif
 #if defined(__aarch64__)
     {.env = "neon", .table = &ml__kernels_neon, .runs = cpu_has_nothing_special},
@@ -106,11 +140,11 @@ const ml_kernels *ml__kernels_select(const char **why)
         const variant *v = find(env);
         const char *reason = NULL;
         if (!v)
-            reason = "ML_KERNELS: unknown kernel variant (expected scalar, avx2, avx512, neon, "
-                     "neondot or auto)";
+            reason = "ML_KERNELS: unknown kernel variant (expected scalar, avx2, avx512, amx, "
+                     "neon, neondot or auto)";
         else if (!v->table)
-            reason = "ML_KERNELS: this build has no such kernel variant (avx2 and avx512: x86-64 "
-                     "builds only; neon and neondot: AArch64 builds only)";
+            reason = "ML_KERNELS: this build has no such kernel variant (avx2, avx512 and amx: "
+                     "x86-64 builds only; neon and neondot: AArch64 builds only)";
         else if (!v->runs())
             reason = "ML_KERNELS: this CPU lacks the instructions of the requested kernel variant";
         if (reason) {

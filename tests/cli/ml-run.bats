@@ -185,10 +185,13 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
         run -0 ml-run -m "$f" --ids -f "$FIX/runtime/$n.ids" -n 0 --ctx 64 --logits "$BATS_TEST_TMPDIR/$n.f32" -q
         [[ $(stat -c %s "$BATS_TEST_TMPDIR/$n.f32") == $(stat -c %s "$FIX/runtime/$n.f32") ]]
         # Kernels and threads change nothing, bit for bit.
-        for k in scalar avx2 avx512 neon neondot; do
-            ML_KERNELS=$k ml-run -m "$f" --ids -f "$FIX/runtime/$n.ids" -n 0 --ctx 64 \
-                --logits "$BATS_TEST_TMPDIR/$n.$k" -q -t 2 -b 5 2>/dev/null || continue
-            cmp "$BATS_TEST_TMPDIR/$n.f32" "$BATS_TEST_TMPDIR/$n.$k"
+        # Batches of 5 tokens, and one of all 40 (the AMX tiles take 32 up).
+        for k in scalar avx2 avx512 amx neon neondot; do
+            for b in 5 40; do
+                ML_KERNELS=$k ml-run -m "$f" --ids -f "$FIX/runtime/$n.ids" -n 0 --ctx 64 \
+                    --logits "$BATS_TEST_TMPDIR/$n.$k" -q -t 2 -b $b 2>/dev/null || continue
+                cmp "$BATS_TEST_TMPDIR/$n.f32" "$BATS_TEST_TMPDIR/$n.$k"
+            done
         done
     done
     # Generated tokens add rows: 3 prompt + 4 generated, the last unevaluated.
@@ -201,9 +204,9 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     ML_KERNELS=scalar run -0 --separate-stderr ml-run -v -m "$m" --ids -p "1 2 3" -n 2 -q
     [[ ${stderr_lines[0]} =~ ^"ml-run: $m: 2 layers, dim 64, vocab 96, context 128, cache f32/f32, "[0-9]+" threads, kernels scalar, float math scalar, seed "[0-9]+$ ]]
     # Each variant this build and CPU run: AVX2's float math with the AVX2
-    # kernels, AVX-512's with the AVX-512 ones, the reference with NEON's
-    # (no NEON float math yet).
-    for k in avx2:avx2 avx512vnni:avx512 neon:scalar neondot:scalar; do
+    # kernels, AVX-512's with the AVX-512 and AMX ones, the reference with
+    # NEON's (no NEON float math yet).
+    for k in avx2:avx2 avx512vnni:avx512 amx:avx512 neon:scalar neondot:scalar; do
         ML_KERNELS=${k%%:*} ml-run -q -m "$m" --ids -p 1 -n 0 2>/dev/null || continue
         want="kernels ${k%%:*}, float math ${k#*:}, seed"
         ML_KERNELS=${k%%:*} run -0 --separate-stderr ml-run -v -m "$m" --ids -p "1 2 3" -n 2 -q

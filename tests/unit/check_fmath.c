@@ -508,7 +508,7 @@ START_TEST(test_scale_max)
 END_TEST
 
 /* The choice: the reference beside the scalar table, the AVX-512 forms
- * beside the AVX-512 table, else AVX2 on x86. */
+ * beside the AVX-512 and AMX tables, else AVX2 on x86. */
 START_TEST(test_choice)
 {
     ck_assert_ptr_eq(ml__fmath(&ml__kernels_scalar), &ml__fmath_scalar);
@@ -516,7 +516,7 @@ START_TEST(test_choice)
     size_t n = ml__kernels_available(tabs, 8);
     for (size_t i = 1; i < n; i++) {
 #if defined(__x86_64__)
-        int wide = strncmp(tabs[i]->name, "avx512", 6) == 0;
+        int wide = strncmp(tabs[i]->name, "avx512", 6) == 0 || strcmp(tabs[i]->name, "amx") == 0;
         ck_assert_ptr_eq(ml__fmath(tabs[i]), wide ? &ml__fmath_avx512 : &ml__fmath_avx2);
 #endif
     }

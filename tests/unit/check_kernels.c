@@ -518,6 +518,52 @@ START_TEST(matmul_model_shapes)
 }
 END_TEST
 
+/* Token counts of the AMX tiles (16 tokens a tile, from 32 tokens up):
+ * whole tiles, a last partial one of 1 to 15 tokens, on 9, 20 and 64
+ * blocks, row ranges of two panels of 16 and a partial one, and a whole
+ * matrix; every variant is compared, so this also holds the AVX2 and
+ * AVX-512 tiles to larger counts. */
+START_TEST(matmul_tile_counts)
+{
+    static const size_t counts[] = {32, 33, 40, 47, 48, 64, 79};
+    static const size_t cols[] = {288, 640, 2048};
+    load_variants();
+    tu_rng r = {29};
+    for (int q4 = 0; q4 < 2; q4++)
+        for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++)
+            for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+                mat m;
+                acts a;
+                mat_new(&m, q4, 40, cols[c], &r, k == 4);
+                acts_new(&a, counts[k], cols[c], &r, k == 4);
+                check_matmul(&m, &a, 3, 38);
+                if (k == 0)
+                    check_matmul(&m, &a, 0, 40);
+                acts_free(&a);
+                mat_free(&m);
+            }
+}
+END_TEST
+
+/* More tokens than the AMX kernel takes at once (about 1 MiB of
+ * activations: 176 tokens of 5632 columns), so the panels are
+ * rearranged again for a second chunk that ends in a partial tile. */
+START_TEST(matmul_token_chunks)
+{
+    load_variants();
+    tu_rng r = {30};
+    for (int q4 = 0; q4 < 2; q4++) {
+        mat m;
+        acts a;
+        mat_new(&m, q4, 20, 5632, &r, 0);
+        acts_new(&a, 200, 5632, &r, 0);
+        check_matmul(&m, &a, 2, 19);
+        acts_free(&a);
+        mat_free(&m);
+    }
+}
+END_TEST
+
 /* Rows longer than the format's 65536-column limit still work (the SIMD
  * code keeps per-activation sums on the stack only up to that). */
 START_TEST(dot_long_rows)
@@ -530,6 +576,10 @@ START_TEST(dot_long_rows)
         mat_new(&m, q4, 4, 65536 + 32 * 9, &r, 0);
         acts_new(&a, 5, 65536 + 32 * 9, &r, 0);
         check_matvec(&m, &a, 1, 4);
+        check_matmul(&m, &a, 0, 3);
+        acts_free(&a);
+        /* the AMX tiles, one tile of 16 tokens a chunk at this length */
+        acts_new(&a, 40, 65536 + 32 * 9, &r, 0);
         check_matmul(&m, &a, 0, 3);
         acts_free(&a);
         mat_free(&m);
@@ -696,40 +746,41 @@ START_TEST(known_values)
 END_TEST
 
 /* The largest block sums there are, through matvec and the blocked
- * matmul (5 tokens), on 9 blocks: Q8_0 127 * +-127 (516128 a block) and
- * Q4_0 nibble 15 (weight 7) * +-127, where the SIMD code's 16-bit
- * intermediates are fullest. */
+ * matmul (5 tokens, and 40: the AMX tiles), on 9 blocks: Q8_0 127 * +-127
+ * (516128 a block) and Q4_0 nibble 15 (weight 7) * +-127, where the SIMD
+ * code's 16-bit intermediates are fullest. */
 START_TEST(extreme_sums)
 {
     load_variants();
-    const size_t nb = 9, cols = 32 * nb, n_tok = 5;
-    int8_t *w8 = xmalloc(cols), *xq = xmalloc(n_tok * cols);
+    const size_t nb = 9, cols = 32 * nb, max_tok = 40;
+    int8_t *w8 = xmalloc(cols), *xq = xmalloc(max_tok * cols);
     uint8_t *w4 = xmalloc(cols / 2);
-    float wd[9], xd[5 * 9];
+    float wd[9], xd[40 * 9];
     memset(w8, 127, cols);
     memset(w4, 0xff, cols / 2);
     for (size_t b = 0; b < nb; b++)
         wd[b] = 1.0f;
-    for (size_t t = 0; t < n_tok; t++)
+    for (size_t t = 0; t < max_tok; t++)
         for (size_t i = 0; i < cols; i++) {
             xq[t * cols + i] = (int8_t)(t % 2 ? -127 : 127);
             xd[t * nb + i / 32] = 1.0f;
         }
     const float want8 = 9.0f * 516128.0f, want4 = 9.0f * 32 * 7 * 127;
-    for (size_t v = 0; v < n_variants; v++) {
-        float y[5];
-        variants[v]->matmul_q8_0(w8, f32_scales(wd), cols, 0, 1, xq, xd, n_tok, y, 1);
+    for (size_t v = 0; v < 2 * n_variants; v++) {
+        const size_t n_tok = v % 2 ? max_tok : 5;
+        float y[40];
+        variants[v / 2]->matmul_q8_0(w8, f32_scales(wd), cols, 0, 1, xq, xd, n_tok, y, 1);
         for (size_t t = 0; t < n_tok; t++)
             ck_assert_msg(y[t] == (t % 2 ? -want8 : want8), "%s Q8_0 token %zu: %.9g",
-                          variants[v]->name, t, (double)y[t]);
-        variants[v]->matmul_q4_0(w4, f32_scales(wd), cols, 0, 1, xq, xd, n_tok, y, 1);
+                          variants[v / 2]->name, t, (double)y[t]);
+        variants[v / 2]->matmul_q4_0(w4, f32_scales(wd), cols, 0, 1, xq, xd, n_tok, y, 1);
         for (size_t t = 0; t < n_tok; t++)
             ck_assert_msg(y[t] == (t % 2 ? -want4 : want4), "%s Q4_0 token %zu: %.9g",
-                          variants[v]->name, t, (double)y[t]);
-        variants[v]->matvec_q8_0(w8, f32_scales(wd), cols, 0, 1, xq + cols, xd, y);
-        ck_assert_msg(y[0] == -want8, "%s Q8_0 matvec: %.9g", variants[v]->name, (double)y[0]);
-        variants[v]->matvec_q4_0(w4, f32_scales(wd), cols, 0, 1, xq, xd, y);
-        ck_assert_msg(y[0] == want4, "%s Q4_0 matvec: %.9g", variants[v]->name, (double)y[0]);
+                          variants[v / 2]->name, t, (double)y[t]);
+        variants[v / 2]->matvec_q8_0(w8, f32_scales(wd), cols, 0, 1, xq + cols, xd, y);
+        ck_assert_msg(y[0] == -want8, "%s Q8_0 matvec: %.9g", variants[v / 2]->name, (double)y[0]);
+        variants[v / 2]->matvec_q4_0(w4, f32_scales(wd), cols, 0, 1, xq, xd, y);
+        ck_assert_msg(y[0] == want4, "%s Q4_0 matvec: %.9g", variants[v / 2]->name, (double)y[0]);
     }
     free(w8);
     free(w4);
@@ -851,7 +902,7 @@ END_TEST
 
 /* The float math comes with the kernel table, one choice for both: the
  * reference with the scalar table and with NEON (none of its own yet),
- * AVX-512's with the AVX-512 table, AVX2's with the AVX2 one;
+ * AVX-512's with the AVX-512 and AMX tables, AVX2's with the AVX2 one;
  * ml_kernels_fmath_name reports it. */
 START_TEST(select_fmath)
 {
@@ -861,8 +912,10 @@ START_TEST(select_fmath)
         const ml_fmath *want = &ml__fmath_scalar;
 #if defined(__x86_64__)
         if (v > 0)
-            want = strncmp(variants[v]->name, "avx512", 6) == 0 ? &ml__fmath_avx512
-                                                                : &ml__fmath_avx2;
+            want = strncmp(variants[v]->name, "avx512", 6) == 0 ||
+                           strcmp(variants[v]->name, "amx") == 0
+                       ? &ml__fmath_avx512
+                       : &ml__fmath_avx2;
 #endif
         ck_assert_msg(variants[v]->fmath == want, "%s", variants[v]->name);
         ck_assert_ptr_eq(ml__fmath(variants[v]), want);
@@ -897,6 +950,8 @@ Suite *suite_kernels(void)
     tcase_add_test(tc, dot_extreme_quants);
     tcase_add_test(tc, matmul_token_counts);
     tcase_add_test(tc, matmul_model_shapes);
+    tcase_add_test(tc, matmul_tile_counts);
+    tcase_add_test(tc, matmul_token_chunks);
     tcase_add_test(tc, dot_long_rows);
     tcase_add_test(tc, dot_quantized_activations);
     suite_add_tcase(s, tc);

@@ -1,0 +1,307 @@
+/* kernels_amx.c - the prefill products (matmul_q8_0, matmul_q4_0) on
+ * Intel AMX, beside the AVX-512 VNNI table whose other kernels it uses
+ * (compiled with its flags and -mamx-tile -mamx-int8, never -mfma).
+ * dispatch.c offers this table only where the CPU has AMX-INT8 and Linux
+ * lets the process use the tile registers (arch_prctl); the table is not
+ * to be called without that permission (the CPU faults).
+ *
+ * TDPBSSD multiplies a tile of 16 rows x K signed bytes by one of K x 16
+ * and adds the 16 x 16 int32 dot products into a third tile: 16 x 16 x K
+ * multiply-adds in one instruction.  With K = 32, one block, the result
+ * tile holds the exact block sums of 16 tokens x 16 weight rows, and the
+ * vector units keep only rule 3's float steps (kernels.h): per block and
+ * (token, row) a conversion, two multiplications and an addition, 16 rows
+ * a register.  So the order, and every bit, is the reference's.
+ *
+ * Measured on a 2-core Xeon with AMX (this file's first machine), per
+ * block of a 16 x 16 tile: the tile work (zero, two loads, TDPBSSD, the
+ * store of the sums) 12.6 ns, the float steps 11.4 ns, and the two
+ * barely overlap (24.3 ns together; issuing several blocks' tile work
+ * ahead of their float steps was slower, 35 ns, than one block after the
+ * other, 30).  That is ~1.4x the AVX-512 tiles (41-52 ns), not the 8x of
+ * the raw instruction: the per-block scales cost more than the integer
+ * products once those are fast.
+ *
+ * Rule 3 keeps eight strided partial sums per output, so a tile visits
+ * its blocks chain by chain (b = j, j + 8, ... for j = 0..7) with one
+ * register of 16 rows per token, keeps chain j's sums and folds the eight
+ * at the end as fold8 does.
+ *
+ * Operands: A is 16 tokens' block, read where the activations are (a
+ * last tile of fewer tokens from a copy padded with zeros); B is 16
+ * weight rows' block in the order TDPBSSD reads it (row k: bytes 4k..4k+3
+ * of weight row 0, then of row 1, ...; Q4_0 unpacked to nibble - 8),
+ * rearranged once per panel of 16 rows and shared by every token tile.
+ * A result row is one token's 16 outputs, stored as they are.  Fewer than
+ * AMX_MIN_TOK tokens go to the AVX-512 table. */
+#include "kernels/kernels.h"
+
+#if defined(__x86_64__)
+
+#include "kernels/fmath.h"
+#include "kernels/kernels_x86.h"
+
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const ml_kernels ml__kernels_avx512;
+
+#define TILE 16        /* tokens and weight rows of a result tile */
+#define BLOCK 32       /* bytes of a Q8_0 block = elements of any block */
+#define WB_BLOCK 512   /* bytes of one block of a panel in B order */
+/* Fewer tokens go to the AVX-512 table's products: rearranging a panel
+ * is paid per call, and a last partial tile costs a whole one (2048 x
+ * 2048, one thread, per 16 x 16 block: Q8_0 16 tokens 59.9 ns against
+ * 59.8 by AVX-512, 23 tokens 86.6 against 81.3, 31 tokens 90.5 against
+ * 100.5; Q4_0 16 tokens 52 against 78, 17 tokens 78 against 66).
+ * Splitting the last partial tile off to AVX-512 was slower still (23
+ * tokens: 106 ns): that rearranges the weights a second time. */
+#define AMX_MIN_TOK 32
+/* Tokens a panel meets before the next panel is rearranged: about this
+ * many bytes of activations, so that they stay in L2 while the panels
+ * pass (TinyLlama's 5632-column rows, 512 tokens: 47 ns a block without,
+ * ~32 with). */
+#define CHUNK_BYTES (1u << 20)
+
+/* Tile registers (literal numbers: gcc's intrinsics paste them into the
+ * instruction). */
+#define T_SUMS 0
+#define T_X 1
+#define T_W 2
+
+/* The LDTILECFG operand (palette 1): sums 16 x 16 int32, A 16 rows x 32
+ * bytes, B 8 rows x 64 bytes.  A constant in memory, not built on the
+ * stack: gcc need not see LDTILECFG read it and may drop the stores that
+ * would fill it (llama.cpp's SIGILL on this machine: its pull request
+ * 26954). */
+static const struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((aligned(64))) tile_config = {
+    .palette = 1,
+    .colsb = {[T_SUMS] = TILE * 4, [T_X] = BLOCK, [T_W] = TILE * 4},
+    .rows = {[T_SUMS] = TILE, [T_X] = TILE, [T_W] = BLOCK / 4},
+};
+
+/* ---- the operands ---- */
+
+/* A panel of nr <= 16 weight rows from r in B order: block b's 512
+ * bytes at wb + 512 b, row k holding bytes 4k..4k+3 of the block of each
+ * weight row (row n at 4n; Q4_0 unpacked to nibble - 8), and its scales
+ * as f32, wdt[16 b + n].  Rows past nr are never read (masked gathers)
+ * and give columns of the result that are never stored. */
+static void prepare_panel(int q4, const void *wq, ml_wscales wd, size_t cols, size_t r, size_t nr,
+                          int8_t *wb, float *wdt)
+{
+    const size_t nb = cols / BLOCK, row_bytes = q4 ? cols / 2 : cols;
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    const __m512i rows = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)(row_bytes / 4)));
+    const __m512i low = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
+    const uint8_t *w = (const uint8_t *)wq + r * row_bytes;
+    for (size_t b = 0; b < nb; b++) {
+        int8_t *dst = wb + WB_BLOCK * b;
+        if (!q4) {
+            UNROLL
+            for (int k = 0; k < BLOCK / 4; k++)
+                _mm512_store_si512((__m512i *)(dst + 64 * k),
+                                   _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows,
+                                                               w + BLOCK * b + 4 * k, 4));
+            continue;
+        }
+        /* Q4_0 byte j: element j low, j + 16 high; bytes 4k..4k+3 give
+         * rows k and k + 4 */
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows,
+                                                          w + 16 * b + 4 * k, 4);
+            const __m512i lo = _mm512_sub_epi8(_mm512_and_si512(v, low), eight);
+            const __m512i hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low), eight);
+            _mm512_store_si512((__m512i *)(dst + 64 * k), lo);
+            _mm512_store_si512((__m512i *)(dst + 64 * (k + 4)), hi);
+        }
+    }
+    /* the scales, row by row (an f16 row widened 16 at a time) */
+    for (size_t n = 0; n < TILE; n++) {
+        const size_t i0 = (r + n) * nb;
+        for (size_t b = 0; b < nb; b += TILE) {
+            const size_t m = nb - b < TILE ? nb - b : TILE;
+            const __mmask16 k = n < nr ? (__mmask16)((1u << m) - 1) : 0;
+            _Alignas(64) float f[TILE];
+            if (wd.f16)
+                _mm512_store_ps(f, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                                       k, (const uint16_t *)wd.p + i0 + b)));
+            else
+                _mm512_store_ps(f, _mm512_maskz_loadu_ps(k, (const float *)wd.p + i0 + b));
+            for (size_t i = 0; i < m; i++)
+                wdt[TILE * (b + i) + n] = f[i];
+        }
+    }
+}
+
+/* ---- one 16 x 16 tile ---- */
+
+/* Block b's exact sums into sums[16][16] (token m, row n). */
+ALWAYS_INLINE void block_sums(const int8_t *x, size_t cols, const int8_t *wb, size_t b,
+                              int32_t sums[TILE][TILE])
+{
+    _tile_zero(T_SUMS);
+    _tile_loadd(T_X, x + BLOCK * b, (long)cols);
+    _tile_loadd(T_W, wb + WB_BLOCK * b, TILE * 4);
+    _tile_dpbssd(T_SUMS, T_X, T_W);
+    _tile_stored(T_SUMS, sums, TILE * 4);
+}
+
+/* Rule 3 for block b: acc[m] += (float)sum * (wd * xd), lane n = row n;
+ * the rows' scales at wdt + 16 b, the tokens' at xdt + 16 b. */
+ALWAYS_INLINE void scale_add(int32_t sums[TILE][TILE], const float *wdt, const float *xdt,
+                             size_t b, __m512 acc[TILE])
+{
+    const __m512 wv = _mm512_load_ps(wdt + TILE * b);
+    UNROLL
+    for (int m = 0; m < TILE; m++) {
+        const __m512 s = _mm512_mul_ps(wv, _mm512_set1_ps(xdt[TILE * b + m]));
+        const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *)sums[m]));
+        acc[m] = _mm512_add_ps(acc[m], _mm512_mul_ps(f, s));
+    }
+}
+
+/* Tokens t0 .. t0 + nt (activations at x, stride cols; scales xdt)
+ * against rows r .. r + nr of a panel (wb, wdt): y[(t0 + m) ldy + r + n]. */
+static void tile_product(const int8_t *x, const float *xdt, size_t cols, const int8_t *wb,
+                         const float *wdt, float *y, size_t ldy, size_t t0, size_t nt, size_t r,
+                         size_t nr)
+{
+    const size_t nb = cols / BLOCK;
+    _Alignas(64) int32_t sums[TILE][TILE];
+    __m512 part[8][TILE];
+    for (size_t j = 0; j < 8; j++) {
+        __m512 acc[TILE];
+        UNROLL
+        for (int m = 0; m < TILE; m++)
+            acc[m] = _mm512_setzero_ps();
+        for (size_t b = j; b < nb; b += 8) {
+            block_sums(x, cols, wb, b, sums);
+            scale_add(sums, wdt, xdt, b, acc);
+        }
+        memcpy(part[j], acc, sizeof acc);
+    }
+    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    for (size_t m = 0; m < nt; m++) {
+        const __m512 v = _mm512_add_ps(
+            _mm512_add_ps(_mm512_add_ps(part[0][m], part[4][m]),
+                          _mm512_add_ps(part[2][m], part[6][m])),
+            _mm512_add_ps(_mm512_add_ps(part[1][m], part[5][m]),
+                          _mm512_add_ps(part[3][m], part[7][m])));
+        _mm512_mask_storeu_ps(y + (t0 + m) * ldy + r, rows, v);
+    }
+}
+
+/* ---- the table's products ---- */
+
+/* The tokens' scales by tile and block, xdt[(i nb + b) 16 + m] for token
+ * 16 i + m (zeros past n_tok): one broadcast load each in scale_add. */
+static void transpose_scales(const float *xd, size_t nb, size_t n_tok, float *xdt)
+{
+    for (size_t i = 0; i < (n_tok + TILE - 1) / TILE; i++)
+        for (size_t b = 0; b < nb; b++)
+            for (size_t m = 0; m < TILE; m++) {
+                const size_t t = TILE * i + m;
+                xdt[(i * nb + b) * TILE + m] = t < n_tok ? xd[t * nb + b] : 0.0f;
+            }
+}
+
+/* Rows [r0, r1) for a chunk of tokens at a time: a panel of 16 rows rearranged at a time, every token tile of
+ * the chunk against it.  A last partial tile reads a copy padded with
+ * zero rows (a tile load reads 16).  0 when there is no memory for the
+ * scratch. */
+static int matmul_amx(int q4, const void *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                      const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    const size_t nb = cols / BLOCK, full = n_tok / TILE * TILE, tail = n_tok - full;
+    const size_t tiles = (n_tok + TILE - 1) / TILE;
+    const size_t wb_bytes = nb * WB_BLOCK, scales = nb * TILE * sizeof(float);
+    const size_t pad_bytes = tail ? TILE * cols : 0;
+    int8_t *base = aligned_alloc(64, wb_bytes + scales * (1 + tiles) + pad_bytes);
+    if (!base)
+        return 0;
+    int8_t *wb = base;
+    float *wdt = (float *)(base + wb_bytes), *xdt = wdt + nb * TILE;
+    int8_t *xpad = (int8_t *)(xdt + tiles * nb * TILE);
+    transpose_scales(xd, nb, n_tok, xdt);
+    if (tail) {
+        memcpy(xpad, xq + full * cols, tail * cols);
+        memset(xpad + tail * cols, 0, (TILE - tail) * cols);
+    }
+    size_t chunk = CHUNK_BYTES / cols / TILE * TILE;
+    if (chunk < TILE)
+        chunk = TILE;
+    _tile_loadconfig(&tile_config);
+    for (size_t c = 0; c < n_tok; c += chunk) {
+        const size_t ce = n_tok - c < chunk ? n_tok : c + chunk;
+        for (size_t r = r0; r < r1; r += TILE) {
+            const size_t nr = r1 - r < TILE ? r1 - r : TILE;
+            prepare_panel(q4, wq, wd, cols, r, nr, wb, wdt);
+            for (size_t t = c; t < ce; t += TILE) {
+                const int8_t *x = t < full ? xq + t * cols : xpad;
+                tile_product(x, xdt + t * nb, cols, wb, wdt, y, ldy, t, t < full ? TILE : tail, r,
+                             nr);
+            }
+        }
+    }
+    _tile_release();
+    free(base);
+    return 1;
+}
+
+static void matmul_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    if (r0 >= r1)
+        return;
+    if (n_tok < AMX_MIN_TOK || !matmul_amx(0, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy))
+        ml__kernels_avx512.matmul_q8_0(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
+}
+
+static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    if (r0 >= r1)
+        return;
+    if (n_tok < AMX_MIN_TOK || !matmul_amx(1, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy))
+        ml__kernels_avx512.matmul_q4_0(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
+}
+
+/* The AVX-512 table's other kernels, called through it (a table's
+ * initializer cannot name another table's entries). */
+static void quantize_q8_0(const float *x, size_t n, int8_t *q, float *d)
+{
+    ml__kernels_avx512.quantize_q8_0(x, n, q, d);
+}
+
+static void matvec_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, float *y)
+{
+    ml__kernels_avx512.matvec_q8_0(wq, wd, cols, r0, r1, xq, xd, y);
+}
+
+static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, float *y)
+{
+    ml__kernels_avx512.matvec_q4_0(wq, wd, cols, r0, r1, xq, xd, y);
+}
+
+const ml_kernels ml__kernels_amx = {
+    .name = "amx",
+    .fmath = &ml__fmath_avx512,
+    .quantize_q8_0 = quantize_q8_0,
+    .matvec_q8_0 = matvec_q8_0,
+    .matvec_q4_0 = matvec_q4_0,
+    .matmul_q8_0 = matmul_q8_0,
+    .matmul_q4_0 = matmul_q4_0,
+};
+
+#endif /* __x86_64__ */
