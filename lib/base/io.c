@@ -91,6 +91,21 @@ ml_status ml__input_open(const char *path, ml__input *in, ml_error *err)
     return s;
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
+
+void ml__prefault(const void *p, size_t n)
+{
+    const long page = sysconf(_SC_PAGESIZE);
+    if (!p || !n || page <= 0)
+        return;
+    const uintptr_t a = (uintptr_t)p / (uintptr_t)page * (uintptr_t)page;
+    const size_t len = (size_t)((uintptr_t)p - a) + n;
+    if (madvise((void *)a, len, MADV_POPULATE_READ) != 0)
+        (void)madvise((void *)a, len, MADV_WILLNEED);
+}
+
 void ml__input_close(ml__input *in)
 {
     if (in->mapped && in->size)

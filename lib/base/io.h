@@ -15,4 +15,11 @@ typedef struct ml__input {
 ml_status ml__input_open(const char *path, ml__input *in, ml_error *err);
 void ml__input_close(ml__input *in);
 
+/* Asks the kernel to map the pages of [p, p + n) in now (Linux's
+ * MADV_POPULATE_READ, 5.14 on; elsewhere, or when refused, a read-ahead
+ * hint), so that a mapped model's first pass does not stop at a page
+ * fault every 4 KiB.  Best effort: never fails, and memory that is not
+ * a file mapping is left as it is. */
+void ml__prefault(const void *p, size_t n);
+
 #endif

@@ -1,7 +1,11 @@
 /* model.c - binding an open .mlb for computing: every tensor becomes a
- * pointer into the mapping (no copies), RoPE frequency tables are built,
- * and the kernel variant for this CPU is chosen. */
+ * pointer into the mapping (no copies, its pages mapped in now: the
+ * load, not the first prompt, pays for them, as llama.cpp's MAP_POPULATE
+ * does), RoPE frequency tables are built, and the kernel variant for this
+ * CPU is chosen. */
 #include "runtime/runtime.h"
+
+#include "base/io.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -16,6 +20,8 @@ static ml_mat mat_of(const ml_tensor *t)
         m.q = t->data;
         m.d.p = t->scales_f16 ? (const void *)t->scales_f16 : (const void *)t->scales;
         m.d.f16 = t->scales_f16 != NULL;
+        ml__prefault(t->data, t->nbytes);
+        ml__prefault(m.d.p, t->scale_nbytes);
     }
     return m;
 }
