@@ -155,6 +155,7 @@ const ml_fmath ml__fmath_scalar = {
     .glu = glu,
     .exp_norm = exp_norm,
     .scale_max = scale_max,
+    .rmsnorm_rows = ml__rmsnorm_rows,
 };
 
 void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
@@ -165,6 +166,13 @@ void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float e
     float inv = (float)(1.0 / sqrt(ss / n + eps));
     for (uint32_t i = 0; i < n; i++)
         out[i] = x[i] * inv * w[i];
+}
+
+void ml__rmsnorm_rows(float *out, size_t ldo, const float *x, size_t ldx, const float *w,
+                      uint32_t n, size_t rows, float eps)
+{
+    for (size_t r = 0; r < rows; r++)
+        ml__rmsnorm(out + r * ldo, x + r * ldx, w, n, eps);
 }
 
 float ml__sigmoid(float x)

@@ -71,12 +71,22 @@ typedef struct ml_fmath {
      * n, returning the largest (the first x[c] > every earlier one; -inf
      * for n = 0 or all NaN).  Max is exact, so any lane order gives it. */
     float (*scale_max)(float *x, size_t n, float scale);
+    /* ml__rmsnorm of `rows` rows of n floats, row r from x + r·ldx to
+     * out + r·ldo (out may equal x), each with ml__rmsnorm's operations
+     * in its order, so the same bits: a SIMD form keeps one row's sum of
+     * squares per lane, never splits one. */
+    void (*rmsnorm_rows)(float *out, size_t ldo, const float *x, size_t ldx, const float *w,
+                         uint32_t n, size_t rows, float eps);
 } ml_fmath;
 
 /* RMSNorm of n floats (sum of squares in double, one order): out = x ·
- * (1 / sqrt(mean(x²) + eps)) · w; out may equal x.  Plain C for every
- * kernel table: the norms are not the hot path. */
+ * (1 / sqrt(mean(x²) + eps)) · w; out may equal x.  The reference; the
+ * sum is a chain of dependent additions, so many rows at once go through
+ * rmsnorm_rows, which runs several chains side by side. */
 void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps);
+/* rmsnorm_rows of the scalar (and AVX2) table: ml__rmsnorm row by row. */
+void ml__rmsnorm_rows(float *out, size_t ldo, const float *x, size_t ldx, const float *w,
+                      uint32_t n, size_t rows, float eps);
 /* 1 / (1 + expf(-x)): attention gates and linear attention's beta. */
 float ml__sigmoid(float x);
 

@@ -569,6 +569,7 @@ const ml_fmath ml__fmath_avx2 = {
     .glu = glu,
     .exp_norm = exp_norm,
     .scale_max = scale_max,
+    .rmsnorm_rows = ml__rmsnorm_rows,
 };
 
 #endif /* __x86_64__ */

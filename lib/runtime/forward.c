@@ -374,18 +374,21 @@ static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
     const ml_layer *L = j->L;
     uint32_t dh = m->d.head_dim, half = m->d.rot_dim / 2;
     float *cs = c->rope_cs + (size_t)ith * m->d.rot_dim;
+    const uint32_t nq = m->h.n_heads, nk = m->h.n_kv_heads;
+    /* the norms of all these tokens' heads at once (rows of dh floats) */
+    if (L->q_norm)
+        j->fm->rmsnorm_rows(c->q + b * nq * dh, dh, c->q + b * nq * dh, dh, L->q_norm, dh,
+                            (e - b) * nq, m->h.norm_eps);
+    if (L->k_norm)
+        j->fm->rmsnorm_rows(c->k + b * nk * dh, dh, c->k + b * nk * dh, dh, L->k_norm, dh,
+                            (e - b) * nk, m->h.norm_eps);
     for (size_t t = b; t < e; t++) {
-        if (L->inv_freq)
+        if (L->inv_freq) {
             rope_table(cs, L->inv_freq, half, c->tpos[t], L->rope_mul);
-        for (uint32_t h = 0; h < m->h.n_heads + m->h.n_kv_heads; h++) {
-            int is_q = h < m->h.n_heads;
-            float *x = is_q ? c->q + (t * m->h.n_heads + h) * dh
-                            : c->k + (t * m->h.n_kv_heads + h - m->h.n_heads) * dh;
-            const float *norm = is_q ? L->q_norm : L->k_norm;
-            if (norm)
-                ml__rmsnorm(x, x, norm, dh, m->h.norm_eps);
-            if (L->inv_freq)
-                rope(x, cs, half);
+            for (uint32_t h = 0; h < nq; h++)
+                rope(c->q + (t * nq + h) * dh, cs, half);
+            for (uint32_t h = 0; h < nk; h++)
+                rope(c->k + (t * nk + h) * dh, cs, half);
         }
         uint32_t kv_dim = m->d.kv_dim;
         if (c->k16)
@@ -507,18 +510,17 @@ static void seam_rows(void *arg, size_t b, size_t e, unsigned ith)
 {
     (void)ith;
     const seam *s = arg;
+    const ml_fmath *fm = ml__fmath(s->c->m->k);
     const uint32_t dim = s->c->m->h.dim;
     const float eps = s->c->m->h.norm_eps;
-    for (size_t t = b; t < e; t++) {
-        float *o = s->c->o + t * dim, *x = s->c->x + t * dim;
-        if (s->add && s->post_norm)
-            ml__rmsnorm(o, o, s->post_norm, dim, eps);
-        if (s->add)
-            for (uint32_t i = 0; i < dim; i++)
-                x[i] += o[i];
-        if (s->norm)
-            ml__rmsnorm(s->c->xb + t * dim, x, s->norm, dim, eps);
-    }
+    float *o = s->c->o + b * dim, *x = s->c->x + b * dim;
+    if (s->add && s->post_norm)
+        fm->rmsnorm_rows(o, dim, o, dim, s->post_norm, dim, e - b, eps);
+    if (s->add)
+        for (size_t i = 0; i < (e - b) * dim; i++)
+            x[i] += o[i];
+    if (s->norm)
+        fm->rmsnorm_rows(s->c->xb + b * dim, dim, x, dim, s->norm, dim, e - b, eps);
 }
 
 /* x += post_norm(o) (unless `add` is 0); then xb = norm(x). */

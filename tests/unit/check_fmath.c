@@ -507,6 +507,56 @@ START_TEST(test_scale_max)
 }
 END_TEST
 
+/* rmsnorm_rows: every variant gives ml__rmsnorm's bits row by row, for
+ * 1-19 rows (the 8-row groups and their remainders), lengths 1 to 640
+ * (Gemma 3's width), rows apart (ldx > n) and in place, magnitudes whose
+ * squares leave float's range (the sum is a double), zero rows (1 /
+ * sqrt(eps)) and specials. */
+START_TEST(test_rmsnorm_rows)
+{
+    enum { ROWS = 19, LD = 650 };
+    static const uint32_t lens[] = {1, 7, 16, 17, 64, 256, 640};
+    const ml_fmath *v[3];
+    size_t nv = variants(v);
+    tu_rng r = {101};
+    float *x = malloc(sizeof(float) * ROWS * LD), *w = malloc(sizeof(float) * LD);
+    float *want = malloc(sizeof(float) * ROWS * LD), *got = malloc(sizeof(float) * ROWS * LD);
+    ck_assert(x && w && want && got);
+    for (int round = 0; round < 4; round++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const uint32_t n = lens[li];
+            const size_t ld = round % 2 ? LD : n; /* apart, or back to back */
+            fill(x, ROWS * LD, &r);
+            fill(w, LD, &r);
+            if (round == 2)
+                for (size_t i = 0; i < ROWS * LD; i++)
+                    x[i] *= i % 3 ? 1e30f : 1e-30f;
+            if (round == 3) {
+                memset(x + 2 * ld, 0, n * sizeof(float));                   /* a zero row */
+                x[5 * ld + n / 2] = (float[]){NAN, INFINITY}[n % 2];         /* specials */
+            }
+            for (size_t rows = 1; rows <= ROWS; rows++)
+                for (size_t k = 0; k < nv; k++)
+                    for (int inplace = 0; inplace < 2; inplace++) {
+                        for (size_t i = 0; i < rows; i++)
+                            ml__rmsnorm(want + i * ld, x + i * ld, w, n, 1e-6f);
+                        memcpy(got, x, sizeof(float) * ROWS * LD);
+                        v[k]->rmsnorm_rows(got, ld, inplace ? got : x, ld, w, n, rows, 1e-6f);
+                        for (size_t i = 0; i < rows; i++)
+                            ck_assert_msg(memcmp(got + i * ld, want + i * ld,
+                                                 n * sizeof(float)) == 0,
+                                          "rmsnorm_rows %s: %zu rows of %u (ld %zu), row %zu%s",
+                                          v[k]->name, rows, n, ld, i,
+                                          inplace ? ", in place" : "");
+                    }
+        }
+    free(x);
+    free(w);
+    free(want);
+    free(got);
+}
+END_TEST
+
 /* The choice: the reference beside the scalar table, the AVX-512 forms
  * beside the AVX-512 and AMX tables, else AVX2 on x86. */
 START_TEST(test_choice)
@@ -534,6 +584,7 @@ Suite *suite_fmath(void)
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_exp_norm);
     tcase_add_test(tc, test_scale_max);
+    tcase_add_test(tc, test_rmsnorm_rows);
     tcase_add_test(tc, test_choice);
     suite_add_tcase(s, tc);
     return s;
