@@ -439,7 +439,7 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
     if (n_tok == 1 && ml__pool_size(c->pool) > 1)
         attend_split(&j);
     else
-        ml__parallel(c, n_blk * m->h.n_kv_heads * groups, attend_items, &j);
+        ml__parallel_claim(c, n_blk * m->h.n_kv_heads * groups, attend_items, &j);
     cache_store(c, l, n_tok);
     if (m->h.attn_gate)
         for (size_t i = 0; i < n_tok * q_dim; i++)

@@ -233,3 +233,30 @@ void ml__parallel(ml_ctx *c, size_t n_items, ml_items_fn fn, void *arg)
     items_job j = {n_items, fn, arg};
     ml__pool_run(c->pool, items_run, &j);
 }
+
+/* Items of unequal cost, claimed one at a time from a shared counter,
+ * the last (dearest, for the callers) first. */
+typedef struct claim_job {
+    size_t n;
+    ml_items_fn fn;
+    void *arg;
+    atomic_size_t next;
+} claim_job;
+
+static void claim_run(void *ctx, unsigned ith, unsigned nth)
+{
+    (void)nth;
+    claim_job *j = ctx;
+    for (size_t k; (k = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n;)
+        j->fn(j->arg, j->n - 1 - k, j->n - k, ith);
+}
+
+void ml__parallel_claim(ml_ctx *c, size_t n_items, ml_items_fn fn, void *arg)
+{
+    if (n_items == 1) {
+        fn(arg, 0, 1, 0);
+        return;
+    }
+    claim_job j = {n_items, fn, arg, 0};
+    ml__pool_run(c->pool, claim_run, &j);
+}
