@@ -17,12 +17,14 @@
  * of 5 timed runs of ~0.1 s.  Prints, for a script to parse:
  *     ISA THREADS GOPS          one line per instruction set measured
  *     peak ISA THREADS GOPS     the fastest of them
- * where ISA is avx512vnni-512, avx512vnni-256, avxvnni-256, avx2-256 or
- * neon-sdot-128.  (kernels_avx512.c issues vpdpbusd on ymm: the 256-bit
+ * where ISA is amx-int8-k64, amx-int8-k32, avx512vnni-512,
+ * avx512vnni-256, avxvnni-256, avx2-256 or neon-sdot-128 (amx-int8-k32:
+ * TDPBSSD on one 32-byte block, as kernels_amx.c issues it).  (kernels_avx512.c issues vpdpbusd on ymm: the 256-bit
  * figure is what its instructions can reach, the peak what the machine
  * can.)  Built and run by bench/bench-run.sh; by hand:
  *     cc -O2 -pthread bench/int8peak.c -o int8peak && ./int8peak -t 2 */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* syscall */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +48,9 @@ typedef struct probe {
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* The loops are written in assembly: with intrinsics over an array of
  * accumulators GCC 12 spills and copies registers inside the loop (seen
@@ -129,7 +134,61 @@ static int has_avx2(void)
     return __builtin_cpu_supports("avx2");
 }
 
+/* AMX (kernels_amx.c): TDPBSSD into four result tiles from two pairs of
+ * operand tiles, 16 x 16 x K multiply-adds each: K = 64, the
+ * instruction's peak, and K = 32, one Q8_0 block a product, the form
+ * the kernel uses (its per-block scales need each block's sums apart).
+ * Each thread loads its tile configuration (a constant: see
+ * kernels_amx.c); Linux must first let the process use the tile state. */
+#define AMX_TARGET __attribute__((target("amx-tile,amx-int8")))
+typedef struct amx_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((aligned(64))) amx_config;
+static const amx_config amx_k64 = {1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64},
+                                   {16, 16, 16, 16, 16, 16, 16, 16}};
+static const amx_config amx_k32 = {1, 0, {0}, {64, 64, 64, 64, 32, 32, 64, 64},
+                                   {16, 16, 16, 16, 16, 16, 8, 8}};
+
+AMX_TARGET static void amx_loop(const amx_config *c, uint64_t iters)
+{
+    _tile_loadconfig(c);
+    for (uint64_t i = 0; i < iters; i++) {
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+    }
+    _tile_release();
+}
+
+static void loop_amx64(uint64_t iters)
+{
+    amx_loop(&amx_k64, iters);
+}
+
+static void loop_amx32(uint64_t iters)
+{
+    amx_loop(&amx_k32, iters);
+}
+
+/* cpuid leaf 7 EDX bits 24 and 25 (AMX-TILE, AMX-INT8), the tile state
+ * enabled in XCR0 (bits 17, 18), and Linux's permission (arch_prctl
+ * ARCH_REQ_XCOMP_PERM of XTILEDATA), as lib/kernels/dispatch.c asks. */
+static int has_amx(void)
+{
+    unsigned a, b, c, d, lo, hi;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || (d & (3u << 24)) != (3u << 24) ||
+        !__builtin_cpu_supports("avx2"))
+        return 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & (3u << 17)) == (3u << 17) && syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+}
+
 static const probe probes[] = {
+    {"amx-int8-k64", has_amx, loop_amx64, 4 * 16 * 16 * 64},
+    {"amx-int8-k32", has_amx, loop_amx32, 4 * 16 * 16 * 32},
     {"avx512vnni-512", has_vnni512, loop_vnni512, ACCS * 64},
     {"avx512vnni-256", has_vnni512, loop_vnni256, ACCS * 32},
     {"avxvnni-256", has_avxvnni, loop_avxvnni, ACCS_VEX * 32},
