@@ -19,9 +19,9 @@
  *     peak ISA THREADS GOPS     the fastest of them
  * where ISA is amx-int8-k64, amx-int8-k32, avx512vnni-512,
  * avx512vnni-256, avxvnni-256, avx2-256 or neon-sdot-128 (amx-int8-k32:
- * TDPBSSD on one 32-byte block, as kernels_amx.c issues it).  (kernels_avx512.c issues vpdpbusd on ymm: the 256-bit
- * figure is what its instructions can reach, the peak what the machine
- * can.)  Built and run by bench/bench-run.sh; by hand:
+ * TDPBSSD on one 32-byte block, as kernels_amx.c issues it).
+ * (kernels_avx512.c issues vpdpbusd on ymm: the 256-bit figure is what
+ * its instructions can reach, the peak what the machine can.)  Built and run by bench/bench-run.sh; by hand:
  *     cc -O2 -pthread bench/int8peak.c -o int8peak && ./int8peak -t 2 */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* syscall */

@@ -163,7 +163,7 @@ void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float e
     double ss = 0;
     for (uint32_t i = 0; i < n; i++)
         ss += (double)x[i] * x[i];
-    float inv = (float)(1.0 / sqrt(ss / n + eps));
+    float inv = ml__rmsnorm_inv(ss, n, eps);
     for (uint32_t i = 0; i < n; i++)
         out[i] = x[i] * inv * w[i];
 }

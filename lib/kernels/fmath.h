@@ -10,6 +10,7 @@
 
 #include "kernels/kernels.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -84,6 +85,12 @@ typedef struct ml_fmath {
  * sum is a chain of dependent additions, so many rows at once go through
  * rmsnorm_rows, which runs several chains side by side. */
 void ml__rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps);
+/* RMSNorm's factor from a row's sum of squares, written once so that no
+ * SIMD form of the norm can drift from the reference. */
+static inline float ml__rmsnorm_inv(double ss, uint32_t n, float eps)
+{
+    return (float)(1.0 / sqrt(ss / n + eps));
+}
 /* rmsnorm_rows of the scalar (and AVX2) table: ml__rmsnorm row by row. */
 void ml__rmsnorm_rows(float *out, size_t ldo, const float *x, size_t ldx, const float *w,
                       uint32_t n, size_t rows, float eps);

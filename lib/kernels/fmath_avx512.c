@@ -19,7 +19,6 @@
 #if defined(__x86_64__)
 
 #include <immintrin.h>
-#include <math.h>
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
@@ -334,7 +333,7 @@ static void scale_row(float *out, const float *x, const float *w, uint32_t n, fl
 {
     const __m512 vi = _mm512_set1_ps(inv);
     for (uint32_t i = 0; i < n; i += 16) {
-        const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __mmask16 k = lanes(n - i);
         const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vi),
                                        _mm512_maskz_loadu_ps(k, w + i));
         _mm512_mask_storeu_ps(out + i, k, v);
@@ -359,7 +358,7 @@ static void rmsnorm_rows(float *out, size_t ldo, const float *x, size_t ldx, con
             _mm512_storeu_pd(sums, ss);
             for (size_t k = 0; k < 8; k++)
                 scale_row(out + (r + k) * ldo, xr + k * ldx, w, n,
-                          (float)(1.0 / sqrt(sums[k] / n + eps)));
+                          ml__rmsnorm_inv(sums[k], n, eps));
         }
     }
     ml__rmsnorm_rows(out + r * ldo, ldo, x + r * ldx, ldx, w, n, rows - r, eps);

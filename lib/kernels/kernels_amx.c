@@ -119,7 +119,8 @@ static void prepare_panel(int q4, const void *wq, ml_wscales wd, size_t cols, si
             const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows,
                                                           w + 16 * b + 4 * k, 4);
             const __m512i lo = _mm512_sub_epi8(_mm512_and_si512(v, low), eight);
-            const __m512i hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low), eight);
+            const __m512i hi =
+                _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low), eight);
             _mm512_store_si512((__m512i *)(dst + 64 * k), lo);
             _mm512_store_si512((__m512i *)(dst + 64 * (k + 4)), hi);
         }
@@ -214,10 +215,10 @@ static void transpose_scales(const float *xd, size_t nb, size_t n_tok, float *xd
             }
 }
 
-/* Rows [r0, r1) for a chunk of tokens at a time: a panel of 16 rows rearranged at a time, every token tile of
- * the chunk against it.  A last partial tile reads a copy padded with
- * zero rows (a tile load reads 16).  0 when there is no memory for the
- * scratch. */
+/* Rows [r0, r1) for a chunk of tokens at a time: a panel of 16 rows
+ * rearranged at a time, every token tile of the chunk against it.  A
+ * last partial tile reads a copy padded with zero rows (a tile load reads
+ * 16).  0 when there is no memory for the scratch. */
 static int matmul_amx(int q4, const void *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                       const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
@@ -257,21 +258,26 @@ static int matmul_amx(int q4, const void *wq, ml_wscales wd, size_t cols, size_t
     return 1;
 }
 
+/* 1 when the product is done here (or empty), 0 when the AVX-512 table
+ * is to do it: too few tokens, or no memory for the scratch. */
+static int amx_did(int q4, const void *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                   const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    return r0 >= r1 ||
+           (n_tok >= AMX_MIN_TOK && matmul_amx(q4, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy));
+}
+
 static void matmul_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    if (r0 >= r1)
-        return;
-    if (n_tok < AMX_MIN_TOK || !matmul_amx(0, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy))
+    if (!amx_did(0, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy))
         ml__kernels_avx512.matmul_q8_0(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
 }
 
 static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    if (r0 >= r1)
-        return;
-    if (n_tok < AMX_MIN_TOK || !matmul_amx(1, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy))
+    if (!amx_did(1, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy))
         ml__kernels_avx512.matmul_q4_0(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
 }
 
