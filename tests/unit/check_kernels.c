@@ -869,8 +869,8 @@ START_TEST(select_unsupported)
 {
     load_variants();
 #if defined(__x86_64__)
-    static const char *const all[] = {"avx2", "avx512"};
-    for (size_t i = 0; i < 2; i++) {
+    static const char *const all[] = {"avx2", "avx512", "amx"};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         const char *why = NULL;
         env_saved s = env_set(all[i]);
         const ml_kernels *k = ml__kernels_select(&why);
