@@ -63,13 +63,21 @@ ALWAYS_INLINE void transpose8x8(__m256i v[8])
 }
 
 /* Decode streams every weight once from memory; the hardware prefetcher
- * stops at each 4 KiB page, so the rows ahead are asked for explicitly:
- * PREFETCH_BLOCKS blocks ahead, quants and scales alike (8 KiB of Q8_0
- * quants, 4 KiB of Q4_0).  Measured on Zen 4 with 4 KiB pages: prefetching
- * at all gave +10% (Q8_0) and up to +50% (Q4_0); then, at 2 threads on
- * TinyLlama, 256 blocks beat 64 (Q4_0 56-60 against 51-55 tokens/s, Q8_0
- * 30-32 against 26-30) and 128 (Q8_0); Gemma 3's shape did not move. */
-#define PREFETCH_BLOCKS 256
+ * stops at each 4 KiB page, so the rows ahead are asked for explicitly,
+ * PREFETCH_Q8 or PREFETCH_Q4 bytes of quants ahead (scales as many blocks
+ * ahead).  Measured on Zen 4 with 4 KiB pages: prefetching at all gave
+ * +10% (Q8_0) and up to +50% (Q4_0), and at 2 threads on TinyLlama 4 KiB
+ * of Q4_0 beat 1 KiB (56-60 against 51-55 tokens/s).  Q8_0 went from 8
+ * KiB to 2 KiB on an Intel Xeon with AMX and a 480 MiB L3 (2026-12-02):
+ * with 8 KiB, as with 4, its matvec read 19-21 GB/s from memory where
+ * bandwidth.c reads 32-34, with 2 KiB 29-30 (bench_kernels, a 2 GiB ring),
+ * and TinyLlama Q8_0 decoded 28.5 against 22.8 tokens/s (Gemma 3 Q8_0
+ * 106 against 104).  Far prefetches seem to hold the core's few line-fill
+ * buffers for a whole memory latency there.  Q4_0 stayed at 4 KiB: at 2
+ * KiB TinyLlama Q4_0 (in memory) went 48-50 -> 50-53, but Gemma 3 Q4_0
+ * (in that L3) 227-248 -> 207-218. */
+#define PREFETCH_Q8 2048
+#define PREFETCH_Q4 4096
 
 /* The `lines` cache lines `ahead` bytes after p. */
 ALWAYS_INLINE void prefetch_ahead(const void *p, size_t ahead, int lines)
@@ -96,15 +104,15 @@ ALWAYS_INLINE const char *wscale_at(ml_wscales wd, size_t i, int f16)
  * (sc points at the group's first). */
 ALWAYS_INLINE void prefetch_q8(const int8_t *w, const char *sc, int f16)
 {
-    prefetch_ahead(w, PREFETCH_BLOCKS * 32, 4);
-    _mm_prefetch(sc + PREFETCH_BLOCKS * (f16 ? 2 : 4), _MM_HINT_T0);
+    prefetch_ahead(w, PREFETCH_Q8, 4);
+    _mm_prefetch(sc + PREFETCH_Q8 / 32 * (f16 ? 2 : 4), _MM_HINT_T0);
 }
 
 /* For a group of 8 blocks: 128 bytes of Q4_0 quants, 32 or 16 of scales. */
 ALWAYS_INLINE void prefetch_q4(const uint8_t *w, const char *sc, int f16)
 {
-    prefetch_ahead(w, PREFETCH_BLOCKS * 16, 2);
-    _mm_prefetch(sc + PREFETCH_BLOCKS * (f16 ? 2 : 4), _MM_HINT_T0);
+    prefetch_ahead(w, PREFETCH_Q4, 2);
+    _mm_prefetch(sc + PREFETCH_Q4 / 16 * (f16 ? 2 : 4), _MM_HINT_T0);
 }
 
 /* Scales i .. i + m - 1 (m <= 8) of a matrix as f32 lanes, +0 after:
