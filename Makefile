@@ -68,15 +68,16 @@ $(B)/%.o: %.c
 
 # Only the kernel files of an instruction set are compiled for it; the
 # rest of the library stays baseline x86-64 and dispatch picks at run time.
-# No -mfma: fused multiply-adds would break bit-identity with the scalar
-# reference.
+# -mfma is for the intrinsics and fmaf calls that fmath.h's products make
+# on purpose; -ffp-contract=off keeps the compiler from fusing anything
+# else (the reference does not).
 # Other targets (make check-arm64) compile those files to nothing, and
 # the same for the AArch64 dot-product file elsewhere.
 X86 := $(filter x86_64% i386% i486% i586% i686%,$(shell $(CC) -dumpmachine 2>/dev/null))
-$(B)/%_avx2.o: ALL_CFLAGS += $(if $(X86),-mavx2 -mf16c)
-$(B)/%_avx512.o: ALL_CFLAGS += $(if $(X86),-mavx2 -mf16c -mavx512f -mavx512bw -mavx512vl \
+$(B)/%_avx2.o: ALL_CFLAGS += $(if $(X86),-mavx2 -mfma -mf16c)
+$(B)/%_avx512.o: ALL_CFLAGS += $(if $(X86),-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl \
                                -mavx512vnni -mavx512dq)
-$(B)/%_amx.o: ALL_CFLAGS += $(if $(X86),-mavx2 -mf16c -mavx512f -mavx512bw -mavx512vl \
+$(B)/%_amx.o: ALL_CFLAGS += $(if $(X86),-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl \
                             -mavx512vnni -mavx512dq -mamx-tile -mamx-int8)
 AARCH64 := $(filter aarch64%,$(shell $(CC) -dumpmachine 2>/dev/null))
 $(B)/%_neondot.o: ALL_CFLAGS += $(if $(AARCH64),-march=armv8.2-a+dotprod)

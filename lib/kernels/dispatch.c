@@ -25,17 +25,18 @@ extern const ml_kernels ml__kernels_avx2;
 extern const ml_kernels ml__kernels_avx512;
 extern const ml_kernels ml__kernels_amx;
 
+/* fmath_avx2.c's products are fused multiply-adds (fmath.h). */
 static int cpu_has_avx2(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
 /* What kernels_avx512.c is compiled for (see the Makefile). */
 static int cpu_has_avx512vnni(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
+    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
 }

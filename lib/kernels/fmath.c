@@ -23,7 +23,7 @@ static void gemm_any(size_t m, const float *const *a, size_t n, const void *B, i
             o[c] = s0 * o[c];
         for (size_t r = 0; r < n; r++)
             for (size_t c = 0; c < width; c++)
-                o[c] += a[i][r] * elem(B, r * ldb + c, h);
+                o[c] = fmaf(a[i][r], elem(B, r * ldb + c, h), o[c]);
     }
 }
 
@@ -34,7 +34,7 @@ static void dots_any(size_t m, const float *const *a, size_t nk, const void *b, 
         for (size_t j = 0; j < nk; j++) {
             float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
             for (size_t e = 0; e < n; e++)
-                acc[e % 8] += a[i][e] * elem(b, j * ldb + e, h);
+                acc[e % 8] = fmaf(a[i][e], elem(b, j * ldb + e, h), acc[e % 8]);
             out[i * ldo + j] = ml__fold8(acc);
         }
 }

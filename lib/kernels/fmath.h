@@ -3,8 +3,12 @@
  * table's quantized ones.  Like the kernel table, every implementation
  * gives the same bits:
  * each result is computed with the reference's operations in the
- * reference's order (multiplies and adds, never fused), one result per
- * SIMD lane, so the thread count, the batch and the CPU change nothing. */
+ * reference's order, one result per SIMD lane, so the thread count, the
+ * batch and the CPU change nothing.  The terms of gemm and dots are fused
+ * multiply-adds (fmaf, one rounding; vfmadd in the SIMD forms); every
+ * other operation here is a multiply or an add of its own.  Fused, a
+ * long prompt's attention does half the float operations: at 4096
+ * tokens on an AVX-512 Xeon the prompt ran 725 -> 875 tokens/s. */
 #ifndef ML_FMATH_H
 #define ML_FMATH_H
 
@@ -19,15 +23,16 @@ typedef struct ml_fmath {
 
     /* For rows i < m:
      *     out[i][c] = s0 · out[i][c] + Σ_{r<n} a[i][r] · B[r·ldb + c],  c < width,
-     * the terms added one by one in the order r = 0, 1, ...  Output rows
-     * must not overlap a or B. */
+     * the terms added one by one in the order r = 0, 1, ..., each
+     * o = fmaf(a[i][r], B[r·ldb + c], o).  Output rows must not overlap
+     * a or B. */
     void (*gemm)(size_t m, const float *const *a, size_t n, const float *B, size_t ldb,
                  size_t width, float s0, float *const *out);
 
     /* out[i·ldo + j] = a[i] · (b + j·ldb) over n floats, for i < m, j < nk,
      * each in rule 3's order (kernels.h), elements in place of blocks
-     * (each lane a sequential sum): acc[e % 8] += a[e]·b[e], then
-     * ((acc0+acc4)+(acc2+acc6)) + ((acc1+acc5)+(acc3+acc7)). */
+     * (each lane a sequential sum): acc[e % 8] = fmaf(a[e], b[e],
+     * acc[e % 8]), then ((acc0+acc4)+(acc2+acc6)) + ((acc1+acc5)+(acc3+acc7)). */
     void (*dots)(size_t m, const float *const *a, size_t nk, const float *b, size_t ldb,
                  size_t n, float *out, size_t ldo);
 

@@ -1,5 +1,6 @@
 /* fmath_avx2.c - fmath.h's products for x86-64 with AVX2 (compiled with
- * -mavx2, never -mfma), the reference's bits by the rules of fmath.h.
+ * -mavx2 -mfma; FMA only where fmath.h's products fuse), the reference's
+ * bits by the rules of fmath.h.
  *
  * gemm: tiles of eight accumulators, 4 output rows by 16 columns (2 by
  * 32, 1 by 64 for fewer rows); per term, loads of B and broadcasts of a
@@ -109,7 +110,7 @@ INLINE void tile(const size_t G, const size_t V, const int masked, const int hal
             __m256 x = _mm256_broadcast_ss(a[i] + r);
             UNROLL
             for (size_t v = 0; v < V; v++)
-                acc[i][v] = _mm256_add_ps(acc[i][v], _mm256_mul_ps(x, b[v]));
+                acc[i][v] = _mm256_fmadd_ps(x, b[v], acc[i][v]);
         }
     }
     UNROLL
@@ -193,7 +194,7 @@ INLINE void dot_tile(const size_t G, const size_t J, const int half, const float
             __m256 x = _mm256_loadu_ps(a[i] + e);
             UNROLL
             for (size_t j = 0; j < J; j++)
-                acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_mul_ps(x, y[j]));
+                acc[i][j] = _mm256_fmadd_ps(x, y[j], acc[i][j]);
         }
     }
     UNROLL
@@ -204,7 +205,7 @@ INLINE void dot_tile(const size_t G, const size_t J, const int half, const float
                 float lane[8];
                 _mm256_storeu_ps(lane, acc[i][j]);
                 for (size_t k = e; k < n; k++)
-                    lane[k % 8] += a[i][k] * elem(b, j * ldb + k, half);
+                    lane[k % 8] = fmaf(a[i][k], elem(b, j * ldb + k, half), lane[k % 8]);
                 acc[i][j] = _mm256_loadu_ps(lane);
             }
             out[i * ldo + j] = fold8(acc[i][j]);
@@ -328,7 +329,7 @@ INLINE void class_tile(const size_t G, const size_t V, const float *const *a, si
             __m256 x = _mm256_broadcast_ss(a[i] + e);
             UNROLL
             for (size_t v = 0; v < V; v++)
-                acc[i][v] = _mm256_add_ps(acc[i][v], _mm256_mul_ps(x, y[v]));
+                acc[i][v] = _mm256_fmadd_ps(x, y[v], acc[i][v]);
         }
     }
     UNROLL

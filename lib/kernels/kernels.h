@@ -14,7 +14,8 @@
  *     (acc starts at +0.0f), and the row's result is
  *        ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)).
  *     An 8-lane SIMD accumulator does exactly this; the scalar code keeps
- *     an array of 8.  No FMA anywhere (-ffp-contract=off, no -mfma).
+ *     an array of 8.  No FMA (-ffp-contract=off) but where fmath.h's
+ *     attention products ask for one by name.
  *  4. Threads split rows (outputs), never a reduction, so the thread count
  *     cannot change a result; matmul computes each (token, row) dot the
  *     same way as matvec, so prefill and decode agree bit for bit.

@@ -29,7 +29,7 @@ static size_t variants(const ml_fmath *v[3])
     v[n++] = &ml__fmath_scalar;
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         v[n++] = &ml__fmath_avx2;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))
@@ -95,12 +95,12 @@ START_TEST(test_gemm)
 END_TEST
 
 /* fmath.h's order for one dot product, written out from its comment:
- * acc[e % 8] += a[e]·b[e], then the pairwise fold. */
+ * acc[e % 8] = fmaf(a[e], b[e], acc[e % 8]), then the pairwise fold. */
 static float spec_dot(const float *a, const float *b, size_t n)
 {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (size_t e = 0; e < n; e++)
-        acc[e % 8] += a[e] * b[e];
+        acc[e % 8] = fmaf(a[e], b[e], acc[e % 8]);
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
@@ -557,6 +557,60 @@ START_TEST(test_rmsnorm_rows)
 }
 END_TEST
 
+/* gemm's and dots' terms are fused multiply-adds (fmath.h): x·y - (x·y
+ * rounded) is 2^-24 (f32) or 2^-33 (f16 keys) when fused, 0 when not, in
+ * every variant and tile (rows 1-13: dots_t from 12; widths and key
+ * counts across the 16, 32 and 64 tiles). */
+START_TEST(test_fused)
+{
+    static const float xs[2] = {1 + 0x1p-12f, 1 + 0x1p-13f + 0x1p-23f};
+    static const float ys[2] = {1 + 0x1p-12f, 1 + 0x1p-10f}; /* ys[1]: an f16 */
+    const ml_fmath *v[3];
+    size_t nv = variants(v);
+    enum { R = 13, W = 100, N = 16 };
+    for (int h = 0; h < 2; h++) {
+        const float x = xs[h], y = ys[h], c = -(x * y), want = fmaf(x, y, c);
+        ck_assert(want != 0);
+        uint16_t yh[W];
+        float yf[W], a[R][N] = {{0}}, b[W][N] = {{0}}, o[R][W], dout[R * W];
+        uint16_t bh[W][N] = {{0}};
+        for (size_t j = 0; j < W; j++) {
+            yf[j] = y, yh[j] = ml_f32_to_f16(y);
+            b[j][0] = 1, b[j][8] = y;
+            bh[j][0] = ml_f32_to_f16(1), bh[j][8] = yh[j];
+        }
+        const float *ap[R], *gp[R];
+        float *op[R], gx[R];
+        for (size_t i = 0; i < R; i++) {
+            a[i][0] = c, a[i][8] = x, ap[i] = a[i];
+            gx[i] = x, gp[i] = &gx[i], op[i] = o[i];
+        }
+        for (size_t k = 0; k < nv; k++)
+            for (size_t m = 1; m <= R; m += 3)
+                for (size_t w = 1; w <= W; w += 33) {
+                    for (size_t i = 0; i < R; i++)
+                        for (size_t j = 0; j < W; j++)
+                            o[i][j] = c;
+                    if (h)
+                        v[k]->gemm_h(m, gp, 1, yh, W, w, 1.0f, op);
+                    else
+                        v[k]->gemm(m, gp, 1, yf, W, w, 1.0f, op);
+                    if (h)
+                        v[k]->dots_h(m, ap, w, &bh[0][0], N, N, dout, W);
+                    else
+                        v[k]->dots(m, ap, w, &b[0][0], N, N, dout, W);
+                    for (size_t i = 0; i < m; i++)
+                        for (size_t j = 0; j < w; j++) {
+                            ck_assert_msg(o[i][j] == want, "gemm variant %zu half %d m %zu w %zu",
+                                          k, h, m, w);
+                            ck_assert_msg(dout[i * W + j] == want,
+                                          "dots variant %zu half %d m %zu nk %zu", k, h, m, w);
+                        }
+                }
+    }
+}
+END_TEST
+
 /* The choice: the reference beside the scalar table, the AVX-512 forms
  * beside the AVX-512 and AMX tables, else AVX2 on x86. */
 START_TEST(test_choice)
@@ -579,6 +633,7 @@ Suite *suite_fmath(void)
     TCase *tc = tcase_create("products");
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_dots);
+    tcase_add_test(tc, test_fused);
     tcase_add_test(tc, test_half_forms);
     tcase_add_test(tc, test_exp);
     tcase_add_test(tc, test_elementwise);
