@@ -5,14 +5,19 @@
  * bench_bound.c's, so neither can be the slower "bound"), best of 5.
  * Decode speed is bounded by bandwidth / bytes of weights read per token.
  * Prints "threads GB/s" lines.  (A plain loop of 64-bit words, which this
- * was, read 15-16 GB/s on an Intel Xeon where this reads 23-25.)
+ * was, read 15-16 GB/s on an Intel Xeon where this reads 23-25.)  The
+ * array asks for transparent huge pages, as a model's mapped file may
+ * get them (ext4's large folios): with 4 KiB pages this read 40-46 GB/s
+ * on a Zen 4 where bench_bound read a model's pages at 46, so its "bound"
+ * could be beaten by decode; with them, 45-47.
  *     cc -O2 -pthread bench/bandwidth.c -o bandwidth && ./bandwidth 2 */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* MADV_HUGEPAGE */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "fastread.h"
@@ -49,9 +54,12 @@ int main(int argc, char **argv)
     int max = argc > 1 ? atoi(argv[1]) : 2;
     if (max < 1 || max > 64)
         max = 2;
-    buf = malloc(BYTES);
+    buf = aligned_alloc(2u << 20, BYTES);
     if (!buf)
         return 1;
+#ifdef MADV_HUGEPAGE
+    madvise(buf, BYTES, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
+#endif
     for (size_t i = 0; i < BYTES / 8; i++)
         ((uint64_t *)buf)[i] = i;
     choose_sum();
