@@ -87,11 +87,12 @@ static const void *kv_at(const void *p, size_t i, int half)
     return (const char *)p + i * (half ? 2 : 4);
 }
 
-/* Positions [lo, p] of KV head kvh for batch row t (at position p) as at
- * most three runs, in order: those its sequence cached before the batch
- * (a ring wraps at most once), then the sequence's own rows in the batch,
- * which reach the cache only after the batch has attended. */
-static int kv_runs(const att_job *j, size_t t, uint32_t lo, uint32_t p, uint32_t kvh,
+/* Positions [lo, hi] of KV head kvh, for batch row t (at position p) or
+ * any later row of its sequence, as at most three runs, in order: those
+ * its sequence cached before the batch (a ring wraps at most once), then
+ * the sequence's own rows in the batch, which reach the cache only after
+ * the batch has attended. */
+static int kv_runs(const att_job *j, size_t t, uint32_t p, uint32_t lo, uint32_t hi, uint32_t kvh,
                    kv_run run[3])
 {
     const ml_ctx *c = j->c;
@@ -99,19 +100,26 @@ static int kv_runs(const att_job *j, size_t t, uint32_t lo, uint32_t p, uint32_t
     uint32_t kv_dim = c->m->d.kv_dim, cap = c->cap[j->l], pos = sq->pos;
     size_t off = (size_t)kvh * c->m->d.head_dim, row0 = t - (p - pos); /* its first row */
     int n = 0;
-    for (uint32_t s = lo, end = p + 1 < pos ? p + 1 : pos; s < end;) {
+    for (uint32_t s = lo, end = hi + 1 < pos ? hi + 1 : pos; s < end;) {
         uint32_t slot = s % cap, len = end - s < cap - slot ? end - s : cap - slot;
         size_t at = (size_t)slot * kv_dim + off;
         run[n++] = (kv_run){kv_at(sq->kc[j->l], at, c->k16), kv_at(sq->vc[j->l], at, c->v16), len};
         s += len;
     }
     uint32_t b = lo > pos ? lo : pos;
-    if (b <= p) {
+    if (b <= hi) {
         size_t at = (row0 + (b - pos)) * kv_dim + off;
         run[n++] = (kv_run){c->k16 ? (const void *)(c->kh + at) : c->k + at,
-                            c->v16 ? (const void *)(c->vh + at) : c->v + at, p - b + 1};
+                            c->v16 ? (const void *)(c->vh + at) : c->v + at, hi - b + 1};
     }
     return n;
+}
+
+/* The first position a token at position p sees: its window's, or 0. */
+static uint32_t window_lo(const att_job *j, uint32_t p)
+{
+    uint32_t w = j->c->m->h.sliding_window;
+    return j->L->sliding && p + 1 > w ? p + 1 - w : 0;
 }
 
 /* Scores (scaled, softcapped) to probabilities, in place; the
@@ -178,13 +186,37 @@ static void run_values(const att_job *j, float *const *p, uint32_t rows, const k
         }
 }
 
+/* Scores, then value sums, of `rows` query rows of one token or block
+ * (score rows from sc, score column `col` at position lo) over
+ * positions [lo, hi], read by way of batch row t at position p. */
+static void span_scores(const att_job *j, size_t t, uint32_t p, uint32_t lo, uint32_t hi,
+                        uint32_t kvh, const float *const *q, uint32_t rows, float *const *sc,
+                        size_t col)
+{
+    kv_run run[3];
+    int nr = kv_runs(j, t, p, lo, hi, kvh, run);
+    run_scores(j, q, rows, run, nr, sc, col);
+}
+
+static void span_values(const att_job *j, size_t t, uint32_t p, uint32_t lo, uint32_t hi,
+                        uint32_t kvh, float *const *sc, uint32_t rows, size_t col,
+                        float *const *out)
+{
+    kv_run run[3];
+    int nr = kv_runs(j, t, p, lo, hi, kvh, run);
+    run_values(j, sc, rows, run, nr, col, 0, j->c->m->d.head_dim, out);
+}
+
 /* Query heads [h0, h0 + gs) of batch rows [t0, t0 + nt), consecutive
  * tokens of one sequence sharing one KV head, against the positions each
- * sees: out = softmax(q·K) · V.  The positions up to the first token's
- * are every token's, so their keys and values are read once for all the
- * block's rows; each later token then adds its own few positions.  Every
- * score, softmax and value sum is a token's own, over its positions in
- * order, whatever the block, the batch or the chunks. */
+ * sees: out = softmax(q·K) · V.  Token u (at p0 + u) sees [lo_u, p0 + u];
+ * in a sliding layer lo_u grows with u (att_blocks keeps nt within the
+ * window), so [lo_s, p0], lo_s the last token's, is every token's: its
+ * keys and values are read once for all the block's rows.  Each token
+ * adds its own few positions before it, [lo_u, lo_s), and after it, the
+ * batch's rows to its own.  Score columns count from lo_0 in every row.
+ * Every score, softmax and value sum is a token's own, over its
+ * positions in order, whatever the block, the batch or the chunks. */
 static void attend(const att_job *j, size_t t0, uint32_t nt, uint32_t h0, uint32_t gs,
                    float *scores)
 {
@@ -193,8 +225,7 @@ static void attend(const att_job *j, size_t t0, uint32_t nt, uint32_t h0, uint32
     const ml_mlb_header *hd = &m->h;
     uint32_t dh = m->d.head_dim, kvh = h0 / (hd->n_heads / hd->n_kv_heads);
     uint32_t p0 = c->tpos[t0], rows = nt * gs;
-    /* a window's first position (blocks of sliding layers hold one token) */
-    uint32_t lo = j->L->sliding && p0 + 1 > hd->sliding_window ? p0 + 1 - hd->sliding_window : 0;
+    uint32_t lo0 = window_lo(j, p0), los = window_lo(j, p0 + nt - 1);
     const float *q[ML_ATT_GROUP * ML_ATT_TOKENS] = {0};
     float *out[ML_ATT_GROUP * ML_ATT_TOKENS] = {0}, *sc[ML_ATT_GROUP * ML_ATT_TOKENS] = {0};
     for (uint32_t i = 0; i < rows; i++) {
@@ -204,21 +235,26 @@ static void attend(const att_job *j, size_t t0, uint32_t nt, uint32_t h0, uint32
         sc[i] = scores + (size_t)i * c->n_ctx;
         memset(out[i], 0, dh * sizeof(float));
     }
-    kv_run run[3];
-    int nr = kv_runs(j, t0, lo, p0, kvh, run);
-    run_scores(j, q, rows, run, nr, sc, 0);
-    for (uint32_t t = 1; t < nt; t++) { /* positions p0+1 .. p0+t: the batch's rows */
-        int n = kv_runs(j, t0 + t, p0 + 1, p0 + t, kvh, run);
-        run_scores(j, q + t * gs, gs, run, n, sc + t * gs, p0 + 1 - lo);
+    for (uint32_t u = 0; u < nt; u++) { /* before lo_s: each token's own */
+        uint32_t lo = window_lo(j, p0 + u);
+        if (lo < los)
+            span_scores(j, t0, p0, lo, los - 1, kvh, q + u * gs, gs, sc + u * gs, lo - lo0);
     }
-    for (uint32_t i = 0; i < rows; i++)
-        softmax(m, j->fm, sc[i], p0 + i / gs - lo + 1);
-    nr = kv_runs(j, t0, lo, p0, kvh, run);
-    run_values(j, sc, rows, run, nr, 0, 0, dh, out);
-    for (uint32_t t = 1; t < nt; t++) {
-        int n = kv_runs(j, t0 + t, p0 + 1, p0 + t, kvh, run);
-        run_values(j, sc + t * gs, gs, run, n, p0 + 1 - lo, 0, dh, out + t * gs);
+    span_scores(j, t0, p0, los, p0, kvh, q, rows, sc, los - lo0);
+    for (uint32_t u = 1; u < nt; u++) /* positions p0+1 .. p0+u: the batch's rows */
+        span_scores(j, t0, p0, p0 + 1, p0 + u, kvh, q + u * gs, gs, sc + u * gs, p0 + 1 - lo0);
+    for (uint32_t i = 0; i < rows; i++) {
+        uint32_t p = p0 + i / gs, lo = window_lo(j, p);
+        softmax(m, j->fm, sc[i] + (lo - lo0), p - lo + 1);
     }
+    for (uint32_t u = 0; u < nt; u++) {
+        uint32_t lo = window_lo(j, p0 + u);
+        if (lo < los)
+            span_values(j, t0, p0, lo, los - 1, kvh, sc + u * gs, gs, lo - lo0, out + u * gs);
+    }
+    span_values(j, t0, p0, los, p0, kvh, sc, rows, los - lo0, out);
+    for (uint32_t u = 1; u < nt; u++)
+        span_values(j, t0, p0, p0 + 1, p0 + u, kvh, sc + u * gs, gs, p0 + 1 - lo0, out + u * gs);
 }
 
 /* Work items [b, e) of (block of tokens, KV head, group of query heads). */
@@ -250,9 +286,7 @@ static void attend_items(void *arg, size_t b, size_t e, unsigned ith)
 /* The first position row 0 (the one token) sees. */
 static uint32_t first_pos(const att_job *j)
 {
-    const ml_mlb_header *hd = &j->c->m->h;
-    uint32_t p = j->c->tpos[0];
-    return j->L->sliding && p + 1 > hd->sliding_window ? p + 1 - hd->sliding_window : 0;
+    return window_lo(j, j->c->tpos[0]);
 }
 
 /* Query head h's score row in the shared score rows. */
@@ -273,7 +307,7 @@ static void split_scores(void *arg, size_t b, size_t e, unsigned ith)
         uint32_t kvh = (uint32_t)(i / n_chunks), s = lo + (uint32_t)(i % n_chunks) * j->chunk;
         uint32_t end = p - s < j->chunk ? p : s + j->chunk - 1;
         kv_run run[3];
-        int nr = kv_runs(j, 0, s, end, kvh, run);
+        int nr = kv_runs(j, 0, p, s, end, kvh, run);
         for (uint32_t g0 = 0; g0 < per_kv; g0 += ML_ATT_GROUP) {
             uint32_t gs = per_kv - g0 < ML_ATT_GROUP ? per_kv - g0 : ML_ATT_GROUP;
             const float *q[ML_ATT_GROUP];
@@ -306,7 +340,7 @@ static void split_values(void *arg, size_t b, size_t e, unsigned ith)
     for (size_t i = b; i < e; i++) {
         uint32_t kvh = (uint32_t)(i / 2), c0 = i % 2 ? dh / 2 : 0, w = i % 2 ? dh - dh / 2 : dh / 2;
         kv_run run[3];
-        int nr = kv_runs(j, 0, first_pos(j), c->tpos[0], kvh, run);
+        int nr = kv_runs(j, 0, c->tpos[0], first_pos(j), c->tpos[0], kvh, run);
         for (uint32_t g0 = 0; g0 < per_kv; g0 += ML_ATT_GROUP) {
             uint32_t gs = per_kv - g0 < ML_ATT_GROUP ? per_kv - g0 : ML_ATT_GROUP;
             float *sc[ML_ATT_GROUP], *out[ML_ATT_GROUP];
@@ -337,12 +371,15 @@ static void attend_split(att_job *j)
 }
 
 /* The batch's blocks of tokens that attend together (their first rows
- * into tblk): up to ML_ATT_TOKENS consecutive rows of one sequence, one
- * row each in a sliding layer (whose tokens see different first
- * positions).  Returns how many. */
+ * into tblk): up to ML_ATT_TOKENS consecutive rows of one sequence, and
+ * in a sliding layer no more than its window, so that the positions of
+ * the block's first token (before it: every token's) and its last
+ * token's window meet (attend).  Returns how many. */
 static size_t att_blocks(ml_ctx *c, const ml_layer *L, size_t n_tok)
 {
-    uint32_t most = L->sliding ? 1 : ml__att_tokens(c);
+    uint32_t most = ml__att_tokens(c), w = c->m->h.sliding_window;
+    if (L->sliding && w < most)
+        most = w; /* at least 1: a sliding layer's window is (mlb.c) */
     size_t n = 0;
     for (size_t t0 = 0, t1; t0 < n_tok; t0 = t1) {
         t1 = ml__seq_run_end(c, t0, n_tok);
