@@ -21,8 +21,9 @@
 /* One sequence: its position and its memory of the positions before. */
 typedef struct ml_seq {
     uint32_t pos;         /* positions evaluated; the next token goes here */
-    void **kc, **vc;      /* per layer: (cap[l], kv_dim) keys and values: float, or
-                           * f16 bits where the context's k16 / v16 say so */
+    void **kc, **vc;      /* per layer: (n_kv_heads, cap[l], head_dim) keys and values,
+                           * each head's positions contiguous (a decode step streams
+                           * them): float, or f16 bits where k16 / v16 say so */
     ml_lin_layer **lin;   /* per layer: state and chunk memory (linear_attn.h), or NULL */
     uint64_t seen;        /* the last ml_ctx_eval_seqs call that named it */
 } ml_seq;

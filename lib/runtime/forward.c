@@ -74,11 +74,14 @@ typedef struct att_job {
     const ml_fmath *fm;
 } att_job;
 
-/* Consecutive positions' keys and values: rows of kv_dim floats, or f16
- * bits where the context caches them so (k16, v16). */
+/* Consecutive positions' keys and values of one KV head: rows of
+ * head_dim floats `ld` elements apart (head_dim in a sequence's cache,
+ * kv_dim in the batch's rows), or f16 bits where the context caches them
+ * so (k16, v16). */
 typedef struct kv_run {
     const void *k, *v;
     uint32_t n;
+    size_t ld;
 } kv_run;
 
 /* Element i of a cache row buffer of floats, or f16 bits with `half`. */
@@ -97,20 +100,21 @@ static int kv_runs(const att_job *j, size_t t, uint32_t p, uint32_t lo, uint32_t
 {
     const ml_ctx *c = j->c;
     const ml_seq *sq = &c->seqs[c->tseq[t]];
-    uint32_t kv_dim = c->m->d.kv_dim, cap = c->cap[j->l], pos = sq->pos;
-    size_t off = (size_t)kvh * c->m->d.head_dim, row0 = t - (p - pos); /* its first row */
+    uint32_t kv_dim = c->m->d.kv_dim, dh = c->m->d.head_dim, cap = c->cap[j->l], pos = sq->pos;
+    size_t off = (size_t)kvh * dh, row0 = t - (p - pos); /* its first row */
     int n = 0;
     for (uint32_t s = lo, end = hi + 1 < pos ? hi + 1 : pos; s < end;) {
         uint32_t slot = s % cap, len = end - s < cap - slot ? end - s : cap - slot;
-        size_t at = (size_t)slot * kv_dim + off;
-        run[n++] = (kv_run){kv_at(sq->kc[j->l], at, c->k16), kv_at(sq->vc[j->l], at, c->v16), len};
+        size_t at = ((size_t)kvh * cap + slot) * dh;
+        run[n++] = (kv_run){kv_at(sq->kc[j->l], at, c->k16), kv_at(sq->vc[j->l], at, c->v16), len,
+                            dh};
         s += len;
     }
     uint32_t b = lo > pos ? lo : pos;
     if (b <= hi) {
         size_t at = (row0 + (b - pos)) * kv_dim + off;
         run[n++] = (kv_run){c->k16 ? (const void *)(c->kh + at) : c->k + at,
-                            c->v16 ? (const void *)(c->vh + at) : c->v + at, hi - b + 1};
+                            c->v16 ? (const void *)(c->vh + at) : c->v + at, hi - b + 1, kv_dim};
     }
     return n;
 }
@@ -150,16 +154,17 @@ static void run_scores(const att_job *j, const float *const *q, uint32_t rows, c
                        int nr, float *const *sc, size_t col)
 {
     const ml_ctx *c = j->c;
-    uint32_t dh = c->m->d.head_dim, kv_dim = c->m->d.kv_dim;
+    uint32_t dh = c->m->d.head_dim;
     for (int r = 0; r < nr; col += run[r].n, r++)
         for (uint32_t s = 0; s < run[r].n; s += KV_CHUNK) {
             uint32_t n = run[r].n - s < KV_CHUNK ? run[r].n - s : KV_CHUNK;
-            const void *k = kv_at(run[r].k, (size_t)s * kv_dim, c->k16);
+            size_t ld = run[r].ld;
+            const void *k = kv_at(run[r].k, s * ld, c->k16);
             float *out = sc[0] + col + s; /* score rows are n_ctx floats apart */
             if (c->k16)
-                j->fm->dots_h(rows, q, n, k, kv_dim, dh, out, c->n_ctx);
+                j->fm->dots_h(rows, q, n, k, ld, dh, out, c->n_ctx);
             else
-                j->fm->dots(rows, q, n, k, kv_dim, dh, out, c->n_ctx);
+                j->fm->dots(rows, q, n, k, ld, dh, out, c->n_ctx);
         }
 }
 
@@ -171,18 +176,18 @@ static void run_values(const att_job *j, float *const *p, uint32_t rows, const k
                        size_t col, uint32_t c0, uint32_t width, float *const *out)
 {
     const ml_ctx *c = j->c;
-    uint32_t kv_dim = c->m->d.kv_dim;
     const float *a[ML_ATT_GROUP * ML_ATT_TOKENS];
     for (int r = 0; r < nr; col += run[r].n, r++)
         for (uint32_t s = 0; s < run[r].n; s += KV_CHUNK) {
             uint32_t n = run[r].n - s < KV_CHUNK ? run[r].n - s : KV_CHUNK;
-            const void *v = kv_at(run[r].v, (size_t)s * kv_dim + c0, c->v16);
+            size_t ld = run[r].ld;
+            const void *v = kv_at(run[r].v, s * ld + c0, c->v16);
             for (uint32_t i = 0; i < rows; i++)
                 a[i] = p[i] + col + s;
             if (c->v16)
-                j->fm->gemm_h(rows, a, n, v, kv_dim, width, 1.0f, out);
+                j->fm->gemm_h(rows, a, n, v, ld, width, 1.0f, out);
             else
-                j->fm->gemm(rows, a, n, v, kv_dim, width, 1.0f, out);
+                j->fm->gemm(rows, a, n, v, ld, width, 1.0f, out);
         }
 }
 
@@ -435,22 +440,24 @@ static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
     }
 }
 
-/* Into each token's sequence's cache after attending (a ring keeps the
- * last cap of a run: its earlier rows are skipped, later ones would
- * overwrite them). */
+/* Into each token's sequence's cache after attending, one row of each
+ * KV head at a time (a ring keeps the last cap of a run: its earlier rows
+ * are skipped, later ones would overwrite them). */
 static void cache_store(ml_ctx *c, uint32_t l, size_t n_tok)
 {
-    uint32_t kv_dim = c->m->d.kv_dim, cap = c->cap[l];
-    const void *k = c->k16 ? (const void *)c->kh : c->k, *v = c->v16 ? (const void *)c->vh : c->v;
-    size_t kb = kv_dim * (c->k16 ? 2 : 4), vb = kv_dim * (c->v16 ? 2 : 4); /* a row's bytes */
+    uint32_t kv_dim = c->m->d.kv_dim, dh = c->m->d.head_dim, cap = c->cap[l];
+    const char *k = c->k16 ? (const void *)c->kh : (const void *)c->k;
+    const char *v = c->v16 ? (const void *)c->vh : (const void *)c->v;
+    size_t ke = c->k16 ? 2 : 4, ve = c->v16 ? 2 : 4; /* an element's bytes */
     for (size_t t0 = 0, t1; t0 < n_tok; t0 = t1) {
         t1 = ml__seq_run_end(c, t0, n_tok);
         ml_seq *sq = &c->seqs[c->tseq[t0]];
-        for (size_t t = t1 - t0 > cap ? t1 - cap : t0; t < t1; t++) {
-            size_t slot = c->tpos[t] % cap;
-            memcpy((char *)sq->kc[l] + slot * kb, (const char *)k + t * kb, kb);
-            memcpy((char *)sq->vc[l] + slot * vb, (const char *)v + t * vb, vb);
-        }
+        for (size_t t = t1 - t0 > cap ? t1 - cap : t0; t < t1; t++)
+            for (uint32_t h = 0; h < c->m->h.n_kv_heads; h++) {
+                size_t at = ((size_t)h * cap + c->tpos[t] % cap) * dh, from = t * kv_dim + h * dh;
+                memcpy((char *)sq->kc[l] + at * ke, k + from * ke, dh * ke);
+                memcpy((char *)sq->vc[l] + at * ve, v + from * ve, dh * ve);
+            }
     }
 }
 
