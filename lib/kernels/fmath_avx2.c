@@ -145,6 +145,10 @@ INLINE void gemm_any(const int half, size_t m, const float *const *a, size_t n, 
     size_t i = 0;
     for (; i + 4 <= m; i += 4)
         gemm_rows(4, half, a + i, n, B, ldb, width, s0, out + i);
+    if (m - i == 3) { /* three query heads a KV head (decode): one pass over B */
+        gemm_rows(3, half, a + i, n, B, ldb, width, s0, out + i);
+        return;
+    }
     for (; i + 2 <= m; i += 2) /* decode: k and q share one pass over S */
         gemm_rows(2, half, a + i, n, B, ldb, width, s0, out + i);
     for (; i < m; i++)
@@ -234,6 +238,10 @@ INLINE void dots_any(const int half, size_t m, const float *const *a, size_t nk,
     size_t i = 0;
     for (; i + 4 <= m; i += 4)
         dot_rows(4, half, a + i, nk, b, ldb, n, out + i * ldo, ldo);
+    if (m - i == 3) { /* as gemm_any */
+        dot_rows(3, half, a + i, nk, b, ldb, n, out + i * ldo, ldo);
+        return;
+    }
     for (; i + 2 <= m; i += 2)
         dot_rows(2, half, a + i, nk, b, ldb, n, out + i * ldo, ldo);
     for (; i < m; i++)
