@@ -16,6 +16,7 @@
  * reference's ml_f16_to_f32; to_f16 is vcvtps2ph, which rounds to nearest
  * even as ml_f32_to_f16 does. */
 #include "kernels/fmath.h"
+#include "kernels/fmath_x86.h"
 
 #if defined(__x86_64__)
 
@@ -276,30 +277,14 @@ INLINE void transpose_keys(const int half, float *kt, size_t ldk, const void *b,
         for (size_t k = 0; k < 8; k++) /* the next eight keys, while these are moved */
             prefetch_row(at(b, (j0 + j + 8 + k) * ldb, half), n, half ? 2 : 4);
         for (size_t e = 0; e < n; e += 8) {
-            __m256 r[8], t[8];
+            __m256 r[8];
             UNROLL
             for (size_t k = 0; k < 8; k++)
                 r[k] = load8(at(b, (j0 + j + k) * ldb + e, half), half);
+            ml__transpose8(r);
             UNROLL
-            for (size_t k = 0; k < 8; k += 2) {
-                t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
-                t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
-            }
-            UNROLL
-            for (size_t k = 0; k < 8; k += 4) {
-                r[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
-                r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
-                r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
-                r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
-            }
-            /* r[0..3]: elements e+{0,4}, e+{1,5}, e+{2,6}, e+{3,7} of keys 0-3 | of ...
-             * r[4..7] the same of keys 4-7, by 128-bit halves */
-            UNROLL
-            for (size_t k = 0; k < 4; k++) {
-                _mm256_storeu_ps(kt + (e + k) * ldk + j, _mm256_permute2f128_ps(r[k], r[k + 4], 0x20));
-                _mm256_storeu_ps(kt + (e + k + 4) * ldk + j,
-                                 _mm256_permute2f128_ps(r[k], r[k + 4], 0x31));
-            }
+            for (size_t k = 0; k < 8; k++)
+                _mm256_storeu_ps(kt + (e + k) * ldk + j, r[k]);
         }
     }
     for (; j < nj; j++) /* the last few keys one by one */

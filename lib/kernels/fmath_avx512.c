@@ -16,6 +16,7 @@
  * exp_norm: the exponential on 16 lanes; its sum keeps the 8 lanes of
  * dots' order, the low half added before the high half. */
 #include "kernels/fmath.h"
+#include "kernels/fmath_x86.h"
 
 #if defined(__x86_64__)
 
@@ -329,9 +330,10 @@ static float scale_max(float *x, size_t n, float scale)
 /* ---- RMSNorm, eight rows at a time ----
  *
  * Lane k of a double register sums row k's squares in ml__rmsnorm's
- * order (the element of eight rows gathered, widened, squared, added),
- * so eight dependent chains run side by side where the reference runs
- * one; the rest is the reference's scalar steps per row. */
+ * order (eight elements of eight rows loaded and transposed, then each
+ * widened, squared, added; a gather per element was 5.5% of Gemma 3's
+ * prompt on Zen 4), so eight dependent chains run side by side where the
+ * reference runs one; the rest is the reference's scalar steps per row. */
 
 /* out = (x · inv) · w over n floats, 16 lanes at a time. */
 static void scale_row(float *out, const float *x, const float *w, uint32_t n, float inv)
@@ -355,7 +357,20 @@ static void rmsnorm_rows(float *out, size_t ldo, const float *x, size_t ldx, con
         for (; r + 8 <= rows; r += 8) {
             const float *xr = x + r * ldx;
             __m512d ss = _mm512_setzero_pd();
-            for (uint32_t i = 0; i < n; i++) {
+            uint32_t i = 0;
+            for (; i + 8 <= n; i += 8) { /* eight elements of the eight rows, transposed */
+                __m256 t[8];
+                UNROLL
+                for (size_t k = 0; k < 8; k++)
+                    t[k] = _mm256_loadu_ps(xr + k * ldx + i);
+                ml__transpose8(t);
+                UNROLL
+                for (size_t e = 0; e < 8; e++) {
+                    const __m512d v = _mm512_cvtps_pd(t[e]);
+                    ss = _mm512_add_pd(ss, _mm512_mul_pd(v, v));
+                }
+            }
+            for (; i < n; i++) {
                 const __m512d v = _mm512_cvtps_pd(_mm256_i32gather_ps(xr + i, idx, 4));
                 ss = _mm512_add_pd(ss, _mm512_mul_pd(v, v));
             }
