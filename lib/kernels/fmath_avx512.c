@@ -26,7 +26,7 @@
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
-/* As fmath_avx2.c: rows PF_ROWS ahead of the strided cache rows. */
+/* As fmath_avx2.c: the cache rows PF_ROWS ahead. */
 #define PF_ROWS 32
 
 INLINE void prefetch_row(const void *p, size_t n, size_t size)
