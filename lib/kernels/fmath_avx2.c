@@ -16,9 +16,10 @@
  * reference's ml_f16_to_f32; to_f16 is vcvtps2ph, which rounds to nearest
  * even as ml_f32_to_f16 does. */
 #include "kernels/fmath.h"
-#include "kernels/fmath_x86.h"
 
 #if defined(__x86_64__)
+
+#include "kernels/fmath_x86.h"
 
 #include <immintrin.h>
 #include <math.h>

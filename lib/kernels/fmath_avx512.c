@@ -16,9 +16,10 @@
  * exp_norm: the exponential on 16 lanes; its sum keeps the 8 lanes of
  * dots' order, the low half added before the high half. */
 #include "kernels/fmath.h"
-#include "kernels/fmath_x86.h"
 
 #if defined(__x86_64__)
+
+#include "kernels/fmath_x86.h"
 
 #include <immintrin.h>
 #include <string.h>
