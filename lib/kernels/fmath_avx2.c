@@ -150,13 +150,13 @@ INLINE void gemm_any(const int half, size_t m, const float *const *a, size_t n, 
     size_t i = 0;
     for (; i + 4 <= m; i += 4)
         gemm_rows(4, half, a + i, n, B, ldb, width, s0, out + i);
-    if (m - i == 3) { /* three query heads a KV head (decode): one pass over B */
+    /* the rest (fewer than 4) in one pass over B: decode's 1 to 3 query
+     * heads a KV head */
+    if (m - i == 3)
         gemm_rows(3, half, a + i, n, B, ldb, width, s0, out + i);
-        return;
-    }
-    for (; i + 2 <= m; i += 2) /* decode: k and q share one pass over S */
+    else if (m - i == 2)
         gemm_rows(2, half, a + i, n, B, ldb, width, s0, out + i);
-    for (; i < m; i++)
+    else if (m - i == 1)
         gemm_rows(1, half, a + i, n, B, ldb, width, s0, out + i);
 }
 
@@ -243,13 +243,12 @@ INLINE void dots_any(const int half, size_t m, const float *const *a, size_t nk,
     size_t i = 0;
     for (; i + 4 <= m; i += 4)
         dot_rows(4, half, a + i, nk, b, ldb, n, out + i * ldo, ldo);
-    if (m - i == 3) { /* as gemm_any */
+    /* the rest in one pass, as gemm_any */
+    if (m - i == 3)
         dot_rows(3, half, a + i, nk, b, ldb, n, out + i * ldo, ldo);
-        return;
-    }
-    for (; i + 2 <= m; i += 2)
+    else if (m - i == 2)
         dot_rows(2, half, a + i, nk, b, ldb, n, out + i * ldo, ldo);
-    for (; i < m; i++)
+    else if (m - i == 1)
         dot_rows(1, half, a + i, nk, b, ldb, n, out + i * ldo, ldo);
 }
 

@@ -112,13 +112,13 @@ INLINE void gemm_any(const int half, size_t m, const float *const *a, size_t n, 
     size_t i = 0;
     for (; i + 4 <= m; i += 4)
         gemm_rows(4, half, a + i, n, B, ldb, width, s0, out + i);
-    if (m - i == 3) { /* three query heads a KV head (decode): one pass over B */
+    /* the rest (fewer than 4) in one pass over B: decode's 1 to 3 query
+     * heads a KV head */
+    if (m - i == 3)
         gemm_rows(3, half, a + i, n, B, ldb, width, s0, out + i);
-        return;
-    }
-    for (; i + 2 <= m; i += 2)
+    else if (m - i == 2)
         gemm_rows(2, half, a + i, n, B, ldb, width, s0, out + i);
-    for (; i < m; i++)
+    else if (m - i == 1)
         gemm_rows(1, half, a + i, n, B, ldb, width, s0, out + i);
 }
 

@@ -191,37 +191,53 @@ static void run_values(const att_job *j, float *const *p, uint32_t rows, const k
         }
 }
 
-/* Scores, then value sums, of `rows` query rows of one token or block
- * (score rows from sc, score column `col` at position lo) over
- * positions [lo, hi], read by way of batch row t at position p. */
-static void span_scores(const att_job *j, size_t t, uint32_t p, uint32_t lo, uint32_t hi,
-                        uint32_t kvh, const float *const *q, uint32_t rows, float *const *sc,
-                        size_t col)
+/* A block's rows: their queries, score rows and outputs. */
+typedef struct att_rows {
+    const float *const *q;
+    float *const *sc, *const *out;
+} att_rows;
+
+/* One pass of a block's attention over positions [lo, hi] for its rows
+ * [r0, r0 + rows) (score column `col` at position lo), read by way of
+ * batch row t0 at position p0: the scores q·K, or with `values` the value
+ * sums out += p·V. */
+static void span(const att_job *j, int values, const att_rows *a, size_t t0, uint32_t p0,
+                 uint32_t lo, uint32_t hi, uint32_t kvh, uint32_t r0, uint32_t rows, size_t col)
 {
     kv_run run[3];
-    int nr = kv_runs(j, t, p, lo, hi, kvh, run);
-    run_scores(j, q, rows, run, nr, sc, col);
+    int nr = kv_runs(j, t0, p0, lo, hi, kvh, run);
+    if (values)
+        run_values(j, a->sc + r0, rows, run, nr, col, 0, j->c->m->d.head_dim, a->out + r0);
+    else
+        run_scores(j, a->q + r0, rows, run, nr, a->sc + r0, col);
 }
 
-static void span_values(const att_job *j, size_t t, uint32_t p, uint32_t lo, uint32_t hi,
-                        uint32_t kvh, float *const *sc, uint32_t rows, size_t col,
-                        float *const *out)
+/* The pass over every position of the block: token u (at p0 + u) sees
+ * [lo_u, p0 + u]; in a sliding layer lo_u grows with u (att_blocks keeps
+ * nt within the window), so [lo_s, p0], lo_s the last token's, is every
+ * token's and is read once for all the block's rows.  Each token adds
+ * its own few positions before it, [lo_u, lo_s), and after it, the
+ * batch's rows to its own, in the order of the positions.  Score columns
+ * count from lo_0 in every row. */
+static void block_pass(const att_job *j, int values, const att_rows *a, size_t t0, uint32_t p0,
+                       uint32_t nt, uint32_t gs, uint32_t kvh)
 {
-    kv_run run[3];
-    int nr = kv_runs(j, t, p, lo, hi, kvh, run);
-    run_values(j, sc, rows, run, nr, col, 0, j->c->m->d.head_dim, out);
+    uint32_t lo0 = window_lo(j, p0), los = window_lo(j, p0 + nt - 1);
+    for (uint32_t u = 0; u < nt; u++) {
+        uint32_t lo = window_lo(j, p0 + u);
+        if (lo < los)
+            span(j, values, a, t0, p0, lo, los - 1, kvh, u * gs, gs, lo - lo0);
+    }
+    span(j, values, a, t0, p0, los, p0, kvh, 0, nt * gs, los - lo0);
+    for (uint32_t u = 1; u < nt; u++) /* positions p0+1 .. p0+u: the batch's rows */
+        span(j, values, a, t0, p0, p0 + 1, p0 + u, kvh, u * gs, gs, p0 + 1 - lo0);
 }
 
 /* Query heads [h0, h0 + gs) of batch rows [t0, t0 + nt), consecutive
  * tokens of one sequence sharing one KV head, against the positions each
- * sees: out = softmax(q·K) · V.  Token u (at p0 + u) sees [lo_u, p0 + u];
- * in a sliding layer lo_u grows with u (att_blocks keeps nt within the
- * window), so [lo_s, p0], lo_s the last token's, is every token's: its
- * keys and values are read once for all the block's rows.  Each token
- * adds its own few positions before it, [lo_u, lo_s), and after it, the
- * batch's rows to its own.  Score columns count from lo_0 in every row.
- * Every score, softmax and value sum is a token's own, over its
- * positions in order, whatever the block, the batch or the chunks. */
+ * sees: out = softmax(q·K) · V, in block_pass's spans.  Every score,
+ * softmax and value sum is a token's own, over its positions in order,
+ * whatever the block, the batch or the chunks. */
 static void attend(const att_job *j, size_t t0, uint32_t nt, uint32_t h0, uint32_t gs,
                    float *scores)
 {
@@ -229,8 +245,7 @@ static void attend(const att_job *j, size_t t0, uint32_t nt, uint32_t h0, uint32
     const ml_model *m = c->m;
     const ml_mlb_header *hd = &m->h;
     uint32_t dh = m->d.head_dim, kvh = h0 / (hd->n_heads / hd->n_kv_heads);
-    uint32_t p0 = c->tpos[t0], rows = nt * gs;
-    uint32_t lo0 = window_lo(j, p0), los = window_lo(j, p0 + nt - 1);
+    uint32_t p0 = c->tpos[t0], rows = nt * gs, lo0 = window_lo(j, p0);
     const float *q[ML_ATT_GROUP * ML_ATT_TOKENS] = {0};
     float *out[ML_ATT_GROUP * ML_ATT_TOKENS] = {0}, *sc[ML_ATT_GROUP * ML_ATT_TOKENS] = {0};
     for (uint32_t i = 0; i < rows; i++) {
@@ -240,26 +255,13 @@ static void attend(const att_job *j, size_t t0, uint32_t nt, uint32_t h0, uint32
         sc[i] = scores + (size_t)i * c->n_ctx;
         memset(out[i], 0, dh * sizeof(float));
     }
-    for (uint32_t u = 0; u < nt; u++) { /* before lo_s: each token's own */
-        uint32_t lo = window_lo(j, p0 + u);
-        if (lo < los)
-            span_scores(j, t0, p0, lo, los - 1, kvh, q + u * gs, gs, sc + u * gs, lo - lo0);
-    }
-    span_scores(j, t0, p0, los, p0, kvh, q, rows, sc, los - lo0);
-    for (uint32_t u = 1; u < nt; u++) /* positions p0+1 .. p0+u: the batch's rows */
-        span_scores(j, t0, p0, p0 + 1, p0 + u, kvh, q + u * gs, gs, sc + u * gs, p0 + 1 - lo0);
+    const att_rows a = {q, sc, out};
+    block_pass(j, 0, &a, t0, p0, nt, gs, kvh);
     for (uint32_t i = 0; i < rows; i++) {
         uint32_t p = p0 + i / gs, lo = window_lo(j, p);
         softmax(m, j->fm, sc[i] + (lo - lo0), p - lo + 1);
     }
-    for (uint32_t u = 0; u < nt; u++) {
-        uint32_t lo = window_lo(j, p0 + u);
-        if (lo < los)
-            span_values(j, t0, p0, lo, los - 1, kvh, sc + u * gs, gs, lo - lo0, out + u * gs);
-    }
-    span_values(j, t0, p0, los, p0, kvh, sc, rows, los - lo0, out);
-    for (uint32_t u = 1; u < nt; u++)
-        span_values(j, t0, p0, p0 + 1, p0 + u, kvh, sc + u * gs, gs, p0 + 1 - lo0, out + u * gs);
+    block_pass(j, 1, &a, t0, p0, nt, gs, kvh);
 }
 
 /* Work items [b, e) of (block of tokens, KV head, group of query heads). */
