@@ -639,6 +639,13 @@ ALWAYS_INLINE void w_plus_128(__m256i v[8])
 #define MM_SUMS_START(q4, xg) _mm256_load_si256((const __m256i *)((xg) + 256))
 #define MM_SUMS_ADD(q4, s, w, x) dpbusd(s, w, x)
 #define MM_SUMS_END(q4, s, xg) (s)
+/* A last group of m <= 4 blocks in four registers (matmul_tiles.h's
+ * half_group): Gemma 3's 640 columns are 2.5 groups, and the tile
+ * multiplied its zero half.  The 256-bit tile's end (unused here: the
+ * pair tile folds by pair_half_fold) would add the halves the same way. */
+#define MM_HALF_GROUPS
+#define MM_SUMS_END_HALF(q4, s, xg)                                                                \
+    _mm256_zextsi128_si256(_mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)))
 #define MM_MATVEC_Q8 matvec_q8_0
 #define MM_MATVEC_Q4 matvec_q4_0
 
@@ -655,8 +662,18 @@ ALWAYS_INLINE void w_plus_128(__m256i v[8])
 #define PT_ROWS 3 /* = MM_RT_* */
 #define PT_PAIRS (MM_TT_Q4 / 2)
 
+/* The block sums of a half group in each token's half (lanes 0-3 plus
+ * lanes 4-7, zeros above, as the 256-bit mm_half_fold): the corrections
+ * started in lanes 0-3 (those of blocks 4-7 are zeros), so they count
+ * once. */
+ALWAYS_INLINE __m512i pair_half_fold(__m512i s)
+{
+    return _mm512_maskz_add_epi32(0x0f0f, s, _mm512_shuffle_i64x2(s, s, 0xb1));
+}
+
 /* Group j (m <= 8 blocks) of nr <= rt rows against the nt <= 2 * tp
- * tokens from t0 (even), as tile_group does it in 256 bits. */
+ * tokens from t0 (even), as tile_group does it in 256 bits: a group of
+ * m <= 4 blocks in four registers (half_group). */
 ALWAYS_INLINE void pair_group(size_t rt, size_t tp, const uint8_t *wt, size_t wstride,
                               const float *wd, size_t nb, const uint8_t *xt, const float *xd,
                               size_t t0, size_t nt, size_t nr, size_t j, size_t m,
@@ -673,8 +690,11 @@ ALWAYS_INLINE void pair_group(size_t rt, size_t tp, const uint8_t *wt, size_t ws
         for (size_t i = 0; i < rt; i++)
             is[i][p] = start;
     }
+    const int half = m <= 4; /* as matmul_tiles.h MM_HALF(m): stored as half_group left it */
     UNROLL
     for (int g = 0; g < 8; g++) {
+        if (half && g >= 4)
+            break;
         __m512i w[PT_ROWS];
         UNROLL
         for (size_t i = 0; i < rt; i++)
@@ -692,6 +712,12 @@ ALWAYS_INLINE void pair_group(size_t rt, size_t tp, const uint8_t *wt, size_t ws
                         is[i][p] = _mm512_dpbusd_epi32(is[i][p], w[i], x);
             }
     }
+    if (half)
+        UNROLL
+        for (size_t i = 0; i < rt; i++)
+            UNROLL
+            for (size_t p = 0; p < tp; p++)
+                is[i][p] = pair_half_fold(is[i][p]);
     __m512 sx[PT_PAIRS];
     UNROLL
     for (size_t p = 0; p < tp; p++)
