@@ -50,7 +50,7 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
         {(void **)&c->hb2, B * hid * 4}, {(void **)&c->o, B * dim * 4},
         {(void **)&c->aq, B * in},       {(void **)&c->ad, B * (in / 32) * 4},
         {(void **)&c->att, att},
-        {(void **)&c->rope_cs, (size_t)n_threads * m->d.rot_dim * 4},
+        {(void **)&c->rope_cs, 2 * B * m->d.rot_dim * 4},
         {(void **)&c->lqkv, B * lq * 4}, {(void **)&c->lz, B * lvd * 4},
         {(void **)&c->lba, B * 2 * lv * 4}, {(void **)&c->lo, B * lvd * 4},
         {(void **)&c->tseq, B * 4},      {(void **)&c->tpos, B * 4},

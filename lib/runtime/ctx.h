@@ -59,7 +59,9 @@ struct ml_ctx {
                            * least (n_heads, n_ctx) */
     uint32_t *tblk;       /* (B) first rows of the batch's blocks of tokens that attend
                            * together (forward.c) */
-    float *rope_cs;       /* (n_threads, rot_dim) one position's RoPE cos, sin pairs */
+    float *rope_cs;       /* (2, B, rot_dim) the batch's RoPE cos, sin pairs by row: [0]
+                           * of the global frequencies, [1] of the local ones */
+    uint8_t rope_ready;   /* bit k: table k holds this batch's rows (forward.c) */
     /* Linear attention (only when the model has such layers). */
     float *lqkv;          /* (B, lin_qkv) projections, then conv + SiLU output */
     float *lz;            /* (B, lin_vd) output gate */

@@ -72,6 +72,8 @@ typedef struct att_job {
     uint32_t chunk;     /* attend_split's positions per item */
     uint32_t group;     /* query heads per work item, at most ML_ATT_GROUP */
     const ml_fmath *fm;
+    float *rope;        /* the layer's RoPE table, (B, rot_dim) */
+    int fill_rope;      /* 1: the first layer of the batch to use it fills it */
 } att_job;
 
 /* Consecutive positions' keys and values of one KV head: rows of
@@ -408,8 +410,10 @@ static uint32_t att_group(const ml_ctx *c, size_t n_blk)
     return g;
 }
 
-/* Per-head RMSNorm of q and k, then RoPE with one table per position, for
- * batch rows [b, e); then k and v as an f16 cache holds them, if it does. */
+/* Per-head RMSNorm of q and k, then RoPE by the batch's table (its rows
+ * filled here by the first layer to use it: the cos and sin of a position
+ * are the same in every layer of a frequency set), for batch rows [b, e);
+ * then k and v as an f16 cache holds them, if it does. */
 static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
 {
     const att_job *j = arg;
@@ -417,7 +421,7 @@ static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
     const ml_model *m = c->m;
     const ml_layer *L = j->L;
     uint32_t dh = m->d.head_dim, half = m->d.rot_dim / 2;
-    float *cs = c->rope_cs + (size_t)ith * m->d.rot_dim;
+    (void)ith;
     const uint32_t nq = m->h.n_heads, nk = m->h.n_kv_heads;
     /* the norms of all these tokens' heads at once (rows of dh floats) */
     if (L->q_norm)
@@ -428,7 +432,9 @@ static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
                             (e - b) * nk, m->h.norm_eps);
     for (size_t t = b; t < e; t++) {
         if (L->inv_freq) {
-            rope_table(cs, L->inv_freq, half, c->tpos[t], L->rope_mul);
+            float *cs = j->rope + t * m->d.rot_dim;
+            if (j->fill_rope)
+                rope_table(cs, L->inv_freq, half, c->tpos[t], L->rope_mul);
             for (uint32_t h = 0; h < nq; h++)
                 rope(c->q + (t * nq + h) * dh, cs, half);
             for (uint32_t h = 0; h < nk; h++)
@@ -479,8 +485,13 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
     add_bias(c->k, L->bk, n_tok, kv_dim);
     add_bias(c->v, L->bv, n_tok, kv_dim);
     size_t n_blk = att_blocks(c, L, n_tok);
-    att_job j = {c, L, l, n_tok, n_blk, 0, att_group(c, n_blk), ml__fmath(m->k)};
+    att_job j = {c, L, l, n_tok, n_blk, 0, att_group(c, n_blk), ml__fmath(m->k), NULL, 0};
+    unsigned set = L->inv_freq == m->inv_freq_local; /* the table of its frequencies */
+    j.rope = c->rope_cs + set * c->n_batch * m->d.rot_dim;
+    j.fill_rope = !(c->rope_ready >> set & 1);
     ml__parallel(c, n_tok, qk_norm_rope, &j);
+    if (L->inv_freq)
+        c->rope_ready |= 1u << set;
     uint32_t groups = (m->h.n_heads / m->h.n_kv_heads + j.group - 1) / j.group;
     if (n_tok == 1 && ml__pool_size(c->pool) > 1)
         attend_split(&j);
@@ -627,6 +638,7 @@ static void eval_batch(ml_ctx *c, const ml_token *tokens, size_t n_tok, float *l
                        size_t n_out)
 {
     const ml_model *m = c->m;
+    c->rope_ready = 0; /* new rows: the RoPE tables are filled again */
     for (size_t t = 0; t < n_tok; t++)
         embed(m, tokens[t], c->x + t * m->h.dim);
     residual_then_norm(c, n_tok, 0, NULL, m->layers[0].attn_norm);     /* xb = attn_norm(x) */
