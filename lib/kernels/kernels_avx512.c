@@ -641,11 +641,8 @@ ALWAYS_INLINE void w_plus_128(__m256i v[8])
 #define MM_SUMS_END(q4, s, xg) (s)
 /* A last group of m <= 4 blocks in four registers (matmul_tiles.h's
  * half_group): Gemma 3's 640 columns are 2.5 groups, and the tile
- * multiplied its zero half.  The 256-bit tile's end (unused here: the
- * pair tile folds by pair_half_fold) would add the halves the same way. */
+ * multiplied its zero half; pair_group folds the halves. */
 #define MM_HALF_GROUPS
-#define MM_SUMS_END_HALF(q4, s, xg)                                                                \
-    _mm256_zextsi128_si256(_mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)))
 #define MM_MATVEC_Q8 matvec_q8_0
 #define MM_MATVEC_Q4 matvec_q4_0
 

@@ -31,7 +31,8 @@
  *   MM_HALF_GROUPS        a last group of m <= 4 blocks is stored in four
  *                         registers, not eight (half_group), and its sums
  *                         end by MM_SUMS_END_HALF(q4, s, xg), which adds
- *                         the two halves first (256-bit tiles only)
+ *                         the two halves first (256-bit tiles only: a
+ *                         pair tile folds them itself)
  *   MM_PAIR_TILE          the name of its own tile function (tile_any's
  *                         signature, MM_TT_* tokens a tile), which reads
  *                         the activations as interleaved token pairs
@@ -67,6 +68,11 @@
 
 #ifndef MM_SUMS_KEEP
 #define MM_SUMS_KEEP(v) ((void)0)
+#endif
+
+#if defined(MM_HALF_GROUPS) && defined(MM_PAIR_TILE) && !defined(MM_SUMS_END_HALF)
+/* The pair tile folds its own halves; the 256-bit tile is not built. */
+#define MM_SUMS_END_HALF(q4, s, xg) MM_SUMS_END(q4, s, xg) /* never reached */
 #endif
 
 #ifdef MM_HALF_GROUPS
