@@ -494,8 +494,7 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
     const ml_model *m = c->m;
     const ml_layer *L = &m->layers[l];
     uint32_t q_dim = m->d.q_dim, kv_dim = m->d.kv_dim;
-    ml__ctx_observe(c, ML_MLI_ATTN_IN, l, c->xb, n_tok, m->h.dim);
-    ml__quantize(c, c->xb, n_tok, m->h.dim);
+    ml__ctx_observe(c, ML_MLI_ATTN_IN, l, c->xb, n_tok, m->h.dim); /* quantized by the seam */
     const ml_mat *ws[] = {&L->wq, &L->wk, &L->wv, &L->wg};
     float *ys[] = {c->q, c->k, c->v, c->g};
     const size_t ld[] = {q_dim, kv_dim, kv_dim, q_dim};
@@ -533,8 +532,7 @@ static void linear_attention(ml_ctx *c, uint32_t l, size_t n_tok)
     const ml_layer *L = &m->layers[l];
     const ml_mlb_header *h = &m->h;
     uint32_t V = h->lin_v_heads;
-    ml__ctx_observe(c, ML_MLI_ATTN_IN, l, c->xb, n_tok, h->dim);
-    ml__quantize(c, c->xb, n_tok, h->dim);
+    ml__ctx_observe(c, ML_MLI_ATTN_IN, l, c->xb, n_tok, h->dim); /* quantized by the seam */
     const ml_mat *ws[] = {&L->lqkv, &L->lz, &L->lb, &L->la};
     float *ys[] = {c->lqkv, c->lz, c->lba, c->lba + V};
     const size_t ld[] = {m->d.lin_qkv, m->d.lin_vd, 2 * V, 2 * V};
@@ -561,8 +559,7 @@ static void ffn(ml_ctx *c, uint32_t l, size_t n_tok)
     const ml_model *m = c->m;
     const ml_layer *L = &m->layers[l];
     uint32_t hidden = m->h.hidden_dim;
-    ml__ctx_observe(c, ML_MLI_FFN_IN, l, c->xb, n_tok, m->h.dim);
-    ml__quantize(c, c->xb, n_tok, m->h.dim);
+    ml__ctx_observe(c, ML_MLI_FFN_IN, l, c->xb, n_tok, m->h.dim); /* quantized by the seam */
     const ml_mat *ws[] = {&L->w1, &L->w3};
     float *ys[] = {c->hb, c->hb2};
     const size_t ld[] = {hidden, hidden};
@@ -573,8 +570,10 @@ static void ffn(ml_ctx *c, uint32_t l, size_t n_tok)
 }
 
 /* The seam between two blocks: the residual of the one before, then the
- * input of the one after, in one pass per token (serial, the norms were
- * 3% of prefill). */
+ * input of the one after, normalized and quantized for its products (aq,
+ * ad), each thread its tokens' rows in one pass while they are in its
+ * cache.  Q8_0 blocks are independent, so these are the bits quantizing
+ * the whole batch at once gives. */
 typedef struct seam {
     ml_ctx *c;
     int add;                /* x += post_norm(o) first */
@@ -586,7 +585,8 @@ static void seam_rows(void *arg, size_t b, size_t e, unsigned ith)
 {
     (void)ith;
     const seam *s = arg;
-    const ml_fmath *fm = ml__fmath(s->c->m->k);
+    const ml_kernels *k = s->c->m->k;
+    const ml_fmath *fm = ml__fmath(k);
     const uint32_t dim = s->c->m->h.dim;
     const float eps = s->c->m->h.norm_eps;
     float *o = s->c->o + b * dim, *x = s->c->x + b * dim;
@@ -595,11 +595,15 @@ static void seam_rows(void *arg, size_t b, size_t e, unsigned ith)
     if (s->add)
         for (size_t i = 0; i < (e - b) * dim; i++)
             x[i] += o[i];
-    if (s->norm)
-        fm->rmsnorm_rows(s->c->xb + b * dim, dim, x, dim, s->norm, dim, e - b, eps);
+    if (s->norm) {
+        float *xb = s->c->xb + b * dim;
+        fm->rmsnorm_rows(xb, dim, x, dim, s->norm, dim, e - b, eps);
+        k->quantize_q8_0(xb, (e - b) * dim, s->c->aq + b * dim, s->c->ad + b * dim / 32);
+    }
 }
 
-/* x += post_norm(o) (unless `add` is 0); then xb = norm(x). */
+/* x += post_norm(o) (unless `add` is 0); then xb = norm(x) and its Q8_0
+ * form. */
 static void residual_then_norm(ml_ctx *c, size_t n_tok, int add, const float *post_norm,
                                const float *norm)
 {
