@@ -475,7 +475,8 @@ static void matvecs_q4_t(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r
         matvecs_q4_0(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
         return;
     }
-    prepare_x(xq, nb, n_tok, 1, xt);
+    _Static_assert(MM_X_PAIRS == 1, "prepare_x's units are tokens here");
+    prepare_x(xq, nb, n_tok, 1, 0, n_tok, xt);
     rows_q4_t_any(wq, wd, r0, r1, xt, xd, n_tok, nb, y, ldy);
     free(xt);
 }
@@ -488,6 +489,9 @@ const ml_kernels ml__kernels_avx2 = {
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,
     .matmul_q4_0 = matmul_q4_0,
+    .matmul_x_bytes = matmul_x_bytes,
+    .matmul_x_prepare = matmul_x_prepare,
+    .matmul_x = matmul_x,
 };
 
 #endif /* __x86_64__ */

@@ -118,12 +118,14 @@ _Static_assert(MM_TILE_PER_TYPE || (MM_RT_Q8 == MM_RT_Q4 && MM_TT_Q8 == MM_TT_Q4
  * transposed quants, then MM_X_CORR's corrections.  With MM_X_PAIRS 2
  * tokens 2p and 2p + 1 interleave register by register (64 bytes: token
  * 2p's 32, then 2p + 1's), so that one 512-bit register holds both; an
- * odd count's last token gets a partner of zeros (n_tok rounded up). */
-static void prepare_x(const int8_t *xq, size_t nb, size_t n_tok, int q4, uint8_t *xt)
+ * odd count's last token gets a partner of zeros (n_tok rounded up).
+ * Units of MM_X_PAIRS tokens [u0, u1) of the n_tok, so that threads can
+ * share the rearranging (matmul_x_prepare). */
+static void prepare_x(const int8_t *xq, size_t nb, size_t n_tok, int q4, size_t u0, size_t u1,
+                      uint8_t *xt)
 {
     const size_t ng = (nb + 7) / 8, P = MM_X_PAIRS;
-    const size_t n_pad = (n_tok + P - 1) / P * P;
-    for (size_t t = 0; t < n_pad; t++)
+    for (size_t t = u0 * P; t < u1 * P; t++)
         for (size_t j = 0; j < ng; j++) {
             const size_t m = t >= n_tok ? 0 : nb - 8 * j < 8 ? nb - 8 * j : 8;
             const int8_t *x = m ? xq + t * nb * 32 + 256 * j : xq; /* read only when m */
@@ -347,10 +349,10 @@ static void tile_any(const uint8_t *wt, size_t wstride, const float *wd, size_t 
 #endif
 
 /* The blocked loop: panels of MM_RB rearranged rows; in each, token tiles
- * outside (their activations stay in L1) and row tiles inside. */
+ * outside (their activations, xt, stay in L1) and row tiles inside. */
 static void panels(const void *wq, size_t row_bytes, int q4, ml_wscales wd, size_t nb,
-                   size_t r0, size_t r1, const mm_scratch *s, const float *xd, size_t n_tok,
-                   float *y, size_t ldy)
+                   size_t r0, size_t r1, const mm_scratch *s, const uint8_t *xt, const float *xd,
+                   size_t n_tok, float *y, size_t ldy)
 {
     const size_t ng = (nb + 7) / 8, wstride = ng * WG_BYTES;
     const size_t rt = q4 ? MM_RT_Q4 : MM_RT_Q8, tt = q4 ? MM_TT_Q4 : MM_TT_Q8;
@@ -367,16 +369,30 @@ static void panels(const void *wq, size_t row_bytes, int q4, ml_wscales wd, size
         for (size_t t0 = 0; t0 < n_tok; t0 += tt)
             for (size_t r = p; r < pe; r += rt) {
                 const size_t nt = n_tok - t0 < tt ? n_tok - t0 : tt, nr = pe - r < rt ? pe - r : rt;
-                MM_TILE(q4)(s->wt + (r - p) * wstride, wstride, pd + (r - p) * nb, nb, s->xt, xd,
-                            t0, nt, nr, y, ldy, r);
+                MM_TILE(q4)(s->wt + (r - p) * wstride, wstride, pd + (r - p) * nb, nb, xt, xd, t0,
+                            nt, nr, y, ldy, r);
             }
     }
 }
 
-/* The table's matmul for either type (the kernels.h contract). */
+/* Tokens padded to whole units of MM_X_PAIRS. */
+static size_t x_units(size_t n_tok)
+{
+    return (n_tok + MM_X_PAIRS - 1) / MM_X_PAIRS;
+}
+
+/* Whether n_tok tokens take the tiles (else matvec or MM_MATVECS_Q4). */
+static int tiles_for(int q4, size_t n_tok)
+{
+    return n_tok >= MM_MIN_TOK && !(q4 && n_tok < MM_MIN_TOK_Q4);
+}
+
+/* The table's matmul for either type (the kernels.h contract), with the
+ * activations' rearranged form xt from matmul_x_prepare, or NULL to
+ * rearrange them here. */
 ALWAYS_INLINE void matmul_any(int q4, const void *wq, ml_wscales wd, size_t cols, size_t r0,
-                              size_t r1, const int8_t *xq, const float *xd, size_t n_tok,
-                              float *y, size_t ldy)
+                              size_t r1, const int8_t *xq, const uint8_t *xt, const float *xd,
+                              size_t n_tok, float *y, size_t ldy)
 {
     const size_t nb = cols / 32;
     mm_scratch s;
@@ -386,8 +402,8 @@ ALWAYS_INLINE void matmul_any(int q4, const void *wq, ml_wscales wd, size_t cols
         MM_MATVECS_Q4(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
         return;
     }
-    if (n_tok < MM_MIN_TOK ||
-        !scratch_new(&s, (n_tok + MM_X_PAIRS - 1) / MM_X_PAIRS * MM_X_PAIRS, (nb + 7) / 8, MM_RB)) {
+    if (!tiles_for(q4, n_tok) ||
+        !scratch_new(&s, xt ? 0 : x_units(n_tok) * MM_X_PAIRS, (nb + 7) / 8, MM_RB)) {
         /* matvec per token, a panel of rows at a time, so that the
          * weights come from memory once and from the cache for the rest */
         for (size_t r = r0; r < r1; r += MM_RB) {
@@ -400,21 +416,54 @@ ALWAYS_INLINE void matmul_any(int q4, const void *wq, ml_wscales wd, size_t cols
         }
         return;
     }
-    prepare_x(xq, nb, n_tok, q4, s.xt);
-    panels(wq, q4 ? cols / 2 : cols, q4, wd, nb, r0, r1, &s, xd, n_tok, y, ldy);
+    if (!xt) {
+        prepare_x(xq, nb, n_tok, q4, 0, x_units(n_tok), s.xt);
+        xt = s.xt;
+    }
+    panels(wq, q4 ? cols / 2 : cols, q4, wd, nb, r0, r1, &s, xt, xd, n_tok, y, ldy);
     free(s.base);
+}
+
+/* kernels.h's matmul_x_bytes: the tiles' activations, or 0 when n_tok
+ * does not take them (or the size overflows). */
+static size_t matmul_x_bytes(int q4, size_t cols, size_t n_tok)
+{
+    size_t per_token, bytes;
+    if (!tiles_for(q4, n_tok) ||
+        __builtin_mul_overflow((cols / 32 + 7) / 8, (size_t)XG_BYTES, &per_token) ||
+        __builtin_mul_overflow(x_units(n_tok) * MM_X_PAIRS, per_token, &bytes))
+        return 0;
+    return bytes;
+}
+
+/* kernels.h's matmul_x_prepare: share `part` of `parts` of the units. */
+static void matmul_x_prepare(int q4, const int8_t *xq, size_t cols, size_t n_tok, unsigned part,
+                             unsigned parts, void *xt)
+{
+    const size_t u = x_units(n_tok);
+    prepare_x(xq, cols / 32, n_tok, q4, u * part / parts, u * (part + 1) / parts, xt);
+}
+
+static void matmul_x(int q4, const void *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                     const int8_t *xq, const void *xt, const float *xd, size_t n_tok, float *y,
+                     size_t ldy)
+{
+    if (q4)
+        matmul_any(1, wq, wd, cols, r0, r1, xq, xt, xd, n_tok, y, ldy);
+    else
+        matmul_any(0, wq, wd, cols, r0, r1, xq, xt, xd, n_tok, y, ldy);
 }
 
 static void matmul_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    matmul_any(0, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
+    matmul_any(0, wq, wd, cols, r0, r1, xq, NULL, xd, n_tok, y, ldy);
 }
 
 static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    matmul_any(1, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
+    matmul_any(1, wq, wd, cols, r0, r1, xq, NULL, xd, n_tok, y, ldy);
 }
 
 #endif /* the guard */

@@ -25,6 +25,16 @@ static size_t max3(size_t a, size_t b, size_t c)
     return m > c ? m : c;
 }
 
+/* The kernels' rearranged form of B rows of `in` activations (parallel.c),
+ * for the larger of the two weight types; 0 where they have none. */
+static size_t mm_x_bytes(const ml_kernels *k, size_t in, size_t B)
+{
+    if (!k->matmul_x_bytes)
+        return 0;
+    size_t a = k->matmul_x_bytes(0, in, B), b = k->matmul_x_bytes(1, in, B);
+    return a > b ? a : b;
+}
+
 /* Scratch layout: every buffer 64-byte aligned inside one allocation. */
 static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
 {
@@ -49,6 +59,7 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
         {(void **)&c->g, B * q_dim * 4}, {(void **)&c->hb, B * hid * 4},
         {(void **)&c->hb2, B * hid * 4}, {(void **)&c->o, B * dim * 4},
         {(void **)&c->aq, B * in},       {(void **)&c->ad, B * (in / 32) * 4},
+        {&c->mm_x, c->mm_x_cap = mm_x_bytes(m->k, in, B)},
         {(void **)&c->att, att},
         {(void **)&c->rope_cs, 2 * B * m->d.rot_dim * 4},
         {(void **)&c->lqkv, B * lq * 4}, {(void **)&c->lz, B * lvd * 4},

@@ -55,6 +55,9 @@ struct ml_ctx {
     float *o;             /* (B, dim) block output before the residual */
     int8_t *aq;           /* (B, max input) quantized activations */
     float *ad;            /* (B, max input / 32) their scales */
+    void *mm_x;           /* (mm_x_cap bytes) aq rearranged for the kernels' matmul_x
+                           * (parallel.c), or 0 bytes where they have none */
+    size_t mm_x_cap;
     float *att;           /* (n_threads, ml__att_rows, n_ctx) attention scores, at
                            * least (n_heads, n_ctx) */
     uint32_t *tblk;       /* (B) first rows of the batch's blocks of tokens that attend

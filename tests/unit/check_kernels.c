@@ -399,9 +399,42 @@ static void check_matvec(const mat *m, const acts *a, size_t r0, size_t r1)
     free(got);
 }
 
+/* A variant's matmul in two steps (matmul_x), its input rearranged in 1,
+ * 2 and 3 shares written last to first over a buffer of 0xa5 bytes (a
+ * share left out or written twice wrong shows), against the scalar
+ * matmul's want.  Nothing where the variant has no such step or n_tok
+ * does not take it (then matmul_x_bytes must say 0, which it may only
+ * where it has the step). */
+static void check_matmul_x(const ml_kernels *k, const mat *m, int f16, size_t r0, size_t r1,
+                           const acts *a, const float *want, float *got, size_t ldy)
+{
+    const size_t bytes = k->matmul_x_bytes ? k->matmul_x_bytes(m->q4, m->cols, a->n_tok) : 0;
+    TU_REQUIRE(!k->matmul_x_bytes == !k->matmul_x_prepare && !k->matmul_x == !k->matmul_x_prepare,
+               "%s: matmul_x's three entries go together", k->name);
+    if (bytes == 0)
+        return;
+    void *xt = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    TU_REQUIRE(xt != NULL, "no memory for %zu bytes", bytes);
+    for (unsigned parts = 1; parts <= 3; parts++) {
+        memset(xt, 0xa5, bytes);
+        for (unsigned p = parts; p-- > 0;)
+            k->matmul_x_prepare(m->q4, a->q, m->cols, a->n_tok, p, parts, xt);
+        for (size_t i = 0; i < a->n_tok * ldy; i++)
+            got[i] = from_bits(SENTINEL);
+        k->matmul_x(m->q4, m->wq, mat_scales(m, f16), m->cols, r0, r1, a->q, xt, a->d, a->n_tok,
+                    got, ldy);
+        for (size_t t = 0; t < a->n_tok; t++)
+            require_rows(got + t * ldy, want + t * ldy, ldy, r0, r1,
+                         parts == 1 ? "matmul_x, 1 share" : parts == 2 ? "matmul_x, 2 shares"
+                                                                       : "matmul_x, 3 shares",
+                         k->name, m, f16, t);
+    }
+    free(xt);
+}
+
 /* matmul of every variant (each scale encoding) against the scalar matmul
  * with f32 scales, and every (t, r) against the variant's own matvec; y
- * has ldy > rows. */
+ * has ldy > rows.  And the variant's two-step matmul (check_matmul_x). */
 static void check_matmul(const mat *m, const acts *a, size_t r0, size_t r1)
 {
     const size_t ldy = m->rows + 3, ny = a->n_tok * ldy;
@@ -420,6 +453,7 @@ static void check_matmul(const mat *m, const acts *a, size_t r0, size_t r1)
                 require_rows(got + t * ldy, vec, m->rows, r0, r1, "matmul vs matvec",
                              variants[v]->name, m, f16, t);
             }
+            check_matmul_x(variants[v], m, f16, r0, r1, a, want, got, ldy);
         }
     free(want);
     free(got);
