@@ -126,11 +126,19 @@ static ml_status finish_open(ml_mlb *m, ml_mlb **out, ml_error *err)
 
 ml_status ml_mlb_open(const char *path, ml_mlb **out, ml_error *err)
 {
+    return ml_mlb_open_ex(path, 0, out, err);
+}
+
+ml_status ml_mlb_open_ex(const char *path, unsigned flags, ml_mlb **out, ml_error *err)
+{
     *out = NULL;
+    if (flags & ~ML_MLB_READ)
+        return ml__err(err, ML_E_INVAL, "", -1, "unknown flags 0x%x", flags & ~ML_MLB_READ);
     ml_mlb *m = calloc(1, sizeof *m);
     if (!m)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
-    ml_status s = ml__input_open(path, &m->in, err);
+    ml_status s = flags & ML_MLB_READ ? ml__input_read(path, &m->in, err)
+                                      : ml__input_open(path, &m->in, err);
     if (s) {
         free(m);
         return s;

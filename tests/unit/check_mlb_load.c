@@ -14,8 +14,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -516,6 +518,71 @@ START_TEST(test_open_paths)
 }
 END_TEST
 
+/* ml_mlb_open_ex(ML_MLB_READ): the file read into memory (2 MiB aligned)
+ * loads as the mapping does, and fails as it does: the same status,
+ * errno, field and offset for a missing file, a directory, an empty file
+ * and truncations; an unknown flag is ML_E_INVAL. */
+START_TEST(test_open_read)
+{
+    char dir[256], path[512];
+    ml_mlb *m = (ml_mlb *)(void *)dir, *mm = NULL;
+    ml_error err, em;
+    tmpdir_make(dir, sizeof dir);
+
+    snprintf(path, sizeof path, "%s/missing.mlb", dir);
+    tu_err_reset(&err);
+    ck_assert_int_eq(ml_mlb_open_ex(path, ML_MLB_READ, &m, &err), ML_E_IO);
+    ck_assert_int_eq(err.sys_errno, ENOENT);
+    ck_assert_ptr_null(m);
+    tu_err_reset(&err);
+    ck_assert_int_eq(ml_mlb_open_ex(dir, ML_MLB_READ, &m, &err), ML_E_IO);
+    ck_assert_int_eq(err.sys_errno, EISDIR);
+    ck_assert_ptr_null(m);
+    m = (ml_mlb *)(void *)dir;
+    tu_err_reset(&err);
+    TU_CHECK_ERR("unknown flag", ml_mlb_open_ex(dir, 2, &m, &err), err, ML_E_INVAL, "", -1);
+    ck_assert_ptr_null(m);
+
+    ml_mlb_header h;
+    uint8_t flags[4];
+    tu_full_header(&h, flags);
+    tu_mem out;
+    tu_write_random(&h, flags, 78, &out);
+    snprintf(path, sizeof path, "%s/model.mlb", dir);
+    const size_t cuts[] = {0, 1, 100, out.len / 3, out.len - 1, out.len};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, out.p, cuts[i]), (ssize_t)cuts[i]);
+        close(fd);
+        tu_err_reset(&err);
+        tu_err_reset(&em);
+        ml_status s = ml_mlb_open_ex(path, ML_MLB_READ, &m, &err);
+        ml_status sm = ml_mlb_open(path, &mm, &em);
+        ck_assert_msg(s == sm && strcmp(err.field, em.field) == 0 && err.offset == em.offset,
+                      "%zu of %zu bytes: read gives %s %s@%lld (%s), the mapping %s %s@%lld",
+                      cuts[i], out.len, ml_status_name(s), err.field, (long long)err.offset,
+                      err.msg, ml_status_name(sm), em.field, (long long)em.offset);
+        if (s == ML_OK) { /* the whole file (or all but padding the loader forgives) */
+            if (cuts[i] == out.len)
+                compare_loaded(m, &h, flags, out.p, out.len);
+            ck_assert_uint_eq((uintptr_t)ml_mlb_file_data(m) % (2u << 20), 0);
+            ml_mlb_close(m);
+            ml_mlb_close(mm);
+        } else {
+            ck_assert_ptr_null(m);
+        }
+        if (cuts[i] == out.len)
+            ck_assert_int_eq(s, ML_OK);
+        if (cuts[i] <= out.len / 3) /* cut inside the header or the tensors */
+            ck_assert_int_ne(s, ML_OK);
+    }
+    unlink(path);
+    tu_mem_free(&out);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 START_TEST(test_find_and_get)
 {
     ml_mlb_header h;
@@ -721,6 +788,7 @@ Suite *suite_mlb_load(void)
     tcase_add_test(tc, test_minus128);
     tcase_add_test(tc, test_loader_ignores_what_verify_checks);
     tcase_add_test(tc, test_open_paths);
+    tcase_add_test(tc, test_open_read);
     suite_add_tcase(s, tc);
     return s;
 }
