@@ -22,7 +22,9 @@
 # noisy machine), tg/bw-now (the bandwidth measured just before and after
 # the run), and tg/paired (bench_bound.c: the weights read once next to
 # every decoded token, in one process: the measure noise moves least);
-# read/bw checks that bench_bound's read is as fast as bandwidth.c's.
+# read/bw checks that bench_bound's read is as fast as bandwidth.c's;
+# tg/no-mmap is ml-run --no-mmap's decode against the mapping's, token by
+# token in one process (bench_read.c).
 # Prompt processing is compute-bound; pp/peak sets it against the
 # machine's int8 multiply-add peak (int8peak.c, printed at the start):
 # 2 ops per multiply-add, each prompt token through every matrix but the
@@ -53,6 +55,10 @@ limits_build "$DIR"
 # (see bench_bound.c); it links the library, so it is built from $B.
 cc -O2 -std=c11 -I"$here/../include" "$here/bench_bound.c" "$B/libmlcore.a" \
     -lutf8proc -ldeflate -lz -lm -lpthread -o "$DIR/mlcore-bench-bound"
+# bench_read: decode from the mapping against --no-mmap's copy, token by
+# token in one process (see bench_read.c).
+cc -O2 -std=c11 -I"$here/../include" "$here/bench_read.c" "$B/libmlcore.a" \
+    -lutf8proc -ldeflate -lz -lm -lpthread -o "$DIR/mlcore-bench-read"
 # The bandwidth of a shared machine moves with its neighbours (26 to 47
 # GB/s within minutes here): it is measured around every run, and each
 # program's generation speed is set against the larger of the two
@@ -132,6 +138,12 @@ for ty in $TYPES; do
     printf '%-9s %-6s %-10s %10s %10.2f %8s   (bench_bound'"'"'s fastest read, %s GB/s with %s loads, against bandwidth.c'"'"'s best, %s GB/s)\n' \
         "$SHAPE" "$ty" "read/bw" "-" "$(awk -v a="$(kv read_best_gb_per_s)" -v b="$bw_best" 'BEGIN{print a/b}')" "" \
         "$(kv read_best_gb_per_s)" "$(kv read_with)" "$bw_best"
+    # --no-mmap's decode against the mapping's, paired token by token
+    # (llama.cpp's own -lm none gains too, so this is not set against it).
+    pr=$("$DIR/mlcore-bench-read" "$m" -t "$T" -n $((2 * NG)))
+    kr() { echo "$pr" | awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'; }
+    printf '%-9s %-6s %-10s %10s %10.2f %8s   (ml-run --no-mmap against the mapping, token by token in one process: %s against %s tokens/s)\n' \
+        "$SHAPE" "$ty" "tg/no-mmap" "-" "$(kr ratio)" "" "$(kr read_tokens_per_s)" "$(kr mapped_tokens_per_s)"
     if [ -x /usr/bin/time ]; then
         r_l=$(rss "$LB/llama-bench" -m "$g" -t "$T" -p 0 -n 16 -r 1)
         r_m=$(rss "$B/bin/ml-run" -m "$m" --ids -p "1 2 3" -n 16 --ignore-eos -t "$T" --ctx $((NP + NG + 8)) -q)

@@ -24,7 +24,7 @@ enum {
     OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_REPEAT, OPT_SEED, OPT_LOGITS, OPT_PPL, OPT_NOBOS,
     OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET, OPT_IMATRIX, OPT_STOP, OPT_REPEAT_LAST, OPT_ESCAPE,
     OPT_NO_ESCAPE, OPT_CHAT, OPT_INTERACTIVE, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_CHAT_TEMPLATE_FILE,
-    OPT_CACHE, OPT_CACHE_K, OPT_CACHE_V
+    OPT_CACHE, OPT_CACHE_K, OPT_CACHE_V, OPT_NO_MMAP
 };
 
 /* Defaults: parse() starts from them and --help shows them. */
@@ -61,6 +61,9 @@ static const cli_opt opts[] = {
     {OPT_CACHE, 0, "cache-type", "TYPE", "KV cache keys and values: " CLI_CACHE_TYPES},
     {OPT_CACHE_K, 0, "cache-type-k", "TYPE", "KV cache keys only"},
     {OPT_CACHE_V, 0, "cache-type-v", "TYPE", "KV cache values only"},
+    {OPT_NO_MMAP, 0, "no-mmap", NULL,
+     "read the model into memory (huge pages) instead of mapping it: faster\n"
+     "                           generation, a copy at load"},
     {OPT_BATCH, 'b', "batch", "N",
      "prompt tokens per step (default " CLI_STR(DEFAULT_BATCH) "; less with --logits)"},
     {OPT_TEMP, 0, "temp", "T", "temperature; 0 is greedy (default " CLI_STR(DEFAULT_TEMP) ")"},
@@ -188,6 +191,7 @@ static void parse(int argc, char **argv, options *o)
         case OPT_CACHE: o->cache_k = o->cache_v = cli_cache_type("--cache-type", arg); break;
         case OPT_CACHE_K: o->cache_k = cli_cache_type("--cache-type-k", arg); break;
         case OPT_CACHE_V: o->cache_v = cli_cache_type("--cache-type-v", arg); break;
+        case OPT_NO_MMAP: o->no_mmap = 1; break;
         case OPT_TEMP: o->sp.temperature = parse_float("--temp", arg, 0, 100); break;
         case OPT_TOPK: o->sp.top_k = (uint32_t)cli_u64("--top-k", arg, 0, ML_MLB_VOCAB_LIMIT); break;
         case OPT_TOPP: o->sp.top_p = parse_float("--top-p", arg, 0, 1); break;
@@ -271,7 +275,7 @@ static int open_model(run *r)
 {
     ml_error err;
     double t0 = cli_seconds();
-    ml_status s = ml_mlb_open(r->o.model, &r->mlb, &err);
+    ml_status s = ml_mlb_open_ex(r->o.model, r->o.no_mmap ? ML_MLB_READ : 0, &r->mlb, &err);
     if (s)
         return cli_fail(r->o.model, s, &err);
     r->h = ml_mlb_get_header(r->mlb);

@@ -19,6 +19,7 @@ typedef struct options {
     size_t n_stops;
     uint64_t n_predict, ctx, threads, batch;
     ml_cache_type cache_k, cache_v; /* how the KV cache holds keys, values */
+    int no_mmap;          /* --no-mmap: the model read into memory, not mapped */
     int seed_set;
     ml_sampler_params sp;
 } options;

@@ -15,6 +15,7 @@ typedef struct srv_opts {
     const char *model, *tok, *host, *api_key, *chat_template, *chat_template_file;
     uint64_t port, threads, ctx, parallel, timeout, max_body, queue;
     ml_cache_type cache_k, cache_v;
+    int no_mmap; /* --no-mmap: the model read into memory, not mapped */
 } srv_opts;
 
 typedef struct srv_server {

@@ -51,6 +51,27 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     [[ ${stderr_lines[0]} == *", cache f16/f32, "* ]]
 }
 
+@test "--no-mmap: the model read into memory gives the same logits and text; its errors are the mapping's" {
+    run -0 ml-run --help
+    has_line '^ +--no-mmap +read the model into memory' "${lines[@]}"
+    local ids="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17"
+    ml-run -m "$(M)" --ids -p "$ids" -n 0 --logits "$BATS_TEST_TMPDIR/a" -q
+    ml-run -m "$(M)" --ids -p "$ids" -n 0 --logits "$BATS_TEST_TMPDIR/b" -q --no-mmap
+    cmp "$BATS_TEST_TMPDIR/a" "$BATS_TEST_TMPDIR/b"
+    run -0 --separate-stderr ml-run -m "$(M)" -p "Once upon a time" -n 8 --temp 0
+    local want=$output
+    run -0 --separate-stderr ml-run -m "$(M)" -p "Once upon a time" -n 8 --temp 0 --no-mmap
+    [[ $output == "$want" ]]
+    run -3 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/none.mlb" -p hi --no-mmap
+    [[ ${stderr_lines[0]} == "ml-run: $BATS_TEST_TMPDIR/none.mlb: ML_E_IO: cannot open"* ]]
+    head -c 1000 "$(M)" > "$BATS_TEST_TMPDIR/cut.mlb"
+    run -1 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/cut.mlb" --ids -p 1 -n 1
+    local mapped=${stderr_lines[0]}
+    [[ $mapped == "ml-run: $BATS_TEST_TMPDIR/cut.mlb: ML_E_FORMAT: "* ]]
+    run -1 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/cut.mlb" --ids -p 1 -n 1 --no-mmap
+    [[ ${stderr_lines[0]} == "$mapped" ]]
+}
+
 @test "missing or invalid model and tokenizer" {
     run -3 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/none.mlb" -p hi
     [[ ${stderr_lines[0]} == "ml-run: $BATS_TEST_TMPDIR/none.mlb: ML_E_IO: cannot open"* ]]

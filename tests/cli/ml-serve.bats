@@ -71,6 +71,20 @@ CHAT='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":12,"tem
     stop_server
 }
 
+@test "--no-mmap: the model read into memory serves the same completions" {
+    run -0 ml-serve --help
+    has_line '^ +--no-mmap +read the model into memory' "${lines[@]}"
+    local body='{"prompt":"Once upon a time","max_tokens":6,"temperature":0}' a b
+    start_server "$BATS_TEST_TMPDIR/log" -m "$BATS_FILE_TMPDIR/m.mlb" -t 1
+    a=$(post /v1/completions "$body")
+    stop_server
+    start_server "$BATS_TEST_TMPDIR/log2" -m "$BATS_FILE_TMPDIR/m.mlb" -t 1 --no-mmap
+    b=$(post /v1/completions "$body")
+    stop_server
+    jq -e '.choices[0].text | length > 0' <<<"$a"
+    [[ $(jq .choices <<<"$a") == "$(jq .choices <<<"$b")" ]]
+}
+
 @test "a port in use: exit 3 with the reason" {
     local port=${URL##*:}
     run -3 --separate-stderr ml-serve -m "$BATS_FILE_TMPDIR/m.mlb" --port "$port"
