@@ -41,6 +41,7 @@ typedef struct mm_job {
     size_t n_tok;
     const void *xt;                        /* xq rearranged (matmul_x), or NULL */
     int xt_q4;                             /* for Q4_0 weights (1) or Q8_0 */
+    size_t xt_cols;                        /* of rows this long */
     mm_part part[ML_MM_PARTS];
     unsigned n_parts;
     /* Stealing, on 2 to MM_STEAL_MAX threads: */
@@ -53,7 +54,7 @@ static void mm_rows(const mm_job *j, const mm_part *p, size_t b, size_t e)
 {
     const ml_mat *w = p->w;
     const int q4 = w->type == ML_TYPE_Q4_0;
-    if (j->xt && q4 == j->xt_q4) {
+    if (j->xt && q4 == j->xt_q4 && w->cols == j->xt_cols) {
         j->k->matmul_x(q4, w->q, w->d, w->cols, b, e, j->xq, j->xt, j->xd, j->n_tok, p->y,
                        p->ldy);
         return;
@@ -178,10 +179,11 @@ void ml__matmuls(ml_ctx *c, size_t n_tok, unsigned n, const ml_mat *const *ws,
                  float *const *ys, const size_t *ldys)
 {
     mm_job j = {.k = c->m->k, .xq = c->aq, .xd = c->ad, .n_tok = n_tok, .n_parts = n};
-    /* one input: every part has its columns; one type in every model we
-     * know (a part of the other type rearranges for itself) */
+    /* one input, so every part has its columns; one type in every model
+     * we know (a part of another type or length rearranges for itself) */
     j.xt = prepare_input(c, ws[0], n_tok);
     j.xt_q4 = ws[0]->type == ML_TYPE_Q4_0;
+    j.xt_cols = ws[0]->cols;
     for (unsigned i = 0; i < n; i++) {
         j.part[i] = (mm_part){ws[i], ys[i], ldys[i]};
         j.total += ws[i]->rows;
