@@ -208,13 +208,15 @@ typedef struct ml_mlb ml_mlb;
  * read whole into memory (a model arriving through a pipe is better
  * checked with ml_mlb_verify_stream, which holds a fixed buffer). */
 ML_API ml_status ml_mlb_open(const char *path, ml_mlb **out, ml_error *err);
-/* ml_mlb_open with flags: 0 is ml_mlb_open; ML_MLB_READ reads a regular
- * file into memory (2 MiB aligned, offered to the kernel for huge pages)
- * instead of mapping it.  Decode streams every weight once a token, and
- * from such pages it ran 10-15% faster for Q4_0 models (1-11% for Q8_0)
- * than from the file's 4 KiB page-cache pages on a Zen 4 VM; the price is
- * a copy at load and pages no other process shares (ml-run(1)'s
- * --no-mmap).  Any other bit is ML_E_INVAL. */
+/* ml_mlb_open with flags: 0 is ml_mlb_open; ML_MLB_READ then copies a
+ * regular file's bytes, once checked on the mapping (so a file that is
+ * not a model costs no copy and fails as ml_mlb_open does), into memory
+ * 2 MiB aligned and offered to the kernel for huge pages, and unmaps it.
+ * Decode streams every weight once a token, and from such pages it ran
+ * 10-15% faster for Q4_0 models (1-11% for Q8_0) than from the file's 4
+ * KiB page-cache pages on a Zen 4 VM; the price is a copy at load and
+ * pages no other process shares (ml-run(1)'s --no-mmap).  Any other bit
+ * is ML_E_INVAL. */
 #define ML_MLB_READ 1u
 ML_API ml_status ml_mlb_open_ex(const char *path, unsigned flags, ml_mlb **out, ml_error *err);
 /* The same over a buffer the caller keeps alive until ml_mlb_close. */

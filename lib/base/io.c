@@ -63,45 +63,34 @@ static ml_status read_all(int fd, ml__input *in, ml_error *err)
 /* Huge pages are 2 MiB on x86-64 (and on AArch64 with 4 KiB pages). */
 #define HUGE_ALIGN ((size_t)2 << 20)
 
-/* A regular file of n > 0 bytes read whole into a fresh anonymous mapping
- * (ml__input_read). */
-static ml_status read_file(int fd, size_t n, ml__input *in, ml_error *err)
+/* A mapped file copied into a fresh anonymous mapping (ml__input_copy). */
+ml_status ml__input_copy(ml__input *in, ml_error *err)
 {
+    const size_t n = in->size;
+    if (!in->mapped || n == 0)
+        return ML_OK; /* a pipe's buffer, or nothing: as it is */
     if (n > SIZE_MAX - 2 * HUGE_ALIGN)
-        return ml__err(err, ML_E_NOMEM, "", -1, "a file of %zu bytes cannot be read here", n);
+        return ml__err(err, ML_E_NOMEM, "", -1, "a file of %zu bytes cannot be copied here", n);
     const size_t len = (n + HUGE_ALIGN - 1) / HUGE_ALIGN * HUGE_ALIGN, map = len + HUGE_ALIGN;
     uint8_t *r = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (r == MAP_FAILED)
-        return ml__err(err, ML_E_NOMEM, "", -1, "cannot allocate %zu bytes to read the file into",
-                       len);
+        return ml__err(err, ML_E_NOMEM, "", -1, "cannot allocate %zu bytes to copy the file into",
+                       map);
     uint8_t *p = r + (HUGE_ALIGN - (uintptr_t)r % HUGE_ALIGN) % HUGE_ALIGN;
 #ifdef MADV_HUGEPAGE
     (void)madvise(p, len, MADV_HUGEPAGE); /* a hint: refused, it is 4 KiB pages */
 #endif
-    for (size_t got = 0; got < n;) {
-        ssize_t k = pread(fd, p + got, n - got, (off_t)got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            if (k == 0)
-                errno = EIO; /* the file shrank while it was read */
-            ml_status s = ml__err_io(err, "read", (int64_t)got);
-            munmap(r, map);
-            return s;
-        }
-        got += (size_t)k;
-    }
-    (void)mprotect(p, len, PROT_READ); /* read-only, as a mapping would be */
+    memcpy(p, in->data, n);
+    (void)mprotect(p, len, PROT_READ); /* read-only, as the mapping was */
+    munmap((void *)in->data, n);
     in->data = p;
-    in->size = n;
+    in->mapped = 0;
     in->region = r;
     in->region_size = map;
     return ML_OK;
 }
 
-/* Opens path for reading: a regular file mapped, or read whole with
- * `whole`; anything else read whole as a pipe. */
-static ml_status input_open(const char *path, int whole, ml__input *in, ml_error *err)
+ml_status ml__input_open(const char *path, ml__input *in, ml_error *err)
 {
     memset(in, 0, sizeof *in);
     int fd = strcmp(path, "-") == 0 ? 0 : open(path, O_RDONLY | O_CLOEXEC);
@@ -119,8 +108,6 @@ static ml_status input_open(const char *path, int whole, ml__input *in, ml_error
     } else if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
         s = ml__err(err, ML_E_NOMEM, "", -1, "a file of %lld bytes cannot be mapped here",
                     (long long)st.st_size);
-    } else if (st.st_size > 0 && whole) {
-        s = read_file(fd, (size_t)st.st_size, in, err);
     } else if (st.st_size > 0) {
         void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
@@ -134,16 +121,6 @@ static ml_status input_open(const char *path, int whole, ml__input *in, ml_error
     if (fd != 0)
         close(fd);
     return s;
-}
-
-ml_status ml__input_open(const char *path, ml__input *in, ml_error *err)
-{
-    return input_open(path, 0, in, err);
-}
-
-ml_status ml__input_read(const char *path, ml__input *in, ml_error *err)
-{
-    return input_open(path, 1, in, err);
 }
 
 #ifndef MADV_POPULATE_READ

@@ -9,20 +9,21 @@ typedef struct ml__input {
     size_t size;
     int mapped;          /* munmap on close */
     void *owned;         /* free on close */
-    void *region;        /* or munmap(region, region_size) on close: a file read */
-    size_t region_size;  /* into anonymous memory (ml__input_read) */
+    void *region;        /* or munmap(region, region_size) on close: a file copied */
+    size_t region_size;  /* into anonymous memory (ml__input_copy) */
 } ml__input;
 
 /* Maps a regular file read-only; reads a pipe ("-" is stdin) whole. */
 ml_status ml__input_open(const char *path, ml__input *in, ml_error *err);
 
-/* The same, but a regular file is read into anonymous memory, 2 MiB
- * aligned and offered to the kernel for huge pages (MADV_HUGEPAGE):
- * weights streamed from such memory read faster than from the file's 4
- * KiB page-cache pages (decode 10-15% faster for Q4_0 models on a Zen 4
- * VM, bench/bench_read.c), at the cost of a copy at load and of pages no
- * other process shares. */
-ml_status ml__input_read(const char *path, ml__input *in, ml_error *err);
+/* A mapped file copied into anonymous memory, 2 MiB aligned and offered
+ * to the kernel for huge pages (MADV_HUGEPAGE), and unmapped: weights
+ * streamed from such memory read faster than from the file's 4 KiB
+ * page-cache pages (decode 10-15% faster for Q4_0 models on a Zen 4 VM,
+ * bench/bench_read.c), at the cost of the copy and of pages no other
+ * process shares.  Anything not mapped (a pipe's buffer) stays as it is.
+ * in->data moves: pointers into it must be rebased. */
+ml_status ml__input_copy(ml__input *in, ml_error *err);
 void ml__input_close(ml__input *in);
 
 /* Asks the kernel to map the pages of [p, p + n) in now (Linux's

@@ -129,6 +129,29 @@ ml_status ml_mlb_open(const char *path, ml_mlb **out, ml_error *err)
     return ml_mlb_open_ex(path, 0, out, err);
 }
 
+/* The model's bytes copied out of the mapping (ml__input_copy), every
+ * pointer into them moved along. */
+static ml_status copy_out(ml_mlb *m, ml_error *err)
+{
+    const uint8_t *old = m->in.data;
+    ml_status s = ml__input_copy(&m->in, err);
+    if (s || m->in.data == old)
+        return s;
+#define REBASE(p) ((p) = (void *)(m->in.data + ((const uint8_t *)(p) - old)))
+    if (m->flags)
+        REBASE(m->flags);
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        ml_tensor *t = &m->tensors[i];
+        REBASE(t->data);
+        if (t->scales)
+            REBASE(t->scales);
+        if (t->scales_f16)
+            REBASE(t->scales_f16);
+    }
+#undef REBASE
+    return ML_OK;
+}
+
 ml_status ml_mlb_open_ex(const char *path, unsigned flags, ml_mlb **out, ml_error *err)
 {
     *out = NULL;
@@ -137,13 +160,20 @@ ml_status ml_mlb_open_ex(const char *path, unsigned flags, ml_mlb **out, ml_erro
     ml_mlb *m = calloc(1, sizeof *m);
     if (!m)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
-    ml_status s = flags & ML_MLB_READ ? ml__input_read(path, &m->in, err)
-                                      : ml__input_open(path, &m->in, err);
+    ml_status s = ml__input_open(path, &m->in, err);
     if (s) {
         free(m);
         return s;
     }
-    return finish_open(m, out, err);
+    /* Checked on the mapping first: a file that is not a model is refused
+     * before anything is copied, with the mapping's very error. */
+    if ((s = finish_open(m, out, err)) || !(flags & ML_MLB_READ))
+        return s;
+    if ((s = copy_out(*out, err))) {
+        ml_mlb_close(*out);
+        *out = NULL;
+    }
+    return s;
 }
 
 ml_status ml_mlb_open_memory(const void *buf, size_t len, ml_mlb **out, ml_error *err)
