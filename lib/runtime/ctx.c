@@ -50,6 +50,7 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
         rows = m->h.n_heads;
     if (ml__to_size(rows * c->n_ctx * 4, &att))
         return ml__err(err, ML_E_NOMEM, "", -1, "scratch size overflows");
+    c->mm_x_cap = mm_x_bytes(m->k, in, B);
     struct { void **p; size_t bytes; } parts[] = {
         {(void **)&c->x, B * dim * 4},   {(void **)&c->xb, B * dim * 4},
         {(void **)&c->q, B * q_dim * 4}, {(void **)&c->k, B * kv * 4},
@@ -59,7 +60,7 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
         {(void **)&c->g, B * q_dim * 4}, {(void **)&c->hb, B * hid * 4},
         {(void **)&c->hb2, B * hid * 4}, {(void **)&c->o, B * dim * 4},
         {(void **)&c->aq, B * in},       {(void **)&c->ad, B * (in / 32) * 4},
-        {&c->mm_x, c->mm_x_cap = mm_x_bytes(m->k, in, B)},
+        {&c->mm_x, c->mm_x_cap},
         {(void **)&c->att, att},
         {(void **)&c->rope_cs, 2 * B * m->d.rot_dim * 4},
         {(void **)&c->lqkv, B * lq * 4}, {(void **)&c->lz, B * lvd * 4},

@@ -160,19 +160,20 @@ static void x_run(void *ctx, unsigned ith, unsigned nth)
     j->k->matmul_x_prepare(j->q4, j->xq, j->cols, j->n_tok, ith, nth, j->xt);
 }
 
-/* Rearranges the input for weights of w's type into c->mm_x (sized for
- * a full batch of the longest input by ctx.c); NULL when the kernels
- * have no such step for these tokens (each call then reads aq). */
-static const void *prepare_input(ml_ctx *c, const ml_mat *w, size_t n_tok)
+/* Rearranges the job's input for weights of w's type and length into
+ * c->mm_x (sized for a full batch of the longest input by ctx.c); xt
+ * stays NULL when the kernels have no such step for these tokens (each
+ * call then reads aq). */
+static void prepare_input(ml_ctx *c, mm_job *j, const ml_mat *w)
 {
-    const ml_kernels *k = c->m->k;
-    const int q4 = w->type == ML_TYPE_Q4_0;
-    size_t bytes = k->matmul_x_bytes ? k->matmul_x_bytes(q4, w->cols, n_tok) : 0;
+    j->xt_q4 = w->type == ML_TYPE_Q4_0;
+    j->xt_cols = w->cols;
+    size_t bytes = j->k->matmul_x_bytes ? j->k->matmul_x_bytes(j->xt_q4, w->cols, j->n_tok) : 0;
     if (bytes == 0 || bytes > c->mm_x_cap)
-        return NULL;
-    x_job j = {k, q4, c->aq, w->cols, n_tok, c->mm_x};
-    ml__pool_run(c->pool, x_run, &j);
-    return c->mm_x;
+        return;
+    x_job x = {j->k, j->xt_q4, j->xq, w->cols, j->n_tok, c->mm_x};
+    ml__pool_run(c->pool, x_run, &x);
+    j->xt = c->mm_x;
 }
 
 void ml__matmuls(ml_ctx *c, size_t n_tok, unsigned n, const ml_mat *const *ws,
@@ -181,9 +182,7 @@ void ml__matmuls(ml_ctx *c, size_t n_tok, unsigned n, const ml_mat *const *ws,
     mm_job j = {.k = c->m->k, .xq = c->aq, .xd = c->ad, .n_tok = n_tok, .n_parts = n};
     /* one input, so every part has its columns; one type in every model
      * we know (a part of another type or length rearranges for itself) */
-    j.xt = prepare_input(c, ws[0], n_tok);
-    j.xt_q4 = ws[0]->type == ML_TYPE_Q4_0;
-    j.xt_cols = ws[0]->cols;
+    prepare_input(c, &j, ws[0]);
     for (unsigned i = 0; i < n; i++) {
         j.part[i] = (mm_part){ws[i], ys[i], ldys[i]};
         j.total += ws[i]->rows;
