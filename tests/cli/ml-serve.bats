@@ -74,6 +74,11 @@ CHAT='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":12,"tem
 @test "--no-mmap: the model read into memory serves the same completions" {
     run -0 ml-serve --help
     has_line '^ +--no-mmap +read the model into memory' "${lines[@]}"
+    run -3 --separate-stderr ml-serve -m "$BATS_TEST_TMPDIR/none.mlb" --no-mmap
+    [[ ${stderr_lines[0]} == "ml-serve: $BATS_TEST_TMPDIR/none.mlb: ML_E_IO: cannot open"* ]]
+    head -c 1000 "$BATS_FILE_TMPDIR/m.mlb" > "$BATS_TEST_TMPDIR/cut.mlb"
+    run -1 --separate-stderr ml-serve -m "$BATS_TEST_TMPDIR/cut.mlb" --no-mmap
+    [[ ${stderr_lines[0]} == "ml-serve: $BATS_TEST_TMPDIR/cut.mlb: ML_E_FORMAT: "* ]]
     local body='{"prompt":"Once upon a time","max_tokens":6,"temperature":0}' a b
     start_server "$BATS_TEST_TMPDIR/log" -m "$BATS_FILE_TMPDIR/m.mlb" -t 1
     a=$(post /v1/completions "$body")
