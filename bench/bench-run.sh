@@ -25,6 +25,11 @@
 # read/bw checks that bench_bound's read is as fast as bandwidth.c's;
 # tg/no-mmap is ml-run --no-mmap's decode against the mapping's, token by
 # token in one process (bench_read.c).
+# 2m-pages is the share of each program's model file that a mapping of it
+# reaches through 2 MiB pages, in the page cache as the runs found it: a
+# file the page cache holds in 4 KiB folios is read more slowly through
+# its mapping (37-39 GB/s against 51-57 for huge pages on one machine
+# here), whichever program maps it.
 # Prompt processing is compute-bound; pp/peak sets it against the
 # machine's int8 multiply-add peak (int8peak.c, printed at the start):
 # 2 ops per multiply-add, each prompt token through every matrix but the
@@ -68,6 +73,28 @@ bw_best=0 bw_now=0
 measure_bw() {
     bw_now=$("$DIR/mlcore-bandwidth" "$T" | awk -v t="$T" '$1 == t { print $2 }')
     bw_best=$(awk -v a="$bw_best" -v b="$bw_now" 'BEGIN { print (b > a ? b : a) }')
+}
+# The share of FILE's bytes a fresh mapping of it finds as 2 MiB page-cache
+# folios (smaps' FilePmdMapped over Rss once populated).
+huge_share() {
+    python3 - "$1" <<'PY'
+import mmap, os, sys
+path = os.path.realpath(sys.argv[1])
+with open(path, 'rb') as f:
+    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    m.madvise(22)  # MADV_POPULATE_READ
+    rss = pmd = 0
+    mine = False
+    for line in open('/proc/self/smaps'):
+        w = line.split()
+        if w and '-' in w[0] and len(w) >= 5:
+            mine = w[-1] == path
+        elif mine and w[0] == 'Rss:':
+            rss += int(w[1])
+        elif mine and w[0] == 'FilePmdMapped:':
+            pmd += int(w[1])
+    print('%.2f' % (pmd / rss if rss else 0))
+PY
 }
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
 measure_bw
@@ -144,6 +171,8 @@ for ty in $TYPES; do
     kr() { echo "$pr" | awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'; }
     printf '%-9s %-6s %-10s %10s %10.2f %8s   (ml-run --no-mmap against the mapping, token by token in one process: %s against %s tokens/s)\n' \
         "$SHAPE" "$ty" "tg/no-mmap" "-" "$(kr ratio)" "" "$(kr read_tokens_per_s)" "$(kr mapped_tokens_per_s)"
+    printf '%-9s %-6s %-10s %10.2f %10.2f %8s   (share of the model file mapped through 2 MiB pages)\n' \
+        "$SHAPE" "$ty" "2m-pages" "$(huge_share "$g")" "$(huge_share "$m")" ""
     if [ -x /usr/bin/time ]; then
         r_l=$(rss "$LB/llama-bench" -m "$g" -t "$T" -p 0 -n 16 -r 1)
         r_m=$(rss "$B/bin/ml-run" -m "$m" --ids -p "1 2 3" -n 16 --ignore-eos -t "$T" --ctx $((NP + NG + 8)) -q)
