@@ -9,8 +9,10 @@
  *    block: Σ (w + 128) x = Σ w x + 128 Σ x;
  *  - Q4_0 uses the nibbles (0..15) and subtracts 8 * Σx.
  * Nothing saturates, so no 16-bit intermediates need watching.  The
- * 8-lane accumulator of rule 3 is one 256-bit register; decode (one
- * token, bound by memory) works in 256 bits.
+ * 8-lane accumulator of rule 3 is one 256-bit register; Q8_0 decode (one
+ * token, bound by memory) works in 256 bits, Q4_0 decode in 512 with two
+ * rows' accumulators a register (its arithmetic per byte is twice Q8_0's
+ * and showed in its speed).
  *
  * The products of several tokens work in 512 bits, two 8-lane
  * accumulators a register: Zen 5 runs vpdpbusd zmm at twice the ymm rate
@@ -21,7 +23,7 @@
  * one path, not a cpuid choice.  (Not measured: the lower clock of heavy
  * 512-bit code on Skylake-era Xeons with VNNI, Cascade Lake.)
  *
- * matvec folds each block's 8 lanes horizontally, eight blocks at a time;
+ * matvec folds each block's lanes horizontally, eight blocks at a time;
  * matmul rearranges a panel of weight rows and all tokens' activations
  * into transposed groups (register g holds bytes 4g..4g+3 of block k in
  * lane k), so one vpdpbusd per 32 bytes and per (row, token) leaves every
@@ -281,26 +283,6 @@ ALWAYS_INLINE __m256i q4_pair_sums(const uint8_t *w, const int8_t *xp, int one)
 }
 
 #include "kernels/q4_pairs_row.h"
-
-static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
-                        const int8_t *xq, const float *xd, float *y)
-{
-    const size_t nb = cols / 32;
-    if (cols <= PAIR_COLS) {
-        q4_pairs qp;
-        q4_pairs_init(&qp, xq, xd, nb);
-        matvec_q4_pairs(wq, wd, r0, r1, &qp, nb, y);
-        return;
-    }
-    corrections c;
-    corrections_init(&c, xq, nb, 3);
-    if (wd.f16)
-        for (size_t r = r0; r < r1; r++)
-            y[r] = row_q4(wq, wd, r, xq, xd, &c, nb, 1);
-    else
-        for (size_t r = r0; r < r1; r++)
-            y[r] = row_q4(wq, wd, r, xq, xd, &c, nb, 0);
-}
 
 /* ======================================================================
  * Q4_0 for a few tokens (several sequences decoding): 512-bit quads
@@ -589,6 +571,123 @@ static void matvecs_q4_quads(const uint8_t *wq, ml_wscales wd, size_t cols, size
         }
     }
     free(q.base);
+}
+
+/* ======================================================================
+ * Q4_0 decode: two rows a register
+ * ====================================================================== */
+
+/* One token against the rows, with the quads' pieces: its activation
+ * regrouped once per call (quads_regroup), a 64-byte load of a row's
+ * nibbles and two vpdpbusd leave four blocks' partial sums, and rows r
+ * and r + 1 are folded together as quads_fold folds two tokens: lanes 0-7
+ * row r, 8-15 row r + 1, block order, so rule 3's float steps run on both
+ * rows in one register, each half matvec's accumulator.  The 256-bit
+ * pairs (q4_pairs_row.h: three vphaddd and a float step per row and
+ * group) computed at about twice the ~15 GB/s an Intel Xeon core reads,
+ * so half of each row's time was arithmetic the stream had to wait on.
+ * Measured there: a 4096-column row in the L2 cache 59-61 ns against 77
+ * (bench_kernels -m 256x4096, one thread), TinyLlama-shaped Q4_0 decode
+ * at 0.82-0.84 of the paired bound against 0.78-0.80 (bench_bound,
+ * alternating). */
+typedef struct q4_row2 {
+    int8_t x[PAIR_COLS];            /* the quads' regrouped activation */
+    __m512i corr[PAIR_COLS / 256];  /* -8·Σx per block, in both halves */
+    __m512 xd[PAIR_COLS / 256];     /* activation scales, both halves, +0 past */
+} q4_row2;
+
+static void row2_init(q4_row2 *q, const int8_t *x, const float *xd, size_t nb)
+{
+    quads_regroup(x, nb, q->x);
+    for (size_t j = 0; j < (nb + 7) / 8; j++) {
+        const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
+        const __m256i c = correction(x + 256 * j, m, 3);
+        q->corr[j] = pair_i(c, c);
+        q->xd[j] = twice_ps(load_scales(xd + 8 * j, m));
+    }
+}
+
+/* Group j (m <= 8 blocks) of the rows at w0 and w1 (scales sw: w0's in
+ * the low half). */
+ALWAYS_INLINE __m512 row2_group(__m512 acc, const uint8_t *w0, const uint8_t *w1, __m512 sw,
+                                const q4_row2 *q, size_t j, size_t m)
+{
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const uint8_t *w[2] = {w0, w1};
+    __m512i x[4], s[2][2]; /* [row][blocks 0-3, 4-7] */
+    UNROLL
+    for (size_t k = 0; k < 4; k++)
+        x[k] = _mm512_load_si512(q->x + QUAD_GROUP * j + 64 * k);
+    UNROLL
+    for (size_t i = 0; i < 2; i++)
+        UNROLL
+        for (size_t h = 0; h < 2; h++) {
+            const __m512i b = h == 0 ? quad_bytes(w[i], m)
+                            : m > 4  ? quad_bytes(w[i] + 64, m - 4)
+                                     : _mm512_setzero_si512();
+            s[i][h] = quad_dot(_mm512_and_si512(b, m4),
+                               _mm512_and_si512(_mm512_srli_epi16(b, 4), m4), x[2 * h],
+                               x[2 * h + 1]);
+        }
+    const __m512i isum = _mm512_add_epi32(quads_fold(s[0][0], s[0][1], s[1][0], s[1][1]), q->corr[j]);
+    return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(sw, q->xd[j])));
+}
+
+/* Rows r0 and r1 (r1 = r0 for a last odd row, its half discarded). */
+ALWAYS_INLINE void row2(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1, const q4_row2 *q,
+                        size_t nb, int f16, float *y)
+{
+    const uint8_t *w0 = wq + r0 * nb * 16, *w1 = wq + r1 * nb * 16;
+    __m512 acc = _mm512_setzero_ps();
+    size_t b = 0, j = 0;
+    for (; b + 8 <= nb; b += 8, j++) { /* whole groups, then the last part */
+        prefetch_q4(w0 + 16 * b, wscale_at(wd, r0 * nb + b, f16), f16);
+        prefetch_q4(w1 + 16 * b, wscale_at(wd, r1 * nb + b, f16), f16);
+        const __m512 sw = _mm512_insertf32x8(
+            _mm512_castps256_ps512(wscales8(wd, r0 * nb + b, 8, f16)), wscales8(wd, r1 * nb + b, 8, f16), 1);
+        acc = row2_group(acc, w0 + 16 * b, w1 + 16 * b, sw, q, j, 8);
+    }
+    if (b < nb) {
+        const size_t m = nb - b;
+        const __m512 sw = _mm512_insertf32x8(
+            _mm512_castps256_ps512(wscales8(wd, r0 * nb + b, m, f16)), wscales8(wd, r1 * nb + b, m, f16), 1);
+        acc = row2_group(acc, w0 + 16 * b, w1 + 16 * b, sw, q, j, m);
+    }
+    y[r0] = fold8(_mm512_castps512_ps256(acc));
+    y[r1] = fold8(_mm512_extractf32x8_ps(acc, 1));
+}
+
+ALWAYS_INLINE void rows2(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1, const q4_row2 *q,
+                         size_t nb, int f16, float *y)
+{
+    size_t r = r0;
+    for (; r + 2 <= r1; r += 2)
+        row2(wq, wd, r, r + 1, q, nb, f16, y);
+    if (r < r1)
+        row2(wq, wd, r, r, q, nb, f16, y);
+}
+
+static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, float *y)
+{
+    const size_t nb = cols / 32;
+    if (cols <= PAIR_COLS) {
+        q4_row2 q;
+        row2_init(&q, xq, xd, nb);
+        if (wd.f16)
+            rows2(wq, wd, r0, r1, &q, nb, 1, y);
+        else
+            rows2(wq, wd, r0, r1, &q, nb, 0, y);
+        return;
+    }
+    corrections c;
+    corrections_init(&c, xq, nb, 3);
+    if (wd.f16)
+        for (size_t r = r0; r < r1; r++)
+            y[r] = row_q4(wq, wd, r, xq, xd, &c, nb, 1);
+    else
+        for (size_t r = r0; r < r1; r++)
+            y[r] = row_q4(wq, wd, r, xq, xd, &c, nb, 0);
 }
 
 /* ======================================================================

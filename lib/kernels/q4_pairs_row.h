@@ -40,8 +40,9 @@ ALWAYS_INLINE float row_q4_pairs(const uint8_t *wq, ml_wscales wd, size_t r, con
 }
 
 /* Rows r0 .. r1 - 1 of a Q4_0 product into y, against qp (filled by the
- * including file's q4_pairs_init). */
-static void matvec_q4_pairs(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1,
+ * including file's q4_pairs_init); AVX2's decode (AVX-512 folds two rows
+ * a register instead, kernels_avx512.c). */
+ALWAYS_INLINE void matvec_q4_pairs(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1,
                             const q4_pairs *qp, size_t nb, float *y)
 {
     if (wd.f16)
