@@ -91,7 +91,7 @@ mlrun_ts() {
 measure_bw
 limits_int8 "$DIR" "$T"
 echo "memory read bandwidth, $T threads: $bw_best GB/s (first measurement)"
-echo "int8 multiply-add peak, $T threads: $int8_peak GOP/s ($int8_isa; all: $int8_all)"
+echo "int8 multiply-add peak, $T threads: $int8_peak GOP/s ($int8_isa; all: $int8_all)$(rule3_note)"
 printf '%-9s %-9s %-12s %10s %10s %8s\n' shape type/kv test llama.cpp mlcore ratio
 
 for SHAPE in $SHAPES; do

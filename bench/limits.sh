@@ -4,8 +4,12 @@
 #
 #   limits_build DIR       compiles bandwidth.c and int8peak.c into DIR
 #   limits_int8 DIR T      runs int8peak with T threads; sets int8_peak
-#                          (GOP/s, the fastest instruction set), int8_isa
-#                          and int8_all ("isa GOP/s, ..." of every set)
+#                          (GOP/s, the fastest instruction set), int8_isa,
+#                          int8_all ("isa GOP/s, ..." of every set) and
+#                          int8_rule3 (vpdpbusd zmm with rule 3's float
+#                          steps: the AVX-512 tiles' ceiling; empty
+#                          without AVX-512 VNNI)
+#   rule3_note             a phrase for the header: that ceiling
 #   decode_bytes MLB       prints the bytes of weights one decoded token
 #                          reads: the file less the embedding table (one
 #                          row of it is read), unless the embedding is also
@@ -15,9 +19,9 @@
 #                          embedding table and the classifier) and the
 #                          classifier's (the tied embedding, or wcls), from
 #                          `mlb-info --json` tensor shapes; needs $B
-#   pp_of_peak TPS P PER_TOKEN CLASSIFIER
+#   pp_of_peak TPS P PER_TOKEN CLASSIFIER [GOPS]
 #                          prefill's int8 work per second as a fraction of
-#                          int8_peak: 2 ops a multiply-add, PER_TOKEN for
+#                          int8_peak (or GOPS): 2 ops a multiply-add, PER_TOKEN for
 #                          each of the P tokens, the classifier once (only
 #                          the last token's logits are computed, by both
 #                          ml-run and llama-bench)
@@ -35,7 +39,17 @@ limits_int8() {
     # shellcheck disable=SC2034 # read by the scripts that source this
     int8_isa=$(echo "$out" | awk '$1 == "peak" { print $2 }')
     # shellcheck disable=SC2034
-    int8_all=$(echo "$out" | awk '$1 != "peak" { printf "%s%s %.0f", s, $1, $3; s = ", " }')
+    int8_all=$(echo "$out" | awk '$1 != "peak" && $1 !~ /^rule3/ { printf "%s%s %.0f", s, $1, $3; s = ", " }')
+    # shellcheck disable=SC2034
+    int8_rule3=$(echo "$out" | awk '$1 == "rule3-512" { print $3 }')
+}
+
+# What rule 3 leaves of the peak on this machine, for the header line.
+rule3_note() {
+    if [ -n "$int8_rule3" ]; then
+        awk -v r="$int8_rule3" -v p="$int8_peak" \
+            'BEGIN { printf "; with rule 3'"'"'s float steps beside them %.1f GOP/s, %.2f of it", r, r / p }'
+    fi
 }
 
 decode_bytes() {
@@ -60,6 +74,6 @@ print(sum(mats.values()), emb if j["header"]["shared_classifier"] else cls)'
 }
 
 pp_of_peak() {
-    awk -v t="$1" -v p="$2" -v w="$3" -v c="$4" -v g="$int8_peak" \
+    awk -v t="$1" -v p="$2" -v w="$3" -v c="$4" -v g="${5:-$int8_peak}" \
         'BEGIN { printf "%.3f", 2 * (w * p + c) / p * t / (g * 1e9) }'
 }
