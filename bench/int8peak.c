@@ -100,20 +100,24 @@ TARGET_512 static void loop_vnni256(uint64_t iters)
  * products make: (float)isum, times (wd * xd), added to an accumulator,
  * no FMA: per 16 block sums (one zmm), 1 vcvtdq2ps, 2 vmulps, 1 vaddps.
  * A block of 32 multiply-adds is half a zmm vpdpbusd, so 8 vpdpbusd make
- * 16 sums.  Where those float instructions share the multiply-add's
- * ports (Intel's p0 and p5, Zen 4's pipes for vmulps) this is the fastest
+ * 16 sums.  Where those float instructions compete for the multiply-
+ * add's execution ports (an Intel Xeon: 0.66 of the peak, 8 vpdpbusd in
+ * the time of 12; Zen 4's vmulps likewise) this is the fastest
  * rate of int8 products any kernel bound by rule 3 can reach; the
  * multiply-adds are counted, not the float steps.  Per round: 16
- * vpdpbusd on zmm2-17, two sets of the float steps (zmm18-25). */
-#define RULE3_512(s, m, a)                                                                       \
-    "vcvtdq2ps %%zmm" #s ", %%zmm" #m "\n\t"                                                  \
+ * vpdpbusd on zmm2-17, two sets of the float steps, each converting an
+ * integer accumulator and adding into its own float one (zmm24, zmm25):
+ * the only chain through a round is one vaddps, as in the kernels, so
+ * the loop measures the units, not a latency. */
+#define RULE3_512(i, m, a, s)                                                                    \
+    "vcvtdq2ps %%zmm" #i ", %%zmm" #m "\n\t"                                                  \
     "vmulps %%zmm0, %%zmm1, %%zmm" #a "\n\t"                                                  \
     "vmulps %%zmm" #m ", %%zmm" #a ", %%zmm" #m "\n\t"                                        \
     "vaddps %%zmm" #m ", %%zmm" #s ", %%zmm" #s "\n\t"
 TARGET_512 static void loop_rule3_512(uint64_t iters)
 {
-    __asm__ volatile("1:\n\t" R8(DP512, 2, 3, 4, 5, 6, 7, 8, 9) RULE3_512(24, 18, 19)
-                         R8(DP512, 10, 11, 12, 13, 14, 15, 16, 17) RULE3_512(25, 20, 21)
+    __asm__ volatile("1:\n\t" R8(DP512, 2, 3, 4, 5, 6, 7, 8, 9) RULE3_512(2, 18, 19, 24)
+                         R8(DP512, 10, 11, 12, 13, 14, 15, 16, 17) RULE3_512(10, 20, 21, 25)
                          "dec %0\n\tjnz 1b"
                      : "+r"(iters)
                      :
