@@ -255,8 +255,10 @@ static void matvec_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0,
             y[r] = row_q8(wq, wd, r, xq, xd, &c, nb, 0);
 }
 
-/* Q4_0 decode uses the regrouped activation of kernels_x86.h (q4_pairs):
- * a pair of blocks costs two vpdpbusd into one register. */
+/* The 256-bit pairs of kernels_x86.h (q4_pairs): a pair of blocks costs
+ * two vpdpbusd into one register.  Here only q4_pairs_row.h's few-token
+ * matvecs_q4_0 uses them, when the quads below find no memory; one
+ * token goes to the two-row fold (matvec_q4_0). */
 static void q4_pairs_init(q4_pairs *qp, const int8_t *x, const float *xd, size_t nb)
 {
     const __m256i order = _mm256_setr_epi32(PAIR_ORDER);
