@@ -36,8 +36,8 @@
 # embedding, the classifier once (limits.sh); the aim is 0.40.  pp/rule3
 # sets the same work against the fastest rate vpdpbusd on zmm keeps with
 # rule 3's float steps (lib/kernels/kernels.h) beside it (int8peak.c's
-# rule3-512: 0.66 of the peak on an Intel Xeon whose float multiplies
-# share the multiply-add's ports), which no bit-exact kernel can pass.
+# rule3-512: 0.66 of the peak on an Intel Xeon whose float steps
+# compete with vpdpbusd for its ports), which no bit-exact kernel can pass.
 # Needs: python3 with numpy and gguf, cmake and g++ (to build llama.cpp).
 set -euo pipefail
 B=${MLCORE_BUILD:-build}

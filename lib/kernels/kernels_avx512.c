@@ -414,6 +414,22 @@ ALWAYS_INLINE __m512i quad_bytes(const uint8_t *w, size_t n)
     return _mm512_maskz_loadu_epi8(((__mmask64)1 << (16 * n)) - 1, w);
 }
 
+/* A row's group of m <= 8 blocks at w as the quads' nibble registers:
+ * low and high nibbles of blocks 0-3 ([0]) and 4-7 ([1], zeros when
+ * m <= 4). */
+ALWAYS_INLINE void quad_nibbles(const uint8_t *w, size_t m, __m512i lo[2], __m512i hi[2])
+{
+    const __m512i m4 = _mm512_set1_epi8(15);
+    UNROLL
+    for (size_t h = 0; h < 2; h++) {
+        const __m512i b = h == 0 ? quad_bytes(w, m)
+                        : m > 4  ? quad_bytes(w + 64, m - 4)
+                                 : _mm512_setzero_si512();
+        lo[h] = _mm512_and_si512(b, m4);
+        hi[h] = _mm512_and_si512(_mm512_srli_epi16(b, 4), m4);
+    }
+}
+
 /* Group j (m <= 8 blocks) of nrow <= 2 rows (w[i], scales sw[i]) for
  * nt <= 2 * QUAD_PAIRS tokens into acc[i] (one register per token pair):
  * two rows share each load of the activations. */
@@ -421,18 +437,10 @@ ALWAYS_INLINE void quads_group(size_t nrow, __m512 acc[2][QUAD_PAIRS], const uin
                                const __m256 sw[2], const q4_quads *q, size_t nt, size_t ng,
                                size_t j, size_t m)
 {
-    const __m512i m4 = _mm512_set1_epi8(15);
     __m512i lo[2][2], hi[2][2]; /* [row][blocks 0-3, 4-7] */
     UNROLL
     for (size_t i = 0; i < nrow; i++)
-        UNROLL
-        for (size_t h = 0; h < 2; h++) {
-            const __m512i b = h == 0 ? quad_bytes(w[i], m)
-                            : m > 4  ? quad_bytes(w[i] + 64, m - 4)
-                                     : _mm512_setzero_si512();
-            lo[i][h] = _mm512_and_si512(b, m4);
-            hi[i][h] = _mm512_and_si512(_mm512_srli_epi16(b, 4), m4);
-        }
+        quad_nibbles(w[i], m, lo[i], hi[i]);
     UNROLL
     for (size_t p = 0; p < QUAD_PAIRS; p++)
         if (2 * p < nt) {
@@ -614,25 +622,29 @@ static void row2_init(q4_row2 *q, const int8_t *x, const float *xd, size_t nb)
 ALWAYS_INLINE __m512 row2_group(__m512 acc, const uint8_t *w0, const uint8_t *w1, __m512 sw,
                                 const q4_row2 *q, size_t j, size_t m)
 {
-    const __m512i m4 = _mm512_set1_epi8(15);
     const uint8_t *w[2] = {w0, w1};
     __m512i x[4], s[2][2]; /* [row][blocks 0-3, 4-7] */
     UNROLL
     for (size_t k = 0; k < 4; k++)
         x[k] = _mm512_load_si512(q->x + QUAD_GROUP * j + 64 * k);
     UNROLL
-    for (size_t i = 0; i < 2; i++)
+    for (size_t i = 0; i < 2; i++) {
+        __m512i lo[2], hi[2];
+        quad_nibbles(w[i], m, lo, hi);
         UNROLL
-        for (size_t h = 0; h < 2; h++) {
-            const __m512i b = h == 0 ? quad_bytes(w[i], m)
-                            : m > 4  ? quad_bytes(w[i] + 64, m - 4)
-                                     : _mm512_setzero_si512();
-            s[i][h] = quad_dot(_mm512_and_si512(b, m4),
-                               _mm512_and_si512(_mm512_srli_epi16(b, 4), m4), x[2 * h],
-                               x[2 * h + 1]);
-        }
+        for (size_t h = 0; h < 2; h++)
+            s[i][h] = quad_dot(lo[h], hi[h], x[2 * h], x[2 * h + 1]);
+    }
     const __m512i isum = _mm512_add_epi32(quads_fold(s[0][0], s[0][1], s[1][0], s[1][1]), q->corr[j]);
     return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(sw, q->xd[j])));
+}
+
+/* Scales of blocks b .. b + m - 1 of rows r0 (low half) and r1. */
+ALWAYS_INLINE __m512 row2_scales(ml_wscales wd, size_t r0, size_t r1, size_t nb, size_t b,
+                                 size_t m, int f16)
+{
+    return _mm512_insertf32x8(_mm512_castps256_ps512(wscales8(wd, r0 * nb + b, m, f16)),
+                              wscales8(wd, r1 * nb + b, m, f16), 1);
 }
 
 /* Rows r0 and r1 (r1 = r0 for a last odd row, its half discarded). */
@@ -645,16 +657,12 @@ ALWAYS_INLINE void row2(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1, 
     for (; b + 8 <= nb; b += 8, j++) { /* whole groups, then the last part */
         prefetch_q4(w0 + 16 * b, wscale_at(wd, r0 * nb + b, f16), f16);
         prefetch_q4(w1 + 16 * b, wscale_at(wd, r1 * nb + b, f16), f16);
-        const __m512 sw = _mm512_insertf32x8(
-            _mm512_castps256_ps512(wscales8(wd, r0 * nb + b, 8, f16)), wscales8(wd, r1 * nb + b, 8, f16), 1);
-        acc = row2_group(acc, w0 + 16 * b, w1 + 16 * b, sw, q, j, 8);
+        acc = row2_group(acc, w0 + 16 * b, w1 + 16 * b, row2_scales(wd, r0, r1, nb, b, 8, f16), q,
+                         j, 8);
     }
-    if (b < nb) {
-        const size_t m = nb - b;
-        const __m512 sw = _mm512_insertf32x8(
-            _mm512_castps256_ps512(wscales8(wd, r0 * nb + b, m, f16)), wscales8(wd, r1 * nb + b, m, f16), 1);
-        acc = row2_group(acc, w0 + 16 * b, w1 + 16 * b, sw, q, j, m);
-    }
+    if (b < nb)
+        acc = row2_group(acc, w0 + 16 * b, w1 + 16 * b, row2_scales(wd, r0, r1, nb, b, nb - b, f16),
+                         q, j, nb - b);
     y[r0] = fold8(_mm512_castps512_ps256(acc));
     y[r1] = fold8(_mm512_extractf32x8_ps(acc, 1));
 }
