@@ -10,7 +10,7 @@
  * contents in other ways (or a conversation that holds the placeholder
  * characters) leaves them unplaced: ml_chat_encode then refuses any of
  * them that holds a control token's text, rather than let it become one. */
-#include "chat/jinja.h"
+#include "jinja/jinja.h"
 #include "tokenizer/tok.h"
 
 #include <mlcore/chat.h>

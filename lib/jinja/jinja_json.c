@@ -1,7 +1,7 @@
 /* jinja_json.c - a strict JSON reader (RFC 8259) into interpreter values,
  * for the variables of a render: UTF-8 checked, nesting bounded, integers
  * that fit int64 (others are refused rather than rounded). */
-#include "chat/jinja.h"
+#include "jinja/jinja.h"
 
 #include <stdlib.h>
 

@@ -1,7 +1,7 @@
 /* jinja_value.c - the capped arena, errors with line and column, and the
  * values of the Jinja interpreter with Python's semantics where they show
  * in output: truth, equality, ordering, str(), repr() and json.dumps. */
-#include "chat/jinja.h"
+#include "jinja/jinja.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * does with trim_blocks and lstrip_blocks: text, {{ }}, {% %} and the
  * expression tokens inside, with comments dropped, raw blocks kept as
  * text, and the whitespace signs - and + applied to the text around. */
-#include "chat/jinja.h"
+#include "jinja/jinja.h"
 
 #include <stdlib.h>
 

@@ -2,7 +2,7 @@
  * grammar and precedence: conditional, or, and, not, comparisons, + -,
  * ~, * / // %, **, unary, then postfix (. [] ()), filters and tests.
  * Statements: if, for, set, macro, filter, generation, break, continue. */
-#include "chat/jinja.h"
+#include "jinja/jinja.h"
 
 #include <stdio.h>
 

@@ -6,7 +6,7 @@
 /* memmem: substring search in linear time (two-way in glibc), so a
  * hostile template cannot make a search quadratic. */
 #define _GNU_SOURCE
-#include "chat/jinja.h"
+#include "jinja/jinja.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,9 +1,9 @@
 /* jinja.h - the private parts of the Jinja interpreter shared by
- * lib/chat/jinja_*.c: the capped arena, values, tokens, the syntax tree
+ * lib/jinja/jinja_*.c: the capped arena, values, tokens, the syntax tree
  * and the render state.  Every function that can fail records the first
  * error in its jj_ctx and returns -1 (or NULL); callers just propagate. */
-#ifndef ML_CHAT_JINJA_H
-#define ML_CHAT_JINJA_H
+#ifndef ML_JINJA_JINJA_H
+#define ML_JINJA_JINJA_H
 
 #include "base/internal.h"
 

@@ -1,7 +1,7 @@
 /* jinja_api.c - the public entry points of <mlcore/jinja.h>: parse once
  * (newlines normalized and one trailing newline dropped, as jinja2 does),
  * then render with the variables of a JSON object. */
-#include "chat/jinja.h"
+#include "jinja/jinja.h"
 
 #include <stdlib.h>
 
