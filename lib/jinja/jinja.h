@@ -252,7 +252,7 @@ int jj_exec(jj_render *r, jj_scope *s, const jj_node *block, jj_buf *out);
 int jj_call_value(jj_render *r, jv fn, const jv *args, size_t na, const jv *kwv,
                   const jj_node *const *kwn, size_t nkw, jv *out, size_t pos);
 
-/* Filters, tests and methods (jinja_filters.c). args[0] is the subject. */
+/* Filters, tests and methods (jinja_builtins.c). args[0] is the subject. */
 typedef struct jj_args {
     const jv *v;      /* positional */
     size_t n;

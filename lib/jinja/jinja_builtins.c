@@ -1,4 +1,4 @@
-/* jinja_filters.c - jinja2's filters and tests, and the Python methods of
+/* jinja_builtins.c - jinja2's filters and tests, and the Python methods of
  * str, dict and list that templates call, with the sandbox's refusal of
  * the mutating ones (list.append, dict.update, ...). */
 /* memmem: substring search in linear time (two-way in glibc), so a
