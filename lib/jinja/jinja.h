@@ -265,11 +265,14 @@ int jj_filter(jj_render *r, const char *name, size_t nlen, jv x, const jj_args *
 /* 1 or 0 in *out. */
 int jj_test(jj_render *r, const char *name, size_t nlen, jv x, const jj_args *a, int *out,
             size_t pos);
-/* Whether a filter or test of that name exists (jinja2 refuses unknown
- * ones when compiling, outside if blocks and conditional expressions). */
-int jj_filter_known(const char *name, size_t n);
-int jj_test_known(const char *name, size_t n);
-/* HTML-escapes str(v) as markupsafe does; a safe string stays as it is. */
+/* The one table of builtins, by kind and name: NULL when there is none
+ * (jinja2 refuses an unknown filter or test when compiling, outside if
+ * blocks and conditional expressions). */
+typedef enum jj_kind { JJ_FILTER, JJ_TEST, JJ_STR_METHOD, JJ_DICT_METHOD, JJ_LIST_METHOD } jj_kind;
+typedef struct jj_builtin jj_builtin;
+const jj_builtin *jj_builtin_find(jj_kind kind, const char *name, size_t n);
+/* HTML-escapes str(v) as markupsafe does; a safe string stays as it is
+ * (jinja_str.c). */
 int jj_escape(jj_render *r, jv v, jv *out);
 int jj_method(jj_render *r, jv self, const char *name, const jj_args *a, jv *out, size_t pos);
 /* Whether `name` is an attribute method of v (so that x.name is a bound method). */

@@ -1,15 +1,20 @@
 /* jinja_builtins.c - jinja2's filters and tests, and the Python methods of
- * str, dict and list that templates call, with the sandbox's refusal of
- * the mutating ones (list.append, dict.update, ...). */
+ * str, dict and list that templates call, in one table (`builtins`, as
+ * jq's function_list): name, kind, function, and a mode that tells apart
+ * the names one function serves.  The evaluator calls through it
+ * (jj_filter, jj_test, jj_method); the parser asks it which filters and
+ * tests exist, and attribute lookup which methods a value has.  The
+ * mutating methods (list.append, dict.update, ...) are in it without a
+ * function: the sandbox refuses them by name.  The string work is in
+ * jinja_str.c. */
 /* memmem: substring search in linear time (two-way in glibc), so a
  * hostile template cannot make a search quadratic. */
 #define _GNU_SOURCE
-#include "jinja/jinja.h"
+#include "jinja/jinja_str.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <utf8proc.h>
 
 #define EQ(s, n, w) ((n) == sizeof(w) - 1 && memcmp((s), (w), (n)) == 0)
 
@@ -37,264 +42,17 @@ static int bad_type(jj_render *r, size_t pos, const char *what, jv x)
     return jj_fail(r->c, ML_E_INVAL, pos, "%s: unexpected %s", what, jv_type_name(x));
 }
 
-static int is_space(unsigned char ch)
-{
-    return ch == ' ' || (ch >= '\t' && ch <= '\r') || (ch >= 0x1c && ch <= 0x1f);
-}
+/* A builtin: x is the subject (the value filtered or tested, or self), a
+ * the arguments after it, mode the table's number that tells apart the
+ * names one function serves (lstrip and rstrip). */
+typedef int builtin_fn(jj_render *r, jv x, const jj_args *a, int mode, jv *out, size_t pos);
+#define U __attribute__((unused))
+#define BUILTIN(fn) \
+    static int fn(jj_render *r U, jv x U, const jj_args *a U, int mode U, jv *out, size_t pos U)
 
-/* strip: which 1 left, 2 right, 3 both; chars a str or none (whitespace).
- * Multi-byte chars in `chars` strip byte-wise, which is exact for ASCII.
- * A byte table keeps it linear whatever the length of chars. */
-static jv strip(jv s, jv chars, int which)
-{
-    unsigned char set[256] = {0};
-    for (int ch = 0; ch < 256; ch++)
-        set[ch] = chars.kind != JV_STR && is_space((unsigned char)ch);
-    if (chars.kind == JV_STR)
-        for (size_t i = 0; i < chars.n; i++)
-            set[(unsigned char)chars.u.s[i]] = 1;
-    size_t a = 0, b = s.n;
-    if (which & 1)
-        while (a < b && set[(unsigned char)s.u.s[a]])
-            a++;
-    if (which & 2)
-        while (b > a && set[(unsigned char)s.u.s[b - 1]])
-            b--;
-    return jv_str(s.u.s + a, b - a);
-}
+/* ---- filters ---- */
 
-/* Maps every code point through f (case changes). */
-static int map_cp(jj_render *r, jv s, int mode, jv *out)
-{
-    jj_buf b = {0};
-    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)s.u.s;
-    utf8proc_ssize_t n = (utf8proc_ssize_t)s.n, i = 0;
-    int prev_cased = 0;
-    while (i < n) {
-        utf8proc_int32_t cp;
-        utf8proc_ssize_t k = utf8proc_iterate(p + i, n - i, &cp);
-        if (k <= 0) {
-            if (jj_buf_putc(r->c, &b, (char)p[i]))
-                return -1;
-            i++;
-            continue;
-        }
-        utf8proc_int32_t m = cp;
-        int cased = utf8proc_tolower(cp) != cp || utf8proc_toupper(cp) != cp;
-        switch (mode) {
-        case 0: m = utf8proc_toupper(cp); break;
-        case 1: m = utf8proc_tolower(cp); break;
-        case 2: m = prev_cased ? utf8proc_tolower(cp) : utf8proc_toupper(cp); break; /* str.title */
-        case 3: m = i == 0 ? utf8proc_toupper(cp) : utf8proc_tolower(cp); break;   /* capitalize */
-        }
-        prev_cased = cased;
-        utf8proc_uint8_t enc[4];
-        utf8proc_ssize_t e = utf8proc_encode_char(m, enc);
-        if (jj_buf_put(r->c, &b, enc, (size_t)e))
-            return -1;
-        i += k;
-    }
-    *out = jv_str(b.p, b.n);
-    return 0;
-}
-
-/* jinja2's title filter: words start after whitespace, - ( { [ <. */
-static int title_filter(jj_render *r, jv s, jv *out)
-{
-    jj_buf b = {0};
-    size_t i = 0;
-    while (i < s.n) {
-        size_t j = i;
-        while (j < s.n && (is_space((unsigned char)s.u.s[j]) || strchr("-({[<", s.u.s[j])) && s.u.s[j])
-            j++;
-        if (jj_buf_put(r->c, &b, s.u.s + i, j - i))
-            return -1;
-        size_t k = j;
-        while (k < s.n && !(is_space((unsigned char)s.u.s[k]) || (s.u.s[k] && strchr("-({[<", s.u.s[k]))))
-            k++;
-        jv w;
-        if (k > j && (map_cp(r, jv_str(s.u.s + j, k - j), 3, &w) || jj_buf_put(r->c, &b, w.u.s, w.n)))
-            return -1;
-        i = k;
-    }
-    *out = jv_str(b.p, b.n);
-    return 0;
-}
-
-static int replace(jj_render *r, jv s, jv old, jv new_, int64_t count, jv *out)
-{
-    jj_buf b = {0};
-    size_t i = 0;
-    int64_t done = 0;
-    if (old.n == 0) {
-        /* Python inserts new_ between every character. */
-        for (size_t k = 0; k <= s.n; k++) {
-            if ((count < 0 || done < count) && (k == s.n || ((unsigned char)s.u.s[k] & 0xc0) != 0x80)) {
-                if (jj_buf_put(r->c, &b, new_.u.s, new_.n))
-                    return -1;
-                done++;
-            }
-            if (k < s.n && jj_buf_putc(r->c, &b, s.u.s[k]))
-                return -1;
-        }
-        *out = jv_str(b.p, b.n);
-        return 0;
-    }
-    while (i < s.n) {
-        const char *q = count < 0 || done < count ? memmem(s.u.s + i, s.n - i, old.u.s, old.n) : NULL;
-        size_t k = q ? (size_t)(q - s.u.s) : s.n;
-        if (jj_buf_put(r->c, &b, s.u.s + i, k - i))
-            return -1;
-        i = k;
-        if (q) {
-            if (jj_buf_put(r->c, &b, new_.u.s, new_.n))
-                return -1;
-            i += old.n;
-            done++;
-        }
-    }
-    *out = jv_str(b.p ? b.p : "", b.n);
-    return 0;
-}
-
-static int find(jv s, jv sub, int from_right, int64_t *out)
-{
-    *out = -1;
-    if (sub.n > s.n)
-        return 0;
-    const char *hit = NULL;
-    if (!from_right) {
-        hit = memmem(s.u.s, s.n, sub.u.s, sub.n);
-    } else {
-        /* the last match: search on after each one (linear overall) */
-        for (const char *p = s.u.s, *q; (q = memmem(p, s.n - (size_t)(p - s.u.s), sub.u.s, sub.n)) != NULL;
-             p = q + 1) {
-            hit = q;
-            if (q == s.u.s + s.n)
-                break;
-        }
-    }
-    if (hit)
-        *out = (int64_t)jj_u8_len(s.u.s, (size_t)(hit - s.u.s));
-    return 0;
-}
-
-static int split(jj_render *r, jv s, jv sep, int64_t maxsplit, int right, jv *out, size_t pos)
-{
-    jv_list *l = jv_list_new(r->c, 0);
-    if (!l)
-        return -1;
-    if (sep.kind == JV_STR && sep.n == 0)
-        return jj_fail(r->c, ML_E_INVAL, pos, "empty separator");
-    if (sep.kind != JV_STR) {
-        /* runs of whitespace, ends dropped */
-        if (right) {
-            size_t e = s.n;
-            jv_list *rev = jv_list_new(r->c, 0);
-            if (!rev)
-                return -1;
-            while (1) {
-                while (e > 0 && is_space((unsigned char)s.u.s[e - 1]))
-                    e--;
-                if (e == 0)
-                    break;
-                if (maxsplit >= 0 && (int64_t)rev->n == maxsplit) {
-                    if (jv_list_push(r->c, rev, jv_str(s.u.s, e)))
-                        return -1;
-                    break;
-                }
-                size_t b = e;
-                while (b > 0 && !is_space((unsigned char)s.u.s[b - 1]))
-                    b--;
-                if (jv_list_push(r->c, rev, jv_str(s.u.s + b, e - b)))
-                    return -1;
-                e = b;
-            }
-            for (size_t i = rev->n; i-- > 0;)
-                if (jv_list_push(r->c, l, rev->v[i]))
-                    return -1;
-        } else {
-            size_t i = 0;
-            while (1) {
-                while (i < s.n && is_space((unsigned char)s.u.s[i]))
-                    i++;
-                if (i == s.n)
-                    break;
-                if (maxsplit >= 0 && (int64_t)l->n == maxsplit) {
-                    size_t e = s.n;
-                    while (e > i && is_space((unsigned char)s.u.s[e - 1]))
-                        e--;
-                    if (jv_list_push(r->c, l, jv_str(s.u.s + i, e - i)))
-                        return -1;
-                    break;
-                }
-                size_t b = i;
-                while (i < s.n && !is_space((unsigned char)s.u.s[i]))
-                    i++;
-                if (jv_list_push(r->c, l, jv_str(s.u.s + b, i - b)))
-                    return -1;
-            }
-        }
-        *out = jv_of_list(l, 0);
-        return 0;
-    }
-    if (right) {
-        jv_list *rev = jv_list_new(r->c, 0);
-        if (!rev)
-            return -1;
-        size_t e = s.n;
-        while (1) {
-            size_t k = SIZE_MAX;
-            if (maxsplit < 0 || (int64_t)rev->n < maxsplit)
-                for (size_t i = e; i >= sep.n; i--)
-                    if (memcmp(s.u.s + i - sep.n, sep.u.s, sep.n) == 0) {
-                        k = i - sep.n;
-                        break;
-                    }
-            if (k == SIZE_MAX) {
-                if (jv_list_push(r->c, rev, jv_str(s.u.s, e)))
-                    return -1;
-                break;
-            }
-            if (jv_list_push(r->c, rev, jv_str(s.u.s + k + sep.n, e - k - sep.n)))
-                return -1;
-            e = k;
-        }
-        for (size_t i = rev->n; i-- > 0;)
-            if (jv_list_push(r->c, l, rev->v[i]))
-                return -1;
-        *out = jv_of_list(l, 0);
-        return 0;
-    }
-    size_t b = 0;
-    while (maxsplit < 0 || (int64_t)l->n < maxsplit) {
-        const char *q = memmem(s.u.s + b, s.n - b, sep.u.s, sep.n);
-        if (!q)
-            break;
-        size_t i = (size_t)(q - s.u.s);
-        if (jv_list_push(r->c, l, jv_str(s.u.s + b, i - b)))
-            return -1;
-        b = i + sep.n;
-    }
-    if (jv_list_push(r->c, l, jv_str(s.u.s + b, s.n - b)))
-        return -1;
-    *out = jv_of_list(l, 0);
-    return 0;
-}
-
-static int affix(jv s, jv p, int end)
-{
-    if (p.kind == JV_LIST) {
-        for (size_t i = 0; i < p.u.l->n; i++)
-            if (affix(s, p.u.l->v[i], end))
-                return 1;
-        return 0;
-    }
-    if (p.kind != JV_STR || p.n > s.n)
-        return 0;
-    return memcmp(s.u.s + (end ? s.n - p.n : 0), p.u.s, p.n) == 0;
-}
-
+/* The join filter, and str.join (sep is then the string). */
 static int join(jj_render *r, jv items, jv sep, jv attr, jv *out, size_t pos)
 {
     jj_buf b = {0};
@@ -420,9 +178,11 @@ static jv attr_path(jv x, jv attr)
     return x;
 }
 
-/* select/reject/selectattr/rejectattr. */
-static int select_(jj_render *r, jv x, const jj_args *a, int by_attr, int keep, jv *out, size_t pos)
+/* select, reject, selectattr, rejectattr (mode: BY_ATTR, KEEP). */
+enum { KEEP = 1, BY_ATTR = 2 };
+BUILTIN(f_select)
 {
+    int by_attr = mode & BY_ATTR, keep = (mode & KEEP) != 0;
     jv seq;
     if (!jv_truthy(x))
         x = jv_undef(NULL, 0); /* jinja2 walks a falsy sequence (None) as empty */
@@ -458,7 +218,7 @@ static int select_(jj_render *r, jv x, const jj_args *a, int by_attr, int keep, 
     return 0;
 }
 
-static int map_(jj_render *r, jv x, const jj_args *a, jv *out, size_t pos)
+BUILTIN(f_map)
 {
     jv seq, attr, def, name = jv_none();
     if (!jv_truthy(x))
@@ -507,7 +267,7 @@ static jv sort_key(jj_render *r, const sort_ctx *s, jv v)
         v = attr_path(v, s->attr);
     if (!s->cs && v.kind == JV_STR) {
         jv low;
-        if (map_cp(r, v, 1, &low) == 0)
+        if (jj_case(r, v, 1, &low) == 0)
             return low;
     }
     return v;
@@ -565,84 +325,11 @@ static int sort_(jj_render *r, jv seq, sort_ctx *s, int rev, jv *out, size_t pos
     return 0;
 }
 
-static int escape(jj_render *r, jv s, jv *out)
+/* int(), float() and .items() (dictsort) of an Undefined raise in jinja2. */
+BUILTIN(f_int)
 {
-    jj_buf b = {0};
-    for (size_t i = 0; i < s.n; i++) {
-        const char *rep = NULL;
-        switch (s.u.s[i]) {
-        case '&': rep = "&amp;"; break;
-        case '<': rep = "&lt;"; break;
-        case '>': rep = "&gt;"; break;
-        case '"': rep = "&#34;"; break;
-        case '\'': rep = "&#39;"; break;
-        }
-        if (rep ? jj_buf_put(r->c, &b, rep, strlen(rep)) : jj_buf_putc(r->c, &b, s.u.s[i]))
-            return -1;
-    }
-    *out = jv_str(b.p, b.n);
-    out->flags = JV_SAFE;
-    return 0;
-}
-
-int jj_escape(jj_render *r, jv v, jv *out)
-{
-    if (v.kind == JV_STR && (v.flags & JV_SAFE)) {
-        *out = v;
-        return 0;
-    }
-    return jv_stringify(r->c, v, &v) || escape(r, v, out) ? -1 : 0;
-}
-
-static int indent_(jj_render *r, jv s, const jj_args *a, jv *out)
-{
-    jv w = jv_int(4), first = jv_bool(0), blank = jv_bool(0);
-    arg(a, 0, "width", &w);
-    arg(a, 1, "first", &first);
-    arg(a, 2, "blank", &blank);
-    jv pad;
-    if (w.kind == JV_STR)
-        pad = w;
-    else {
-        int64_t n = w.kind == JV_INT ? w.u.i : 4;
-        if (n < 0)
-            n = 0;
-        if (n > 4096)
-            return jj_fail(r->c, ML_E_INVAL, SIZE_MAX, "indent width too large");
-        char *p = jj_alloc(r->c, (size_t)n + 1);
-        if (!p)
-            return -1;
-        memset(p, ' ', (size_t)n);
-        pad = jv_str(p, (size_t)n);
-    }
-    jj_buf b = {0};
-    size_t i = 0, line = 0;
-    while (i <= s.n) {
-        size_t j = i;
-        while (j < s.n && s.u.s[j] != '\n')
-            j++;
-        int empty = j == i;
-        int last = j == s.n;
-        if (last && empty && line > 0)
-            break;
-        if ((line > 0 || jv_truthy(first)) && (!empty || jv_truthy(blank)) &&
-            jj_buf_put(r->c, &b, pad.u.s, pad.n))
-            return -1;
-        if (jj_buf_put(r->c, &b, s.u.s + i, j - i))
-            return -1;
-        if (last)
-            break;
-        if (jj_buf_putc(r->c, &b, '\n'))
-            return -1;
-        i = j + 1;
-        line++;
-    }
-    *out = jv_str(b.p, b.n);
-    return 0;
-}
-
-static int to_int(jj_render *r, jv x, const jj_args *a, jv *out)
-{
+    if (x.kind == JV_UNDEF)
+        return bad_type(r, pos, "filter", x);
     jv def = jv_int(0);
     arg(a, 0, "default", &def);
     if (x.kind == JV_INT || x.kind == JV_BOOL) {
@@ -657,7 +344,7 @@ static int to_int(jj_render *r, jv x, const jj_args *a, jv *out)
     }
     if (x.kind == JV_STR) {
         char tmp[64];
-        jv t = strip(x, jv_none(), 3);
+        jv t = jj_strip(x, jv_none(), 3);
         if (t.n && t.n < sizeof tmp) {
             memcpy(tmp, t.u.s, t.n);
             tmp[t.n] = 0;
@@ -678,8 +365,10 @@ static int to_int(jj_render *r, jv x, const jj_args *a, jv *out)
     return 0;
 }
 
-static int to_float(jv x, const jj_args *a, jv *out)
+BUILTIN(f_float)
 {
+    if (x.kind == JV_UNDEF)
+        return bad_type(r, pos, "filter", x);
     jv def = jv_float(0);
     arg(a, 0, "default", &def);
     if (x.kind == JV_INT || x.kind == JV_BOOL || x.kind == JV_FLOAT) {
@@ -700,7 +389,8 @@ static int to_float(jv x, const jj_args *a, jv *out)
     return 0;
 }
 
-static int length(jj_render *r, jv x, jv *out, size_t pos)
+/* length, count */
+BUILTIN(f_length)
 {
     switch (x.kind) {
     case JV_STR: *out = jv_int((int64_t)jj_u8_len(x.u.s, x.n)); return 0;
@@ -716,7 +406,7 @@ static int length(jj_render *r, jv x, jv *out, size_t pos)
     return jj_fail(r->c, ML_E_INVAL, pos, "object of type '%s' has no len()", jv_type_name(x));
 }
 
-static int unique(jj_render *r, jv x, const jj_args *a, jv *out, size_t pos)
+BUILTIN(f_unique)
 {
     jv seq, cs = jv_bool(0), attr = jv_none();
     arg(a, 0, "case_sensitive", &cs);
@@ -745,7 +435,7 @@ static int unique(jj_render *r, jv x, const jj_args *a, jv *out, size_t pos)
     return 0;
 }
 
-static int round_(jj_render *r, jv x, const jj_args *a, jv *out, size_t pos)
+BUILTIN(f_round)
 {
     jv prec = jv_int(0), method = jv_cstr("common");
     arg(a, 0, "precision", &prec);
@@ -780,8 +470,10 @@ static int round_(jj_render *r, jv x, const jj_args *a, jv *out, size_t pos)
     return 0;
 }
 
-static int dictsort(jj_render *r, jv x, const jj_args *a, jv *out, size_t pos)
+BUILTIN(f_dictsort)
 {
+    if (x.kind == JV_UNDEF)
+        return bad_type(r, pos, "filter", x);
     jv cs = jv_bool(0), by = jv_cstr("key"), rev = jv_bool(0), items;
     arg(a, 0, "case_sensitive", &cs);
     arg(a, 1, "by", &by);
@@ -792,7 +484,8 @@ static int dictsort(jj_render *r, jv x, const jj_args *a, jv *out, size_t pos)
     return sort_(r, items, &s, jv_truthy(rev), out, pos);
 }
 
-static int minmax(jj_render *r, jv x, int want_max, jv *out, size_t pos)
+/* min, max (mode 1) */
+BUILTIN(f_minmax)
 {
     jv seq;
     if (list_of(r, x, &seq, pos))
@@ -806,291 +499,291 @@ static int minmax(jj_render *r, jv x, int want_max, jv *out, size_t pos)
         int bad, c = jv_cmp(r->c, seq.u.l->v[i], best, &bad);
         if (bad)
             return jj_fail(r->c, ML_E_INVAL, pos, "values do not compare");
-        if (want_max ? c > 0 : c < 0)
+        if (mode ? c > 0 : c < 0)
             best = seq.u.l->v[i];
     }
     *out = best;
     return 0;
 }
 
-static int filter2(jj_render *r, const char *f, size_t fn, jv x, const jj_args *a, jv *out, size_t pos)
+/* string; safe (mode 1) */
+BUILTIN(f_string)
 {
-    if (EQ(f, fn, "tojson")) {
-        jv ind = jv_none();
-        arg(a, 0, "indent", &ind);
-        jj_buf b = {0};
-        int indent = ind.kind == JV_INT ? (int)(ind.u.i < 0 ? 0 : ind.u.i > 64 ? 64 : ind.u.i) : -1;
-        if (jv_tojson(r->c, x, indent, &b, pos))
-            return -1;
-        *out = jv_str(b.p, b.n);
-        return 0;
-    }
-    if (EQ(f, fn, "default") || EQ(f, fn, "d")) {
-        jv def = jv_cstr(""), boolean = jv_bool(0);
-        arg(a, 0, "default_value", &def);
-        arg(a, 1, "boolean", &boolean);
-        *out = (x.kind == JV_UNDEF || (jv_truthy(boolean) && !jv_truthy(x))) ? def : x;
-        return 0;
-    }
-    if (EQ(f, fn, "join")) {
-        jv sep = jv_cstr(""), attr = jv_none();
-        arg(a, 0, "d", &sep);
-        arg(a, 1, "attribute", &attr);
-        if (sep.kind != JV_STR && jv_stringify(r->c, sep, &sep))
-            return -1;
-        return join(r, x, sep, attr, out, pos);
-    }
-    if (EQ(f, fn, "map"))
-        return map_(r, x, a, out, pos);
-    if (EQ(f, fn, "select") || EQ(f, fn, "reject") || EQ(f, fn, "selectattr") || EQ(f, fn, "rejectattr"))
-        return select_(r, x, a, fn > 6, f[0] == 's', out, pos);
-    if (EQ(f, fn, "sort")) {
-        jv rev = jv_bool(0), cs = jv_bool(0), attr = jv_none(), seq;
-        arg(a, 0, "reverse", &rev);
-        arg(a, 1, "case_sensitive", &cs);
-        arg(a, 2, "attribute", &attr);
-        if (list_of(r, x, &seq, pos))
-            return -1;
-        sort_ctx s = {r, jv_truthy(cs), 0, attr, 0};
-        return sort_(r, seq, &s, jv_truthy(rev), out, pos);
-    }
-    if (EQ(f, fn, "dictsort"))
-        return dictsort(r, x, a, out, pos);
-    if (EQ(f, fn, "unique"))
-        return unique(r, x, a, out, pos);
-    if (EQ(f, fn, "indent")) {
-        if (x.kind != JV_STR) /* jinja2 appends "\n" to the value itself */
-            return bad_type(r, pos, "indent", x);
-        return indent_(r, x, a, out);
-    }
-    if (EQ(f, fn, "batch")) {
-        jv seq, size, fill;
-        int has_fill = arg(a, 1, "fill_with", &fill);
-        if (!arg(a, 0, "linecount", &size) || size.kind != JV_INT || size.u.i <= 0)
-            return jj_fail(r->c, ML_E_INVAL, pos, "batch needs a positive count");
-        if (list_of(r, x, &seq, pos))
-            return -1;
-        jv_list *l = jv_list_new(r->c, 0), *cur = NULL;
-        if (!l)
-            return -1;
-        for (size_t i = 0; i < seq.u.l->n; i++) {
-            if (!cur && (!(cur = jv_list_new(r->c, 0)) || jv_list_push(r->c, l, jv_of_list(cur, 0))))
-                return -1;
-            if (jv_list_push(r->c, cur, seq.u.l->v[i]))
-                return -1;
-            if ((int64_t)cur->n == size.u.i)
-                cur = NULL;
-        }
-        while (cur && has_fill && (int64_t)cur->n < size.u.i)
-            if (jv_list_push(r->c, cur, fill))
-                return -1;
-        *out = jv_of_list(l, 0);
-        out->flags |= JV_GEN;
-        return 0;
-    }
-    if (EQ(f, fn, "round"))
-        return round_(r, x, a, out, pos);
-    if (EQ(f, fn, "min") || EQ(f, fn, "max"))
-        return minmax(r, x, f[1] == 'a', out, pos);
-    if (EQ(f, fn, "sum")) {
-        jv seq, acc = jv_int(0);
-        if (list_of(r, x, &seq, pos))
-            return -1;
-        arg(a, 1, "start", &acc);
-        jv attr;
-        int by = arg(a, 0, "attribute", &attr);
-        for (size_t i = 0; i < seq.u.l->n; i++) {
-            jv e = by ? attr_path(seq.u.l->v[i], attr) : seq.u.l->v[i];
-            jv_list one = {1, 1, &e};
-            (void)one;
-            if (e.kind != JV_INT && e.kind != JV_FLOAT && e.kind != JV_BOOL)
-                return bad_type(r, pos, "sum", e);
-            double fa = acc.kind == JV_FLOAT ? acc.u.f : (double)(acc.kind == JV_INT ? acc.u.i : acc.u.b);
-            if (acc.kind == JV_FLOAT || e.kind == JV_FLOAT)
-                acc = jv_float(fa + (e.kind == JV_FLOAT ? e.u.f : (double)(e.kind == JV_INT ? e.u.i : e.u.b)));
-            else if (__builtin_add_overflow(acc.kind == JV_INT ? acc.u.i : acc.u.b,
-                                            e.kind == JV_INT ? e.u.i : e.u.b, &acc.u.i))
-                return jj_fail(r->c, ML_E_INVAL, pos, "integer overflow (beyond 64 bits)");
-            else
-                acc.kind = JV_INT;
-        }
-        *out = acc;
-        return 0;
-    }
-    return jj_fail(r->c, ML_E_INVAL, pos, "no filter named '%.*s'", (int)(fn > 40 ? 40 : fn), f);
+    if (jv_stringify(r->c, x, out))
+        return -1;
+    if (mode)
+        out->flags = JV_SAFE;
+    return 0;
 }
 
-int jj_filter(jj_render *r, const char *f, size_t fn, jv x, const jj_args *a, jv *out, size_t pos)
+/* e, escape */
+BUILTIN(f_escape)
+{
+    return jj_escape(r, x, out);
+}
+
+BUILTIN(f_forceescape)
 {
     jv v;
-    if (jj_step(r->c, pos))
-        return -1;
-    if (EQ(f, fn, "safe") || EQ(f, fn, "string")) {
-        if (EQ(f, fn, "safe")) {
-            if (jv_stringify(r->c, x, out))
-                return -1;
-            out->flags = JV_SAFE;
-            return 0;
-        }
-        return jv_stringify(r->c, x, out);
-    }
-    if (EQ(f, fn, "e") || EQ(f, fn, "escape"))
-        return jj_escape(r, x, out);
-    if (EQ(f, fn, "forceescape"))
-        return jv_stringify(r->c, x, &v) || escape(r, v, out) ? -1 : 0;
-    if (EQ(f, fn, "length") || EQ(f, fn, "count"))
-        return length(r, x, out, pos);
-    if (EQ(f, fn, "list"))
-        return list_of(r, x, out, pos);
-    if (EQ(f, fn, "items"))
-        return items_of(r, x, out, pos);
-    if (EQ(f, fn, "first") || EQ(f, fn, "last")) {
-        jv seq;
-        if (list_of(r, x, &seq, pos))
-            return -1;
-        size_t n = seq.u.l->n;
-        *out = n ? seq.u.l->v[f[0] == 'f' ? 0 : n - 1] : jv_undef(NULL, 0);
-        return 0;
-    }
-    /* int(), float() and .items() of an Undefined raise in jinja2. */
-    if ((EQ(f, fn, "int") || EQ(f, fn, "float") || EQ(f, fn, "dictsort")) && x.kind == JV_UNDEF)
-        return bad_type(r, pos, "filter", x);
-    if (EQ(f, fn, "int"))
-        return to_int(r, x, a, out);
-    if (EQ(f, fn, "float"))
-        return to_float(x, a, out);
-    if (EQ(f, fn, "abs")) {
-        if (x.kind == JV_INT) {
-            if (x.u.i == INT64_MIN)
-                return jj_fail(r->c, ML_E_INVAL, pos, "integer overflow (beyond 64 bits)");
-            *out = jv_int(x.u.i < 0 ? -x.u.i : x.u.i);
-        } else if (x.kind == JV_FLOAT) {
-            *out = jv_float(fabs(x.u.f));
-        } else if (x.kind == JV_BOOL) {
-            *out = jv_int(x.u.b);
-        } else {
-            return bad_type(r, pos, "abs", x);
-        }
-        return 0;
-    }
-    if (EQ(f, fn, "upper") || EQ(f, fn, "lower") || EQ(f, fn, "capitalize") || EQ(f, fn, "title") ||
-        EQ(f, fn, "trim") || EQ(f, fn, "wordcount") || EQ(f, fn, "replace")) {
-        if (jv_stringify(r->c, x, &v))
-            return -1;
-        if (f[0] == 'u')
-            return map_cp(r, v, 0, out);
-        if (f[0] == 'l')
-            return map_cp(r, v, 1, out);
-        if (f[0] == 'c')
-            return map_cp(r, v, 3, out);
-        if (f[1] == 'i')
-            return title_filter(r, v, out);
-        if (f[0] == 't') {
-            jv chars = jv_none();
-            arg(a, 0, "chars", &chars);
-            *out = strip(v, chars, 3);
-            return 0;
-        }
-        if (f[0] == 'w') {
-            int64_t n = 0;
-            for (size_t i = 0; i < v.n; i++) {
-                unsigned char ch = (unsigned char)v.u.s[i];
-                int w = ch >= 0x80 || ch == '_' || (ch >= '0' && ch <= '9') || ((ch | 32) >= 'a' && (ch | 32) <= 'z');
-                unsigned char pc = i ? (unsigned char)v.u.s[i - 1] : ' ';
-                int pw = i && (pc >= 0x80 || pc == '_' || (pc >= '0' && pc <= '9') ||
-                               ((pc | 32) >= 'a' && (pc | 32) <= 'z'));
-                n += w && !pw;
-            }
-            *out = jv_int(n);
-            return 0;
-        }
-        jv old, new_, cnt = jv_int(-1);
-        if (!arg(a, 0, "old", &old) || !arg(a, 1, "new", &new_))
-            return jj_fail(r->c, ML_E_INVAL, pos, "replace needs old and new");
-        arg(a, 2, "count", &cnt);
-        if (jv_stringify(r->c, old, &old) || jv_stringify(r->c, new_, &new_))
-            return -1;
-        return replace(r, v, old, new_, cnt.kind == JV_INT ? cnt.u.i : -1, out);
-    }
-    if (EQ(f, fn, "reverse")) {
-        if (x.kind == JV_STR) {
-            jj_buf b = {0};
-            size_t i = x.n;
-            while (i > 0) {
-                size_t k = i - 1;
-                while (k > 0 && ((unsigned char)x.u.s[k] & 0xc0) == 0x80)
-                    k--;
-                if (jj_buf_put(r->c, &b, x.u.s + k, i - k))
-                    return -1;
-                i = k;
-            }
-            *out = jv_str(b.p, b.n);
-            return 0;
-        }
-        jv seq;
-        if (list_of(r, x, &seq, pos))
-            return -1;
-        jv_list *l = seq.u.l;
-        for (size_t i = 0; i < l->n / 2; i++) {
-            jv t = l->v[i];
-            l->v[i] = l->v[l->n - 1 - i];
-            l->v[l->n - 1 - i] = t;
-        }
-        *out = seq;
-        return 0;
-    }
-    return filter2(r, f, fn, x, a, out, pos);
+    return jv_stringify(r->c, x, &v) || jj_html_escape(r, v, out) ? -1 : 0;
 }
 
-static const char *const filter_names[] = {
-    "safe", "string", "e", "escape", "forceescape", "length", "count", "list", "items", "first",
-    "last", "int", "float", "abs", "upper", "lower", "capitalize", "title", "trim", "wordcount",
-    "replace", "reverse", "tojson", "default", "d", "join", "map", "select", "reject",
-    "selectattr", "rejectattr", "sort", "dictsort", "unique", "indent", "round", "min", "max",
-    "sum", "batch", NULL};
-static const char *const test_names[] = {
-    "defined", "undefined", "none", "string", "number", "integer", "float", "boolean", "true",
-    "false", "mapping", "iterable", "sequence", "callable", "lower", "upper", "odd", "even",
-    "divisibleby", "eq", "equalto", "==", "ne", "!=", "sameas", "lt", "le", "gt", "ge",
-    "lessthan", "greaterthan", "<", "<=", ">", ">=", "in", NULL};
-
-static int in_list(const char *const *l, const char *s, size_t n);
-
-int jj_filter_known(const char *name, size_t n) { return in_list(filter_names, name, n); }
-int jj_test_known(const char *name, size_t n) { return in_list(test_names, name, n); }
-
-/* ---- tests ---- */
-int jj_test(jj_render *r, const char *t, size_t tn, jv x, const jj_args *a, int *out, size_t pos)
+BUILTIN(f_list)
 {
-    jv y;
-    int have = arg(a, 0, NULL, &y);
-    if (jj_steps(r->c, 1 + (x.kind == JV_STR ? x.n / 64 : 0) + (have && y.kind == JV_STR ? y.n / 64 : 0) +
-                           (have && y.kind == JV_LIST ? y.u.l->n : 0), pos))
+    return list_of(r, x, out, pos);
+}
+
+BUILTIN(f_items)
+{
+    return items_of(r, x, out, pos);
+}
+
+/* first, last (mode 1) */
+BUILTIN(f_first)
+{
+    jv seq;
+    if (list_of(r, x, &seq, pos))
         return -1;
-    if (EQ(t, tn, "defined")) *out = x.kind != JV_UNDEF;
-    else if (EQ(t, tn, "undefined")) *out = x.kind == JV_UNDEF;
-    else if (EQ(t, tn, "none")) *out = x.kind == JV_NONE;
-    else if (EQ(t, tn, "string")) *out = x.kind == JV_STR;
-    else if (EQ(t, tn, "number")) *out = x.kind == JV_INT || x.kind == JV_FLOAT || x.kind == JV_BOOL;
-    else if (EQ(t, tn, "integer")) *out = x.kind == JV_INT;
-    else if (EQ(t, tn, "float")) *out = x.kind == JV_FLOAT;
-    else if (EQ(t, tn, "boolean")) *out = x.kind == JV_BOOL;
-    else if (EQ(t, tn, "true")) *out = x.kind == JV_BOOL && x.u.b;
-    else if (EQ(t, tn, "false")) *out = x.kind == JV_BOOL && !x.u.b;
-    else if (EQ(t, tn, "mapping")) *out = x.kind == JV_DICT; /* a Namespace is no Mapping */
-    else if (EQ(t, tn, "iterable")) *out = x.kind == JV_LIST || x.kind == JV_DICT || x.kind == JV_STR || x.kind == JV_NS || x.kind == JV_UNDEF;
-    else if (EQ(t, tn, "sequence")) *out = x.kind == JV_LIST || x.kind == JV_DICT || x.kind == JV_STR || x.kind == JV_NS || x.kind == JV_UNDEF;
-    else if (EQ(t, tn, "callable")) *out = x.kind == JV_FUNC || x.kind == JV_MACRO;
-    else if (EQ(t, tn, "lower") || EQ(t, tn, "upper")) {
-        /* str(x).islower(): no cased character of the other case, and one at least */
-        jv s, lo, up;
-        if (jv_stringify(r->c, x, &s) || map_cp(r, s, 1, &lo) || map_cp(r, s, 0, &up))
+    size_t n = seq.u.l->n;
+    *out = n ? seq.u.l->v[mode ? n - 1 : 0] : jv_undef(NULL, 0);
+    return 0;
+}
+
+BUILTIN(f_abs)
+{
+    if (x.kind == JV_INT) {
+        if (x.u.i == INT64_MIN)
+            return jj_fail(r->c, ML_E_INVAL, pos, "integer overflow (beyond 64 bits)");
+        *out = jv_int(x.u.i < 0 ? -x.u.i : x.u.i);
+    } else if (x.kind == JV_FLOAT) {
+        *out = jv_float(fabs(x.u.f));
+    } else if (x.kind == JV_BOOL) {
+        *out = jv_int(x.u.b);
+    } else {
+        return bad_type(r, pos, "abs", x);
+    }
+    return 0;
+}
+
+/* upper (mode 0), lower (1), capitalize (3), as jj_case; the string
+ * filters work on str(x). */
+BUILTIN(f_case)
+{
+    jv v;
+    return jv_stringify(r->c, x, &v) ? -1 : jj_case(r, v, mode, out);
+}
+
+BUILTIN(f_title)
+{
+    jv v;
+    return jv_stringify(r->c, x, &v) ? -1 : jj_title(r, v, out);
+}
+
+BUILTIN(f_trim)
+{
+    jv v, chars = jv_none();
+    if (jv_stringify(r->c, x, &v))
+        return -1;
+    arg(a, 0, "chars", &chars);
+    *out = jj_strip(v, chars, 3);
+    return 0;
+}
+
+BUILTIN(f_wordcount)
+{
+    jv v;
+    if (jv_stringify(r->c, x, &v))
+        return -1;
+    *out = jv_int(jj_wordcount(v));
+    return 0;
+}
+
+BUILTIN(f_replace)
+{
+    jv v, old, new_, cnt = jv_int(-1);
+    if (jv_stringify(r->c, x, &v))
+        return -1;
+    if (!arg(a, 0, "old", &old) || !arg(a, 1, "new", &new_))
+        return jj_fail(r->c, ML_E_INVAL, pos, "replace needs old and new");
+    arg(a, 2, "count", &cnt);
+    if (jv_stringify(r->c, old, &old) || jv_stringify(r->c, new_, &new_))
+        return -1;
+    return jj_replace(r, v, old, new_, cnt.kind == JV_INT ? cnt.u.i : -1, out);
+}
+
+BUILTIN(f_reverse)
+{
+    if (x.kind == JV_STR)
+        return jj_reverse_str(r, x, out);
+    jv seq;
+    if (list_of(r, x, &seq, pos))
+        return -1;
+    jv_list *l = seq.u.l;
+    for (size_t i = 0; i < l->n / 2; i++) {
+        jv t = l->v[i];
+        l->v[i] = l->v[l->n - 1 - i];
+        l->v[l->n - 1 - i] = t;
+    }
+    *out = seq;
+    return 0;
+}
+
+BUILTIN(f_tojson)
+{
+    jv ind = jv_none();
+    arg(a, 0, "indent", &ind);
+    jj_buf b = {0};
+    int indent = ind.kind == JV_INT ? (int)(ind.u.i < 0 ? 0 : ind.u.i > 64 ? 64 : ind.u.i) : -1;
+    if (jv_tojson(r->c, x, indent, &b, pos))
+        return -1;
+    *out = jv_str(b.p, b.n);
+    return 0;
+}
+
+/* default, d */
+BUILTIN(f_default)
+{
+    jv def = jv_cstr(""), boolean = jv_bool(0);
+    arg(a, 0, "default_value", &def);
+    arg(a, 1, "boolean", &boolean);
+    *out = (x.kind == JV_UNDEF || (jv_truthy(boolean) && !jv_truthy(x))) ? def : x;
+    return 0;
+}
+
+BUILTIN(f_join)
+{
+    jv sep = jv_cstr(""), attr = jv_none();
+    arg(a, 0, "d", &sep);
+    arg(a, 1, "attribute", &attr);
+    if (sep.kind != JV_STR && jv_stringify(r->c, sep, &sep))
+        return -1;
+    return join(r, x, sep, attr, out, pos);
+}
+
+BUILTIN(f_sort)
+{
+    jv rev = jv_bool(0), cs = jv_bool(0), attr = jv_none(), seq;
+    arg(a, 0, "reverse", &rev);
+    arg(a, 1, "case_sensitive", &cs);
+    arg(a, 2, "attribute", &attr);
+    if (list_of(r, x, &seq, pos))
+        return -1;
+    sort_ctx s = {r, jv_truthy(cs), 0, attr, 0};
+    return sort_(r, seq, &s, jv_truthy(rev), out, pos);
+}
+
+BUILTIN(f_indent)
+{
+    jv w = jv_int(4), first = jv_bool(0), blank = jv_bool(0);
+    if (x.kind != JV_STR) /* jinja2 appends "\n" to the value itself */
+        return bad_type(r, pos, "indent", x);
+    arg(a, 0, "width", &w);
+    arg(a, 1, "first", &first);
+    arg(a, 2, "blank", &blank);
+    return jj_indent(r, x, w, first, blank, out);
+}
+
+BUILTIN(f_batch)
+{
+    jv seq, size, fill;
+    int has_fill = arg(a, 1, "fill_with", &fill);
+    if (!arg(a, 0, "linecount", &size) || size.kind != JV_INT || size.u.i <= 0)
+        return jj_fail(r->c, ML_E_INVAL, pos, "batch needs a positive count");
+    if (list_of(r, x, &seq, pos))
+        return -1;
+    jv_list *l = jv_list_new(r->c, 0), *cur = NULL;
+    if (!l)
+        return -1;
+    for (size_t i = 0; i < seq.u.l->n; i++) {
+        if (!cur && (!(cur = jv_list_new(r->c, 0)) || jv_list_push(r->c, l, jv_of_list(cur, 0))))
             return -1;
-        int cased = !jv_equal(r->c, lo, up);
-        *out = cased && jv_equal(r->c, t[0] == 'l' ? lo : up, s);
-    } else if (x.kind == JV_FLOAT && (EQ(t, tn, "odd") || EQ(t, tn, "even") || EQ(t, tn, "divisibleby"))) {
+        if (jv_list_push(r->c, cur, seq.u.l->v[i]))
+            return -1;
+        if ((int64_t)cur->n == size.u.i)
+            cur = NULL;
+    }
+    while (cur && has_fill && (int64_t)cur->n < size.u.i)
+        if (jv_list_push(r->c, cur, fill))
+            return -1;
+    *out = jv_of_list(l, 0);
+    out->flags |= JV_GEN;
+    return 0;
+}
+
+BUILTIN(f_sum)
+{
+    jv seq, acc = jv_int(0);
+    if (list_of(r, x, &seq, pos))
+        return -1;
+    arg(a, 1, "start", &acc);
+    jv attr;
+    int by = arg(a, 0, "attribute", &attr);
+    for (size_t i = 0; i < seq.u.l->n; i++) {
+        jv e = by ? attr_path(seq.u.l->v[i], attr) : seq.u.l->v[i];
+        if (e.kind != JV_INT && e.kind != JV_FLOAT && e.kind != JV_BOOL)
+            return bad_type(r, pos, "sum", e);
+        double fa = acc.kind == JV_FLOAT ? acc.u.f : (double)(acc.kind == JV_INT ? acc.u.i : acc.u.b);
+        if (acc.kind == JV_FLOAT || e.kind == JV_FLOAT)
+            acc = jv_float(fa + (e.kind == JV_FLOAT ? e.u.f : (double)(e.kind == JV_INT ? e.u.i : e.u.b)));
+        else if (__builtin_add_overflow(acc.kind == JV_INT ? acc.u.i : acc.u.b,
+                                        e.kind == JV_INT ? e.u.i : e.u.b, &acc.u.i))
+            return jj_fail(r->c, ML_E_INVAL, pos, "integer overflow (beyond 64 bits)");
+        else
+            acc.kind = JV_INT;
+    }
+    *out = acc;
+    return 0;
+}
+
+/* ---- tests: *out is a bool ---- */
+
+enum { T_DEFINED, T_UNDEFINED, T_NONE, T_STRING, T_NUMBER, T_INTEGER, T_FLOAT, T_BOOLEAN,
+       T_TRUE, T_FALSE, T_MAPPING, T_ITERABLE, T_CALLABLE };
+
+/* The tests of what x is. */
+BUILTIN(t_type)
+{
+    int k = x.kind, v = 0;
+    switch (mode) {
+    case T_DEFINED: v = k != JV_UNDEF; break;
+    case T_UNDEFINED: v = k == JV_UNDEF; break;
+    case T_NONE: v = k == JV_NONE; break;
+    case T_STRING: v = k == JV_STR; break;
+    case T_NUMBER: v = k == JV_INT || k == JV_FLOAT || k == JV_BOOL; break;
+    case T_INTEGER: v = k == JV_INT; break;
+    case T_FLOAT: v = k == JV_FLOAT; break;
+    case T_BOOLEAN: v = k == JV_BOOL; break;
+    case T_TRUE: v = k == JV_BOOL && x.u.b; break;
+    case T_FALSE: v = k == JV_BOOL && !x.u.b; break;
+    case T_MAPPING: v = k == JV_DICT; break; /* a Namespace is no Mapping */
+    case T_ITERABLE: v = k == JV_LIST || k == JV_DICT || k == JV_STR || k == JV_NS || k == JV_UNDEF; break;
+    case T_CALLABLE: v = k == JV_FUNC || k == JV_MACRO; break;
+    }
+    *out = jv_bool(v);
+    return 0;
+}
+
+/* lower (mode 1), upper: str(x).islower(), no cased character of the
+ * other case, and one at least */
+BUILTIN(t_case)
+{
+    jv s, lo, up;
+    if (jv_stringify(r->c, x, &s) || jj_case(r, s, 1, &lo) || jj_case(r, s, 0, &up))
+        return -1;
+    int cased = !jv_equal(r->c, lo, up);
+    *out = jv_bool(cased && jv_equal(r->c, mode ? lo : up, s));
+    return 0;
+}
+
+/* odd, even, divisibleby */
+enum { ODD, EVEN, DIVISIBLEBY };
+BUILTIN(t_divisible)
+{
+    jv y = jv_none();
+    int have = arg(a, 0, NULL, &y);
+    if (x.kind == JV_FLOAT) {
         double d = 2;
-        if (t[0] == 'd') {
+        if (mode == DIVISIBLEBY) {
             if (!have || (y.kind != JV_INT && y.kind != JV_FLOAT))
                 return jj_fail(r->c, ML_E_INVAL, pos, "divisibleby needs a number");
             d = y.kind == JV_INT ? (double)y.u.i : y.u.f;
@@ -1100,73 +793,433 @@ int jj_test(jj_render *r, const char *t, size_t tn, jv x, const jj_args *a, int 
         double m = fmod(x.u.f, d);
         if (m != 0 && ((m < 0) != (d < 0)))
             m += d;
-        *out = t[0] == 'o' ? m == 1 : m == 0;
-    } else if (EQ(t, tn, "odd") || EQ(t, tn, "even") || EQ(t, tn, "divisibleby")) {
-        if (x.kind != JV_INT && x.kind != JV_BOOL)
-            return bad_type(r, pos, "test", x);
-        int64_t v = x.kind == JV_INT ? x.u.i : x.u.b, d = 2;
-        if (t[0] == 'd') {
-            if (!have || y.kind != JV_INT)
-                return jj_fail(r->c, ML_E_INVAL, pos, "divisibleby needs an integer");
-            d = y.u.i;
-            if (d == 0)
-                return jj_fail(r->c, ML_E_INVAL, pos, "integer division or modulo by zero");
-        }
-        int64_t m = d == -1 ? 0 : v % d;
-        *out = t[0] == 'o' ? m != 0 : m == 0;
-    } else if (EQ(t, tn, "eq") || EQ(t, tn, "equalto") || EQ(t, tn, "==")) *out = have && jv_equal(r->c, x, y);
-    else if (EQ(t, tn, "ne") || EQ(t, tn, "!=")) *out = !have || !jv_equal(r->c, x, y);
-    else if (EQ(t, tn, "sameas")) *out = have && x.kind == y.kind && (x.kind == JV_NONE || x.kind == JV_UNDEF ||
-                                           (x.kind == JV_BOOL && x.u.b == y.u.b) ||
-                                           (x.kind == JV_INT && x.u.i == y.u.i) ||
-                                           ((x.kind == JV_LIST || x.kind == JV_DICT) && x.u.l == y.u.l));
-    else if (EQ(t, tn, "lt") || EQ(t, tn, "le") || EQ(t, tn, "gt") || EQ(t, tn, "ge") ||
-             EQ(t, tn, "lessthan") || EQ(t, tn, "greaterthan") || EQ(t, tn, "<") || EQ(t, tn, "<=") ||
-             EQ(t, tn, ">") || EQ(t, tn, ">=")) {
-        int bad;
-        if (!have)
-            return jj_fail(r->c, ML_E_INVAL, pos, "test needs an argument");
-        int c = jv_cmp(r->c, x, y, &bad);
-        if (bad)
-            return jj_fail(r->c, ML_E_INVAL, pos, "'<' not supported between instances of '%s' and '%s'",
-                           jv_type_name(x), jv_type_name(y));
-        int lt = t[0] == 'l' || t[0] == '<', eq = tn == 2 && (t[1] == 'e' || t[1] == '=');
-        *out = lt ? (eq ? c <= 0 : c < 0) : (eq ? c >= 0 : c > 0);
-    } else if (EQ(t, tn, "in")) {
-        if (!have)
-            return jj_fail(r->c, ML_E_INVAL, pos, "test needs an argument");
-        if (y.kind == JV_STR && x.kind == JV_STR) {
-            *out = x.n == 0 || memmem(y.u.s, y.n, x.u.s, x.n) != NULL;
-        } else if (y.kind == JV_LIST) {
-            *out = 0;
-            for (size_t i = 0; !*out && i < y.u.l->n; i++)
-                *out = jv_equal(r->c, y.u.l->v[i], x);
-        } else if (y.kind == JV_DICT || y.kind == JV_NS) {
-            *out = jv_dict_get(y.u.d, x) != NULL;
-        } else {
-            return bad_type(r, pos, "in", y);
-        }
-    } else
-        return jj_fail(r->c, ML_E_INVAL, pos, "no test named '%.*s'", (int)(tn > 40 ? 40 : tn), t);
+        *out = jv_bool(mode == ODD ? m == 1 : m == 0);
+        return 0;
+    }
+    if (x.kind != JV_INT && x.kind != JV_BOOL)
+        return bad_type(r, pos, "test", x);
+    int64_t v = x.kind == JV_INT ? x.u.i : x.u.b, d = 2;
+    if (mode == DIVISIBLEBY) {
+        if (!have || y.kind != JV_INT)
+            return jj_fail(r->c, ML_E_INVAL, pos, "divisibleby needs an integer");
+        d = y.u.i;
+        if (d == 0)
+            return jj_fail(r->c, ML_E_INVAL, pos, "integer division or modulo by zero");
+    }
+    int64_t m = d == -1 ? 0 : v % d;
+    *out = jv_bool(mode == ODD ? m != 0 : m == 0);
     return 0;
 }
 
-/* ---- methods ---- */
-static const char *const str_methods[] = {
-    "strip", "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith", "upper", "lower",
-    "title", "capitalize", "replace", "find", "rfind", "count", "join", "splitlines", "isdigit",
-    "isalpha", "isspace", "isalnum", "islower", "isupper", "index", "rindex", "format", NULL};
-static const char *const dict_methods[] = {"get", "items", "keys", "values", "copy", NULL};
-static const char *const dict_unsafe[] = {"clear", "pop", "popitem", "setdefault", "update", NULL};
-static const char *const list_methods[] = {"index", "count", "copy", NULL};
-static const char *const list_unsafe[] = {"append", "clear", "pop", "reverse", "insert", "sort",
-                                          "extend", "remove", NULL};
-
-static int in_list(const char *const *l, const char *s, size_t n)
+/* eq, equalto, ==; ne, != (mode 1) */
+BUILTIN(t_eq)
 {
-    for (; *l; l++)
-        if (strlen(*l) == n && memcmp(*l, s, n) == 0)
-            return 1;
+    jv y = jv_none();
+    int have = arg(a, 0, NULL, &y);
+    *out = jv_bool(mode ? !have || !jv_equal(r->c, x, y) : have && jv_equal(r->c, x, y));
+    return 0;
+}
+
+BUILTIN(t_sameas)
+{
+    jv y = jv_none();
+    int have = arg(a, 0, NULL, &y);
+    *out = jv_bool(have && x.kind == y.kind &&
+                   (x.kind == JV_NONE || x.kind == JV_UNDEF || (x.kind == JV_BOOL && x.u.b == y.u.b) ||
+                    (x.kind == JV_INT && x.u.i == y.u.i) ||
+                    ((x.kind == JV_LIST || x.kind == JV_DICT) && x.u.l == y.u.l)));
+    return 0;
+}
+
+/* lt, le, gt, ge and their other names */
+enum { LESS = 1, OR_EQUAL = 2 };
+BUILTIN(t_compare)
+{
+    jv y = jv_none();
+    int bad;
+    if (!arg(a, 0, NULL, &y))
+        return jj_fail(r->c, ML_E_INVAL, pos, "test needs an argument");
+    int c = jv_cmp(r->c, x, y, &bad);
+    if (bad)
+        return jj_fail(r->c, ML_E_INVAL, pos, "'<' not supported between instances of '%s' and '%s'",
+                       jv_type_name(x), jv_type_name(y));
+    int eq = mode & OR_EQUAL;
+    *out = jv_bool(mode & LESS ? (eq ? c <= 0 : c < 0) : (eq ? c >= 0 : c > 0));
+    return 0;
+}
+
+BUILTIN(t_in)
+{
+    jv y = jv_none();
+    int v = 0;
+    if (!arg(a, 0, NULL, &y))
+        return jj_fail(r->c, ML_E_INVAL, pos, "test needs an argument");
+    if (y.kind == JV_STR && x.kind == JV_STR) {
+        v = x.n == 0 || memmem(y.u.s, y.n, x.u.s, x.n) != NULL;
+    } else if (y.kind == JV_LIST) {
+        for (size_t i = 0; !v && i < y.u.l->n; i++)
+            v = jv_equal(r->c, y.u.l->v[i], x);
+    } else if (y.kind == JV_DICT || y.kind == JV_NS) {
+        v = jv_dict_get(y.u.d, x) != NULL;
+    } else {
+        return bad_type(r, pos, "in", y);
+    }
+    *out = jv_bool(v);
+    return 0;
+}
+
+/* ---- methods of str: x is self ---- */
+
+/* strip (mode 3), lstrip (1), rstrip (2) */
+BUILTIN(m_strip)
+{
+    jv chars = jv_none();
+    if (arg(a, 0, NULL, &chars) && chars.kind != JV_STR && chars.kind != JV_NONE)
+        return bad_type(r, pos, "strip", chars);
+    *out = jj_strip(x, chars, mode);
+    return 0;
+}
+
+/* split, rsplit (mode 1) */
+BUILTIN(m_split)
+{
+    jv sep = jv_none(), maxs = jv_int(-1);
+    arg(a, 0, "sep", &sep);
+    arg(a, 1, "maxsplit", &maxs);
+    return jj_split(r, x, sep, maxs.kind == JV_INT ? maxs.u.i : -1, mode, out, pos);
+}
+
+/* startswith, endswith (mode 1) */
+BUILTIN(m_affix)
+{
+    jv p = jv_none();
+    if (!arg(a, 0, NULL, &p) || (p.kind != JV_STR && p.kind != JV_LIST))
+        return bad_type(r, pos, "startswith", p);
+    *out = jv_bool(jj_affix(x, p, mode));
+    return 0;
+}
+
+/* upper (mode 0), lower (1), title (2), capitalize (3) */
+BUILTIN(m_case)
+{
+    return jj_case(r, x, mode, out);
+}
+
+BUILTIN(m_replace)
+{
+    jv old = jv_none(), new_ = jv_none(), cnt = jv_int(-1);
+    arg(a, 0, NULL, &old);
+    arg(a, 1, NULL, &new_);
+    arg(a, 2, NULL, &cnt);
+    if (old.kind != JV_STR || new_.kind != JV_STR)
+        return bad_type(r, pos, "replace", old);
+    return jj_replace(r, x, old, new_, cnt.kind == JV_INT ? cnt.u.i : -1, out);
+}
+
+/* find, rfind, index, rindex */
+enum { FROM_RIGHT = 1, RAISE = 2 };
+BUILTIN(m_find)
+{
+    jv sub = jv_none();
+    int64_t i;
+    arg(a, 0, NULL, &sub);
+    if (sub.kind != JV_STR)
+        return bad_type(r, pos, "find", sub);
+    jj_find(x, sub, mode & FROM_RIGHT, &i);
+    if (i < 0 && (mode & RAISE))
+        return jj_fail(r->c, ML_E_INVAL, pos, "substring not found");
+    *out = jv_int(i);
+    return 0;
+}
+
+BUILTIN(m_count)
+{
+    jv sub = jv_none();
+    arg(a, 0, NULL, &sub);
+    if (sub.kind != JV_STR)
+        return bad_type(r, pos, "count", sub);
+    *out = jv_int(jj_count(x, sub));
+    return 0;
+}
+
+BUILTIN(m_join)
+{
+    jv items = jv_none();
+    arg(a, 0, NULL, &items);
+    if (items.kind == JV_LIST)
+        for (size_t i = 0; i < items.u.l->n; i++)
+            if (items.u.l->v[i].kind != JV_STR)
+                return jj_fail(r->c, ML_E_INVAL, pos, "sequence item %zu: expected str instance, %s found", i,
+                               jv_type_name(items.u.l->v[i]));
+    return join(r, items, x, jv_none(), out, pos);
+}
+
+BUILTIN(m_splitlines)
+{
+    return jj_splitlines(r, x, out);
+}
+
+BUILTIN(m_format)
+{
+    return jj_format(r, x, a, out, pos);
+}
+
+/* isdigit, isalpha, isspace, isalnum, islower, isupper (mode 0 to 5) */
+BUILTIN(m_class)
+{
+    *out = jv_bool(jj_str_class(x, mode));
+    return 0;
+}
+
+/* ---- methods of dict and list ---- */
+
+BUILTIN(m_get)
+{
+    jv k = jv_none(), def = jv_none();
+    arg(a, 0, NULL, &k);
+    arg(a, 1, NULL, &def);
+    jv *v = jv_dict_get(x.u.d, k);
+    *out = v ? *v : def;
+    return 0;
+}
+
+BUILTIN(m_items)
+{
+    if (items_of(r, x, out, pos))
+        return -1;
+    out->flags |= JV_ITEMS;
+    return 0;
+}
+
+/* keys, values (mode 1) */
+BUILTIN(m_keys)
+{
+    jv_list *l = jv_list_new(r->c, x.u.d->n);
+    if (!l)
+        return -1;
+    for (size_t i = 0; i < x.u.d->n; i++)
+        l->v[l->n++] = mode ? x.u.d->v[i] : x.u.d->k[i];
+    *out = jv_of_list(l, 0);
+    out->flags |= mode ? JV_VALUES : JV_KEYS;
+    return 0;
+}
+
+BUILTIN(m_dict_copy)
+{
+    jv_dict *d = jv_dict_new(r->c, 0);
+    if (!d)
+        return -1;
+    for (size_t i = 0; i < x.u.d->n; i++)
+        if (jv_dict_set(r->c, d, x.u.d->k[i], x.u.d->v[i]))
+            return -1;
+    *out = (jv){.kind = JV_DICT};
+    out->u.d = d;
+    return 0;
+}
+
+/* count, index (mode 1) */
+BUILTIN(m_index)
+{
+    jv v = jv_none();
+    int64_t n = 0;
+    arg(a, 0, NULL, &v);
+    if (jj_steps(r->c, x.u.l->n, pos))
+        return -1;
+    for (size_t i = 0; i < x.u.l->n; i++)
+        if (jv_equal(r->c, x.u.l->v[i], v)) {
+            if (mode) {
+                *out = jv_int((int64_t)i);
+                return 0;
+            }
+            n++;
+        }
+    if (mode)
+        return jj_fail(r->c, ML_E_INVAL, pos, "value is not in list");
+    *out = jv_int(n);
+    return 0;
+}
+
+BUILTIN(m_list_copy)
+{
+    return list_of(r, x, out, pos);
+}
+
+/* ---- the table ---- */
+
+struct jj_builtin {
+    const char *name;
+    uint8_t len;
+    uint8_t kind;   /* jj_kind */
+    uint8_t mode;   /* passed to fn */
+    builtin_fn *fn; /* NULL: a method that mutates, which the sandbox refuses */
+};
+#define B(kind, name, fn, mode) {name, sizeof name - 1, kind, mode, fn}
+
+static const jj_builtin builtins[] = {
+    B(JJ_FILTER, "abs", f_abs, 0),
+    B(JJ_FILTER, "batch", f_batch, 0),
+    B(JJ_FILTER, "capitalize", f_case, 3),
+    B(JJ_FILTER, "count", f_length, 0),
+    B(JJ_FILTER, "d", f_default, 0),
+    B(JJ_FILTER, "default", f_default, 0),
+    B(JJ_FILTER, "dictsort", f_dictsort, 0),
+    B(JJ_FILTER, "e", f_escape, 0),
+    B(JJ_FILTER, "escape", f_escape, 0),
+    B(JJ_FILTER, "first", f_first, 0),
+    B(JJ_FILTER, "float", f_float, 0),
+    B(JJ_FILTER, "forceescape", f_forceescape, 0),
+    B(JJ_FILTER, "indent", f_indent, 0),
+    B(JJ_FILTER, "int", f_int, 0),
+    B(JJ_FILTER, "items", f_items, 0),
+    B(JJ_FILTER, "join", f_join, 0),
+    B(JJ_FILTER, "last", f_first, 1),
+    B(JJ_FILTER, "length", f_length, 0),
+    B(JJ_FILTER, "list", f_list, 0),
+    B(JJ_FILTER, "lower", f_case, 1),
+    B(JJ_FILTER, "map", f_map, 0),
+    B(JJ_FILTER, "max", f_minmax, 1),
+    B(JJ_FILTER, "min", f_minmax, 0),
+    B(JJ_FILTER, "reject", f_select, 0),
+    B(JJ_FILTER, "rejectattr", f_select, BY_ATTR),
+    B(JJ_FILTER, "replace", f_replace, 0),
+    B(JJ_FILTER, "reverse", f_reverse, 0),
+    B(JJ_FILTER, "round", f_round, 0),
+    B(JJ_FILTER, "safe", f_string, 1),
+    B(JJ_FILTER, "select", f_select, KEEP),
+    B(JJ_FILTER, "selectattr", f_select, KEEP | BY_ATTR),
+    B(JJ_FILTER, "sort", f_sort, 0),
+    B(JJ_FILTER, "string", f_string, 0),
+    B(JJ_FILTER, "sum", f_sum, 0),
+    B(JJ_FILTER, "title", f_title, 0),
+    B(JJ_FILTER, "tojson", f_tojson, 0),
+    B(JJ_FILTER, "trim", f_trim, 0),
+    B(JJ_FILTER, "unique", f_unique, 0),
+    B(JJ_FILTER, "upper", f_case, 0),
+    B(JJ_FILTER, "wordcount", f_wordcount, 0),
+
+    B(JJ_TEST, "boolean", t_type, T_BOOLEAN),
+    B(JJ_TEST, "callable", t_type, T_CALLABLE),
+    B(JJ_TEST, "defined", t_type, T_DEFINED),
+    B(JJ_TEST, "divisibleby", t_divisible, DIVISIBLEBY),
+    B(JJ_TEST, "eq", t_eq, 0),
+    B(JJ_TEST, "equalto", t_eq, 0),
+    B(JJ_TEST, "==", t_eq, 0),
+    B(JJ_TEST, "even", t_divisible, EVEN),
+    B(JJ_TEST, "false", t_type, T_FALSE),
+    B(JJ_TEST, "float", t_type, T_FLOAT),
+    B(JJ_TEST, "ge", t_compare, OR_EQUAL),
+    B(JJ_TEST, ">=", t_compare, OR_EQUAL),
+    B(JJ_TEST, "gt", t_compare, 0),
+    B(JJ_TEST, "greaterthan", t_compare, 0),
+    B(JJ_TEST, ">", t_compare, 0),
+    B(JJ_TEST, "in", t_in, 0),
+    B(JJ_TEST, "integer", t_type, T_INTEGER),
+    B(JJ_TEST, "iterable", t_type, T_ITERABLE),
+    B(JJ_TEST, "le", t_compare, LESS | OR_EQUAL),
+    B(JJ_TEST, "<=", t_compare, LESS | OR_EQUAL),
+    B(JJ_TEST, "lower", t_case, 1),
+    B(JJ_TEST, "lt", t_compare, LESS),
+    B(JJ_TEST, "lessthan", t_compare, LESS),
+    B(JJ_TEST, "<", t_compare, LESS),
+    B(JJ_TEST, "mapping", t_type, T_MAPPING),
+    B(JJ_TEST, "ne", t_eq, 1),
+    B(JJ_TEST, "!=", t_eq, 1),
+    B(JJ_TEST, "none", t_type, T_NONE),
+    B(JJ_TEST, "number", t_type, T_NUMBER),
+    B(JJ_TEST, "odd", t_divisible, ODD),
+    B(JJ_TEST, "sameas", t_sameas, 0),
+    B(JJ_TEST, "sequence", t_type, T_ITERABLE),
+    B(JJ_TEST, "string", t_type, T_STRING),
+    B(JJ_TEST, "true", t_type, T_TRUE),
+    B(JJ_TEST, "undefined", t_type, T_UNDEFINED),
+    B(JJ_TEST, "upper", t_case, 0),
+
+    B(JJ_STR_METHOD, "capitalize", m_case, 3),
+    B(JJ_STR_METHOD, "count", m_count, 0),
+    B(JJ_STR_METHOD, "endswith", m_affix, 1),
+    B(JJ_STR_METHOD, "find", m_find, 0),
+    B(JJ_STR_METHOD, "format", m_format, 0),
+    B(JJ_STR_METHOD, "index", m_find, RAISE),
+    B(JJ_STR_METHOD, "isalnum", m_class, 3),
+    B(JJ_STR_METHOD, "isalpha", m_class, 1),
+    B(JJ_STR_METHOD, "isdigit", m_class, 0),
+    B(JJ_STR_METHOD, "islower", m_class, 4),
+    B(JJ_STR_METHOD, "isspace", m_class, 2),
+    B(JJ_STR_METHOD, "isupper", m_class, 5),
+    B(JJ_STR_METHOD, "join", m_join, 0),
+    B(JJ_STR_METHOD, "lower", m_case, 1),
+    B(JJ_STR_METHOD, "lstrip", m_strip, 1),
+    B(JJ_STR_METHOD, "replace", m_replace, 0),
+    B(JJ_STR_METHOD, "rfind", m_find, FROM_RIGHT),
+    B(JJ_STR_METHOD, "rindex", m_find, FROM_RIGHT | RAISE),
+    B(JJ_STR_METHOD, "rsplit", m_split, 1),
+    B(JJ_STR_METHOD, "rstrip", m_strip, 2),
+    B(JJ_STR_METHOD, "split", m_split, 0),
+    B(JJ_STR_METHOD, "splitlines", m_splitlines, 0),
+    B(JJ_STR_METHOD, "startswith", m_affix, 0),
+    B(JJ_STR_METHOD, "strip", m_strip, 3),
+    B(JJ_STR_METHOD, "title", m_case, 2),
+    B(JJ_STR_METHOD, "upper", m_case, 0),
+
+    B(JJ_DICT_METHOD, "copy", m_dict_copy, 0),
+    B(JJ_DICT_METHOD, "get", m_get, 0),
+    B(JJ_DICT_METHOD, "items", m_items, 0),
+    B(JJ_DICT_METHOD, "keys", m_keys, 0),
+    B(JJ_DICT_METHOD, "values", m_keys, 1),
+    B(JJ_DICT_METHOD, "clear", NULL, 0),
+    B(JJ_DICT_METHOD, "pop", NULL, 0),
+    B(JJ_DICT_METHOD, "popitem", NULL, 0),
+    B(JJ_DICT_METHOD, "setdefault", NULL, 0),
+    B(JJ_DICT_METHOD, "update", NULL, 0),
+
+    B(JJ_LIST_METHOD, "copy", m_list_copy, 0),
+    B(JJ_LIST_METHOD, "count", m_index, 0),
+    B(JJ_LIST_METHOD, "index", m_index, 1),
+    B(JJ_LIST_METHOD, "append", NULL, 0),
+    B(JJ_LIST_METHOD, "clear", NULL, 0),
+    B(JJ_LIST_METHOD, "extend", NULL, 0),
+    B(JJ_LIST_METHOD, "insert", NULL, 0),
+    B(JJ_LIST_METHOD, "pop", NULL, 0),
+    B(JJ_LIST_METHOD, "remove", NULL, 0),
+    B(JJ_LIST_METHOD, "reverse", NULL, 0),
+    B(JJ_LIST_METHOD, "sort", NULL, 0),
+};
+
+const jj_builtin *jj_builtin_find(jj_kind kind, const char *name, size_t n)
+{
+    for (size_t i = 0; i < sizeof builtins / sizeof *builtins; i++) {
+        const jj_builtin *b = &builtins[i];
+        if (b->kind == kind && b->len == n && memcmp(b->name, name, n) == 0)
+            return b;
+    }
+    return NULL;
+}
+
+/* ---- dispatch ---- */
+
+int jj_filter(jj_render *r, const char *f, size_t fn, jv x, const jj_args *a, jv *out, size_t pos)
+{
+    if (jj_step(r->c, pos))
+        return -1;
+    const jj_builtin *b = jj_builtin_find(JJ_FILTER, f, fn);
+    if (!b)
+        return jj_fail(r->c, ML_E_INVAL, pos, "no filter named '%.*s'", (int)(fn > 40 ? 40 : fn), f);
+    return b->fn(r, x, a, b->mode, out, pos);
+}
+
+int jj_test(jj_render *r, const char *t, size_t tn, jv x, const jj_args *a, int *out, size_t pos)
+{
+    jv y, res;
+    int have = arg(a, 0, NULL, &y);
+    if (jj_steps(r->c, 1 + (x.kind == JV_STR ? x.n / 64 : 0) + (have && y.kind == JV_STR ? y.n / 64 : 0) +
+                           (have && y.kind == JV_LIST ? y.u.l->n : 0), pos))
+        return -1;
+    const jj_builtin *b = jj_builtin_find(JJ_TEST, t, tn);
+    if (!b)
+        return jj_fail(r->c, ML_E_INVAL, pos, "no test named '%.*s'", (int)(tn > 40 ? 40 : tn), t);
+    if (b->fn(r, x, a, b->mode, &res, pos))
+        return -1;
+    *out = res.u.b;
     return 0;
 }
 
@@ -1177,262 +1230,39 @@ int jj_has_method(jv v, const char *name, size_t n, int *unsafe)
         *unsafe = v.kind != JV_UNDEF;
         return *unsafe;
     }
+    jj_kind kind;
     if (v.kind == JV_STR)
-        return in_list(str_methods, name, n);
-    if (v.kind == JV_DICT) {
-        if (in_list(dict_unsafe, name, n))
-            return *unsafe = 1;
-        return in_list(dict_methods, name, n);
-    }
-    if (v.kind == JV_LIST && (v.flags & (JV_GEN | JV_VIEW)))
-        return 0; /* generators and dict views have no list methods */
-    if (v.kind == JV_LIST) {
-        if (!(v.flags & JV_TUPLE) && in_list(list_unsafe, name, n))
-            return *unsafe = 1;
-        return in_list(list_methods, name, n);
-    }
-    return 0;
-}
-
-static int str_class(jv s, int kind)
-{
-    if (s.n == 0)
+        kind = JJ_STR_METHOD;
+    else if (v.kind == JV_DICT)
+        kind = JJ_DICT_METHOD;
+    else if (v.kind == JV_LIST && !(v.flags & (JV_GEN | JV_VIEW))) /* generators and dict views have none */
+        kind = JJ_LIST_METHOD;
+    else
         return 0;
-    int has_cased = 0;
-    for (size_t i = 0; i < s.n; i++) {
-        unsigned char ch = (unsigned char)s.u.s[i];
-        int d = ch >= '0' && ch <= '9', al = (ch | 32) >= 'a' && (ch | 32) <= 'z';
-        switch (kind) {
-        case 0: if (!d) return 0; break;
-        case 1: if (!al) return 0; break;
-        case 2: if (!is_space(ch)) return 0; break;
-        case 3: if (!d && !al) return 0; break;
-        case 4: if (ch >= 'A' && ch <= 'Z') return 0; has_cased |= al; break;
-        case 5: if (ch >= 'a' && ch <= 'z') return 0; has_cased |= al; break;
-        }
-    }
-    return kind >= 4 ? has_cased : 1;
-}
-
-/* str.format with {} {0} {name} and {{ }}; format specs are refused. */
-static int format(jj_render *r, jv s, const jj_args *a, jv *out, size_t pos)
-{
-    jj_buf b = {0};
-    size_t auto_i = 0;
-    for (size_t i = 0; i < s.n; i++) {
-        char ch = s.u.s[i];
-        if ((ch == '{' || ch == '}') && i + 1 < s.n && s.u.s[i + 1] == ch) {
-            if (jj_buf_putc(r->c, &b, ch))
-                return -1;
-            i++;
-            continue;
-        }
-        if (ch == '}')
-            return jj_fail(r->c, ML_E_INVAL, pos, "Single '}' encountered in format string");
-        if (ch != '{') {
-            if (jj_buf_putc(r->c, &b, ch))
-                return -1;
-            continue;
-        }
-        size_t j = i + 1;
-        while (j < s.n && s.u.s[j] != '}')
-            j++;
-        if (j == s.n)
-            return jj_fail(r->c, ML_E_INVAL, pos, "Single '{' encountered in format string");
-        const char *f = s.u.s + i + 1;
-        size_t fn = j - i - 1;
-        jv v;
-        if (memchr(f, ':', fn) || memchr(f, '!', fn) || memchr(f, '.', fn) || memchr(f, '[', fn))
-            return jj_fail(r->c, ML_E_INVAL, pos, "str.format: only {} {N} {name} are supported");
-        if (fn == 0 || (f[0] >= '0' && f[0] <= '9')) {
-            size_t k = auto_i++;
-            if (fn) {
-                k = 0;
-                for (size_t q = 0; q < fn; q++) {
-                    if (f[q] < '0' || f[q] > '9' || k > 1000)
-                        return jj_fail(r->c, ML_E_INVAL, pos, "bad format field");
-                    k = k * 10 + (size_t)(f[q] - '0');
-                }
-            }
-            if (k >= a->n)
-                return jj_fail(r->c, ML_E_INVAL, pos, "Replacement index %zu out of range", k);
-            v = a->v[k];
-        } else {
-            size_t k = 0;
-            while (k < a->nk && !(a->kn[k]->nlen == fn && memcmp(a->kn[k]->name, f, fn) == 0))
-                k++;
-            if (k == a->nk)
-                return jj_fail(r->c, ML_E_INVAL, pos, "KeyError: '%.*s'", (int)(fn > 40 ? 40 : fn), f);
-            v = a->kv[k];
-        }
-        if (jv_to_str(r->c, v, &b))
-            return -1;
-        i = j;
-    }
-    *out = jv_str(b.p, b.n);
-    return 0;
-}
-
-static int str_method(jj_render *r, jv s, const char *m, size_t mn, const jj_args *a, jv *out, size_t pos)
-{
-    jv x = jv_none(), y = jv_none();
-    int hx = arg(a, 0, NULL, &x);
-    arg(a, 1, NULL, &y);
-    if (jj_steps(r->c, s.n / 64 + (x.kind == JV_STR ? x.n / 64 : 0), pos))
-        return -1;
-    if (EQ(m, mn, "strip") || EQ(m, mn, "lstrip") || EQ(m, mn, "rstrip")) {
-        if (hx && x.kind != JV_STR && x.kind != JV_NONE)
-            return bad_type(r, pos, "strip", x);
-        *out = strip(s, x, m[0] == 'l' ? 1 : m[0] == 'r' ? 2 : 3);
+    const jj_builtin *b = jj_builtin_find(kind, name, n);
+    if (!b || (!b->fn && v.kind == JV_LIST && (v.flags & JV_TUPLE))) /* a tuple has no mutating methods */
         return 0;
-    }
-    if (EQ(m, mn, "split") || EQ(m, mn, "rsplit")) {
-        jv maxs = jv_int(-1);
-        arg(a, 0, "sep", &x);
-        arg(a, 1, "maxsplit", &maxs);
-        return split(r, s, x, maxs.kind == JV_INT ? maxs.u.i : -1, m[0] == 'r', out, pos);
-    }
-    if (EQ(m, mn, "startswith") || EQ(m, mn, "endswith")) {
-        if (!hx || (x.kind != JV_STR && x.kind != JV_LIST))
-            return bad_type(r, pos, "startswith", x);
-        *out = jv_bool(affix(s, x, m[0] == 'e'));
-        return 0;
-    }
-    if (EQ(m, mn, "upper")) return map_cp(r, s, 0, out);
-    if (EQ(m, mn, "lower")) return map_cp(r, s, 1, out);
-    if (EQ(m, mn, "title")) return map_cp(r, s, 2, out);
-    if (EQ(m, mn, "capitalize")) return map_cp(r, s, 3, out);
-    if (EQ(m, mn, "replace")) {
-        jv cnt = jv_int(-1);
-        arg(a, 2, NULL, &cnt);
-        if (x.kind != JV_STR || y.kind != JV_STR)
-            return bad_type(r, pos, "replace", x);
-        return replace(r, s, x, y, cnt.kind == JV_INT ? cnt.u.i : -1, out);
-    }
-    if (EQ(m, mn, "find") || EQ(m, mn, "rfind") || EQ(m, mn, "index") || EQ(m, mn, "rindex")) {
-        int64_t i;
-        if (x.kind != JV_STR)
-            return bad_type(r, pos, "find", x);
-        find(s, x, m[0] == 'r', &i);
-        if (i < 0 && m[m[0] == 'r'] == 'i')
-            return jj_fail(r->c, ML_E_INVAL, pos, "substring not found");
-        *out = jv_int(i);
-        return 0;
-    }
-    if (EQ(m, mn, "count")) {
-        if (x.kind != JV_STR)
-            return bad_type(r, pos, "count", x);
-        int64_t n = 0;
-        if (x.n == 0)
-            n = (int64_t)jj_u8_len(s.u.s, s.n) + 1;
-        else
-            for (const char *p = s.u.s, *q; (q = memmem(p, s.n - (size_t)(p - s.u.s), x.u.s, x.n)) != NULL;
-                 p = q + x.n)
-                n++;
-        *out = jv_int(n);
-        return 0;
-    }
-    if (EQ(m, mn, "join")) {
-        if (x.kind == JV_LIST)
-            for (size_t i = 0; i < x.u.l->n; i++)
-                if (x.u.l->v[i].kind != JV_STR)
-                    return jj_fail(r->c, ML_E_INVAL, pos, "sequence item %zu: expected str instance, %s found",
-                                   i, jv_type_name(x.u.l->v[i]));
-        return join(r, x, s, jv_none(), out, pos);
-    }
-    if (EQ(m, mn, "splitlines")) {
-        jv_list *l = jv_list_new(r->c, 0);
-        if (!l)
-            return -1;
-        size_t b = 0;
-        for (size_t i = 0; i < s.n; i++) {
-            if (s.u.s[i] == '\n' || s.u.s[i] == '\r') {
-                if (jv_list_push(r->c, l, jv_str(s.u.s + b, i - b)))
-                    return -1;
-                if (s.u.s[i] == '\r' && i + 1 < s.n && s.u.s[i + 1] == '\n')
-                    i++;
-                b = i + 1;
-            }
-        }
-        if (b < s.n && jv_list_push(r->c, l, jv_str(s.u.s + b, s.n - b)))
-            return -1;
-        *out = jv_of_list(l, 0);
-        return 0;
-    }
-    if (EQ(m, mn, "format"))
-        return format(r, s, a, out, pos);
-    static const char *const cls[] = {"isdigit", "isalpha", "isspace", "isalnum", "islower", "isupper"};
-    for (int k = 0; k < 6; k++)
-        if (strlen(cls[k]) == mn && memcmp(cls[k], m, mn) == 0) {
-            *out = jv_bool(str_class(s, k));
-            return 0;
-        }
-    return jj_fail(r->c, ML_E_INVAL, pos, "str.%.*s is not supported", (int)(mn > 40 ? 40 : mn), m);
+    *unsafe = !b->fn;
+    return 1;
 }
 
 int jj_method(jj_render *r, jv self, const char *m, const jj_args *a, jv *out, size_t pos)
 {
     size_t mn = strlen(m);
-    jv x = jv_none(), y = jv_none();
-    arg(a, 0, NULL, &x);
-    int hy = arg(a, 1, NULL, &y);
-    if (self.kind == JV_STR)
-        return str_method(r, self, m, mn, a, out, pos);
-    if (self.kind == JV_DICT) {
-        if (EQ(m, mn, "get")) {
-            jv *v = jv_dict_get(self.u.d, x);
-            *out = v ? *v : hy ? y : jv_none();
-            return 0;
-        }
-        if (EQ(m, mn, "items")) {
-            if (items_of(r, self, out, pos))
-                return -1;
-            out->flags |= JV_ITEMS;
-            return 0;
-        }
-        if (EQ(m, mn, "keys") || EQ(m, mn, "values")) {
-            jv_list *l = jv_list_new(r->c, self.u.d->n);
-            if (!l)
-                return -1;
-            for (size_t i = 0; i < self.u.d->n; i++)
-                l->v[l->n++] = m[0] == 'k' ? self.u.d->k[i] : self.u.d->v[i];
-            *out = jv_of_list(l, 0);
-            out->flags |= m[0] == 'k' ? JV_KEYS : JV_VALUES;
-            return 0;
-        }
-        if (EQ(m, mn, "copy")) {
-            jv_dict *d = jv_dict_new(r->c, 0);
-            if (!d)
-                return -1;
-            for (size_t i = 0; i < self.u.d->n; i++)
-                if (jv_dict_set(r->c, d, self.u.d->k[i], self.u.d->v[i]))
-                    return -1;
-            *out = (jv){.kind = JV_DICT};
-            out->u.d = d;
-            return 0;
-        }
+    const jj_builtin *b = NULL;
+    if (self.kind == JV_STR) {
+        jv x = jv_none();
+        arg(a, 0, NULL, &x);
+        if (jj_steps(r->c, self.n / 64 + (x.kind == JV_STR ? x.n / 64 : 0), pos))
+            return -1;
+        b = jj_builtin_find(JJ_STR_METHOD, m, mn);
+        if (!b)
+            return jj_fail(r->c, ML_E_INVAL, pos, "str.%.*s is not supported", (int)(mn > 40 ? 40 : mn), m);
+    } else if (self.kind == JV_DICT || self.kind == JV_LIST) {
+        b = jj_builtin_find(self.kind == JV_DICT ? JJ_DICT_METHOD : JJ_LIST_METHOD, m, mn);
     }
-    if (self.kind == JV_LIST) {
-        if (EQ(m, mn, "index") || EQ(m, mn, "count")) {
-            int64_t n = 0;
-            if (jj_steps(r->c, self.u.l->n, pos))
-                return -1;
-            for (size_t i = 0; i < self.u.l->n; i++)
-                if (jv_equal(r->c, self.u.l->v[i], x)) {
-                    if (m[0] == 'i') {
-                        *out = jv_int((int64_t)i);
-                        return 0;
-                    }
-                    n++;
-                }
-            if (m[0] == 'i')
-                return jj_fail(r->c, ML_E_INVAL, pos, "value is not in list");
-            *out = jv_int(n);
-            return 0;
-        }
-        if (EQ(m, mn, "copy"))
-            return list_of(r, self, out, pos);
-    }
+    if (b && b->fn)
+        return b->fn(r, self, a, b->mode, out, pos);
     return jj_fail(r->c, ML_E_INVAL, pos, "'%s' object has no method '%.*s'", jv_type_name(self),
                    (int)(mn > 40 ? 40 : mn), m);
 }

@@ -874,9 +874,9 @@ static int check_names(jj_ctx *c, const jj_node *e, int soft)
     if (++c->depth > c->max_depth)
         return jj_fail(c, ML_E_UNSUPPORTED, e->pos, "depth limit of %u reached", c->max_depth);
     int rc = 0;
-    if (!soft && e->type == JN_FILTER && !jj_filter_known(e->name, e->nlen))
+    if (!soft && e->type == JN_FILTER && !jj_builtin_find(JJ_FILTER, e->name, e->nlen))
         rc = jj_fail(c, ML_E_FORMAT, e->pos, "no filter named '%.*s'", (int)(e->nlen > 40 ? 40 : e->nlen), e->name);
-    if (!soft && e->type == JN_TEST && !jj_test_known(e->name, e->nlen))
+    if (!soft && e->type == JN_TEST && !jj_builtin_find(JJ_TEST, e->name, e->nlen))
         rc = jj_fail(c, ML_E_FORMAT, e->pos, "no test named '%.*s'", (int)(e->nlen > 40 ? 40 : e->nlen), e->name);
     int s_a = soft, s_b = soft, s_c = soft, s_d = soft, s_e = soft;
     switch (e->type) {
