@@ -238,6 +238,9 @@ typedef struct jj_render {
 } jj_render;
 
 int jj_eval(jj_render *r, jj_scope *s, const jj_node *e, jv *out);
+/* The characters of string v (whole UTF-8 sequences, as Python iterates a
+ * str) appended to l. */
+int jj_push_chars(jj_render *r, jv_list *l, jv v);
 
 /* Rendering a parsed template (jinja_api.c), for ml_jinja_render_json and
  * for the chat renderer, which renders one template twice.  A context

@@ -106,14 +106,8 @@ static int list_of(jj_render *r, jv x, jv *out, size_t pos)
             if (jv_list_push(r->c, l, x.u.d->k[i]))
                 return -1;
     } else if (x.kind == JV_STR) {
-        for (size_t i = 0; i < x.n;) {
-            size_t k = 1;
-            while (i + k < x.n && ((unsigned char)x.u.s[i + k] & 0xc0) == 0x80)
-                k++;
-            if (jv_list_push(r->c, l, jv_str(x.u.s + i, k)))
-                return -1;
-            i += k;
-        }
+        if (jj_push_chars(r, l, x))
+            return -1;
     } else if (x.kind != JV_UNDEF) {
         return jj_fail(r->c, ML_E_INVAL, pos, "'%s' object is not iterable", jv_type_name(x));
     }

@@ -814,9 +814,7 @@ int jj_eval(jj_render *r, jj_scope *s, const jj_node *e, jv *out)
 
 /* ---- statements ---- */
 
-/* The characters of string v (whole UTF-8 sequences, as Python iterates a
- * str) appended to l. */
-static int push_chars(jj_render *r, jv_list *l, jv v)
+int jj_push_chars(jj_render *r, jv_list *l, jv v)
 {
     for (size_t i = 0; i < v.n;) {
         size_t k = 1;
@@ -837,7 +835,7 @@ static int assign(jj_render *r, jj_scope *s, const jj_node *t, jv v)
         if (v.kind == JV_STR) {
             /* unpacking a string: one character per name */
             jv_list *l = jv_list_new(r->c, 0);
-            if (!l || push_chars(r, l, v))
+            if (!l || jj_push_chars(r, l, v))
                 return -1;
             v = jv_of_list(l, 1);
         } else if (v.kind == JV_DICT) {
@@ -882,7 +880,7 @@ static int iter_items(jj_render *r, jv v, jv_list **out, size_t pos)
         return 0;
     }
     if (v.kind == JV_STR)
-        return push_chars(r, l, v);
+        return jj_push_chars(r, l, v);
     return jj_fail(r->c, ML_E_INVAL, pos, "'%s' object is not iterable", jv_type_name(v));
 }
 
