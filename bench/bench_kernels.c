@@ -61,9 +61,8 @@ static double seconds = 0.3;
 /* ---- memory bandwidth ---- */
 
 /* Bytes that no cache holds: 4 times the last-level cache, at least 512
- * MiB.  A fixed 256 MiB ring was mostly in the 480 MiB L3 of one Xeon,
- * where "cold" matvecs then read 30 GB/s and decode 24 (the same kernel
- * from a 2 GiB ring: 21). */
+ * MiB.  A fixed 256 MiB ring fitted mostly in the L3 of a CPU with a
+ * large one, where "cold" matvecs then read faster than decode could. */
 static size_t cold_bytes(void)
 {
     long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);

@@ -8,9 +8,9 @@
  * Per instruction set the CPU runs (cpuid at run time on x86, so one build
  * probes every variant; NEON sdot where the build targets it), each thread
  * loops over ACCS independent accumulators, enough to be bound by
- * throughput, not by latency: on Zen 5 these asm loops give the same with
- * 12 chains as with 24 (an earlier intrinsics test, 195 GOP/s a thread at
- * 256 bits, had seemed latency-bound at 12), so 24 leaves room for a CPU
+ * throughput, not by latency: these asm loops measured the same with 12
+ * chains as with 24 (an earlier intrinsics test at 256 bits had seemed
+ * latency-bound at 12), so 24 leaves room for a CPU
  * with more units or a longer latency.  Counted as
  * GOP/s, one multiply-add being 2 ops (vpdpbusd ymm = 32 multiply-adds,
  * zmm = 64; vpmaddubsw+vpmaddwd+vpaddd on ymm = 32; sdot q = 16); best
@@ -101,8 +101,8 @@ TARGET_512 static void loop_vnni256(uint64_t iters)
  * no FMA: per 16 block sums (one zmm), 1 vcvtdq2ps, 2 vmulps, 1 vaddps.
  * A block of 32 multiply-adds is half a zmm vpdpbusd, so 8 vpdpbusd make
  * 16 sums.  Where those float instructions compete for the multiply-
- * add's execution ports (an Intel Xeon: 0.66 of the peak, 8 vpdpbusd in
- * the time of 12; Zen 4's vmulps likewise) this is the fastest
+ * add's execution ports (on some CPUs vmulps shares vpdpbusd's; the
+ * measured ratios are in docs/speed.md) this is the fastest
  * rate of int8 products any kernel bound by rule 3 can reach; the
  * multiply-adds are counted, not the float steps.  Per round: 16
  * vpdpbusd on zmm2-17, two sets of the float steps, each converting an

@@ -212,9 +212,9 @@ ML_API ml_status ml_mlb_open(const char *path, ml_mlb **out, ml_error *err);
  * regular file's bytes, once checked on the mapping (so a file that is
  * not a model costs no copy and fails as ml_mlb_open does), into memory
  * 2 MiB aligned and offered to the kernel for huge pages, and unmaps it.
- * Decode streams every weight once a token, and from such pages it ran
- * 10-15% faster for Q4_0 models (1-11% for Q8_0) than from the file's 4
- * KiB page-cache pages on a Zen 4 VM; the price is a copy at load and
+ * Decode streams every weight once a token, and from such pages it can
+ * run faster than from the file's 4 KiB page-cache pages (how much
+ * depends on the machine: docs/speed.md); the price is a copy at load and
  * pages no other process shares (ml-run(1)'s --no-mmap).  Any other bit
  * is ML_E_INVAL. */
 #define ML_MLB_READ 1u

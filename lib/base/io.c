@@ -119,8 +119,8 @@ ml_status ml__input_open(const char *path, ml__input *in, ml_error *err)
 #ifdef MADV_HUGEPAGE
             /* A hint: what this mapping reads from disk comes into the page
              * cache as 2 MiB folios, each mapped by one TLB entry (Linux
-             * 6.16+ on ext4 and XFS; without it a cold read of a 147 MB
-             * model was 72% huge-page mapped here, with it 100%). */
+             * 6.16+ on ext4 and XFS; without it a cold read leaves part of
+             * a model in small folios, with it none). */
             (void)madvise(p, in->size, MADV_HUGEPAGE);
 #endif
         }
@@ -276,11 +276,11 @@ static ml_status write_all(int fd, const uint8_t *p, size_t n, ml_error *err)
  * Linux 6.16 and later size a written folio by the write): a model read
  * right after its conversion is then mapped through huge pages, one TLB
  * entry per 2 MiB instead of 512, as it is after a cold read through
- * ml__input_open's mapping.  Measured on two machines of this project's
- * kind: a model in 4 KiB folios read through its mapping at 0.66-0.76 of
- * a huge-page copy's speed on one (--no-mmap decoded 10-15% faster), at
- * 0.95 on the other (decode 1-3%); gguf2mlb's output, written in 1 MiB
- * pieces at any offset, was in 4 KiB folios, now 100% in 2 MiB ones. */
+ * ml__input_open's mapping.  A model in 4 KiB folios reads through its
+ * mapping more slowly than a huge-page copy, by how much depends on the
+ * machine (docs/speed.md, `tg/no-mmap`); gguf2mlb's output, written in
+ * 1 MiB pieces at any offset, was all in 4 KiB folios, and is now all in
+ * 2 MiB ones. */
 static ml_status write_chunked(ml_outfile *f, const uint8_t *p, size_t n, ml_error *err)
 {
     while (n) {

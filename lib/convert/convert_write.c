@@ -518,10 +518,9 @@ static void count(ml_convert_stats *st, ml_convert_method m)
 }
 
 /* Counts the bytes reaching the sink, and hands them over in pieces of at
- * most 1 MiB: one write() of a whole 64 MiB tensor costs the kernel about
- * twice the system time of the same bytes in 1 MiB writes (measured with
- * dd on this project's machine), and a sink that is a pipe wants small
- * pieces anyway. */
+ * most 1 MiB: one write() of a whole 64 MiB tensor costs the kernel more
+ * system time than the same bytes in 1 MiB writes (measured with dd),
+ * and a sink that is a pipe wants small pieces anyway. */
 typedef struct counting_sink {
     ml_write_fn fn;
     void *ctx;

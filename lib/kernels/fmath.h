@@ -7,8 +7,8 @@
  * batch and the CPU change nothing.  The terms of gemm and dots are fused
  * multiply-adds (fmaf, one rounding; vfmadd in the SIMD forms); every
  * other operation here is a multiply or an add of its own.  Fused, a
- * long prompt's attention does half the float operations: at 4096
- * tokens on an AVX-512 Xeon the prompt ran 725 -> 875 tokens/s. */
+ * long prompt's attention does half the float operations, and long
+ * prompts ran measurably faster (docs/speed-history.md). */
 #ifndef ML_FMATH_H
 #define ML_FMATH_H
 

@@ -32,9 +32,8 @@
 /* Both products fetch the cache rows PF_ROWS ahead: a decode step
  * streams a whole context of keys and values from memory, faster than
  * the hardware prefetcher ramps up on each 4 KiB page.  (8 rows, 1 KiB
- * of SmolLM2's f16 keys, was too close: 64 tokens after a 4096-token
- * prompt on Zen 4 ran 79.0 against 88.0 tokens/s at 32, six alternating
- * rounds, and the prompt itself 616 against 646.) */
+ * of SmolLM2's f16 keys, was too close: both generation after a
+ * 4096-token prompt and the prompt itself were slower than at 32.) */
 #define PF_ROWS 32
 
 /* The cache lines of n elements of `size` bytes from p. */

@@ -3,8 +3,8 @@
  * fuses), the reference's bits by the rules of fmath.h; the rest is
  * fmath_avx2.c's.
  *
- * Only what long prompts spend their time in is widened (a 4096-token
- * prompt on an Intel Xeon: dots 34%, gemm 29%, exp_norm 8.5%), and each
+ * Only what long prompts spend their time in is widened (dots, gemm and
+ * exp_norm lead a 4096-token prompt's profile), and each
  * the same way: 16 lanes where AVX2 has 8, every lane's operations and
  * their order unchanged.
  * gemm: tiles of 4 output rows by 4 vectors of 16 columns (16
@@ -332,8 +332,8 @@ static float scale_max(float *x, size_t n, float scale)
  *
  * Lane k of a double register sums row k's squares in ml__rmsnorm's
  * order (eight elements of eight rows loaded and transposed, then each
- * widened, squared, added; a gather per element was 5.5% of Gemma 3's
- * prompt on Zen 4), so eight dependent chains run side by side where the
+ * widened, squared, added; a gather per element showed in Gemma 3's
+ * prompt profile), so eight dependent chains run side by side where the
  * reference runs one; the rest is the reference's scalar steps per row. */
 
 /* out = (x · inv) · w over n floats, 16 lanes at a time. */

@@ -13,14 +13,13 @@
  * (token, row) a conversion, two multiplications and an addition, 16 rows
  * a register.  So the order, and every bit, is the reference's.
  *
- * Measured on a 2-core Xeon with AMX (this file's first machine), per
- * block of a 16 x 16 tile: the tile work (zero, two loads, TDPBSSD, the
- * store of the sums) 12.6 ns, the float steps 11.4 ns, and the two
- * barely overlap (24.3 ns together; issuing several blocks' tile work
- * ahead of their float steps was slower, 35 ns, than one block after the
- * other, 30).  That is ~1.4x the AVX-512 tiles (41-52 ns), not the 8x of
- * the raw instruction: the per-block scales cost more than the integer
- * products once those are fast.
+ * Measured per block of a 16 x 16 tile: the tile work (zero, two loads,
+ * TDPBSSD, the store of the sums) and the float steps take about as long
+ * as each other and barely overlap (issuing several blocks' tile work
+ * ahead of their float steps was slower than one block after the other).
+ * So the gain over the AVX-512 tiles is far below the raw instruction's
+ * (docs/speed-history.md): the per-block scales cost more than the
+ * integer products once those are fast.
  *
  * Rule 3 keeps eight strided partial sums per output, so a tile visits
  * its blocks chain by chain (b = j, j + 8, ... for j = 0..7) with one
@@ -51,17 +50,16 @@ extern const ml_kernels ml__kernels_avx512;
 #define BLOCK 32       /* bytes of a Q8_0 block = elements of any block */
 #define WB_BLOCK 512   /* bytes of one block of a panel in B order */
 /* Fewer tokens go to the AVX-512 table's products: rearranging a panel
- * is paid per call, and a last partial tile costs a whole one (2048 x
- * 2048, one thread, per 16 x 16 block: Q8_0 16 tokens 59.9 ns against
- * 59.8 by AVX-512, 23 tokens 86.6 against 81.3, 31 tokens 90.5 against
- * 100.5; Q4_0 16 tokens 52 against 78, 17 tokens 78 against 66).
- * Splitting the last partial tile off to AVX-512 was slower still (23
- * tokens: 106 ns): that rearranges the weights a second time. */
+ * is paid per call, and a last partial tile costs a whole one (measured
+ * per 16 x 16 block on 2048 x 2048, one thread: below 32 tokens neither
+ * won throughout, and a partial tile often lost to AVX-512).
+ * Splitting the last partial tile off to AVX-512 was slower still: that
+ * rearranges the weights a second time. */
 #define AMX_MIN_TOK 32
 /* Tokens a panel meets before the next panel is rearranged: about this
  * many bytes of activations, so that they stay in L2 while the panels
- * pass (TinyLlama's 5632-column rows, 512 tokens: 47 ns a block without,
- * ~32 with). */
+ * pass (measured faster per block on TinyLlama's 5632-column rows at
+ * 512 tokens). */
 #define CHUNK_BYTES (1u << 20)
 
 /* Tile registers (literal numbers: gcc's intrinsics paste them into the

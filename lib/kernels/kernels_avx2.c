@@ -295,22 +295,21 @@ static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
  * ====================================================================== */
 
 #define MM_RB 16      /* rows per panel of rearranged weights */
-/* Fewest tokens that pay for the rearranging (measured on Zen 4, TinyLlama's
- * 5632 x 2048: Q8_0 2 tokens 0.54 ms by matvec a panel at a time against
- * 0.82 by the tiles, 4 tokens 0.99 against 0.89; Q4_0 4 tokens 0.49 to 0.54
- * by matvecs_q4_0 against 0.67 to 0.69, 8 tokens 1.23 against 0.89). */
+/* Fewest tokens that pay for the rearranging (measured on TinyLlama's
+ * 5632 x 2048: at 2 tokens a matvec a panel at a time wins, at 4 the
+ * tiles win for Q8_0; Q4_0's matvecs still win at 4 and lose at 8). */
 #define MM_MIN_TOK 4
 /* Q4_0: up to 8 tokens go to matvecs_q4_t (below), which transposes each
- * row in registers and so rearranges nothing; measured on Zen 3, one
- * thread, weights in L2: 4 tokens 116-147 ns a row against 143-163 by the
- * pairs of q4_pairs_row.h, 6 tokens 156-198 against 306-370 by the tiles;
- * bench-seqs' 8-sequence step 121-125 ms -> 84-88. */
+ * row in registers and so rearranges nothing; measured on an AVX2-only
+ * CPU, one thread, weights in L2, it beat the pairs of q4_pairs_row.h at
+ * 4 tokens and the tiles at 6, and shortened bench-seqs' 8-sequence step
+ * (docs/speed-history.md). */
 #define MM_MIN_TOK_Q4 9
 static void matvecs_q4_t(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                          const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
 #define MM_MATVECS_Q4 matvecs_q4_t
-/* Register tiles (16 registers), measured best on Zen 4 among 1-3 rows x
- * 2-6 tokens; the differences were within 15%. */
+/* Register tiles (16 registers), measured best among 1-3 rows x 2-6
+ * tokens; the differences were small. */
 #define MM_RT_Q8 1
 #define MM_TT_Q8 5
 #define MM_RT_Q4 1
@@ -323,8 +322,8 @@ static void matvecs_q4_t(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r
 /* And keeps each running sum of a tile in its register, added to in
  * program order: without it GCC reassociates the additions of a group
  * into trees whose temporaries outnumber the 16 registers, spilling
- * products to the stack (measured on Zen 3: Q4_0 prefill of TinyLlama's
- * 5632 x 2048, 512 tokens, one thread, 79 -> 130 Gop/s; Q8_0 75 -> 87). */
+ * products to the stack (measured on Q4_0 and Q8_0 prefill of
+ * TinyLlama's 5632 x 2048, one thread: both faster with it, Q4_0 most). */
 #define MM_SUMS_KEEP(v) MM_IN_REGISTER(v)
 
 /* Q8_0: |w| · (x with w's sign), madd to int32 per register.  Q4_0:

@@ -15,13 +15,12 @@
  * and showed in its speed).
  *
  * The products of several tokens work in 512 bits, two 8-lane
- * accumulators a register: Zen 5 runs vpdpbusd zmm at twice the ymm rate
- * (measured ~370 against ~195 Gop/s a thread), and on CPUs that split a
- * 512-bit operation in two (Zen 4) or have one 512-bit unit where they
- * have two 256-bit ones (Ice Lake client) the multiply-adds per cycle are
- * the same as in 256 bits, with fewer instructions and loads; so there is
- * one path, not a cpuid choice.  (Not measured: the lower clock of heavy
- * 512-bit code on Skylake-era Xeons with VNNI, Cascade Lake.)
+ * accumulators a register: some CPUs run vpdpbusd zmm at twice the ymm
+ * rate, and on CPUs that split a 512-bit operation in two or have one
+ * 512-bit unit where they have two 256-bit ones the multiply-adds per
+ * cycle are the same as in 256 bits, with fewer instructions and loads;
+ * so there is one path, not a cpuid choice.  (Not measured: the lower
+ * clock of heavy 512-bit code on the first CPUs with AVX-512 VNNI.)
  *
  * matvec folds each block's lanes horizontally, eight blocks at a time;
  * matmul rearranges a panel of weight rows and all tokens' activations
@@ -322,9 +321,8 @@ ALWAYS_INLINE __m512 pair_scales(const float *xd, size_t nb, size_t t, size_t j,
 
 #define QUAD_GROUP 256 /* bytes of regrouped activation per group */
 /* Token pairs at most: up to 6 tokens (measured, 1 thread, weights from
- * memory, load ~4: 5632x2048 5 tokens 13.8 ns per row and token against
- * the tiles' 20.6, 6: 12.1 against 17.0, 7: 17.0 against 16.7, 8: 16.5
- * against 14.2); MM_MIN_TOK_Q4 sends more to the tiles. */
+ * memory, 5632x2048: the quads beat the tiles per row and token up to 6
+ * tokens, not from 7); MM_MIN_TOK_Q4 sends more to the tiles. */
 #define QUAD_PAIRS 3
 
 typedef struct q4_quads {
@@ -594,12 +592,11 @@ static void matvecs_q4_quads(const uint8_t *wq, ml_wscales wd, size_t cols, size
  * row r, 8-15 row r + 1, block order, so rule 3's float steps run on both
  * rows in one register, each half matvec's accumulator.  The 256-bit
  * pairs (q4_pairs_row.h: three vphaddd and a float step per row and
- * group) computed at about twice the ~15 GB/s an Intel Xeon core reads,
- * so half of each row's time was arithmetic the stream had to wait on.
- * Measured there: a 4096-column row in the L2 cache 59-61 ns against 77
- * (bench_kernels -m 256x4096, one thread), TinyLlama-shaped Q4_0 decode
- * at 0.82-0.84 of the paired bound against 0.78-0.80 (bench_bound,
- * alternating). */
+ * group) computed not much faster than a core reads memory, so
+ * half of each row's time was arithmetic the stream had to wait on.
+ * This form was faster both on a row in the L2 cache (bench_kernels -m
+ * 256x4096, one thread) and for decode against the paired bound
+ * (bench_bound, alternating; figures in docs/speed-history.md). */
 typedef struct q4_row2 {
     int8_t x[PAIR_COLS];            /* the quads' regrouped activation */
     __m512i corr[PAIR_COLS / 256];  /* -8·Σx per block, in both halves */
@@ -707,18 +704,19 @@ static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
 
 /* Tile and panel sizes: 3 rows x 4 token pairs (8 tokens) keeps 12
  * integer and 12 float accumulators in the 32 registers, and each load
- * feeds 3 or 4 multiply-adds.  On Zen 4 (256-bit tiles) 2x4 to 4x4 tiles
- * and panels of 16 to 144 rows were within 10%. */
+ * feeds 3 or 4 multiply-adds.  On a CPU that splits 512-bit operations
+ * in two, 2x4 to 4x4 tiles and panels of 16 to 144 rows measured about
+ * the same. */
 #define MM_RB 48      /* rows per panel of rearranged weights (multiple of 3) */
-/* Fewest tokens that pay for the rearranging (Q8_0; measured on Zen 4, TinyLlama's
- * 5632 x 2048: Q8_0 2 tokens 0.54 ms by matvec a panel at a time against
- * 0.82 by the tiles, 4 tokens 0.99 against 0.89; Q4_0 4 tokens 0.49 to 0.54
- * by matvecs_q4_0 against 0.67 to 0.69, 8 tokens 1.23 against 0.89). */
+/* Fewest tokens that pay for the rearranging (Q8_0; measured on
+ * TinyLlama's 5632 x 2048: at 2 tokens a matvec a panel at a time wins,
+ * at 4 the tiles win for Q8_0; Q4_0's matvecs still win at 4 and lose
+ * at 8). */
 #define MM_MIN_TOK 4
 /* Q4_0: fewer tokens go to matvecs_q4_quads, in chunks of 6 (make
- * bench-seqs, TinyLlama shape, 2 threads: a step of 8 sequences 33.6 ms by
- * the tiles, 25.6 by the quads; the tiles' weight rearranging is paid
- * per step). */
+ * bench-seqs, TinyLlama shape, 2 threads: a step of 8 sequences is
+ * faster by the quads than by the tiles, whose weight rearranging is
+ * paid per step). */
 #define MM_MIN_TOK_Q4 17
 #define MM_MATVECS_Q4 matvecs_q4_quads
 #define MM_RT_Q8 3
@@ -757,13 +755,13 @@ ALWAYS_INLINE void w_plus_128(__m256i v[8])
 
 /* ---- the 512-bit tile ----
  *
- * Zen 5 runs vpdpbusd on 512-bit registers at twice the 256-bit rate
- * (measured: ~370 against ~195 Gop/s a thread), so a register holds two
+ * Some CPUs run vpdpbusd on 512-bit registers at twice the 256-bit rate
+ * (int8peak.c measures it), so a register holds two
  * tokens' transposed groups (prepare_x interleaves token pairs) and a
  * row's 256-bit group register is broadcast to both halves: one
  * multiply-add does one row against two tokens, and each half is its own
  * rule-3 accumulator, lane k = block k of its token.  On CPUs that split
- * 512-bit operations in two (Zen 4) this does the same work per cycle as
+ * 512-bit operations in two this does the same work per cycle as
  * 256 bits with half the instructions. */
 #define PT_ROWS 3 /* = MM_RT_* */
 #define PT_PAIRS (MM_TT_Q4 / 2)

@@ -18,7 +18,7 @@
 /* Positions per chunk.  The intra-chunk work per token grows with it and
  * the state work does not, so smaller is faster down to the token blocks
  * of the state products (8): on a Qwen3.5-0.8B-shaped model, one thread,
- * 16 and 32 measured the same, 64 5% and 128 15% slower.  The chunk
+ * 16 and 32 measured the same, 64 and 128 slower.  The chunk
  * memory (keys and deltas) grows with it too: at 32 it is half the state's
  * size when K = V and dk = dv. */
 #define ML_LIN_CHUNK 32

@@ -18,9 +18,9 @@
  * by processors that neighbours slow unevenly.  So each thread does most
  * of its share in one go and then the threads steal chunks from the ends
  * of each other's shares (mm_run_steal).  Measured on 2 threads against
- * even shares: TinyLlama Q4_0 decode 52-54 tokens/s against 46-50;
- * prefill +1% to +8% on the four bench models (pp512, the two ways
- * alternating in one process).  (Claiming every chunk from one shared
+ * even shares, decode and prefill were both faster on the bench models
+ * (pp512, the two ways alternating in one process; figures in
+ * docs/speed-history.md).  (Claiming every chunk from one shared
  * counter was slower than even shares: the streams broke at every
  * chunk.)  Rows are independent, so no split changes a bit of the
  * result.
@@ -145,7 +145,8 @@ static void mm_run(void *ctx, unsigned ith, unsigned nth)
  * by all threads for every part of a job, where a product's every call
  * would make its own: for Gemma 3's 640-column products at a batch of
  * 512, 442 KB a call, each thread making it for each of its calls (the
- * parts it spans and the chunks it steals), 6% of a prompt. */
+ * parts it spans and the chunks it steals), a measurable share of a
+ * prompt. */
 typedef struct x_job {
     const ml_kernels *k;
     int q4;

@@ -97,8 +97,8 @@ static void sift_down(struct cand *h, uint32_t n, uint32_t i)
 /* The k best tokens (k <= vocab), best first, into s->c: one pass keeping
  * a heap of k, then a sort of those k.  Scanning ids upwards, a later
  * token that ties the worst kept one ranks below it, so one comparison
- * decides almost every token.  (Sorting the whole vocabulary took 40 ms
- * a token for 262144 tokens: 4x Gemma 3's decode.) */
+ * decides almost every token.  (Sorting the whole vocabulary of a
+ * 262144-token model took several times that model's whole decode step.) */
 static uint32_t best_k(ml_sampler *s, const float *logits, uint32_t k)
 {
     struct cand *h = s->c;
@@ -157,9 +157,9 @@ static void penalize(ml_sampler *s, float *logits, const ml_token *hist, size_t 
 }
 
 /* The first index of the largest logit (NaNs never win; 0 when all are
- * NaN).  Two passes: the maximum with eight independent lanes (a 262144-
- * token vocabulary took half a millisecond as one dependent chain, 6% of
- * a small model's decode), then the first index holding it. */
+ * NaN).  Two passes: the maximum with eight independent lanes (over a
+ * 262144-token vocabulary one dependent chain was a visible share of a
+ * small model's decode), then the first index holding it. */
 static ml_token argmax(const float *logits, uint32_t n)
 {
     float lane[8];

@@ -1,5 +1,5 @@
 /* mkmodel - writes a valid .mlb with deterministic random weights, for the
- * tests, the benchmarks and the README's first steps.  Not installed.
+ * tests and the benchmarks.  Not installed.
  *
  *   mkmodel [-o OUT|-] [--seed N] [--preset NAME] [--flags F,F,...] [FIELD=VALUE...]
  *
