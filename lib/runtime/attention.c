@@ -85,8 +85,8 @@ static uint32_t window_lo(const att_job *j, uint32_t p)
 }
 
 /* Scores (scaled, softcapped) to probabilities, in place; the
- * exponentials and the normalization are fmath's (libm's expf, with its
- * slow path for the many results that underflow, was 8% of prefill). */
+ * exponentials and the normalization are fmath's (libm's expf takes a
+ * slow path for the many results that underflow). */
 static void softmax(const ml_model *m, const ml_fmath *fm, float *sc, uint32_t n)
 {
     if (!(m->h.attn_softcap > 0)) {
@@ -370,8 +370,7 @@ static uint32_t att_group(const ml_ctx *c, size_t n_blk)
  * row of each KV head at a time (a ring keeps the last cap of a run: its
  * earlier rows are skipped, later ones would overwrite them).  Rows go to
  * distinct places, so the threads share them: the first rows of a prompt
- * touch fresh pages of the cache, which alone cost 3% of a Gemma 3
- * prefill. */
+ * touch fresh pages of the cache, and the page faults are shared too. */
 typedef struct store_job {
     ml_ctx *c;
     uint32_t l;

@@ -1,6 +1,6 @@
 /* ctx.h - private: the evaluation context (ctx.c makes and frees it) and
  * the parallel steps the forward pass is written in (parallel.c).  The
- * forward pass itself is forward.c. */
+ * forward pass itself is forward.c, its attention attention.c. */
 #ifndef ML_CTX_H
 #define ML_CTX_H
 
@@ -138,8 +138,9 @@ void ml__parallel(ml_ctx *c, size_t n_items, ml_items_fn fn, void *arg);
 /* The same for items whose cost grows with their index (a causal
  * prompt's attention: later tokens see more keys): each thread claims
  * the dearest item left, one at a time, so that none waits long for the
- * other at the end (even halves left Gemma 3's first thread idle ~5% of
- * a prompt).  Which thread runs an item changes no result. */
+ * other at the end (with even halves the first thread, whose tokens see
+ * fewer keys, finishes early and idles).  Which thread runs an item
+ * changes no result. */
 void ml__parallel_claim(ml_ctx *c, size_t n_items, ml_items_fn fn, void *arg);
 
 #endif
