@@ -21,6 +21,7 @@
 #include <math.h>
 #include <string.h>
 
+/* One layer's attention for one batch, read by every work item. */
 typedef struct att_job {
     ml_ctx *c;
     const ml_layer *L;
@@ -31,6 +32,11 @@ typedef struct att_job {
     uint32_t group;     /* query heads per work item, at most ML_ATT_GROUP */
     const ml_fmath *fm;
 } att_job;
+
+/* ---------------------------------------------------------------------------
+ * What every path shares: the positions a token sees as runs of keys and
+ * values, the softmax, the products over the runs
+ * ------------------------------------------------------------------------- */
 
 /* Consecutive positions' keys and values of one KV head: rows of
  * head_dim floats `ld` elements apart (head_dim in a sequence's cache,
@@ -149,6 +155,11 @@ static void run_values(const att_job *j, float *const *p, uint32_t rows, const k
         }
 }
 
+/* ---------------------------------------------------------------------------
+ * A prompt: blocks of consecutive tokens that share the reads of the
+ * positions before them
+ * ------------------------------------------------------------------------- */
+
 /* A block's rows: their queries, score rows and outputs. */
 typedef struct att_rows {
     const float *const *q;
@@ -239,14 +250,16 @@ static void attend_items(void *arg, size_t b, size_t e, unsigned ith)
     }
 }
 
-/* ---- one token (decode): the work split over positions, then columns ----
+/* ---------------------------------------------------------------------------
+ * One token (decode): the work split over positions, then columns
  *
  * A single token has one work item per KV head (3 for SmolLM2), which
  * two threads share 2 to 1.  Its attention is split three ways instead,
  * each step a pool job: the scores of chunks of positions (each score is
  * on its own), each query head's softmax, then the value sums by halves
  * of the columns (each column's sum still over the positions in order).
- * The same operations in the same order, so the same bits. */
+ * The same operations in the same order, so the same bits.
+ * ------------------------------------------------------------------------- */
 
 /* The first position row 0 (the one token) sees. */
 static uint32_t first_pos(const att_job *j)
@@ -334,6 +347,11 @@ static void attend_split(att_job *j)
     ml__parallel(c, hd->n_heads, split_softmax, j);
     ml__parallel(c, (size_t)hd->n_kv_heads * 2, split_values, j);
 }
+
+/* ---------------------------------------------------------------------------
+ * The layer's call: the work cut into items, then the batch's keys and
+ * values into the cache
+ * ------------------------------------------------------------------------- */
 
 /* The batch's blocks of tokens that attend together (their first rows
  * into tblk): up to ML_ATT_TOKENS consecutive rows of one sequence, and

@@ -59,6 +59,7 @@ static void add_bias(float *y, const float *b, size_t n_tok, uint32_t n)
  * Attention
  * ------------------------------------------------------------------------- */
 
+/* One layer's q and k norms and RoPE over a batch's rows. */
 typedef struct rope_job {
     ml_ctx *c;
     const ml_layer *L;
