@@ -1,6 +1,6 @@
 /* ctx.h - private: the evaluation context (ctx.c makes and frees it) and
  * the parallel steps the forward pass is written in (parallel.c).  The
- * forward pass itself is forward.c. */
+ * forward pass itself is forward.c, its attention attention.c. */
 #ifndef ML_CTX_H
 #define ML_CTX_H
 
@@ -61,7 +61,7 @@ struct ml_ctx {
     float *att;           /* (n_threads, ml__att_rows, n_ctx) attention scores, at
                            * least (n_heads, n_ctx) */
     uint32_t *tblk;       /* (B) first rows of the batch's blocks of tokens that attend
-                           * together (forward.c) */
+                           * together (attention.c) */
     float *rope_cs;       /* (2, B, rot_dim) the batch's RoPE cos, sin pairs by row: [0]
                            * of the global frequencies, [1] of the local ones */
     uint8_t rope_ready;   /* bit k: table k holds this batch's rows (forward.c) */

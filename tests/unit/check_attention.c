@@ -1,5 +1,5 @@
 /* check_attention.c - the attention of the forward pass (lib/runtime/
- * forward.c) over head layouts the fixtures do not have: multi-head, one
+ * attention.c) over head layouts the fixtures do not have: multi-head, one
  * KV head for six query heads (a group of 4 and a remainder of 2), 8/2,
  * 9/3, with a sliding-window layer whose ring wraps inside a batch and a
  * full-context layer.  Logits are the same bits whatever the batch (1 to
