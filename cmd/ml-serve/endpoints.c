@@ -81,9 +81,9 @@ static int on_detokenize(void *app, http_req *r)
  * Prompts
  * ------------------------------------------------------------------------ */
 /* A special token's piece for the template's bos_token / eos_token. */
-static json_t *piece(const ml_mlt *t, int32_t id)
+static json_t *piece(const ml_mlt *t, ml_token id)
 {
-    ml_mlt_token k = id >= 0 ? ml_mlt_get_token(t, (ml_token)id) : (ml_mlt_token){NULL, 0, 0};
+    ml_mlt_token k = id != ML_TOKEN_NONE ? ml_mlt_get_token(t, id) : (ml_mlt_token){NULL, 0, 0};
     json_t *v = k.len ? json_stringn((const char *)k.bytes, k.len) : NULL;
     return v ? v : json_string("");
 }

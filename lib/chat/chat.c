@@ -340,11 +340,11 @@ static int set_text(jj_ctx *c, jv_dict *d, const char *key, const char *s, size_
 }
 
 /* The piece of a special token as a variable (bos_token, eos_token). */
-static int set_token(jj_ctx *c, jv_dict *d, const char *key, const ml_mlt *tok, int32_t id)
+static int set_token(jj_ctx *c, jv_dict *d, const char *key, const ml_mlt *tok, ml_token id)
 {
-    if (!tok || id < 0)
+    if (!tok || id == ML_TOKEN_NONE)
         return 0;
-    ml_mlt_token k = ml_mlt_get_token(tok, (ml_token)id);
+    ml_mlt_token k = ml_mlt_get_token(tok, id);
     return set_text(c, d, key, (const char *)k.bytes, k.len);
 }
 
@@ -365,8 +365,8 @@ static int build_vars(jj_ctx *c, const ml_chat_message *m, size_t n, int add_gen
     const ml_mlt_header *h = tok ? ml_mlt_get_header(tok) : NULL;
     if (jv_dict_set(c, d, jv_cstr("messages"), jv_of_list(l, 0)) ||
         jv_dict_set(c, d, jv_cstr("add_generation_prompt"), jv_bool(add_generation_prompt)) ||
-        set_token(c, d, "bos_token", tok, h ? h->bos : -1) ||
-        set_token(c, d, "eos_token", tok, h ? h->eos : -1))
+        set_token(c, d, "bos_token", tok, h ? h->bos : ML_TOKEN_NONE) ||
+        set_token(c, d, "eos_token", tok, h ? h->eos : ML_TOKEN_NONE))
         return -1;
     *out = d;
     return 0;

@@ -516,11 +516,12 @@ static ml_status convert_tokens(conv *c)
  * BOS and EOS
  * ------------------------------------------------------------------------- */
 
-/* A token id key: absent, -1 or 0xFFFFFFFF (llama.cpp's "none") give -1. */
-static ml_status read_id(conv *c, const char *key, int32_t *id)
+/* A token id key: absent, -1 or 0xFFFFFFFF (llama.cpp's "none") give
+ * ML_TOKEN_NONE. */
+static ml_status read_id(conv *c, const char *key, ml_token *id)
 {
     const ml_gguf_kv *kv = ml_gguf_find(c->g, key);
-    *id = -1;
+    *id = ML_TOKEN_NONE;
     if (!kv)
         return ML_OK;
     int64_t v;
@@ -530,7 +531,7 @@ static ml_status read_id(conv *c, const char *key, int32_t *id)
     if (v < 0 || v >= (int64_t)c->n)
         return ml__err(c->err, ML_E_FORMAT, key, (int64_t)kv->value.offset,
                        "token id %lld is not below the %u tokens", (long long)v, c->n);
-    *id = (int32_t)v;
+    *id = (ml_token)v;
     return ML_OK;
 }
 
@@ -544,10 +545,10 @@ static ml_status read_specials(conv *c, int add_bos)
         s = get_bool(c, K_ADD_BOS, &add_bos, &off);
     if (s)
         return s;
-    if (add_bos && off >= 0 && c->h.bos < 0)
+    if (add_bos && off >= 0 && c->h.bos == ML_TOKEN_NONE)
         return ml__err(c->err, ML_E_FORMAT, K_ADD_BOS, off,
                        "is true but the file has no " K_BOS);
-    if (add_bos && c->h.bos >= 0)
+    if (add_bos && c->h.bos != ML_TOKEN_NONE)
         c->h.flags |= ML_MLT_ADD_BOS;
     return ML_OK;
 }
@@ -835,7 +836,7 @@ static ml_status discard(void *ctx, const void *buf, size_t n, ml_error *err)
 static ml_status convert(conv *c, ml_write_fn fn, void *ctx)
 {
     int add_bos = 0;
-    c->h.bos = c->h.eos = -1;
+    c->h.bos = c->h.eos = ML_TOKEN_NONE;
     ml_status s = read_kind(c, &add_bos);
     if (!s)
         s = read_texts(c);

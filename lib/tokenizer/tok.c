@@ -830,9 +830,9 @@ ml_status ml_tok_encode(ml_tok *k, const void *text, size_t len, int bos, ml_ids
     if (!k || !out || (!text && len))
         return ml__err(err, ML_E_INVAL, "", -1, "NULL argument");
     int want_bos = bos == ML_TOK_BOS_YES || (bos == ML_TOK_BOS_AUTO && (k->h.flags & ML_MLT_ADD_BOS));
-    if (want_bos && k->h.bos < 0)
+    if (want_bos && k->h.bos == ML_TOKEN_NONE)
         return ml__err(err, ML_E_INVAL, "bos", 20, "BOS requested but the tokenizer has none");
-    if (want_bos && ids_push(out, (uint32_t)k->h.bos))
+    if (want_bos && ids_push(out, k->h.bos))
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
     uint8_t *fixed = NULL;
     size_t n = len;
@@ -979,7 +979,7 @@ ml_status ml_tok_stream_put(ml_tok_stream *s, ml_token id, ml_write_fn fn, void 
     if (id >= h->n_vocab)
         return ml__err(err, ML_E_INVAL, "", -1, "token id %u is not below n_vocab %u", id,
                        h->n_vocab);
-    if ((s->opts & ML_TOK_SKIP_BOS_EOS) && ((int64_t)id == h->bos || (int64_t)id == h->eos))
+    if ((s->opts & ML_TOK_SKIP_BOS_EOS) && (id == h->bos || id == h->eos))
         return ML_OK;
     ml_mlt_token t = ml_mlt_get_token(s->t, id);
     if (h->kind != ML_MLT_KIND_SPM || t.attr == ML_MLT_BYTE)
