@@ -20,8 +20,9 @@ typedef struct ml_buf {
 } ml_buf;
 
 /* Makes room for `more` bytes after the first len, growing by the rule
- * above.  ML_E_NOMEM when len + more does not fit size_t or the memory
- * cannot be had; b is unchanged then. */
+ * above; data is not NULL afterwards, even for more = 0.  ML_E_NOMEM when
+ * len + more does not fit size_t or the memory cannot be had; b is
+ * unchanged then. */
 ML_API ml_status ml_buf_reserve(ml_buf *b, size_t more);
 /* Appends n bytes from src (n may be 0, and src NULL then); ML_E_NOMEM
  * as ml_buf_reserve, b unchanged. */
@@ -32,8 +33,9 @@ ML_API void ml_buf_free(ml_buf *b);
 /* For an array of *cap elements of `size` bytes (size > 0) that the caller
  * keeps as a typed pointer and a count: makes room for `need` elements by
  * the rule above (at least 16 elements at the first growth) and returns
- * the array, moved or not, *cap updated.  NULL when need * size does not
- * fit size_t or the memory cannot be had: data and *cap are then
+ * the array, moved or not, *cap updated; an array still NULL is allocated
+ * even for need = 0, so NULL always means failure: need * size does not
+ * fit size_t or the memory cannot be had.  data and *cap are then
  * unchanged, and data still belongs to the caller. */
 ML_API void *ml_array_reserve(void *data, size_t *cap, size_t need, size_t size);
 

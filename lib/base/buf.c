@@ -21,7 +21,7 @@ static size_t grown(size_t cap, size_t need, size_t size)
 
 void *ml_array_reserve(void *data, size_t *cap, size_t need, size_t size)
 {
-    if (need <= *cap)
+    if (data && need <= *cap) /* an empty array still gets memory: NULL means failure */
         return data;
     if (size == 0 || need > SIZE_MAX / size)
         return NULL;

@@ -14,6 +14,7 @@
 #include "tokenizer/tok.h"
 
 #include <mlcore/chat.h>
+#include <mlcore/buf.h>
 #include <mlcore/mlt.h>
 
 #include <stdio.h>
@@ -139,13 +140,10 @@ typedef struct spans {
 
 static int spans_push(spans *s, size_t start, size_t len)
 {
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? 2 * s->cap : 16;
-        ml_span *v = realloc(s->v, nc * sizeof *v);
-        if (!v)
-            return -1;
-        s->v = v, s->cap = nc;
-    }
+    ml_span *v = ml_array_reserve(s->v, &s->cap, s->n + 1, sizeof *v);
+    if (!v)
+        return -1;
+    s->v = v;
     s->v[s->n++] = (ml_span){start, len};
     return 0;
 }

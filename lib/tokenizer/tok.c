@@ -23,6 +23,8 @@
  * that may still be completed by the next token. */
 #include "tokenizer/tok.h"
 
+#include <mlcore/buf.h>
+
 #include <stdlib.h>
 
 #define NONE UINT32_MAX
@@ -390,19 +392,12 @@ void ml_ids_free(ml_ids *ids)
 
 static int ids_reserve(ml_ids *o, size_t more)
 {
-    if (o->cap - o->n >= more)
-        return 0;
-    size_t cap = o->cap ? o->cap : 64;
-    while (cap - o->n < more) {
-        if (cap > SIZE_MAX / 2 / sizeof *o->v)
-            return -1;
-        cap *= 2;
-    }
-    ml_token *v = realloc(o->v, cap * sizeof *v);
+    if (more > SIZE_MAX - o->n)
+        return -1;
+    ml_token *v = ml_array_reserve(o->v, &o->cap, o->n + more, sizeof *v);
     if (!v)
         return -1;
     o->v = v;
-    o->cap = cap;
     return 0;
 }
 
@@ -411,25 +406,6 @@ static int ids_push(ml_ids *o, ml_token id)
     if (ids_reserve(o, 1))
         return -1;
     o->v[o->n++] = id;
-    return 0;
-}
-
-/* Grows a work buffer to hold n elements of size s. */
-static int grow(void **p, size_t *cap, size_t n, size_t s)
-{
-    if (*cap >= n)
-        return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < n) {
-        if (c > SIZE_MAX / 2 / s)
-            return -1;
-        c *= 2;
-    }
-    void *q = realloc(*p, c * s);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = c;
     return 0;
 }
 
@@ -483,8 +459,10 @@ static void push_pair(ml_tok *k, size_t *nh, int32_t i)
 static ml_status bpe_word(ml_tok *k, size_t n, ml_ids *out, ml_error *err)
 {
     if (n > 1) {
-        if (grow((void **)&k->heap, &k->heap_cap, 3 * n, sizeof *k->heap))
+        uint64_t *heap = ml_array_reserve(k->heap, &k->heap_cap, 3 * n, sizeof *heap);
+        if (!heap)
             return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+        k->heap = heap;
         size_t nh = 0;
         for (size_t i = 0; i + 1 < n; i++)
             push_pair(k, &nh, (int32_t)i);
@@ -520,8 +498,10 @@ static int add_sym(ml_tok *k, size_t *n, uint32_t id)
     /* Links and heap entries hold positions in 31 bits. */
     if (*n >= INT32_MAX)
         return -1;
-    if (grow((void **)&k->syms, &k->syms_cap, *n + 1, sizeof *k->syms))
+    sym *syms = ml_array_reserve(k->syms, &k->syms_cap, *n + 1, sizeof *syms);
+    if (!syms)
         return -1;
+    k->syms = syms;
     size_t i = (*n)++;
     k->syms[i] = (sym){id, (int32_t)i - 1, -1};
     if (i)
@@ -698,9 +678,10 @@ static ml_status encode_spm_segment(ml_tok *k, const uint8_t *p, size_t n, int p
         spaces += p[i] == ' ';
     uint64_t need = (uint64_t)n + 2 * (uint64_t)spaces + 3;
     size_t cap;
-    if (ml__to_size(need, &cap) || grow((void **)&k->norm, &k->norm_cap, cap, 1))
+    uint8_t *d = ml__to_size(need, &cap) ? NULL : ml_array_reserve(k->norm, &k->norm_cap, cap, 1);
+    if (!d)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
-    uint8_t *d = k->norm;
+    k->norm = d;
     size_t w = 0;
     if (prefix) {
         memcpy(d, SPM_SPACE, 3);
@@ -1015,18 +996,12 @@ ml_status ml_tok_stream_end(ml_tok_stream *s, ml_write_fn fn, void *ctx, ml_erro
     return st;
 }
 
-typedef struct membuf {
-    char *p;
-    size_t n, cap;
-} membuf;
-
+/* ml_write_fn into an ml_buf, keeping a byte free for the terminator. */
 static ml_status mem_sink(void *ctx, const void *buf, size_t n, ml_error *err)
 {
-    membuf *m = ctx;
-    if (n + 1 > m->cap - m->n && grow((void **)&m->p, &m->cap, m->n + n + 1, 1))
+    ml_buf *m = ctx;
+    if (ml_buf_append(m, buf, n) || ml_buf_reserve(m, 1))
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
-    memcpy(m->p + m->n, buf, n);
-    m->n += n;
     return ML_OK;
 }
 
@@ -1038,7 +1013,7 @@ ml_status ml_tok_decode(const ml_mlt *t, const ml_token *ids, size_t n, unsigned
         *len = 0;
     if (!t || (!ids && n))
         return ml__err(err, ML_E_INVAL, "", -1, "NULL argument");
-    membuf m = {NULL, 0, 0};
+    ml_buf m = {0};
     ml_tok_stream s;
     ml_tok_stream_init(&s, t, opts);
     ml_status st = mem_sink(&m, "", 0, err);
@@ -1047,12 +1022,12 @@ ml_status ml_tok_decode(const ml_mlt *t, const ml_token *ids, size_t n, unsigned
     if (!st)
         st = ml_tok_stream_end(&s, mem_sink, &m, err);
     if (st) {
-        free(m.p);
+        ml_buf_free(&m);
         return st;
     }
-    m.p[m.n] = 0;
-    *out = m.p;
+    m.data[m.len] = 0;
+    *out = m.data;
     if (len)
-        *len = m.n;
+        *len = m.len;
     return ML_OK;
 }

@@ -44,6 +44,10 @@ START_TEST(test_buf_reserve)
     ck_assert_int_eq(ml_buf_reserve(&b, cap - b.len), ML_OK); /* fits: no growth */
     ck_assert_uint_eq(b.cap, cap);
     ml_buf_free(&b);
+    ck_assert_int_eq(ml_buf_reserve(&b, 0), ML_OK); /* memory even for nothing */
+    ck_assert_ptr_nonnull(b.data);
+    ck_assert_uint_eq(b.len, 0);
+    ml_buf_free(&b);
 }
 END_TEST
 
@@ -109,6 +113,11 @@ START_TEST(test_array_reserve)
     ck_assert_uint_le(growths, 11); /* 16, 32, ..., 16384 */
     for (size_t i = 0; i < n; i++)
         TU_REQUIRE(v[i] == (uint64_t)i * i, "element %zu is %llu", i, (unsigned long long)v[i]);
+    size_t c0 = 0;
+    void *none = ml_array_reserve(NULL, &c0, 0, sizeof *v); /* NULL only on failure */
+    ck_assert_ptr_nonnull(none);
+    ck_assert_uint_eq(c0, 16);
+    free(none);
     /* A need past double the capacity is met at once. */
     uint64_t *g = ml_array_reserve(v, &cap, 100000, sizeof *v);
     ck_assert_ptr_nonnull(g);
