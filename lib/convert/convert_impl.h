@@ -7,6 +7,7 @@
 
 #include "base/internal.h"
 
+#include <mlcore/buf.h>
 #include <mlcore/convert.h>
 
 /* One .mlb array and how to fill it.  Source indices are rows for matrices

@@ -707,18 +707,10 @@ static ml_status read_scores(conv *c, double *score)
 
 static ml_status recs_push(conv *c, recs *rs, const rec *x)
 {
-    if (rs->n == rs->cap) {
-        size_t cap = rs->cap ? rs->cap * 2 : 4096;
-        size_t bytes;
-        if (cap < rs->cap || ml__to_size((uint64_t)cap * sizeof *rs->v, &bytes) ||
-            bytes / sizeof *rs->v != cap)
-            return ml__err(c->err, ML_E_NOMEM, K_SCORES, -1, "too many merges for memory");
-        rec *v = realloc(rs->v, bytes);
-        if (!v)
-            return ml__err(c->err, ML_E_NOMEM, K_SCORES, -1, "cannot allocate %zu bytes", bytes);
-        rs->v = v;
-        rs->cap = cap;
-    }
+    rec *v = ml_array_reserve(rs->v, &rs->cap, rs->n + 1, sizeof *v);
+    if (!v)
+        return ml__err(c->err, ML_E_NOMEM, K_SCORES, -1, "too many merges for memory");
+    rs->v = v;
     rs->v[rs->n++] = *x;
     return ML_OK;
 }
