@@ -121,12 +121,12 @@ static ml_status lookup_init(conv *c, const text *key)
     return ML_OK;
 }
 
-static uint32_t lookup(const conv *c, const uint8_t *p, size_t n)
+static ml_token lookup(const conv *c, const uint8_t *p, size_t n)
 {
     for (size_t i = (size_t)hash(p, n) & c->mask;; i = (i + 1) & c->mask) {
         uint32_t v = c->slot[i];
         if (!v)
-            return UINT32_MAX;
+            return ML_TOKEN_NONE;
         const text *k = &c->key[v - 1];
         if (k->n == n && memcmp(k->p, p, n) == 0)
             return v - 1;
@@ -576,7 +576,7 @@ static ml_status merge_ids(conv *c, const ml_gguf_value *el, uint32_t r, uint8_t
     static const char *const which[3] = {"left", "right", "merged"};
     for (int k = 0; k < 3; k++) {
         ids[k] = lookup(c, part[k], len[k]);
-        if (ids[k] == UINT32_MAX)
+        if (ids[k] == ML_TOKEN_NONE)
             return ml__err(c->err, ML_E_FORMAT, K_MERGES, (int64_t)el->offset,
                            "element %u: the %s piece \"%.*s\" is not a token", r, which[k],
                            (int)(len[k] < SHOW ? len[k] : SHOW), (const char *)part[k]);
@@ -738,7 +738,7 @@ static ml_status splits_of(conv *c, uint32_t p, const double *score, recs *rs)
         x.r = lookup(c, t->bytes + k, t->len - k);
         x.lcp = j;
         x.rcp = ncp - j;
-        if (x.l != UINT32_MAX && x.r != UINT32_MAX) {
+        if (x.l != ML_TOKEN_NONE && x.r != ML_TOKEN_NONE) {
             ml_status s = recs_push(c, rs, &x);
             if (s)
                 return s;

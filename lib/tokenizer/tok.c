@@ -27,7 +27,7 @@
 
 #include <stdlib.h>
 
-#define NONE UINT32_MAX
+#define NO_NODE UINT32_MAX /* edge_find: the trie has no such edge */
 #define SPM_SPACE "\xe2\x96\x81" /* U+2581 ▁ */
 
 /* ---------------------------------------------------------------------------
@@ -115,7 +115,7 @@ struct ml_tok {
     uint64_t *edge_key;       /* UINT64_MAX empty */
     uint32_t *edge_to;
     size_t edge_mask;
-    uint32_t *term;           /* per node: token id or NONE */
+    uint32_t *term;           /* per node: token id or ML_TOKEN_NONE */
     uint32_t n_nodes;
     /* Pre-token cache. */
     cache_slot *cache;
@@ -141,8 +141,8 @@ static uint32_t piece_find(const ml_tok *k, const uint8_t *p, size_t n)
     size_t i = hash_bytes(p, n) & k->piece_mask;
     for (;; i = (i + 1) & k->piece_mask) {
         uint32_t id = k->piece[i];
-        if (id == NONE)
-            return NONE;
+        if (id == ML_TOKEN_NONE)
+            return ML_TOKEN_NONE;
         ml_mlt_token t = tok_at(k, id);
         if (t.len == n && memcmp(t.bytes, p, n) == 0)
             return id;
@@ -152,10 +152,10 @@ static uint32_t piece_find(const ml_tok *k, const uint8_t *p, size_t n)
 static void piece_insert(ml_tok *k, uint32_t id)
 {
     ml_mlt_token t = tok_at(k, id);
-    if (piece_find(k, t.bytes, t.len) != NONE)
+    if (piece_find(k, t.bytes, t.len) != ML_TOKEN_NONE)
         return; /* the lowest id of a normal piece wins */
     size_t i = hash_bytes(t.bytes, t.len) & k->piece_mask;
-    while (k->piece[i] != NONE)
+    while (k->piece[i] != ML_TOKEN_NONE)
         i = (i + 1) & k->piece_mask;
     k->piece[i] = id;
 }
@@ -190,14 +190,14 @@ static uint32_t edge_find(const ml_tok *k, uint32_t node, uint8_t b)
         if (k->edge_key[i] == key)
             return k->edge_to[i];
         if (k->edge_key[i] == UINT64_MAX)
-            return NONE;
+            return NO_NODE;
     }
 }
 
 static uint32_t edge_add(ml_tok *k, uint32_t node, uint8_t b)
 {
     uint32_t to = edge_find(k, node, b);
-    if (to != NONE)
+    if (to != NO_NODE)
         return to;
     uint64_t key = (uint64_t)node << 8 | b;
     size_t i = hash_u64(key) & k->edge_mask;
@@ -205,7 +205,7 @@ static uint32_t edge_add(ml_tok *k, uint32_t node, uint8_t b)
         i = (i + 1) & k->edge_mask;
     k->edge_key[i] = key;
     k->edge_to[i] = k->n_nodes;
-    k->term[k->n_nodes] = NONE;
+    k->term[k->n_nodes] = ML_TOKEN_NONE;
     return k->n_nodes++;
 }
 
@@ -215,7 +215,7 @@ static void trie_add(ml_tok *k, uint32_t id)
     uint32_t node = 0;
     for (uint32_t i = 0; i < t.len; i++)
         node = edge_add(k, node, t.bytes[i]);
-    if (k->term[node] == NONE) /* the same text twice: the lower id */
+    if (k->term[node] == ML_TOKEN_NONE) /* the same text twice: the lower id */
         k->term[node] = id;
     k->can_start[t.bytes[0]] = 1;
 }
@@ -249,11 +249,11 @@ static ml_status build_pieces(ml_tok *k, ml_error *err)
     for (int b = 0; b < 256; b++) {
         uint8_t c = (uint8_t)b;
         k->byte_piece[b] = piece_find(k, &c, 1);
-        k->byte_tok[b] = NONE;
+        k->byte_tok[b] = ML_TOKEN_NONE;
     }
     for (uint32_t id = 0; id < k->h.n_vocab; id++) {
         ml_mlt_token t = tok_at(k, id);
-        if (t.attr == ML_MLT_BYTE && k->byte_tok[t.bytes[0]] == NONE) {
+        if (t.attr == ML_MLT_BYTE && k->byte_tok[t.bytes[0]] == ML_TOKEN_NONE) {
             k->byte_tok[t.bytes[0]] = id;
             k->has_byte_tokens = 1;
         }
@@ -309,7 +309,7 @@ static ml_status build_trie(ml_tok *k, ml_error *err)
         return ml__err(err, ML_E_NOMEM, "", -1, "cannot allocate the added-token trie");
     memset(k->edge_key, 0xff, size * sizeof *k->edge_key);
     k->edge_mask = size - 1;
-    k->term[0] = NONE;
+    k->term[0] = ML_TOKEN_NONE;
     k->n_nodes = 1;
     for (uint32_t id = 0; id < k->h.n_vocab; id++)
         if (is_added(tok_at(k, id).attr))
@@ -470,14 +470,14 @@ static ml_status bpe_word(ml_tok *k, size_t n, ml_ids *out, ml_error *err)
             uint64_t top = heap_pop(k->heap, &nh);
             int32_t i = (int32_t)(uint32_t)top;
             sym *a = &k->syms[i];
-            if (a->id == NONE || a->next < 0)
+            if (a->id == ML_TOKEN_NONE || a->next < 0)
                 continue;
             sym *b = &k->syms[a->next];
             const merge_slot *m = merge_find(k, a->id, b->id);
             if (!m || m->rank != (uint32_t)(top >> 32))
                 continue; /* stale: a neighbour changed since the push */
             a->id = m->merged;
-            b->id = NONE;
+            b->id = ML_TOKEN_NONE;
             a->next = b->next;
             if (b->next >= 0)
                 k->syms[b->next].prev = i;
@@ -517,7 +517,7 @@ static int add_fallback(ml_tok *k, size_t *n, const uint8_t *p, size_t len)
     if (!k->has_byte_tokens)
         return 0;
     for (size_t i = 0; i < len; i++)
-        if (k->byte_tok[p[i]] == NONE)
+        if (k->byte_tok[p[i]] == ML_TOKEN_NONE)
             return 0;
     for (size_t i = 0; i < len; i++)
         if (add_sym(k, n, k->byte_tok[p[i]]))
@@ -595,7 +595,7 @@ static ml_status encode_bytes_word(ml_tok *k, const uint8_t *p, size_t n, ml_ids
 {
     if ((k->h.flags & ML_MLT_IGNORE_MERGES)) {
         uint32_t id = piece_find(k, p, n);
-        if (id != NONE)
+        if (id != ML_TOKEN_NONE)
             return ids_push(out, id) ? ml__err(err, ML_E_NOMEM, "", -1, "out of memory") : ML_OK;
     }
     uint64_t h = 0;
@@ -603,7 +603,7 @@ static ml_status encode_bytes_word(ml_tok *k, const uint8_t *p, size_t n, ml_ids
         return ML_OK;
     size_t ns = 0, before = out->n;
     for (size_t i = 0; i < n; i++) {
-        int r = k->byte_piece[p[i]] != NONE ? add_sym(k, &ns, k->byte_piece[p[i]])
+        int r = k->byte_piece[p[i]] != ML_TOKEN_NONE ? add_sym(k, &ns, k->byte_piece[p[i]])
                                              : add_fallback(k, &ns, p + i, 1);
         if (r)
             return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
@@ -658,7 +658,7 @@ static ml_status spm_word(ml_tok *k, const uint8_t *d, size_t w, ml_ids *out, ml
         int l = ml__utf8_seq(d + i, w - i);
         size_t len = (size_t)(l < 0 ? -l : l);
         uint32_t id = piece_find(k, d + i, len);
-        int r = id != NONE ? add_sym(k, &ns, id) : add_fallback(k, &ns, d + i, len);
+        int r = id != ML_TOKEN_NONE ? add_sym(k, &ns, id) : add_fallback(k, &ns, d + i, len);
         if (r)
             return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
         i += len;
@@ -697,7 +697,7 @@ static ml_status encode_spm_segment(ml_tok *k, const uint8_t *p, size_t n, int p
     }
     if (k->h.flags & ML_MLT_IGNORE_MERGES) {
         uint32_t id = piece_find(k, d, w);
-        if (id != NONE)
+        if (id != ML_TOKEN_NONE)
             return ids_push(out, id) ? ml__err(err, ML_E_NOMEM, "", -1, "out of memory") : ML_OK;
     }
     /* Cut before each ▁ that follows a character whose last byte no merged
@@ -749,10 +749,10 @@ static size_t added_at(const ml_tok *k, const uint8_t *p, size_t n, size_t contr
     size_t best = 0;
     for (size_t i = 0; i < n; i++) {
         node = edge_find(k, node, p[i]);
-        if (node == NONE)
+        if (node == NO_NODE)
             break;
         uint32_t t = k->term[node];
-        if (t != NONE && (i + 1 == n || !is_cont(p[i + 1])) &&
+        if (t != ML_TOKEN_NONE && (i + 1 == n || !is_cont(p[i + 1])) &&
             (i < control_max || tok_at(k, t).attr != ML_MLT_ADDED)) {
             best = i + 1;
             *id = t;
