@@ -128,7 +128,7 @@ static void model_decode(const ml_mlt *t, const uint32_t *ids, size_t n, unsigne
     const ml_mlt_header *h = ml_mlt_get_header(t);
     fuzz_buf raw = {0};
     for (size_t i = 0; i < n; i++) {
-        if ((opts & ML_TOK_SKIP_BOS_EOS) && ((int64_t)ids[i] == h->bos || (int64_t)ids[i] == h->eos))
+        if ((opts & ML_TOK_SKIP_BOS_EOS) && (ids[i] == h->bos || ids[i] == h->eos))
             continue;
         ml_mlt_token k = ml_mlt_get_token(t, ids[i]);
         for (uint32_t j = 0; j < k.len; j++) {
@@ -206,10 +206,10 @@ static void check_encoder(const ml_mlt *t, const uint8_t *text, size_t n)
     encode(k, text, n, ML_TOK_BOS_NO, &again, &st); /* now from the cache */
     FUZZ_CHECK(st == ML_OK && same_ids(&again, &plain, 0));
     encode(k, text, n, ML_TOK_BOS_YES, &with, &st);
-    if (h->bos < 0) {
+    if (h->bos == ML_TOKEN_NONE) {
         FUZZ_CHECK(st == ML_E_INVAL);
     } else {
-        FUZZ_CHECK(st == ML_OK && with.n >= 1 && with.v[0] == (uint32_t)h->bos);
+        FUZZ_CHECK(st == ML_OK && with.n >= 1 && with.v[0] == h->bos);
         FUZZ_CHECK(same_ids(&with, &plain, 1));
     }
     encode(k, text, n, ML_TOK_BOS_AUTO, &autob, &st);

@@ -21,6 +21,7 @@
 
 /* One header per part, each including what it needs. */
 #include <mlcore/base.h>
+#include <mlcore/buf.h>
 #include <mlcore/mlb.h>
 #include <mlcore/quant.h>
 #include <mlcore/gguf.h>

@@ -73,8 +73,8 @@ void plan_print_tokenizer(const char *name, const ml_gguf *g)
            "flags %u%s%s\n",
            cli_name(name), "tokenizer.ggml.model", info.model, info.pre[0] ? " (pre \"" : "",
            info.pre, info.pre[0] ? "\")" : "", info.header.kind, info.header.n_vocab,
-           info.header.n_merges, info.header.bos, info.header.eos, info.header.flags,
-           flags[0] ? " " : "", flags);
+           info.header.n_merges, ml_mlt_id_i32(info.header.bos), ml_mlt_id_i32(info.header.eos),
+           info.header.flags, flags[0] ? " " : "", flags);
 }
 
 void plan_print_notes(const ml_convert_plan *p)

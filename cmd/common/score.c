@@ -25,10 +25,10 @@ int cli_read_tokens(const char *path, ml_tok *tok, int no_bos, ml_ids *ids)
 
 /* llama-perplexity puts BOS first in every chunk when the tokenizer adds
  * one to a text. */
-static int32_t chunk_bos(const ml_mlt *mlt, int no_bos)
+static ml_token chunk_bos(const ml_mlt *mlt, int no_bos)
 {
     const ml_mlt_header *th = ml_mlt_get_header(mlt);
-    return !no_bos && (th->flags & ML_MLT_ADD_BOS) && th->bos >= 0 ? th->bos : -1;
+    return !no_bos && (th->flags & ML_MLT_ADD_BOS) ? th->bos : ML_TOKEN_NONE;
 }
 
 int cli_score(const cli_scoring *sc, const ml_ids *ids, ml_nll *acc, size_t *n_chunks)

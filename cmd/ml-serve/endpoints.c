@@ -81,9 +81,9 @@ static int on_detokenize(void *app, http_req *r)
  * Prompts
  * ------------------------------------------------------------------------ */
 /* A special token's piece for the template's bos_token / eos_token. */
-static json_t *piece(const ml_mlt *t, int32_t id)
+static json_t *piece(const ml_mlt *t, ml_token id)
 {
-    ml_mlt_token k = id >= 0 ? ml_mlt_get_token(t, (ml_token)id) : (ml_mlt_token){NULL, 0, 0};
+    ml_mlt_token k = id != ML_TOKEN_NONE ? ml_mlt_get_token(t, id) : (ml_mlt_token){NULL, 0, 0};
     json_t *v = k.len ? json_stringn((const char *)k.bytes, k.len) : NULL;
     return v ? v : json_string("");
 }
@@ -206,23 +206,22 @@ static srv_job *submit(srv_server *s, http_req *r, srv_request *q, uint64_t n)
  * cancelled). */
 static char *wait_whole(http_req *r, srv_job *job, size_t *len, srv_progress *p)
 {
-    char *all = NULL;
-    *len = 0;
+    ml_buf all = {0};
     for (;;) {
         char *text;
         size_t n;
-        srv_job_wait(job, *len, SRV_POLL_MS, &text, &n, p);
+        srv_job_wait(job, all.len, SRV_POLL_MS, &text, &n, p);
         if (text) {
-            char *grown = realloc(all, *len + n + 1);
-            if (grown)
-                memcpy(grown + *len, text, n), all = grown, *len += n;
+            ml_buf_append(&all, text, n); /* failing, all.len stays: asked for again */
             free(text);
         }
-        if (p->done)
-            return all ? all : calloc(1, 1);
+        if (p->done) {
+            *len = all.len;
+            return ml_buf_reserve(&all, 0) ? NULL : all.data; /* memory even for "" */
+        }
         if (!text && http_client_gone(r)) {
             srv_job_cancel(job);
-            free(all);
+            ml_buf_free(&all);
             return NULL;
         }
     }

@@ -41,8 +41,7 @@ struct http_server {
 struct http_req {
     http_server *h;
     struct MHD_Connection *conn;
-    char *body;
-    size_t len, cap;
+    ml_buf body;    /* the request body as collected (within max_body) */
     int answered;   /* a response was queued */
     size_t dropped; /* bytes of a body over max_body, read and thrown away */
     int status;     /* for the log */
@@ -110,8 +109,8 @@ int http_reply_stream(http_req *r, http_stream_fn next, void *ctx, void (*free_c
 
 const char *http_body(const http_req *r, size_t *len)
 {
-    *len = r->len;
-    return r->body ? r->body : "";
+    *len = r->body.len;
+    return r->body.data ? r->body.data : "";
 }
 
 int http_client_gone(const http_req *r)
@@ -210,31 +209,14 @@ static int body_too_big(const http_req *r)
     return cl && strtoull(cl, NULL, 10) > r->h->p.max_body;
 }
 
-/* Appends n bytes (within max_body) to the body; -1: out of memory. */
-static int collect(http_req *r, const char *data, size_t n)
-{
-    if (n > r->cap - r->len) {
-        size_t cap = r->cap ? r->cap : 4096;
-        while (cap - r->len < n)
-            cap *= 2;
-        char *p = realloc(r->body, cap);
-        if (!p)
-            return -1;
-        r->body = p, r->cap = cap;
-    }
-    memcpy(r->body + r->len, data, n);
-    r->len += n;
-    return 0;
-}
-
 /* The next piece of a body: kept, or counted and dropped once the body
  * is over the limit; MHD_NO (closing the connection) when memory runs out
  * or the dropped part grows past HTTP_DROP_FACTOR times the limit. */
 static enum MHD_Result take_body(http_req *r, const char *data, size_t *n)
 {
     size_t max = r->h->p.max_body;
-    if (!r->dropped && *n <= max - r->len) {
-        if (collect(r, data, *n))
+    if (!r->dropped && *n <= max - r->body.len) {
+        if (ml_buf_append(&r->body, data, *n))
             return MHD_NO;
     } else {
         r->dropped += *n;
@@ -318,7 +300,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     fprintf(stderr, "ml-serve: %s %s %s %d %.3f s%s%s%s\n", addr, r->method, r->url, r->status,
             now() - r->t0, r->note[0] ? ", " : "", r->note, termination(toe));
     http_server *h = r->h;
-    free(r->body);
+    ml_buf_free(&r->body);
     free(r);
     *con_cls = NULL;
     pthread_mutex_lock(&h->lock);

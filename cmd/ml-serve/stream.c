@@ -17,8 +17,8 @@ typedef struct stream {
     int include_usage;
     enum phase phase;
     size_t have;          /* bytes of the job's text sent */
-    char *out;            /* events not yet handed over */
-    size_t out_len, out_off;
+    ml_buf out;           /* events formatted, handed over up to out_off */
+    size_t out_off;
 } stream;
 
 void srv_note_job(http_req *r, const srv_progress *p)
@@ -32,16 +32,9 @@ static int put(stream *s, char *ev)
 {
     if (!ev)
         return -1;
-    size_t n = strlen(ev);
-    char *p = realloc(s->out, s->out_len + n);
-    if (!p) {
-        free(ev);
-        return -1;
-    }
-    memcpy(p + s->out_len, ev, n);
-    s->out = p, s->out_len += n;
+    ml_status st = ml_buf_append(&s->out, ev, strlen(ev));
     free(ev);
-    return 0;
+    return st ? -1 : 0;
 }
 
 static char *dup_str(const char *t)
@@ -76,7 +69,7 @@ static int put_end(stream *s, const srv_progress *p)
  * connection (the client left, or memory ran out). */
 static int refill(stream *s)
 {
-    s->out_len = s->out_off = 0;
+    s->out.len = s->out_off = 0;
     if (s->phase == FIRST) {
         s->phase = RUNNING;
         if (s->meta.kind == SRV_CHAT)
@@ -95,7 +88,7 @@ static int refill(stream *s)
         else /* what the log says if the client leaves now */
             http_note(s->r, "prompt %zu tokens (%zu reused), completion %zu tokens so far",
                       p.n_prompt, p.n_cached, p.n_gen);
-        if (rc || s->out_len)
+        if (rc || s->out.len)
             return rc;
         if (http_client_gone(s->r)) {
             srv_job_cancel(s->job);
@@ -108,16 +101,16 @@ static ssize_t next(void *ctx, uint64_t pos, char *buf, size_t max)
 {
     stream *s = ctx;
     (void)pos; /* the bytes are asked for in order */
-    while (s->out_off == s->out_len) {
+    while (s->out_off == s->out.len) {
         if (s->phase == ENDED)
             return HTTP_STREAM_END;
         if (refill(s))
             return HTTP_STREAM_ABORT;
     }
-    size_t n = s->out_len - s->out_off;
+    size_t n = s->out.len - s->out_off;
     if (n > max)
         n = max;
-    memcpy(buf, s->out + s->out_off, n);
+    memcpy(buf, s->out.data + s->out_off, n);
     s->out_off += n;
     return (ssize_t)n;
 }
@@ -126,7 +119,7 @@ static void stream_free(void *ctx)
 {
     stream *s = ctx;
     srv_job_release(s->job);
-    free(s->out);
+    ml_buf_free(&s->out);
     free(s);
 }
 

@@ -134,8 +134,8 @@ static void json_tokenizer(const prospect *p)
         printf(",\"pre\":");
         json_str(stdout, t->pre);
         printf(",\"tokens\":%u,\"merges\":%u,\"bos\":%d,\"eos\":%d,\"chat_templates\":%u",
-               t->header.n_vocab, t->header.n_merges, (int)t->header.bos, (int)t->header.eos,
-               t->n_templates);
+               t->header.n_vocab, t->header.n_merges, (int)ml_mlt_id_i32(t->header.bos),
+               (int)ml_mlt_id_i32(t->header.eos), t->n_templates);
     }
     printf("}");
 }

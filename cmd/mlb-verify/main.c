@@ -202,16 +202,12 @@ static int read_manifest(const char *path, manifest *m)
         lineno++;
         if (line[0] == '#' || line[0] == '\n')
             continue;
-        if (m->n == m->cap) {
-            size_t nc = m->cap ? 2 * m->cap : 64;
-            sum_entry *ne = realloc(m->e, nc * sizeof *ne);
-            if (!ne) {
-                status = cli_fail(path, ML_E_NOMEM, NULL);
-                break;
-            }
-            m->e = ne;
-            m->cap = nc;
+        sum_entry *e = ml_array_reserve(m->e, &m->cap, m->n + 1, sizeof *e);
+        if (!e) {
+            status = cli_fail(path, ML_E_NOMEM, NULL);
+            break;
         }
+        m->e = e;
         if (parse_line(line, &m->e[m->n]) < 0) {
             status = cli_failf(path, ML_E_FORMAT, "line %lu: expected 'CRC32  TENSOR  FILE'",
                                lineno);

@@ -151,11 +151,11 @@ static void count_attrs(const ml_mlt *t, uint32_t c[4])
         c[ml_mlt_get_token(t, i).attr]++;
 }
 
-static void print_special(const char *name, const ml_mlt *t, int32_t id, const char *meaning)
+static void print_special(const char *name, const ml_mlt *t, ml_token id, const char *meaning)
 {
-    printf("  %-22s %-15d ", name, (int)id);
-    if (id >= 0) {
-        ml_mlt_token k = ml_mlt_get_token(t, (uint32_t)id);
+    printf("  %-22s %-15d ", name, (int)ml_mlt_id_i32(id));
+    if (id != ML_TOKEN_NONE) {
+        ml_mlt_token k = ml_mlt_get_token(t, id);
         print_piece(k.bytes, k.len);
     } else {
         printf("none");
@@ -220,9 +220,9 @@ static int print_template(const char *path, const ml_mlt *t, const char *name, i
 }
 
 /* A special token's piece as a JSON string ("" when there is none). */
-static void json_special(FILE *f, const ml_mlt *t, int32_t id)
+static void json_special(FILE *f, const ml_mlt *t, ml_token id)
 {
-    ml_mlt_token k = id >= 0 ? ml_mlt_get_token(t, (ml_token)id) : (ml_mlt_token){NULL, 0, 0};
+    ml_mlt_token k = id != ML_TOKEN_NONE ? ml_mlt_get_token(t, id) : (ml_mlt_token){NULL, 0, 0};
     json_strn(f, k.len ? (const char *)k.bytes : "", k.len);
 }
 
@@ -377,8 +377,8 @@ static void json_header(const char *path, const ml_mlt *t)
     json_str(stdout, cli_name(path));
     printf(",\"size\":%" PRIu64 ",\"version\":%u,\"kind\":%u,\"n_vocab\":%u,\"n_merges\":%u,"
            "\"bos\":%d,\"eos\":%d,\"flags\":%u,\"flag_names\":",
-           ml_mlt_file_size(t), h->version, h->kind, h->n_vocab, h->n_merges, (int)h->bos,
-           (int)h->eos, h->flags);
+           ml_mlt_file_size(t), h->version, h->kind, h->n_vocab, h->n_merges,
+           (int)ml_mlt_id_i32(h->bos), (int)ml_mlt_id_i32(h->eos), h->flags);
     json_str(stdout, names);
     printf(",\"normal\":%u,\"added\":%u,\"user_defined\":%u,\"byte\":%u", c[0], c[1] + c[3],
            c[3], c[2]);

@@ -47,8 +47,12 @@ typedef struct ml_error {
 } ml_error;
 
 /* A token id, below the vocabulary's size (at most 2^24): one type for
- * the tokenizer, the runtime and the sampler. */
+ * the tokenizer, the runtime and the sampler.  ML_TOKEN_NONE, above every
+ * vocabulary, stands for "no token" (a tokenizer without BOS, a chunk
+ * that keeps its own first token); its bytes are the -1 that .mlt files
+ * store for a missing BOS or EOS. */
 typedef uint32_t ml_token;
+#define ML_TOKEN_NONE ((ml_token)UINT32_MAX)
 
 /* "ML_OK", "ML_E_FORMAT", ... ; never NULL. */
 ML_API const char *ml_status_name(ml_status s);

@@ -32,8 +32,8 @@
  *       general.architecture qwen35 or qwen35moe file); smollm 32+64;
  *       gpt-2 32.  Other pre-tokenizers, and add_space_prefix true, are
  *       ML_E_UNSUPPORTED.
- *   Both: bos and eos from tokenizer.ggml.bos_token_id / eos_token_id (-1
- *   when absent or -1); flag 1 from tokenizer.ggml.add_bos_token, or when
+ *   Both: bos and eos from tokenizer.ggml.bos_token_id / eos_token_id
+ *   (ML_TOKEN_NONE when absent, -1 or 0xFFFFFFFF); flag 1 from tokenizer.ggml.add_bos_token, or when
  *   absent llama.cpp's default (SentencePiece and the llama-bpe family
  *   yes, the rest no), and only when there is a BOS id.
  *   A chat section (flag 512) when the vocabulary has chat templates

@@ -64,8 +64,8 @@ typedef struct ml_mlt_header {
     uint32_t kind;      /* ML_MLT_KIND_* */
     uint32_t n_vocab;   /* tokens */
     uint32_t n_merges;  /* merge rules */
-    int32_t bos;        /* BOS id, or -1 */
-    int32_t eos;        /* EOS id, or -1 */
+    ml_token bos;       /* BOS id, or ML_TOKEN_NONE (i32 -1 in the file) */
+    ml_token eos;       /* EOS id, or ML_TOKEN_NONE (i32 -1 in the file) */
     uint32_t flags;     /* ML_MLT_* flag bits */
 } ml_mlt_header;
 
@@ -111,6 +111,9 @@ ML_API void ml_mlt_get_merge(const ml_mlt *t, uint32_t rank, uint32_t *left, uin
 /* The rule "n_vocab at most the model's vocab": ML_E_SHAPE when the
  * tokenizer has more tokens than the model has embeddings. */
 ML_API ml_status ml_mlt_check_vocab(const ml_mlt *t, uint32_t model_vocab, ml_error *err);
+/* A BOS or EOS id as the file's i32 field holds it, as mlt-dump and the
+ * JSON outputs print it: -1 for ML_TOKEN_NONE, the id itself otherwise. */
+ML_API int32_t ml_mlt_id_i32(ml_token id);
 /* The flags as words, "add_bos ignore_merges", into buf (always terminated). */
 ML_API void ml_mlt_flag_names(uint32_t flags, char *buf, size_t n);
 

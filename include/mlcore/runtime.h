@@ -181,14 +181,14 @@ typedef int (*ml_chunk_progress_fn)(void *ctx, uint64_t done, uint64_t total);
 
 typedef struct ml_perplexity_opts {
     uint64_t max_chunks; /* 0: every whole chunk of the text */
-    int32_t bos;         /* replaces each chunk's first token; -1: the text's own */
+    ml_token bos;        /* replaces each chunk's first token; ML_TOKEN_NONE: the text's own */
     ml_chunk_progress_fn progress; /* may be NULL */
     void *progress_ctx;
 } ml_perplexity_opts;
 
 /* Scores a text the way llama-perplexity and llama-imatrix cut it: chunks
  * of the context's n_ctx tokens (the rest dropped), each evaluated from an
- * empty context with its first token replaced by o->bos (unless -1) and
+ * empty context with its first token replaced by o->bos (unless ML_TOKEN_NONE) and
  * its second half scored into acc (ml_ctx_score; rows as there).
  * *n_chunks receives the chunks to score, n / n_ctx but at most
  * max_chunks.  A stop asked by the progress callback returns ML_OK, acc

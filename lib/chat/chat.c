@@ -14,6 +14,7 @@
 #include "tokenizer/tok.h"
 
 #include <mlcore/chat.h>
+#include <mlcore/buf.h>
 #include <mlcore/mlt.h>
 
 #include <stdio.h>
@@ -139,13 +140,10 @@ typedef struct spans {
 
 static int spans_push(spans *s, size_t start, size_t len)
 {
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? 2 * s->cap : 16;
-        ml_span *v = realloc(s->v, nc * sizeof *v);
-        if (!v)
-            return -1;
-        s->v = v, s->cap = nc;
-    }
+    ml_span *v = ml_array_reserve(s->v, &s->cap, s->n + 1, sizeof *v);
+    if (!v)
+        return -1;
+    s->v = v;
     s->v[s->n++] = (ml_span){start, len};
     return 0;
 }
@@ -340,11 +338,11 @@ static int set_text(jj_ctx *c, jv_dict *d, const char *key, const char *s, size_
 }
 
 /* The piece of a special token as a variable (bos_token, eos_token). */
-static int set_token(jj_ctx *c, jv_dict *d, const char *key, const ml_mlt *tok, int32_t id)
+static int set_token(jj_ctx *c, jv_dict *d, const char *key, const ml_mlt *tok, ml_token id)
 {
-    if (!tok || id < 0)
+    if (!tok || id == ML_TOKEN_NONE)
         return 0;
-    ml_mlt_token k = ml_mlt_get_token(tok, (ml_token)id);
+    ml_mlt_token k = ml_mlt_get_token(tok, id);
     return set_text(c, d, key, (const char *)k.bytes, k.len);
 }
 
@@ -365,8 +363,8 @@ static int build_vars(jj_ctx *c, const ml_chat_message *m, size_t n, int add_gen
     const ml_mlt_header *h = tok ? ml_mlt_get_header(tok) : NULL;
     if (jv_dict_set(c, d, jv_cstr("messages"), jv_of_list(l, 0)) ||
         jv_dict_set(c, d, jv_cstr("add_generation_prompt"), jv_bool(add_generation_prompt)) ||
-        set_token(c, d, "bos_token", tok, h ? h->bos : -1) ||
-        set_token(c, d, "eos_token", tok, h ? h->eos : -1))
+        set_token(c, d, "bos_token", tok, h ? h->bos : ML_TOKEN_NONE) ||
+        set_token(c, d, "eos_token", tok, h ? h->eos : ML_TOKEN_NONE))
         return -1;
     *out = d;
     return 0;

@@ -27,13 +27,10 @@ static int size_class8(uint32_t type)
 static ml__conv_item *new_item(ml__conv_build *b)
 {
     ml_convert_plan *p = b->p;
-    if (p->n_items == p->cap_items) {
-        size_t cap = p->cap_items ? 2 * p->cap_items : 64;
-        ml__conv_item *n = realloc(p->items, cap * sizeof *n);
-        if (!n)
-            return NULL;
-        p->items = n, p->cap_items = cap;
-    }
+    ml__conv_item *items = ml_array_reserve(p->items, &p->cap_items, p->n_items + 1, sizeof *items);
+    if (!items)
+        return NULL;
+    p->items = items;
     ml__conv_item *it = &p->items[p->n_items++];
     memset(it, 0, sizeof *it);
     return it;

@@ -25,13 +25,10 @@ int ml__conv_is_linear(const ml__conv_build *b, uint32_t l)
 ml_status ml__conv_note(ml__conv_build *b, const char *fmt, ...)
 {
     ml_convert_plan *p = b->p;
-    if (p->n_notes == p->cap_notes) {
-        size_t cap = p->cap_notes ? 2 * p->cap_notes : 16;
-        char **n = realloc(p->notes, cap * sizeof *n);
-        if (!n)
-            return ml__err(b->err, ML_E_NOMEM, "", -1, "out of memory");
-        p->notes = n, p->cap_notes = cap;
-    }
+    char **notes = ml_array_reserve(p->notes, &p->cap_notes, p->n_notes + 1, sizeof *notes);
+    if (!notes)
+        return ml__err(b->err, ML_E_NOMEM, "", -1, "out of memory");
+    p->notes = notes;
     char buf[512];
     va_list ap;
     va_start(ap, fmt);

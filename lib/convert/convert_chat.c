@@ -213,7 +213,7 @@ static ml_status read_templates(const ml_gguf *g, ml__conv_chat *out, ml_error *
     return ML_OK;
 }
 
-ml_status ml__conv_chat_read(const ml_gguf *g, int32_t eos, ml__conv_chat *out, ml_error *err)
+ml_status ml__conv_chat_read(const ml_gguf *g, ml_token eos, ml__conv_chat *out, ml_error *err)
 {
     memset(out, 0, sizeof *out);
     ml_status s = read_eog(g, out, err);
@@ -223,6 +223,6 @@ ml_status ml__conv_chat_read(const ml_gguf *g, int32_t eos, ml__conv_chat *out, 
         return s;
     out->chat = (ml_mlt_chat){out->eog, out->n_eog, out->tmpl, out->n_templates};
     /* A section only when it says more than the header's EOS. */
-    out->needed = out->n_templates > 0 || out->n_eog > (eos >= 0 ? 1u : 0u);
+    out->needed = out->n_templates > 0 || out->n_eog > (eos != ML_TOKEN_NONE ? 1u : 0u);
     return ML_OK;
 }

@@ -7,6 +7,7 @@
 
 #include "base/internal.h"
 
+#include <mlcore/buf.h>
 #include <mlcore/convert.h>
 
 /* One .mlb array and how to fill it.  Source indices are rows for matrices
@@ -155,6 +156,6 @@ typedef struct ml__conv_chat {
 
 /* The end-of-generation ids and chat templates of g's vocabulary (rules
  * in convert_chat.c); eos is the .mlt's EOS id. */
-ml_status ml__conv_chat_read(const ml_gguf *g, int32_t eos, ml__conv_chat *out, ml_error *err);
+ml_status ml__conv_chat_read(const ml_gguf *g, ml_token eos, ml__conv_chat *out, ml_error *err);
 
 #endif

@@ -121,12 +121,12 @@ static ml_status lookup_init(conv *c, const text *key)
     return ML_OK;
 }
 
-static uint32_t lookup(const conv *c, const uint8_t *p, size_t n)
+static ml_token lookup(const conv *c, const uint8_t *p, size_t n)
 {
     for (size_t i = (size_t)hash(p, n) & c->mask;; i = (i + 1) & c->mask) {
         uint32_t v = c->slot[i];
         if (!v)
-            return UINT32_MAX;
+            return ML_TOKEN_NONE;
         const text *k = &c->key[v - 1];
         if (k->n == n && memcmp(k->p, p, n) == 0)
             return v - 1;
@@ -516,11 +516,12 @@ static ml_status convert_tokens(conv *c)
  * BOS and EOS
  * ------------------------------------------------------------------------- */
 
-/* A token id key: absent, -1 or 0xFFFFFFFF (llama.cpp's "none") give -1. */
-static ml_status read_id(conv *c, const char *key, int32_t *id)
+/* A token id key: absent, -1 or 0xFFFFFFFF (llama.cpp's "none") give
+ * ML_TOKEN_NONE. */
+static ml_status read_id(conv *c, const char *key, ml_token *id)
 {
     const ml_gguf_kv *kv = ml_gguf_find(c->g, key);
-    *id = -1;
+    *id = ML_TOKEN_NONE;
     if (!kv)
         return ML_OK;
     int64_t v;
@@ -530,7 +531,7 @@ static ml_status read_id(conv *c, const char *key, int32_t *id)
     if (v < 0 || v >= (int64_t)c->n)
         return ml__err(c->err, ML_E_FORMAT, key, (int64_t)kv->value.offset,
                        "token id %lld is not below the %u tokens", (long long)v, c->n);
-    *id = (int32_t)v;
+    *id = (ml_token)v;
     return ML_OK;
 }
 
@@ -544,10 +545,10 @@ static ml_status read_specials(conv *c, int add_bos)
         s = get_bool(c, K_ADD_BOS, &add_bos, &off);
     if (s)
         return s;
-    if (add_bos && off >= 0 && c->h.bos < 0)
+    if (add_bos && off >= 0 && c->h.bos == ML_TOKEN_NONE)
         return ml__err(c->err, ML_E_FORMAT, K_ADD_BOS, off,
                        "is true but the file has no " K_BOS);
-    if (add_bos && c->h.bos >= 0)
+    if (add_bos && c->h.bos != ML_TOKEN_NONE)
         c->h.flags |= ML_MLT_ADD_BOS;
     return ML_OK;
 }
@@ -575,7 +576,7 @@ static ml_status merge_ids(conv *c, const ml_gguf_value *el, uint32_t r, uint8_t
     static const char *const which[3] = {"left", "right", "merged"};
     for (int k = 0; k < 3; k++) {
         ids[k] = lookup(c, part[k], len[k]);
-        if (ids[k] == UINT32_MAX)
+        if (ids[k] == ML_TOKEN_NONE)
             return ml__err(c->err, ML_E_FORMAT, K_MERGES, (int64_t)el->offset,
                            "element %u: the %s piece \"%.*s\" is not a token", r, which[k],
                            (int)(len[k] < SHOW ? len[k] : SHOW), (const char *)part[k]);
@@ -706,18 +707,10 @@ static ml_status read_scores(conv *c, double *score)
 
 static ml_status recs_push(conv *c, recs *rs, const rec *x)
 {
-    if (rs->n == rs->cap) {
-        size_t cap = rs->cap ? rs->cap * 2 : 4096;
-        size_t bytes;
-        if (cap < rs->cap || ml__to_size((uint64_t)cap * sizeof *rs->v, &bytes) ||
-            bytes / sizeof *rs->v != cap)
-            return ml__err(c->err, ML_E_NOMEM, K_SCORES, -1, "too many merges for memory");
-        rec *v = realloc(rs->v, bytes);
-        if (!v)
-            return ml__err(c->err, ML_E_NOMEM, K_SCORES, -1, "cannot allocate %zu bytes", bytes);
-        rs->v = v;
-        rs->cap = cap;
-    }
+    rec *v = ml_array_reserve(rs->v, &rs->cap, rs->n + 1, sizeof *v);
+    if (!v)
+        return ml__err(c->err, ML_E_NOMEM, K_SCORES, -1, "too many merges for memory");
+    rs->v = v;
     rs->v[rs->n++] = *x;
     return ML_OK;
 }
@@ -745,7 +738,7 @@ static ml_status splits_of(conv *c, uint32_t p, const double *score, recs *rs)
         x.r = lookup(c, t->bytes + k, t->len - k);
         x.lcp = j;
         x.rcp = ncp - j;
-        if (x.l != UINT32_MAX && x.r != UINT32_MAX) {
+        if (x.l != ML_TOKEN_NONE && x.r != ML_TOKEN_NONE) {
             ml_status s = recs_push(c, rs, &x);
             if (s)
                 return s;
@@ -835,7 +828,7 @@ static ml_status discard(void *ctx, const void *buf, size_t n, ml_error *err)
 static ml_status convert(conv *c, ml_write_fn fn, void *ctx)
 {
     int add_bos = 0;
-    c->h.bos = c->h.eos = -1;
+    c->h.bos = c->h.eos = ML_TOKEN_NONE;
     ml_status s = read_kind(c, &add_bos);
     if (!s)
         s = read_texts(c);

@@ -94,8 +94,8 @@ ml_status ml_ctx_perplexity(ml_ctx *c, const ml_token *tokens, size_t n,
     ml_status s = ML_OK;
     for (size_t k = 0; !s && !asks_stop(o, k, total) && k < total; k++) {
         memcpy(chunk, tokens + k * n_ctx, n_ctx * sizeof *chunk);
-        if (o->bos >= 0)
-            chunk[0] = (ml_token)o->bos;
+        if (o->bos != ML_TOKEN_NONE)
+            chunk[0] = o->bos;
         s = ml_ctx_score(c, chunk, n_ctx, n_ctx / 2, rows, acc, err);
     }
     free(chunk);

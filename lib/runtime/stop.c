@@ -4,6 +4,7 @@
  * holds more than the longest stop string (plus the last piece added). */
 #include "base/internal.h"
 
+#include <mlcore/buf.h>
 #include <mlcore/stop.h>
 
 #include <stdlib.h>
@@ -12,10 +13,8 @@ struct ml_stop {
     char **stops;
     size_t *lens;
     size_t n, longest;
-    char *pend;             /* text not yet released */
-    size_t n_pend, cap;
-    char *out;              /* what the last call released */
-    size_t out_cap;
+    ml_buf pend;            /* text not yet released */
+    ml_buf out;             /* what the last call released */
     int done;
 };
 
@@ -60,39 +59,21 @@ void ml_stop_free(ml_stop *s)
         free(s->stops[i]);
     free(s->stops);
     free(s->lens);
-    free(s->pend);
-    free(s->out);
+    ml_buf_free(&s->pend);
+    ml_buf_free(&s->out);
     free(s);
 }
 
-static int grow(char **p, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) {
-        if (c > SIZE_MAX / 2)
-            return -1;
-        c *= 2;
-    }
-    char *q = realloc(*p, c);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 /* The first complete stop string in the pending text: its start, or
- * n_pend when there is none (the longest wins at one start). */
+ * pend.len when there is none (the longest wins at one start). */
 static size_t first_match(const ml_stop *s, size_t *len)
 {
-    size_t best = s->n_pend;
+    size_t best = s->pend.len;
     *len = 0;
     for (size_t i = 0; i < s->n; i++) {
         size_t m = s->lens[i];
-        for (size_t at = 0; at + m <= s->n_pend && at <= best; at++)
-            if (memcmp(s->pend + at, s->stops[i], m) == 0) {
+        for (size_t at = 0; at + m <= s->pend.len && at <= best; at++)
+            if (memcmp(s->pend.data + at, s->stops[i], m) == 0) {
                 if (at < best || m > *len) {
                     best = at;
                     *len = m;
@@ -109,9 +90,9 @@ static size_t held_tail(const ml_stop *s)
 {
     size_t hold = 0;
     for (size_t i = 0; i < s->n; i++) {
-        size_t k = s->lens[i] - 1 < s->n_pend ? s->lens[i] - 1 : s->n_pend;
+        size_t k = s->lens[i] - 1 < s->pend.len ? s->lens[i] - 1 : s->pend.len;
         for (; k > hold; k--)
-            if (memcmp(s->pend + s->n_pend - k, s->stops[i], k) == 0) {
+            if (memcmp(s->pend.data + s->pend.len - k, s->stops[i], k) == 0) {
                 hold = k;
                 break;
             }
@@ -122,12 +103,14 @@ static size_t held_tail(const ml_stop *s)
 /* Moves the first n pending bytes to the released buffer. */
 static int release(ml_stop *s, size_t n, const char **emit, size_t *emit_len)
 {
-    if (grow(&s->out, &s->out_cap, n ? n : 1))
+    s->out.len = 0;
+    if (ml_buf_reserve(&s->out, n)) /* memory even for n = 0: *emit is never NULL */
         return -1;
-    memcpy(s->out, s->pend, n);
-    memmove(s->pend, s->pend + n, s->n_pend - n);
-    s->n_pend -= n;
-    *emit = s->out;
+    memcpy(s->out.data, s->pend.data, n);
+    s->out.len = n;
+    memmove(s->pend.data, s->pend.data + n, s->pend.len - n);
+    s->pend.len -= n;
+    *emit = s->out.data;
     *emit_len = n;
     return 0;
 }
@@ -138,37 +121,32 @@ int ml_stop_push(ml_stop *s, const char *text, size_t n, const char **emit, size
     *emit_len = 0;
     if (s->done || n == 0)
         return s->done;
-    if (s->n_pend > SIZE_MAX - n || grow(&s->pend, &s->cap, s->n_pend + n))
+    if (ml_buf_append(&s->pend, text, n))
         return -1;
-    memcpy(s->pend + s->n_pend, text, n);
-    s->n_pend += n;
     size_t len, at = first_match(s, &len);
-    if (at < s->n_pend) {
+    if (at < s->pend.len) {
         if (release(s, at, emit, emit_len))
             return -1;
-        s->n_pend = 0;
+        s->pend.len = 0;
         s->done = 1;
         return 1;
     }
-    return release(s, s->n_pend - held_tail(s), emit, emit_len);
+    return release(s, s->pend.len - held_tail(s), emit, emit_len);
 }
 
 void ml_stop_flush(ml_stop *s, const char **emit, size_t *emit_len)
 {
     *emit = "";
     *emit_len = 0;
-    if (s->done || s->n_pend == 0)
+    if (s->done || s->pend.len == 0)
         return;
     /* The pending bytes are handed over as they lie. */
-    char *t = s->out;
-    size_t c = s->out_cap;
+    ml_buf t = s->out;
     s->out = s->pend;
-    s->out_cap = s->cap;
     s->pend = t;
-    s->cap = c;
-    *emit = s->out;
-    *emit_len = s->n_pend;
-    s->n_pend = 0;
+    s->pend.len = 0;
+    *emit = s->out.data;
+    *emit_len = s->out.len;
 }
 
 int ml_stop_done(const ml_stop *s)
@@ -178,6 +156,6 @@ int ml_stop_done(const ml_stop *s)
 
 void ml_stop_reset(ml_stop *s)
 {
-    s->n_pend = 0;
+    s->pend.len = 0;
     s->done = 0;
 }

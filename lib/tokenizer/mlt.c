@@ -30,8 +30,8 @@ void ml_mlt_header_decode(const uint8_t buf[ML_MLT_HEADER_SIZE], ml_mlt_header *
     h->kind = ml__rd32(buf + 8);
     h->n_vocab = ml__rd32(buf + 12);
     h->n_merges = ml__rd32(buf + 16);
-    h->bos = (int32_t)ml__rd32(buf + 20);
-    h->eos = (int32_t)ml__rd32(buf + 24);
+    h->bos = ml__rd32(buf + 20);
+    h->eos = ml__rd32(buf + 24);
     h->flags = ml__rd32(buf + 28);
 }
 
@@ -42,9 +42,16 @@ void ml_mlt_header_encode(const ml_mlt_header *h, uint8_t buf[ML_MLT_HEADER_SIZE
     ml__wr32(buf + 8, h->kind);
     ml__wr32(buf + 12, h->n_vocab);
     ml__wr32(buf + 16, h->n_merges);
-    ml__wr32(buf + 20, (uint32_t)h->bos);
-    ml__wr32(buf + 24, (uint32_t)h->eos);
+    ml__wr32(buf + 20, h->bos);
+    ml__wr32(buf + 24, h->eos);
     ml__wr32(buf + 28, h->flags);
+}
+
+int32_t ml_mlt_id_i32(ml_token id)
+{
+    /* Two's complement written out: converting an unsigned value above
+     * INT32_MAX to int32_t is implementation-defined in C. */
+    return id <= INT32_MAX ? (int32_t)id : -(int32_t)(UINT32_MAX - id) - 1;
 }
 
 static const char *const flag_names[] = {
@@ -123,18 +130,19 @@ static ml_status check_flags(const ml_mlt_header *h, ml_error *err)
         return ml__err(err, ML_E_FORMAT, "flags", O_FLAGS,
                        "single_digits (16) and marks_regex (256) modify the Llama 3 regex, "
                        "not the GPT-2 one (32)");
-    if ((f & ML_MLT_ADD_BOS) && h->bos < 0)
-        return ml__err(err, ML_E_FORMAT, "flags", O_FLAGS, "add_bos (1) is set but bos is %d",
-                       (int)h->bos);
+    if ((f & ML_MLT_ADD_BOS) && h->bos == ML_TOKEN_NONE)
+        return ml__err(err, ML_E_FORMAT, "flags", O_FLAGS, "add_bos (1) is set but bos is -1");
     return ML_OK;
 }
 
-static ml_status check_special(const char *name, int64_t off, int32_t id, uint32_t n_vocab,
+/* The message prints the field as the file's i32: a negative id other
+ * than -1 reads as such, not as a large unsigned number. */
+static ml_status check_special(const char *name, int64_t off, ml_token id, uint32_t n_vocab,
                                ml_error *err)
 {
-    if (id < -1 || (id >= 0 && (uint32_t)id >= n_vocab))
+    if (id != ML_TOKEN_NONE && id >= n_vocab)
         return ml__err(err, ML_E_FORMAT, name, off, "%d is neither -1 nor a token id below %u",
-                       (int)id, n_vocab);
+                       (int)ml_mlt_id_i32(id), n_vocab);
     return ML_OK;
 }
 
@@ -403,7 +411,7 @@ ml_status ml_mlt_check_vocab(const ml_mlt *t, uint32_t model_vocab, ml_error *er
  * ------------------------------------------------------------------------- */
 
 static ml_status serialized_size(const ml_mlt_token *tokens, uint32_t n_vocab, uint32_t n_merges,
-                                 const ml_mlt_chat *chat, int32_t eos, size_t *out, ml_error *err)
+                                 const ml_mlt_chat *chat, ml_token eos, size_t *out, ml_error *err)
 {
     uint64_t total = ML_MLT_HEADER_SIZE, m, c = 0;
     for (uint32_t i = 0; i < n_vocab; i++)

@@ -47,7 +47,7 @@ static ml_status read_eog(cursor *c, const ml_mlt_header *h, ml__mlt_chat *out)
                        (unsigned)ML_MLT_MAX_EOG);
     out->eog_off = c->pos;
     out->n_eog = n;
-    int has_eos = h->eos < 0;
+    int has_eos = h->eos == ML_TOKEN_NONE;
     char name[32];
     for (uint32_t i = 0, prev = 0; i < n; i++) {
         uint32_t id = 0;
@@ -61,12 +61,12 @@ static ml_status read_eog(cursor *c, const ml_mlt_header *h, ml__mlt_chat *out)
         if (i > 0 && id <= prev)
             return ml__err(c->err, ML_E_FORMAT, name, at,
                            "id %u does not follow %u: the ids are in increasing order", id, prev);
-        has_eos |= (int32_t)id == h->eos;
+        has_eos |= id == h->eos;
         prev = id;
     }
     if (!has_eos)
         return ml__err(c->err, ML_E_FORMAT, "chat.eog", (int64_t)out->eog_off,
-                       "the EOS id %d is not among the end-of-generation ids", (int)h->eos);
+                       "the EOS id %u is not among the end-of-generation ids", h->eos);
     return ML_OK;
 }
 
@@ -175,7 +175,7 @@ uint32_t ml_mlt_n_eog(const ml_mlt *t)
     const ml__mlt_chat *ch = ml__mlt_chat_of(t);
     if (ch)
         return ch->n_eog;
-    return ml_mlt_get_header(t)->eos >= 0;
+    return ml_mlt_get_header(t)->eos != ML_TOKEN_NONE;
 }
 
 ml_token ml_mlt_eog(const ml_mlt *t, uint32_t i)
@@ -183,7 +183,7 @@ ml_token ml_mlt_eog(const ml_mlt *t, uint32_t i)
     const ml__mlt_chat *ch = ml__mlt_chat_of(t);
     if (ch)
         return i < ch->n_eog ? ml__rd32(ml__mlt_data(t) + ch->eog_off + 4 * (size_t)i) : 0;
-    return (uint32_t)ml_mlt_get_header(t)->eos;
+    return ml_mlt_get_header(t)->eos;
 }
 
 int ml_mlt_is_eog(const ml_mlt *t, ml_token id)
@@ -246,7 +246,7 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 /* The writer's id set: chat's ids and EOS, sorted, without repeats. */
-static ml_status eog_set(const ml_mlt_chat *chat, int32_t eos, uint32_t **out, uint32_t *n,
+static ml_status eog_set(const ml_mlt_chat *chat, ml_token eos, uint32_t **out, uint32_t *n,
                          ml_error *err)
 {
     uint32_t *v = malloc(((size_t)chat->n_eog + 1) * sizeof *v);
@@ -255,8 +255,8 @@ static ml_status eog_set(const ml_mlt_chat *chat, int32_t eos, uint32_t **out, u
     uint32_t k = 0;
     for (uint32_t i = 0; i < chat->n_eog; i++)
         v[k++] = chat->eog[i];
-    if (eos >= 0)
-        v[k++] = (uint32_t)eos;
+    if (eos != ML_TOKEN_NONE)
+        v[k++] = eos;
     qsort(v, k, sizeof *v, cmp_u32);
     uint32_t m = 0;
     for (uint32_t i = 0; i < k; i++)
@@ -267,7 +267,7 @@ static ml_status eog_set(const ml_mlt_chat *chat, int32_t eos, uint32_t **out, u
     return ML_OK;
 }
 
-ml_status ml__mlt_chat_size(const ml_mlt_chat *chat, int32_t eos, uint64_t *size, ml_error *err)
+ml_status ml__mlt_chat_size(const ml_mlt_chat *chat, ml_token eos, uint64_t *size, ml_error *err)
 {
     if ((!chat->eog && chat->n_eog) || (!chat->templates && chat->n_templates))
         return ml__err(err, ML_E_INVAL, "", -1, "NULL chat arrays");
@@ -275,7 +275,7 @@ ml_status ml__mlt_chat_size(const ml_mlt_chat *chat, int32_t eos, uint64_t *size
         return ml__err(err, ML_E_INVAL, "", -1, "%u ids, %u templates: more than %u and %u",
                        chat->n_eog, chat->n_templates, (unsigned)ML_MLT_MAX_EOG,
                        (unsigned)ML_MLT_MAX_TEMPLATES);
-    uint64_t total = 8 + 4 * ((uint64_t)chat->n_eog + (eos >= 0));
+    uint64_t total = 8 + 4 * ((uint64_t)chat->n_eog + (eos != ML_TOKEN_NONE));
     for (uint32_t i = 0; i < chat->n_templates; i++) {
         const ml_mlt_template *k = &chat->templates[i];
         if (k->name_len > ML_MLT_TEMPLATE_NAME_MAX || k->len > ML_MLT_TEMPLATE_MAX ||
@@ -287,7 +287,7 @@ ml_status ml__mlt_chat_size(const ml_mlt_chat *chat, int32_t eos, uint64_t *size
     return ML_OK;
 }
 
-ml_status ml__mlt_chat_write(const ml_mlt_chat *chat, int32_t eos, uint8_t *buf, size_t *len,
+ml_status ml__mlt_chat_write(const ml_mlt_chat *chat, ml_token eos, uint8_t *buf, size_t *len,
                              ml_error *err)
 {
     uint32_t *ids = NULL, n = 0;

@@ -23,9 +23,11 @@
  * that may still be completed by the next token. */
 #include "tokenizer/tok.h"
 
+#include <mlcore/buf.h>
+
 #include <stdlib.h>
 
-#define NONE UINT32_MAX
+#define NO_NODE UINT32_MAX /* edge_find: the trie has no such edge */
 #define SPM_SPACE "\xe2\x96\x81" /* U+2581 ▁ */
 
 /* ---------------------------------------------------------------------------
@@ -113,7 +115,7 @@ struct ml_tok {
     uint64_t *edge_key;       /* UINT64_MAX empty */
     uint32_t *edge_to;
     size_t edge_mask;
-    uint32_t *term;           /* per node: token id or NONE */
+    uint32_t *term;           /* per node: token id or ML_TOKEN_NONE */
     uint32_t n_nodes;
     /* Pre-token cache. */
     cache_slot *cache;
@@ -139,8 +141,8 @@ static uint32_t piece_find(const ml_tok *k, const uint8_t *p, size_t n)
     size_t i = hash_bytes(p, n) & k->piece_mask;
     for (;; i = (i + 1) & k->piece_mask) {
         uint32_t id = k->piece[i];
-        if (id == NONE)
-            return NONE;
+        if (id == ML_TOKEN_NONE)
+            return ML_TOKEN_NONE;
         ml_mlt_token t = tok_at(k, id);
         if (t.len == n && memcmp(t.bytes, p, n) == 0)
             return id;
@@ -150,10 +152,10 @@ static uint32_t piece_find(const ml_tok *k, const uint8_t *p, size_t n)
 static void piece_insert(ml_tok *k, uint32_t id)
 {
     ml_mlt_token t = tok_at(k, id);
-    if (piece_find(k, t.bytes, t.len) != NONE)
+    if (piece_find(k, t.bytes, t.len) != ML_TOKEN_NONE)
         return; /* the lowest id of a normal piece wins */
     size_t i = hash_bytes(t.bytes, t.len) & k->piece_mask;
-    while (k->piece[i] != NONE)
+    while (k->piece[i] != ML_TOKEN_NONE)
         i = (i + 1) & k->piece_mask;
     k->piece[i] = id;
 }
@@ -188,14 +190,14 @@ static uint32_t edge_find(const ml_tok *k, uint32_t node, uint8_t b)
         if (k->edge_key[i] == key)
             return k->edge_to[i];
         if (k->edge_key[i] == UINT64_MAX)
-            return NONE;
+            return NO_NODE;
     }
 }
 
 static uint32_t edge_add(ml_tok *k, uint32_t node, uint8_t b)
 {
     uint32_t to = edge_find(k, node, b);
-    if (to != NONE)
+    if (to != NO_NODE)
         return to;
     uint64_t key = (uint64_t)node << 8 | b;
     size_t i = hash_u64(key) & k->edge_mask;
@@ -203,7 +205,7 @@ static uint32_t edge_add(ml_tok *k, uint32_t node, uint8_t b)
         i = (i + 1) & k->edge_mask;
     k->edge_key[i] = key;
     k->edge_to[i] = k->n_nodes;
-    k->term[k->n_nodes] = NONE;
+    k->term[k->n_nodes] = ML_TOKEN_NONE;
     return k->n_nodes++;
 }
 
@@ -213,7 +215,7 @@ static void trie_add(ml_tok *k, uint32_t id)
     uint32_t node = 0;
     for (uint32_t i = 0; i < t.len; i++)
         node = edge_add(k, node, t.bytes[i]);
-    if (k->term[node] == NONE) /* the same text twice: the lower id */
+    if (k->term[node] == ML_TOKEN_NONE) /* the same text twice: the lower id */
         k->term[node] = id;
     k->can_start[t.bytes[0]] = 1;
 }
@@ -247,11 +249,11 @@ static ml_status build_pieces(ml_tok *k, ml_error *err)
     for (int b = 0; b < 256; b++) {
         uint8_t c = (uint8_t)b;
         k->byte_piece[b] = piece_find(k, &c, 1);
-        k->byte_tok[b] = NONE;
+        k->byte_tok[b] = ML_TOKEN_NONE;
     }
     for (uint32_t id = 0; id < k->h.n_vocab; id++) {
         ml_mlt_token t = tok_at(k, id);
-        if (t.attr == ML_MLT_BYTE && k->byte_tok[t.bytes[0]] == NONE) {
+        if (t.attr == ML_MLT_BYTE && k->byte_tok[t.bytes[0]] == ML_TOKEN_NONE) {
             k->byte_tok[t.bytes[0]] = id;
             k->has_byte_tokens = 1;
         }
@@ -307,7 +309,7 @@ static ml_status build_trie(ml_tok *k, ml_error *err)
         return ml__err(err, ML_E_NOMEM, "", -1, "cannot allocate the added-token trie");
     memset(k->edge_key, 0xff, size * sizeof *k->edge_key);
     k->edge_mask = size - 1;
-    k->term[0] = NONE;
+    k->term[0] = ML_TOKEN_NONE;
     k->n_nodes = 1;
     for (uint32_t id = 0; id < k->h.n_vocab; id++)
         if (is_added(tok_at(k, id).attr))
@@ -390,19 +392,12 @@ void ml_ids_free(ml_ids *ids)
 
 static int ids_reserve(ml_ids *o, size_t more)
 {
-    if (o->cap - o->n >= more)
-        return 0;
-    size_t cap = o->cap ? o->cap : 64;
-    while (cap - o->n < more) {
-        if (cap > SIZE_MAX / 2 / sizeof *o->v)
-            return -1;
-        cap *= 2;
-    }
-    ml_token *v = realloc(o->v, cap * sizeof *v);
+    if (more > SIZE_MAX - o->n)
+        return -1;
+    ml_token *v = ml_array_reserve(o->v, &o->cap, o->n + more, sizeof *v);
     if (!v)
         return -1;
     o->v = v;
-    o->cap = cap;
     return 0;
 }
 
@@ -411,25 +406,6 @@ static int ids_push(ml_ids *o, ml_token id)
     if (ids_reserve(o, 1))
         return -1;
     o->v[o->n++] = id;
-    return 0;
-}
-
-/* Grows a work buffer to hold n elements of size s. */
-static int grow(void **p, size_t *cap, size_t n, size_t s)
-{
-    if (*cap >= n)
-        return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < n) {
-        if (c > SIZE_MAX / 2 / s)
-            return -1;
-        c *= 2;
-    }
-    void *q = realloc(*p, c * s);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = c;
     return 0;
 }
 
@@ -483,8 +459,10 @@ static void push_pair(ml_tok *k, size_t *nh, int32_t i)
 static ml_status bpe_word(ml_tok *k, size_t n, ml_ids *out, ml_error *err)
 {
     if (n > 1) {
-        if (grow((void **)&k->heap, &k->heap_cap, 3 * n, sizeof *k->heap))
+        uint64_t *heap = ml_array_reserve(k->heap, &k->heap_cap, 3 * n, sizeof *heap);
+        if (!heap)
             return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+        k->heap = heap;
         size_t nh = 0;
         for (size_t i = 0; i + 1 < n; i++)
             push_pair(k, &nh, (int32_t)i);
@@ -492,14 +470,14 @@ static ml_status bpe_word(ml_tok *k, size_t n, ml_ids *out, ml_error *err)
             uint64_t top = heap_pop(k->heap, &nh);
             int32_t i = (int32_t)(uint32_t)top;
             sym *a = &k->syms[i];
-            if (a->id == NONE || a->next < 0)
+            if (a->id == ML_TOKEN_NONE || a->next < 0)
                 continue;
             sym *b = &k->syms[a->next];
             const merge_slot *m = merge_find(k, a->id, b->id);
             if (!m || m->rank != (uint32_t)(top >> 32))
                 continue; /* stale: a neighbour changed since the push */
             a->id = m->merged;
-            b->id = NONE;
+            b->id = ML_TOKEN_NONE;
             a->next = b->next;
             if (b->next >= 0)
                 k->syms[b->next].prev = i;
@@ -520,8 +498,10 @@ static int add_sym(ml_tok *k, size_t *n, uint32_t id)
     /* Links and heap entries hold positions in 31 bits. */
     if (*n >= INT32_MAX)
         return -1;
-    if (grow((void **)&k->syms, &k->syms_cap, *n + 1, sizeof *k->syms))
+    sym *syms = ml_array_reserve(k->syms, &k->syms_cap, *n + 1, sizeof *syms);
+    if (!syms)
         return -1;
+    k->syms = syms;
     size_t i = (*n)++;
     k->syms[i] = (sym){id, (int32_t)i - 1, -1};
     if (i)
@@ -537,7 +517,7 @@ static int add_fallback(ml_tok *k, size_t *n, const uint8_t *p, size_t len)
     if (!k->has_byte_tokens)
         return 0;
     for (size_t i = 0; i < len; i++)
-        if (k->byte_tok[p[i]] == NONE)
+        if (k->byte_tok[p[i]] == ML_TOKEN_NONE)
             return 0;
     for (size_t i = 0; i < len; i++)
         if (add_sym(k, n, k->byte_tok[p[i]]))
@@ -615,7 +595,7 @@ static ml_status encode_bytes_word(ml_tok *k, const uint8_t *p, size_t n, ml_ids
 {
     if ((k->h.flags & ML_MLT_IGNORE_MERGES)) {
         uint32_t id = piece_find(k, p, n);
-        if (id != NONE)
+        if (id != ML_TOKEN_NONE)
             return ids_push(out, id) ? ml__err(err, ML_E_NOMEM, "", -1, "out of memory") : ML_OK;
     }
     uint64_t h = 0;
@@ -623,7 +603,7 @@ static ml_status encode_bytes_word(ml_tok *k, const uint8_t *p, size_t n, ml_ids
         return ML_OK;
     size_t ns = 0, before = out->n;
     for (size_t i = 0; i < n; i++) {
-        int r = k->byte_piece[p[i]] != NONE ? add_sym(k, &ns, k->byte_piece[p[i]])
+        int r = k->byte_piece[p[i]] != ML_TOKEN_NONE ? add_sym(k, &ns, k->byte_piece[p[i]])
                                              : add_fallback(k, &ns, p + i, 1);
         if (r)
             return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
@@ -678,7 +658,7 @@ static ml_status spm_word(ml_tok *k, const uint8_t *d, size_t w, ml_ids *out, ml
         int l = ml__utf8_seq(d + i, w - i);
         size_t len = (size_t)(l < 0 ? -l : l);
         uint32_t id = piece_find(k, d + i, len);
-        int r = id != NONE ? add_sym(k, &ns, id) : add_fallback(k, &ns, d + i, len);
+        int r = id != ML_TOKEN_NONE ? add_sym(k, &ns, id) : add_fallback(k, &ns, d + i, len);
         if (r)
             return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
         i += len;
@@ -698,9 +678,10 @@ static ml_status encode_spm_segment(ml_tok *k, const uint8_t *p, size_t n, int p
         spaces += p[i] == ' ';
     uint64_t need = (uint64_t)n + 2 * (uint64_t)spaces + 3;
     size_t cap;
-    if (ml__to_size(need, &cap) || grow((void **)&k->norm, &k->norm_cap, cap, 1))
+    uint8_t *d = ml__to_size(need, &cap) ? NULL : ml_array_reserve(k->norm, &k->norm_cap, cap, 1);
+    if (!d)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
-    uint8_t *d = k->norm;
+    k->norm = d;
     size_t w = 0;
     if (prefix) {
         memcpy(d, SPM_SPACE, 3);
@@ -716,7 +697,7 @@ static ml_status encode_spm_segment(ml_tok *k, const uint8_t *p, size_t n, int p
     }
     if (k->h.flags & ML_MLT_IGNORE_MERGES) {
         uint32_t id = piece_find(k, d, w);
-        if (id != NONE)
+        if (id != ML_TOKEN_NONE)
             return ids_push(out, id) ? ml__err(err, ML_E_NOMEM, "", -1, "out of memory") : ML_OK;
     }
     /* Cut before each ▁ that follows a character whose last byte no merged
@@ -768,10 +749,10 @@ static size_t added_at(const ml_tok *k, const uint8_t *p, size_t n, size_t contr
     size_t best = 0;
     for (size_t i = 0; i < n; i++) {
         node = edge_find(k, node, p[i]);
-        if (node == NONE)
+        if (node == NO_NODE)
             break;
         uint32_t t = k->term[node];
-        if (t != NONE && (i + 1 == n || !is_cont(p[i + 1])) &&
+        if (t != ML_TOKEN_NONE && (i + 1 == n || !is_cont(p[i + 1])) &&
             (i < control_max || tok_at(k, t).attr != ML_MLT_ADDED)) {
             best = i + 1;
             *id = t;
@@ -830,9 +811,9 @@ ml_status ml_tok_encode(ml_tok *k, const void *text, size_t len, int bos, ml_ids
     if (!k || !out || (!text && len))
         return ml__err(err, ML_E_INVAL, "", -1, "NULL argument");
     int want_bos = bos == ML_TOK_BOS_YES || (bos == ML_TOK_BOS_AUTO && (k->h.flags & ML_MLT_ADD_BOS));
-    if (want_bos && k->h.bos < 0)
+    if (want_bos && k->h.bos == ML_TOKEN_NONE)
         return ml__err(err, ML_E_INVAL, "bos", 20, "BOS requested but the tokenizer has none");
-    if (want_bos && ids_push(out, (uint32_t)k->h.bos))
+    if (want_bos && ids_push(out, k->h.bos))
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
     uint8_t *fixed = NULL;
     size_t n = len;
@@ -979,7 +960,7 @@ ml_status ml_tok_stream_put(ml_tok_stream *s, ml_token id, ml_write_fn fn, void 
     if (id >= h->n_vocab)
         return ml__err(err, ML_E_INVAL, "", -1, "token id %u is not below n_vocab %u", id,
                        h->n_vocab);
-    if ((s->opts & ML_TOK_SKIP_BOS_EOS) && ((int64_t)id == h->bos || (int64_t)id == h->eos))
+    if ((s->opts & ML_TOK_SKIP_BOS_EOS) && (id == h->bos || id == h->eos))
         return ML_OK;
     ml_mlt_token t = ml_mlt_get_token(s->t, id);
     if (h->kind != ML_MLT_KIND_SPM || t.attr == ML_MLT_BYTE)
@@ -1015,18 +996,12 @@ ml_status ml_tok_stream_end(ml_tok_stream *s, ml_write_fn fn, void *ctx, ml_erro
     return st;
 }
 
-typedef struct membuf {
-    char *p;
-    size_t n, cap;
-} membuf;
-
+/* ml_write_fn into an ml_buf, keeping a byte free for the terminator. */
 static ml_status mem_sink(void *ctx, const void *buf, size_t n, ml_error *err)
 {
-    membuf *m = ctx;
-    if (n + 1 > m->cap - m->n && grow((void **)&m->p, &m->cap, m->n + n + 1, 1))
+    ml_buf *m = ctx;
+    if (ml_buf_append(m, buf, n) || ml_buf_reserve(m, 1))
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
-    memcpy(m->p + m->n, buf, n);
-    m->n += n;
     return ML_OK;
 }
 
@@ -1038,7 +1013,7 @@ ml_status ml_tok_decode(const ml_mlt *t, const ml_token *ids, size_t n, unsigned
         *len = 0;
     if (!t || (!ids && n))
         return ml__err(err, ML_E_INVAL, "", -1, "NULL argument");
-    membuf m = {NULL, 0, 0};
+    ml_buf m = {0};
     ml_tok_stream s;
     ml_tok_stream_init(&s, t, opts);
     ml_status st = mem_sink(&m, "", 0, err);
@@ -1047,12 +1022,12 @@ ml_status ml_tok_decode(const ml_mlt *t, const ml_token *ids, size_t n, unsigned
     if (!st)
         st = ml_tok_stream_end(&s, mem_sink, &m, err);
     if (st) {
-        free(m.p);
+        ml_buf_free(&m);
         return st;
     }
-    m.p[m.n] = 0;
-    *out = m.p;
+    m.data[m.len] = 0;
+    *out = m.data;
     if (len)
-        *len = m.n;
+        *len = m.len;
     return ML_OK;
 }

@@ -82,10 +82,10 @@ const ml__mlt_chat *ml__mlt_chat_of(const ml_mlt *t);
 ml_status ml__mlt_chat_read(const uint8_t *d, size_t size, size_t pos, const ml_mlt_header *h,
                             ml__mlt_chat *out, ml_error *err);
 /* An upper bound of the section's bytes, checking the writer's input. */
-ml_status ml__mlt_chat_size(const ml_mlt_chat *chat, int32_t eos, uint64_t *size, ml_error *err);
+ml_status ml__mlt_chat_size(const ml_mlt_chat *chat, ml_token eos, uint64_t *size, ml_error *err);
 /* Serializes the section into buf (at least ml__mlt_chat_size bytes);
  * *len receives the bytes written. */
-ml_status ml__mlt_chat_write(const ml_mlt_chat *chat, int32_t eos, uint8_t *buf, size_t *len,
+ml_status ml__mlt_chat_write(const ml_mlt_chat *chat, ml_token eos, uint8_t *buf, size_t *len,
                              ml_error *err);
 
 #endif

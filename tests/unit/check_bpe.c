@@ -219,7 +219,7 @@ static uint32_t syn_id(const char *const *pieces, const uint8_t *attrs, int n, c
 }
 
 /* pieces[i] with attrs[i] ("" stands for the byte 0); merges as "LEFT RIGHT" of normal pieces. */
-static void syn_build(syn *s, uint32_t kind, uint32_t flags, int32_t bos, int32_t eos,
+static void syn_build(syn *s, uint32_t kind, uint32_t flags, ml_token bos, ml_token eos,
                       const char *const *pieces, const uint8_t *attrs, int n,
                       const char *const *merges, int nm)
 {
@@ -288,13 +288,13 @@ START_TEST(test_merge_order)
     static const char *const m1[] = {"b c", "a b", "a a"};
     static const char *const m2[] = {"a b", "b c", "a a"};
     syn s;
-    syn_build(&s, 2, 0, -1, -1, p, at, 6, m1, 3);
+    syn_build(&s, 2, 0, ML_TOKEN_NONE, ML_TOKEN_NONE, p, at, 6, m1, 3);
     EXPECT(&s, "abc", ML_TOK_BOS_AUTO, 0, 4);
     EXPECT(&s, "aaa", ML_TOK_BOS_AUTO, 5, 0);
     EXPECT(&s, "aaaa", ML_TOK_BOS_AUTO, 5, 5);
     EXPECT(&s, "aabc", ML_TOK_BOS_AUTO, 5, 4);
     syn_free(&s);
-    syn_build(&s, 2, 0, -1, -1, p, at, 6, m2, 3);
+    syn_build(&s, 2, 0, ML_TOKEN_NONE, ML_TOKEN_NONE, p, at, 6, m2, 3);
     EXPECT(&s, "abc", ML_TOK_BOS_AUTO, 3, 2);
     EXPECT(&s, "abcab", ML_TOK_BOS_AUTO, 3, 2, 3);
     syn_free(&s);
@@ -307,10 +307,10 @@ START_TEST(test_ignore_merges)
     static const char *const p[] = {"a", "b", "c", "abc"};
     static const uint8_t at[] = {A_N, A_N, A_N, A_N};
     syn s;
-    syn_build(&s, 2, 0, -1, -1, p, at, 4, NULL, 0);
+    syn_build(&s, 2, 0, ML_TOKEN_NONE, ML_TOKEN_NONE, p, at, 4, NULL, 0);
     EXPECT(&s, "abc", ML_TOK_BOS_AUTO, 0, 1, 2);
     syn_free(&s);
-    syn_build(&s, 2, ML_MLT_IGNORE_MERGES, -1, -1, p, at, 4, NULL, 0);
+    syn_build(&s, 2, ML_MLT_IGNORE_MERGES, ML_TOKEN_NONE, ML_TOKEN_NONE, p, at, 4, NULL, 0);
     EXPECT(&s, "abc", ML_TOK_BOS_AUTO, 3);
     EXPECT(&s, "abca", ML_TOK_BOS_AUTO, 0, 1, 2, 0);
     syn_free(&s);
@@ -323,7 +323,7 @@ START_TEST(test_added_and_bos)
     static const char *const p[] = {"q", "y", "z", "<", "x", ">", "<x>", "<x>y", "<s>"};
     static const uint8_t at[] = {A_N, A_N, A_N, A_N, A_N, A_N, A_A, A_A, A_A};
     syn s;
-    syn_build(&s, 2, ML_MLT_ADD_BOS, 8, -1, p, at, 9, NULL, 0);
+    syn_build(&s, 2, ML_MLT_ADD_BOS, 8, ML_TOKEN_NONE, p, at, 9, NULL, 0);
     EXPECT(&s, "q<x>yz<x>", ML_TOK_BOS_NO, 0, 7, 2, 6);
     EXPECT(&s, "<x<x>", ML_TOK_BOS_NO, 3, 4, 6);
     EXPECT(&s, "q", ML_TOK_BOS_AUTO, 8, 0);
@@ -332,7 +332,7 @@ START_TEST(test_added_and_bos)
     syn_free(&s);
     static const char *const p2[] = {"q"};
     static const uint8_t at2[] = {A_N};
-    syn_build(&s, 2, 0, -1, -1, p2, at2, 1, NULL, 0);
+    syn_build(&s, 2, 0, ML_TOKEN_NONE, ML_TOKEN_NONE, p2, at2, 1, NULL, 0);
     EXPECT(&s, "q", ML_TOK_BOS_AUTO, 0);
     ml_ids ids = {0};
     ml_error err;
@@ -353,17 +353,17 @@ START_TEST(test_spm)
     static const uint8_t at[] = {A_N, A_N, A_N, A_B, A_B, A_A, A_A};
     static const char *const m[] = {"\xe2\x96\x81 a"};
     syn s;
-    syn_build(&s, 1, 0, 6, -1, p, at, 7, m, 1);
+    syn_build(&s, 1, 0, 6, ML_TOKEN_NONE, p, at, 7, m, 1);
     EXPECT(&s, "a \xc3\xa9", ML_TOK_BOS_NO, 2, 0, 3, 4);
     EXPECT(&s, "a<x>a", ML_TOK_BOS_NO, 2, 5, 2);
     EXPECT(&s, "<x>a", ML_TOK_BOS_NO, 5, 2);
     EXPECT(&s, "  a", ML_TOK_BOS_NO, 0, 0, 2);
     syn_free(&s);
-    syn_build(&s, 1, ML_MLT_PREFIX_FIRST, 6, -1, p, at, 7, m, 1);
+    syn_build(&s, 1, ML_MLT_PREFIX_FIRST, 6, ML_TOKEN_NONE, p, at, 7, m, 1);
     EXPECT(&s, "a<x>a", ML_TOK_BOS_NO, 2, 5, 1);
     EXPECT(&s, "<x>a", ML_TOK_BOS_NO, 5, 1);
     syn_free(&s);
-    syn_build(&s, 1, ML_MLT_NO_PREFIX, 6, -1, p, at, 7, m, 1);
+    syn_build(&s, 1, ML_MLT_NO_PREFIX, 6, ML_TOKEN_NONE, p, at, 7, m, 1);
     EXPECT(&s, "a<x> a", ML_TOK_BOS_NO, 1, 5, 2);
     syn_free(&s);
 }
@@ -476,7 +476,7 @@ START_TEST(test_decode_spm)
     static const uint32_t ids[] = {2, 2, 0, 3, 4};
     static const uint32_t bos_ids[] = {6, 2, 5, 2};
     syn s;
-    syn_build(&s, 1, 0, 6, -1, p, at, 7, m, 1);
+    syn_build(&s, 1, 0, 6, ML_TOKEN_NONE, p, at, 7, m, 1);
     decodes_to(s.t, ids, 5, 0, "a a \xc3\xa9");
     decodes_to(s.t, ids, 5, ML_TOK_KEEP_SPACE, " a a \xc3\xa9");
     decodes_to(s.t, bos_ids, 4, 0, "<s> a<x> a");
@@ -491,7 +491,7 @@ START_TEST(test_decode_spm)
                  "", -1);
     ck_assert_ptr_null(text);
     syn_free(&s);
-    syn_build(&s, 1, ML_MLT_NO_PREFIX, 6, -1, p, at, 7, m, 1);
+    syn_build(&s, 1, ML_MLT_NO_PREFIX, 6, ML_TOKEN_NONE, p, at, 7, m, 1);
     decodes_to(s.t, ids, 5, 0, " a a \xc3\xa9");
     syn_free(&s);
 }

@@ -254,9 +254,9 @@ static unsigned run_cases(const ml_mlt *t, const char *sub, const char *file, co
         TU_REQUIRE(encode_matches(k, text, tn, special ? ML_TOK_BOS_AUTO : ML_TOK_BOS_NO, col[5]),
                    "%s %s (special %d): ids differ from %s", file, col[1], special, col[5]);
         /* With BOS forced: the BOS id, then the ids without special tokens. */
-        if (!special && h->bos >= 0) {
+        if (!special && h->bos != ML_TOKEN_NONE) {
             char want[32 + 8];
-            snprintf(want, sizeof want, "%d", (int)h->bos);
+            snprintf(want, sizeof want, "%u", h->bos);
             size_t wl = strlen(want) + strlen(col[5]) + 2;
             char *w = malloc(wl);
             snprintf(w, wl, "%s%s%s", want, col[5][0] ? " " : "", col[5]);
@@ -281,7 +281,7 @@ typedef struct fixture {
     const char *ref;        /* json2mlt.py's .mlt in tests/fixtures/tok, or NULL */
     int how;                /* SAME_* */
     uint32_t kind, flags, n_vocab, n_merges;
-    int32_t bos, eos;
+    ml_token bos, eos;
     uint32_t n_added, n_bytes, n_respaced;
     const char *cases_dir, *cases[3], *name; /* golden ids: files and tokenizer name */
     unsigned n_cases;       /* cases expected in those files */
@@ -304,8 +304,8 @@ static const fixture fixtures[] = {
      PUBLIC, "llama3", 172 + 236 + 44, "128001 128009", 348},
     {"llama3_1.gguf.gz", "llama3_1.mlt", SAME_BYTES, 2, 515, 128256, 280147, 128000, 128009, 256,
      0, 0, PUBLIC, "llama3_1", 172 + 236 + 44, "128001 128009", 389},
-    {"qwen3.gguf.gz", "qwen3.mlt", SAME_BYTES, 2, 1560, 151669, 151387, -1, 151645, 26, 0, 0,
-     PUBLIC, "qwen3", 172 + 236 + 43, "128247 151643 151645 151662 151663 151664", 4116},
+    {"qwen3.gguf.gz", "qwen3.mlt", SAME_BYTES, 2, 1560, 151669, 151387, ML_TOKEN_NONE, 151645, 26,
+     0, 0, PUBLIC, "qwen3", 172 + 236 + 43, "128247 151643 151645 151662 151663 151664", 4116},
     /* Real vocabularies: llama.cpp's test files and two published models. */
     {"ggml-vocab-llama-spm.gguf.gz", "llama2.mlt", SAME_SET, 1, 1, 32000, 61249, 1, 2, 3, 256, 0,
      PUBLIC, "llama2", 172 + 236 + 54, "2", 0},
@@ -569,7 +569,7 @@ static void convert_ok(const vocab *v, built *bt, result *o)
 }
 
 /* The .mlt must be exactly what ml_mlt_write makes of these parts. */
-static void expect_mlt(const result *o, uint32_t kind, uint32_t flags, int32_t bos, int32_t eos,
+static void expect_mlt(const result *o, uint32_t kind, uint32_t flags, ml_token bos, ml_token eos,
                        const ml_mlt_token *tok, uint32_t n, const uint32_t *m, uint32_t nm)
 {
     ml_mlt_header h = {{0}, 0, kind, 0, 0, bos, eos, flags};
@@ -695,7 +695,7 @@ START_TEST(integer_scores_and_duplicates)
     convert_ok(&v, &bt, &o);
     static const ml_mlt_token tok[] = {T("a", 0), T("b", 0), T("ab", 0), T("ab", 0), T("c", 0)};
     static const uint32_t m[] = {0, 1, 2};
-    expect_mlt(&o, 1, 0, -1, -1, tok, 5, m, 1);
+    expect_mlt(&o, 1, 0, ML_TOKEN_NONE, ML_TOKEN_NONE, tok, 5, m, 1);
     out_free(&o);
     built_free(&bt);
 
@@ -728,7 +728,7 @@ typedef struct flag_case {
     int add_bos, space;    /* KEEP, ABSENT, 0 or 1 */
     int bos;               /* KEEP, ABSENT, 1: i32 -1, 2: u32 0xFFFFFFFF, 3: i64 0 */
     uint32_t flags;
-    int32_t want_bos;
+    ml_token want_bos;
 } flag_case;
 
 static const flag_case flag_cases[] = {
@@ -740,11 +740,11 @@ static const flag_case flag_cases[] = {
     {1, "gemma", NULL, KEEP, KEEP, KEEP, 1153, 1},
     {1, "gemma3", NULL, KEEP, 1, KEEP, 1025, 1},
     {1, NULL, "whatever", KEEP, KEEP, KEEP, 1025, 1},
-    {1, NULL, NULL, KEEP, KEEP, ABSENT, 1024, -1},
-    {1, NULL, NULL, KEEP, KEEP, 1, 1024, -1},
-    {1, NULL, NULL, KEEP, KEEP, 2, 1024, -1},
+    {1, NULL, NULL, KEEP, KEEP, ABSENT, 1024, ML_TOKEN_NONE},
+    {1, NULL, NULL, KEEP, KEEP, 1, 1024, ML_TOKEN_NONE},
+    {1, NULL, NULL, KEEP, KEEP, 2, 1024, ML_TOKEN_NONE},
     {1, NULL, NULL, KEEP, KEEP, 3, 1025, 0},
-    {1, NULL, NULL, 0, KEEP, ABSENT, 1024, -1},
+    {1, NULL, NULL, 0, KEEP, ABSENT, 1024, ML_TOKEN_NONE},
     {0, NULL, NULL, KEEP, KEEP, KEEP, 32, 5},
     {0, NULL, NULL, 1, KEEP, KEEP, 33, 5},
     {0, NULL, NULL, KEEP, 0, KEEP, 32, 5},
@@ -752,7 +752,7 @@ static const flag_case flag_cases[] = {
     {0, NULL, "llama3", KEEP, KEEP, KEEP, 3, 5},
     {0, NULL, "llama-v3", KEEP, KEEP, KEEP, 3, 5},
     {0, NULL, "llama-bpe", 0, KEEP, KEEP, 2, 5},
-    {0, NULL, "llama-bpe", KEEP, KEEP, ABSENT, 2, -1},
+    {0, NULL, "llama-bpe", KEEP, KEEP, ABSENT, 2, ML_TOKEN_NONE},
     {0, NULL, "smaug-bpe", KEEP, KEEP, KEEP, 2, 5},
     {0, NULL, "qwen2", KEEP, KEEP, KEEP, 24, 5},
     {0, "qwen35", "qwen2", KEEP, KEEP, KEEP, 272, 5},

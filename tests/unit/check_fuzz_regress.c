@@ -56,7 +56,8 @@ static ml_mlt *tok_with_partial_added(tu_mem *file)
     toks[256] = (ml_mlt_token){(const uint8_t *)"\xe2", 1, ML_MLT_ADDED};
     toks[257] = (ml_mlt_token){(const uint8_t *)"\x96\x81", 2, ML_MLT_ADDED};
     toks[258] = (ml_mlt_token){(const uint8_t *)"<s>", 3, ML_MLT_ADDED};
-    ml_mlt_header h = {.kind = ML_MLT_KIND_BYTE_BPE, .bos = -1, .eos = -1, .flags = ML_MLT_NFC};
+    ml_mlt_header h = {.kind = ML_MLT_KIND_BYTE_BPE, .bos = ML_TOKEN_NONE, .eos = ML_TOKEN_NONE,
+                       .flags = ML_MLT_NFC};
     tu_mem_init(file);
     ml_error err;
     ck_assert_int_eq(ml_mlt_write(&h, toks, 259, NULL, 0, tu_mem_sink, file, &err), ML_OK);
@@ -113,7 +114,7 @@ END_TEST
 START_TEST(test_tok_word_without_ids)
 {
     ml_mlt_token toks[1] = {{(const uint8_t *)"a", 1, ML_MLT_NORMAL}};
-    ml_mlt_header h = {.kind = ML_MLT_KIND_BYTE_BPE, .bos = -1, .eos = -1};
+    ml_mlt_header h = {.kind = ML_MLT_KIND_BYTE_BPE, .bos = ML_TOKEN_NONE, .eos = ML_TOKEN_NONE};
     tu_mem file;
     tu_mem_init(&file);
     ml_error err;

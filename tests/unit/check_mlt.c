@@ -43,7 +43,7 @@ static void small_header(ml_mlt_header *h)
     memset(h, 0, sizeof *h);
     h->kind = ML_MLT_KIND_BYTE_BPE;
     h->bos = 6;
-    h->eos = -1;
+    h->eos = ML_TOKEN_NONE;
     h->flags = ML_MLT_ADD_BOS;
 }
 
@@ -89,7 +89,7 @@ START_TEST(test_small_layout)
     ck_assert_int_eq(h->n_vocab, 7);
     ck_assert_int_eq(h->n_merges, 2);
     ck_assert_int_eq(h->bos, 6);
-    ck_assert_int_eq(h->eos, -1);
+    ck_assert_uint_eq(h->eos, ML_TOKEN_NONE);
     ml_mlt_token k = ml_mlt_get_token(t, 5);
     ck_assert_int_eq(k.len, 3);
     ck_assert_int_eq(memcmp(k.bytes, "abc", 3), 0);
@@ -271,7 +271,7 @@ END_TEST
 typedef struct real {
     const char *name;
     uint32_t kind, n_vocab, n_merges, flags;
-    int32_t bos, eos;
+    ml_token bos, eos;
 } real;
 
 static const real reals[] = {
@@ -280,7 +280,7 @@ static const real reals[] = {
     {"gemma3", 1, 262145, 514906, 1 | 128, 2, 106},
     {"llama3", 2, 128256, 280147, 2, 128000, 128001},
     {"llama3_1", 2, 128256, 280147, 3, 128000, 128009},
-    {"qwen3", 2, 151669, 151387, 8 | 16, -1, 151645},
+    {"qwen3", 2, 151669, 151387, 8 | 16, ML_TOKEN_NONE, 151645},
 };
 
 /* Header as json2mlt.py wrote it, and the C writer's bytes equal the file's. */

@@ -12,12 +12,12 @@
 enum { N_TOK = 6 };
 static const char *const pieces[N_TOK] = {"a", "b", "</s>", "<eot>", "<eom>", "c"};
 
-static ml_mlt_header header(int32_t eos)
+static ml_mlt_header header(ml_token eos)
 {
     ml_mlt_header h;
     memset(&h, 0, sizeof h);
     h.kind = ML_MLT_KIND_BYTE_BPE;
-    h.bos = -1;
+    h.bos = ML_TOKEN_NONE;
     h.eos = eos;
     return h;
 }
@@ -36,7 +36,7 @@ static const ml_mlt_template templates[2] = {
 
 /* Writes the tokenizer with eog {4, 3, 4} (EOS 2 is added) and both
  * templates into m. */
-static ml_status write_chat(tu_mem *m, int32_t eos, const ml_mlt_chat *chat, ml_error *err)
+static ml_status write_chat(tu_mem *m, ml_token eos, const ml_mlt_chat *chat, ml_error *err)
 {
     ml_mlt_header h = header(eos);
     ml_mlt_token t[N_TOK];
@@ -107,7 +107,7 @@ START_TEST(test_without_section)
     ml_mlt_close(t);
     tu_mem_free(&m);
     /* no EOS: nothing ends a generation */
-    ck_assert_int_eq(write_chat(&m, -1, NULL, &err), ML_OK);
+    ck_assert_int_eq(write_chat(&m, ML_TOKEN_NONE, NULL, &err), ML_OK);
     ck_assert_int_eq(ml_mlt_open_memory(m.p, m.len, &t, &err), ML_OK);
     ck_assert_uint_eq(ml_mlt_n_eog(t), 0);
     ck_assert_int_eq(ml_mlt_is_eog(t, 0), 0);
@@ -116,7 +116,7 @@ START_TEST(test_without_section)
     /* a section with ids but no EOS and no template */
     static const uint32_t one = 5;
     ml_mlt_chat c = {&one, 1, NULL, 0};
-    ck_assert_int_eq(write_chat(&m, -1, &c, &err), ML_OK);
+    ck_assert_int_eq(write_chat(&m, ML_TOKEN_NONE, &c, &err), ML_OK);
     ck_assert_int_eq(ml_mlt_open_memory(m.p, m.len, &t, &err), ML_OK);
     ck_assert_uint_eq(ml_mlt_n_eog(t), 1);
     ck_assert_int_eq(ml_mlt_is_eog(t, 5), 1);
