@@ -15,13 +15,13 @@
  * and showed in its speed).
  *
  * The products of several tokens work in 512 bits, two 8-lane
- * accumulators a register: Zen 5 runs vpdpbusd zmm at twice the ymm rate
- * (measured ~370 against ~195 Gop/s a thread), and on CPUs that split a
- * 512-bit operation in two (Zen 4) or have one 512-bit unit where they
- * have two 256-bit ones (Ice Lake client) the multiply-adds per cycle are
- * the same as in 256 bits, with fewer instructions and loads; so there is
- * one path, not a cpuid choice.  (Not measured: the lower clock of heavy
- * 512-bit code on Skylake-era Xeons with VNNI, Cascade Lake.)
+ * accumulators a register: CPUs with full-width 512-bit units run
+ * vpdpbusd zmm at twice the ymm rate, and on CPUs that split a 512-bit
+ * operation in two or have one 512-bit unit where they have two 256-bit
+ * ones the multiply-adds per cycle are the same as in 256 bits, with
+ * fewer instructions and loads; so there is one path, not a cpuid choice.
+ * (Not weighed: the lower clock of heavy 512-bit code on the first CPUs
+ * with VNNI.)
  *
  * matvec folds each block's lanes horizontally, eight blocks at a time;
  * matmul rearranges a panel of weight rows and all tokens' activations
@@ -321,10 +321,9 @@ ALWAYS_INLINE __m512 pair_scales(const float *xd, size_t nb, size_t t, size_t j,
 #define MM_IN_REGISTER(v) __asm__("" : "+v"(v))
 
 #define QUAD_GROUP 256 /* bytes of regrouped activation per group */
-/* Token pairs at most: up to 6 tokens (measured, 1 thread, weights from
- * memory, load ~4: 5632x2048 5 tokens 13.8 ns per row and token against
- * the tiles' 20.6, 6: 12.1 against 17.0, 7: 17.0 against 16.7, 8: 16.5
- * against 14.2); MM_MIN_TOK_Q4 sends more to the tiles. */
+/* Token pairs at most: up to 6 tokens the quads took less time per row
+ * and token than the tiles, from 7 on more; MM_MIN_TOK_Q4 sends more to
+ * the tiles. */
 #define QUAD_PAIRS 3
 
 typedef struct q4_quads {
@@ -594,12 +593,9 @@ static void matvecs_q4_quads(const uint8_t *wq, ml_wscales wd, size_t cols, size
  * row r, 8-15 row r + 1, block order, so rule 3's float steps run on both
  * rows in one register, each half matvec's accumulator.  The 256-bit
  * pairs (q4_pairs_row.h: three vphaddd and a float step per row and
- * group) computed at about twice the ~15 GB/s an Intel Xeon core reads,
- * so half of each row's time was arithmetic the stream had to wait on.
- * Measured there: a 4096-column row in the L2 cache 59-61 ns against 77
- * (bench_kernels -m 256x4096, one thread), TinyLlama-shaped Q4_0 decode
- * at 0.82-0.84 of the paired bound against 0.78-0.80 (bench_bound,
- * alternating). */
+ * group) computed only about twice as fast as one core reads memory, so
+ * half of each row's time was arithmetic the stream had to wait on; this
+ * form takes less of it, in the cache and in decode. */
 typedef struct q4_row2 {
     int8_t x[PAIR_COLS];            /* the quads' regrouped activation */
     __m512i corr[PAIR_COLS / 256];  /* -8·Σx per block, in both halves */
@@ -707,18 +703,15 @@ static void matvec_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
 
 /* Tile and panel sizes: 3 rows x 4 token pairs (8 tokens) keeps 12
  * integer and 12 float accumulators in the 32 registers, and each load
- * feeds 3 or 4 multiply-adds.  On Zen 4 (256-bit tiles) 2x4 to 4x4 tiles
- * and panels of 16 to 144 rows were within 10%. */
+ * feeds 3 or 4 multiply-adds.  With 256-bit tiles, 2x4 to 4x4 tiles and
+ * panels of 16 to 144 rows were about equal. */
 #define MM_RB 48      /* rows per panel of rearranged weights (multiple of 3) */
-/* Fewest tokens that pay for the rearranging (Q8_0; measured on Zen 4, TinyLlama's
- * 5632 x 2048: Q8_0 2 tokens 0.54 ms by matvec a panel at a time against
- * 0.82 by the tiles, 4 tokens 0.99 against 0.89; Q4_0 4 tokens 0.49 to 0.54
- * by matvecs_q4_0 against 0.67 to 0.69, 8 tokens 1.23 against 0.89). */
+/* Fewest tokens that pay for the rearranging (Q8_0): at 2 tokens matvec a
+ * panel at a time took less time than the tiles, at 4 more. */
 #define MM_MIN_TOK 4
-/* Q4_0: fewer tokens go to matvecs_q4_quads, in chunks of 6 (make
- * bench-seqs, TinyLlama shape, 2 threads: a step of 8 sequences 33.6 ms by
- * the tiles, 25.6 by the quads; the tiles' weight rearranging is paid
- * per step). */
+/* Q4_0: fewer tokens go to matvecs_q4_quads, in chunks of 6 (a decode
+ * step of several sequences took less time by the quads than by the
+ * tiles, whose weight rearranging is paid per step). */
 #define MM_MIN_TOK_Q4 17
 #define MM_MATVECS_Q4 matvecs_q4_quads
 #define MM_RT_Q8 3
@@ -757,14 +750,14 @@ ALWAYS_INLINE void w_plus_128(__m256i v[8])
 
 /* ---- the 512-bit tile ----
  *
- * Zen 5 runs vpdpbusd on 512-bit registers at twice the 256-bit rate
- * (measured: ~370 against ~195 Gop/s a thread), so a register holds two
+ * CPUs with full-width 512-bit units run vpdpbusd on 512-bit registers
+ * at twice the 256-bit rate, so a register holds two
  * tokens' transposed groups (prepare_x interleaves token pairs) and a
  * row's 256-bit group register is broadcast to both halves: one
  * multiply-add does one row against two tokens, and each half is its own
  * rule-3 accumulator, lane k = block k of its token.  On CPUs that split
- * 512-bit operations in two (Zen 4) this does the same work per cycle as
- * 256 bits with half the instructions. */
+ * 512-bit operations in two this does the same work per cycle as 256 bits
+ * with half the instructions. */
 #define PT_ROWS 3 /* = MM_RT_* */
 #define PT_PAIRS (MM_TT_Q4 / 2)
 
@@ -950,8 +943,9 @@ static void tile_pairs(const uint8_t *wt, size_t wstride, const float *wd, size_
 
 const ml_kernels ml__kernels_avx512 = {
     .name = "avx512vnni",
-    /* No AVX-512 float products: AVX2's, which every CPU this table runs
-     * on has (dispatch.c checks avx2 with the AVX-512 features). */
+    /* The float products in 512 bits (fmath_avx512.c), the rest of them
+     * AVX2's, which every CPU this table runs on has (dispatch.c checks
+     * avx2 with the AVX-512 features). */
     .fmath = &ml__fmath_avx512,
     .quantize_q8_0 = quantize_q8_0,
     .matvec_q8_0 = matvec_q8_0,

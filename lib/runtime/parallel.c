@@ -17,12 +17,9 @@
  * by memory, which the threads do not get in equal measure, and prefill
  * by processors that neighbours slow unevenly.  So each thread does most
  * of its share in one go and then the threads steal chunks from the ends
- * of each other's shares (mm_run_steal).  Measured on 2 threads against
- * even shares: TinyLlama Q4_0 decode 52-54 tokens/s against 46-50;
- * prefill +1% to +8% on the four bench models (pp512, the two ways
- * alternating in one process).  (Claiming every chunk from one shared
- * counter was slower than even shares: the streams broke at every
- * chunk.)  Rows are independent, so no split changes a bit of the
+ * of each other's shares (mm_run_steal), which beat even shares in
+ * decode and prefill.  (Claiming every chunk from one shared counter lost
+ * to even shares: the streams broke at every chunk.)  Rows are independent, so no split changes a bit of the
  * result.
  * ------------------------------------------------------------------------- */
 
@@ -143,9 +140,9 @@ static void mm_run(void *ctx, unsigned ith, unsigned nth)
 
 /* The kernels' rearranged form of the activations (matmul_x), made once
  * by all threads for every part of a job, where a product's every call
- * would make its own: for Gemma 3's 640-column products at a batch of
- * 512, 442 KB a call, each thread making it for each of its calls (the
- * parts it spans and the chunks it steals), 6% of a prompt. */
+ * would make its own, each thread for each of its calls (the parts it
+ * spans and the chunks it steals): a visible share of a prompt's time
+ * for narrow products such as Gemma 3's 640 columns. */
 typedef struct x_job {
     const ml_kernels *k;
     int q4;
@@ -238,7 +235,7 @@ static void act_run(void *ctx, unsigned ith, unsigned nth)
     for (size_t c0 = b, c1; c0 < e; c0 = c1) {
         c1 = e - c0 < ACT_CHUNK ? e : c0 + ACT_CHUNK;
         if (j->gate)
-            ml__fmath(m->k)->glu(j->x + c0, j->gate + c0, c1 - c0, m->h.act == ML_ACT_GELU_TANH);
+            m->k->fmath->glu(j->x + c0, j->gate + c0, c1 - c0, m->h.act == ML_ACT_GELU_TANH);
         m->k->quantize_q8_0(j->x + c0, c1 - c0, j->c->aq + c0, j->c->ad + c0 / 32);
     }
 }
