@@ -1,8 +1,8 @@
-/* check_bpe_util.h - fixtures of the tokenizer tests: the .mlt files and
+/* check_tok_util.h - fixtures of the tokenizer tests: the .mlt files and
  * the expected-id files of tests/fixtures/tok (see tools/tok_cases.py),
  * found under $MLCORE_SRC (default: the current directory). */
-#ifndef ML_CHECK_BPE_UTIL_H
-#define ML_CHECK_BPE_UTIL_H
+#ifndef ML_CHECK_TOK_UTIL_H
+#define ML_CHECK_TOK_UTIL_H
 
 #include "testutil.h"
 
