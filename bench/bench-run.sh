@@ -2,7 +2,7 @@
 # bench-run.sh - ml-run against llama.cpp on the same weights, same machine,
 # same threads: generation and prompt-processing tokens/s, generation
 # against the memory-bandwidth bound, and peak RSS.  The models are GGUFs
-# with random Q8_0 and Q4_0 weights (bench/make_bench_gguf.py) in the shape
+# with random Q8_0 and Q4_0 weights (bench/make-bench-gguf.py) in the shape
 # of TinyLlama-1.1B (llama) and of Gemma 3 270M (gemma3: sliding window,
 # one KV head of 256, a 262144-token tied classifier), converted
 # losslessly by gguf2mlb, so both programs read the very same blocks.
@@ -20,24 +20,23 @@
 # Generation against the bandwidth bound is given three ways: tg/bound
 # (the best bandwidth the script saw: pessimistic, the best moment of a
 # noisy machine), tg/bw-now (the bandwidth measured just before and after
-# the run), and tg/paired (bench_bound.c: the weights read once next to
+# the run), and tg/paired (bench-bound.c: the weights read once next to
 # every decoded token, in one process: the measure noise moves least);
-# read/bw checks that bench_bound's read is as fast as bandwidth.c's;
+# read/bw checks that bench-bound's read is as fast as bandwidth.c's;
 # tg/no-mmap is ml-run --no-mmap's decode against the mapping's, token by
-# token in one process (bench_read.c).
+# token in one process (bench-read.c).
 # 2m-pages is the share of each program's model file that a mapping of it
 # reaches through 2 MiB pages, in the page cache as the runs found it: a
 # file the page cache holds in 4 KiB folios is read more slowly through
-# its mapping (37-39 GB/s against 51-57 for huge pages on one machine
-# here), whichever program maps it.
+# its mapping than one in huge pages, whichever program maps it.
 # Prompt processing is compute-bound; pp/peak sets it against the
 # machine's int8 multiply-add peak (int8peak.c, printed at the start):
 # 2 ops per multiply-add, each prompt token through every matrix but the
 # embedding, the classifier once (limits.sh); the aim is 0.40.  pp/rule3
 # sets the same work against the fastest rate vpdpbusd on zmm keeps with
 # rule 3's float steps (lib/kernels/kernels.h) beside it (int8peak.c's
-# rule3-512: 0.66 of the peak on an Intel Xeon whose float steps
-# compete with vpdpbusd for its ports), which no bit-exact kernel can pass.
+# rule3-512: below the peak where the float steps compete with vpdpbusd
+# for the core's ports), which no bit-exact kernel can pass.
 # Needs: python3 with numpy and gguf, cmake and g++ (to build llama.cpp).
 set -euo pipefail
 B=${MLCORE_BUILD:-build}
@@ -60,16 +59,16 @@ rss() { /usr/bin/time -f "%M" "$@" 2>&1 >/dev/null | tail -1; }
 
 LB=$(llama_bin "$DIR/mlcore-llama.cpp" llama-bench)
 limits_build "$DIR"
-# bench_bound: ml-run's decode with the bound measured next to every token
-# (see bench_bound.c); it links the library, so it is built from $B.
-cc -O2 -std=c11 -I"$here/../include" "$here/bench_bound.c" "$B/libmlcore.a" \
+# bench-bound: ml-run's decode with the bound measured next to every token
+# (see bench-bound.c); it links the library, so it is built from $B.
+cc -O2 -std=c11 -I"$here/../include" "$here/bench-bound.c" "$B/libmlcore.a" \
     -lutf8proc -ldeflate -lz -lm -lpthread -o "$DIR/mlcore-bench-bound"
-# bench_read: decode from the mapping against --no-mmap's copy, token by
-# token in one process (see bench_read.c).
-cc -O2 -std=c11 -I"$here/../include" "$here/bench_read.c" "$B/libmlcore.a" \
+# bench-read: decode from the mapping against --no-mmap's copy, token by
+# token in one process (see bench-read.c).
+cc -O2 -std=c11 -I"$here/../include" "$here/bench-read.c" "$B/libmlcore.a" \
     -lutf8proc -ldeflate -lz -lm -lpthread -o "$DIR/mlcore-bench-read"
-# The bandwidth of a shared machine moves with its neighbours (26 to 47
-# GB/s within minutes here): it is measured around every run, and each
+# The bandwidth of a shared machine moves with its neighbours within
+# minutes: it is measured around every run, and each
 # program's generation speed is set against the larger of the two
 # measurements that frame its run (tg/bw-now), besides the best
 # bandwidth seen in the whole script (tg/bound).
@@ -172,7 +171,7 @@ for ty in $TYPES; do
     # The paired bound holds only if its read is as fast as reading memory
     # gets: its fastest read of the weights' pages against bandwidth.c's
     # best of the run (about 1 or above; far below, the bound is not one).
-    printf '%-9s %-6s %-10s %10s %10.2f %8s   (bench_bound'"'"'s fastest read, %s GB/s with %s loads, against bandwidth.c'"'"'s best, %s GB/s)\n' \
+    printf '%-9s %-6s %-10s %10s %10.2f %8s   (bench-bound'"'"'s fastest read, %s GB/s with %s loads, against bandwidth.c'"'"'s best, %s GB/s)\n' \
         "$SHAPE" "$ty" "read/bw" "-" "$(awk -v a="$(kv read_best_gb_per_s)" -v b="$bw_best" 'BEGIN{print a/b}')" "" \
         "$(kv read_best_gb_per_s)" "$(kv read_with)" "$bw_best"
     # --no-mmap's decode against the mapping's, paired token by token

@@ -1,5 +1,5 @@
 /* fastread.h - the fastest way this CPU reads memory, shared by
- * bench_bound.c (the weights' pages, next to each decoded token) and
+ * bench-bound.c (the weights' pages, next to each decoded token) and
  * bandwidth.c (a large array): both must measure the same best read, or
  * a "bound" can be beaten by the decode it bounds.  sum_bytes(p, n) sums
  * n bytes; choose_sum() picks the widest loads (BENCH_BOUND_READ=words,
@@ -13,8 +13,8 @@
 #include <string.h>
 
 /* The read side must be a bound: at least as fast as any way of reading
- * these bytes, or "tokens/s against the bound" exceeds 1 (it did, 1.42,
- * on a machine where a word-at-a-time loop read 5-6 GB/s and decode 9+).
+ * these bytes, or "tokens/s against the bound" exceeds 1 (it did, where a
+ * word-at-a-time loop read more slowly than decode).
  * So: the widest loads the CPU has (AVX-512, AVX2, else 16-byte words the
  * compiler vectorizes), four independent sums, software prefetch
  * PREFETCH bytes ahead as the kernels do, and the threads taking CHUNK-
@@ -71,9 +71,9 @@ __attribute__((target("avx2"))) static uint64_t sum_avx2(const uint8_t *p, size_
 #endif
 
 /* Portable: 64 bytes a round into four 16-byte vectors of GCC's vector
- * extension (SSE2 on x86, NEON on ARM), about as fast as AVX2 here (Zen 5,
- * 2 threads: 44-45 against 46 GB/s); a plain loop over eight words read
- * 37 GB/s in a minute when AVX-512 read 68. */
+ * extension (SSE2 on x86, NEON on ARM), about as fast as AVX2 with 2
+ * threads; a plain loop over eight words read about half what AVX-512
+ * read. */
 typedef uint64_t u64x2 __attribute__((vector_size(16)));
 
 static uint64_t sum_words(const uint8_t *p, size_t n)

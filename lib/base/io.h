@@ -19,10 +19,10 @@ ml_status ml__input_open(const char *path, ml__input *in, ml_error *err);
 /* A mapped file copied into anonymous memory, 2 MiB aligned and offered
  * to the kernel for huge pages (MADV_HUGEPAGE), and unmapped: weights
  * streamed from such memory read faster than from the file's 4 KiB
- * page-cache pages (decode 10-15% faster for Q4_0 models on a Zen 4 VM,
- * bench/bench_read.c), at the cost of the copy and of pages no other
- * process shares.  Anything not mapped (a pipe's buffer) stays as it is.
- * in->data moves: pointers into it must be rebased. */
+ * page-cache pages (Q4_0 decode, bench/bench-read.c), at the cost of the
+ * copy and of pages no other process shares.  Anything not mapped (a
+ * pipe's buffer) stays as it is.  in->data moves: pointers into it must
+ * be rebased. */
 ml_status ml__input_copy(ml__input *in, ml_error *err);
 void ml__input_close(ml__input *in);
 

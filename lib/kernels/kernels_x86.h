@@ -65,17 +65,14 @@ ALWAYS_INLINE void transpose8x8(__m256i v[8])
 /* Decode streams every weight once from memory; the hardware prefetcher
  * stops at each 4 KiB page, so the rows ahead are asked for explicitly,
  * PREFETCH_Q8 or PREFETCH_Q4 bytes of quants ahead (scales as many blocks
- * ahead).  Measured on Zen 4 with 4 KiB pages: prefetching at all gave
- * +10% (Q8_0) and up to +50% (Q4_0), and at 2 threads on TinyLlama 4 KiB
- * of Q4_0 beat 1 KiB (56-60 against 51-55 tokens/s).  Q8_0 went from 8
- * KiB to 2 KiB on an Intel Xeon with AMX and a 480 MiB L3 (2026-12-02):
- * with 8 KiB, as with 4, its matvec read 19-21 GB/s from memory where
- * bandwidth.c reads 32-34, with 2 KiB 29-30 (bench_kernels, a 2 GiB ring),
- * and TinyLlama Q8_0 decoded 28.5 against 22.8 tokens/s (Gemma 3 Q8_0
- * 106 against 104).  Far prefetches seem to hold the core's few line-fill
- * buffers for a whole memory latency there.  Q4_0 stayed at 4 KiB: at 2
- * KiB TinyLlama Q4_0 (in memory) went 48-50 -> 50-53, but Gemma 3 Q4_0
- * (in that L3) 227-248 -> 207-218. */
+ * ahead).  Prefetching at all helped both types, Q4_0 most, and 4 KiB of
+ * Q4_0 ahead beat 1 KiB.  Q8_0 went from 8 KiB to 2 KiB: on a CPU with a
+ * large L3, 8 KiB (as 4) left its matvec well below the memory bandwidth
+ * bandwidth.c reads (bench-kernels, a 2 GiB ring), and 2 KiB came close
+ * to it; far prefetches seem to hold the core's few line-fill buffers for
+ * a whole memory latency there.  Q4_0 stayed at 4 KiB: 2 KiB helped a
+ * model streamed from memory a little but slowed one that fits in the L3
+ * more. */
 #define PREFETCH_Q8 2048
 #define PREFETCH_Q4 4096
 

@@ -29,20 +29,18 @@
 #define cpu_relax() ((void)0)
 #endif
 
-/* Spin iterations before sleeping: a pause takes about 25 ns on Zen 4, so
- * this is a few milliseconds.  It must outlast not only the serial work
- * between two jobs but a whole job's share: the caller waits for the
- * workers after its own share, and a matrix-vector product's share of a
- * 1B model takes hundreds of microseconds.  With 2048 rounds (~50 us) the
- * caller fell asleep in every job and paid a futex wake-up each time:
- * decode of a TinyLlama-shaped Q4_0 model ran at 30 tokens/s on 2 threads,
- * against 54 with this value (bench/bench-run.sh).  An empty job's round
- * trip (bench/bench_kernels.c) is 0.3-4 us when the workers spin and
- * 20-120 us when they must be woken (a futex wake in this project's VM).  A pool with more
- * threads than the machine has processors does not spin at all: a
- * spinning thread would hold the processor a sleeping one needs to finish
- * its share, and a job would wait for the scheduler's time slice
- * (hundreds of microseconds). */
+/* Spin iterations before sleeping: a few milliseconds of pauses.  It must
+ * outlast not only the serial work between two jobs but a whole job's
+ * share: the caller waits for the workers after its own share, and a
+ * matrix-vector product's share of a 1B model takes hundreds of
+ * microseconds.  With 2048 rounds the caller fell asleep in every job and
+ * paid a futex wake-up each time, which cost decode on 2 threads much of
+ * its speed (bench/bench-run.sh).  An empty job's round trip
+ * (bench/bench-kernels.c) is far shorter when the workers spin than when
+ * they must be woken.  A pool with more threads than the machine has
+ * processors does not spin at all: a spinning thread would hold the
+ * processor a sleeping one needs to finish its share, and a job would
+ * wait for the scheduler's time slice (hundreds of microseconds). */
 #define SPIN_ROUNDS (1 << 16)
 #define MAX_THREADS 1024
 

@@ -2,7 +2,7 @@
  * reference: every case of cases-public.tsv (the Hugging Face tokenizers
  * library's ids for 86 strings x 6 tokenizers, with and without special
  * tokens), llama.cpp's vectors, mlcore's hard cases and two 1 MiB inputs
- * (tools/tok_cases.py made the fixtures), id for id; decoding back to the
+ * (tools/tok-cases.py made the fixtures), id for id; decoding back to the
  * text wherever the reference does; the streaming decoder fed one id at a
  * time.  The six .mlt files are loaded once per test case (an unchecked
  * fixture). */
@@ -16,7 +16,7 @@
 
 /* The six fixtures, and llama2.mlt with flags 1 + 4 as "llama2_first",
  * whose reference is Llama 2's vocabulary under the Metaspace
- * pre-tokenizer with prepend scheme "first" (tools/tok_cases.py). */
+ * pre-tokenizer with prepend scheme "first" (tools/tok-cases.py). */
 #define N_TOK (TF_N + 1)
 static const char *const names[N_TOK] = {"llama2", "mistral", "gemma3", "llama3", "llama3_1",
                                          "qwen3", "llama2_first"};
