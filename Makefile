@@ -21,7 +21,7 @@ WARN := -Wall -Wextra $(WERROR) -Wshadow -Wstrict-prototypes -Wmissing-prototype
         -Wvla -Wformat=2 -Wundef -Wpointer-arith -Wwrite-strings -Wno-format-nonliteral
 # -ffp-contract=off: no fused multiply-add behind our back, so every
 # kernel variant can be bit-identical to the scalar reference.
-BASE := -std=c11 -Icmd/common -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -fPIC -ffp-contract=off \
+BASE := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -fPIC -ffp-contract=off \
         -fvisibility=hidden -Iinclude -Ilib -MMD -MP
 ALL_CFLAGS = $(BASE) $(WARN) $(CFLAGS)
 LDLIBS_LIB := -lutf8proc -ldeflate -lz -lm -lpthread
@@ -66,6 +66,10 @@ $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# The commands' shared headers (cli.h, ...) are visible to the commands
+# alone, so no library file can include one by mistake.
+$(B)/cmd/%.o: ALL_CFLAGS += -Icmd/common
 
 # Only the kernel files of an instruction set are compiled for it; the
 # rest of the library stays baseline x86-64 and dispatch picks at run time.

@@ -2,13 +2,13 @@
  * the threads sum a 1 GiB array (far larger than any cache) in
  * fastread.h's CHUNK pieces taken from a shared counter, with its loads
  * (the widest the CPU has, prefetch ahead: the same read as
- * bench_bound.c's, so neither can be the slower "bound"), best of 5.
+ * bench-bound.c's, so neither can be the slower "bound"), best of 5.
  * Decode speed is bounded by bandwidth / bytes of weights read per token.
  * Prints "threads GB/s" lines.  (A plain loop of 64-bit words, which this
  * was, read clearly slower than these loads.)  The array asks for
  * transparent huge pages, as a model's mapped file may get them (ext4's
  * large folios): with 4 KiB pages this could read slower than
- * bench_bound read a model's pages, so its "bound" could be beaten by
+ * bench-bound read a model's pages, so its "bound" could be beaten by
  * decode.
  *     cc -O2 -pthread bench/bandwidth.c -o bandwidth && ./bandwidth 2 */
 #define _GNU_SOURCE /* MADV_HUGEPAGE */

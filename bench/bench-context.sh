@@ -5,7 +5,7 @@
 # once, for both programs.  bench-run.sh measures only an empty context
 # (tg128) and one 512-token prompt; attention's share grows with N, and
 # that is where the two programs may part.  The model is a random-weight
-# GGUF from make_bench_gguf.py (by default in SmolLM2-135M's shape, Q8_0,
+# GGUF from make-bench-gguf.py (by default in SmolLM2-135M's shape, Q8_0,
 # whose context is 8192), converted losslessly to .mlb.
 #
 #   make bench-context            (or MLCORE_BUILD=build bash bench/bench-context.sh)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench-kernels.sh - builds bench/bench_kernels.c against an already built
-# libmlcore.a (no make needed) and runs it; see the top of bench_kernels.c
+# bench-kernels.sh - builds bench/bench-kernels.c against an already built
+# libmlcore.a (no make needed) and runs it; see the top of bench-kernels.c
 # for what it measures.
 #
 #   bash bench/bench-kernels.sh [-s SECONDS] [VARIANT...]
@@ -14,6 +14,6 @@ if [ ! -f "$B/libmlcore.a" ]; then
     exit 1
 fi
 "$CC" -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra \
-    -Iinclude -Ilib bench/bench_kernels.c "$B/libmlcore.a" -ldeflate -lz -lm -lpthread \
-    -o "$B/bench_kernels"
-exec "$B/bench_kernels" "$@"
+    -Iinclude -Ilib bench/bench-kernels.c "$B/libmlcore.a" -ldeflate -lz -lm -lpthread \
+    -o "$B/bench-kernels"
+exec "$B/bench-kernels" "$@"

@@ -2,7 +2,7 @@
 # bench-run.sh - ml-run against llama.cpp on the same weights, same machine,
 # same threads: generation and prompt-processing tokens/s, generation
 # against the memory-bandwidth bound, and peak RSS.  The models are GGUFs
-# with random Q8_0 and Q4_0 weights (bench/make_bench_gguf.py) in the shape
+# with random Q8_0 and Q4_0 weights (bench/make-bench-gguf.py) in the shape
 # of TinyLlama-1.1B (llama) and of Gemma 3 270M (gemma3: sliding window,
 # one KV head of 256, a 262144-token tied classifier), converted
 # losslessly by gguf2mlb, so both programs read the very same blocks.
@@ -20,11 +20,11 @@
 # Generation against the bandwidth bound is given three ways: tg/bound
 # (the best bandwidth the script saw: pessimistic, the best moment of a
 # noisy machine), tg/bw-now (the bandwidth measured just before and after
-# the run), and tg/paired (bench_bound.c: the weights read once next to
+# the run), and tg/paired (bench-bound.c: the weights read once next to
 # every decoded token, in one process: the measure noise moves least);
-# read/bw checks that bench_bound's read is as fast as bandwidth.c's;
+# read/bw checks that bench-bound's read is as fast as bandwidth.c's;
 # tg/no-mmap is ml-run --no-mmap's decode against the mapping's, token by
-# token in one process (bench_read.c).
+# token in one process (bench-read.c).
 # 2m-pages is the share of each program's model file that a mapping of it
 # reaches through 2 MiB pages, in the page cache as the runs found it: a
 # file the page cache holds in 4 KiB folios is read more slowly through
@@ -59,13 +59,13 @@ rss() { /usr/bin/time -f "%M" "$@" 2>&1 >/dev/null | tail -1; }
 
 LB=$(llama_bin "$DIR/mlcore-llama.cpp" llama-bench)
 limits_build "$DIR"
-# bench_bound: ml-run's decode with the bound measured next to every token
-# (see bench_bound.c); it links the library, so it is built from $B.
-cc -O2 -std=c11 -I"$here/../include" "$here/bench_bound.c" "$B/libmlcore.a" \
+# bench-bound: ml-run's decode with the bound measured next to every token
+# (see bench-bound.c); it links the library, so it is built from $B.
+cc -O2 -std=c11 -I"$here/../include" "$here/bench-bound.c" "$B/libmlcore.a" \
     -lutf8proc -ldeflate -lz -lm -lpthread -o "$DIR/mlcore-bench-bound"
-# bench_read: decode from the mapping against --no-mmap's copy, token by
-# token in one process (see bench_read.c).
-cc -O2 -std=c11 -I"$here/../include" "$here/bench_read.c" "$B/libmlcore.a" \
+# bench-read: decode from the mapping against --no-mmap's copy, token by
+# token in one process (see bench-read.c).
+cc -O2 -std=c11 -I"$here/../include" "$here/bench-read.c" "$B/libmlcore.a" \
     -lutf8proc -ldeflate -lz -lm -lpthread -o "$DIR/mlcore-bench-read"
 # The bandwidth of a shared machine moves with its neighbours (by tens of
 # percent within minutes): it is measured around every run, and each
@@ -171,7 +171,7 @@ for ty in $TYPES; do
     # The paired bound holds only if its read is as fast as reading memory
     # gets: its fastest read of the weights' pages against bandwidth.c's
     # best of the run (about 1 or above; far below, the bound is not one).
-    printf '%-9s %-6s %-10s %10s %10.2f %8s   (bench_bound'"'"'s fastest read, %s GB/s with %s loads, against bandwidth.c'"'"'s best, %s GB/s)\n' \
+    printf '%-9s %-6s %-10s %10s %10.2f %8s   (bench-bound'"'"'s fastest read, %s GB/s with %s loads, against bandwidth.c'"'"'s best, %s GB/s)\n' \
         "$SHAPE" "$ty" "read/bw" "-" "$(awk -v a="$(kv read_best_gb_per_s)" -v b="$bw_best" 'BEGIN{print a/b}')" "" \
         "$(kv read_best_gb_per_s)" "$(kv read_with)" "$bw_best"
     # --no-mmap's decode against the mapping's, paired token by token

@@ -18,7 +18,7 @@ and prints one "key value" line per measure:
         [--vocab 32000] [--seed 1]
 
 Prompts are token ids (OpenAI's other form of "prompt"), BOS then random
-ids: the bench models' vocabulary (make_bench_gguf.py) has no byte pieces,
+ids: the bench models' vocabulary (make-bench-gguf.py) has no byte pieces,
 so text would not tokenize, and ids make both servers evaluate exactly the
 same tokens; the prompt's length is checked against usage.prompt_tokens.  Generation uses ignore_eos (random
 weights may draw the end token) at temperature 0.  Standard library only.

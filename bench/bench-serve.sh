@@ -6,7 +6,7 @@
 # and the same 512-token "system prompt" sent twice (the second should
 # evaluate only what follows it).  The client is bench/bench-serve.py
 # (streaming /v1/completions, token-id prompts, ignore_eos, temperature
-# 0).  The models are bench/make_bench_gguf.py's random-weight GGUFs,
+# 0).  The models are bench/make-bench-gguf.py's random-weight GGUFs,
 # converted losslessly by gguf2mlb, so both servers read the same blocks.
 #
 #   make bench-serve            (or MLCORE_BUILD=build bash bench/bench-serve.sh)

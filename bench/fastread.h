@@ -1,5 +1,5 @@
 /* fastread.h - the fastest way this CPU reads memory, shared by
- * bench_bound.c (the weights' pages, next to each decoded token) and
+ * bench-bound.c (the weights' pages, next to each decoded token) and
  * bandwidth.c (a large array): both must measure the same best read, or
  * a "bound" can be beaten by the decode it bounds.  sum_bytes(p, n) sums
  * n bytes; choose_sum() picks the widest loads (BENCH_BOUND_READ=words,

@@ -10,7 +10,7 @@
 #
 #   bench_model DIR SHAPE TYPE  sets g and m to DIR/mlcore-bench-SHAPE-TYPE
 #                             .gguf and .mlb (+ .mlt), making them once:
-#                             make_bench_gguf.py's random weights, and
+#                             make-bench-gguf.py's random weights, and
 #                             gguf2mlb's lossless copy of them (needs $B)
 #
 # llama.cpp's CMake adds its server and its chat CLI (tools/server,
@@ -46,6 +46,6 @@ bench_model() {
     local here
     here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
     g="$1/mlcore-bench-$2-$3.gguf" m="$1/mlcore-bench-$2-$3.mlb"
-    [ -f "$g" ] || python3 "$here/make_bench_gguf.py" "$g" --type "$3" --shape "$2"
+    [ -f "$g" ] || python3 "$here/make-bench-gguf.py" "$g" --type "$3" --shape "$2"
     [ -f "$m" ] || "$B/bin/gguf2mlb" "$g" -o "$m" -t "${m%.mlb}.mlt" -q -f
 }

@@ -8,7 +8,7 @@
 #                           request run alone (tests/serve/load.sh)
 #   make check-openai       the official openai Python client against
 #                           ml-serve, streaming and not (pip install openai;
-#                           tests/serve/openai_client.py)
+#                           tests/serve/openai-client.py)
 #   make bench-serve        ml-serve against llama-server on the same
 #                           weights (bench/bench-serve.sh)
 #

@@ -8,7 +8,7 @@
 # verified with mlb-verify and the tokenizers loaded with mlt-dump.  The converted models are kept beside the
 # GGUFs for looking at by hand.  `mlb-info --json --arrays` on each GGUF is
 # compared with gguf-py's gguf_dump through the committed expectation
-# tests/fixtures/gguf/dump/real/NAME.txt (tools/gguf_dump_reference.py
+# tests/fixtures/gguf/dump/real/NAME.txt (tools/gguf-dump-reference.py
 # --real writes it; a model without one is said so and skipped).
 #
 #   MLCORE_BUILD=build bash tools/real-models.sh

@@ -19,7 +19,7 @@ ml_status ml__input_open(const char *path, ml__input *in, ml_error *err);
 /* A mapped file copied into anonymous memory, 2 MiB aligned and offered
  * to the kernel for huge pages (MADV_HUGEPAGE), and unmapped: weights
  * streamed from such memory read faster than from the file's 4 KiB
- * page-cache pages (decode faster on some machines, bench/bench_read.c;
+ * page-cache pages (decode faster on some machines, bench/bench-read.c;
  * docs/speed.md), at the cost of the copy and of pages no other
  * process shares.  Anything not mapped (a pipe's buffer) stays as it is.
  * in->data moves: pointers into it must be rebased. */

@@ -1,5 +1,5 @@
 /* fmath.h - private: the float32 products of attention and linear
- * attention (fmath.c, fmath_avx2.c, fmath_avx512.c), beside the kernel
+ * attention (fmath_scalar.c, fmath_avx2.c, fmath_avx512.c), beside the kernel
  * table's quantized ones.  Like the kernel table, every implementation
  * gives the same bits:
  * each result is computed with the reference's operations in the
@@ -124,10 +124,10 @@ float ml__sigmoid(float x);
  * rounded to nearest (by adding and subtracting 1.5·2^23), r = a − n·ln 2
  * in two steps, a degree-7 polynomial for e^r, times 2^n (made from n's
  * bits); below −64 the result is 0.  Within 2 ulp of exp
- * above that cut.  The cut keeps subnormals out of the float math: an
- * Intel core takes a microcode assist of ~100 cycles for every operation
- * that reads or makes one, and a softmax of scores far apart (random
- * Q4_0 weights) spent half of a prompt's time in them.  Divided by a sum
+ * above that cut.  The cut keeps subnormals out of the float math: some
+ * CPUs take a slow microcode assist for every operation that reads or
+ * makes one, and a softmax of scores far apart (random Q4_0 weights)
+ * spent much of a prompt's time in them.  Divided by a sum
  * of up to 2^30 shares, 2^-92.3 is still a normal probability; shares
  * below e^-64 of the largest are far below what a float sum can hold. */
 float ml__fmath_exp_neg(float a);

@@ -41,7 +41,7 @@ typedef struct ml_wscales {
 } ml_wscales;
 
 /* The scalar pieces of the rules, written once for every plain-C user
- * (kernels_scalar.c, kernels_neon.c, fmath.c), so that no copy can drift
+ * (kernels_scalar.c, kernels_neon.c, fmath_scalar.c), so that no copy can drift
  * from the reference. */
 
 /* Scale i of a matrix as f32 (an f16 one widened exactly). */
@@ -59,7 +59,7 @@ static inline float ml__fold8(const float acc[8])
 struct ml_fmath; /* fmath.h */
 
 typedef struct ml_kernels {
-    const char *name; /* "scalar", "avx2", "avx512vnni", "neon", "neondot" */
+    const char *name; /* "scalar", "avx2", "avx512vnni", "amx", "neon", "neondot" */
 
     /* The float math (fmath.h: attention's and linear attention's float32
      * products, the activations) to use with this table: the reference

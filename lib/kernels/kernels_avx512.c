@@ -594,9 +594,9 @@ static void matvecs_q4_quads(const uint8_t *wq, ml_wscales wd, size_t cols, size
  * pairs (q4_pairs_row.h: three vphaddd and a float step per row and
  * group) computed not much faster than a core reads memory, so
  * half of each row's time was arithmetic the stream had to wait on.
- * This form was faster both on a row in the L2 cache (bench_kernels -m
+ * This form was faster both on a row in the L2 cache (bench-kernels -m
  * 256x4096, one thread) and for decode against the paired bound
- * (bench_bound, alternating; figures in docs/speed-history.md). */
+ * (bench-bound, alternating; figures in docs/speed-history.md). */
 typedef struct q4_row2 {
     int8_t x[PAIR_COLS];            /* the quads' regrouped activation */
     __m512i corr[PAIR_COLS / 256];  /* -8·Σx per block, in both halves */
@@ -948,8 +948,9 @@ static void tile_pairs(const uint8_t *wt, size_t wstride, const float *wd, size_
 
 const ml_kernels ml__kernels_avx512 = {
     .name = "avx512vnni",
-    /* No AVX-512 float products: AVX2's, which every CPU this table runs
-     * on has (dispatch.c checks avx2 with the AVX-512 features). */
+    /* The float products in 512 bits (fmath_avx512.c), the rest of them
+     * AVX2's, which every CPU this table runs on has (dispatch.c checks
+     * avx2 with the AVX-512 features). */
     .fmath = &ml__fmath_avx512,
     .quantize_q8_0 = quantize_q8_0,
     .matvec_q8_0 = matvec_q8_0,

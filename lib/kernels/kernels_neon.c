@@ -172,7 +172,7 @@ extern const ml_kernels TABLE;
 const ml_kernels TABLE = {
     .name = TABLE_NAME,
     /* No NEON fmath yet: attention's float products run the scalar
-     * reference (fmath.c) beside both NEON tables, said here rather than
+     * reference (fmath_scalar.c) beside both NEON tables, said here rather than
      * by a silent fallback in the choice. */
     .fmath = &ml__fmath_scalar,
     .quantize_q8_0 = quantize_q8_0,

@@ -132,7 +132,7 @@ ml_status ml__lin_new(const ml_mlb_header *h, const ml_layer *L, const ml_kernel
     if (!s)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
     s->K = h->lin_k_heads, s->V = h->lin_v_heads, s->dk = h->lin_k_dim, s->dv = h->lin_v_dim;
-    s->taps = h->lin_conv, s->eps = h->norm_eps, s->fm = ml__fmath(k), s->L = L;
+    s->taps = h->lin_conv, s->eps = h->norm_eps, s->fm = k->fmath, s->L = L;
     s->n_qkv = 2 * s->K * s->dk + s->V * s->dv, s->n_vd = s->V * s->dv;
     s->n_threads = n_threads ? n_threads : 1;
     uint64_t st = 0, ch = 0, n_state;

@@ -239,7 +239,7 @@ static void act_run(void *ctx, unsigned ith, unsigned nth)
     for (size_t c0 = b, c1; c0 < e; c0 = c1) {
         c1 = e - c0 < ACT_CHUNK ? e : c0 + ACT_CHUNK;
         if (j->gate)
-            ml__fmath(m->k)->glu(j->x + c0, j->gate + c0, c1 - c0, m->h.act == ML_ACT_GELU_TANH);
+            m->k->fmath->glu(j->x + c0, j->gate + c0, c1 - c0, m->h.act == ML_ACT_GELU_TANH);
         m->k->quantize_q8_0(j->x + c0, c1 - c0, j->c->aq + c0, j->c->ad + c0 / 32);
     }
 }

@@ -36,7 +36,7 @@
  * microseconds.  With 2048 rounds the caller fell asleep in every job and
  * paid a futex wake-up each time, which cost decode much of its speed
  * (bench/bench-run.sh; the figures are in docs/speed-history.md).  An
- * empty job's round trip (bench/bench_kernels.c) is far shorter when the
+ * empty job's round trip (bench/bench-kernels.c) is far shorter when the
  * workers spin than when they must be woken.  A pool with more
  * threads than the machine has processors does not spin at all: a
  * spinning thread would hold the processor a sleeping one needs to finish

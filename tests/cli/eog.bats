@@ -2,7 +2,7 @@
 # eog.bats - the end-of-generation ids gguf2mlb writes into an .mlt's chat
 # section are llama.cpp's, exactly, for every vocabulary fixture.  The
 # reference is tests/fixtures/vocab/eog.tsv, written from llama.cpp's own
-# load log by tools/eog_reference.sh, so these tests need neither
+# load log by tools/eog-reference.sh, so these tests need neither
 # llama.cpp nor the network.  No fixture is excepted: where llama.cpp had a
 # bug for a vocabulary, its row would be named here with the reason.
 

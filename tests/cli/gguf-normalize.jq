@@ -1,6 +1,6 @@
 # gguf-normalize.jq - the part of mlb-info --json --arrays on a GGUF that
 # gguf-py's gguf_dump also reports, as tab-separated lines (used through
-# gguf-normalize.sh by mlb-info-gguf.bats and tools/gguf_dump_reference.py):
+# gguf-normalize.sh by mlb-info-gguf.bats and tools/gguf-dump-reference.py):
 #   head NAME VALUE                          version, counts, alignment, data offset
 #                                            (not for a file without tensors: there
 #                                            ggml, and so mlb-info, start the data

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gguf-normalize.sh - reads mlb-info --json --arrays of one GGUF on stdin
-# (or the same shape made from gguf_dump by tools/gguf_dump_reference.py)
+# (or the same shape made from gguf_dump by tools/gguf-dump-reference.py)
 # and writes gguf-normalize.jq's lines, with the values of an array of more
 # than 16 leaves replaced by the SHA-256 of their JSON (as jq writes it),
 # so the committed expectations stay small.  Both sides go through this

@@ -7,7 +7,7 @@
 #
 # What is compared with gguf_dump: for every committed fixture GGUF
 # (tests/fixtures/gguf, tests/fixtures/models/*/*.gguf, the gunzipped
-# tests/fixtures/vocab/*.gguf.gz), tools/gguf_dump_reference.py ran
+# tests/fixtures/vocab/*.gguf.gz), tools/gguf-dump-reference.py ran
 # `gguf-dump --json --json-array` and gguf.GGUFReader and wrote, into
 # tests/fixtures/gguf/dump/NAME.txt: the version and counts, the alignment,
 # the data offset (for files with tensors), every key in file order with its

@@ -4,7 +4,7 @@
 # .mlt expresses, converted by gguf2mlb --tokenizer-only and encoded by
 # mlt-dump, gives llama.cpp's expected ids (Hugging Face's); every other
 # vocabulary there is refused with exit 4, naming its tokenizer model or
-# pre-tokenizer (tests/fixtures/vocab, made by tools/make_vocab_ggufs.py).
+# pre-tokenizer (tests/fixtures/vocab, made by tools/make-vocab-ggufs.py).
 bats_require_minimum_version 1.5.0
 load helpers
 

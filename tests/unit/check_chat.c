@@ -6,7 +6,7 @@
  * message stays text and cannot forge a turn, a template that changes the
  * contents makes such a message an error, and user-defined added tokens
  * (attr 3) still match in a user's text. */
-#include "check_bpe_util.h"
+#include "check_tok_util.h"
 #include "suites.h"
 
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* check_convert_fixtures.c - llama.cpp's own GGUFs converted: the models of
  * tests/fixtures/models (tiny random Hugging Face models of every
  * supported architecture, converted by llama.cpp's convert_hf_to_gguf.py
- * and quantized by its llama-quantize; tools/make_model_fixtures.py).
+ * and quantized by its llama-quantize; tools/make-model-fixtures.py).
  * Every file is converted with the default options and every array checked
  * against its GGUF tensor (tc_check_arrays: lossless arrays bit for bit,
  * requantized ones equal to the spec's quantizer on the source values);

@@ -1,7 +1,7 @@
 /* check_convert_tok.c - the GGUF vocabulary -> .mlt conversion
  * (lib/convert/convert_tok.c).  Three kinds of tests:
  *   - the committed vocabulary GGUFs (tests/fixtures/vocab, made by
- *     tools/make_vocab_ggufs.py): each .mlt against the one json2mlt.py
+ *     tools/make-vocab-ggufs.py): each .mlt against the one json2mlt.py
  *     made from the same tokenizer.json (byte for byte, or the same tokens
  *     and the same set of merges where only the rank of merges producing
  *     the same piece differs), and every golden case encoded with and

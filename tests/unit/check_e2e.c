@@ -1,5 +1,5 @@
 /* check_e2e.c - the whole path on the reference fixtures (tests/fixtures/
- * models, made by tools/make_model_fixtures.py): a GGUF written by
+ * models, made by tools/make-model-fixtures.py): a GGUF written by
  * llama.cpp's converter is converted by the library (ml_convert_*), loaded
  * and run (ml_model, ml_ctx), and its logits are compared with transformers
  * computing in float32 from the same Q8_0-dequantized weights (hf-q8_0)

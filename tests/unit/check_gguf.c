@@ -2,7 +2,7 @@
  * value type (scalars, arrays of each, string arrays, nested arrays) and
  * tensors of several shapes, in versions 1, 2 and 3, read back exactly;
  * typed getters with their range checks; files written by gguf-py's
- * GGUFWriter (tests/fixtures/gguf, made by tools/gen_gguf_fixtures.py)
+ * GGUFWriter (tests/fixtures/gguf, made by tools/gen-gguf-fixtures.py)
  * read back exactly.  Hostile files are in check_gguf_hostile.c. */
 #include "gguf_build.h"
 #include "suites.h"
@@ -715,7 +715,7 @@ static void want_int(const ml_gguf *g, const char *key, ml_gguf_vtype type, int6
     ck_assert_int_eq(x, v);
 }
 
-/* The values write_meta_kvs() in tools/gen_gguf_fixtures.py writes. */
+/* The values write_meta_kvs() in tools/gen-gguf-fixtures.py writes. */
 START_TEST(writer_metadata)
 {
     ml_gguf *g = open_fixture("writer.gguf");

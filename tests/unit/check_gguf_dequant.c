@@ -1,5 +1,5 @@
 /* check_gguf_dequant.c - dequantization of GGUF tensor types to f32.
- * tests/fixtures/gguf/dequant.gguf (tools/gen_gguf_fixtures.py) holds, for
+ * tests/fixtures/gguf/dequant.gguf (tools/gen-gguf-fixtures.py) holds, for
  * each of the 15 supported types, random blocks and gguf-py's
  * gguf.quants.dequantize of them (the generator also checked them against
  * ggml's own dequantizer): we must match bit for bit, whole tensors and

@@ -2,7 +2,7 @@
  * tools/mlb.py's independent sums (tests/fixtures/runtime/NAME.mli), the
  * same bits for any batch size and thread count, the token counters,
  * writing, merging, and which slot feeds which matrix (mli(5)).  The
- * reader's validation rules are in check_convert_mli.c. */
+ * reader's validation rules are in check_mli_read.c. */
 #include "suites.h"
 #include "testutil.h"
 

@@ -3,7 +3,7 @@
  * wrote, every validation rule with its exact status, field and offset on
  * a small file built here, truncations and byte flips that must fail
  * cleanly, and the model-vocabulary rule. */
-#include "check_bpe_util.h"
+#include "check_tok_util.h"
 #include "suites.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* check_quant.c - the row quantizers, bit for bit, on vectors worked out by
- * hand (the arithmetic is in the comments; tools/quant_ref.py, a second
+ * hand (the arithmetic is in the comments; tools/quant-ref.py, a second
  * implementation in numpy float32, agrees on every one): Q8_0 with f32 and
  * f16 scales, Q4_0 by llama.cpp's rounding and by the fit search, and
  * their edge cases: all-zero blocks, amax just below and above 1e-30 and
@@ -485,7 +485,7 @@ END_TEST
 /* For each candidate k, a block it wins: a short block of values on a
  * 1/16 or 1/64 grid that candidate k wins by at least 1% of the error in
  * exact rational arithmetic (least-squares d, x^2 weights), found by a
- * search and checked by tools/quant_ref.py, with its nibbles and d.  The
+ * search and checked by tools/quant-ref.py, with its nibbles and d.  The
  * comments give the winning levels (nibbles - 8) and the exact errors.
  * Worked through for L = -7.6, [1, -0.25]: the levels (round(L),
  * round(0.25 |L|)) are (-6, 2) for L -6.0 .. -6.4 (1.5 -> 2 is a tie to
@@ -632,7 +632,7 @@ END_TEST
 
 /* Golden blocks: 96 values k / 1024 with k in [-1000, 1000] from a 64-bit
  * LCG (block 1 has an outlier, x[40] * 8), and importances (u % 4000 + 1)
- * / 1000, quantized every way by tools/quant_ref.py.  Full blocks of 32
+ * / 1000, quantized every way by tools/quant-ref.py.  Full blocks of 32
  * non-zero values: these pin the fixed summation order of the fit. */
 typedef struct golden {
     const char *q8;

@@ -1,6 +1,6 @@
 /* check_runtime.c - the forward pass against tools/mlb.py, the numpy
  * reference written from the spec (fixtures in tests/fixtures/runtime,
- * made by tools/make_runtime_fixtures.sh), and the invariances the runtime
+ * made by tools/make-runtime-fixtures.sh), and the invariances the runtime
  * promises: the same bits for any batch size, thread count and kernel
  * variant; cache memory equal to what mlb-info reports; clean errors for a
  * full context and bad token ids. */

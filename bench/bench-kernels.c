@@ -1,4 +1,4 @@
-/* bench_kernels.c - speed of the compute kernels, per variant, next to the
+/* bench-kernels.c - speed of the compute kernels, per variant, next to the
  * machine's memory bandwidth: matvec (decode) as ns per row and GB/s of
  * weights read, with the weights in cache ("hot": one matrix over and
  * over) and in memory ("cold": a ring of copies larger than any cache,
@@ -12,7 +12,7 @@
  *     bash bench/bench-kernels.sh [-s SECONDS] [-m ROWSxCOLS]... [VARIANT...]
  * which is
  *     cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -Ilib \
- *        bench/bench_kernels.c build/libmlcore.a -ldeflate -lz -lm -lpthread
+ *        bench/bench-kernels.c build/libmlcore.a -ldeflate -lz -lm -lpthread
  * (MLCORE_BUILD=DIR uses DIR/libmlcore.a).  VARIANT: scalar, avx2,
  * avx512vnni (default: every one this CPU runs).  -s: seconds per
  * measurement (default 0.3).  -m: a matrix shape instead of the default
@@ -41,7 +41,7 @@ static void *xalloc(size_t n)
 {
     void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
     if (!p) {
-        fprintf(stderr, "bench_kernels: out of memory (%zu bytes)\n", n);
+        fprintf(stderr, "bench-kernels: out of memory (%zu bytes)\n", n);
         exit(1);
     }
     return p;
@@ -339,7 +339,7 @@ int main(int argc, char **argv)
                  shapes[n_shapes][1] % 32 == 0 && shapes[n_shapes][0] > 0)
             n_shapes++;
         else {
-            fprintf(stderr, "usage: bench_kernels [-s SECONDS] [-m ROWSxCOLS]... [VARIANT...]\n");
+            fprintf(stderr, "usage: bench-kernels [-s SECONDS] [-m ROWSxCOLS]... [VARIANT...]\n");
             return 2;
         }
         first += 2;
@@ -349,7 +349,7 @@ int main(int argc, char **argv)
     ml_pool *pools[2];
     for (unsigned t = 1; t <= 2; t++)
         if (ml__pool_new(t, &pools[t - 1], NULL) != ML_OK) {
-            fprintf(stderr, "bench_kernels: cannot start %u threads\n", t);
+            fprintf(stderr, "bench-kernels: cannot start %u threads\n", t);
             return 1;
         }
     const double bw[2] = {read_bandwidth(pools[0]), read_bandwidth(pools[1])};

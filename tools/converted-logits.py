@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""converted_logits.py - end-to-end check of gguf2mlb against llama.cpp.
+"""converted-logits.py - end-to-end check of gguf2mlb against llama.cpp.
 
 For every fixture model (tests/fixtures/models, see its README) and each of
 its F32, Q8_0 and Q4_0 GGUFs, convert with gguf2mlb, run the converted .mlb
@@ -17,7 +17,7 @@ Q8_0 activations move its logits by 3% of their size there).  The check
 fails when the largest difference to llama.cpp exceeds 20% of the largest
 logit or fewer than 75% of the positions have the same argmax.
 
-    python3 tools/converted_logits.py [--build build] [--models DIR] [NAME...]
+    python3 tools/converted-logits.py [--build build] [--models DIR] [NAME...]
 
 Needs numpy; slow (the numpy forward pass), about a minute for all models.
 """

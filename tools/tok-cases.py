@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""tok_cases.py - makes the expected-id fixtures of the tokenizer tests
+"""tok-cases.py - makes the expected-id fixtures of the tokenizer tests
 (tests/fixtures/tok/*.tsv) from the shared test data and, for mlcore's own
 hard cases, from the Python tokenizers package (the Hugging Face Rust
 library), so that the C tests need neither Python nor JSON.
 
-    tools/tok_cases.py TESTDATA_DIR OUT_DIR
+    tools/tok-cases.py TESTDATA_DIR OUT_DIR
 
 TESTDATA_DIR holds cases-public.jsonl, llama.cpp/ and one folder per
 tokenizer with its tokenizer.json.  Every output line is
@@ -228,7 +228,7 @@ def text_cases(src, out):
 
 def main(argv):
     if len(argv) != 3:
-        print("usage: tok_cases.py TESTDATA_DIR OUT_DIR", file=sys.stderr)
+        print("usage: tok-cases.py TESTDATA_DIR OUT_DIR", file=sys.stderr)
         return 2
     src, out = argv[1], argv[2]
     public_cases(src, out)

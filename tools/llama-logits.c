@@ -1,6 +1,6 @@
-/* llama_logits.c - dump llama.cpp's logits for a token sequence.
+/* llama-logits.c - dump llama.cpp's logits for a token sequence.
  *
- * A fixture helper for tools/make_model_fixtures.py, not part of mlcore and
+ * A fixture helper for tools/make-model-fixtures.py, not part of mlcore and
  * not built by the Makefile: it links against a llama.cpp build (libllama)
  * and is compiled by the fixture script at generation time.  It loads a GGUF,
  * evaluates the given token ids as one batch at positions 0..n-1 (like a
@@ -10,7 +10,7 @@
  * The context uses one thread, an F32 KV cache and no flash attention so the
  * numbers depend on the weights, not on cache precision or thread count.
  *
- * usage: llama_logits MODEL.gguf OUT.f32 ID...
+ * usage: llama-logits MODEL.gguf OUT.f32 ID...
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +31,7 @@ static int parse_ids(int argc, char **argv, llama_token *ids)
         char *end = NULL;
         long v = strtol(argv[i], &end, 10);
         if (*argv[i] == '\0' || *end != '\0' || v < 0 || v > 0x7fffffffL) {
-            fprintf(stderr, "llama_logits: bad token id '%s'\n", argv[i]);
+            fprintf(stderr, "llama-logits: bad token id '%s'\n", argv[i]);
             return -1;
         }
         ids[i] = (llama_token)v;
@@ -66,7 +66,7 @@ static int write_logits(struct llama_context *ctx, int n_tokens, int n_vocab, co
     for (int i = 0; i < n_tokens; i++) {
         const float *row = llama_get_logits_ith(ctx, i);
         if (!row || fwrite(row, sizeof(float), (size_t)n_vocab, f) != (size_t)n_vocab) {
-            fprintf(stderr, "llama_logits: no logits for position %d\n", i);
+            fprintf(stderr, "llama-logits: no logits for position %d\n", i);
             fclose(f);
             return -1;
         }
@@ -77,7 +77,7 @@ static int write_logits(struct llama_context *ctx, int n_tokens, int n_vocab, co
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: llama_logits MODEL.gguf OUT.f32 ID...\n");
+        fprintf(stderr, "usage: llama-logits MODEL.gguf OUT.f32 ID...\n");
         return 2;
     }
     const int n_tokens = argc - 3;
@@ -92,13 +92,13 @@ int main(int argc, char **argv)
     mp.n_gpu_layers = 0;
     struct llama_model *model = llama_model_load_from_file(argv[1], mp);
     if (!model) {
-        fprintf(stderr, "llama_logits: cannot load %s\n", argv[1]);
+        fprintf(stderr, "llama-logits: cannot load %s\n", argv[1]);
         return 1;
     }
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     struct llama_context *ctx = make_context(model, n_tokens);
     if (!ctx) {
-        fprintf(stderr, "llama_logits: cannot create a context\n");
+        fprintf(stderr, "llama-logits: cannot create a context\n");
         return 1;
     }
 
@@ -114,7 +114,7 @@ int main(int argc, char **argv)
 
     int rc = llama_decode(ctx, batch);
     if (rc != 0)
-        fprintf(stderr, "llama_logits: llama_decode returned %d\n", rc);
+        fprintf(stderr, "llama-logits: llama_decode returned %d\n", rc);
     else
         rc = write_logits(ctx, n_tokens, n_vocab, argv[2]);
 

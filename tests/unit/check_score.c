@@ -1,7 +1,7 @@
-/* check_perplexity.c - ml_ctx_perplexity against the chunk loop the
- * commands wrote before it was in the library (ml_ctx_score per chunk,
- * BOS put first), its limits (max_chunks, a stop, a text shorter than one
- * chunk) and ml_logits_batch's policy. */
+/* check_score.c - scoring text (lib/runtime/score.c): ml_ctx_perplexity
+ * against the chunk loop the commands wrote before it was in the library
+ * (ml_ctx_score per chunk, BOS put first), its limits (max_chunks, a stop,
+ * a text shorter than one chunk) and ml_logits_batch's policy. */
 #include "suites.h"
 
 #include "mlcore.h"
@@ -138,9 +138,9 @@ START_TEST(test_logits_batch)
 }
 END_TEST
 
-Suite *suite_perplexity(void)
+Suite *suite_score(void)
 {
-    Suite *s = suite_create("perplexity");
+    Suite *s = suite_create("score");
     TCase *tc = tcase_create("chunks");
     tcase_add_test(tc, test_same_as_by_hand);
     tcase_add_test(tc, test_limits);

@@ -13,7 +13,7 @@ expected outputs:
     GGUF tensors are mapped back to the Hugging Face tensors through a probe
     conversion, see probe_index_map(), so every permutation the converter
     applies is undone exactly);
-  * llama.cpp's own logits for every GGUF (tools/llama_logits.c, linked
+  * llama.cpp's own logits for every GGUF (tools/llama-logits.c, linked
     against the llama.cpp build);
   * the argmax of every position of all of them.
 
@@ -21,7 +21,7 @@ Everything lands in tests/fixtures/models/<model>/ plus models.json and
 README.md, so tests need neither network nor Python.  Run from the
 repository root:
 
-    python3 tools/make_model_fixtures.py
+    python3 tools/make-model-fixtures.py
 
 Options select a subset (--only), another llama.cpp tree (--llama-cpp or
 $LLAMA_CPP_DIR) and the scratch directory (--work).  The run is
@@ -97,7 +97,7 @@ QWEN35_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\
                 r" ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 # Tokenizer kinds.  "pre" is the tokenizer.ggml.pre name forced on the
-# converter for byte-level BPE (see tools/fixture_convert.py).
+# converter for byte-level BPE (see tools/fixture-convert.py).
 TOKENIZERS = {
     "spm-llama": dict(kind="sentencepiece", desc="SentencePiece BPE with byte fallback, Llama 2 ids "
                       "(<unk> 0, <s> 1, </s> 2), dummy prefix, BOS added"),
@@ -591,7 +591,7 @@ def hf_logits(model, ids: list[int]):
 
 def convert(lcpp: Path, hf_dir: Path, out: Path, outtype: str, name: str, pre: str | None,
             extra: list[str] | None = None) -> None:
-    cmd = [sys.executable, str(TOOLS / "fixture_convert.py"), "--llama-cpp", str(lcpp)]
+    cmd = [sys.executable, str(TOOLS / "fixture-convert.py"), "--llama-cpp", str(lcpp)]
     if pre:
         cmd += ["--pre", pre]
     cmd += ["--", str(hf_dir), "--outfile", str(out), "--outtype", outtype, "--model-name", name]
@@ -603,10 +603,10 @@ def quantize(lcpp: Path, src: Path, out: Path, qtype: str) -> None:
 
 
 def build_logits_tool(lcpp: Path, work: Path) -> Path:
-    exe = work / "llama_logits"
+    exe = work / "llama-logits"
     bindir = lcpp / "build" / "bin"
     run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", f"-I{lcpp / 'include'}",
-         f"-I{lcpp / 'ggml' / 'include'}", str(TOOLS / "llama_logits.c"), "-o", str(exe),
+         f"-I{lcpp / 'ggml' / 'include'}", str(TOOLS / "llama-logits.c"), "-o", str(exe),
          f"-L{bindir}", "-lllama", "-lggml", "-lggml-base", f"-Wl,-rpath,{bindir}"])
     return exe
 
@@ -1072,7 +1072,7 @@ def main() -> None:
 
     index_path = args.out / "models.json"
     index = json.loads(index_path.read_text()) if index_path.exists() and wanted else {"models": {}}
-    index["generator"] = "tools/make_model_fixtures.py"
+    index["generator"] = "tools/make-model-fixtures.py"
     index["versions"] = tool_versions(args.llama_cpp)
     for m in manifests:
         index["models"][m["name"]] = dict(

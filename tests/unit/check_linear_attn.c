@@ -1,4 +1,4 @@
-/* check_linattn.c - the chunked gated delta rule (lib/runtime/linear_attn.c)
+/* check_linear_attn.c - the chunked gated delta rule (lib/runtime/linear_attn.c)
  * against mlb(5)'s five steps computed token by token in double precision,
  * over random inputs in several regimes (ordinary values, extreme decays
  * and betas, decay 1 with repeated keys, decay 0), for head sizes 16 to
@@ -458,9 +458,9 @@ START_TEST(test_model_batch_invariance)
 }
 END_TEST
 
-Suite *suite_linattn(void)
+Suite *suite_linear_attn(void)
 {
-    Suite *s = suite_create("linattn");
+    Suite *s = suite_create("linear_attn");
     TCase *tc = tcase_create("chunked");
     tcase_add_loop_test(tc, test_matches_recurrence, 0, (int)(N_REGIMES * N_SHAPES));
     tcase_add_loop_test(tc, test_batch_invariance, 0, (int)N_SHAPES);

@@ -1,8 +1,8 @@
-/* check_bpe_util.h - fixtures of the tokenizer tests: the .mlt files and
- * the expected-id files of tests/fixtures/tok (see tools/tok_cases.py),
+/* check_tok_util.h - fixtures of the tokenizer tests: the .mlt files and
+ * the expected-id files of tests/fixtures/tok (see tools/tok-cases.py),
  * found under $MLCORE_SRC (default: the current directory). */
-#ifndef ML_CHECK_BPE_UTIL_H
-#define ML_CHECK_BPE_UTIL_H
+#ifndef ML_CHECK_TOK_UTIL_H
+#define ML_CHECK_TOK_UTIL_H
 
 #include "testutil.h"
 
@@ -56,7 +56,7 @@ int tf_ids_equal(const ml_ids *got, const uint32_t *want, size_t n);
 void tf_print_diff(const char *tok, const char *name, int special, const ml_ids *got,
                    const uint32_t *want, size_t n);
 
-/* The 1 MiB input of big.tsv, built as tools/tok_cases.py make_big does. */
+/* The 1 MiB input of big.tsv, built as tools/tok-cases.py make_big does. */
 uint8_t *tf_big_text(size_t *len);
 
 #endif

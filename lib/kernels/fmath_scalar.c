@@ -1,4 +1,4 @@
-/* fmath.c - the reference float32 products of fmath.h, written as the
+/* fmath_scalar.c - the reference float32 products of fmath.h, written as the
  * definitions read; the scalar kernel table and the NEON ones use them
  * (the choice is the kernel table's: dispatch.c). */
 #include "kernels/fmath.h"

@@ -1,11 +1,12 @@
-/* check_bpe.c - the encoder and decoder against the reference: every case
- * of cases-public.tsv (the Hugging Face tokenizers library's ids for 86
- * strings x 6 tokenizers, with and without special tokens), llama.cpp's
- * vectors, mlcore's hard cases and two 1 MiB inputs (tools/tok_cases.py
- * made the fixtures), id for id; decoding back to the text wherever the
- * reference does; the streaming decoder fed one id at a time.  The six
- * .mlt files are loaded once per test case (an unchecked fixture). */
-#include "check_bpe_util.h"
+/* check_tok.c - the encoder and decoder (lib/tokenizer/tok.c) against the
+ * reference: every case of cases-public.tsv (the Hugging Face tokenizers
+ * library's ids for 86 strings x 6 tokenizers, with and without special
+ * tokens), llama.cpp's vectors, mlcore's hard cases and two 1 MiB inputs
+ * (tools/tok-cases.py made the fixtures), id for id; decoding back to the
+ * text wherever the reference does; the streaming decoder fed one id at a
+ * time.  The six .mlt files are loaded once per test case (an unchecked
+ * fixture). */
+#include "check_tok_util.h"
 #include "suites.h"
 #include "tokenizer/tok.h"
 
@@ -15,7 +16,7 @@
 
 /* The six fixtures, and llama2.mlt with flags 1 + 4 as "llama2_first",
  * whose reference is Llama 2's vocabulary under the Metaspace
- * pre-tokenizer with prepend scheme "first" (tools/tok_cases.py). */
+ * pre-tokenizer with prepend scheme "first" (tools/tok-cases.py). */
 #define N_TOK (TF_N + 1)
 static const char *const names[N_TOK] = {"llama2", "mistral", "gemma3", "llama3", "llama3_1",
                                          "qwen3", "llama2_first"};
@@ -571,9 +572,9 @@ START_TEST(test_nfc_stable)
 }
 END_TEST
 
-Suite *suite_bpe(void)
+Suite *suite_tok(void)
 {
-    Suite *s = suite_create("bpe");
+    Suite *s = suite_create("tok");
     TCase *tc = tcase_create("reference");
     tcase_add_unchecked_fixture(tc, load_all, free_all);
     tcase_add_test(tc, test_public);

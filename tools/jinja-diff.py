@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""jinja_diff.py - random templates rendered by Python jinja2 and by
+"""jinja-diff.py - random templates rendered by Python jinja2 and by
 libmlcore's interpreter, compared.
 
 Three generators, each aimed at one part of the interpreter:
@@ -18,7 +18,7 @@ when any was found.  The differences expected from the interpreter's
 documented limits (tests/fixtures/chat/README.md: lazy generators,
 constant folding) show up in the expressions generator only.
 
-    tools/jinja_diff.py [--build build] [--seed N] [--count N] [--show N]
+    tools/jinja-diff.py [--build build] [--seed N] [--count N] [--show N]
                         [whitespace|expressions|statements ...]
 """
 import argparse
@@ -165,7 +165,7 @@ def main():
     ap.add_argument("kinds", nargs="*", default=list(GENERATORS))
     args = ap.parse_args()
     env = jinja_golden.environment()
-    batch = os.path.join(args.build, "tests", "jinja_batch")
+    batch = os.path.join(args.build, "tests", "jinja-batch")
     differ = 0
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(VARS, f)

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# make_runtime_fixtures.sh - synthetic models covering every runtime feature
+# make-runtime-fixtures.sh - synthetic models covering every runtime feature
 # of dense attention, and their expected logits from tools/mlb.py (the
 # numpy reference written from the spec).  Output: tests/fixtures/runtime/
 # NAME.mlb, NAME.ids (the prompt, one id per line) and NAME.f32 (logits,
 # n x vocab little-endian float32).  Needs numpy and a built tests/mkmodel.
 #
-#   tools/make_runtime_fixtures.sh [BUILD_DIR]
+#   tools/make-runtime-fixtures.sh [BUILD_DIR]
 set -euo pipefail
 B=${1:-build}
 OUT=tests/fixtures/runtime

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""make_vocab_ggufs.py - makes the vocabulary-only GGUF fixtures of the
+"""make-vocab-ggufs.py - makes the vocabulary-only GGUF fixtures of the
 GGUF-to-.mlt conversion tests (tests/fixtures/vocab/), the way llama.cpp
 makes its own models/ggml-vocab-*.gguf test files.
 
-    tools/make_vocab_ggufs.py --llama-cpp DIR --testdata DIR --out DIR
+    tools/make-vocab-ggufs.py --llama-cpp DIR --testdata DIR --out DIR
                               [--gemma3-gguf FILE] [--smollm2-gguf FILE]
 
 Three sources, each written gzip-compressed (gzip -9 -n, so reproducible):

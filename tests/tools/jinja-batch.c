@@ -1,8 +1,8 @@
-/* jinja_batch - renders many templates with the library for
- * tools/jinja_diff.py, which compares them with Python jinja2.  Not
+/* jinja-batch - renders many templates with the library for
+ * tools/jinja-diff.py, which compares them with Python jinja2.  Not
  * installed.
  *
- *   jinja_batch VARS.json < RECORDS > RESULTS
+ *   jinja-batch VARS.json < RECORDS > RESULTS
  *
  * RECORDS: for each template, a 4-byte little-endian length and its
  * bytes.  RESULTS: for each, one status byte (the ml_status) then a
@@ -37,7 +37,7 @@ static void put_u32(size_t v)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: jinja_batch VARS.json < RECORDS\n");
+        fprintf(stderr, "usage: jinja-batch VARS.json < RECORDS\n");
         return 2;
     }
     FILE *vf = fopen(argv[1], "rb");

@@ -1,10 +1,10 @@
-/* bench_seqs.c - aggregate decode speed with several sequences side by
+/* bench-seqs.c - aggregate decode speed with several sequences side by
  * side (ml_ctx_eval_seqs), against one sequence alone.  Decode reads
  * every weight once per step; a step that decodes one token of each of S
  * sequences reads them once for all S, so the aggregate tokens/s should
  * grow nearly S-fold while the weights, not the attention, dominate.
  *
- *   bench_seqs MODEL.mlb [-t THREADS] [-p PROMPT] [-g GEN] [-r ROUNDS] [-s MAXSEQ]
+ *   bench-seqs MODEL.mlb [-t THREADS] [-p PROMPT] [-g GEN] [-r ROUNDS] [-s MAXSEQ]
  *
  * For S = 1, 2, 4, ... MAXSEQ (default 8), a "lane": a context of S
  * sequences, each given its own PROMPT-token prompt (default 32) in one
@@ -88,7 +88,7 @@ static int prompts(const bench *b, lane *ln)
     }
     if (ml_ctx_eval_seqs(ln->c, ln->seq, ln->tok, (size_t)ln->S * b->prompt, ln->logits, 0,
                          &err)) {
-        fprintf(stderr, "bench_seqs: prompts: %s\n", err.msg);
+        fprintf(stderr, "bench-seqs: prompts: %s\n", err.msg);
         return -1;
     }
     for (uint32_t s = 0; s < ln->S; s++)
@@ -105,7 +105,7 @@ static int step(const bench *b, lane *ln)
         ln->tok[s] = argmax(ln->logits + (size_t)s * b->vocab, b->vocab);
     double t0 = now();
     if (ml_ctx_eval_seqs(ln->c, ln->seq, ln->tok, ln->S, ln->logits, 0, &err)) {
-        fprintf(stderr, "bench_seqs: %u sequences: %s\n", ln->S, err.msg);
+        fprintf(stderr, "bench-seqs: %u sequences: %s\n", ln->S, err.msg);
         return -1;
     }
     ln->step[ln->n_steps++] = now() - t0;
@@ -120,7 +120,7 @@ static int cmp_double(const void *a, const void *b)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: bench_seqs MODEL.mlb [-t THREADS] [-p PROMPT] [-g GEN] [-r ROUNDS] "
+    fprintf(stderr, "usage: bench-seqs MODEL.mlb [-t THREADS] [-p PROMPT] [-g GEN] [-r ROUNDS] "
                     "[-s MAXSEQ]\n");
     return 2;
 }
@@ -146,7 +146,7 @@ int main(int argc, char **argv)
     ml_mlb *f;
     ml_model *m;
     if (ml_mlb_open(argv[1], &f, &err) || ml_model_new(f, &m, &err)) {
-        fprintf(stderr, "bench_seqs: %s: %s\n", argv[1], err.msg);
+        fprintf(stderr, "bench-seqs: %s: %s\n", argv[1], err.msg);
         return 1;
     }
     bench b = {m, threads, prompt, gen, ml_model_header(m)->vocab};
@@ -163,7 +163,7 @@ int main(int argc, char **argv)
                        .n_seq = total};
     ml_ctx *c;
     if (ml_ctx_new(m, &p, &c, &err)) {
-        fprintf(stderr, "bench_seqs: %u sequences: %s\n", total, err.msg);
+        fprintf(stderr, "bench-seqs: %u sequences: %s\n", total, err.msg);
         return 1;
     }
     for (uint32_t k = 0, base = 0; k < n; base += ln[k].S, k++) {
@@ -172,7 +172,7 @@ int main(int argc, char **argv)
                        malloc(sizeof(uint32_t) * S * prompt), malloc(sizeof(ml_token) * S * prompt),
                        malloc(sizeof(double) * gen * rounds), 0};
         if (!ln[k].logits || !ln[k].seq || !ln[k].tok || !ln[k].step) {
-            fprintf(stderr, "bench_seqs: out of memory\n");
+            fprintf(stderr, "bench-seqs: out of memory\n");
             return 3;
         }
     }

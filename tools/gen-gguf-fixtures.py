@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gen_gguf_fixtures.py - makes the committed GGUF fixtures of the unit tests
+"""gen-gguf-fixtures.py - makes the committed GGUF fixtures of the unit tests
 (tests/unit/check_gguf*.c) with gguf-py, llama.cpp's own Python package.
 
 Writes to tests/fixtures/gguf/ (or the directory given):
@@ -21,7 +21,7 @@ gguf (pip).  With GGML_LIB=/path/to/libggml-base.so it also checks every
 expected value against ggml's own dequantizer (ggml_get_type_traits), so
 the fixtures agree with both references.
 
-Usage: python3 tools/gen_gguf_fixtures.py [OUTDIR]
+Usage: python3 tools/gen-gguf-fixtures.py [OUTDIR]
 """
 import ctypes
 import os

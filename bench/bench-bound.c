@@ -1,4 +1,4 @@
-/* bench_bound.c - decode speed against the memory-bandwidth bound, with
+/* bench-bound.c - decode speed against the memory-bandwidth bound, with
  * the bound measured next to each token.  The read bandwidth of a shared
  * machine can move by half within seconds, so a
  * bandwidth taken before or after a run of a few seconds says little about
@@ -9,7 +9,7 @@
  * every token has a bound measured within milliseconds of it, on the same
  * pages.
  *
- *   bench_bound MODEL.mlb [-t THREADS] [-n TOKENS] [-g GEN] [-r PASSES]
+ *   bench-bound MODEL.mlb [-t THREADS] [-n TOKENS] [-g GEN] [-r PASSES]
  *
  * Decodes TOKENS tokens (default 256) in sequences of GEN (default 128,
  * llama-bench's tg128: positions 0..GEN-1, then the context starts over).
@@ -24,8 +24,8 @@
  * With -r, no decode: PASSES reads back to back, and "read_gb_per_s" (all
  * of them) and "read_best_gb_per_s", to set against bandwidth.c's figure.
  * Built and run by bench/bench-run.sh; by hand, after make:
- *   cc -O2 -Iinclude bench/bench_bound.c build/libmlcore.a -lutf8proc \
- *      -ldeflate -lz -lm -lpthread -o bench_bound */
+ *   cc -O2 -Iinclude bench/bench-bound.c build/libmlcore.a -lutf8proc \
+ *      -ldeflate -lz -lm -lpthread -o bench-bound */
 #define _POSIX_C_SOURCE 200809L
 #include <mlcore.h>
 
@@ -171,7 +171,7 @@ static int read_alone(const reader *r, unsigned passes)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: bench_bound MODEL.mlb [-t THREADS] [-n TOKENS] [-g GEN] [-r PASSES]\n");
+    fprintf(stderr, "usage: bench-bound MODEL.mlb [-t THREADS] [-n TOKENS] [-g GEN] [-r PASSES]\n");
     return 2;
 }
 
@@ -200,7 +200,7 @@ int main(int argc, char **argv)
     ml_ctx_params p = {.n_ctx = gen + 1, .n_batch = 0, .n_threads = n_threads};
     if (ml_mlb_open(argv[1], &f, &err) || ml_model_new(f, &m, &err) ||
         ml_ctx_new(m, &p, &c, &err)) {
-        fprintf(stderr, "bench_bound: %s: %s\n", argv[1], err.msg);
+        fprintf(stderr, "bench-bound: %s: %s\n", argv[1], err.msg);
         return 1;
     }
     reader r;
@@ -226,7 +226,7 @@ int main(int argc, char **argv)
         double tr = read_pass(&r);
         double t0 = now();
         if (ml_ctx_eval(c, &tok, 1, logits, 0, &err)) {
-            fprintf(stderr, "bench_bound: %s\n", err.msg);
+            fprintf(stderr, "bench-bound: %s\n", err.msg);
             return 1;
         }
         double tt = now() - t0;

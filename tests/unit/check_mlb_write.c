@@ -1,13 +1,13 @@
-/* check_writer.c - the .mlb writer and output files.  The writer must
- * refuse a header or flags that fail validation (with the validation's
- * status, field and offset, writing nothing), tensors of the wrong size
- * (ML_E_INVAL), Q8_0 quants of -128 and puts after the last tensor; finish
- * on an incomplete model is ML_E_INVAL naming the missing tensor; the
- * output is padded to 64 bytes with zeros; a sink that fails anywhere
- * propagates ML_E_IO and leaves the writer failed (nothing more reaches the
- * sink, finish reports ML_E_IO).  ml_outfile: commit renames into place,
- * abort leaves neither the file nor its temporary, a missing directory is
- * ML_E_IO. */
+/* check_mlb_write.c - the .mlb writer (lib/format/mlb_write.c) and output
+ * files.  The writer must refuse a header or flags that fail validation
+ * (with the validation's status, field and offset, writing nothing),
+ * tensors of the wrong size (ML_E_INVAL), Q8_0 quants of -128 and puts
+ * after the last tensor; finish on an incomplete model is ML_E_INVAL naming
+ * the missing tensor; the output is padded to 64 bytes with zeros; a sink
+ * that fails anywhere propagates ML_E_IO and leaves the writer failed
+ * (nothing more reaches the sink, finish reports ML_E_IO).  ml_outfile:
+ * commit renames into place, abort leaves neither the file nor its
+ * temporary, a missing directory is ML_E_IO. */
 #include "suites.h"
 #include "testutil.h"
 
@@ -515,9 +515,9 @@ START_TEST(test_outfile_missing_dir)
 }
 END_TEST
 
-Suite *suite_writer(void)
+Suite *suite_mlb_write(void)
 {
-    Suite *s = suite_create("writer");
+    Suite *s = suite_create("mlb_write");
     TCase *tc = tcase_create("writer");
     tcase_add_test(tc, test_refuses_invalid_header);
     tcase_add_test(tc, test_wrong_sizes);

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""make_bench_gguf.py - a GGUF with random Q8_0 or Q4_0 weights in the shape
+"""make-bench-gguf.py - a GGUF with random Q8_0 or Q4_0 weights in the shape
 of a real model, for speed comparisons with llama.cpp (the values do not
 matter for speed; llama.cpp and mlcore then run the very same weights,
 since gguf2mlb copies Q8_0 and Q4_0 blocks losslessly).
 
-    python3 bench/make_bench_gguf.py OUT.gguf --type q8_0 [--shape tinyllama|smollm2|gemma3]
+    python3 bench/make-bench-gguf.py OUT.gguf --type q8_0 [--shape tinyllama|smollm2|gemma3]
 
 tinyllama and smollm2 are llama-architecture models; gemma3 is Gemma 3
 270M's text model (google/gemma-3-270m config.json): dim 640, 18 layers, 4

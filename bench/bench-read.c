@@ -1,17 +1,17 @@
-/* bench_read.c - decode from a mapped model against decode from the same
+/* bench-read.c - decode from a mapped model against decode from the same
  * model read into memory (ml_mlb_open_ex's ML_MLB_READ, ml-run's
  * --no-mmap), token by token in one process.  The machine's bandwidth
  * moves by half within seconds, so two runs minutes apart say little;
  * here both copies decode the same tokens in alternation (which goes
  * first flips every token), and their total times are compared.
  *
- *   bench_read MODEL.mlb [-t THREADS] [-n TOKENS]
+ *   bench-read MODEL.mlb [-t THREADS] [-n TOKENS]
  *
  * Prints one line of "key value" pairs: mapped_tokens_per_s,
  * read_tokens_per_s, and ratio (read speed / mapped speed).  Built and
  * run by bench/bench-run.sh; by hand, after make:
- *   cc -O2 -Iinclude bench/bench_read.c build/libmlcore.a -lutf8proc \
- *      -ldeflate -lz -lm -lpthread -o bench_read */
+ *   cc -O2 -Iinclude bench/bench-read.c build/libmlcore.a -lutf8proc \
+ *      -ldeflate -lz -lm -lpthread -o bench-read */
 #define _POSIX_C_SOURCE 200809L
 #include <mlcore.h>
 
@@ -42,7 +42,7 @@ static int copy_open(copy *c, const char *path, unsigned flags, unsigned threads
     memset(c, 0, sizeof *c);
     if (ml_mlb_open_ex(path, flags, &c->mlb, &e) || ml_model_new(c->mlb, &c->model, &e) ||
         ml_ctx_new(c->model, &p, &c->ctx, &e)) {
-        fprintf(stderr, "bench_read: %s: %s: %s\n", path, ml_status_name(e.code), e.msg);
+        fprintf(stderr, "bench-read: %s: %s: %s\n", path, ml_status_name(e.code), e.msg);
         return 1;
     }
     return 0;
@@ -64,7 +64,7 @@ static int step(copy *c, uint32_t i, uint32_t vocab, float *logits)
     ml_token t = (ml_token)((i * 7919u) % span + (vocab > 3 ? 3 : 0));
     double t0 = now();
     if (ml_ctx_eval(c->ctx, &t, 1, logits, 0, &e)) {
-        fprintf(stderr, "bench_read: %s\n", e.msg);
+        fprintf(stderr, "bench-read: %s\n", e.msg);
         return 1;
     }
     c->seconds += now() - t0;
@@ -76,7 +76,7 @@ int main(int argc, char **argv)
     unsigned threads = 2;
     uint32_t n = 128;
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_read MODEL.mlb [-t THREADS] [-n TOKENS]\n");
+        fprintf(stderr, "usage: bench-read MODEL.mlb [-t THREADS] [-n TOKENS]\n");
         return 2;
     }
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -86,7 +86,7 @@ int main(int argc, char **argv)
             n = (uint32_t)atoi(argv[i + 1]);
     }
     if (threads < 1 || n < 1) {
-        fprintf(stderr, "bench_read: -t and -n take positive numbers\n");
+        fprintf(stderr, "bench-read: -t and -n take positive numbers\n");
         return 2;
     }
     copy c[2];

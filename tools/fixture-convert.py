@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run llama.cpp's own convert_hf_to_gguf.py on a fixture model.
 
-A helper of tools/make_model_fixtures.py.  The fixture models carry tiny
+A helper of tools/make-model-fixtures.py.  The fixture models carry tiny
 byte-level BPE vocabularies trained for the purpose, so the SHA-256 "chkhsh"
 by which the converter recognises a pre-tokenizer never matches a known model
 and the converter refuses them.  This wrapper imports the converter as a
@@ -10,7 +10,7 @@ that returns the name given with --pre (e.g. "qwen2", "llama-bpe",
 "smollm"), and then runs the converter's own main() with the remaining
 arguments.  Nothing of llama.cpp is edited or copied.
 
-usage: fixture_convert.py --llama-cpp DIR [--pre NAME] -- CONVERTER-ARGS...
+usage: fixture-convert.py --llama-cpp DIR [--pre NAME] -- CONVERTER-ARGS...
 """
 import argparse
 import os

@@ -1,9 +1,9 @@
-/* check_convert_mli.c - .mli importance matrices: the reader's validation
- * (status, field, offset for each rule), the slot layout written out from
- * the spec's table, the fit to a model, and their use by the converter:
- * a Q4_0 fit matrix quantized with importances must equal the quantizer
- * run with ml_quant_importance of its input channel's sums, and differ from
- * the same matrix without them. */
+/* check_mli_read.c - reading .mli importance matrices (lib/format/mli.c):
+ * the reader's validation (status, field, offset for each rule), the slot
+ * layout written out from the spec's table, the fit to a model, and their
+ * use by the converter: a Q4_0 fit matrix quantized with importances must
+ * equal the quantizer run with ml_quant_importance of its input channel's
+ * sums, and differ from the same matrix without them. */
 #include "check_convert_util.h"
 #include "suites.h"
 
@@ -283,9 +283,9 @@ START_TEST(test_conversion_with_importances)
 }
 END_TEST
 
-Suite *suite_convert_mli(void)
+Suite *suite_mli_read(void)
 {
-    Suite *s = suite_create("convert_mli");
+    Suite *s = suite_create("mli_read");
     TCase *tc = tcase_create("mli");
     tcase_add_test(tc, test_reader_layout);
     tcase_add_test(tc, test_reader_rules);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""quant_ref.py - a second implementation of the .mlb quantizers in numpy
+"""quant-ref.py - a second implementation of the .mlb quantizers in numpy
 float32, written from docs/quant-decisions.md (not from lib/quant/quant.c), used
 to work out and check the expected values in tests/unit/check_quant*.c.
 
@@ -9,10 +9,10 @@ For the Q4_0 fit it also recomputes every candidate's error in exact
 rational arithmetic (fractions.Fraction), so a test vector can be chosen
 where the winner is clear by a margin, not an artefact of rounding.
 
-    python3 tools/quant_ref.py block X0 X1 ...  # every rule on one block, with
+    python3 tools/quant-ref.py block X0 X1 ...  # every rule on one block, with
                                                 # the fit's 13 candidates
-    python3 tools/quant_ref.py cases            # check_quant.c's fit_cases table
-    python3 tools/quant_ref.py golden           # check_quant.c's goldens table
+    python3 tools/quant-ref.py cases            # check_quant.c's fit_cases table
+    python3 tools/quant-ref.py golden           # check_quant.c's goldens table
 
 Only the Python standard library and numpy are needed; nothing here runs at
 test time.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gguf_dump_reference.py - what gguf-py (PyPI `gguf`, llama.cpp's own
+"""gguf-dump-reference.py - what gguf-py (PyPI `gguf`, llama.cpp's own
 reader) says about the fixture GGUFs, as the expectations mlb-info-gguf.bats
 compares `mlb-info --json --arrays` with, so that `make check` needs
 neither Python nor the network.
@@ -14,8 +14,8 @@ them, so that both reach jq as the same text) and normalized by
 tests/cli/gguf-normalize.sh, the same script the test uses, into
 tests/fixtures/gguf/dump/NAME.txt.
 
-    python3 tools/gguf_dump_reference.py            # the committed fixtures
-    python3 tools/gguf_dump_reference.py --real     # and the real models, if present
+    python3 tools/gguf-dump-reference.py            # the committed fixtures
+    python3 tools/gguf-dump-reference.py --real     # and the real models, if present
 
 Needs `pip install gguf` (0.19.0 was used), jq and awk.  The real models
 (/tmp/smol/SmolLM2-135M-Instruct.Q4_1.gguf, /tmp/gemma3-270m.gguf, or

@@ -1,5 +1,5 @@
-/* check_bpe_util.c - reading the tokenizer fixtures (see check_bpe_util.h). */
-#include "check_bpe_util.h"
+/* check_tok_util.c - reading the tokenizer fixtures (see check_tok_util.h). */
+#include "check_tok_util.h"
 
 #include <stdlib.h>
 

@@ -1,7 +1,7 @@
-"""openai_client.py - the official openai Python client against ml-serve
+"""openai-client.py - the official openai Python client against ml-serve
 (make check-openai): chat and text completions, whole and streamed, the
 usage, stop strings, a seed, the model list, and the client's own errors
-for a 400 and a 401.  Usage: openai_client.py BASE_URL API_KEY"""
+for a 400 and a 401.  Usage: openai-client.py BASE_URL API_KEY"""
 import sys
 
 import openai
