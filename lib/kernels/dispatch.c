@@ -173,11 +173,6 @@ size_t ml__kernels_available(const ml_kernels **out, size_t cap)
     return n;
 }
 
-const ml_fmath *ml__fmath(const ml_kernels *k)
-{
-    return k->fmath;
-}
-
 const char *ml_kernels_name(void)
 {
     const ml_kernels *k = ml__kernels_select(NULL);

@@ -132,8 +132,6 @@ float ml__sigmoid(float x);
  * below e^-64 of the largest are far below what a float sum can hold. */
 float ml__fmath_exp_neg(float a);
 
-/* The implementation to use beside kernel table k: k->fmath (dispatch.c). */
-const ml_fmath *ml__fmath(const ml_kernels *k);
 
 extern const ml_fmath ml__fmath_scalar;
 #if defined(__x86_64__)

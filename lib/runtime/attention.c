@@ -428,7 +428,7 @@ void ml__attend(ml_ctx *c, uint32_t l, size_t n_tok)
     const ml_model *m = c->m;
     const ml_layer *L = &m->layers[l];
     size_t n_blk = att_blocks(c, L, n_tok);
-    att_job j = {c, L, l, n_tok, n_blk, 0, att_group(c, n_blk), ml__fmath(m->k)};
+    att_job j = {c, L, l, n_tok, n_blk, 0, att_group(c, n_blk), m->k->fmath};
     uint32_t groups = (m->h.n_heads / m->h.n_kv_heads + j.group - 1) / j.group;
     if (n_tok == 1 && ml__pool_size(c->pool) > 1)
         attend_split(&j);

@@ -120,7 +120,7 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
     add_bias(c->q, L->bq, n_tok, q_dim);
     add_bias(c->k, L->bk, n_tok, kv_dim);
     add_bias(c->v, L->bv, n_tok, kv_dim);
-    rope_job j = {c, L, ml__fmath(m->k), NULL, 0};
+    rope_job j = {c, L, m->k->fmath, NULL, 0};
     unsigned set = L->inv_freq == m->inv_freq_local; /* the table of its frequencies */
     j.rope = c->rope_cs + set * c->n_batch * m->d.rot_dim;
     j.fill_rope = !(c->rope_ready >> set & 1);
@@ -198,7 +198,7 @@ static void seam_rows(void *arg, size_t b, size_t e, unsigned ith)
     (void)ith;
     const seam *s = arg;
     const ml_kernels *k = s->c->m->k;
-    const ml_fmath *fm = ml__fmath(k);
+    const ml_fmath *fm = k->fmath;
     const uint32_t dim = s->c->m->h.dim;
     const float eps = s->c->m->h.norm_eps;
     float *o = s->c->o + b * dim, *x = s->c->x + b * dim;

@@ -615,13 +615,13 @@ END_TEST
  * beside the AVX-512 and AMX tables, else AVX2 on x86. */
 START_TEST(test_choice)
 {
-    ck_assert_ptr_eq(ml__fmath(&ml__kernels_scalar), &ml__fmath_scalar);
+    ck_assert_ptr_eq(ml__kernels_scalar.fmath, &ml__fmath_scalar);
     const ml_kernels *tabs[8];
     size_t n = ml__kernels_available(tabs, 8);
     for (size_t i = 1; i < n; i++) {
 #if defined(__x86_64__)
         int wide = strncmp(tabs[i]->name, "avx512", 6) == 0 || strcmp(tabs[i]->name, "amx") == 0;
-        ck_assert_ptr_eq(ml__fmath(tabs[i]), wide ? &ml__fmath_avx512 : &ml__fmath_avx2);
+        ck_assert_ptr_eq(tabs[i]->fmath, wide ? &ml__fmath_avx512 : &ml__fmath_avx2);
 #endif
     }
 }
