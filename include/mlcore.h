@@ -34,5 +34,6 @@
 #include <mlcore/kernels.h>
 #include <mlcore/runtime.h>
 #include <mlcore/stop.h>
+#include <mlcore/generate.h>
 
 #endif /* MLCORE_H */
