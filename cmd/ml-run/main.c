@@ -372,7 +372,7 @@ static int run_prompt(run *r)
         e = run_generate(r);
     if (!e && r->logits && !cli_stop_signal()) {
         ml_outfile *f = r->logits;
-        r->logits = NULL; /* committed or freed: close_run must not abort it */
+        r->logits = NULL; /* committed or freed: run_close must not abort it */
         e = cli_output_commit(r->o.logits, f);
     }
     return e;

@@ -98,6 +98,22 @@ static ml_gen *new_gen(const ml_gen_params *p)
     return g;
 }
 
+/* A fixture and a greedy text generator over it, with at most one stop
+ * string (NULL: none). */
+static ml_gen *start(fixture *f, uint64_t max_tokens, const char *stop)
+{
+    fixture_init(f);
+    ml_gen_params p = text_params(f, max_tokens);
+    p.stops = &stop, p.n_stops = stop != NULL;
+    return new_gen(&p);
+}
+
+static void end(fixture *f, ml_gen *g)
+{
+    ml_gen_free(g);
+    fixture_free(f);
+}
+
 /* One step whose logits make `want` the greedy pick; room positions left. */
 static ml_gen_result step(ml_gen *g, ml_token want, uint64_t room)
 {
@@ -129,9 +145,7 @@ static void finish(ml_gen *g)
 START_TEST(test_end_of_generation)
 {
     fixture f;
-    fixture_init(&f);
-    ml_gen_params p = text_params(&f, 100);
-    ml_gen *g = new_gen(&p);
+    ml_gen *g = start(&f, 100, NULL);
     ck_assert_int_eq(step(g, 0, 50).end, ML_GEN_GOING);
     ck_assert_int_eq(step(g, 1, 49).end, ML_GEN_GOING);
     ck_assert_int_eq(step(g, EOT, 48).end, ML_GEN_EOG);
@@ -142,19 +156,14 @@ START_TEST(test_end_of_generation)
     ml_gen_restart(g);
     ck_assert_int_eq(step(g, EOS, 50).end, ML_GEN_EOG); /* the EOS id ends too */
     ck_assert_uint_eq(ml_gen_n_tokens(g), 0);
-    ml_gen_free(g);
-    fixture_free(&f);
+    end(&f, g);
 }
 END_TEST
 
 START_TEST(test_stop_string_across_tokens)
 {
     fixture f;
-    fixture_init(&f);
-    const char *stops[1] = {"bc"};
-    ml_gen_params p = text_params(&f, 100);
-    p.stops = stops, p.n_stops = 1;
-    ml_gen *g = new_gen(&p);
+    ml_gen *g = start(&f, 100, "bc");
     ck_assert_int_eq(step(g, 0, 50).end, ML_GEN_GOING);
     ck_assert_int_eq(step(g, 1, 50).end, ML_GEN_GOING);
     text_is(&f, "a"); /* "b" may start the stop string: held */
@@ -162,39 +171,32 @@ START_TEST(test_stop_string_across_tokens)
     ck_assert_uint_eq(f.n_kept, 3); /* the token that completed it was kept */
     finish(g);
     text_is(&f, "a"); /* never the stop string, nothing after it */
-    ml_gen_free(g);
-    fixture_free(&f);
+    end(&f, g);
 }
 END_TEST
 
 START_TEST(test_length)
 {
     fixture f;
-    fixture_init(&f);
-    ml_gen_params p = text_params(&f, 3);
-    ml_gen *g = new_gen(&p);
+    ml_gen *g = start(&f, 3, NULL);
     ck_assert_int_eq(step(g, 0, 50).end, ML_GEN_GOING);
     ck_assert_int_eq(step(g, 1, 50).end, ML_GEN_GOING);
     ck_assert_int_eq(step(g, 4, 50).end, ML_GEN_LENGTH);
     finish(g);
     text_is(&f, "abc");
-    ml_gen_free(g);
-    fixture_free(&f);
+    end(&f, g);
 }
 END_TEST
 
 START_TEST(test_context_full)
 {
     fixture f;
-    fixture_init(&f);
-    ml_gen_params p = text_params(&f, 3);
-    ml_gen *g = new_gen(&p);
+    ml_gen *g = start(&f, 3, NULL);
     ck_assert_int_eq(step(g, 0, 1).end, ML_GEN_GOING);
     ck_assert_int_eq(step(g, 1, 0).end, ML_GEN_CTX_FULL);
     finish(g);
     text_is(&f, "ab"); /* the last token is shown though never evaluated */
-    ml_gen_free(g);
-    fixture_free(&f);
+    end(&f, g);
 }
 END_TEST
 
@@ -220,9 +222,7 @@ END_TEST
 START_TEST(test_zero_tokens)
 {
     fixture f;
-    fixture_init(&f);
-    ml_gen_params p = text_params(&f, 0);
-    ml_gen *g = new_gen(&p);
+    ml_gen *g = start(&f, 0, NULL);
     float logits[VOCAB] = {0};
     ml_gen_input in = {logits, NULL, 0, 10};
     ml_gen_result res;
@@ -233,8 +233,7 @@ START_TEST(test_zero_tokens)
     ck_assert_uint_eq(f.n_kept, 0);
     finish(g);
     ck_assert_uint_eq(f.text.len, 0);
-    ml_gen_free(g);
-    fixture_free(&f);
+    end(&f, g);
 }
 END_TEST
 
@@ -242,11 +241,7 @@ END_TEST
 START_TEST(test_held_text_released_at_the_end)
 {
     fixture f;
-    fixture_init(&f);
-    const char *stops[1] = {"cd"};
-    ml_gen_params p = text_params(&f, 2);
-    p.stops = stops, p.n_stops = 1;
-    ml_gen *g = new_gen(&p);
+    ml_gen *g = start(&f, 2, "cd");
     /* The start of a stop string, released by the length's end. */
     ck_assert_int_eq(step(g, 0, 50).end, ML_GEN_GOING);
     ck_assert_int_eq(step(g, 4, 50).end, ML_GEN_LENGTH);
@@ -274,8 +269,7 @@ START_TEST(test_held_text_released_at_the_end)
     ck_assert_int_eq(step(g, 4, 50).end, ML_GEN_GOING);
     finish(g);
     text_is(&f, "acc\xef\xbf\xbd" "c");
-    ml_gen_free(g);
-    fixture_free(&f);
+    end(&f, g);
 }
 END_TEST
 
