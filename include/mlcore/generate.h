@@ -124,7 +124,7 @@ typedef enum ml_gen_end {
 
 typedef struct ml_gen_result {
     ml_gen_end end;
-    ml_token token;  /* the token drawn (0 when max_tokens is 0) */
+    ml_token token;  /* the token drawn (0 when none was: max_tokens 0) */
 } ml_gen_result;
 
 /* One step: the processors on in->logits, the pick, and unless it is an
@@ -141,7 +141,8 @@ ML_API ml_status ml_gen_next(ml_gen *g, const ml_gen_input *in, ml_gen_result *o
  * after a stop string, nothing a second time.  ml_gen_next never does
  * this itself, so that a caller may report why it stopped before the
  * last text; call it after any end, and when stopping early (a signal)
- * to keep the text so far.  ML_E_INVAL for a NULL g. */
+ * to keep the text so far.  ML_E_INVAL for a NULL g; on_text's and the
+ * decoder's failures. */
 ML_API ml_status ml_gen_finish(ml_gen *g, ml_error *err);
 /* A new text with the same parameters: the decoder, the stop strings and
  * the count of kept tokens start again; the sampler's random state goes

@@ -475,6 +475,7 @@ START_TEST(test_bad_params)
     TU_CHECK_ERR("no params", ml_gen_new(NULL, &g, &err), err, ML_E_INVAL, "", -1);
     tu_err_reset(&err);
     TU_CHECK_ERR("no out", ml_gen_new(&ok, NULL, &err), err, ML_E_INVAL, "", -1);
+    ck_assert_int_eq(ml_gen_new(NULL, &g, NULL), ML_E_INVAL); /* err may be NULL */
     p = ok, p.vocab = 0;
     refused(&p, ML_E_INVAL, "vocab 0");
     p = ok, p.flags = 4;
