@@ -35,5 +35,6 @@
 #include <mlcore/kernels.h>
 #include <mlcore/runtime.h>
 #include <mlcore/stop.h>
+#include <mlcore/generate.h>
 
 #endif /* MLCORE_H */

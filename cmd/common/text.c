@@ -1,10 +1,8 @@
-/* text.c - see text.h: opening the tokenizer beside a model; the end of
- * generation forbidden. */
+/* text.c - see text.h: opening the tokenizer beside a model. */
 #include "text.h"
 
 #include "cli.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,11 +38,4 @@ int cli_open_tokenizer(const char *path, const char *model, uint32_t vocab, ml_m
         cli_warn(NULL, "hint: give the tokenizer with -k FILE.mlt, or the prompt as ids with --ids");
     free(def);
     return e;
-}
-
-void cli_forbid_eog(const ml_mlt *t, uint32_t vocab, float *logits)
-{
-    for (uint32_t i = 0; i < ml_mlt_n_eog(t); i++)
-        if (ml_mlt_eog(t, i) < vocab)
-            logits[ml_mlt_eog(t, i)] = -INFINITY;
 }

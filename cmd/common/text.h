@@ -1,5 +1,5 @@
 /* text.h - the tokenizer the running commands (ml-run, ml-imatrix,
- * ml-serve) open beside a model, and what generation asks of it. */
+ * ml-serve) open beside a model. */
 #ifndef MLCORE_CLI_TEXT_H
 #define MLCORE_CLI_TEXT_H
 
@@ -16,10 +16,5 @@ char *cli_tokenizer_beside(const char *model);
 
 int cli_open_tokenizer(const char *path, const char *model, uint32_t vocab, ml_mlt **mlt,
                        ml_tok **tok);
-
-/* --ignore-eos (ml-run) and "ignore_eos" (ml-serve), as llama.cpp's: sets
- * the logit of every end-of-generation token below vocab to -inf, so none
- * can be drawn and the text goes on. */
-void cli_forbid_eog(const ml_mlt *t, uint32_t vocab, float *logits);
 
 #endif

@@ -1,6 +1,7 @@
 /* ml-run - run an .mlb model: generate text from a prompt, write the logits
  * of every evaluated position, or score a text's perplexity the way
- * llama.cpp's llama-perplexity does. */
+ * llama.cpp's llama-perplexity does.  This file reads the options and
+ * dispatches; the steps of a run are session.c's, a chat is chat.c's. */
 #include "cli.h"
 #include "input.h"
 #include "output.h"
@@ -29,8 +30,6 @@ enum {
 
 /* Defaults: parse() starts from them and --help shows them. */
 #define DEFAULT_N_PREDICT 128
-#define DEFAULT_CTX 4096
-#define DEFAULT_BATCH 512
 #define DEFAULT_TEMP 0.8
 #define DEFAULT_TOP_K 40
 #define DEFAULT_TOP_P 0.95
@@ -241,86 +240,6 @@ static void parse(int argc, char **argv, options *o)
         o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 }
 
-int run_push_id(run *r, ml_token id)
-{
-    if (r->n_ids == r->cap_ids) {
-        size_t nc = r->cap_ids ? 2 * r->cap_ids : 256;
-        ml_token *n = realloc(r->ids, nc * sizeof *n);
-        if (!n)
-            return -1;
-        r->ids = n;
-        r->cap_ids = nc;
-    }
-    r->ids[r->n_ids++] = id;
-    return 0;
-}
-
-/* The tokenizer beside the model: NAME.mlb -> NAME.mlt. */
-/* With --ids no tokenizer is needed, but one given with -k or beside the
- * model says which ids end a generation. */
-static int tokenizer_beside(const run *r)
-{
-    char *p = cli_tokenizer_beside(r->o.model);
-    int found = p && access(p, F_OK) == 0;
-    free(p);
-    return found;
-}
-
-static int open_tokenizer(run *r)
-{
-    return cli_open_tokenizer(r->o.tok, r->o.model, r->h->vocab, &r->mlt, &r->tok);
-}
-
-static int open_model(run *r)
-{
-    ml_error err;
-    double t0 = cli_seconds();
-    ml_status s = ml_mlb_open_ex(r->o.model, r->o.no_mmap ? ML_MLB_READ : 0, &r->mlb, &err);
-    if (s)
-        return cli_fail(r->o.model, s, &err);
-    r->h = ml_mlb_get_header(r->mlb);
-    if ((s = ml_model_new(r->mlb, &r->model, &err)))
-        return cli_fail(r->o.model, s, &err);
-    uint32_t n_ctx = (uint32_t)r->o.ctx;
-    if (!n_ctx)
-        n_ctx = r->o.ppl ? CLI_SCORE_CTX
-                         : (r->h->max_seq < DEFAULT_CTX ? r->h->max_seq : DEFAULT_CTX);
-    /* DEFAULT_BATCH (512, llama.cpp's default micro-batch) prompt tokens
-     * per step stream each weight panel once for more tokens (+17% prompt
-     * speed over 64 on a 1B Q4_0 model; 512 over 256 on Zen 4: Gemma 3
-     * 270M +6-10%, TinyLlama +3%), with fewer of the pool's barriers;
-     * with --logits and --perplexity a step's logits are held too, so the
-     * default then keeps them near 64 MB (ml_logits_batch). */
-    r->nb = r->o.batch;
-    if (!r->nb)
-        r->nb = r->o.logits || r->o.ppl ? ml_logits_batch(r->h->vocab) : DEFAULT_BATCH;
-    ml_ctx_params p = {.n_ctx = n_ctx, .n_batch = (uint32_t)r->nb,
-                       .n_threads = (unsigned)r->o.threads, .cache_k = r->o.cache_k,
-                       .cache_v = r->o.cache_v};
-    if ((s = ml_ctx_new(r->model, &p, &r->ctx, &err)))
-        return cli_fail(r->o.model, s, &err);
-    if ((s = ml_sampler_new(&r->o.sp, r->h->vocab, &r->sampler, &err)))
-        return cli_fail(r->o.model, s, &err);
-    /* Logits of one step: a batch's rows for --logits and --perplexity. */
-    size_t rows = (r->o.logits || r->o.ppl) ? r->nb : 1;
-    r->row = malloc(rows * r->h->vocab * sizeof(float));
-    if (!r->row)
-        return cli_fail(r->o.model, ML_E_NOMEM, NULL);
-    if (!r->o.ids || r->o.ppl || r->o.tok || tokenizer_beside(r)) {
-        int e = open_tokenizer(r);
-        if (e)
-            return e;
-    }
-    r->t_load = cli_seconds() - t0;
-    if (r->o.verbose)
-        fprintf(stderr, "ml-run: %s: %u layers, dim %u, vocab %u, context %u, cache %s/%s, "
-                        "%u threads, kernels %s, float math %s, seed %" PRIu64 "\n",
-                r->o.model, r->h->n_layers, r->h->dim, r->h->vocab, ml_ctx_n_ctx(r->ctx),
-                ml_cache_type_name(r->o.cache_k), ml_cache_type_name(r->o.cache_v),
-                (unsigned)r->o.threads, ml_kernels_name(), ml_kernels_fmath_name(), r->o.sp.seed);
-    return 0;
-}
-
 /* The prompt as ids: parsed numbers with --ids, else encoded text. */
 static int prompt_ids(run *r)
 {
@@ -368,140 +287,6 @@ static int prompt_ids(run *r)
     }
     free(text);
     return e;
-}
-
-static ml_status write_logits(run *r, const float *rows, size_t n, ml_error *err)
-{
-    if (!r->logits)
-        return ML_OK;
-    return ml_outfile_write(r->logits, rows, n * r->h->vocab * sizeof(float), err);
-}
-
-/* Evaluates ids[from..to) a batch at a time and leaves the last row's
- * logits in r->row; with --logits every row goes to the file. */
-int run_eval(run *r, size_t from, size_t to)
-{
-    ml_error err;
-    int all = r->logits != NULL;
-    ml_status s = ML_OK;
-    while (!s && from < to && !cli_stop_signal()) {
-        size_t n = to - from < r->nb ? to - from : r->nb;
-        s = ml_ctx_eval(r->ctx, r->ids + from, n, r->row, all, &err);
-        if (!s && all) {
-            s = write_logits(r, r->row, n, &err);
-            if (!s && n > 1)
-                memmove(r->row, r->row + (n - 1) * r->h->vocab, r->h->vocab * sizeof(float));
-        }
-        from += n;
-    }
-    return s ? cli_fail(s == ML_E_IO ? cli_out_name(r->o.logits) : r->o.model, s, &err) : 0;
-}
-
-/* Text goes to stdout as it comes; a chat also keeps the reply. */
-static ml_status print_text(run *r, const char *p, size_t n, ml_error *err)
-{
-    if (r->o.chat && n) {
-        if (n >= r->reply_cap - r->reply_len) {
-            size_t cap = 2 * (r->reply_len + n) + 64;
-            char *b = realloc(r->reply, cap);
-            if (!b)
-                return cli_set_error(err, ML_E_NOMEM, "out of memory");
-            r->reply = b, r->reply_cap = cap;
-        }
-        memcpy(r->reply + r->reply_len, p, n);
-        r->reply[r->reply_len += n] = 0;
-    }
-    return n ? cli_stdout_sink_flushed(NULL, p, n, err) : ML_OK;
-}
-
-/* The decoder's text goes through the stop strings to print_text. */
-typedef struct stop_ctx {
-    run *r;
-    ml_stop *st;
-} stop_ctx;
-
-static ml_status stop_sink(void *ctx, const void *buf, size_t n, ml_error *err)
-{
-    stop_ctx *sc = ctx;
-    const char *out;
-    size_t len;
-    if (ml_stop_push(sc->st, buf, n, &out, &len) < 0)
-        return cli_set_error(err, ML_E_NOMEM, "out of memory");
-    return print_text(sc->r, out, len, err);
-}
-
-int run_generate(run *r)
-{
-    ml_tok_stream ts;
-    ml_error err;
-    ml_stop *st = NULL;
-    if (r->mlt)
-        ml_tok_stream_init(&ts, r->mlt, ML_TOK_SKIP_BOS_EOS);
-    ml_status s = ml_stop_new((const char *const *)r->o.stops, r->o.n_stops, &st, &err);
-    if (s)
-        return cli_fail(NULL, s, &err);
-    stop_ctx sc = {r, st};
-    r->reply_len = 0;
-    double t0 = cli_seconds();
-    int e = 0;
-    for (uint64_t i = 0; i < r->o.n_predict && !e && !s && cli_stdout_ok() && !cli_stop_signal();
-         i++) {
-        if (r->o.ignore_eos && r->mlt)
-            cli_forbid_eog(r->mlt, r->h->vocab, r->row);
-        ml_token id = ml_sampler_next(r->sampler, r->row, r->ids, r->n_ids);
-        if (r->mlt && ml_mlt_is_eog(r->mlt, id))
-            break; /* the end of the turn or the text: not printed */
-        if (run_push_id(r, id) < 0)
-            return cli_fail(NULL, ML_E_NOMEM, NULL);
-        r->n_gen++;
-        if (r->o.ids)
-            printf("%s%u", r->n_gen > 1 ? " " : "", id), fflush(stdout);
-        else if ((s = ml_tok_stream_put(&ts, id, stop_sink, &sc, &err)))
-            break;
-        if (i + 1 == r->o.n_predict || ml_stop_done(st))
-            break;
-        if (ml_ctx_pos(r->ctx) == ml_ctx_n_ctx(r->ctx)) {
-            cli_warn(NULL, "the context is full (%u positions; --ctx); stopping",
-                     ml_ctx_n_ctx(r->ctx));
-            break;
-        }
-        e = run_eval(r, r->n_ids - 1, r->n_ids);
-    }
-    if (!s && r->mlt && !r->o.ids)
-        s = ml_tok_stream_end(&ts, stop_sink, &sc, &err);
-    if (!s) { /* the tail a stop string might have begun */
-        const char *tail;
-        size_t len;
-        ml_stop_flush(st, &tail, &len);
-        s = print_text(r, tail, len, &err);
-    }
-    ml_stop_free(st);
-    if (s)
-        return cli_fail(NULL, s, &err);
-    if (r->n_gen && r->o.ids)
-        printf("\n");
-    r->t_gen = cli_seconds() - t0;
-    return e;
-}
-
-void run_timings(const run *r)
-{
-    if (r->o.quiet)
-        return;
-    char reused[48] = "";
-    if (r->o.chat)
-        snprintf(reused, sizeof reused, " (%zu reused)", r->n_reused);
-    else if (r->n_gen && !r->o.ids)
-        fputc('\n', stderr); /* the generated text rarely ends a line (a chat's reply does) */
-    char first[48];
-    if (r->n_turns > 1) /* the load was the first turn's */
-        snprintf(first, sizeof first, "turn %zu", r->n_turns);
-    else
-        snprintf(first, sizeof first, "load %.2f s", r->t_load);
-    fprintf(stderr, "ml-run: %s; prompt %zu tokens%s, %.1f tokens/s; generation %zu tokens, "
-                    "%.1f tokens/s\n",
-            first, r->n_prompt, reused, r->t_prompt > 0 ? r->n_prompt / r->t_prompt : 0.0,
-            r->n_gen, r->t_gen > 0 ? r->n_gen / r->t_gen : 0.0);
 }
 
 /* The chunk line on a terminal; stops at a signal. */
@@ -565,23 +350,6 @@ static int start_imatrix(run *r)
     return s ? cli_fail(r->o.model, s, &err) : 0;
 }
 
-static void close_run(run *r)
-{
-    ml_mli_close(r->imatrix);
-    ml_outfile_abort(r->logits);
-    ml_sampler_free(r->sampler);
-    ml_ctx_free(r->ctx);
-    ml_tok_free(r->tok);
-    ml_mlt_close(r->mlt);
-    ml_model_free(r->model);
-    ml_mlb_close(r->mlb);
-    free(r->ids);
-    free(r->row);
-    free(r->reply);
-    for (size_t i = 0; i < r->o.n_stops; i++)
-        free(r->o.stops[i]);
-}
-
 static int run_prompt(run *r)
 {
     int e = prompt_ids(r);
@@ -604,7 +372,7 @@ static int run_prompt(run *r)
         e = run_generate(r);
     if (!e && r->logits && !cli_stop_signal()) {
         ml_outfile *f = r->logits;
-        r->logits = NULL; /* committed or freed: close_run must not abort it */
+        r->logits = NULL; /* committed or freed: run_close must not abort it */
         e = cli_output_commit(r->o.logits, f);
     }
     return e;
@@ -620,7 +388,7 @@ int main(int argc, char **argv)
     /* Output files are removed if a signal stops the run (signals.h). */
     if (r.o.logits || r.o.imatrix || r.o.chat)
         cli_catch_signals();
-    int e = open_model(&r);
+    int e = run_open(&r);
     if (!e && r.o.imatrix)
         e = start_imatrix(&r);
     if (!e)
@@ -628,11 +396,11 @@ int main(int argc, char **argv)
     if (!e && r.o.imatrix && !cli_stop_signal())
         e = write_imatrix(&r);
     if (cli_stop_signal()) {
-        close_run(&r); /* removes the temporary --logits file */
+        run_close(&r); /* removes the temporary --logits file */
         cli_die_by_signal();
     }
     if (!e && !r.timings_shown)
         run_timings(&r);
-    close_run(&r);
+    run_close(&r);
     return cli_finish(e);
 }

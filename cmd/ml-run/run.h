@@ -1,5 +1,6 @@
 /* run.h - what ml-run's files share: the options, the state of one run,
- * and the steps a plain generation and a chat (chat.c) are made of. */
+ * and the steps (session.c) a plain generation (main.c) and a chat
+ * (chat.c) are made of. */
 #ifndef ML_RUN_H
 #define ML_RUN_H
 
@@ -8,6 +9,10 @@
 #include <stddef.h>
 
 #define MAX_STOPS ML_STOP_MAX
+
+/* Defaults run_open applies and --help shows. */
+#define DEFAULT_CTX 4096
+#define DEFAULT_BATCH 512
 
 typedef struct options {
     const char *model, *tok, *prompt, *file, *logits, *ppl, *imatrix;
@@ -24,7 +29,7 @@ typedef struct options {
     ml_sampler_params sp;
 } options;
 
-/* Everything one run holds; released by close_run. */
+/* Everything one run holds; released by run_close. */
 typedef struct run {
     options o;
     ml_mlb *mlb;
@@ -32,7 +37,7 @@ typedef struct run {
     ml_mlt *mlt;
     ml_tok *tok;
     ml_ctx *ctx;
-    ml_sampler *sampler;
+    ml_gen *gen;         /* the sampler, stop strings and decoder of a generation */
     ml_outfile *logits;
     ml_mli *imatrix;
     const ml_mlb_header *h;
@@ -49,10 +54,16 @@ typedef struct run {
     int timings_shown;   /* chat: each turn printed its own */
 } run;
 
+/* session.c: the model, its context, the tokenizer (with --ids only when
+ * one is given or lies beside the model) and the generator; 0 or the exit
+ * status, reported. */
+int run_open(run *r);
+void run_close(run *r);
 int run_push_id(run *r, ml_token id);
 /* Evaluates ids[from..to) and leaves the last row's logits in r->row. */
 int run_eval(run *r, size_t from, size_t to);
-/* Samples and prints up to -n tokens after ids[0..n_ids). */
+/* Generates and prints up to -n tokens after ids[0..n_ids), whose last
+ * logits are in r->row. */
 int run_generate(run *r);
 void run_timings(const run *r);
 

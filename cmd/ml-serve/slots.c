@@ -7,11 +7,12 @@
  * for every slot and a long prompt delays the others by a chunk per step,
  * not by the whole prompt.  Each job samples with its own sampler from
  * its own sequence's logits, and the kernels give the same bits for any
- * batch, so a request's tokens do not depend on what else runs. */
+ * batch, so a request's tokens do not depend on what else runs.  What a
+ * token goes through from logits to text is the library's generator
+ * (mlcore/generate.h), one per slot. */
 #include "slots.h"
 
 #include "seq.h"
-#include "text.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -50,9 +51,7 @@ typedef struct slot {
     size_t fed;          /* prompt tokens in the sequence */
     float *logits;       /* of its last token, from the last step */
     ml_token next;       /* the token it evaluates in this step */
-    ml_sampler *sampler;
-    ml_stop *stop;
-    ml_tok_stream ts;
+    ml_gen *gen;         /* its job's sampler, stop strings and decoder */
     uint64_t used;       /* when it last took a job: ties go to the oldest */
 } slot;
 
@@ -242,6 +241,31 @@ static slot *pick_slot(srv_sched *s, const srv_job *j)
     return best;
 }
 
+/* The generator's text into the job: the slot's sink, called without
+ * the lock. */
+static ml_status release_text(void *ctx, const void *text, size_t n, ml_error *err)
+{
+    slot *sl = ctx;
+    srv_sched *s = sl->job->s;
+    (void)err;
+    pthread_mutex_lock(&s->lock);
+    int rc = job_append(sl->job, text, n);
+    pthread_mutex_unlock(&s->lock);
+    return rc ? ML_E_NOMEM : ML_OK;
+}
+
+/* Each token kept counts before its text arrives, so that a reader never
+ * sees text without its token in the count. */
+static ml_status count_token(void *ctx, ml_token id, ml_error *err)
+{
+    srv_job *j = ((slot *)ctx)->job;
+    (void)id, (void)err;
+    pthread_mutex_lock(&j->s->lock);
+    j->n_gen++;
+    pthread_mutex_unlock(&j->s->lock);
+    return ML_OK;
+}
+
 /* Under the lock: gives a slot its job.  At least the last prompt token
  * is evaluated again, for the logits of the first generated one. */
 static void slot_start(srv_sched *s, slot *sl, srv_job *j)
@@ -254,15 +278,16 @@ static void slot_start(srv_sched *s, slot *sl, srv_job *j)
     sl->logits = NULL;
     j->n_cached = sl->fed;
     sl->used = ++s->clock;
-    ml_status st = ml_sampler_new(&j->sp, s->vocab, &sl->sampler, &err);
-    if (!st)
-        st = ml_stop_new((const char *const *)j->stops, j->n_stops, &sl->stop, &err);
+    ml_gen_params gp = {.vocab = s->vocab, .sampler = j->sp, .mlt = s->mlt,
+                        .flags = j->ignore_eos ? ML_GEN_IGNORE_EOS : 0,
+                        .stops = (const char *const *)j->stops, .n_stops = j->n_stops,
+                        .max_tokens = j->max_tokens, .on_text = release_text, .text_ctx = sl,
+                        .on_token = count_token, .token_ctx = sl};
+    ml_status st = ml_gen_new(&gp, &sl->gen, &err);
     if (st) {
-        ml_sampler_free(sl->sampler), sl->sampler = NULL;
         job_end(j, NULL, st, err.msg);
         return;
     }
-    ml_tok_stream_init(&sl->ts, s->mlt, ML_TOK_SKIP_BOS_EOS);
     sl->job = j;
 }
 
@@ -271,9 +296,8 @@ static void slot_finish(slot *sl, const char *finish, ml_status st, const char *
 {
     job_end(sl->job, finish, st, msg);
     sl->job = NULL;
-    ml_sampler_free(sl->sampler);
-    ml_stop_free(sl->stop);
-    sl->sampler = NULL, sl->stop = NULL;
+    ml_gen_free(sl->gen);
+    sl->gen = NULL;
 }
 
 /* Under the lock: queued jobs into free slots, in order; cancelled ones
@@ -297,61 +321,25 @@ static void admit(srv_sched *s)
     }
 }
 
-/* The decoder's text through the stop strings into the job. */
-static ml_status release_text(void *ctx, const void *buf, size_t n, ml_error *err)
-{
-    slot *sl = ctx;
-    const char *out;
-    size_t len;
-    if (ml_stop_push(sl->stop, buf, n, &out, &len) < 0)
-        return ML_E_NOMEM;
-    (void)err;
-    srv_sched *s = sl->job->s;
-    pthread_mutex_lock(&s->lock);
-    int rc = len ? job_append(sl->job, out, len) : 0;
-    pthread_mutex_unlock(&s->lock);
-    return rc ? ML_E_NOMEM : ML_OK;
-}
-
-/* The end without a stop string: what the decoder and the stop strings
- * held back is text after all. */
-static ml_status flush_text(slot *sl, ml_error *err)
-{
-    const char *tail;
-    size_t len;
-    ml_status st = ml_tok_stream_end(&sl->ts, release_text, sl, err);
-    if (st || ml_stop_done(sl->stop))
-        return st;
-    ml_stop_flush(sl->stop, &tail, &len);
-    srv_sched *s = sl->job->s;
-    pthread_mutex_lock(&s->lock);
-    int rc = len ? job_append(sl->job, tail, len) : 0;
-    pthread_mutex_unlock(&s->lock);
-    return rc ? ML_E_NOMEM : ML_OK;
-}
-
-/* One generated token: "stop" or "length" when the job ends with it,
- * NULL when it goes on (sl->next is then to be evaluated); *st reports a
- * failure. */
+/* One generated token: "stop" or "length" when the job ends with it
+ * (the text held back then released), NULL when it goes on (sl->next is
+ * then to be evaluated); *st reports a failure.  The server keeps no
+ * history, so no repeat penalty applies (its requests cannot ask for
+ * one). */
 static const char *generate_one(srv_sched *s, slot *sl, ml_status *st, ml_error *err)
 {
-    srv_job *j = sl->job;
-    if (j->ignore_eos)
-        cli_forbid_eog(s->mlt, s->vocab, sl->logits);
-    ml_token id = ml_sampler_next(sl->sampler, sl->logits, NULL, 0);
-    if (ml_mlt_is_eog(sl->ts.t, id)) /* the end of the turn: never sent */
-        return (*st = flush_text(sl, err)) ? NULL : "stop";
-    pthread_mutex_lock(&j->s->lock);
-    j->n_gen++;
-    pthread_mutex_unlock(&j->s->lock);
-    if ((*st = ml_tok_stream_put(&sl->ts, id, release_text, sl, err)))
+    size_t len = srv_ctx_len(s->ctx, sl->seq), n_ctx = srv_ctx_n_ctx(s->ctx);
+    ml_gen_input in = {.logits = sl->logits, .room = len < n_ctx ? n_ctx - len : 0};
+    ml_gen_result res;
+    if ((*st = ml_gen_next(sl->gen, &in, &res, err)))
         return NULL;
-    if (ml_stop_done(sl->stop))
-        return "stop";
-    if (j->n_gen >= j->max_tokens || srv_ctx_len(s->ctx, sl->seq) >= srv_ctx_n_ctx(s->ctx))
-        return (*st = flush_text(sl, err)) ? NULL : "length";
-    sl->next = id;
-    return NULL;
+    if (res.end == ML_GEN_GOING) {
+        sl->next = res.token;
+        return NULL;
+    }
+    if ((*st = ml_gen_finish(sl->gen, err)))
+        return NULL;
+    return res.end == ML_GEN_EOG || res.end == ML_GEN_STOP ? "stop" : "length";
 }
 
 /* Without the lock: the slot's job ends, finished or failed. */

@@ -4,6 +4,7 @@
  * llama.cpp's default chain uses: penalty, top-k, top-p, min-p,
  * temperature. */
 #include "base/internal.h"
+#include "runtime/sample.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -137,7 +138,7 @@ static float max_logit(const float *logits, uint32_t n)
 
 /* Divides positive logits by the penalty and multiplies negative ones, once
  * per distinct token among the last repeat_last_n. */
-static void penalize(ml_sampler *s, float *logits, const ml_token *hist, size_t n)
+void ml__sampler_penalize(const ml_sampler *s, float *logits, const ml_token *hist, size_t n)
 {
     float r = s->p.repeat_penalty;
     if (r == 0 || r == 1 || !hist)
@@ -221,7 +222,12 @@ static uint32_t candidates(ml_sampler *s, const float *logits, double *max, doub
 
 ml_token ml_sampler_next(ml_sampler *s, float *logits, const ml_token *history, size_t n_history)
 {
-    penalize(s, logits, history, n_history);
+    ml__sampler_penalize(s, logits, history, n_history);
+    return ml__sampler_pick(s, logits);
+}
+
+ml_token ml__sampler_pick(ml_sampler *s, float *logits)
+{
     if (s->p.temperature == 0)
         return argmax(logits, s->vocab);
     double max, sum;

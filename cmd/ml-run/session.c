@@ -1,0 +1,233 @@
+/* session.c - the steps of one ml-run session, shared by a plain
+ * generation (main.c) and a chat (chat.c): opening the model, its context,
+ * tokenizer and generator (run_open) and closing them, evaluating tokens,
+ * generating through the library's generator (mlcore/generate.h), and the
+ * timings line. */
+#include "cli.h"
+#include "output.h"
+#include "score.h"
+#include "signals.h"
+#include "text.h"
+#include "run.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int run_push_id(run *r, ml_token id)
+{
+    if (r->n_ids == r->cap_ids) {
+        size_t nc = r->cap_ids ? 2 * r->cap_ids : 256;
+        ml_token *n = realloc(r->ids, nc * sizeof *n);
+        if (!n)
+            return -1;
+        r->ids = n;
+        r->cap_ids = nc;
+    }
+    r->ids[r->n_ids++] = id;
+    return 0;
+}
+
+static ml_status write_logits(run *r, const float *rows, size_t n, ml_error *err)
+{
+    if (!r->logits)
+        return ML_OK;
+    return ml_outfile_write(r->logits, rows, n * r->h->vocab * sizeof(float), err);
+}
+
+/* Evaluates ids[from..to) a batch at a time and leaves the last row's
+ * logits in r->row; with --logits every row goes to the file. */
+int run_eval(run *r, size_t from, size_t to)
+{
+    ml_error err;
+    int all = r->logits != NULL;
+    ml_status s = ML_OK;
+    while (!s && from < to && !cli_stop_signal()) {
+        size_t n = to - from < r->nb ? to - from : r->nb;
+        s = ml_ctx_eval(r->ctx, r->ids + from, n, r->row, all, &err);
+        if (!s && all) {
+            s = write_logits(r, r->row, n, &err);
+            if (!s && n > 1)
+                memmove(r->row, r->row + (n - 1) * r->h->vocab, r->h->vocab * sizeof(float));
+        }
+        from += n;
+    }
+    return s ? cli_fail(s == ML_E_IO ? cli_out_name(r->o.logits) : r->o.model, s, &err) : 0;
+}
+
+/* The generator's text goes to stdout as it comes; a chat also keeps the
+ * reply. */
+static ml_status print_text(void *ctx, const void *text, size_t n, ml_error *err)
+{
+    run *r = ctx;
+    const char *p = text;
+    if (r->o.chat && n) {
+        if (n >= r->reply_cap - r->reply_len) {
+            size_t cap = 2 * (r->reply_len + n) + 64;
+            char *b = realloc(r->reply, cap);
+            if (!b)
+                return cli_set_error(err, ML_E_NOMEM, "out of memory");
+            r->reply = b, r->reply_cap = cap;
+        }
+        memcpy(r->reply + r->reply_len, p, n);
+        r->reply[r->reply_len += n] = 0;
+    }
+    return n ? cli_stdout_sink_flushed(NULL, p, n, err) : ML_OK;
+}
+
+/* Each token the generator keeps: into the history (the context
+ * evaluates it next; the repeat penalty looks back on it), and with --ids
+ * onto stdout. */
+static ml_status keep_token(void *ctx, ml_token id, ml_error *err)
+{
+    run *r = ctx;
+    if (run_push_id(r, id) < 0)
+        return cli_set_error(err, ML_E_NOMEM, "%s", ml_strerror(ML_E_NOMEM));
+    r->n_gen++;
+    if (r->o.ids)
+        printf("%s%u", r->n_gen > 1 ? " " : "", id), fflush(stdout);
+    return ML_OK;
+}
+
+/* One generator for the run: a chat's turns restart it, so that their
+ * draws go on as one run's would. */
+static ml_status open_generator(run *r, ml_error *err)
+{
+    unsigned flags = (r->o.ignore_eos ? ML_GEN_IGNORE_EOS : 0) | (r->o.ids ? ML_GEN_NO_TEXT : 0);
+    ml_gen_params p = {.vocab = r->h->vocab, .sampler = r->o.sp, .mlt = r->mlt, .flags = flags,
+                       .stops = (const char *const *)r->o.stops, .n_stops = r->o.n_stops,
+                       .max_tokens = r->o.n_predict, .on_text = print_text, .text_ctx = r,
+                       .on_token = keep_token, .token_ctx = r};
+    return ml_gen_new(&p, &r->gen, err);
+}
+
+int run_generate(run *r)
+{
+    ml_error err;
+    ml_gen_result res = {ML_GEN_GOING, 0};
+    ml_status s = ML_OK;
+    int e = 0;
+    ml_gen_restart(r->gen);
+    r->reply_len = 0;
+    double t0 = cli_seconds();
+    while (!e && cli_stdout_ok() && !cli_stop_signal()) {
+        ml_gen_input in = {r->row, r->ids, r->n_ids, ml_ctx_n_ctx(r->ctx) - ml_ctx_pos(r->ctx)};
+        if ((s = ml_gen_next(r->gen, &in, &res, &err)) || res.end != ML_GEN_GOING)
+            break;
+        e = run_eval(r, r->n_ids - 1, r->n_ids);
+    }
+    if (!s && res.end == ML_GEN_CTX_FULL)
+        cli_warn(NULL, "the context is full (%u positions; --ctx); stopping", ml_ctx_n_ctx(r->ctx));
+    if (!s) /* the text held back; also after a signal or a failed evaluation */
+        s = ml_gen_finish(r->gen, &err);
+    if (s)
+        return cli_fail(NULL, s, &err);
+    if (r->n_gen && r->o.ids)
+        printf("\n");
+    r->t_gen = cli_seconds() - t0;
+    return e;
+}
+
+/* The tokenizer beside the model (NAME.mlb -> NAME.mlt) exists.  With
+ * --ids no tokenizer is needed, but one given with -k or beside the model
+ * says which ids end a generation. */
+static int tokenizer_beside(const run *r)
+{
+    char *p = cli_tokenizer_beside(r->o.model);
+    int found = p && access(p, F_OK) == 0;
+    free(p);
+    return found;
+}
+
+static int open_tokenizer(run *r)
+{
+    return cli_open_tokenizer(r->o.tok, r->o.model, r->h->vocab, &r->mlt, &r->tok);
+}
+
+int run_open(run *r)
+{
+    ml_error err;
+    double t0 = cli_seconds();
+    ml_status s = ml_mlb_open_ex(r->o.model, r->o.no_mmap ? ML_MLB_READ : 0, &r->mlb, &err);
+    if (s)
+        return cli_fail(r->o.model, s, &err);
+    r->h = ml_mlb_get_header(r->mlb);
+    if ((s = ml_model_new(r->mlb, &r->model, &err)))
+        return cli_fail(r->o.model, s, &err);
+    uint32_t n_ctx = (uint32_t)r->o.ctx;
+    if (!n_ctx)
+        n_ctx = r->o.ppl ? CLI_SCORE_CTX
+                         : (r->h->max_seq < DEFAULT_CTX ? r->h->max_seq : DEFAULT_CTX);
+    /* DEFAULT_BATCH (llama.cpp's default micro-batch) prompt tokens per
+     * step stream each weight panel once for more tokens, with fewer of
+     * the pool's barriers; with --logits and --perplexity a step's logits
+     * are held too, so the default then keeps them near 64 MB
+     * (ml_logits_batch). */
+    r->nb = r->o.batch;
+    if (!r->nb)
+        r->nb = r->o.logits || r->o.ppl ? ml_logits_batch(r->h->vocab) : DEFAULT_BATCH;
+    ml_ctx_params p = {.n_ctx = n_ctx, .n_batch = (uint32_t)r->nb,
+                       .n_threads = (unsigned)r->o.threads, .cache_k = r->o.cache_k,
+                       .cache_v = r->o.cache_v};
+    if ((s = ml_ctx_new(r->model, &p, &r->ctx, &err)))
+        return cli_fail(r->o.model, s, &err);
+    /* Logits of one step: a batch's rows for --logits and --perplexity. */
+    size_t rows = (r->o.logits || r->o.ppl) ? r->nb : 1;
+    r->row = malloc(rows * r->h->vocab * sizeof(float));
+    if (!r->row)
+        return cli_fail(r->o.model, ML_E_NOMEM, NULL);
+    if (!r->o.ids || r->o.ppl || r->o.tok || tokenizer_beside(r)) {
+        int e = open_tokenizer(r);
+        if (e)
+            return e;
+    }
+    if ((s = open_generator(r, &err)))
+        return cli_fail(r->o.model, s, &err);
+    r->t_load = cli_seconds() - t0;
+    if (r->o.verbose)
+        fprintf(stderr, "ml-run: %s: %u layers, dim %u, vocab %u, context %u, cache %s/%s, "
+                        "%u threads, kernels %s, float math %s, seed %" PRIu64 "\n",
+                r->o.model, r->h->n_layers, r->h->dim, r->h->vocab, ml_ctx_n_ctx(r->ctx),
+                ml_cache_type_name(r->o.cache_k), ml_cache_type_name(r->o.cache_v),
+                (unsigned)r->o.threads, ml_kernels_name(), ml_kernels_fmath_name(), r->o.sp.seed);
+    return 0;
+}
+
+void run_timings(const run *r)
+{
+    if (r->o.quiet)
+        return;
+    char reused[48] = "";
+    if (r->o.chat)
+        snprintf(reused, sizeof reused, " (%zu reused)", r->n_reused);
+    else if (r->n_gen && !r->o.ids)
+        fputc('\n', stderr); /* the generated text rarely ends a line (a chat's reply does) */
+    char first[48];
+    if (r->n_turns > 1) /* the load was the first turn's */
+        snprintf(first, sizeof first, "turn %zu", r->n_turns);
+    else
+        snprintf(first, sizeof first, "load %.2f s", r->t_load);
+    fprintf(stderr, "ml-run: %s; prompt %zu tokens%s, %.1f tokens/s; generation %zu tokens, "
+                    "%.1f tokens/s\n",
+            first, r->n_prompt, reused, r->t_prompt > 0 ? r->n_prompt / r->t_prompt : 0.0,
+            r->n_gen, r->t_gen > 0 ? r->n_gen / r->t_gen : 0.0);
+}
+
+void run_close(run *r)
+{
+    ml_mli_close(r->imatrix);
+    ml_outfile_abort(r->logits);
+    ml_gen_free(r->gen);
+    ml_ctx_free(r->ctx);
+    ml_tok_free(r->tok);
+    ml_mlt_close(r->mlt);
+    ml_model_free(r->model);
+    ml_mlb_close(r->mlb);
+    free(r->ids);
+    free(r->row);
+    free(r->reply);
+    for (size_t i = 0; i < r->o.n_stops; i++)
+        free(r->o.stops[i]);
+}
