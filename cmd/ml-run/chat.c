@@ -26,13 +26,10 @@ typedef struct convo {
 
 static int add_message(convo *c, const char *role, const char *text, size_t len)
 {
-    if (c->n == c->cap) {
-        size_t nc = c->cap ? 2 * c->cap : 8;
-        ml_chat_message *m = realloc(c->m, nc * sizeof *m);
-        if (!m)
-            return cli_fail(NULL, ML_E_NOMEM, NULL);
-        c->m = m, c->cap = nc;
-    }
+    ml_chat_message *m = ml_array_reserve(c->m, &c->cap, c->n + 1, sizeof *m);
+    if (!m)
+        return cli_fail(NULL, ML_E_NOMEM, NULL);
+    c->m = m;
     char *copy = malloc(len + 1);
     if (!copy)
         return cli_fail(NULL, ML_E_NOMEM, NULL);
@@ -117,7 +114,7 @@ static int turn(run *r, convo *c)
     if (!e && !cli_stop_signal())
         e = run_generate(r);
     if (!e)
-        e = add_message(c, "assistant", r->reply ? r->reply : "", r->reply_len);
+        e = add_message(c, "assistant", r->reply.data ? r->reply.data : "", r->reply.len);
     if (!e && !r->o.ids)
         fputc('\n', stdout), fflush(stdout); /* a reply is a message: it ends its line */
     return e;
@@ -142,32 +139,31 @@ static int prompt_turn(run *r, convo *c)
 /* Reads a turn from standard input: a line, continued by a final '\'.
  * 1 at the end of the input, /exit, or an error or signal (reported by
  * the caller through cli_stop_signal). */
-static int read_turn(int tty, char **line, size_t *cap, char **turn_text, size_t *len)
+static int read_turn(int tty, char **line, size_t *cap, ml_buf *turn_text)
 {
-    *len = 0;
+    turn_text->len = 0;
     for (;;) {
         if (tty)
-            fputs(*len ? ". " : "> ", stderr);
+            fputs(turn_text->len ? ". " : "> ", stderr);
         ssize_t n = getline(line, cap, stdin);
         if (n < 0)
             return 1;
         if (n && (*line)[n - 1] == '\n')
             (*line)[--n] = 0;
         int more = n && (*line)[n - 1] == '\\';
-        char *t = realloc(*turn_text, *len + (size_t)n + 2);
-        if (!t)
+        if (ml_buf_reserve(turn_text, (size_t)n + 2))
             return 1;
-        *turn_text = t;
-        memcpy(t + *len, *line, (size_t)n - (size_t)more);
-        *len += (size_t)n - (size_t)more;
-        t[*len] = 0;
+        char *t = turn_text->data;
+        memcpy(t + turn_text->len, *line, (size_t)n - (size_t)more);
+        turn_text->len += (size_t)n - (size_t)more;
+        t[turn_text->len] = 0;
         if (more) {
-            t[(*len)++] = '\n';
+            t[turn_text->len++] = '\n';
             continue;
         }
         if (strcmp(t, "/exit") == 0)
             return 1;
-        if (*len)
+        if (turn_text->len)
             return 0;
     }
 }
@@ -176,14 +172,15 @@ static int read_turn(int tty, char **line, size_t *cap, char **turn_text, size_t
 static int conversation(run *r, convo *c)
 {
     int tty = isatty(STDIN_FILENO), e = 0;
-    char *line = NULL, *text = NULL;
-    size_t cap = 0, len;
+    char *line = NULL;
+    ml_buf text = {0};
+    size_t cap = 0;
     if (tty && !r->o.quiet)
         fputs("ml-run: chat; /exit or end of input (Ctrl-D) to end, Ctrl-C to stop a reply, "
               "'\\' at a line's end to go on\n",
               stderr);
-    while (!e && read_turn(tty, &line, &cap, &text, &len) == 0) {
-        e = add_message(c, "user", text, len);
+    while (!e && read_turn(tty, &line, &cap, &text) == 0) {
+        e = add_message(c, "user", text.data, text.len);
         if (!e)
             e = turn(r, c);
         if (!e && cli_take_interrupt())
@@ -194,7 +191,7 @@ static int conversation(run *r, convo *c)
             break;
     }
     free(line);
-    free(text);
+    ml_buf_free(&text);
     return e;
 }
 

@@ -49,8 +49,7 @@ typedef struct run {
     size_t n_prompt, n_gen;
     size_t n_reused;     /* chat: prompt tokens kept from the turn before */
     size_t n_turns;      /* chat: turns answered so far */
-    char *reply;         /* chat: the text generated, as printed */
-    size_t reply_len, reply_cap;
+    ml_buf reply;        /* chat: the text generated, as printed */
     int timings_shown;   /* chat: each turn printed its own */
 } run;
 

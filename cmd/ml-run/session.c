@@ -18,14 +18,10 @@
 
 int run_push_id(run *r, ml_token id)
 {
-    if (r->n_ids == r->cap_ids) {
-        size_t nc = r->cap_ids ? 2 * r->cap_ids : 256;
-        ml_token *n = realloc(r->ids, nc * sizeof *n);
-        if (!n)
-            return -1;
-        r->ids = n;
-        r->cap_ids = nc;
-    }
+    ml_token *ids = ml_array_reserve(r->ids, &r->cap_ids, r->n_ids + 1, sizeof *ids);
+    if (!ids)
+        return -1;
+    r->ids = ids;
     r->ids[r->n_ids++] = id;
     return 0;
 }
@@ -64,15 +60,10 @@ static ml_status print_text(void *ctx, const void *text, size_t n, ml_error *err
     run *r = ctx;
     const char *p = text;
     if (r->o.chat && n) {
-        if (n >= r->reply_cap - r->reply_len) {
-            size_t cap = 2 * (r->reply_len + n) + 64;
-            char *b = realloc(r->reply, cap);
-            if (!b)
-                return cli_set_error(err, ML_E_NOMEM, "out of memory");
-            r->reply = b, r->reply_cap = cap;
-        }
-        memcpy(r->reply + r->reply_len, p, n);
-        r->reply[r->reply_len += n] = 0;
+        if (ml_buf_reserve(&r->reply, n + 1)) /* and its terminator */
+            return cli_set_error(err, ML_E_NOMEM, "out of memory");
+        memcpy(r->reply.data + r->reply.len, p, n);
+        r->reply.data[r->reply.len += n] = 0;
     }
     return n ? cli_stdout_sink_flushed(NULL, p, n, err) : ML_OK;
 }
@@ -110,7 +101,7 @@ int run_generate(run *r)
     ml_status s = ML_OK;
     int e = 0;
     ml_gen_restart(r->gen);
-    r->reply_len = 0;
+    r->reply.len = 0;
     double t0 = cli_seconds();
     while (!e && cli_stdout_ok() && !cli_stop_signal()) {
         ml_gen_input in = {r->row, r->ids, r->n_ids, ml_ctx_n_ctx(r->ctx) - ml_ctx_pos(r->ctx)};
@@ -227,7 +218,7 @@ void run_close(run *r)
     ml_mlb_close(r->mlb);
     free(r->ids);
     free(r->row);
-    free(r->reply);
+    ml_buf_free(&r->reply);
     for (size_t i = 0; i < r->o.n_stops; i++)
         free(r->o.stops[i]);
 }

@@ -123,13 +123,10 @@ static srv_job *job_new(const srv_job_params *p)
 static int job_append(srv_job *j, const char *t, size_t n)
 {
     if (n > j->cap - j->len) {
-        size_t cap = j->cap ? j->cap : 256;
-        while (cap - j->len < n)
-            cap *= 2;
-        char *p = realloc(j->text, cap);
+        char *p = ml_array_reserve(j->text, &j->cap, j->len + n, 1);
         if (!p)
             return -1;
-        j->text = p, j->cap = cap;
+        j->text = p;
     }
     memcpy(j->text + j->len, t, n);
     j->len += n;
