@@ -115,6 +115,9 @@ jv jv_str(const char *s, size_t n);
 jv jv_cstr(const char *s);
 jv_list *jv_list_new(jj_ctx *c, size_t cap);
 int jv_list_push(jj_ctx *c, jv_list *l, jv v);
+/* The characters of string v (whole UTF-8 sequences, as Python iterates a
+ * str) appended to l. */
+int jv_list_push_chars(jj_ctx *c, jv_list *l, jv v);
 jv jv_of_list(jv_list *l, int tuple);
 jv_dict *jv_dict_new(jj_ctx *c, size_t cap);
 /* Sets (replacing an equal key) or appends. */
@@ -238,9 +241,6 @@ typedef struct jj_render {
 } jj_render;
 
 int jj_eval(jj_render *r, jj_scope *s, const jj_node *e, jv *out);
-/* The characters of string v (whole UTF-8 sequences, as Python iterates a
- * str) appended to l. */
-int jj_push_chars(jj_render *r, jv_list *l, jv v);
 
 /* Rendering a parsed template (jinja_api.c), for ml_jinja_render_json and
  * for the chat renderer, which renders one template twice.  A context

@@ -106,7 +106,7 @@ static int list_of(jj_render *r, jv x, jv *out, size_t pos)
             if (jv_list_push(r->c, l, x.u.d->k[i]))
                 return -1;
     } else if (x.kind == JV_STR) {
-        if (jj_push_chars(r, l, x))
+        if (jv_list_push_chars(r->c, l, x))
             return -1;
     } else if (x.kind != JV_UNDEF) {
         return jj_fail(r->c, ML_E_INVAL, pos, "'%s' object is not iterable", jv_type_name(x));

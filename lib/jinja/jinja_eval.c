@@ -814,19 +814,6 @@ int jj_eval(jj_render *r, jj_scope *s, const jj_node *e, jv *out)
 
 /* ---- statements ---- */
 
-int jj_push_chars(jj_render *r, jv_list *l, jv v)
-{
-    for (size_t i = 0; i < v.n;) {
-        size_t k = 1;
-        while (i + k < v.n && ((unsigned char)v.u.s[i + k] & 0xc0) == 0x80)
-            k++;
-        if (jv_list_push(r->c, l, jv_str(v.u.s + i, k)))
-            return -1;
-        i += k;
-    }
-    return 0;
-}
-
 static int assign(jj_render *r, jj_scope *s, const jj_node *t, jv v)
 {
     if (t->type == JN_NAME)
@@ -835,7 +822,7 @@ static int assign(jj_render *r, jj_scope *s, const jj_node *t, jv v)
         if (v.kind == JV_STR) {
             /* unpacking a string: one character per name */
             jv_list *l = jv_list_new(r->c, 0);
-            if (!l || jj_push_chars(r, l, v))
+            if (!l || jv_list_push_chars(r->c, l, v))
                 return -1;
             v = jv_of_list(l, 1);
         } else if (v.kind == JV_DICT) {
@@ -880,7 +867,7 @@ static int iter_items(jj_render *r, jv v, jv_list **out, size_t pos)
         return 0;
     }
     if (v.kind == JV_STR)
-        return jj_push_chars(r, l, v);
+        return jv_list_push_chars(r->c, l, v);
     return jj_fail(r->c, ML_E_INVAL, pos, "'%s' object is not iterable", jv_type_name(v));
 }
 

@@ -192,6 +192,19 @@ int jv_list_push(jj_ctx *c, jv_list *l, jv v)
     return 0;
 }
 
+int jv_list_push_chars(jj_ctx *c, jv_list *l, jv v)
+{
+    for (size_t i = 0; i < v.n;) {
+        size_t k = 1;
+        while (i + k < v.n && ((unsigned char)v.u.s[i + k] & 0xc0) == 0x80)
+            k++;
+        if (jv_list_push(c, l, jv_str(v.u.s + i, k)))
+            return -1;
+        i += k;
+    }
+    return 0;
+}
+
 jv jv_of_list(jv_list *l, int tuple)
 {
     jv v = {.kind = JV_LIST, .flags = (uint8_t)(tuple ? JV_TUPLE : 0)};
