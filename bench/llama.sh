@@ -13,6 +13,18 @@
 #                             make-bench-gguf.py's random weights, and
 #                             gguf2mlb's lossless copy of them (needs $B)
 #
+# Without a network: the sources are taken, in this order, from DIR itself
+# (a llama.cpp tree with its CMakeLists.txt; copy one there without its
+# build/, which is native to the machine that made it), from $LLAMA_SRC (a
+# llama.cpp source tree, or a downloaded llama_cpp_python-*.tar.gz, e.g.
+# fetched elsewhere with `pip download --no-deps --no-binary :all:
+# llama-cpp-python`), or from a llama_cpp_python-*.tar.gz already in
+# DIR.dl (where pip download puts it); only when none is there does pip
+# download it.  bench_model's make-bench-gguf.py needs numpy and the gguf
+# package; without the latter it uses the copy in llama.cpp's sources when
+# the scripts' build of it is in bench_model's DIR (DIR/mlcore-llama.cpp/
+# gguf-py, which also needs pyyaml).
+#
 # llama.cpp's CMake adds its server and its chat CLI (tools/server,
 # tools/cli) only with LLAMA_BUILD_SERVER=ON, so the option is on exactly
 # when llama-server or llama-cli is asked for; other builds stay without
@@ -29,15 +41,28 @@ llama_bin() {
     if [ -n "$missing" ]; then
         echo "building llama.cpp ($*) from the llama-cpp-python source package into $src ..." >&2
         if [ ! -f "$src/CMakeLists.txt" ]; then
-            mkdir -p "$src.dl"
-            pip download -q --no-deps --no-binary :all: -d "$src.dl" llama-cpp-python >&2
-            rm -rf "$src" && mkdir -p "$src"
-            tar xzf "$src.dl"/llama_cpp_python-*.tar.gz -C "$src.dl"
-            cp -r "$src.dl"/llama_cpp_python-*/vendor/llama.cpp/. "$src"
+            local sdist=${LLAMA_SRC:-}
+            if [ -n "$sdist" ] && [ -f "$sdist/CMakeLists.txt" ]; then
+                rm -rf "$src" && mkdir -p "$src"
+                cp -r "$sdist/." "$src" || return 1
+                rm -rf "$src/build"
+            else
+                mkdir -p "$src.dl"
+                if [ -z "$sdist" ]; then
+                    sdist=$(find "$src.dl" -maxdepth 1 -name 'llama_cpp_python-*.tar.gz' | sort -V | tail -1)
+                fi
+                if [ -z "$sdist" ]; then
+                    pip download -q --no-deps --no-binary :all: -d "$src.dl" llama-cpp-python >&2 || return 1
+                    sdist=$(find "$src.dl" -maxdepth 1 -name 'llama_cpp_python-*.tar.gz' | sort -V | tail -1)
+                fi
+                rm -rf "$src" && mkdir -p "$src"
+                tar xzf "$sdist" -C "$src.dl" || return 1
+                cp -r "$src.dl/$(basename "$sdist" .tar.gz)/vendor/llama.cpp/." "$src" || return 1
+            fi
         fi
         cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-            -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=$server >&2
-        cmake --build "$src/build" -j"$(nproc)" --target "$@" >&2
+            -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=$server >&2 || return 1
+        cmake --build "$src/build" -j"$(nproc)" --target "$@" >&2 || return 1
     fi
     echo "$src/build/bin"
 }
@@ -46,6 +71,13 @@ bench_model() {
     local here
     here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
     g="$1/mlcore-bench-$2-$3.gguf" m="$1/mlcore-bench-$2-$3.mlb"
-    [ -f "$g" ] || python3 "$here/make-bench-gguf.py" "$g" --type "$3" --shape "$2"
+    if [ ! -f "$g" ]; then
+        if ! python3 -c 'import gguf' 2>/dev/null && [ -d "$1/mlcore-llama.cpp/gguf-py/gguf" ]; then
+            PYTHONPATH="$1/mlcore-llama.cpp/gguf-py${PYTHONPATH:+:$PYTHONPATH}" \
+                python3 "$here/make-bench-gguf.py" "$g" --type "$3" --shape "$2"
+        else
+            python3 "$here/make-bench-gguf.py" "$g" --type "$3" --shape "$2"
+        fi
+    fi
     [ -f "$m" ] || "$B/bin/gguf2mlb" "$g" -o "$m" -t "${m%.mlb}.mlt" -q -f
 }
