@@ -52,7 +52,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 .SECONDARY:
-.PHONY: bench-tok bench-chat bench-run bench-seqs bench-context bench-imatrix check-real test-times demo
+.PHONY: bench-tok bench-chat bench-run bench-threads bench-seqs bench-context bench-imatrix check-real test-times demo
 .PHONY: all lib check check-all unit cli sanitize install uninstall clean bench man-lint tests
 all: lib $(BINS)
 lib: $(B)/libmlcore.a $(B)/libmlcore.so
@@ -173,6 +173,11 @@ check-real: all
 
 bench-run: all
 	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-run.sh
+
+# bench-run's comparison at 1, 2, 4, 8, 16 threads (THREADS="..."), with each
+# program's scaling from 1 thread.
+bench-threads: all
+	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-threads.sh
 
 # Importance-matrix quality on SmolLM2 vs llama.cpp (fetches the model once).
 bench-imatrix: all
