@@ -60,6 +60,13 @@ llama_bin() {
                 cp -r "$src.dl/$(basename "$sdist" .tar.gz)/vendor/llama.cpp/." "$src" || return 1
             fi
         fi
+        # On CPUs with AMX, llama.cpp's AMX kernels die with SIGILL: the
+        # tile configuration ggml_tile_config_init builds on the stack can
+        # lose the stores that fill it (llama.cpp pull request 26954).  As
+        # that pull request does, it is kept in static storage (thread-local
+        # here); a source that no longer has the line is left as it is.
+        sed -i 's/^\( *alignas(64)\) tile_config_t tc = {};/\1 static thread_local tile_config_t tc = {};/' \
+            "$src/ggml/src/ggml-cpu/amx/mmq.cpp" 2>/dev/null || true
         cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
             -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=$server >&2 || return 1
         cmake --build "$src/build" -j"$(nproc)" --target "$@" >&2 || return 1
