@@ -25,8 +25,9 @@
 # A round goes through all thread counts before the next round starts, so
 # a noisy stretch of a shared machine falls on one round of several
 # counts, not on every round of one.  Each row ends with the highest
-# 1-minute load average seen while its counts ran: above the row's thread
-# count, something else was running.
+# 1-minute load average seen while its count ran: it lags, so it mixes in
+# the counts run just before, but above the sweep's largest count
+# something else was running, and the row measured a shared machine.
 #
 # The header records where the run was made: the CPU as lscpu names it
 # (family and model on x86), its sockets, cores and threads a core, nproc,
@@ -83,7 +84,12 @@ case $(uname -m) in
 x86_64) cpu="$cpu (family $(cpu_field 'CPU family') model $(cpu_field 'Model'))" ;;
 esac
 echo "machine: $(uname -m), $cpu; $(cpu_field 'Socket(s)') socket(s), $(cpu_field 'Core(s) per socket') cores a socket, $(cpu_field 'Thread(s) per core') threads a core; nproc $NPROC"
-echo "mlcore: $(git -C "$here/.." describe --always --dirty 2>/dev/null || echo '?'), $B/bin/ml-run${ML_KERNELS:+ with ML_KERNELS=$ML_KERNELS}; llama.cpp: $LB/llama-bench"
+# Which llama.cpp: a build from a source package says "unknown" for its
+# commit, so the package it came from is named too.
+sdist=''
+[ -n "${LLAMA_BIN:-}" ] || sdist=$(find "$DIR/mlcore-llama.cpp.dl" -maxdepth 1 -name 'llama_cpp_python-*.tar.gz' 2>/dev/null | sort -V | tail -1)
+echo "mlcore: $(git -C "$here/.." describe --always --dirty 2>/dev/null || echo '?'), $B/bin/ml-run${ML_KERNELS:+ with ML_KERNELS=$ML_KERNELS}"
+echo "llama.cpp: $LB/llama-bench${sdist:+, built from $(basename "$sdist")}${LLAMA_SRC:+ (LLAMA_SRC=$LLAMA_SRC)}"
 for SHAPE in $SHAPES; do
     for ty in $TYPES; do
         bench_model "$DIR" "$SHAPE" "$ty"
@@ -108,8 +114,9 @@ for ty in $TYPES; do
     for r in $(seq "$ROUNDS"); do
         echo "  $SHAPE $ty: round $r of $ROUNDS ..." >&2
         for t in "${TS[@]}"; do
-            json=$("$LB/llama-bench" -m "$g" -t "$t" -p "$NP" -n "$NG" -r 1 -o json 2>/dev/null) ||
-                die "llama-bench failed: $LB/llama-bench -m $g -t $t -p $NP -n $NG -r 1"
+            json=$("$LB/llama-bench" -m "$g" -t "$t" -p "$NP" -n "$NG" -r 1 -o json 2>"$DIR/mlcore-llama-bench.err") ||
+                die "llama-bench failed (exit status $?; 132 is SIGILL, see llama.sh on AMX): $LB/llama-bench" \
+                    "-m $g -t $t -p $NP -n $NG -r 1; its stderr is in $DIR/mlcore-llama-bench.err"
             read -r pp tg bc < <(echo "$json" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
