@@ -58,6 +58,21 @@ static inline float ml__fold8(const float acc[8])
 
 struct ml_fmath; /* fmath.h */
 
+/* matmul_x's three steps, all of one variant.  bytes: the size of the
+ * rearranged form of n_tok rows of `cols` against weights of Q4_0 (q4 = 1)
+ * or Q8_0, or 0 where matmul would not use one (too few tokens).
+ * prepare: share `part` of `parts` of it into xt (64-byte aligned), so
+ * threads can split it.  run: matmul_q4_0 (q4) or matmul_q8_0 reading xt,
+ * which must be complete, with xq and xd as there; the same results. */
+typedef struct ml_matmul_x {
+    size_t (*bytes)(int q4, size_t cols, size_t n_tok);
+    void (*prepare)(int q4, const int8_t *xq, size_t cols, size_t n_tok, unsigned part,
+                    unsigned parts, void *xt);
+    void (*run)(int q4, const void *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                const int8_t *xq, const void *xt, const float *xd, size_t n_tok, float *y,
+                size_t ldy);
+} ml_matmul_x;
+
 typedef struct ml_kernels {
     const char *name; /* "scalar", "avx2", "avx512vnni", "amx", "neon", "neondot" */
 
@@ -89,22 +104,16 @@ typedef struct ml_kernels {
     void (*matmul_q4_0)(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
 
-    /* Optional (NULL in a table without them): matmul in two steps, for
-     * variants that rearrange the activations before multiplying, so that
-     * the products of one input (q, k, v; gate and up) and all the calls
-     * the threads make for their rows rearrange it once, not once a call.
-     * matmul_x_bytes: the size of that form of n_tok rows of `cols`
-     * against weights of Q4_0 (q4 = 1) or Q8_0, or 0 where matmul would
-     * not use one (too few tokens).  matmul_x_prepare: share `part` of
-     * `parts` of it into xt (64-byte aligned), so threads can split it.
-     * matmul_x: matmul_q4_0 (q4) or matmul_q8_0 reading xt, which must be
-     * complete, with xq and xd as there; the same results. */
-    size_t (*matmul_x_bytes)(int q4, size_t cols, size_t n_tok);
-    void (*matmul_x_prepare)(int q4, const int8_t *xq, size_t cols, size_t n_tok, unsigned part,
-                             unsigned parts, void *xt);
-    void (*matmul_x)(int q4, const void *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
-                     const int8_t *xq, const void *xt, const float *xd, size_t n_tok, float *y,
-                     size_t ldy);
+    /* Optional (NULL entries in a table without them): matmul in two
+     * steps, for variants that rearrange the activations before
+     * multiplying, so that the products of one input (q, k, v; gate and
+     * up) and all the calls the threads make for their rows rearrange it
+     * once, not once a call.  matmul_x[1] goes with matmul_q4_0 and
+     * matmul_x[0] with matmul_q8_0: the rearranged form is private to the
+     * variant that made it, so each belongs to the same variant as the
+     * matmul it serves, and a table composed kernel by kernel (dispatch.c)
+     * takes it with that matmul. */
+    ml_matmul_x matmul_x[2];
 } ml_kernels;
 
 /* The scalar reference table; always available. */

@@ -403,13 +403,14 @@ static void check_matvec(const mat *m, const acts *a, size_t r0, size_t r1)
  * 2 and 3 shares written last to first over a buffer of 0xa5 bytes (a
  * share left out or written twice wrong shows), against the scalar
  * matmul's want.  Nothing where the variant has no such step or n_tok
- * does not take it (then matmul_x_bytes must say 0, which it may only
+ * does not take it (then its bytes must say 0, which it may only
  * where it has the step). */
 static void check_matmul_x(const ml_kernels *k, const mat *m, int f16, size_t r0, size_t r1,
                            const acts *a, const float *want, float *got, size_t ldy)
 {
-    const size_t bytes = k->matmul_x_bytes ? k->matmul_x_bytes(m->q4, m->cols, a->n_tok) : 0;
-    TU_REQUIRE(!k->matmul_x_bytes == !k->matmul_x_prepare && !k->matmul_x == !k->matmul_x_prepare,
+    const ml_matmul_x *mx = &k->matmul_x[m->q4];
+    const size_t bytes = mx->bytes ? mx->bytes(m->q4, m->cols, a->n_tok) : 0;
+    TU_REQUIRE(!mx->bytes == !mx->prepare && !mx->run == !mx->prepare,
                "%s: matmul_x's three entries go together", k->name);
     if (bytes == 0)
         return;
@@ -418,11 +419,11 @@ static void check_matmul_x(const ml_kernels *k, const mat *m, int f16, size_t r0
     for (unsigned parts = 1; parts <= 3; parts++) {
         memset(xt, 0xa5, bytes);
         for (unsigned p = parts; p-- > 0;)
-            k->matmul_x_prepare(m->q4, a->q, m->cols, a->n_tok, p, parts, xt);
+            mx->prepare(m->q4, a->q, m->cols, a->n_tok, p, parts, xt);
         for (size_t i = 0; i < a->n_tok * ldy; i++)
             got[i] = from_bits(SENTINEL);
-        k->matmul_x(m->q4, m->wq, mat_scales(m, f16), m->cols, r0, r1, a->q, xt, a->d, a->n_tok,
-                    got, ldy);
+        mx->run(m->q4, m->wq, mat_scales(m, f16), m->cols, r0, r1, a->q, xt, a->d, a->n_tok, got,
+                ldy);
         for (size_t t = 0; t < a->n_tok; t++)
             require_rows(got + t * ldy, want + t * ldy, ldy, r0, r1,
                          parts == 1 ? "matmul_x, 1 share" : parts == 2 ? "matmul_x, 2 shares"
