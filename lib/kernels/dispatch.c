@@ -1,11 +1,19 @@
-/* dispatch.c - chooses the kernel table at run time: the best variant the
- * CPU runs (cpuid, through __builtin_cpu_supports), or the one the
+/* dispatch.c - chooses the kernel table at run time: kernel by kernel,
+ * the variant that measures fastest on this CPU among those it runs
+ * (cpuid, through __builtin_cpu_supports), or the one variant the
  * environment variable ML_KERNELS names.  An unknown or unrunnable name is
  * an error, never a silent fallback: a user who asks for a variant and
  * gets another would compare the wrong things.  The x86 variants exist
  * only in x86-64 builds, NEON only in AArch64 ones (where every CPU has
  * it); elsewhere the scalar table is all there is.  The float32 products
- * (fmath.h) are not chosen apart: each table names its own (->fmath). */
+ * (fmath.h) are one more kernel of the table (->fmath).
+ *
+ * Why measure rather than list CPUs: a variant that wins on one CPU loses
+ * on another of the same instruction set (Zen 4 runs 512-bit instructions
+ * as two halves: its Q4_0 decode is a third slower in AVX-512 than in
+ * AVX2, where an Intel Xeon's is faster), and the machines this runs on
+ * change faster than a table of them could be measured.  The probe
+ * (probe.c) takes a few milliseconds, once per process. */
 #include "kernels/kernels.h"
 
 #include "kernels/fmath.h"
@@ -13,6 +21,7 @@
 #include "mlcore.h"
 #include "mlcore/kernels.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,31 +143,126 @@ static const variant *find(const char *name)
     return NULL;
 }
 
-const ml_kernels *ml__kernels_select(const char **why)
+void ml__kernels_take(ml_kernels *to, ml_kslot s, const ml_kernels *from)
+{
+    switch (s) {
+    case ML_KS_QUANTIZE_Q8_0: to->quantize_q8_0 = from->quantize_q8_0; break;
+    case ML_KS_MATVEC_Q8_0: to->matvec_q8_0 = from->matvec_q8_0; break;
+    case ML_KS_MATVEC_Q4_0: to->matvec_q4_0 = from->matvec_q4_0; break;
+    case ML_KS_MATMUL_Q8_0:
+        to->matmul_q8_0 = from->matmul_q8_0;
+        to->matmul_x[0] = from->matmul_x[0];
+        break;
+    case ML_KS_MATMUL_Q4_0:
+        to->matmul_q4_0 = from->matmul_q4_0;
+        to->matmul_x[1] = from->matmul_x[1];
+        break;
+    case ML_KS_FMATH: to->fmath = from->fmath; break;
+    default: break;
+    }
+}
+
+int ml__kernels_same(ml_kslot s, const ml_kernels *a, const ml_kernels *b)
+{
+    ml_kernels x, y;
+    memset(&x, 0, sizeof x);
+    memset(&y, 0, sizeof y);
+    ml__kernels_take(&x, s, a);
+    ml__kernels_take(&y, s, b);
+    return memcmp(&x, &y, sizeof x) == 0;
+}
+
+/* The choice for the process: each slot's variant, and the table made of
+ * them, named after the widest variant the CPU runs (the one it used to
+ * run whole, and the base the probe moves away from). */
+typedef struct choice {
+    const variant *from[ML_KS_COUNT];
+    ml_kernels table;
+    int mixed; /* not all of one variant */
+} choice;
+
+static choice chosen;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+/* Another variant replaces the widest one for a kernel only when it is
+ * this much faster on the probe's best times: the margin keeps noise from
+ * flipping choices between runs, and where two variants are that close
+ * the widest one's throughput is the safer bet for large batches. */
+#define SWITCH_MARGIN 1.10
+#define PROBE_TURNS 5
+
+/* The variants the probe compares: every usable one but scalar (a SIMD
+ * variant always beats it) where there is another. */
+static size_t candidates(const variant **out)
+{
+    size_t n = 0;
+    for (size_t i = 1; i < N_VARIANTS; i++)
+        if (usable(&variants[i]) && n < ML_PROBE_MAX)
+            out[n++] = &variants[i];
+    if (n == 0)
+        out[n++] = &variants[0];
+    return n;
+}
+
+static void choose(void)
+{
+    const variant *cand[ML_PROBE_MAX];
+    const ml_kernels *tables[ML_PROBE_MAX];
+    double secs[ML_PROBE_MAX][ML_KS_COUNT];
+    const size_t n = candidates(cand), widest = n - 1;
+    for (size_t i = 0; i < n; i++)
+        tables[i] = cand[i]->table;
+    const int timed = n > 1 && ml__kernels_probe(tables, n, PROBE_TURNS, secs);
+    chosen.table = *cand[widest]->table;
+    for (int s = 0; s < ML_KS_COUNT; s++) {
+        size_t best = widest;
+        for (size_t i = 0; timed && i < widest; i++)
+            if (secs[i][s] * SWITCH_MARGIN < secs[widest][s] && secs[i][s] < secs[best][s])
+                best = i;
+        chosen.from[s] = cand[best];
+        chosen.mixed |= best != widest;
+        ml__kernels_take(&chosen.table, (ml_kslot)s, cand[best]->table);
+    }
+}
+
+static const choice *the_choice(void)
+{
+    pthread_once(&chosen_once, choose);
+    return &chosen;
+}
+
+/* The variant ML_KERNELS forces (NULL: none, the chooser's), or an error. */
+static int forced(const variant **v, const char **why)
 {
     const char *env = getenv("ML_KERNELS");
-    if (env && *env && strcmp(env, "auto") != 0) {
-        const variant *v = find(env);
-        const char *reason = NULL;
-        if (!v)
-            reason = "ML_KERNELS: unknown kernel variant (expected scalar, avx2, avx512, amx, "
-                     "neon, neondot or auto)";
-        else if (!v->table)
-            reason = "ML_KERNELS: this build has no such kernel variant (avx2, avx512 and amx: "
-                     "x86-64 builds only; neon and neondot: AArch64 builds only)";
-        else if (!v->runs())
-            reason = "ML_KERNELS: this CPU lacks the instructions of the requested kernel variant";
-        if (reason) {
-            if (why)
-                *why = reason;
-            return NULL;
-        }
+    *v = NULL;
+    if (!env || !*env || strcmp(env, "auto") == 0)
+        return 1;
+    const char *reason = NULL;
+    *v = find(env);
+    if (!*v)
+        reason = "ML_KERNELS: unknown kernel variant (expected scalar, avx2, avx512, amx, "
+                 "neon, neondot or auto)";
+    else if (!(*v)->table)
+        reason = "ML_KERNELS: this build has no such kernel variant (avx2, avx512 and amx: "
+                 "x86-64 builds only; neon and neondot: AArch64 builds only)";
+    else if (!(*v)->runs())
+        reason = "ML_KERNELS: this CPU lacks the instructions of the requested kernel variant";
+    if (reason && why)
+        *why = reason;
+    return reason == NULL;
+}
+
+const ml_kernels *ml__kernels_select(const char **why)
+{
+    const variant *v;
+    if (!forced(&v, why))
+        return NULL;
+    if (v)
         return v->table;
-    }
-    for (size_t i = N_VARIANTS; i-- > 0;)
-        if (usable(&variants[i]))
-            return variants[i].table;
-    return &ml__kernels_scalar; /* not reached: scalar always runs */
+    const choice *c = the_choice();
+    /* all of one variant: that variant's own table */
+    return c->mixed ? &c->table : c->from[0]->table;
 }
 
 size_t ml__kernels_available(const ml_kernels **out, size_t cap)
@@ -183,4 +287,23 @@ const char *ml_kernels_fmath_name(void)
 {
     const ml_kernels *k = ml__kernels_select(NULL);
     return k ? k->fmath->name : "none";
+}
+
+static const char *const slot_names[ML_KS_COUNT] = {
+    "quantize_q8_0", "matvec_q8_0", "matvec_q4_0", "matmul_q8_0", "matmul_q4_0", "fmath",
+};
+
+const char *ml_kernels_slot(unsigned i)
+{
+    return i < ML_KS_COUNT ? slot_names[i] : NULL;
+}
+
+const char *ml_kernels_slot_variant(unsigned i)
+{
+    const variant *v;
+    if (i >= ML_KS_COUNT)
+        return NULL;
+    if (!forced(&v, NULL))
+        return "none";
+    return (v ? v : the_choice()->from[i])->table->name;
 }

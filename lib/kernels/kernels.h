@@ -119,8 +119,38 @@ typedef struct ml_kernels {
 /* The scalar reference table; always available. */
 extern const ml_kernels ml__kernels_scalar;
 
-/* The table chosen for this CPU (cpuid), or by ML_KERNELS=scalar|avx2|...
- * (an unknown or unsupported value: NULL and *why set). */
+/* The kernels a table is made of, each taken whole from one variant: a
+ * variant's results are the reference's bits, so any mix gives them too
+ * (rules 1-4 fix the data each passes to the next: Q8_0 activations, f32
+ * results).  A matmul comes with its matmul_x; the float math is one. */
+typedef enum ml_kslot {
+    ML_KS_QUANTIZE_Q8_0,
+    ML_KS_MATVEC_Q8_0,
+    ML_KS_MATVEC_Q4_0,
+    ML_KS_MATMUL_Q8_0,
+    ML_KS_MATMUL_Q4_0,
+    ML_KS_FMATH,
+    ML_KS_COUNT
+} ml_kslot;
+
+/* Slot s of `to` set to `from`'s. */
+void ml__kernels_take(ml_kernels *to, ml_kslot s, const ml_kernels *from);
+
+/* Does slot s of a and b run the same code? */
+int ml__kernels_same(ml_kslot s, const ml_kernels *a, const ml_kernels *b);
+
+/* The time in seconds of every slot of each of the n tables ks (n <=
+ * ML_PROBE_MAX) on small synthetic data held in the cache (probe.c), the
+ * best of `reps` turns, into secs[table][slot]; 0 when out of memory
+ * (secs unset). */
+#define ML_PROBE_MAX 8
+int ml__kernels_probe(const ml_kernels *const *ks, size_t n, unsigned reps,
+                      double (*secs)[ML_KS_COUNT]);
+
+/* The table chosen for this CPU, or by ML_KERNELS=scalar|avx2|...  (an
+ * unknown or unsupported value: NULL and *why set).  Left to choose, it
+ * takes each slot from the variant that measures fastest here (the
+ * probe, run once for the process at the first call; dispatch.c). */
 const ml_kernels *ml__kernels_select(const char **why);
 
 /* Every table this build has and this CPU can run (scalar first); for

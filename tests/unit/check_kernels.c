@@ -856,11 +856,18 @@ START_TEST(select_by_env)
 {
     load_variants();
     const char *why = NULL;
-    /* Unset, empty and "auto": the best variant the CPU runs, the last. */
+    /* Unset, empty and "auto": the chooser's table, named after the best
+     * variant the CPU runs, the last; that variant's own table where it
+     * won every kernel (select_per_kernel checks the kernels). */
     static const char *const autos[] = {NULL, "", "auto"};
     for (int i = 0; i < 3; i++) {
         env_saved s = env_set(autos[i]);
-        ck_assert_ptr_eq(ml__kernels_select(&why), variants[n_variants - 1]);
+        const ml_kernels *k = ml__kernels_select(&why), *best = variants[n_variants - 1];
+        int all_best = 1;
+        for (int slot = 0; slot < ML_KS_COUNT; slot++)
+            all_best &= ml__kernels_same((ml_kslot)slot, k, best);
+        if (all_best)
+            ck_assert_ptr_eq(k, best);
         ck_assert_str_eq(ml_kernels_name(), variants[n_variants - 1]->name);
         env_restore(s);
     }
@@ -935,6 +942,37 @@ START_TEST(select_unsupported)
 }
 END_TEST
 
+/* ml_kernels_slot_variant: with ML_KERNELS, that variant for every
+ * kernel; left to choose, the variant whose code the chosen table runs
+ * for each, and one this CPU runs; "none" where ML_KERNELS is refused. */
+START_TEST(select_per_kernel)
+{
+    load_variants();
+    ck_assert_ptr_null(ml_kernels_slot(ML_KS_COUNT));
+    ck_assert_ptr_null(ml_kernels_slot_variant(ML_KS_COUNT));
+    for (size_t v = 0; v < n_variants; v++) {
+        env_saved s = env_set(variants[v]->name);
+        for (unsigned i = 0; i < ML_KS_COUNT; i++)
+            ck_assert_str_eq(ml_kernels_slot_variant(i), variants[v]->name);
+        env_restore(s);
+    }
+    env_saved s = env_set("auto");
+    const ml_kernels *k = ml__kernels_select(NULL);
+    for (unsigned i = 0; i < ML_KS_COUNT; i++) {
+        const ml_kernels *from = NULL;
+        for (size_t v = 0; v < n_variants; v++)
+            if (strcmp(variants[v]->name, ml_kernels_slot_variant(i)) == 0)
+                from = variants[v];
+        ck_assert_msg(from != NULL, "%s: %s", ml_kernels_slot(i), ml_kernels_slot_variant(i));
+        ck_assert_msg(ml__kernels_same((ml_kslot)i, k, from), "%s", ml_kernels_slot(i));
+    }
+    env_restore(s);
+    s = env_set("frob");
+    ck_assert_str_eq(ml_kernels_slot_variant(0), "none");
+    env_restore(s);
+}
+END_TEST
+
 /* The float math comes with the kernel table, one choice for both: the
  * reference with the scalar table and with NEON (none of its own yet),
  * AVX-512's with the AVX-512 and AMX tables, AVX2's with the AVX2 one;
@@ -999,6 +1037,7 @@ Suite *suite_kernels(void)
 
     tc = tcase_create("select");
     tcase_add_test(tc, select_by_env);
+    tcase_add_test(tc, select_per_kernel);
     tcase_add_test(tc, select_unknown);
     tcase_add_test(tc, select_unsupported);
     tcase_add_test(tc, select_fmath);
