@@ -185,11 +185,17 @@ static choice chosen;
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 
 /* Another variant replaces the widest one for a kernel only when it is
- * this much faster on the probe's best times: the margin keeps noise from
- * flipping choices between runs, and where two variants are that close
- * the widest one's throughput is the safer bet for large batches. */
+ * this much faster on the probe's best times, in two probes: the margin
+ * keeps near ties from flipping between runs, and the second probe (run
+ * only for the kernels the first would switch) a burst of noise on a
+ * busy machine (on the 2-core VM beside a benchmark, 2 runs in 30 of the
+ * first probe alone took AVX2's float math for AVX-512's, which are
+ * level there). */
 #define SWITCH_MARGIN 1.10
 #define PROBE_TURNS 5
+#define ALL_SLOTS ((1u << ML_KS_COUNT) - 1)
+
+typedef double probe_times[ML_PROBE_MAX][ML_KS_COUNT];
 
 /* The variants the probe compares: every usable one but scalar (a SIMD
  * variant always beats it) where there is another. */
@@ -204,24 +210,59 @@ static size_t candidates(const variant **out)
     return n;
 }
 
+/* The candidates (a bit set) faster than the widest by the margin at slot s. */
+static unsigned beating(probe_times secs, size_t widest, int s)
+{
+    unsigned set = 0;
+    for (size_t i = 0; i < widest; i++)
+        if (secs[i][s] * SWITCH_MARGIN < secs[widest][s])
+            set |= 1u << i;
+    return set;
+}
+
+/* The fastest candidate of the set at slot s; the widest for an empty set. */
+static size_t fastest(probe_times secs, unsigned set, size_t widest, int s)
+{
+    size_t best = widest;
+    for (size_t i = 0; i < widest; i++)
+        if ((set & 1u << i) && (best == widest || secs[i][s] < secs[best][s]))
+            best = i;
+    return best;
+}
+
+/* Each slot's winner in the two probes (the widest where there is none
+ * or the probe cannot run). */
+static void probe_winners(const variant *const *cand, size_t n, size_t *win)
+{
+    const ml_kernels *tables[ML_PROBE_MAX];
+    probe_times first, second;
+    unsigned won[ML_KS_COUNT], recheck = 0;
+    for (size_t i = 0; i < n; i++)
+        tables[i] = cand[i]->table;
+    const int timed = n > 1 && ml__kernels_probe(tables, n, ALL_SLOTS, PROBE_TURNS, first);
+    for (int s = 0; s < ML_KS_COUNT; s++) {
+        won[s] = timed ? beating(first, n - 1, s) : 0;
+        recheck |= won[s] ? 1u << s : 0;
+    }
+    if (recheck && !ml__kernels_probe(tables, n, recheck, PROBE_TURNS, second))
+        recheck = 0;
+    for (int s = 0; s < ML_KS_COUNT; s++) {
+        const unsigned confirmed = recheck & 1u << s ? won[s] & beating(second, n - 1, s) : 0;
+        win[s] = fastest(second, confirmed, n - 1, s);
+    }
+}
+
 static void choose(void)
 {
     const variant *cand[ML_PROBE_MAX];
-    const ml_kernels *tables[ML_PROBE_MAX];
-    double secs[ML_PROBE_MAX][ML_KS_COUNT];
+    size_t win[ML_KS_COUNT];
     const size_t n = candidates(cand), widest = n - 1;
-    for (size_t i = 0; i < n; i++)
-        tables[i] = cand[i]->table;
-    const int timed = n > 1 && ml__kernels_probe(tables, n, PROBE_TURNS, secs);
+    probe_winners(cand, n, win);
     chosen.table = *cand[widest]->table;
     for (int s = 0; s < ML_KS_COUNT; s++) {
-        size_t best = widest;
-        for (size_t i = 0; timed && i < widest; i++)
-            if (secs[i][s] * SWITCH_MARGIN < secs[widest][s] && secs[i][s] < secs[best][s])
-                best = i;
-        chosen.from[s] = cand[best];
-        chosen.mixed |= best != widest;
-        ml__kernels_take(&chosen.table, (ml_kslot)s, cand[best]->table);
+        chosen.from[s] = cand[win[s]];
+        chosen.mixed |= win[s] != widest;
+        ml__kernels_take(&chosen.table, (ml_kslot)s, cand[win[s]]->table);
     }
 }
 

@@ -139,12 +139,12 @@ void ml__kernels_take(ml_kernels *to, ml_kslot s, const ml_kernels *from);
 /* Does slot s of a and b run the same code? */
 int ml__kernels_same(ml_kslot s, const ml_kernels *a, const ml_kernels *b);
 
-/* The time in seconds of every slot of each of the n tables ks (n <=
- * ML_PROBE_MAX) on small synthetic data held in the cache (probe.c), the
- * best of `reps` turns, into secs[table][slot]; 0 when out of memory
- * (secs unset). */
+/* The time in seconds of the slots in the bit set `slots` (bit s: slot
+ * s) of each of the n tables ks (n <= ML_PROBE_MAX) on small synthetic
+ * data held in the cache (probe.c), the best of `reps` turns, into
+ * secs[table][slot]; 0 when out of memory (secs unset). */
 #define ML_PROBE_MAX 8
-int ml__kernels_probe(const ml_kernels *const *ks, size_t n, unsigned reps,
+int ml__kernels_probe(const ml_kernels *const *ks, size_t n, unsigned slots, unsigned reps,
                       double (*secs)[ML_KS_COUNT]);
 
 /* The table chosen for this CPU, or by ML_KERNELS=scalar|avx2|...  (an

@@ -193,7 +193,7 @@ static void time_slot(ml_kslot s, const ml_kernels *const *ks, size_t n, unsigne
         }
 }
 
-int ml__kernels_probe(const ml_kernels *const *ks, size_t n, unsigned reps,
+int ml__kernels_probe(const ml_kernels *const *ks, size_t n, unsigned slots, unsigned reps,
                       double (*secs)[ML_KS_COUNT])
 {
     probe_data d;
@@ -202,6 +202,8 @@ int ml__kernels_probe(const ml_kernels *const *ks, size_t n, unsigned reps,
     const ml_kernels *distinct[ML_PROBE_MAX];
     double best[ML_PROBE_MAX];
     for (int s = 0; s < ML_KS_COUNT; s++) {
+        if (!(slots & 1u << s))
+            continue;
         size_t nd = 0, which[ML_PROBE_MAX];
         for (size_t i = 0; i < n && i < ML_PROBE_MAX; i++) {
             size_t j = 0;
