@@ -195,7 +195,7 @@ static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 #define PROBE_TURNS 5
 #define ALL_SLOTS ((1u << ML_KS_COUNT) - 1)
 
-typedef double probe_times[ML_PROBE_MAX][ML_KS_COUNT];
+typedef double probe_times[ML_KS_COUNT][ML_PROBE_MAX];
 
 /* The variants the probe compares: every usable one but scalar (a SIMD
  * variant always beats it) where there is another. */
@@ -210,22 +210,20 @@ static size_t candidates(const variant **out)
     return n;
 }
 
-/* The candidates (a bit set) faster than the widest by the margin at slot s. */
-static unsigned beating(probe_times secs, size_t widest, int s)
+unsigned ml__kernels_beating(const double *t, size_t n)
 {
     unsigned set = 0;
-    for (size_t i = 0; i < widest; i++)
-        if (secs[i][s] * SWITCH_MARGIN < secs[widest][s])
+    for (size_t i = 0; i + 1 < n; i++)
+        if (t[i] * SWITCH_MARGIN < t[n - 1])
             set |= 1u << i;
     return set;
 }
 
-/* The fastest candidate of the set at slot s; the widest for an empty set. */
-static size_t fastest(probe_times secs, unsigned set, size_t widest, int s)
+size_t ml__kernels_fastest(const double *t, unsigned set, size_t n)
 {
-    size_t best = widest;
-    for (size_t i = 0; i < widest; i++)
-        if ((set & 1u << i) && (best == widest || secs[i][s] < secs[best][s]))
+    size_t best = n - 1;
+    for (size_t i = 0; i + 1 < n; i++)
+        if ((set & 1u << i) && (best == n - 1 || t[i] < t[best]))
             best = i;
     return best;
 }
@@ -241,14 +239,16 @@ static void probe_winners(const variant *const *cand, size_t n, size_t *win)
         tables[i] = cand[i]->table;
     const int timed = n > 1 && ml__kernels_probe(tables, n, ALL_SLOTS, PROBE_TURNS, first);
     for (int s = 0; s < ML_KS_COUNT; s++) {
-        won[s] = timed ? beating(first, n - 1, s) : 0;
+        won[s] = timed ? ml__kernels_beating(first[s], n) : 0;
         recheck |= won[s] ? 1u << s : 0;
     }
     if (recheck && !ml__kernels_probe(tables, n, recheck, PROBE_TURNS, second))
         recheck = 0;
     for (int s = 0; s < ML_KS_COUNT; s++) {
-        const unsigned confirmed = recheck & 1u << s ? won[s] & beating(second, n - 1, s) : 0;
-        win[s] = fastest(second, confirmed, n - 1, s);
+        unsigned confirmed = 0;
+        if (recheck & 1u << s)
+            confirmed = won[s] & ml__kernels_beating(second[s], n);
+        win[s] = ml__kernels_fastest(second[s], confirmed, n);
     }
 }
 

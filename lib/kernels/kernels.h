@@ -142,10 +142,18 @@ int ml__kernels_same(ml_kslot s, const ml_kernels *a, const ml_kernels *b);
 /* The time in seconds of the slots in the bit set `slots` (bit s: slot
  * s) of each of the n tables ks (n <= ML_PROBE_MAX) on small synthetic
  * data held in the cache (probe.c), the best of `reps` turns, into
- * secs[table][slot]; 0 when out of memory (secs unset). */
+ * secs[slot][table]; 0 when out of memory (secs unset). */
 #define ML_PROBE_MAX 8
 int ml__kernels_probe(const ml_kernels *const *ks, size_t n, unsigned slots, unsigned reps,
-                      double (*secs)[ML_KS_COUNT]);
+                      double (*secs)[ML_PROBE_MAX]);
+
+/* The chooser's rule for one slot, given the probe's times t[0..n) of the
+ * candidates, the widest (the default) last: the candidates faster than
+ * it by the margin (a bit set), and the fastest of a set (n - 1, the
+ * widest, for an empty one).  A slot switches to fastest(second probe,
+ * beating(first) & beating(second)). */
+unsigned ml__kernels_beating(const double *t, size_t n);
+size_t ml__kernels_fastest(const double *t, unsigned set, size_t n);
 
 /* The table chosen for this CPU, or by ML_KERNELS=scalar|avx2|...  (an
  * unknown or unsupported value: NULL and *why set).  Left to choose, it

@@ -194,7 +194,7 @@ static void time_slot(ml_kslot s, const ml_kernels *const *ks, size_t n, unsigne
 }
 
 int ml__kernels_probe(const ml_kernels *const *ks, size_t n, unsigned slots, unsigned reps,
-                      double (*secs)[ML_KS_COUNT])
+                      double (*secs)[ML_PROBE_MAX])
 {
     probe_data d;
     if (!probe_alloc(&d, ks, n))
@@ -215,7 +215,7 @@ int ml__kernels_probe(const ml_kernels *const *ks, size_t n, unsigned slots, uns
         }
         time_slot((ml_kslot)s, distinct, nd, reps, &d, best);
         for (size_t i = 0; i < n && i < ML_PROBE_MAX; i++)
-            secs[i][s] = best[which[i]];
+            secs[s][i] = best[which[i]];
     }
     probe_free(&d);
     return 1;

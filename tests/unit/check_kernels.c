@@ -973,6 +973,29 @@ START_TEST(select_per_kernel)
 }
 END_TEST
 
+/* The chooser's rule on made-up probe times (the widest candidate last):
+ * another variant only when it is more than 10% faster, in both probes,
+ * and then the fastest of those that were. */
+START_TEST(select_rule)
+{
+    const double level[3] = {1.0, 1.0, 1.0}, near[3] = {0.92, 1.0, 1.0};
+    const double clear[3] = {0.80, 0.85, 1.0}, second_only[3] = {1.0, 0.7, 1.0};
+    ck_assert_uint_eq(ml__kernels_beating(level, 3), 0);
+    ck_assert_uint_eq(ml__kernels_beating(near, 3), 0);
+    ck_assert_uint_eq(ml__kernels_beating(clear, 3), 3);
+    ck_assert_uint_eq(ml__kernels_beating(second_only, 3), 2);
+    ck_assert_uint_eq(ml__kernels_fastest(clear, 0, 3), 2); /* none won: the widest */
+    ck_assert_uint_eq(ml__kernels_fastest(clear, 3, 3), 0);
+    ck_assert_uint_eq(ml__kernels_fastest(clear, 2, 3), 1);
+    /* confirmed: won in the first probe (clear) and the second */
+    ck_assert_uint_eq(ml__kernels_beating(clear, 3) & ml__kernels_beating(second_only, 3), 2);
+    ck_assert_uint_eq(ml__kernels_beating(clear, 3) & ml__kernels_beating(near, 3), 0);
+    const double one[1] = {1.0};
+    ck_assert_uint_eq(ml__kernels_beating(one, 1), 0);
+    ck_assert_uint_eq(ml__kernels_fastest(one, 0, 1), 0);
+}
+END_TEST
+
 /* The float math comes with the kernel table, one choice for both: the
  * reference with the scalar table and with NEON (none of its own yet),
  * AVX-512's with the AVX-512 and AMX tables, AVX2's with the AVX2 one;
@@ -1038,6 +1061,7 @@ Suite *suite_kernels(void)
     tc = tcase_create("select");
     tcase_add_test(tc, select_by_env);
     tcase_add_test(tc, select_per_kernel);
+    tcase_add_test(tc, select_rule);
     tcase_add_test(tc, select_unknown);
     tcase_add_test(tc, select_unsupported);
     tcase_add_test(tc, select_fmath);
