@@ -7,7 +7,8 @@
  * measures fastest on this CPU (a probe of a few milliseconds, once per
  * process, at the first model or query), or all from the one variant the
  * environment variable ML_KERNELS names (scalar, avx2, avx512, amx, neon,
- * neondot; auto is the probe's choice).
+ * neondot; auto is the probe's choice), and kernel by kernel by items
+ * ,KERNEL=VARIANT after it (KERNEL as ml_kernels_slot names them).
  * Included by mlcore.h. */
 #ifndef MLCORE_KERNELS_H
 #define MLCORE_KERNELS_H

@@ -272,38 +272,124 @@ static const choice *the_choice(void)
     return &chosen;
 }
 
-/* The variant ML_KERNELS forces (NULL: none, the chooser's), or an error. */
-static int forced(const variant **v, const char **why)
+static const char *const slot_names[ML_KS_COUNT] = {
+    "quantize_q8_0", "matvec_q8_0", "matvec_q4_0", "matmul_q8_0", "matmul_q4_0", "fmath",
+};
+
+/* What ML_KERNELS asks for: a variant for every kernel (NULL: the
+ * chooser's), and a variant of a kernel's own (NULL: none). */
+typedef struct request {
+    const variant *base;
+    const variant *own[ML_KS_COUNT];
+} request;
+
+static const char unknown_variant[] =
+    "ML_KERNELS: unknown kernel variant (expected scalar, avx2, avx512, amx, neon, neondot or "
+    "auto, then optionally ,KERNEL=VARIANT with KERNEL one of quantize_q8_0, matvec_q8_0, "
+    "matvec_q4_0, matmul_q8_0, matmul_q4_0, fmath)";
+
+/* Why variant v cannot run here (NULL: it can). */
+static const char *refusal(const variant *v)
 {
-    const char *env = getenv("ML_KERNELS");
-    *v = NULL;
-    if (!env || !*env || strcmp(env, "auto") == 0)
-        return 1;
-    const char *reason = NULL;
-    *v = find(env);
-    if (!*v)
-        reason = "ML_KERNELS: unknown kernel variant (expected scalar, avx2, avx512, amx, "
-                 "neon, neondot or auto)";
-    else if (!(*v)->table)
-        reason = "ML_KERNELS: this build has no such kernel variant (avx2, avx512 and amx: "
-                 "x86-64 builds only; neon and neondot: AArch64 builds only)";
-    else if (!(*v)->runs())
-        reason = "ML_KERNELS: this CPU lacks the instructions of the requested kernel variant";
+    if (!v->table)
+        return "ML_KERNELS: this build has no such kernel variant (avx2, avx512 and amx: "
+               "x86-64 builds only; neon and neondot: AArch64 builds only)";
+    if (!v->runs())
+        return "ML_KERNELS: this CPU lacks the instructions of the requested kernel variant";
+    return NULL;
+}
+
+/* The variant named by the n characters at name (its ML_KERNELS value or
+ * its table name), or NULL. */
+static const variant *find_n(const char *name, size_t n)
+{
+    char buf[16];
+    if (n >= sizeof buf)
+        return NULL;
+    memcpy(buf, name, n);
+    buf[n] = 0;
+    return find(buf);
+}
+
+/* One ",KERNEL=VARIANT" item of n characters into r; its error or NULL. */
+static const char *read_own(const char *item, size_t n, request *r)
+{
+    const char *eq = memchr(item, '=', n);
+    if (!eq)
+        return unknown_variant;
+    for (int s = 0; s < ML_KS_COUNT; s++)
+        if (strlen(slot_names[s]) == (size_t)(eq - item) &&
+            memcmp(item, slot_names[s], (size_t)(eq - item)) == 0) {
+            r->own[s] = find_n(eq + 1, n - (size_t)(eq - item) - 1);
+            return r->own[s] ? refusal(r->own[s]) : unknown_variant;
+        }
+    return unknown_variant;
+}
+
+/* ML_KERNELS=VARIANT[,KERNEL=VARIANT]... read into r (VARIANT auto, empty
+ * or unset: the chooser's); 0 and *why on an error. */
+static int read_request(request *r, const char **why)
+{
+    const char *env = getenv("ML_KERNELS"), *reason = NULL;
+    memset(r, 0, sizeof *r);
+    if (!env)
+        env = "";
+    size_t n = strcspn(env, ",");
+    if (n && !(n == 4 && memcmp(env, "auto", 4) == 0)) {
+        r->base = find_n(env, n);
+        reason = r->base ? refusal(r->base) : unknown_variant;
+    }
+    for (const char *p = env + n; !reason && *p == ',';) {
+        p++;
+        const size_t len = strcspn(p, ",");
+        reason = read_own(p, len, r);
+        p += len;
+    }
     if (reason && why)
         *why = reason;
     return reason == NULL;
 }
 
-const ml_kernels *ml__kernels_select(const char **why)
+/* The variant kernel s comes from under request r. */
+static const variant *slot_variant(const request *r, int s)
 {
-    const variant *v;
-    if (!forced(&v, why))
-        return NULL;
-    if (v)
-        return v->table;
+    if (r->own[s])
+        return r->own[s];
+    return r->base ? r->base : the_choice()->from[s];
+}
+
+/* The table for every kernel: the base variant's or the chooser's. */
+static const ml_kernels *base_table(const request *r)
+{
+    if (r->base)
+        return r->base->table;
     const choice *c = the_choice();
     /* all of one variant: that variant's own table */
     return c->mixed ? &c->table : c->from[0]->table;
+}
+
+const ml_kernels *ml__kernels_select(const char **why)
+{
+    request r;
+    return read_request(&r, why) ? base_table(&r) : NULL;
+}
+
+const ml_kernels *ml__kernels_select_into(ml_kernels *buf, const char **why)
+{
+    request r;
+    if (!read_request(&r, why))
+        return NULL;
+    const ml_kernels *k = base_table(&r);
+    int own = 0;
+    for (int s = 0; s < ML_KS_COUNT; s++)
+        own |= r.own[s] != NULL;
+    if (!own)
+        return k;
+    *buf = *k;
+    for (int s = 0; s < ML_KS_COUNT; s++)
+        if (r.own[s])
+            ml__kernels_take(buf, (ml_kslot)s, r.own[s]->table);
+    return buf;
 }
 
 size_t ml__kernels_available(const ml_kernels **out, size_t cap)
@@ -326,13 +412,10 @@ const char *ml_kernels_name(void)
 
 const char *ml_kernels_fmath_name(void)
 {
-    const ml_kernels *k = ml__kernels_select(NULL);
+    ml_kernels buf;
+    const ml_kernels *k = ml__kernels_select_into(&buf, NULL);
     return k ? k->fmath->name : "none";
 }
-
-static const char *const slot_names[ML_KS_COUNT] = {
-    "quantize_q8_0", "matvec_q8_0", "matvec_q4_0", "matmul_q8_0", "matmul_q4_0", "fmath",
-};
 
 const char *ml_kernels_slot(unsigned i)
 {
@@ -341,10 +424,10 @@ const char *ml_kernels_slot(unsigned i)
 
 const char *ml_kernels_slot_variant(unsigned i)
 {
-    const variant *v;
+    request r;
     if (i >= ML_KS_COUNT)
         return NULL;
-    if (!forced(&v, NULL))
+    if (!read_request(&r, NULL))
         return "none";
-    return (v ? v : the_choice()->from[i])->table->name;
+    return slot_variant(&r, (int)i)->table->name;
 }

@@ -158,8 +158,14 @@ size_t ml__kernels_fastest(const double *t, unsigned set, size_t n);
 /* The table chosen for this CPU, or by ML_KERNELS=scalar|avx2|...  (an
  * unknown or unsupported value: NULL and *why set).  Left to choose, it
  * takes each slot from the variant that measures fastest here (the
- * probe, run once for the process at the first call; dispatch.c). */
+ * probe, run once for the process at the first call; dispatch.c).  The
+ * table for every kernel: ML_KERNELS's ,KERNEL=VARIANT items are checked
+ * but left to ml__kernels_select_into. */
 const ml_kernels *ml__kernels_select(const char **why);
+
+/* The same with ML_KERNELS's ,KERNEL=VARIANT items applied: where there
+ * are any, the table is composed in *buf, which is returned. */
+const ml_kernels *ml__kernels_select_into(ml_kernels *buf, const char **why);
 
 /* Every table this build has and this CPU can run (scalar first); for
  * tests that compare variants.  Returns the count. */

@@ -973,6 +973,57 @@ START_TEST(select_per_kernel)
 }
 END_TEST
 
+/* ML_KERNELS=VARIANT,KERNEL=VARIANT...: ml__kernels_select gives the
+ * table for every kernel, ml__kernels_select_into composes the named
+ * kernels in, ml_kernels_slot_variant reports them; a bad item is refused
+ * as a bad variant is. */
+START_TEST(select_kernel_own)
+{
+    load_variants();
+    const ml_kernels *best = variants[n_variants - 1];
+    char env[96];
+    snprintf(env, sizeof env, "%s,matvec_q4_0=scalar,fmath=scalar", best->name);
+    env_saved s = env_set(env);
+    const char *why = NULL;
+    ml_kernels buf;
+    ck_assert_ptr_eq(ml__kernels_select(&why), best);
+    const ml_kernels *k = ml__kernels_select_into(&buf, &why);
+    ck_assert_ptr_eq(k, &buf);
+    for (unsigned i = 0; i < ML_KS_COUNT; i++) {
+        const int own = i == ML_KS_MATVEC_Q4_0 || i == ML_KS_FMATH;
+        const ml_kernels *want = own ? &ml__kernels_scalar : best;
+        ck_assert_msg(ml__kernels_same((ml_kslot)i, k, want), "%s", ml_kernels_slot(i));
+        ck_assert_str_eq(ml_kernels_slot_variant(i), want->name);
+    }
+    ck_assert_str_eq(ml_kernels_name(), best->name);
+    ck_assert_str_eq(ml_kernels_fmath_name(), "scalar");
+    env_restore(s);
+    s = env_set("auto");
+    ck_assert_ptr_eq(ml__kernels_select_into(&buf, &why), ml__kernels_select(&why));
+    env_restore(s);
+    static const char *const bad[] = {"scalar,",          "scalar,fmath",      "scalar,fmath=",
+                                      "scalar,frob=avx2", "scalar,fmath=frob", "scalar,FMATH=scalar"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why = NULL;
+        s = env_set(bad[i]);
+        ck_assert_ptr_null(ml__kernels_select_into(&buf, &why));
+        ck_assert_ptr_null(ml__kernels_select(NULL));
+        ck_assert_msg(why && strstr(why, "unknown"), "%s: %s", bad[i], why ? why : "(null)");
+        ck_assert_str_eq(ml_kernels_slot_variant(0), "none");
+        env_restore(s);
+    }
+#if defined(__aarch64__)
+    s = env_set("neon,fmath=avx2");
+#else
+    s = env_set("scalar,fmath=neon");
+#endif
+    why = NULL;
+    ck_assert_ptr_null(ml__kernels_select_into(&buf, &why));
+    ck_assert_msg(why && strstr(why, "builds only"), "%s", why ? why : "(null)");
+    env_restore(s);
+}
+END_TEST
+
 /* The chooser's rule on made-up probe times (the widest candidate last):
  * another variant only when it is more than 10% faster, in both probes,
  * and then the fastest of those that were. */
@@ -1062,6 +1113,7 @@ Suite *suite_kernels(void)
     tcase_add_test(tc, select_by_env);
     tcase_add_test(tc, select_per_kernel);
     tcase_add_test(tc, select_rule);
+    tcase_add_test(tc, select_kernel_own);
     tcase_add_test(tc, select_unknown);
     tcase_add_test(tc, select_unsupported);
     tcase_add_test(tc, select_fmath);
