@@ -1,7 +1,8 @@
 /* dispatch.c - chooses the kernel table at run time: kernel by kernel,
  * the variant that measures fastest on this CPU among those it runs
  * (cpuid, through __builtin_cpu_supports), or the one variant the
- * environment variable ML_KERNELS names.  An unknown or unrunnable name is
+ * environment variable ML_KERNELS names (and any kernel's own after it:
+ * avx512,matvec_q4_0=avx2 reproduces a Zen 4's choice anywhere).  An unknown or unrunnable name is
  * an error, never a silent fallback: a user who asks for a variant and
  * gets another would compare the wrong things.  The x86 variants exist
  * only in x86-64 builds, NEON only in AArch64 ones (where every CPU has
