@@ -4,8 +4,8 @@
  * bit-identical results.  Each kernel (the quantizer, the products per
  * weight type, the float math: attention's float32 products and softmax,
  * the activation functions) is taken at run time from the variant that
- * measures fastest on this CPU (a probe of a few milliseconds, once per
- * process, at the first model or query), or all from the one variant the
+ * measures fastest on this CPU (a short probe, once per process, at the
+ * first model or query), or all from the one variant the
  * environment variable ML_KERNELS names (scalar, avx2, avx512, amx, neon,
  * neondot; auto is the probe's choice), and kernel by kernel by items
  * ,KERNEL=VARIANT after it (KERNEL as ml_kernels_slot names them).

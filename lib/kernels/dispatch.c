@@ -11,10 +11,10 @@
  *
  * Why measure rather than list CPUs: a variant that wins on one CPU loses
  * on another of the same instruction set (Zen 4 runs 512-bit instructions
- * as two halves: its Q4_0 decode is a third slower in AVX-512 than in
- * AVX2, where an Intel Xeon's is faster), and the machines this runs on
- * change faster than a table of them could be measured.  The probe
- * (probe.c) takes a few milliseconds, once per process. */
+ * as two halves, and its Q4_0 decode is slower in AVX-512 than in AVX2,
+ * where an Intel Xeon's is faster), and the machines this runs on change
+ * faster than a table of them could be measured.  The probe (probe.c)
+ * runs once per process; its cost is in docs/speed-history.md. */
 #include "kernels/kernels.h"
 
 #include "kernels/fmath.h"
@@ -189,9 +189,8 @@ static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
  * this much faster on the probe's best times, in two probes: the margin
  * keeps near ties from flipping between runs, and the second probe (run
  * only for the kernels the first would switch) a burst of noise on a
- * busy machine (on the 2-core VM beside a benchmark, 2 runs in 30 of the
- * first probe alone took AVX2's float math for AVX-512's, which are
- * level there). */
+ * busy machine, where the first probe alone now and then took one of two
+ * level variants for clearly faster (docs/speed-history.md). */
 #define SWITCH_MARGIN 1.10
 #define PROBE_TURNS 5
 #define ALL_SLOTS ((1u << ML_KS_COUNT) - 1)

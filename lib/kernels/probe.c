@@ -16,7 +16,8 @@
 #include <string.h>
 #include <time.h>
 
-/* Shapes: a few tens of microseconds a call for the SIMD variants. */
+/* Shapes: small enough that every table's turns together stay short,
+ * large enough that a turn is far above the clock's resolution. */
 #define P_COLS 2048     /* matvec columns */
 #define P_ROWS 64       /* matvec rows (Q8_0: 128 KiB) */
 #define P_MM_COLS 512   /* matmul: rows x columns x tokens */
