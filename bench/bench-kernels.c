@@ -357,6 +357,10 @@ int main(int argc, char **argv)
            "(%zu MiB, %s loads, best of 5)\n",
            sysconf(_SC_NPROCESSORS_ONLN), bw[0], bw[1], cold_bytes() >> 20, sum_name());
     pool_latency(pools[1]);
+    printf("ml-run's kernels here (ML_KERNELS unset: the chooser's):");
+    for (unsigned i = 0; ml_kernels_slot(i); i++)
+        printf(" %s=%s", ml_kernels_slot(i), ml_kernels_slot_variant(i));
+    printf("\n");
 
     const ml_kernels *ks[8];
     const size_t nk = ml__kernels_available(ks, 8);

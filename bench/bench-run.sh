@@ -67,6 +67,9 @@ cc -O2 -std=c11 -I"$here/../include" "$here/bench-bound.c" "$B/libmlcore.a" \
 # token in one process (see bench-read.c).
 cc -O2 -std=c11 -I"$here/../include" "$here/bench-read.c" "$B/libmlcore.a" \
     -lutf8proc -ldeflate -lz -lm -lpthread -o "$DIR/mlcore-bench-read"
+# The kernels the library chooses on this CPU, for the header.
+cc -O2 -std=c11 -I"$here/../include" "$here/chosen-kernels.c" "$B/libmlcore.a" \
+    -lutf8proc -ldeflate -lz -lm -lpthread -o "$DIR/mlcore-chosen-kernels"
 # The bandwidth of a shared machine moves with its neighbours (by tens of
 # percent within minutes): it is measured around every run, and each
 # program's generation speed is set against the larger of the two
@@ -104,6 +107,7 @@ measure_bw
 limits_int8 "$DIR" "$T"
 echo "memory read bandwidth, $T threads: $bw_best GB/s (first measurement)"
 echo "int8 multiply-add peak, $T threads: $int8_peak GOP/s ($int8_isa; all: $int8_all)$(rule3_note)"
+echo "mlcore $("$DIR/mlcore-chosen-kernels")"
 printf '%-9s %-6s %-10s %10s %10s %8s\n' shape type test llama.cpp mlcore ratio
 load() { cut -d' ' -f1 /proc/loadavg; }
 

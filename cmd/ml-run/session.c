@@ -137,6 +137,16 @@ static int open_tokenizer(run *r)
     return cli_open_tokenizer(r->o.tok, r->o.model, r->h->vocab, &r->mlt, &r->tok);
 }
 
+/* -v's second line: the variant each kernel comes from (the library
+ * chooses them one by one for this CPU). */
+static void print_kernel_choice(void)
+{
+    fputs("ml-run: kernels by operation:", stderr);
+    for (unsigned i = 0; ml_kernels_slot(i); i++)
+        fprintf(stderr, " %s=%s", ml_kernels_slot(i), ml_kernels_slot_variant(i));
+    fputc('\n', stderr);
+}
+
 int run_open(run *r)
 {
     ml_error err;
@@ -183,6 +193,8 @@ int run_open(run *r)
                 r->o.model, r->h->n_layers, r->h->dim, r->h->vocab, ml_ctx_n_ctx(r->ctx),
                 ml_cache_type_name(r->o.cache_k), ml_cache_type_name(r->o.cache_v),
                 (unsigned)r->o.threads, ml_kernels_name(), ml_kernels_fmath_name(), r->o.sp.seed);
+    if (r->o.verbose)
+        print_kernel_choice();
     return 0;
 }
 

@@ -1,11 +1,20 @@
-/* dispatch.c - chooses the kernel table at run time: the best variant the
- * CPU runs (cpuid, through __builtin_cpu_supports), or the one the
- * environment variable ML_KERNELS names.  An unknown or unrunnable name is
+/* dispatch.c - chooses the kernel table at run time: kernel by kernel,
+ * the variant that measures fastest on this CPU among those it runs
+ * (cpuid, through __builtin_cpu_supports), or the one variant the
+ * environment variable ML_KERNELS names (and any kernel's own after it:
+ * avx512,matvec_q4_0=avx2 reproduces a Zen 4's choice anywhere).  An unknown or unrunnable name is
  * an error, never a silent fallback: a user who asks for a variant and
  * gets another would compare the wrong things.  The x86 variants exist
  * only in x86-64 builds, NEON only in AArch64 ones (where every CPU has
  * it); elsewhere the scalar table is all there is.  The float32 products
- * (fmath.h) are not chosen apart: each table names its own (->fmath). */
+ * (fmath.h) are one more kernel of the table (->fmath).
+ *
+ * Why measure rather than list CPUs: a variant that wins on one CPU loses
+ * on another of the same instruction set (Zen 4 runs 512-bit instructions
+ * as two halves, and its Q4_0 decode is slower in AVX-512 than in AVX2,
+ * where an Intel Xeon's is faster), and the machines this runs on change
+ * faster than a table of them could be measured.  The probe (probe.c)
+ * runs once per process; its cost is in docs/speed-history.md. */
 #include "kernels/kernels.h"
 
 #include "kernels/fmath.h"
@@ -13,6 +22,7 @@
 #include "mlcore.h"
 #include "mlcore/kernels.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,31 +144,252 @@ static const variant *find(const char *name)
     return NULL;
 }
 
+void ml__kernels_take(ml_kernels *to, ml_kslot s, const ml_kernels *from)
+{
+    switch (s) {
+    case ML_KS_QUANTIZE_Q8_0: to->quantize_q8_0 = from->quantize_q8_0; break;
+    case ML_KS_MATVEC_Q8_0: to->matvec_q8_0 = from->matvec_q8_0; break;
+    case ML_KS_MATVEC_Q4_0: to->matvec_q4_0 = from->matvec_q4_0; break;
+    case ML_KS_MATMUL_Q8_0:
+        to->matmul_q8_0 = from->matmul_q8_0;
+        to->matmul_x[0] = from->matmul_x[0];
+        break;
+    case ML_KS_MATMUL_Q4_0:
+        to->matmul_q4_0 = from->matmul_q4_0;
+        to->matmul_x[1] = from->matmul_x[1];
+        break;
+    case ML_KS_FMATH: to->fmath = from->fmath; break;
+    default: break;
+    }
+}
+
+int ml__kernels_same(ml_kslot s, const ml_kernels *a, const ml_kernels *b)
+{
+    ml_kernels x, y;
+    memset(&x, 0, sizeof x);
+    memset(&y, 0, sizeof y);
+    ml__kernels_take(&x, s, a);
+    ml__kernels_take(&y, s, b);
+    return memcmp(&x, &y, sizeof x) == 0;
+}
+
+/* The choice for the process: each slot's variant, and the table made of
+ * them, named after the widest variant the CPU runs (the one it used to
+ * run whole, and the base the probe moves away from). */
+typedef struct choice {
+    const variant *from[ML_KS_COUNT];
+    ml_kernels table;
+    int mixed; /* not all of one variant */
+} choice;
+
+static choice chosen;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+/* Another variant replaces the widest one for a kernel only when it is
+ * this much faster on the probe's best times, in two probes: the margin
+ * keeps near ties from flipping between runs, and the second probe (run
+ * only for the kernels the first would switch) a burst of noise on a
+ * busy machine, where the first probe alone now and then took one of two
+ * level variants for clearly faster (docs/speed-history.md). */
+#define SWITCH_MARGIN 1.10
+#define PROBE_TURNS 5
+#define ALL_SLOTS ((1u << ML_KS_COUNT) - 1)
+
+typedef double probe_times[ML_KS_COUNT][ML_PROBE_MAX];
+
+/* The variants the probe compares: every usable one but scalar (a SIMD
+ * variant always beats it) where there is another. */
+static size_t candidates(const variant **out)
+{
+    size_t n = 0;
+    for (size_t i = 1; i < N_VARIANTS; i++)
+        if (usable(&variants[i]) && n < ML_PROBE_MAX)
+            out[n++] = &variants[i];
+    if (n == 0)
+        out[n++] = &variants[0];
+    return n;
+}
+
+unsigned ml__kernels_beating(const double *t, size_t n)
+{
+    unsigned set = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (t[i] * SWITCH_MARGIN < t[n - 1])
+            set |= 1u << i;
+    return set;
+}
+
+size_t ml__kernels_fastest(const double *t, unsigned set, size_t n)
+{
+    size_t best = n - 1;
+    for (size_t i = 0; i + 1 < n; i++)
+        if ((set & 1u << i) && (best == n - 1 || t[i] < t[best]))
+            best = i;
+    return best;
+}
+
+/* Each slot's winner in the two probes (the widest where there is none
+ * or the probe cannot run). */
+static void probe_winners(const variant *const *cand, size_t n, size_t *win)
+{
+    const ml_kernels *tables[ML_PROBE_MAX];
+    probe_times first, second;
+    unsigned won[ML_KS_COUNT], recheck = 0;
+    for (size_t i = 0; i < n; i++)
+        tables[i] = cand[i]->table;
+    const int timed = n > 1 && ml__kernels_probe(tables, n, ALL_SLOTS, PROBE_TURNS, first);
+    for (int s = 0; s < ML_KS_COUNT; s++) {
+        won[s] = timed ? ml__kernels_beating(first[s], n) : 0;
+        recheck |= won[s] ? 1u << s : 0;
+    }
+    if (recheck && !ml__kernels_probe(tables, n, recheck, PROBE_TURNS, second))
+        recheck = 0;
+    for (int s = 0; s < ML_KS_COUNT; s++) {
+        unsigned confirmed = 0;
+        if (recheck & 1u << s)
+            confirmed = won[s] & ml__kernels_beating(second[s], n);
+        win[s] = ml__kernels_fastest(second[s], confirmed, n);
+    }
+}
+
+static void choose(void)
+{
+    const variant *cand[ML_PROBE_MAX];
+    size_t win[ML_KS_COUNT];
+    const size_t n = candidates(cand), widest = n - 1;
+    probe_winners(cand, n, win);
+    chosen.table = *cand[widest]->table;
+    for (int s = 0; s < ML_KS_COUNT; s++) {
+        chosen.from[s] = cand[win[s]];
+        chosen.mixed |= win[s] != widest;
+        ml__kernels_take(&chosen.table, (ml_kslot)s, cand[win[s]]->table);
+    }
+}
+
+static const choice *the_choice(void)
+{
+    pthread_once(&chosen_once, choose);
+    return &chosen;
+}
+
+static const char *const slot_names[ML_KS_COUNT] = {
+    "quantize_q8_0", "matvec_q8_0", "matvec_q4_0", "matmul_q8_0", "matmul_q4_0", "fmath",
+};
+
+/* What ML_KERNELS asks for: a variant for every kernel (NULL: the
+ * chooser's), and a variant of a kernel's own (NULL: none). */
+typedef struct request {
+    const variant *base;
+    const variant *own[ML_KS_COUNT];
+} request;
+
+static const char unknown_variant[] =
+    "ML_KERNELS: unknown kernel variant (expected scalar, avx2, avx512, amx, neon, neondot or "
+    "auto, then optionally ,KERNEL=VARIANT with KERNEL one of quantize_q8_0, matvec_q8_0, "
+    "matvec_q4_0, matmul_q8_0, matmul_q4_0, fmath)";
+
+/* Why variant v cannot run here (NULL: it can). */
+static const char *refusal(const variant *v)
+{
+    if (!v->table)
+        return "ML_KERNELS: this build has no such kernel variant (avx2, avx512 and amx: "
+               "x86-64 builds only; neon and neondot: AArch64 builds only)";
+    if (!v->runs())
+        return "ML_KERNELS: this CPU lacks the instructions of the requested kernel variant";
+    return NULL;
+}
+
+/* The variant named by the n characters at name (its ML_KERNELS value or
+ * its table name), or NULL. */
+static const variant *find_n(const char *name, size_t n)
+{
+    char buf[16];
+    if (n >= sizeof buf)
+        return NULL;
+    memcpy(buf, name, n);
+    buf[n] = 0;
+    return find(buf);
+}
+
+/* One ",KERNEL=VARIANT" item of n characters into r; its error or NULL. */
+static const char *read_own(const char *item, size_t n, request *r)
+{
+    const char *eq = memchr(item, '=', n);
+    if (!eq)
+        return unknown_variant;
+    for (int s = 0; s < ML_KS_COUNT; s++)
+        if (strlen(slot_names[s]) == (size_t)(eq - item) &&
+            memcmp(item, slot_names[s], (size_t)(eq - item)) == 0) {
+            r->own[s] = find_n(eq + 1, n - (size_t)(eq - item) - 1);
+            return r->own[s] ? refusal(r->own[s]) : unknown_variant;
+        }
+    return unknown_variant;
+}
+
+/* ML_KERNELS=VARIANT[,KERNEL=VARIANT]... read into r (VARIANT auto, empty
+ * or unset: the chooser's); 0 and *why on an error. */
+static int read_request(request *r, const char **why)
+{
+    const char *env = getenv("ML_KERNELS"), *reason = NULL;
+    memset(r, 0, sizeof *r);
+    if (!env)
+        env = "";
+    size_t n = strcspn(env, ",");
+    if (n && !(n == 4 && memcmp(env, "auto", 4) == 0)) {
+        r->base = find_n(env, n);
+        reason = r->base ? refusal(r->base) : unknown_variant;
+    }
+    for (const char *p = env + n; !reason && *p == ',';) {
+        p++;
+        const size_t len = strcspn(p, ",");
+        reason = read_own(p, len, r);
+        p += len;
+    }
+    if (reason && why)
+        *why = reason;
+    return reason == NULL;
+}
+
+/* The variant kernel s comes from under request r. */
+static const variant *slot_variant(const request *r, int s)
+{
+    if (r->own[s])
+        return r->own[s];
+    return r->base ? r->base : the_choice()->from[s];
+}
+
+/* The table for every kernel: the base variant's or the chooser's. */
+static const ml_kernels *base_table(const request *r)
+{
+    if (r->base)
+        return r->base->table;
+    const choice *c = the_choice();
+    /* all of one variant: that variant's own table */
+    return c->mixed ? &c->table : c->from[0]->table;
+}
+
 const ml_kernels *ml__kernels_select(const char **why)
 {
-    const char *env = getenv("ML_KERNELS");
-    if (env && *env && strcmp(env, "auto") != 0) {
-        const variant *v = find(env);
-        const char *reason = NULL;
-        if (!v)
-            reason = "ML_KERNELS: unknown kernel variant (expected scalar, avx2, avx512, amx, "
-                     "neon, neondot or auto)";
-        else if (!v->table)
-            reason = "ML_KERNELS: this build has no such kernel variant (avx2, avx512 and amx: "
-                     "x86-64 builds only; neon and neondot: AArch64 builds only)";
-        else if (!v->runs())
-            reason = "ML_KERNELS: this CPU lacks the instructions of the requested kernel variant";
-        if (reason) {
-            if (why)
-                *why = reason;
-            return NULL;
-        }
-        return v->table;
-    }
-    for (size_t i = N_VARIANTS; i-- > 0;)
-        if (usable(&variants[i]))
-            return variants[i].table;
-    return &ml__kernels_scalar; /* not reached: scalar always runs */
+    request r;
+    return read_request(&r, why) ? base_table(&r) : NULL;
+}
+
+const ml_kernels *ml__kernels_select_into(ml_kernels *buf, const char **why)
+{
+    request r;
+    if (!read_request(&r, why))
+        return NULL;
+    const ml_kernels *k = base_table(&r);
+    int own = 0;
+    for (int s = 0; s < ML_KS_COUNT; s++)
+        own |= r.own[s] != NULL;
+    if (!own)
+        return k;
+    *buf = *k;
+    for (int s = 0; s < ML_KS_COUNT; s++)
+        if (r.own[s])
+            ml__kernels_take(buf, (ml_kslot)s, r.own[s]->table);
+    return buf;
 }
 
 size_t ml__kernels_available(const ml_kernels **out, size_t cap)
@@ -181,6 +412,22 @@ const char *ml_kernels_name(void)
 
 const char *ml_kernels_fmath_name(void)
 {
-    const ml_kernels *k = ml__kernels_select(NULL);
+    ml_kernels buf;
+    const ml_kernels *k = ml__kernels_select_into(&buf, NULL);
     return k ? k->fmath->name : "none";
+}
+
+const char *ml_kernels_slot(unsigned i)
+{
+    return i < ML_KS_COUNT ? slot_names[i] : NULL;
+}
+
+const char *ml_kernels_slot_variant(unsigned i)
+{
+    request r;
+    if (i >= ML_KS_COUNT)
+        return NULL;
+    if (!read_request(&r, NULL))
+        return "none";
+    return slot_variant(&r, (int)i)->table->name;
 }

@@ -58,6 +58,21 @@ static inline float ml__fold8(const float acc[8])
 
 struct ml_fmath; /* fmath.h */
 
+/* matmul_x's three steps, all of one variant.  bytes: the size of the
+ * rearranged form of n_tok rows of `cols` against weights of Q4_0 (q4 = 1)
+ * or Q8_0, or 0 where matmul would not use one (too few tokens).
+ * prepare: share `part` of `parts` of it into xt (64-byte aligned), so
+ * threads can split it.  run: matmul_q4_0 (q4) or matmul_q8_0 reading xt,
+ * which must be complete, with xq and xd as there; the same results. */
+typedef struct ml_matmul_x {
+    size_t (*bytes)(int q4, size_t cols, size_t n_tok);
+    void (*prepare)(int q4, const int8_t *xq, size_t cols, size_t n_tok, unsigned part,
+                    unsigned parts, void *xt);
+    void (*run)(int q4, const void *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
+                const int8_t *xq, const void *xt, const float *xd, size_t n_tok, float *y,
+                size_t ldy);
+} ml_matmul_x;
+
 typedef struct ml_kernels {
     const char *name; /* "scalar", "avx2", "avx512vnni", "amx", "neon", "neondot" */
 
@@ -89,30 +104,68 @@ typedef struct ml_kernels {
     void (*matmul_q4_0)(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
 
-    /* Optional (NULL in a table without them): matmul in two steps, for
-     * variants that rearrange the activations before multiplying, so that
-     * the products of one input (q, k, v; gate and up) and all the calls
-     * the threads make for their rows rearrange it once, not once a call.
-     * matmul_x_bytes: the size of that form of n_tok rows of `cols`
-     * against weights of Q4_0 (q4 = 1) or Q8_0, or 0 where matmul would
-     * not use one (too few tokens).  matmul_x_prepare: share `part` of
-     * `parts` of it into xt (64-byte aligned), so threads can split it.
-     * matmul_x: matmul_q4_0 (q4) or matmul_q8_0 reading xt, which must be
-     * complete, with xq and xd as there; the same results. */
-    size_t (*matmul_x_bytes)(int q4, size_t cols, size_t n_tok);
-    void (*matmul_x_prepare)(int q4, const int8_t *xq, size_t cols, size_t n_tok, unsigned part,
-                             unsigned parts, void *xt);
-    void (*matmul_x)(int q4, const void *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
-                     const int8_t *xq, const void *xt, const float *xd, size_t n_tok, float *y,
-                     size_t ldy);
+    /* Optional (NULL entries in a table without them): matmul in two
+     * steps, for variants that rearrange the activations before
+     * multiplying, so that the products of one input (q, k, v; gate and
+     * up) and all the calls the threads make for their rows rearrange it
+     * once, not once a call.  matmul_x[1] goes with matmul_q4_0 and
+     * matmul_x[0] with matmul_q8_0: the rearranged form is private to the
+     * variant that made it, so each belongs to the same variant as the
+     * matmul it serves, and a table composed kernel by kernel (dispatch.c)
+     * takes it with that matmul. */
+    ml_matmul_x matmul_x[2];
 } ml_kernels;
 
 /* The scalar reference table; always available. */
 extern const ml_kernels ml__kernels_scalar;
 
-/* The table chosen for this CPU (cpuid), or by ML_KERNELS=scalar|avx2|...
- * (an unknown or unsupported value: NULL and *why set). */
+/* The kernels a table is made of, each taken whole from one variant: a
+ * variant's results are the reference's bits, so any mix gives them too
+ * (rules 1-4 fix the data each passes to the next: Q8_0 activations, f32
+ * results).  A matmul comes with its matmul_x; the float math is one. */
+typedef enum ml_kslot {
+    ML_KS_QUANTIZE_Q8_0,
+    ML_KS_MATVEC_Q8_0,
+    ML_KS_MATVEC_Q4_0,
+    ML_KS_MATMUL_Q8_0,
+    ML_KS_MATMUL_Q4_0,
+    ML_KS_FMATH,
+    ML_KS_COUNT
+} ml_kslot;
+
+/* Slot s of `to` set to `from`'s. */
+void ml__kernels_take(ml_kernels *to, ml_kslot s, const ml_kernels *from);
+
+/* Does slot s of a and b run the same code? */
+int ml__kernels_same(ml_kslot s, const ml_kernels *a, const ml_kernels *b);
+
+/* The time in seconds of the slots in the bit set `slots` (bit s: slot
+ * s) of each of the n tables ks (n <= ML_PROBE_MAX) on small synthetic
+ * data held in the cache (probe.c), the best of `reps` turns, into
+ * secs[slot][table]; 0 when out of memory (secs unset). */
+#define ML_PROBE_MAX 8
+int ml__kernels_probe(const ml_kernels *const *ks, size_t n, unsigned slots, unsigned reps,
+                      double (*secs)[ML_PROBE_MAX]);
+
+/* The chooser's rule for one slot, given the probe's times t[0..n) of the
+ * candidates, the widest (the default) last: the candidates faster than
+ * it by the margin (a bit set), and the fastest of a set (n - 1, the
+ * widest, for an empty one).  A slot switches to fastest(second probe,
+ * beating(first) & beating(second)). */
+unsigned ml__kernels_beating(const double *t, size_t n);
+size_t ml__kernels_fastest(const double *t, unsigned set, size_t n);
+
+/* The table chosen for this CPU, or by ML_KERNELS=scalar|avx2|...  (an
+ * unknown or unsupported value: NULL and *why set).  Left to choose, it
+ * takes each slot from the variant that measures fastest here (the
+ * probe, run once for the process at the first call; dispatch.c).  The
+ * table for every kernel: ML_KERNELS's ,KERNEL=VARIANT items are checked
+ * but left to ml__kernels_select_into. */
 const ml_kernels *ml__kernels_select(const char **why);
+
+/* The same with ML_KERNELS's ,KERNEL=VARIANT items applied: where there
+ * are any, the table is composed in *buf, which is returned. */
+const ml_kernels *ml__kernels_select_into(ml_kernels *buf, const char **why);
 
 /* Every table this build has and this CPU can run (scalar first); for
  * tests that compare variants.  Returns the count. */

@@ -957,9 +957,8 @@ const ml_kernels ml__kernels_avx512 = {
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,
     .matmul_q4_0 = matmul_q4_0,
-    .matmul_x_bytes = matmul_x_bytes,
-    .matmul_x_prepare = matmul_x_prepare,
-    .matmul_x = matmul_x,
+    .matmul_x = {{matmul_x_bytes, matmul_x_prepare, matmul_x},
+                 {matmul_x_bytes, matmul_x_prepare, matmul_x}},
 };
 
 #endif /* __x86_64__ */

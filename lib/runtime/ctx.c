@@ -29,9 +29,8 @@ static size_t max3(size_t a, size_t b, size_t c)
  * for the larger of the two weight types; 0 where they have none. */
 static size_t mm_x_bytes(const ml_kernels *k, size_t in, size_t B)
 {
-    if (!k->matmul_x_bytes)
-        return 0;
-    size_t a = k->matmul_x_bytes(0, in, B), b = k->matmul_x_bytes(1, in, B);
+    size_t a = k->matmul_x[0].bytes ? k->matmul_x[0].bytes(0, in, B) : 0;
+    size_t b = k->matmul_x[1].bytes ? k->matmul_x[1].bytes(1, in, B) : 0;
     return a > b ? a : b;
 }
 

@@ -70,7 +70,8 @@ ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
     *out = NULL;
     const ml_mlb_header *h = ml_mlb_get_header(mlb);
     const char *why = NULL;
-    const ml_kernels *k = ml__kernels_select(&why);
+    ml_kernels composed;
+    const ml_kernels *k = ml__kernels_select_into(&composed, &why);
     if (!k)
         return ml__err(err, ML_E_INVAL, "ML_KERNELS", -1, "%s", why ? why : "no kernels");
     ml_model *m = calloc(1, sizeof *m);
@@ -78,7 +79,8 @@ ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
     m->h = *h;
     m->d = *ml_mlb_get_derived(mlb);
-    m->k = k;
+    m->composed = composed;
+    m->k = k == &composed ? &m->composed : k;
     uint32_t half = m->d.rot_dim / 2;
     m->layers = calloc(h->n_layers, sizeof *m->layers);
     m->inv_freq_global = malloc((half ? half : 1) * sizeof(float));

@@ -55,8 +55,8 @@ static void mm_rows(const mm_job *j, const mm_part *p, size_t b, size_t e)
     const ml_mat *w = p->w;
     const int q4 = w->type == ML_TYPE_Q4_0;
     if (j->xt && q4 == j->xt_q4 && w->cols == j->xt_cols) {
-        j->k->matmul_x(q4, w->q, w->d, w->cols, b, e, j->xq, j->xt, j->xd, j->n_tok, p->y,
-                       p->ldy);
+        j->k->matmul_x[q4].run(q4, w->q, w->d, w->cols, b, e, j->xq, j->xt, j->xd, j->n_tok,
+                               p->y, p->ldy);
         return;
     }
     if (!q4) {
@@ -158,7 +158,7 @@ typedef struct x_job {
 static void x_run(void *ctx, unsigned ith, unsigned nth)
 {
     const x_job *j = ctx;
-    j->k->matmul_x_prepare(j->q4, j->xq, j->cols, j->n_tok, ith, nth, j->xt);
+    j->k->matmul_x[j->q4].prepare(j->q4, j->xq, j->cols, j->n_tok, ith, nth, j->xt);
 }
 
 /* Rearranges the job's input for weights of w's type and length into
@@ -169,7 +169,8 @@ static void prepare_input(ml_ctx *c, mm_job *j, const ml_mat *w)
 {
     j->xt_q4 = w->type == ML_TYPE_Q4_0;
     j->xt_cols = w->cols;
-    size_t bytes = j->k->matmul_x_bytes ? j->k->matmul_x_bytes(j->xt_q4, w->cols, j->n_tok) : 0;
+    const ml_matmul_x *mx = &j->k->matmul_x[j->xt_q4];
+    size_t bytes = mx->bytes ? mx->bytes(j->xt_q4, w->cols, j->n_tok) : 0;
     if (bytes == 0 || bytes > c->mm_x_cap)
         return;
     x_job x = {j->k, j->xt_q4, j->xq, w->cols, j->n_tok, c->mm_x};

@@ -46,6 +46,7 @@ struct ml_model {
     float embed_scale;               /* 1 when the header says 0 */
     float attn_scale;                /* 1/sqrt(head_dim) when the header says 0 */
     const ml_kernels *k;
+    ml_kernels composed;             /* k's, when ML_KERNELS names a kernel's own variant */
 };
 
 /* RoPE inverse frequencies for pairs 0..rot_dim/2-1 (rope.c). */

@@ -235,6 +235,29 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     done
 }
 
+@test "ML_KERNELS=VARIANT,KERNEL=VARIANT: a kernel's own variant, the same bits; -v names each" {
+    local m="$FIX/runtime/llama-q4.mlb" d=$BATS_TEST_TMPDIR k b
+    for b in 5 40; do
+        ML_KERNELS=scalar ml-run -m "$m" --ids -f "$FIX/runtime/llama-q4.ids" -n 0 --ctx 64 --logits "$d/ref$b" -q -b $b
+    done
+    for k in avx2 avx512 amx neon neondot; do
+        ML_KERNELS=$k ml-run -q -m "$m" --ids -p 1 -n 0 2>/dev/null || continue
+        for b in 5 40; do
+            ML_KERNELS=$k,matvec_q4_0=scalar,fmath=scalar ml-run -m "$m" --ids -f "$FIX/runtime/llama-q4.ids" \
+                -n 0 --ctx 64 --logits "$d/$k$b" -q -t 2 -b $b
+            cmp "$d/ref$b" "$d/$k$b"
+            ML_KERNELS=scalar,matmul_q4_0=$k,matvec_q8_0=$k ml-run -m "$m" --ids -f "$FIX/runtime/llama-q4.ids" \
+                -n 0 --ctx 64 --logits "$d/s$k$b" -q -t 2 -b $b
+            cmp "$d/ref$b" "$d/s$k$b"
+        done
+        ML_KERNELS=scalar,matmul_q4_0=$k run -0 --separate-stderr ml-run -v -m "$m" --ids -p "1 2 3" -n 2 -q
+        [[ ${stderr_lines[0]} == *", kernels scalar, float math scalar, "* ]]
+        [[ ${stderr_lines[1]} == "ml-run: kernels by operation: quantize_q8_0=scalar matvec_q8_0=scalar matvec_q4_0=scalar matmul_q8_0=scalar matmul_q4_0=$k"*" fmath=scalar" ]]
+    done
+    ML_KERNELS=scalar,frob=avx2 run -2 --separate-stderr ml-run -m "$m" --ids -p 1
+    [[ ${stderr_lines[0]} == *"ML_KERNELS: unknown kernel variant"* ]]
+}
+
 @test "the context: a prompt too long, generation up to the end, above max_seq" {
     "$MKMODEL" -o "$BATS_TEST_TMPDIR/s.mlb"
     run -2 --separate-stderr ml-run -m "$BATS_TEST_TMPDIR/s.mlb" --ids -p "1 2 3 4 5" --ctx 4

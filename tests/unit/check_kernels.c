@@ -403,13 +403,14 @@ static void check_matvec(const mat *m, const acts *a, size_t r0, size_t r1)
  * 2 and 3 shares written last to first over a buffer of 0xa5 bytes (a
  * share left out or written twice wrong shows), against the scalar
  * matmul's want.  Nothing where the variant has no such step or n_tok
- * does not take it (then matmul_x_bytes must say 0, which it may only
+ * does not take it (then its bytes must say 0, which it may only
  * where it has the step). */
 static void check_matmul_x(const ml_kernels *k, const mat *m, int f16, size_t r0, size_t r1,
                            const acts *a, const float *want, float *got, size_t ldy)
 {
-    const size_t bytes = k->matmul_x_bytes ? k->matmul_x_bytes(m->q4, m->cols, a->n_tok) : 0;
-    TU_REQUIRE(!k->matmul_x_bytes == !k->matmul_x_prepare && !k->matmul_x == !k->matmul_x_prepare,
+    const ml_matmul_x *mx = &k->matmul_x[m->q4];
+    const size_t bytes = mx->bytes ? mx->bytes(m->q4, m->cols, a->n_tok) : 0;
+    TU_REQUIRE(!mx->bytes == !mx->prepare && !mx->run == !mx->prepare,
                "%s: matmul_x's three entries go together", k->name);
     if (bytes == 0)
         return;
@@ -418,11 +419,11 @@ static void check_matmul_x(const ml_kernels *k, const mat *m, int f16, size_t r0
     for (unsigned parts = 1; parts <= 3; parts++) {
         memset(xt, 0xa5, bytes);
         for (unsigned p = parts; p-- > 0;)
-            k->matmul_x_prepare(m->q4, a->q, m->cols, a->n_tok, p, parts, xt);
+            mx->prepare(m->q4, a->q, m->cols, a->n_tok, p, parts, xt);
         for (size_t i = 0; i < a->n_tok * ldy; i++)
             got[i] = from_bits(SENTINEL);
-        k->matmul_x(m->q4, m->wq, mat_scales(m, f16), m->cols, r0, r1, a->q, xt, a->d, a->n_tok,
-                    got, ldy);
+        mx->run(m->q4, m->wq, mat_scales(m, f16), m->cols, r0, r1, a->q, xt, a->d, a->n_tok, got,
+                ldy);
         for (size_t t = 0; t < a->n_tok; t++)
             require_rows(got + t * ldy, want + t * ldy, ldy, r0, r1,
                          parts == 1 ? "matmul_x, 1 share" : parts == 2 ? "matmul_x, 2 shares"
@@ -855,11 +856,18 @@ START_TEST(select_by_env)
 {
     load_variants();
     const char *why = NULL;
-    /* Unset, empty and "auto": the best variant the CPU runs, the last. */
+    /* Unset, empty and "auto": the chooser's table, named after the best
+     * variant the CPU runs, the last; that variant's own table where it
+     * won every kernel (select_per_kernel checks the kernels). */
     static const char *const autos[] = {NULL, "", "auto"};
     for (int i = 0; i < 3; i++) {
         env_saved s = env_set(autos[i]);
-        ck_assert_ptr_eq(ml__kernels_select(&why), variants[n_variants - 1]);
+        const ml_kernels *k = ml__kernels_select(&why), *best = variants[n_variants - 1];
+        int all_best = 1;
+        for (int slot = 0; slot < ML_KS_COUNT; slot++)
+            all_best &= ml__kernels_same((ml_kslot)slot, k, best);
+        if (all_best)
+            ck_assert_ptr_eq(k, best);
         ck_assert_str_eq(ml_kernels_name(), variants[n_variants - 1]->name);
         env_restore(s);
     }
@@ -934,6 +942,111 @@ START_TEST(select_unsupported)
 }
 END_TEST
 
+/* ml_kernels_slot_variant: with ML_KERNELS, that variant for every
+ * kernel; left to choose, the variant whose code the chosen table runs
+ * for each, and one this CPU runs; "none" where ML_KERNELS is refused. */
+START_TEST(select_per_kernel)
+{
+    load_variants();
+    ck_assert_ptr_null(ml_kernels_slot(ML_KS_COUNT));
+    ck_assert_ptr_null(ml_kernels_slot_variant(ML_KS_COUNT));
+    for (size_t v = 0; v < n_variants; v++) {
+        env_saved s = env_set(variants[v]->name);
+        for (unsigned i = 0; i < ML_KS_COUNT; i++)
+            ck_assert_str_eq(ml_kernels_slot_variant(i), variants[v]->name);
+        env_restore(s);
+    }
+    env_saved s = env_set("auto");
+    const ml_kernels *k = ml__kernels_select(NULL);
+    for (unsigned i = 0; i < ML_KS_COUNT; i++) {
+        const ml_kernels *from = NULL;
+        for (size_t v = 0; v < n_variants; v++)
+            if (strcmp(variants[v]->name, ml_kernels_slot_variant(i)) == 0)
+                from = variants[v];
+        ck_assert_msg(from != NULL, "%s: %s", ml_kernels_slot(i), ml_kernels_slot_variant(i));
+        ck_assert_msg(ml__kernels_same((ml_kslot)i, k, from), "%s", ml_kernels_slot(i));
+    }
+    env_restore(s);
+    s = env_set("frob");
+    ck_assert_str_eq(ml_kernels_slot_variant(0), "none");
+    env_restore(s);
+}
+END_TEST
+
+/* ML_KERNELS=VARIANT,KERNEL=VARIANT...: ml__kernels_select gives the
+ * table for every kernel, ml__kernels_select_into composes the named
+ * kernels in, ml_kernels_slot_variant reports them; a bad item is refused
+ * as a bad variant is. */
+START_TEST(select_kernel_own)
+{
+    load_variants();
+    const ml_kernels *best = variants[n_variants - 1];
+    char env[96];
+    snprintf(env, sizeof env, "%s,matvec_q4_0=scalar,fmath=scalar", best->name);
+    env_saved s = env_set(env);
+    const char *why = NULL;
+    ml_kernels buf;
+    ck_assert_ptr_eq(ml__kernels_select(&why), best);
+    const ml_kernels *k = ml__kernels_select_into(&buf, &why);
+    ck_assert_ptr_eq(k, &buf);
+    for (unsigned i = 0; i < ML_KS_COUNT; i++) {
+        const int own = i == ML_KS_MATVEC_Q4_0 || i == ML_KS_FMATH;
+        const ml_kernels *want = own ? &ml__kernels_scalar : best;
+        ck_assert_msg(ml__kernels_same((ml_kslot)i, k, want), "%s", ml_kernels_slot(i));
+        ck_assert_str_eq(ml_kernels_slot_variant(i), want->name);
+    }
+    ck_assert_str_eq(ml_kernels_name(), best->name);
+    ck_assert_str_eq(ml_kernels_fmath_name(), "scalar");
+    env_restore(s);
+    s = env_set("auto");
+    ck_assert_ptr_eq(ml__kernels_select_into(&buf, &why), ml__kernels_select(&why));
+    env_restore(s);
+    static const char *const bad[] = {"scalar,",          "scalar,fmath",      "scalar,fmath=",
+                                      "scalar,frob=avx2", "scalar,fmath=frob", "scalar,FMATH=scalar"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why = NULL;
+        s = env_set(bad[i]);
+        ck_assert_ptr_null(ml__kernels_select_into(&buf, &why));
+        ck_assert_ptr_null(ml__kernels_select(NULL));
+        ck_assert_msg(why && strstr(why, "unknown"), "%s: %s", bad[i], why ? why : "(null)");
+        ck_assert_str_eq(ml_kernels_slot_variant(0), "none");
+        env_restore(s);
+    }
+#if defined(__aarch64__)
+    s = env_set("neon,fmath=avx2");
+#else
+    s = env_set("scalar,fmath=neon");
+#endif
+    why = NULL;
+    ck_assert_ptr_null(ml__kernels_select_into(&buf, &why));
+    ck_assert_msg(why && strstr(why, "builds only"), "%s", why ? why : "(null)");
+    env_restore(s);
+}
+END_TEST
+
+/* The chooser's rule on made-up probe times (the widest candidate last):
+ * another variant only when it is more than 10% faster, in both probes,
+ * and then the fastest of those that were. */
+START_TEST(select_rule)
+{
+    const double level[3] = {1.0, 1.0, 1.0}, near[3] = {0.92, 1.0, 1.0};
+    const double clear[3] = {0.80, 0.85, 1.0}, second_only[3] = {1.0, 0.7, 1.0};
+    ck_assert_uint_eq(ml__kernels_beating(level, 3), 0);
+    ck_assert_uint_eq(ml__kernels_beating(near, 3), 0);
+    ck_assert_uint_eq(ml__kernels_beating(clear, 3), 3);
+    ck_assert_uint_eq(ml__kernels_beating(second_only, 3), 2);
+    ck_assert_uint_eq(ml__kernels_fastest(clear, 0, 3), 2); /* none won: the widest */
+    ck_assert_uint_eq(ml__kernels_fastest(clear, 3, 3), 0);
+    ck_assert_uint_eq(ml__kernels_fastest(clear, 2, 3), 1);
+    /* confirmed: won in the first probe (clear) and the second */
+    ck_assert_uint_eq(ml__kernels_beating(clear, 3) & ml__kernels_beating(second_only, 3), 2);
+    ck_assert_uint_eq(ml__kernels_beating(clear, 3) & ml__kernels_beating(near, 3), 0);
+    const double one[1] = {1.0};
+    ck_assert_uint_eq(ml__kernels_beating(one, 1), 0);
+    ck_assert_uint_eq(ml__kernels_fastest(one, 0, 1), 0);
+}
+END_TEST
+
 /* The float math comes with the kernel table, one choice for both: the
  * reference with the scalar table and with NEON (none of its own yet),
  * AVX-512's with the AVX-512 and AMX tables, AVX2's with the AVX2 one;
@@ -998,6 +1111,9 @@ Suite *suite_kernels(void)
 
     tc = tcase_create("select");
     tcase_add_test(tc, select_by_env);
+    tcase_add_test(tc, select_per_kernel);
+    tcase_add_test(tc, select_rule);
+    tcase_add_test(tc, select_kernel_own);
     tcase_add_test(tc, select_unknown);
     tcase_add_test(tc, select_unsupported);
     tcase_add_test(tc, select_fmath);

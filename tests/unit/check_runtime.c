@@ -9,6 +9,9 @@
 
 #include "mlcore.h"
 
+#include "kernels/kernels.h"
+#include "runtime/runtime.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,6 +217,155 @@ START_TEST(test_kernel_variants)
     }
     unsetenv("ML_KERNELS");
     free(ref);
+}
+END_TEST
+
+/* The logits of a fixture's prompt with kernel table k: all but the last
+ * token in one batch (the matmuls; over 32 tokens, the AMX tiles and
+ * matmul_x), then the last alone (the matvecs). */
+static void run_table(const fixture *fx, const ml_kernels *k, float *out)
+{
+    fx->model->k = k; /* a context takes its table from the model when made */
+    ml_ctx_params p = {.n_ctx = 64, .n_batch = 64, .n_threads = 1};
+    ml_ctx *c;
+    ml_error err;
+    ck_assert_msg(ml_ctx_new(fx->model, &p, &c, &err) == ML_OK, "%s", err.msg);
+    ck_assert_msg(ml_ctx_eval(c, fx->ids, fx->n - 1, out, 1, &err) == ML_OK, "%s", err.msg);
+    ck_assert_msg(ml_ctx_eval(c, fx->ids + fx->n - 1, 1, out + (fx->n - 1) * fx->vocab, 1, &err) ==
+                      ML_OK,
+                  "%s", err.msg);
+    ml_ctx_free(c);
+}
+
+/* Each slot's distinct codes among the variants this CPU runs (two
+ * variants may share one: AMX's matvecs are AVX-512's). */
+typedef struct slot_options {
+    const ml_kernels *from[ML_KS_COUNT][8];
+    size_t n[ML_KS_COUNT];
+} slot_options;
+
+static void list_options(slot_options *o)
+{
+    const ml_kernels *vs[8];
+    const size_t nv = ml__kernels_available(vs, 8);
+    for (int s = 0; s < ML_KS_COUNT; s++) {
+        o->n[s] = 0;
+        for (size_t v = 0; v < nv; v++) {
+            size_t j = 0;
+            while (j < o->n[s] && !ml__kernels_same((ml_kslot)s, o->from[s][j], vs[v]))
+                j++;
+            if (j == o->n[s])
+                o->from[s][o->n[s]++] = vs[v];
+        }
+    }
+}
+
+/* Combination `index`, read as a number whose digit s (base n[s]) picks
+ * slot s's code, and a description of it for a failure. */
+static void compose(const slot_options *o, size_t index, ml_kernels *t, char *what, size_t cap)
+{
+    *t = ml__kernels_scalar;
+    size_t len = 0;
+    for (int s = 0; s < ML_KS_COUNT; s++) {
+        const ml_kernels *from = o->from[s][index % o->n[s]];
+        index /= o->n[s];
+        ml__kernels_take(t, (ml_kslot)s, from);
+        len += (size_t)snprintf(what + len, len < cap ? cap - len : 0, " %s=%s",
+                                ml_kernels_slot((unsigned)s), from->name);
+    }
+}
+
+/* The table the chooser made for this process (ML_KERNELS unset). */
+static const ml_kernels *chosen_table(void)
+{
+    char *saved = getenv("ML_KERNELS") ? strdup(getenv("ML_KERNELS")) : NULL;
+    unsetenv("ML_KERNELS");
+    const char *why = NULL;
+    const ml_kernels *k = ml__kernels_select(&why);
+    if (saved)
+        setenv("ML_KERNELS", saved, 1);
+    free(saved);
+    ck_assert_ptr_nonnull(k);
+    return k;
+}
+
+typedef struct combo_run {
+    fixture fx;
+    size_t bytes;
+    float *ref, *got;
+} combo_run;
+
+static void combo_open(combo_run *r, const char *name)
+{
+    fixture_open(&r->fx, name);
+    r->bytes = r->fx.n * r->fx.vocab * sizeof(float);
+    r->ref = malloc(r->bytes), r->got = malloc(r->bytes);
+    ck_assert(r->ref && r->got);
+    run_table(&r->fx, &ml__kernels_scalar, r->ref);
+}
+
+static void combo_check(combo_run *r, const ml_kernels *k, const char *what)
+{
+    run_table(&r->fx, k, r->got);
+    ck_assert_msg(memcmp(r->got, r->ref, r->bytes) == 0, "differs from scalar with%s", what);
+}
+
+static void combo_close(combo_run *r)
+{
+    free(r->ref);
+    free(r->got);
+    fixture_close(&r->fx);
+}
+
+/* Every table the chooser can compose gives the scalar reference's bits:
+ * every combination of each kernel's distinct codes among the variants
+ * this CPU runs (scalar included), and
+ * the table it chose.  llama-q4 has Q4_0 and Q8_0 matrices (q8_mask) and
+ * batches of 39 tokens and of 1, so every kernel runs. */
+START_TEST(test_kernel_combinations)
+{
+    slot_options o;
+    list_options(&o);
+    size_t combos = 1;
+    for (int s = 0; s < ML_KS_COUNT; s++)
+        combos *= o.n[s];
+    combo_run r;
+    combo_open(&r, "llama-q4");
+    combo_check(&r, chosen_table(), " the chosen table");
+    for (size_t i = 0; i < combos; i++) {
+        ml_kernels t;
+        char what[256];
+        compose(&o, i, &t, what, sizeof what);
+        combo_check(&r, &t, what);
+    }
+    fprintf(stderr, "check_runtime: %zu kernel combinations give scalar's bits\n", combos);
+    combo_close(&r);
+}
+END_TEST
+
+/* On a model of more float math (gemma: GELU, softcaps, a sliding window,
+ * Q4_0 and Q8_0), where every combination would take seconds: each
+ * kernel's every code with the others as chosen, and the chosen table.
+ * With the combinations above this covers it: kernels meet only in the
+ * reference's data (Q8_0 activations, f32 results), which each computes
+ * to the bit whatever the others are. */
+START_TEST(test_kernel_slots)
+{
+    slot_options o;
+    list_options(&o);
+    combo_run r;
+    combo_open(&r, "gemma");
+    const ml_kernels *chosen = chosen_table();
+    combo_check(&r, chosen, " the chosen table");
+    for (int s = 0; s < ML_KS_COUNT; s++)
+        for (size_t j = 0; j < o.n[s]; j++) {
+            ml_kernels t = *chosen;
+            char what[64];
+            ml__kernels_take(&t, (ml_kslot)s, o.from[s][j]);
+            snprintf(what, sizeof what, " %s=%s", ml_kernels_slot((unsigned)s), o.from[s][j]->name);
+            combo_check(&r, &t, what);
+        }
+    combo_close(&r);
 }
 END_TEST
 
@@ -586,6 +738,8 @@ Suite *suite_runtime(void)
     tcase_add_loop_test(tc, test_matches_reference, 0, N_MODELS);
     tcase_add_loop_test(tc, test_invariance, 0, N_MODELS);
     tcase_add_test(tc, test_kernel_variants);
+    tcase_add_test(tc, test_kernel_combinations);
+    tcase_add_test(tc, test_kernel_slots);
     tcase_add_test(tc, test_state_bytes_and_errors);
     tcase_add_loop_test(tc, test_truncate, 0, N_MODELS);
     tcase_add_test(tc, test_sampler);
