@@ -20,7 +20,9 @@ extern "C" {
 #define ML_MLB_VOCAB_LIMIT 16777216u /* vocab, max_seq, sliding_window: 2^24 */
 #define ML_MLB_CONV_LIMIT 256u      /* lin_conv */
 
-enum { ML_WTYPE_Q8_0 = 1, ML_WTYPE_Q4_0 = 2 };
+/* wtype: every matrix Q8_0; Q4_0 (with q8_mask); or each matrix its own
+ * type, from the type table that follows the layer flags (mlb(5)). */
+enum { ML_WTYPE_Q8_0 = 1, ML_WTYPE_Q4_0 = 2, ML_WTYPE_TABLE = 3 };
 enum { ML_ROPE_PLAIN = 0, ML_ROPE_LLAMA3 = 1, ML_ROPE_LINEAR = 2, ML_ROPE_YARN = 3 };
 enum { ML_ACT_SILU = 0, ML_ACT_GELU_TANH = 1 };
 
@@ -134,10 +136,41 @@ ML_API ml_status ml_mlb_layer_flags_validate(const ml_mlb_header *h, const uint8
 /* ------------------------------------------------------------------------
  * .mlb models: body layout
  * ------------------------------------------------------------------------ */
-typedef enum ml_type { ML_TYPE_F32 = 0, ML_TYPE_Q8_0 = 1, ML_TYPE_Q4_0 = 2, ML_TYPE_U8 = 3 } ml_type;
+/* Tensor types.  The numbers are the type table's codes (mlb(5)).
+ * F32, U8 and the spec's Q8_0 and Q4_0 are .mlb's own layouts (a Q8_0 or
+ * Q4_0 matrix is two arrays, quants then scales); the others are ggml's
+ * blocks, byte for byte as a GGUF file holds them, one array per matrix,
+ * row after row (ml_type_block). */
+typedef enum ml_type {
+    ML_TYPE_F32 = 0,
+    ML_TYPE_Q8_0 = 1,
+    ML_TYPE_Q4_0 = 2,
+    ML_TYPE_U8 = 3,
+    ML_TYPE_Q4_1 = 4,
+    ML_TYPE_Q5_0 = 5,
+    ML_TYPE_Q5_1 = 6,
+    ML_TYPE_Q2_K = 7,
+    ML_TYPE_Q3_K = 8,
+    ML_TYPE_Q4_K = 9,
+    ML_TYPE_Q5_K = 10,
+    ML_TYPE_Q6_K = 11,
+    ML_TYPE_IQ4_NL = 12,
+    ML_TYPE_IQ4_XS = 13,
+    ML_TYPE_MXFP4 = 14,
+    ML_TYPE_F16 = 15,
+    ML_TYPE_BF16 = 16,
+    ML_TYPE_COUNT = 17
+} ml_type;
 
-/* "F32", "Q8_0", "Q4_0", "U8". */
+/* "F32", "Q8_0", "Q4_0", "U8", "Q4_K", ...; "?" for others. */
 ML_API const char *ml_type_name(ml_type t);
+/* For the block types (ggml's layouts): elements and bytes per block
+ * (256 and 144 for Q4_K; 1 and 2 for F16), and the ggml type id; returns
+ * 1.  Returns 0 (nothing stored) for F32, U8, Q8_0, Q4_0 and unknown
+ * values.  Any pointer may be NULL. */
+ML_API int ml_type_block(ml_type t, uint32_t *elems, uint32_t *bytes, uint32_t *ggml);
+/* The block type holding ggml type `ggml` unchanged; 0 (F32) when none. */
+ML_API ml_type ml_type_of_ggml(uint32_t ggml);
 
 /* What a tensor is, independent of the layer it belongs to. */
 typedef enum ml_role {

@@ -440,6 +440,20 @@ static const char *const role_names[ML_R_COUNT] = {
     [ML_R_FINAL_NORM] = "final_norm",   [ML_R_WCLS] = "wcls",
 };
 
+/* The block types: name, ggml id, block elements and bytes. */
+static const struct {
+    const char *name;
+    uint32_t ggml, elems, bytes;
+} block_types[ML_TYPE_COUNT] = {
+    [ML_TYPE_Q4_1] = {"Q4_1", 3, 32, 20},      [ML_TYPE_Q5_0] = {"Q5_0", 6, 32, 22},
+    [ML_TYPE_Q5_1] = {"Q5_1", 7, 32, 24},      [ML_TYPE_Q2_K] = {"Q2_K", 10, 256, 84},
+    [ML_TYPE_Q3_K] = {"Q3_K", 11, 256, 110},   [ML_TYPE_Q4_K] = {"Q4_K", 12, 256, 144},
+    [ML_TYPE_Q5_K] = {"Q5_K", 13, 256, 176},   [ML_TYPE_Q6_K] = {"Q6_K", 14, 256, 210},
+    [ML_TYPE_IQ4_NL] = {"IQ4_NL", 20, 32, 18}, [ML_TYPE_IQ4_XS] = {"IQ4_XS", 23, 256, 136},
+    [ML_TYPE_MXFP4] = {"MXFP4", 39, 32, 17},   [ML_TYPE_F16] = {"F16", 1, 1, 2},
+    [ML_TYPE_BF16] = {"BF16", 30, 1, 2},
+};
+
 const char *ml_type_name(ml_type t)
 {
     switch (t) {
@@ -447,8 +461,30 @@ const char *ml_type_name(ml_type t)
     case ML_TYPE_Q8_0: return "Q8_0";
     case ML_TYPE_Q4_0: return "Q4_0";
     case ML_TYPE_U8: return "U8";
+    default: break;
     }
-    return "?";
+    return (unsigned)t < ML_TYPE_COUNT && block_types[t].name ? block_types[t].name : "?";
+}
+
+int ml_type_block(ml_type t, uint32_t *elems, uint32_t *bytes, uint32_t *ggml)
+{
+    if ((unsigned)t >= ML_TYPE_COUNT || !block_types[t].name)
+        return 0;
+    if (elems)
+        *elems = block_types[t].elems;
+    if (bytes)
+        *bytes = block_types[t].bytes;
+    if (ggml)
+        *ggml = block_types[t].ggml;
+    return 1;
+}
+
+ml_type ml_type_of_ggml(uint32_t ggml)
+{
+    for (unsigned t = 0; t < ML_TYPE_COUNT; t++)
+        if (block_types[t].name && block_types[t].ggml == ggml)
+            return (ml_type)t;
+    return ML_TYPE_F32;
 }
 
 /* The roles of layer l, in file order. */
