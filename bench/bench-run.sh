@@ -4,15 +4,18 @@
 # against the memory-bandwidth bound, and peak RSS.  The models are GGUFs
 # with random Q8_0 and Q4_0 weights (bench/make-bench-gguf.py) in the shape
 # of TinyLlama-1.1B (llama) and of Gemma 3 270M (gemma3: sliding window,
-# one KV head of 256, a 262144-token tied classifier), converted
-# losslessly by gguf2mlb, so both programs read the very same blocks.
+# one KV head of 256, a 262144-token tied classifier), and llama-quantize's
+# Q4_K_M, Q5_K_M, Q6_K and IQ4_XS of the Q8_0 one (the files users
+# download), each converted losslessly by gguf2mlb's default, so both
+# programs read the very same blocks.
 #
 #   make bench-run                  (or MLCORE_BUILD=build bash bench/bench-run.sh)
 #   LLAMA_BIN=DIR   directory holding llama-bench (a llama.cpp build);
 #                   without it the script builds llama.cpp from the
 #                   llama-cpp-python source package (pip download) once.
 #   BENCH_DIR=/tmp  where the models and the build go
-#   THREADS=2 SHAPES="tinyllama gemma3" PROMPT=512 GEN=128 TYPES="q8_0 q4_0"
+#   THREADS=2 SHAPES="tinyllama gemma3" PROMPT=512 GEN=128
+#   TYPES="q8_0 q4_0 q4_k_m q5_k_m q6_k iq4_xs"  (llama-quantize types of the q8_0)
 #   ROUNDS=3        alternating measurements per model; the best of each
 #   (SHAPE=NAME, the older spelling, picks one shape)
 # Each row ends with the 1-minute load average when it was measured: on a
@@ -45,7 +48,7 @@ T=${THREADS:-2}
 SHAPES=${SHAPES:-${SHAPE:-"tinyllama gemma3"}}
 NP=${PROMPT:-512}
 NG=${GEN:-128}
-TYPES=${TYPES:-"q8_0 q4_0"}
+TYPES=${TYPES:-"q8_0 q4_0 q4_k_m q5_k_m q6_k iq4_xs"}
 here=$(cd "$(dirname "$0")" && pwd)
 
 # shellcheck source=bench/llama.sh
@@ -57,7 +60,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # reads it from getrusage through /usr/bin/time when present).
 rss() { /usr/bin/time -f "%M" "$@" 2>&1 >/dev/null | tail -1; }
 
-LB=$(llama_bin "$DIR/mlcore-llama.cpp" llama-bench)
+LB=$(llama_bin "$DIR/mlcore-llama.cpp" llama-bench llama-quantize)
 limits_build "$DIR"
 # bench-bound: ml-run's decode with the bound measured next to every token
 # (see bench-bound.c); it links the library, so it is built from $B.

@@ -10,8 +10,11 @@
 #
 #   bench_model DIR SHAPE TYPE  sets g and m to DIR/mlcore-bench-SHAPE-TYPE
 #                             .gguf and .mlb (+ .mlt), making them once:
-#                             make-bench-gguf.py's random weights, and
-#                             gguf2mlb's lossless copy of them (needs $B)
+#                             make-bench-gguf.py's random weights (q8_0,
+#                             q4_0), or llama-quantize's TYPE of the q8_0
+#                             one (q4_k_m, q6_k, iq4_xs, ...), and
+#                             gguf2mlb's default, lossless conversion of
+#                             them (needs $B)
 #
 # Without a network: the sources are taken, in this order, from DIR itself
 # (a llama.cpp tree with its CMakeLists.txt; copy one there without its
@@ -78,6 +81,25 @@ bench_model() {
     local here
     here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
     g="$1/mlcore-bench-$2-$3.gguf" m="$1/mlcore-bench-$2-$3.mlb"
+    case $3 in
+    q8_0 | q4_0) ;;
+    *) # the types users download: llama-quantize of the random Q8_0, as
+        # a user's file is made (from a Q8_0 here, not an F16: the values
+        # do not matter for speed, only the blocks' types)
+        if [ ! -f "$g" ]; then
+            local want=$g
+            bench_model "$1" "$2" q8_0
+            g=$want m="$1/mlcore-bench-$2-$3.mlb"
+            local lq
+            lq=$(llama_bin "$1/mlcore-llama.cpp" llama-quantize) || return 1
+            "$lq/llama-quantize" --allow-requantize "$1/mlcore-bench-$2-q8_0.gguf" "$g.part" \
+                "$(echo "$3" | tr a-z A-Z)" >/dev/null 2>&1 || return 1
+            mv "$g.part" "$g"
+        fi
+        [ -f "$m" ] || "$B/bin/gguf2mlb" "$g" -o "$m" -t "${m%.mlb}.mlt" -q -f
+        return
+        ;;
+    esac
     if [ ! -f "$g" ]; then
         if ! python3 -c 'import gguf' 2>/dev/null && [ -d "$1/mlcore-llama.cpp/gguf-py/gguf" ]; then
             PYTHONPATH="$1/mlcore-llama.cpp/gguf-py${PYTHONPATH:+:$PYTHONPATH}" \
