@@ -467,9 +467,13 @@ accepts() { # FILE: both commands accept it
     rejects "$(mutate "$TINY" version=0)" ML_E_FORMAT 'version (offset 4): 0 is not 1'
 }
 
-@test "rule 4: wtype other than 1 or 2 (FORMAT)" {
-    rejects "$(mutate "$TINY" wtype=3)" ML_E_FORMAT 'wtype (offset 44): unknown weight type 3'
+@test "rule 4: wtype other than 1, 2 or 3 (FORMAT)" {
+    rejects "$(mutate "$TINY" wtype=4)" ML_E_FORMAT 'wtype (offset 44): unknown weight type 4'
     rejects "$(mutate "$TINY" wtype=0)" ML_E_FORMAT 'wtype (offset 44): unknown weight type 0'
+    # wtype 3 reads a type table where tok_emb's quants are: their first
+    # byte is no type code.
+    rejects "$(mutate "$TINY" wtype=3)" ML_E_FORMAT \
+        'tok_emb (offset 256): type table entry 0 is '
 }
 
 @test "rule 5: q8_mask above 127, or set in a Q8_0 model (FORMAT)" {
