@@ -40,6 +40,9 @@ ml_status ml_requant_header(const ml_mlb *src, const ml_requant_opts *o, ml_mlb_
                             ml_error *err)
 {
     *h = *ml_mlb_get_header(src);
+    if (o->wtype == ML_WTYPE_TABLE) /* the types a table keeps are a GGUF's */
+        return ml__err(err, ML_E_UNSUPPORTED, "wtype", -1,
+                       "an .mlb cannot be requantized to a type table (from a GGUF it can)");
     if (o->wtype != 0 && o->wtype != ML_WTYPE_Q8_0 && o->wtype != ML_WTYPE_Q4_0)
         return ml__err(err, ML_E_INVAL, "wtype", -1,
                        "%u is not a weight type an .mlb can be requantized to (Q8_0 or Q4_0)",

@@ -26,7 +26,7 @@ setup_file() {
     run -2 --separate-stderr ml-quant "$G"
     [[ ${stderr_lines[0]} == "ml-quant: name the output with -o OUT.mlb (or - for standard output)" ]]
     run -2 --separate-stderr ml-quant "$G" -o x.mlb --wtype q5_0
-    [[ ${stderr_lines[0]} == "ml-quant: --wtype: 'q5_0' is not q8_0 or q4_0" ]]
+    [[ ${stderr_lines[0]} == "ml-quant: --wtype: 'q5_0' is not q8_0, q4_0 or source" ]]
     run -2 --separate-stderr ml-quant "$G" -o x.mlb --wtype q8_0 --q8-mask wo
     run -2 --separate-stderr ml-quant "$G" -o x.mlb --imatrix m.mli --q4-rule round
     [[ ${stderr_lines[0]} == "ml-quant: --imatrix needs the fit rule; --q4-rule round cannot use importances" ]]
