@@ -1,7 +1,9 @@
 /* mlb.c - the .mlb header: field table, encoding, every header rule of the
  * validation table in mlb(5), and the body layout (which arrays follow, in
- * which order, at which offsets).  Loader, streaming verifier and writer all
- * walk the body through ml_mlb_layout_next, so there is one layout. */
+ * which order, at which offsets; with wtype 3, each matrix's type from the
+ * type table, whose entries are checked here).  Loader, streaming verifier
+ * and writer all walk the body through ml_mlb_layout_next, so there is one
+ * layout and one set of table rules. */
 #include "base/internal.h"
 
 #include <math.h>
