@@ -407,9 +407,13 @@ static ml_status fill_f32(wctx *w, const ml__conv_item *it, float *x)
         memset(x, 0, n * sizeof *x);
         return ML_OK;
     }
-    if (t->ndim == 2) { /* lconv: rows are channels */
-        float tmp;
-        return fill_rows(it, 0, t->rows, x, &tmp, w->err);
+    if (t->ndim == 2) { /* lconv (rows are channels), F32 matrices of a type table */
+        float *tmp = malloc((size_t)t->cols * sizeof *tmp); /* lout's column moves */
+        if (!tmp)
+            return ml__err(w->err, ML_E_NOMEM, t->name, -1, "out of memory");
+        st = fill_rows(it, 0, t->rows, x, tmp, w->err);
+        free(tmp);
+        return st;
     }
     size_t ns;
     float *all;

@@ -646,6 +646,28 @@ START_TEST(test_source_moves)
 }
 END_TEST
 
+/* --wtype source on an F32 Qwen3.5: F32 matrices stay F32, lout's value
+ * heads regrouped by columns, every array lossless but A_log. */
+START_TEST(test_source_f32_moves)
+{
+    tc_spec s;
+    tc_default(&s, "qwen35");
+    s.mtype = ML_GGML_F32;
+    ml_convert_opts o;
+    ml_convert_opts_init(&o);
+    o.wtype = ML_WTYPE_TABLE;
+    tc_conv c;
+    convert_spec(&c, &s, &o);
+    tc_expect_fields(ml_mlb_get_header(c.m), "wtype=3 q8_mask=0");
+    expect_table(&c);
+    ck_assert_int_eq(ml_mlb_find(c.m, "blk.0.lout")->type, ML_TYPE_F32);
+    ck_assert_int_eq(ml_mlb_find(c.m, "blk.0.lb")->type, ML_TYPE_F32);
+    size_t lossless = tc_check_arrays(&c);
+    ck_assert_uint_eq(lossless + c.st.derived, ml_convert_plan_n_items(c.p));
+    tc_conv_free(&c);
+}
+END_TEST
+
 /* --wtype source on a source of Q8_0 and Q4_0 only: the old form, a
  * q8_mask saying which classes are Q8_0; the default rule, unchanged,
  * keeps such files as they were. */
@@ -1030,6 +1052,7 @@ Suite *suite_convert(void)
     tcase_add_test(tc, test_automatic_types);
     tcase_add_test(tc, test_source_default);
     tcase_add_test(tc, test_source_moves);
+    tcase_add_test(tc, test_source_f32_moves);
     tcase_add_test(tc, test_source_old_form);
     suite_add_tcase(s, tc);
     tc = tcase_create("architectures");
