@@ -200,7 +200,7 @@ typedef struct ml_tensor {
     uint32_t q8_class;    /* q8_mask class bit of a matrix, 0 otherwise */
     uint64_t offset;      /* file offset of the data (quants or blocks for matrices) */
     uint64_t nbytes;      /* bytes of that array, without padding */
-    uint64_t scale_offset;/* file offset of the scales; 0 for F32/U8 */
+    uint64_t scale_offset;/* file offset of the scales; 0 for F32, U8 and block types */
     uint64_t scale_nbytes;/* bytes of the scales as stored */
     /* Filled by ml_mlb_open only, pointing into the mapping (the scales
      * are used as stored: the runtime's kernels read f16 directly, so
