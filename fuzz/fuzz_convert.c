@@ -25,8 +25,9 @@ static void check_plan(const ml_convert_plan *p, const ml_gguf *g)
     ml_status st = ml_mlb_header_validate(h, NULL, NULL, &err);
     fuzz_check_err(st, &err, 0);
     FUZZ_CHECK(st == ML_OK);
-    const uint8_t *flags = ml_convert_plan_flags(p);
+    const uint8_t *flags = ml_convert_plan_flags(p), *types = ml_convert_plan_types(p);
     FUZZ_CHECK((flags != NULL) == (h->layer_flags != 0));
+    FUZZ_CHECK((types != NULL) == (h->wtype == ML_WTYPE_TABLE));
     if (flags)
         FUZZ_CHECK(ml_mlb_layer_flags_validate(h, flags, NULL) == ML_OK);
     FUZZ_CHECK(ml_convert_plan_arch(p) != NULL && ml_convert_plan_arch_desc(p) != NULL);
@@ -35,11 +36,11 @@ static void check_plan(const ml_convert_plan *p, const ml_gguf *g)
     /* The items are the body in file order, as the layout iterator says. */
     ml_mlb_layout it;
     ml_tensor t;
-    ml_mlb_layout_begin(&it, h, flags);
+    ml_mlb_layout_begin_types(&it, h, flags, types);
     size_t n = ml_convert_plan_n_items(p), i = 0;
     while (ml_mlb_layout_next(&it, &t, NULL) == 1) {
         if (t.type == ML_TYPE_U8)
-            continue; /* the layer flags come from the plan's flags */
+            continue; /* layer flags and type table come from the plan's */
         FUZZ_CHECK(i < n);
         const ml_convert_item *item = ml_convert_plan_item(p, i++);
         FUZZ_CHECK(strcmp(item->dst.name, t.name) == 0 && item->dst.offset == t.offset &&
@@ -55,7 +56,7 @@ static void check_plan(const ml_convert_plan *p, const ml_gguf *g)
     for (size_t k = 0; k < ml_convert_plan_n_notes(p); k++)
         FUZZ_CHECK(ml_convert_plan_note(p, k) != NULL);
     uint64_t end = 0;
-    FUZZ_CHECK(ml_mlb_layout_size(h, flags, &end, NULL, NULL) == ML_OK);
+    FUZZ_CHECK(ml_mlb_layout_size_types(h, flags, types, &end, NULL, NULL) == ML_OK);
     FUZZ_CHECK(ml_convert_plan_size(p) >= end && ml_convert_plan_size(p) - end < ML_MLB_ALIGN);
 }
 
@@ -98,7 +99,7 @@ static void convert(const ml_gguf *g, uint32_t h, size_t size)
 {
     ml_convert_opts o;
     ml_convert_opts_init(&o);
-    static const uint32_t wtypes[] = {0, 0, ML_WTYPE_Q8_0, ML_WTYPE_Q4_0};
+    static const uint32_t wtypes[] = {0, ML_WTYPE_TABLE, ML_WTYPE_Q8_0, ML_WTYPE_Q4_0};
     o.wtype = wtypes[h & 3];
     o.scale_f16 = (h >> 2 & 3) != 0;
     o.q4_rule = (h >> 4 & 3) == 0 ? ML_Q4_ROUND : -1;

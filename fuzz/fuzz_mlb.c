@@ -40,6 +40,19 @@ static void check_tensor(const ml_mlb *m, const ml_tensor *t)
             f += ml_tensor_scale(t, i);
         (void)f;
     }
+    uint32_t elems, bytes;
+    if (ml_type_block(t->type, &elems, &bytes, NULL)) { /* a block matrix: rows of whole blocks */
+        FUZZ_CHECK(t->cols % elems == 0 && t->scale_nbytes == 0 && !t->scales && !t->scales_f16);
+        FUZZ_CHECK(t->nbytes == (uint64_t)t->rows * ml_tensor_row_bytes(t));
+        float *row = malloc((size_t)t->cols * sizeof *row);
+        ml_error err;
+        fuzz_err_init(&err);
+        if (row && t->rows) {
+            ml_status s = ml_tensor_dequantize(t, t->rows - 1, 1, row, &err);
+            FUZZ_CHECK(s == ML_OK || s == ML_E_UNSUPPORTED);
+        }
+        free(row);
+    }
     (void)sink;
     FUZZ_CHECK(ml_mlb_find(m, t->name) == t);
     FUZZ_CHECK(ml_mlb_get(m, t->role, t->layer) == t);

@@ -296,10 +296,12 @@ def corpus_mlt(out, build):
     shutil.rmtree(tmp)
 
 
-def run_mkmodel(build, path, args, flags=None):
+def run_mkmodel(build, path, args, flags=None, types=None):
     cmd = [f"{build}/tests/mkmodel", "-o", path, "--seed", "1"]
     if flags:
         cmd += ["--flags", flags]
+    if types:
+        cmd += ["--types", types]
     subprocess.run(cmd + args.split(), check=True)
 
 
@@ -320,9 +322,22 @@ def corpus_mlb(out, build):
     run_mkmodel(build, f"{out}/mlb/full", full, "1,2,4,8")
     run_mkmodel(build, f"{out}/mlb/llama3-rope", base + " wtype=1 rope_type=1 rope_factor=8 "
                 "rope_low_freq_factor=1 rope_high_freq_factor=4 rope_orig_max_seq=8")
+    corpus_mlb_tables(out, build, base, full)
     with open(f"{out}/mlb/q8", "rb") as f:
         b = f.read()
     open(f"{out}/mlb/header-only", "wb").write(b[:256])
+
+
+def corpus_mlb_tables(out, build, base, full):
+    """wtype 3: type tables with every code, the K-quants on 256 columns."""
+    run_mkmodel(build, f"{out}/mlb/table", base, None,
+                "0,1,2,4,5,6,12,14,15,16")
+    run_mkmodel(build, f"{out}/mlb/table-full", full.replace(" q8_mask=0x41", ""), "1,2,4,8",
+                "15,1,2,4,12,5,6,14,16,0")
+    run_mkmodel(build, f"{out}/mlb/table-k",
+                "dim=256 n_layers=1 n_heads=1 n_kv_heads=1 head_dim=32 hidden_dim=32 vocab=3 "
+                "max_seq=16 rope_theta=10000 norm_eps=1e-5 scale_f16=1", None,
+                "7,8,9,10,12,11,14,13,16")
 
 
 def corpus_mli(out):

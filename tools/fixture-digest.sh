@@ -59,8 +59,15 @@ for g in tests/fixtures/models/*/*.gguf; do
     }
     digest "$name gguf2mlb model" "$tmp/m.mlb"
     digest "$name gguf2mlb tokenizer" "$tmp/m.mlt"
+    # A model the runtime refuses (block types it has no kernels for)
+    # says so, with ml-run's exit status, and the digest goes on.
+    rc=0
     echo "Hello world, the quick brown fox." | ml-run -q -m "$tmp/m.mlb" -k "$tmp/m.mlt" -n 8 \
-        --temp 0 --logits "$tmp/l.f32" >"$tmp/gen"
+        --temp 0 --logits "$tmp/l.f32" >"$tmp/gen" 2>/dev/null || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        echo "not run (ml-run exit $rc)  $name"
+        continue
+    fi
     digest "$name logits" "$tmp/l.f32"
     digest "$name greedy 8" "$tmp/gen"
 done

@@ -13,6 +13,13 @@ in float64 here), so the two agree to float32 rounding, not bit for bit.
     python3 tools/mlb.py logits MODEL.mlb ID ID ... > out.f32   (n x vocab float32)
     python3 tools/mlb.py imatrix MODEL.mlb ID ID ... > out.mli  (mli(5), logits for every id)
 
+A model with a type table (wtype 3, mlb(5) TYPE TABLE) is read too: the
+table follows the layer flags, one code per matrix, and each matrix is
+decoded by its code: F32, the spec's Q8_0 and Q4_0, or ggml's block
+layouts (decoded here from ggml's reference dequantizers; Q2_K, Q3_K,
+IQ4_XS and MXFP4 are laid out but not decoded).  type_table_bytes()
+writes a table for a writer.
+
 The importance matrix is written from the spec's "Importance matrix file"
 table: the float input of each matrix product, squared and summed per
 channel in float64; a linear-attention layer adds the input of lqkv/lz/
@@ -42,6 +49,109 @@ FIELDS = [  # name, offset, kind (I u32, f f32)
 
 F32 = np.float32
 
+# Type table codes (mlb(5)): name, weights and bytes per block (None: the
+# spec's own layouts).
+TYPES = {
+    0: ("F32", None, None), 1: ("Q8_0", None, None), 2: ("Q4_0", None, None),
+    4: ("Q4_1", 32, 20), 5: ("Q5_0", 32, 22), 6: ("Q5_1", 32, 24), 7: ("Q2_K", 256, 84),
+    8: ("Q3_K", 256, 110), 9: ("Q4_K", 256, 144), 10: ("Q5_K", 256, 176),
+    11: ("Q6_K", 256, 210), 12: ("IQ4_NL", 32, 18), 13: ("IQ4_XS", 256, 136),
+    14: ("MXFP4", 32, 17), 15: ("F16", 1, 2), 16: ("BF16", 1, 2),
+}
+IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], F32)
+
+
+def matrix_count(h, flags):
+    """Entries of the type table: tok_emb; per layer wq wk wv wo [wg] or
+    lqkv lz lb la lout, then w1 w2 w3; wcls unless shared."""
+    n = 1 + (0 if h["shared_classifier"] else 1)
+    for f in flags:
+        n += 8 if f & 8 else 7 + (1 if h["attn_gate"] else 0)
+    return n
+
+
+def type_table_bytes(h, flags, codes):
+    """The type table as a writer puts it after the layer flags: the codes,
+    zero-padded to 64 bytes."""
+    assert len(codes) == matrix_count(h, flags)
+    assert all(c in TYPES for c in codes), "a code that is no matrix type"
+    b = bytes(codes)
+    return b + bytes(-len(b) % 64)
+
+
+def _f16(raw, off):
+    return raw[:, off:off + 2].copy().view("<f2").astype(F32)[:, 0]
+
+
+def _k4_scales(sc):
+    """Q4_K/Q5_K: the 8 six-bit scales and mins of a block's 12 bytes."""
+    sc = sc.astype(np.int32)
+    d = np.empty((sc.shape[0], 8), np.int32)
+    m = np.empty_like(d)
+    d[:, :4], m[:, :4] = sc[:, 0:4] & 63, sc[:, 4:8] & 63
+    d[:, 4:] = (sc[:, 8:12] & 15) | ((sc[:, 0:4] >> 6) << 4)
+    m[:, 4:] = (sc[:, 8:12] >> 4) | ((sc[:, 4:8] >> 6) << 4)
+    return d.astype(F32), m.astype(F32)
+
+
+def dequant_blocks(code, raw):
+    """ggml's reference dequantization of n blocks (raw: n x bytes uint8)
+    into n x weights float32."""
+    name = TYPES[code][0]
+    n = raw.shape[0]
+    if name == "F16":
+        return raw.copy().view("<f2").astype(F32)
+    if name == "BF16":
+        return (raw.copy().view("<u2").astype(np.uint32) << 16).view(F32)
+    if name in ("Q4_1", "Q5_1", "Q5_0", "IQ4_NL"):
+        d = _f16(raw, 0)
+        m = _f16(raw, 2) if name in ("Q4_1", "Q5_1") else np.zeros(n, F32)
+        qs = raw[:, {"Q4_1": 4, "Q5_1": 8, "Q5_0": 6, "IQ4_NL": 2}[name]:]
+        lo, hi = (qs & 15).astype(np.int32), (qs >> 4).astype(np.int32)
+        if name in ("Q5_0", "Q5_1"):
+            qh = raw[:, 4 if name == "Q5_1" else 2:][:, :4].copy().view("<u4").astype(np.int64)
+            j = np.arange(16)
+            lo = lo | (((qh >> j) & 1) << 4).astype(np.int32)
+            hi = hi | (((qh >> (j + 16)) & 1) << 4).astype(np.int32)
+        if name == "IQ4_NL":
+            return np.concatenate([IQ4NL[lo], IQ4NL[hi]], axis=1) * d[:, None]
+        q = np.concatenate([lo, hi], axis=1).astype(F32) - (16 if name == "Q5_0" else 0)
+        return (q * d[:, None] + m[:, None]).astype(F32)
+    if name in ("Q4_K", "Q5_K"):
+        d, dmin = _f16(raw, 0), _f16(raw, 2)
+        sc, mn = _k4_scales(raw[:, 4:16])
+        qh = raw[:, 16:48] if name == "Q5_K" else None
+        qs = raw[:, 48:] if name == "Q5_K" else raw[:, 16:]
+        out = np.empty((n, 256), F32)
+        for j in range(4):  # 64 weights: the low nibbles, then the high
+            q = qs[:, 32 * j:32 * j + 32].astype(np.int32)
+            lo, hi = q & 15, q >> 4
+            if qh is not None:
+                lo = lo | (((qh >> (2 * j)) & 1).astype(np.int32) << 4)
+                hi = hi | (((qh >> (2 * j + 1)) & 1).astype(np.int32) << 4)
+            for k, v in ((0, lo), (1, hi)):
+                s = 2 * j + k
+                out[:, 64 * j + 32 * k:64 * j + 32 * k + 32] = \
+                    (d * sc[:, s])[:, None] * v - (dmin * mn[:, s])[:, None]
+        return out
+    if name == "Q6_K":
+        ql, qh = raw[:, 0:128].astype(np.int32), raw[:, 128:192].astype(np.int32)
+        sc = raw[:, 192:208].copy().view(np.int8).astype(F32)
+        d = _f16(raw, 208)
+        out = np.empty((n, 256), F32)
+        for half in range(2):
+            L, H, S = ql[:, 64 * half:], qh[:, 32 * half:], sc[:, 8 * half:]
+            for l in range(32):
+                i = l // 16
+                q = [((L[:, l] & 15) | ((H[:, l] & 3) << 4)) - 32,
+                     ((L[:, l + 32] & 15) | (((H[:, l] >> 2) & 3) << 4)) - 32,
+                     ((L[:, l] >> 4) | (((H[:, l] >> 4) & 3) << 4)) - 32,
+                     ((L[:, l + 32] >> 4) | (((H[:, l] >> 6) & 3) << 4)) - 32]
+                for k in range(4):
+                    out[:, 128 * half + l + 32 * k] = d * S[:, i + 2 * k] * q[k]
+        return out
+    raise NotImplementedError("mlb.py: no dequantizer for %s yet" % name)
+
 
 class Model:
     def __init__(self, path):
@@ -63,6 +173,13 @@ class Model:
         self.flags = list(b[256:256 + n]) if h["layer_flags"] else [0] * n
         if h["layer_flags"]:
             self.pos += n
+        self.types = None  # the type table's codes, in matrix order
+        if h["wtype"] == 3:
+            assert h["q8_mask"] == 0, "q8_mask with a type table"
+            self._align()
+            self.types = list(b[self.pos:self.pos + matrix_count(h, self.flags)])
+            self.pos += len(self.types)
+            self.next_type = 0
         self.t = {}
         self._read_body()
 
@@ -78,6 +195,18 @@ class Model:
     def _mat(self, name, rows, cols, cls, force_q8=False):
         h = self.h
         q8 = force_q8 or h["wtype"] == 1 or (h["q8_mask"] & cls) != 0
+        if self.types is not None:
+            code = self.types[self.next_type]
+            self.next_type += 1
+            assert code in TYPES, "%s: type code %d is no matrix type" % (name, code)
+            if code == 0:
+                self._vec(name, rows * cols)
+                self.t[name] = self.t[name].reshape(rows, cols)
+                return
+            if code > 2:
+                self._blocks(name, rows, cols, code)
+                return
+            q8 = code == 1
         self._align()
         n = rows * cols
         if q8:
@@ -97,6 +226,19 @@ class Model:
             self.pos += 4 * nb
         w = (q.reshape(nb, 32) * d[:, None]).reshape(rows, cols)
         self.t[name] = w.astype(F32)
+
+    def _blocks(self, name, rows, cols, code):
+        """ggml blocks, byte for byte as in a GGUF: one array, rows consecutive."""
+        tname, elems, nbytes = TYPES[code]
+        assert cols % elems == 0, "%s: %d columns are not whole %s blocks" % (name, cols, tname)
+        self._align()
+        nb = rows * cols // elems
+        raw = np.frombuffer(self.buf, np.uint8, nb * nbytes, self.pos).reshape(nb, nbytes)
+        self.pos += nb * nbytes
+        try:
+            self.t[name] = dequant_blocks(code, raw).reshape(rows, cols).astype(F32)
+        except NotImplementedError:
+            self.t[name] = None  # laid out, not decoded
 
     def _read_body(self):
         h = self.h

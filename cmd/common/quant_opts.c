@@ -20,8 +20,10 @@ int quant_opts_take(quant_opts *q, int id, const char *arg)
             q->wtype = ML_WTYPE_Q8_0;
         else if (strcasecmp(arg, "q4_0") == 0)
             q->wtype = ML_WTYPE_Q4_0;
+        else if (strcasecmp(arg, "source") == 0) /* from a GGUF: each matrix keeps its type */
+            q->wtype = ML_WTYPE_TABLE;
         else
-            cli_usage_error("--wtype: '%s' is not q8_0 or q4_0", arg);
+            cli_usage_error("--wtype: '%s' is not q8_0, q4_0 or source", arg);
         return 1;
     case QOPT_Q8_MASK: {
         uint32_t m;

@@ -34,7 +34,9 @@ static const cli_opt opts[] = {
     {OPT_NO_TOKENIZER, 0, "no-tokenizer", NULL, "write no tokenizer"},
     {OPT_TOKENIZER_ONLY, 0, "tokenizer-only", NULL,
      "write only the tokenizer (also from a vocabulary-only GGUF)"},
-    {QOPT_WTYPE, 0, "wtype", "TYPE", "q8_0 or q4_0 (default: the source's size class)"},
+    {QOPT_WTYPE, 0, "wtype", "TYPE",
+     "q8_0, q4_0, or source: each matrix keeps its GGUF type (default: source when the "
+     "matrices mix other block types, else the source's size class)"},
     {QOPT_Q8_MASK, 0, "q8-mask", "CLASSES",
      "Q4_0 models: matrices kept as Q8_0 (default: see below)"},
     {QOPT_SCALE_F16, 0, "scale-f16", NULL, "store scales as f16 (default)"},

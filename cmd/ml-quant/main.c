@@ -19,7 +19,7 @@ enum { OPT_OUTPUT, OPT_STATS, OPT_THREADS, OPT_DRY_RUN, OPT_FORCE, OPT_QUIET };
 
 static const cli_opt opts[] = {
     {OPT_OUTPUT, 'o', "output", "FILE", "the model to write (.mlb); - for stdout; required"},
-    {QOPT_WTYPE, 0, "wtype", "TYPE", "q8_0 or q4_0 (default: the source's)"},
+    {QOPT_WTYPE, 0, "wtype", "TYPE", "q8_0, q4_0, or source (from a GGUF: as gguf2mlb; default: the source's)"},
     {QOPT_Q8_MASK, 0, "q8-mask", "CLASSES", "Q4_0 models: matrices kept as Q8_0"},
     {QOPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli) for the Q4_0 fit rule"},
     {QOPT_Q4_RULE, 0, "q4-rule", "RULE", "fit or round (default: fit; from a GGUF, as gguf2mlb)"},

@@ -177,7 +177,7 @@ static void json_plan(const ml_convert_plan *plan)
     json_str(stdout, ml_convert_plan_arch_desc(plan));
     printf(",\"wtype\":\"%s\",\"scale_f16\":%s,\"q8_mask\":%u,\"q4_rule\":\"%s\",\"size\":%" PRIu64
            ",",
-           h->wtype == ML_WTYPE_Q8_0 ? "Q8_0" : "Q4_0", h->scale_f16 ? "true" : "false",
+           wtype_name(h->wtype, 1), h->scale_f16 ? "true" : "false",
            h->q8_mask, ml_convert_plan_q4_rule(plan) == ML_Q4_ROUND ? "round" : "fit",
            ml_convert_plan_size(plan));
     json_items(plan);

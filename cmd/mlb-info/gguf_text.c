@@ -156,7 +156,7 @@ static void text_tensors(const ml_gguf *g)
 static void text_weights(const ml_convert_plan *plan)
 {
     const ml_mlb_header *h = ml_convert_plan_header(plan);
-    printf("  %-22s %s, %s scales", "weights", h->wtype == ML_WTYPE_Q8_0 ? "Q8_0" : "Q4_0",
+    printf("  %-22s %s, %s scales", "weights", wtype_name(h->wtype, 0),
            h->scale_f16 ? "f16" : "f32");
     if (h->q8_mask) {
         printf(", Q8_0 classes:");
@@ -164,6 +164,13 @@ static void text_weights(const ml_convert_plan *plan)
     }
     if (h->wtype != ML_WTYPE_Q8_0)
         printf(", %s rule", ml_convert_plan_q4_rule(plan) == ML_Q4_ROUND ? "round" : "fit");
+    if (h->wtype == ML_WTYPE_TABLE) { /* what the .mlb's own line will say */
+        type_count c = {0};
+        for (size_t i = 0; i < ml_convert_plan_n_items(plan); i++)
+            type_count_add(&c, ml_convert_plan_item(plan, i)->dst.type);
+        printf("\n  %-22s", "types");
+        print_type_counts(&c, 0);
+    }
     printf("\n");
 }
 

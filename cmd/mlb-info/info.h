@@ -26,6 +26,18 @@ void mlb_print(const char *path, const ml_mlb *m, const options *o);
 void human_size(uint64_t b, char *buf, size_t n);
 /* " tok_emb wcls" for the bits of an ML_Q8_* mask. */
 void print_q8_classes(uint32_t mask);
+/* Tensors per type, in order of first appearance (wtype 3 models). */
+typedef struct type_count {
+    ml_type type[ML_TYPE_COUNT];
+    size_t n[ML_TYPE_COUNT];
+    int kinds;
+} type_count;
+void type_count_add(type_count *c, ml_type t);
+/* "Q4_K 13, F32 5, Q6_K 3" (text) or {"Q4_K":13,...} (json). */
+void print_type_counts(const type_count *c, int json);
+/* The weights line's name of a wtype: "Q8_0", "Q4_0", "per-matrix types
+ * (type table)"; json: "Q8_0", "Q4_0", "table". */
+const char *wtype_name(uint32_t wtype, int json);
 
 /* --- GGUF (gguf.c) --- */
 

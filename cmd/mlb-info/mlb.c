@@ -1,7 +1,8 @@
 /* mlb.c - mlb-info's report on an .mlb model: header fields with their
  * meaning, derived sizes, what each layer is, parameters, bits per weight,
  * cache memory for a context, and on request the tensor table; --json
- * prints the same for scripts. */
+ * prints the same for scripts.  A model with a type table (wtype 3) also
+ * gets a count of tensors per type and each tensor's bits per weight. */
 #include "info.h"
 
 #include <inttypes.h>
@@ -126,6 +127,44 @@ void print_q8_classes(uint32_t mask)
             printf(" %s", names[i]);
 }
 
+void type_count_add(type_count *c, ml_type t)
+{
+    int k = 0;
+    while (k < c->kinds && c->type[k] != t)
+        k++;
+    if (k == c->kinds)
+        c->type[c->kinds++] = t;
+    c->n[k]++;
+}
+
+void print_type_counts(const type_count *c, int json)
+{
+    for (int k = 0; k < c->kinds; k++)
+        printf(json ? "%s\"%s\":%zu" : "%s %s %zu", k ? "," : "", ml_type_name(c->type[k]),
+               c->n[k]);
+}
+
+const char *wtype_name(uint32_t wtype, int json)
+{
+    return wtype == ML_WTYPE_Q8_0   ? "Q8_0"
+           : wtype == ML_WTYPE_Q4_0 ? "Q4_0"
+           : json                   ? "table"
+                                    : "per-matrix types (type table)";
+}
+
+static void count_types(const ml_mlb *m, type_count *c)
+{
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < ml_mlb_n_tensors(m); i++)
+        if (ml_mlb_tensor(m, i)->type != ML_TYPE_U8)
+            type_count_add(c, ml_mlb_tensor(m, i)->type);
+}
+
+static int is_table(const ml_mlb *m)
+{
+    return ml_mlb_get_header(m)->wtype == ML_WTYPE_TABLE;
+}
+
 static void print_field_value(const ml_mlb_header *h, const ml_mlb_field *f, char *buf, size_t n)
 {
     if (f->type == ML_FIELD_CHARS)
@@ -161,8 +200,10 @@ static void print_layers(const ml_mlb *m)
 
 static void print_tensors(const ml_mlb *m)
 {
-    printf("tensors\n  %-24s %-5s %-14s %12s %12s %12s\n", "name", "type", "shape", "offset",
-           "scale_offset", "bytes");
+    int table = is_table(m); /* older files keep their table as it was */
+    int f16 = (int)ml_mlb_get_header(m)->scale_f16;
+    printf("tensors\n  %-24s %-5s %-14s %12s %12s %12s%s\n", "name", "type", "shape", "offset",
+           "scale_offset", "bytes", table ? "    bpw" : "");
     for (size_t i = 0; i < ml_mlb_n_tensors(m); i++) {
         const ml_tensor *t = ml_mlb_tensor(m, i);
         if (t->type == ML_TYPE_U8)
@@ -172,9 +213,12 @@ static void print_tensors(const ml_mlb *m)
             snprintf(shape, sizeof shape, "[%u]", t->rows);
         else
             snprintf(shape, sizeof shape, "[%u, %u]", t->rows, t->cols);
-        printf("  %-24s %-5s %-14s %12" PRIu64 " %12" PRIu64 " %12" PRIu64 "\n", t->name,
+        printf("  %-24s %-5s %-14s %12" PRIu64 " %12" PRIu64 " %12" PRIu64, t->name,
                ml_type_name(t->type), shape, t->offset, t->scale_offset,
                t->nbytes + t->scale_nbytes);
+        if (table)
+            printf(" %6.4g", ml_type_bits(t->type, f16));
+        printf("\n");
     }
 }
 
@@ -189,11 +233,16 @@ static void print_human(const char *path, const ml_mlb *m, const options *o)
     printf("  %-22s .mlb version %u\n", "format", h->version);
     human_size(ml_mlb_file_size(m), buf, sizeof buf);
     printf("  %-22s %s\n", "file size", buf);
-    printf("  %-22s %s, %s scales", "weights", h->wtype == ML_WTYPE_Q8_0 ? "Q8_0" : "Q4_0",
-           h->scale_f16 ? "f16" : "f32");
+    printf("  %-22s %s, %s scales", "weights", wtype_name(h->wtype, 0), h->scale_f16 ? "f16" : "f32");
     if (h->q8_mask) {
         printf(", Q8_0 classes:");
         print_q8_classes(h->q8_mask);
+    }
+    if (is_table(m)) {
+        type_count c;
+        count_types(m, &c);
+        printf("\n  %-22s", "types");
+        print_type_counts(&c, 0);
     }
     printf("\n  %-22s %" PRIu64 " (%.2f M), %.3f bits per weight\n", "parameters", t.params,
            (double)t.params / 1e6, bpw(&t));
@@ -279,6 +328,9 @@ static void json_tensors(const ml_mlb *m)
         else
             printf("\"shape\":[%u,%u]", t->rows, t->cols);
         printf(",\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64, t->offset, t->nbytes);
+        if (is_table(m))
+            printf(",\"bits_per_weight\":%.6g",
+                   ml_type_bits(t->type, (int)ml_mlb_get_header(m)->scale_f16));
         if (t->scale_nbytes)
             printf(",\"scale_offset\":%" PRIu64 ",\"scale_bytes\":%" PRIu64, t->scale_offset,
                    t->scale_nbytes);
@@ -311,6 +363,13 @@ static void print_json(const char *path, const ml_mlb *m, const options *o)
                t.kind_layers[k], t.kind_bytes[k]);
     printf("},\"layers\":");
     json_layers(m, t.ctx, o);
+    if (is_table(m)) {
+        type_count c;
+        count_types(m, &c);
+        printf(",\"types\":{");
+        print_type_counts(&c, 1);
+        printf("}");
+    }
     printf(",\"tensors\":");
     json_tensors(m);
     printf("}\n");

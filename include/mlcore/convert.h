@@ -20,6 +20,10 @@
  *     Q4_0, Q5_0 and IQ4_NL blocks written as Q8_0 keep their scale and get
  *     their exact integer levels; everything else is dequantized to float
  *     and quantized with the spec's rules (mlcore/quant.h);
+ *   - with a type table (wtype 3: --wtype source, and the default for a
+ *     source whose matrices are neither all Q8_0/Q4_0 nor all float), a
+ *     matrix of a ggml block type (Q4_1, Q5_*, K-quants, IQ4_*, F16, BF16)
+ *     keeps its blocks byte for byte, rows moved whole;
  *   - a GGUF Q8_0 quant of -128, which .mlb forbids, becomes -127: one
  *     quantization step on that weight, the rest of the block unchanged
  *     (counted in ml_convert_stats).
@@ -55,8 +59,13 @@ typedef void (*ml_convert_tensor_fn)(void *ctx, const struct ml_convert_item *it
                                      const ml_quant_error *err);
 
 typedef struct ml_convert_opts {
-    uint32_t wtype;                  /* 0: keep the source's size class (below);
-                                        ML_WTYPE_Q8_0 or ML_WTYPE_Q4_0 */
+    uint32_t wtype;                  /* 0: automatic: ML_WTYPE_TABLE for a source
+                                        whose matrices are neither all Q8_0/Q4_0
+                                        nor all F32/F16/BF16, else the source's
+                                        size class (below); ML_WTYPE_Q8_0,
+                                        ML_WTYPE_Q4_0, or ML_WTYPE_TABLE (every
+                                        matrix keeps its GGUF type; written as
+                                        wtype 1 or 2 when that can say it) */
     int64_t q8_mask;                 /* -1: automatic (below); else ML_Q8_* bits,
                                         only for a Q4_0 model */
     int scale_f16;                   /* 1: f16 scales (default); 0: f32 scales */
@@ -136,6 +145,8 @@ ML_API void ml_convert_plan_free(ml_convert_plan *p);
 ML_API const ml_mlb_header *ml_convert_plan_header(const ml_convert_plan *p);
 /* The per-layer flag bytes, or NULL when the header has no layer flags. */
 ML_API const uint8_t *ml_convert_plan_flags(const ml_convert_plan *p);
+/* The type table (ml_mlb_matrix_count bytes) of a wtype 3 plan, else NULL. */
+ML_API const uint8_t *ml_convert_plan_types(const ml_convert_plan *p);
 /* general.architecture, and a description of how it was read. */
 ML_API const char *ml_convert_plan_arch(const ml_convert_plan *p);
 ML_API const char *ml_convert_plan_arch_desc(const ml_convert_plan *p);

@@ -181,10 +181,14 @@ typedef enum ml_role {
     ML_R_LNORM, ML_R_LOUT,
     ML_R_FFN_NORM, ML_R_W1, ML_R_W2, ML_R_W3, ML_R_POST_ATTN_NORM, ML_R_POST_FFN_NORM,
     ML_R_FINAL_NORM, ML_R_WCLS,
+    ML_R_MAT_TYPES, /* wtype 3: the type table (U8, one code per matrix) */
     ML_R_COUNT
 } ml_role;
 
-/* One array (F32, U8) or quantized matrix (quants + scales) of the body. */
+/* One array (F32, U8), quantized matrix (quants + scales) or block matrix
+ * (one array of ggml blocks, rows consecutive: row r starts at
+ * data + r * (cols / elems * bytes), with elems and bytes from
+ * ml_type_block) of the body. */
 typedef struct ml_tensor {
     char name[32];        /* "tok_emb", "blk.3.wq", ... */
     ml_role role;
@@ -194,9 +198,9 @@ typedef struct ml_tensor {
     uint32_t rows;        /* vectors: the length */
     uint32_t cols;        /* vectors: 1 */
     uint32_t q8_class;    /* q8_mask class bit of a matrix, 0 otherwise */
-    uint64_t offset;      /* file offset of the data (quants for matrices) */
+    uint64_t offset;      /* file offset of the data (quants or blocks for matrices) */
     uint64_t nbytes;      /* bytes of that array, without padding */
-    uint64_t scale_offset;/* file offset of the scales; 0 for F32/U8 */
+    uint64_t scale_offset;/* file offset of the scales; 0 for F32, U8 and block types */
     uint64_t scale_nbytes;/* bytes of the scales as stored */
     /* Filled by ml_mlb_open only, pointing into the mapping (the scales
      * are used as stored: the runtime's kernels read f16 directly, so
@@ -210,25 +214,55 @@ typedef struct ml_tensor {
  *   ml_mlb_layout it; ml_mlb_layout_begin(&it, &h, flags);
  *   while (ml_mlb_layout_next(&it, &t, &err) == ML_OK && t_valid) ...
  * flags may be NULL when h->layer_flags is 0; it must hold n_layers bytes
- * otherwise.  The header must have passed ml_mlb_header_validate. */
+ * otherwise.  The header must have passed ml_mlb_header_validate.
+ * A wtype 3 header needs its type table (ml_mlb_layout_begin_types): the
+ * table sizes the matrices. */
 typedef struct ml_mlb_layout {
     const ml_mlb_header *h;
     const uint8_t *flags;
+    const uint8_t *types; /* wtype 3: the type table (ml_mlb_matrix_count bytes) */
     ml_mlb_derived d;
     uint64_t pos;        /* offset of the next array */
+    uint64_t types_offset; /* file offset of the type table (wtype 3) */
     uint32_t layer;      /* current layer */
     uint32_t step;       /* position inside the current section */
-    uint32_t section;    /* 0 layer flags, 1 tok_emb, 2 layers, 3 final, 4 done */
+    uint32_t section;    /* 0 layer flags, 6 type table, 1 tok_emb, 2 layers, 3 final, 4 wcls, 5 done */
+    uint32_t mat;        /* matrices laid out so far: the next one's table index */
 } ml_mlb_layout;
 
 ML_API void ml_mlb_layout_begin(ml_mlb_layout *it, const ml_mlb_header *h, const uint8_t *flags);
+/* The same with the type table of a wtype 3 header (ignored otherwise). */
+ML_API void ml_mlb_layout_begin_types(ml_mlb_layout *it, const ml_mlb_header *h,
+                                      const uint8_t *flags, const uint8_t *types);
 /* Fills *t with the next tensor and returns 1, or returns 0 at the end.
- * Returns -1 and fills err (ML_E_NOMEM) when an offset overflows 64 bits. */
+ * Returns -1 and fills err when it cannot lay out the next tensor:
+ * ML_E_NOMEM when an offset overflows 64 bits; with wtype 3, ML_E_FORMAT
+ * for a table code that is no matrix type (3, or 17 and above; the message
+ * names the matrix, the table index and the byte's file offset) or a
+ * missing table, and ML_E_SHAPE for a matrix whose cols is not a multiple
+ * of its block type's elements.  err->code holds the status. */
 ML_API int ml_mlb_layout_next(ml_mlb_layout *it, ml_tensor *t, ml_error *err);
 /* Total bytes the body implies (header included, last padding excluded),
- * and the number of tensors.  Both may be NULL. */
+ * and the number of tensors.  Both may be NULL.  A wtype 3 header needs
+ * the _types variant (ML_E_INVAL here); its errors are the iterator's. */
 ML_API ml_status ml_mlb_layout_size(const ml_mlb_header *h, const uint8_t *flags,
                                     uint64_t *end, size_t *n_tensors, ml_error *err);
+ML_API ml_status ml_mlb_layout_size_types(const ml_mlb_header *h, const uint8_t *flags,
+                                          const uint8_t *types, uint64_t *end,
+                                          size_t *n_tensors, ml_error *err);
+/* Matrices the header and flags imply, one type table entry each:
+ * tok_emb, per layer wq wk wv wo [wg] or lqkv lz lb la lout, then w1 w2
+ * w3, and wcls unless shared (lconv is F32 and not one).  0 for an invalid
+ * header. */
+ML_API uint32_t ml_mlb_matrix_count(const ml_mlb_header *h, const uint8_t *flags);
+/* File offset of the type table: right after the layer flags' array, or
+ * 256 without layer flags. */
+ML_API uint64_t ml_mlb_types_offset(const ml_mlb_header *h);
+/* 1 if code may stand in a type table: 0-2 and 4-16. */
+ML_API int ml_type_is_matrix(uint32_t code);
+/* Bits per weight of a matrix type as stored (Q4_K 4.5; Q8_0 8.5 with f16
+ * scales, 9 with f32). */
+ML_API double ml_type_bits(ml_type t, int scale_f16);
 
 /* ------------------------------------------------------------------------
  * .mlb models: loading
@@ -262,6 +296,8 @@ ML_API uint64_t ml_mlb_file_size(const ml_mlb *m);
 ML_API const uint8_t *ml_mlb_file_data(const ml_mlb *m);
 /* Flags of layer l (0 when the file has no layer flags). */
 ML_API uint8_t ml_mlb_layer_flag(const ml_mlb *m, uint32_t l);
+/* The type table (ml_mlb_matrix_count bytes) of a wtype 3 file, else NULL. */
+ML_API const uint8_t *ml_mlb_types(const ml_mlb *m);
 ML_API size_t ml_mlb_n_tensors(const ml_mlb *m);
 ML_API const ml_tensor *ml_mlb_tensor(const ml_mlb *m, size_t i);
 /* By name ("blk.0.wq"); NULL if absent. */
@@ -277,9 +313,17 @@ ML_API uint64_t ml_tensor_elements(const ml_tensor *t);
 /* Scale i (i < elements / 32) of a loaded Q8_0 or Q4_0 matrix as f32,
  * whether the file stores f32 or f16 scales (widened exactly). */
 ML_API float ml_tensor_scale(const ml_tensor *t, uint64_t i);
-/* Rows r0 .. r0 + n - 1 of a loaded tensor (F32, Q8_0 or Q4_0) as floats:
- * n * cols values into out, by ml_dequantize_row_q8_0/_q4_0. */
+/* Rows r0 .. r0 + n - 1 of a loaded tensor as floats: n * cols values
+ * into out (F32, Q8_0 and Q4_0 by ml_dequantize_row_q8_0/_q4_0, block
+ * types by ggml's dequantizers, ml_gguf_dequantize_raw).  A type with no
+ * dequantizer in this build (MXFP4 for now) is ML_E_UNSUPPORTED. */
+ML_API ml_status ml_tensor_dequantize(const ml_tensor *t, uint64_t r0, uint64_t n, float *out,
+                                      ml_error *err);
+/* The same without a status: rows that cannot be dequantized are NaN. */
 ML_API void ml_tensor_dequantize_rows(const ml_tensor *t, uint64_t r0, uint64_t n, float *out);
+/* Bytes of one row of a matrix as stored: cols * 4 (F32), cols / elems *
+ * bytes (block types), the quants' cols or cols / 2 (Q8_0, Q4_0). */
+ML_API uint64_t ml_tensor_row_bytes(const ml_tensor *t);
 
 /* Bytes of cache state one layer of the given flags needs for ctx positions:
  * K and V (f32) for attention layers, min(ctx, sliding_window) positions
@@ -330,9 +374,16 @@ typedef struct ml_mlb_writer ml_mlb_writer;
  * tensors must then be put in file order; ml_mlb_writer_expect tells which. */
 ML_API ml_status ml_mlb_writer_new(const ml_mlb_header *h, const uint8_t *flags, ml_write_fn fn,
                                    void *ctx, ml_mlb_writer **out, ml_error *err);
+/* The same with the type table of a wtype 3 header (ml_mlb_matrix_count
+ * bytes), which it validates and writes after the flags; ignored for
+ * wtype 1 and 2.  ml_mlb_writer_new refuses wtype 3 (ML_E_INVAL). */
+ML_API ml_status ml_mlb_writer_new_types(const ml_mlb_header *h, const uint8_t *flags,
+                                         const uint8_t *types, ml_write_fn fn, void *ctx,
+                                         ml_mlb_writer **out, ml_error *err);
 /* The tensor the writer expects next, or NULL when every tensor is written. */
 ML_API const ml_tensor *ml_mlb_writer_expect(const ml_mlb_writer *w);
 /* Writes the next tensor.  F32: data holds rows*cols floats, scales NULL.
+ * Block types: data holds the blocks, scales NULL.
  * Quantized: data holds the quants, scales the scales in the file's
  * encoding (f32, or f16 bits when scale_f16).  Byte counts must match. */
 ML_API ml_status ml_mlb_writer_put(ml_mlb_writer *w, const void *data, size_t nbytes,
@@ -347,6 +398,12 @@ ML_API void ml_mlb_writer_free(ml_mlb_writer *w);
  * scales.  Any valid header works; for tests and benchmarks. */
 ML_API ml_status ml_mlb_write_random(const ml_mlb_header *h, const uint8_t *flags, uint64_t seed,
                                      ml_write_fn fn, void *ctx, ml_error *err);
+/* The same for a wtype 3 header with its type table: block matrices get
+ * random bytes below 0x40, so every f16 or bf16 field in them is finite
+ * and they dequantize to finite numbers. */
+ML_API ml_status ml_mlb_write_random_types(const ml_mlb_header *h, const uint8_t *flags,
+                                           const uint8_t *types, uint64_t seed, ml_write_fn fn,
+                                           void *ctx, ml_error *err);
 
 #ifdef __cplusplus
 }

@@ -20,14 +20,15 @@
  * Weight types
  * ========================================================================= */
 
-static ml_status choose_types(ml__conv_build *b, const ml_convert_opts *o)
+/* The old rule: one weight type for every matrix, Q4_0 models with the
+ * classes of mostly 8-bit sources in Q8_0. */
+static ml_status choose_wtype(ml__conv_build *b, const ml_convert_opts *o)
 {
     ml_mlb_header *h = &b->p->h;
     uint64_t t4 = 0, t8 = 0;
     for (int c = 0; c < 7; c++)
         t4 += b->elems[c][0], t8 += b->elems[c][1];
     h->wtype = o->wtype ? o->wtype : t4 > t8 ? ML_WTYPE_Q4_0 : ML_WTYPE_Q8_0;
-    h->scale_f16 = o->scale_f16 ? 1 : 0;
     if (h->wtype == ML_WTYPE_Q8_0) {
         if (o->q8_mask > 0)
             return ml__err(b->err, ML_E_INVAL, "q8_mask", -1,
@@ -50,6 +51,101 @@ static ml_status choose_types(ml__conv_build *b, const ml_convert_opts *o)
     return ML_OK;
 }
 
+static int is_matrix(const ml_tensor *t)
+{
+    return t->ndim == 2 && t->role != ML_R_LCONV;
+}
+
+/* The type a matrix keeps in source mode: its GGUF type, the spec's
+ * Q8_0/Q4_0 for those two, F32 for F32. */
+static ml_status source_type(ml__conv_build *b, const ml__conv_item *it, uint8_t *code)
+{
+    const ml_gguf_tensor *src = it->pub.src;
+    uint32_t elems = 1;
+    ml_type t = src->type == ML_GGML_F32    ? ML_TYPE_F32
+                : src->type == ML_GGML_Q8_0 ? ML_TYPE_Q8_0
+                : src->type == ML_GGML_Q4_0 ? ML_TYPE_Q4_0
+                                            : ml_type_of_ggml(src->type);
+    if (t == ML_TYPE_F32 && src->type != ML_GGML_F32)
+        return ml__err(b->err, ML_E_UNSUPPORTED, src->name, (int64_t)src->info_offset,
+                       "tensor type %s cannot be kept in an .mlb type table",
+                       src->type_name ? src->type_name : "?");
+    /* lout's columns move by whole value heads: a block type stays only
+     * when a head is whole blocks; else the spec's Q8_0 (requantized). */
+    if (ml_type_block(t, &elems, NULL, NULL) && (it->pub.transform & ML_CONV_VHEAD_COLS) &&
+        it->vhs % elems) {
+        ml_status s = ml__conv_note(b, "%s: value heads of %u columns split %s blocks; "
+                                       "requantized to Q8_0", src->name, it->vhs,
+                                    ml_type_name(t));
+        if (s)
+            return s;
+        t = ML_TYPE_Q8_0;
+    }
+    *code = (uint8_t)t;
+    return ML_OK;
+}
+
+/* A table of Q8_0 and Q4_0 only is written in the old form when a
+ * q8_mask can say it (every class in one type; lb and la are Q8_0 there). */
+static int old_form(ml__conv_build *b, const uint8_t *types)
+{
+    ml_convert_plan *p = b->p;
+    uint32_t q4 = 0, q8 = 0, k = 0;
+    for (size_t i = 0; i < p->n_items; i++) {
+        const ml_tensor *t = &p->items[i].pub.dst;
+        if (!is_matrix(t))
+            continue;
+        uint8_t c = types[k++];
+        if (c != ML_TYPE_Q8_0 && c != ML_TYPE_Q4_0)
+            return 0;
+        if (t->role == ML_R_LB || t->role == ML_R_LA)
+            continue;
+        *(c == ML_TYPE_Q8_0 ? &q8 : &q4) |= t->q8_class;
+    }
+    if (q4 & q8)
+        return 0;
+    p->h.wtype = q4 ? ML_WTYPE_Q4_0 : ML_WTYPE_Q8_0;
+    p->h.q8_mask = q4 ? q8 : 0;
+    return 1;
+}
+
+/* Source mode: every matrix keeps its GGUF type (mlb(5)'s type table). */
+static ml_status choose_source(ml__conv_build *b, const ml_convert_opts *o)
+{
+    ml_convert_plan *p = b->p;
+    if (o->q8_mask > 0)
+        return ml__err(b->err, ML_E_INVAL, "q8_mask", -1,
+                       "every matrix keeps its source's type; q8_mask is for Q4_0 models");
+    uint8_t *types = malloc(b->n_mat ? b->n_mat : 1);
+    if (!types)
+        return ml__err(b->err, ML_E_NOMEM, "", -1, "out of memory");
+    uint32_t k = 0;
+    ml_status s = ML_OK;
+    for (size_t i = 0; i < p->n_items && !s; i++)
+        if (is_matrix(&p->items[i].pub.dst))
+            s = source_type(b, &p->items[i], &types[k++]);
+    if (s || old_form(b, types)) {
+        free(types);
+        return s;
+    }
+    p->h.wtype = ML_WTYPE_TABLE;
+    p->h.q8_mask = 0;
+    p->types = types;
+    return ML_OK;
+}
+
+/* --wtype source, or by default a source that mixes block types: each
+ * matrix keeps its type.  Otherwise (all Q8_0/Q4_0, or all float, or
+ * --wtype q8_0/q4_0) the old rule, so those conversions stay as they were. */
+static ml_status choose_types(ml__conv_build *b, const ml_convert_opts *o)
+{
+    b->p->h.scale_f16 = o->scale_f16 ? 1 : 0;
+    int old = b->n_mat_q == b->n_mat || b->n_mat_float == b->n_mat;
+    if (o->wtype == ML_WTYPE_TABLE || (o->wtype == 0 && !old))
+        return choose_source(b, o);
+    return choose_wtype(b, o);
+}
+
 /* Block layouts a Q8_0 or Q4_0 block can take without loss. */
 static int exact_to(uint32_t src, ml_type dst)
 {
@@ -66,6 +162,8 @@ static void set_method(ml__conv_item *it)
         p->method = ML_CONV_EXACT, p->lossless = 1;
     } else if (p->transform & ML_CONV_A_LOG) {
         p->method = ML_CONV_DERIVED, p->lossless = 0;
+    } else if (ml_type_block(p->dst.type, NULL, NULL, NULL)) { /* kept byte for byte */
+        p->method = ML_CONV_COPY, p->lossless = 1;
     } else if (p->dst.type == ML_TYPE_F32) {
         p->method = p->src->type == ML_GGML_F32 ? ML_CONV_COPY : ML_CONV_EXACT;
         p->lossless = 1;
@@ -88,9 +186,11 @@ static ml_status finalize(ml__conv_build *b)
     ml_tensor t;
     size_t i = 0;
     int r;
-    ml_mlb_layout_begin(&lay, &p->h, p->h.layer_flags ? p->flags : NULL);
-    while ((r = ml_mlb_layout_next(&lay, &t, b->err)) == 1) {
-        if (t.role == ML_R_LAYER_FLAGS)
+    ml_error local;
+    ml_error *err = b->err ? b->err : &local;
+    ml_mlb_layout_begin_types(&lay, &p->h, p->h.layer_flags ? p->flags : NULL, p->types);
+    while ((r = ml_mlb_layout_next(&lay, &t, err)) == 1) {
+        if (t.type == ML_TYPE_U8) /* layer flags, type table */
             continue;
         if (i >= p->n_items || p->items[i].pub.dst.role != t.role)
             return ml__err(b->err, ML_E_INVAL, t.name, -1, "internal: layout changed");
@@ -99,9 +199,10 @@ static ml_status finalize(ml__conv_build *b)
         i++;
     }
     if (r < 0)
-        return ML_E_NOMEM;
+        return err->code;
     uint64_t end;
-    ml_status s = ml_mlb_layout_size(&p->h, p->h.layer_flags ? p->flags : NULL, &end, NULL, b->err);
+    ml_status s = ml_mlb_layout_size_types(&p->h, p->h.layer_flags ? p->flags : NULL, p->types,
+                                           &end, NULL, b->err);
     if (s)
         return s;
     if (ml__align_up(end, ML_MLB_ALIGN, &p->size))
@@ -204,7 +305,8 @@ void ml_convert_opts_init(ml_convert_opts *o)
 
 static ml_status check_opts(const ml_convert_opts *o, ml_error *err)
 {
-    if (o->wtype != 0 && o->wtype != ML_WTYPE_Q8_0 && o->wtype != ML_WTYPE_Q4_0)
+    if (o->wtype != 0 && o->wtype != ML_WTYPE_Q8_0 && o->wtype != ML_WTYPE_Q4_0 &&
+        o->wtype != ML_WTYPE_TABLE)
         return ml__err(err, ML_E_INVAL, "wtype", -1, "%u is not a weight type", o->wtype);
     if (o->q8_mask < -1 || o->q8_mask > ML_Q8_ALL)
         return ml__err(err, ML_E_INVAL, "q8_mask", -1, "%lld is not a class mask",
@@ -288,6 +390,7 @@ void ml_convert_plan_free(ml_convert_plan *p)
     free(p->items);
     free(p->notes);
     free(p->flags);
+    free(p->types);
     free(p);
 }
 
@@ -299,6 +402,11 @@ const ml_mlb_header *ml_convert_plan_header(const ml_convert_plan *p)
 const uint8_t *ml_convert_plan_flags(const ml_convert_plan *p)
 {
     return p->h.layer_flags ? p->flags : NULL;
+}
+
+const uint8_t *ml_convert_plan_types(const ml_convert_plan *p)
+{
+    return p->types;
 }
 
 const char *ml_convert_plan_arch(const ml_convert_plan *p)

@@ -301,6 +301,14 @@ static ml_status bind_item(ml__conv_build *b, ml__conv_item *it, const ml_tensor
     }
 }
 
+/* What the matrices' sources are, for the default weight type. */
+static void count_source(ml__conv_build *b, uint32_t type)
+{
+    b->n_mat++;
+    b->n_mat_q += type == ML_GGML_Q8_0 || type == ML_GGML_Q4_0;
+    b->n_mat_float += type == ML_GGML_F32 || type == ML_GGML_F16 || type == ML_GGML_BF16;
+}
+
 /* One layout pass with a provisional weight type binds every array. */
 ml_status ml__conv_bind_all(ml__conv_build *b)
 {
@@ -331,6 +339,8 @@ ml_status ml__conv_bind_all(ml__conv_build *b)
             int c = __builtin_ctz(t.q8_class);
             b->elems[c][size_class8(it->pub.src->type)] += (uint64_t)t.rows * t.cols;
         }
+        if (t.type != ML_TYPE_F32) /* a matrix: one type table entry */
+            count_source(b, it->pub.src->type);
     }
-    return r < 0 ? ML_E_NOMEM : ML_OK;
+    return r < 0 ? ML_E_NOMEM : ML_OK; /* the provisional header has no table */
 }

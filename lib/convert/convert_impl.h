@@ -28,6 +28,7 @@ struct ml_convert_plan {
     const ml_gguf *g;
     ml_mlb_header h;
     uint8_t *flags; /* n_layers bytes when h.layer_flags */
+    uint8_t *types; /* wtype 3: the type table (ml_mlb_matrix_count bytes), else NULL */
     char arch[32];
     char arch_desc[192];
     int q4_rule;
@@ -86,6 +87,8 @@ typedef struct ml__conv_build {
     const ml_gguf_tensor *rope_freqs;
     uint64_t elems[7][2]; /* per q8_mask class: elements from 4- and
                              8-bit sources */
+    uint32_t n_mat, n_mat_q, n_mat_float; /* matrices; from Q8_0/Q4_0; from
+                                             F32/F16/BF16 sources */
 } ml__conv_build;
 
 /* ---- convert_build.c ---- */

@@ -13,6 +13,9 @@
  *     spec's rules in chunks of rows, so memory stays bounded whatever the
  *     tensor's size (the quantizer's row rules make chunking invisible).
  *   - F32 arrays (norms, biases, lconv, A_log) are dequantized whole.
+ *   - kept: a matrix of a ggml block type in a wtype 3 model is the GGUF's
+ *     bytes, row by row (rows are whole blocks, so row moves are row
+ *     copies; lout's head columns move as whole blocks).
  * Row moves are always "destination unit u takes source unit
  * ml__conv_src_unit(u)"; columns move only for lout, by whole heads. */
 #include "convert/convert_impl.h"
@@ -404,9 +407,13 @@ static ml_status fill_f32(wctx *w, const ml__conv_item *it, float *x)
         memset(x, 0, n * sizeof *x);
         return ML_OK;
     }
-    if (t->ndim == 2) { /* lconv: rows are channels */
-        float tmp;
-        return fill_rows(it, 0, t->rows, x, &tmp, w->err);
+    if (t->ndim == 2) { /* lconv (rows are channels), F32 matrices of a type table */
+        float *tmp = malloc((size_t)t->cols * sizeof *tmp); /* lout's column moves */
+        if (!tmp)
+            return ml__err(w->err, ML_E_NOMEM, t->name, -1, "out of memory");
+        st = fill_rows(it, 0, t->rows, x, tmp, w->err);
+        free(tmp);
+        return st;
     }
     size_t ns;
     float *all;
@@ -507,6 +514,38 @@ static ml_status put_matrix(wctx *w, const ml__conv_item *it, ml_mlb_writer *mw)
     return s;
 }
 
+/* A block-type matrix as the GGUF holds it, rows moved as the plan says. */
+static ml_status put_kept(wctx *w, const ml__conv_item *it, ml_mlb_writer *mw)
+{
+    const ml_tensor *t = &it->pub.dst;
+    const ml_gguf_tensor *s = it->pub.src;
+    uint32_t elems = 1, bb = 1;
+    ml_type_block(t->type, &elems, &bb, NULL);
+    size_t nb, rb = (size_t)ml_tensor_row_bytes(t);
+    if (ml__to_size(t->nbytes, &nb))
+        return ml__err(w->err, ML_E_NOMEM, t->name, -1, "the tensor does not fit in memory");
+    uint8_t *q = scratch(&w->qbuf, &w->qcap, nb);
+    if (!q)
+        return ml__err(w->err, ML_E_NOMEM, t->name, -1, "out of memory");
+    int moved = (it->pub.transform & ML_CONV_VHEAD_COLS) != 0;
+    for (uint64_t r = 0; r < t->rows; r++) {
+        const uint8_t *src = s->data + ml__conv_src_unit(it, r) * s->row_bytes;
+        uint8_t *dst = q + r * rb;
+        if (!moved) {
+            memcpy(dst, src, rb);
+            continue;
+        }
+        for (uint64_t b = 0; b < t->cols / elems; b++) /* heads are whole blocks */
+            memcpy(dst + b * bb, src + src_col(it, b * elems) / elems * bb, bb);
+    }
+    ml_status st = ml_mlb_writer_put(mw, q, nb, NULL, 0, w->err);
+    if (!st)
+        st = progress(w, nb);
+    if (!st && w->p->on_tensor)
+        w->p->on_tensor(w->p->tensor_ctx, &it->pub, NULL);
+    return st;
+}
+
 static void count(ml_convert_stats *st, ml_convert_method m)
 {
     switch (m) {
@@ -556,8 +595,8 @@ ml_status ml_convert_write(const ml_convert_plan *p, ml_write_fn fn, void *ctx,
         w.total += p->items[i].pub.dst.nbytes + p->items[i].pub.dst.scale_nbytes;
     counting_sink cs = {fn, ctx, 0};
     ml_mlb_writer *mw;
-    ml_status s =
-        ml_mlb_writer_new(&p->h, p->h.layer_flags ? p->flags : NULL, count_bytes, &cs, &mw, err);
+    ml_status s = ml_mlb_writer_new_types(&p->h, p->h.layer_flags ? p->flags : NULL, p->types,
+                                          count_bytes, &cs, &mw, err);
     if (s)
         return s;
     for (size_t i = 0; !s && i < p->n_items; i++) {
@@ -568,7 +607,9 @@ ml_status ml_convert_write(const ml_convert_plan *p, ml_write_fn fn, void *ctx,
                         t ? t->name : "nothing");
             break;
         }
-        s = it->pub.dst.type == ML_TYPE_F32 ? put_f32(&w, it, mw) : put_matrix(&w, it, mw);
+        s = it->pub.dst.type == ML_TYPE_F32                     ? put_f32(&w, it, mw)
+            : ml_type_block(it->pub.dst.type, NULL, NULL, NULL) ? put_kept(&w, it, mw)
+                                                                : put_matrix(&w, it, mw);
         if (!s)
             count(st, it->pub.method);
     }

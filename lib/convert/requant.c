@@ -40,8 +40,13 @@ ml_status ml_requant_header(const ml_mlb *src, const ml_requant_opts *o, ml_mlb_
                             ml_error *err)
 {
     *h = *ml_mlb_get_header(src);
+    if (o->wtype == ML_WTYPE_TABLE) /* the types a table keeps are a GGUF's */
+        return ml__err(err, ML_E_UNSUPPORTED, "wtype", -1,
+                       "an .mlb cannot be requantized to a type table (from a GGUF it can)");
     if (o->wtype != 0 && o->wtype != ML_WTYPE_Q8_0 && o->wtype != ML_WTYPE_Q4_0)
-        return ml__err(err, ML_E_INVAL, "wtype", -1, "%u is not a weight type", o->wtype);
+        return ml__err(err, ML_E_INVAL, "wtype", -1,
+                       "%u is not a weight type an .mlb can be requantized to (Q8_0 or Q4_0)",
+                       o->wtype);
     if (o->q8_mask < -1 || o->q8_mask > ML_Q8_ALL)
         return ml__err(err, ML_E_INVAL, "q8_mask", -1, "%lld is not a class mask",
                        (long long)o->q8_mask);
@@ -51,6 +56,10 @@ ml_status ml_requant_header(const ml_mlb *src, const ml_requant_opts *o, ml_mlb_
         return ml__err(err, ML_E_INVAL, "imatrix", -1,
                        "importances need the fit rule; the round rule cannot use them");
     uint32_t src_wtype = h->wtype;
+    if (src_wtype == ML_WTYPE_TABLE && !o->wtype) /* the table is the converter's to make */
+        return ml__err(err, ML_E_UNSUPPORTED, "wtype", 44,
+                       "a model with a type table (wtype 3) can only be requantized to one "
+                       "weight type (Q8_0 or Q4_0)");
     if (o->wtype)
         h->wtype = o->wtype;
     if (o->scale_f16 >= 0)

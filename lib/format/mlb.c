@@ -1,7 +1,9 @@
 /* mlb.c - the .mlb header: field table, encoding, every header rule of the
  * validation table in mlb(5), and the body layout (which arrays follow, in
- * which order, at which offsets).  Loader, streaming verifier and writer all
- * walk the body through ml_mlb_layout_next, so there is one layout. */
+ * which order, at which offsets; with wtype 3, each matrix's type from the
+ * type table, whose entries are checked here).  Loader, streaming verifier
+ * and writer all walk the body through ml_mlb_layout_next, so there is one
+ * layout and one set of table rules. */
 #include "base/internal.h"
 
 #include <math.h>
@@ -23,7 +25,7 @@ static const ml_mlb_field fields[] = {
     F(max_seq, 32, ML_FIELD_U32, "longest context"),
     F(rope_theta, 36, ML_FIELD_F32, "RoPE base"),
     F(norm_eps, 40, ML_FIELD_F32, "RMSNorm epsilon"),
-    F(wtype, 44, ML_FIELD_U32, "weight type (1 Q8_0, 2 Q4_0)"),
+    F(wtype, 44, ML_FIELD_U32, "weight type (1 Q8_0, 2 Q4_0, 3 per-matrix type table)"),
     F(shared_classifier, 48, ML_FIELD_U32, "classifier shares tok_emb"),
     F(rope_type, 52, ML_FIELD_U32, "RoPE scaling (0 plain, 1 llama3, 2 linear, 3 yarn)"),
     F(rope_factor, 56, ML_FIELD_F32, "RoPE scaling factor"),
@@ -162,13 +164,17 @@ static ml_status check_flags(const ml_mlb_header *h, ml_error *err)
 {
     if (h->version != 1)
         return BAD(ML_E_FORMAT, version, "%u is not 1 (this build reads version 1)", h->version);
-    if (h->wtype != ML_WTYPE_Q8_0 && h->wtype != ML_WTYPE_Q4_0)
-        return BAD(ML_E_FORMAT, wtype, "unknown weight type %u (1 Q8_0, 2 Q4_0)", h->wtype);
+    if (h->wtype != ML_WTYPE_Q8_0 && h->wtype != ML_WTYPE_Q4_0 && h->wtype != ML_WTYPE_TABLE)
+        return BAD(ML_E_FORMAT, wtype, "unknown weight type %u (1 Q8_0, 2 Q4_0, 3 type table)",
+                   h->wtype);
     if (h->q8_mask & ~(uint32_t)ML_Q8_ALL)
         return BAD(ML_E_FORMAT, q8_mask, "0x%x has bits above 64, which name no class",
                    h->q8_mask);
     if (h->q8_mask && h->wtype == ML_WTYPE_Q8_0)
         return BAD(ML_E_FORMAT, q8_mask, "0x%x in a Q8_0 model (must be 0)", h->q8_mask);
+    if (h->q8_mask && h->wtype == ML_WTYPE_TABLE) /* the table names every matrix's type */
+        return BAD(ML_E_FORMAT, q8_mask, "0x%x with a type table (wtype 3; must be 0)",
+                   h->q8_mask);
     struct { const char *name; uint32_t v; } bools[] = {
         {"qkv_bias", h->qkv_bias},     {"qk_norm", h->qk_norm},     {"layer_flags", h->layer_flags},
         {"post_norms", h->post_norms}, {"scale_f16", h->scale_f16}, {"attn_gate", h->attn_gate},
@@ -438,6 +444,7 @@ static const char *const role_names[ML_R_COUNT] = {
     [ML_R_W2] = "w2",                   [ML_R_W3] = "w3",
     [ML_R_POST_ATTN_NORM] = "post_attn_norm", [ML_R_POST_FFN_NORM] = "post_ffn_norm",
     [ML_R_FINAL_NORM] = "final_norm",   [ML_R_WCLS] = "wcls",
+    [ML_R_MAT_TYPES] = "mat_types",
 };
 
 /* The block types: name, ggml id, block elements and bytes. */
@@ -560,16 +567,73 @@ static void role_shape(const ml_mlb_header *h, const ml_mlb_derived *d, ml_role 
     t->type = q8 ? ML_TYPE_Q8_0 : ML_TYPE_Q4_0;
 }
 
-void ml_mlb_layout_begin(ml_mlb_layout *it, const ml_mlb_header *h, const uint8_t *flags)
+int ml_type_is_matrix(uint32_t code)
+{
+    return code < ML_TYPE_COUNT && code != ML_TYPE_U8;
+}
+
+double ml_type_bits(ml_type t, int scale_f16)
+{
+    uint32_t e, b;
+    switch (t) {
+    case ML_TYPE_F32: return 32;
+    case ML_TYPE_Q8_0: return scale_f16 ? 8.5 : 9;
+    case ML_TYPE_Q4_0: return scale_f16 ? 4.5 : 5;
+    case ML_TYPE_U8: return 8;
+    default: break;
+    }
+    return ml_type_block(t, &e, &b, NULL) ? 8.0 * b / e : 0;
+}
+
+/* Matrices of one layer: the type table's entries for it. */
+static uint32_t layer_matrices(const ml_mlb_header *h, uint8_t flags)
+{
+    if (flags & ML_LAYER_LINEAR)
+        return 5 + 3; /* lqkv lz lb la lout, w1 w2 w3 */
+    return 4 + (h->attn_gate ? 1 : 0) + 3;
+}
+
+uint32_t ml_mlb_matrix_count(const ml_mlb_header *h, const uint8_t *flags)
+{
+    if (ml_mlb_header_validate(h, NULL, NULL, NULL) != ML_OK)
+        return 0;
+    uint32_t n = 1 + (h->shared_classifier ? 0 : 1);
+    for (uint32_t l = 0; l < h->n_layers; l++) /* at most 65536 x 8: no overflow */
+        n += layer_matrices(h, flags && h->layer_flags ? flags[l] : 0);
+    return n;
+}
+
+uint64_t ml_mlb_types_offset(const ml_mlb_header *h)
+{
+    uint64_t off = ML_MLB_HEADER_SIZE;
+    if (h->layer_flags) /* n_layers <= 65536: no overflow */
+        off = (off + h->n_layers + ML_MLB_ALIGN - 1) / ML_MLB_ALIGN * ML_MLB_ALIGN;
+    return off;
+}
+
+void ml_mlb_layout_begin_types(ml_mlb_layout *it, const ml_mlb_header *h, const uint8_t *flags,
+                               const uint8_t *types)
 {
     memset(it, 0, sizeof *it);
     it->h = h;
     it->flags = flags;
     it->pos = ML_MLB_HEADER_SIZE;
-    it->section = h->layer_flags ? 0 : 1;
+    int table = h->wtype == ML_WTYPE_TABLE;
+    it->section = h->layer_flags ? 0 : table ? 6 : 1;
     ml_status s = ml_mlb_header_validate(h, NULL, &it->d, NULL);
-    if (s != ML_OK)
+    if (s != ML_OK) {
         it->section = 5; /* invalid header: nothing to lay out */
+        return;
+    }
+    if (table) {
+        it->types = types;
+        it->types_offset = ml_mlb_types_offset(h);
+    }
+}
+
+void ml_mlb_layout_begin(ml_mlb_layout *it, const ml_mlb_header *h, const uint8_t *flags)
+{
+    ml_mlb_layout_begin_types(it, h, flags, NULL);
 }
 
 /* Picks the role of the next array and advances the state; 0 at the end. */
@@ -578,7 +642,11 @@ static int next_role(ml_mlb_layout *it, ml_role *role, int32_t *layer)
     const ml_mlb_header *h = it->h;
     *layer = -1;
     switch (it->section) {
-    case 0: it->section = 1; *role = ML_R_LAYER_FLAGS; return 1;
+    case 0:
+        it->section = h->wtype == ML_WTYPE_TABLE ? 6 : 1;
+        *role = ML_R_LAYER_FLAGS;
+        return 1;
+    case 6: it->section = 1; *role = ML_R_MAT_TYPES; return 1;
     case 1: it->section = 2; *role = ML_R_TOK_EMB; return 1;
     case 2: {
         ml_role r[24];
@@ -599,6 +667,50 @@ static int next_role(ml_mlb_layout *it, ml_role *role, int32_t *layer)
     }
 }
 
+/* With a type table, a matrix takes its type from its entry: codes that
+ * are no matrix type, and block types that do not tile the rows, are
+ * refused here, so loader, verifier and writer refuse them alike. */
+static ml_status table_type(ml_mlb_layout *it, ml_tensor *t, ml_error *err)
+{
+    uint32_t i = it->mat++;
+    if (!it->types)
+        return ml__err(err, ML_E_FORMAT, t->name, -1,
+                       "wtype 3 but no type table was given to lay the matrices out");
+    uint8_t code = it->types[i];
+    int64_t at = (int64_t)(it->types_offset + i);
+    if (!ml_type_is_matrix(code))
+        return ml__err(err, ML_E_FORMAT, t->name, at,
+                       "type table entry %u is %u, not a matrix type (0-2, 4-16)", i, code);
+    t->type = (ml_type)code;
+    uint32_t elems;
+    if (ml_type_block(t->type, &elems, NULL, NULL) && t->cols % elems)
+        return ml__err(err, ML_E_SHAPE, t->name, at,
+                       "%u columns are not a multiple of %s's %u-element blocks "
+                       "(type table entry %u)",
+                       t->cols, ml_type_name(t->type), elems, i);
+    return ML_OK;
+}
+
+/* Bytes of the tensor's first (or only) array; 1 on overflow. */
+static int data_bytes(const ml_tensor *t, uint64_t *bytes)
+{
+    uint64_t n = (uint64_t)t->rows * t->cols;
+    uint32_t elems, bb;
+    switch (t->type) {
+    case ML_TYPE_U8: case ML_TYPE_Q8_0: *bytes = n; return 0;
+    case ML_TYPE_F32: return ml__mul64(n, 4, bytes);
+    case ML_TYPE_Q4_0: *bytes = n / 2; return 0;
+    default: break;
+    }
+    ml_type_block(t->type, &elems, &bb, NULL);
+    return ml__mul64(n / elems, bb, bytes);
+}
+
+static int is_matrix_role(const ml_tensor *t)
+{
+    return t->ndim == 2 && t->role != ML_R_LCONV;
+}
+
 int ml_mlb_layout_next(ml_mlb_layout *it, ml_tensor *t, ml_error *err)
 {
     ml_role role;
@@ -613,15 +725,21 @@ int ml_mlb_layout_next(ml_mlb_layout *it, ml_tensor *t, ml_error *err)
         snprintf(t->name, sizeof t->name, "blk.%d.%s", layer, role_names[role]);
     else
         snprintf(t->name, sizeof t->name, "%s", role_names[role]);
-    role_shape(h, &it->d, role, t);
-    uint64_t n = (uint64_t)t->rows * t->cols, bytes;
-    int ovf = 0;
-    switch (t->type) {
-    case ML_TYPE_U8: bytes = n; break;
-    case ML_TYPE_F32: ovf = ml__mul64(n, 4, &bytes); break;
-    case ML_TYPE_Q8_0: bytes = n; break;
-    default: bytes = n / 2; break;
+    if (role == ML_R_MAT_TYPES) {
+        t->ndim = 1, t->rows = ml_mlb_matrix_count(h, it->flags), t->cols = 1;
+        t->type = ML_TYPE_U8;
+    } else {
+        role_shape(h, &it->d, role, t);
     }
+    if (h->wtype == ML_WTYPE_TABLE && is_matrix_role(t)) {
+        ml_status s = table_type(it, t, err);
+        if (s) {
+            it->section = 5;
+            return -1;
+        }
+    }
+    uint64_t n = (uint64_t)t->rows * t->cols, bytes = 0;
+    int ovf = data_bytes(t, &bytes);
     t->offset = it->pos;
     t->nbytes = bytes;
     uint64_t end;
@@ -646,15 +764,19 @@ static uint64_t tensor_end(const ml_tensor *t)
     return t->scale_nbytes ? t->scale_offset + t->scale_nbytes : t->offset + t->nbytes;
 }
 
-ml_status ml_mlb_layout_size(const ml_mlb_header *h, const uint8_t *flags, uint64_t *end,
-                             size_t *n_tensors, ml_error *err)
+ml_status ml_mlb_layout_size_types(const ml_mlb_header *h, const uint8_t *flags,
+                                   const uint8_t *types, uint64_t *end, size_t *n_tensors,
+                                   ml_error *err)
 {
     ml_mlb_layout it;
     ml_tensor t;
     size_t n = 0;
     uint64_t e = ML_MLB_HEADER_SIZE;
     int r;
-    ml_mlb_layout_begin(&it, h, flags);
+    ml_error local;
+    if (!err)
+        err = &local;
+    ml_mlb_layout_begin_types(&it, h, flags, types);
     if (it.section == 5)
         return ml_mlb_header_validate(h, NULL, NULL, err);
     while ((r = ml_mlb_layout_next(&it, &t, err)) == 1) {
@@ -662,12 +784,21 @@ ml_status ml_mlb_layout_size(const ml_mlb_header *h, const uint8_t *flags, uint6
         e = tensor_end(&t);
     }
     if (r < 0)
-        return ML_E_NOMEM;
+        return err->code;
     if (end)
         *end = e;
     if (n_tensors)
         *n_tensors = n;
     return ML_OK;
+}
+
+ml_status ml_mlb_layout_size(const ml_mlb_header *h, const uint8_t *flags, uint64_t *end,
+                             size_t *n_tensors, ml_error *err)
+{
+    if (h->wtype == ML_WTYPE_TABLE)
+        return ml__err(err, ML_E_INVAL, "wtype", 44,
+                       "3 (type table): the layout needs the table (ml_mlb_layout_size_types)");
+    return ml_mlb_layout_size_types(h, flags, NULL, end, n_tensors, err);
 }
 
 uint64_t ml_tensor_elements(const ml_tensor *t)
@@ -680,13 +811,21 @@ float ml_tensor_scale(const ml_tensor *t, uint64_t i)
     return t->scales_f16 ? ml_f16_to_f32(t->scales_f16[i]) : t->scales[i];
 }
 
-void ml_tensor_dequantize_rows(const ml_tensor *t, uint64_t r0, uint64_t n, float *out)
+uint64_t ml_tensor_row_bytes(const ml_tensor *t)
 {
-    const uint64_t cols = t->cols, first = r0 * cols, count = n * cols;
-    if (t->type == ML_TYPE_F32) {
-        memcpy(out, (const float *)t->data + first, (size_t)count * sizeof *out);
-        return;
+    uint32_t elems, bytes;
+    switch (t->type) {
+    case ML_TYPE_F32: return (uint64_t)t->cols * 4;
+    case ML_TYPE_Q8_0: case ML_TYPE_U8: return t->cols;
+    case ML_TYPE_Q4_0: return t->cols / 2;
+    default: break;
     }
+    return ml_type_block(t->type, &elems, &bytes, NULL) ? (uint64_t)t->cols / elems * bytes : 0;
+}
+
+/* Q8_0 and Q4_0: quants and scales are separate arrays, block by block. */
+static void dequantize_spec(const ml_tensor *t, uint64_t first, uint64_t count, float *out)
+{
     for (uint64_t e = 0; e < count; e += 32) {
         const uint64_t b = (first + e) / 32;
         const float d = ml_tensor_scale(t, b);
@@ -695,6 +834,40 @@ void ml_tensor_dequantize_rows(const ml_tensor *t, uint64_t r0, uint64_t n, floa
         else
             ml_dequantize_row_q4_0((const uint8_t *)t->data + 16 * b, &d, 32, out + e);
     }
+}
+
+ml_status ml_tensor_dequantize(const ml_tensor *t, uint64_t r0, uint64_t n, float *out,
+                               ml_error *err)
+{
+    const uint64_t cols = t->cols, first = r0 * cols, count = n * cols;
+    uint32_t ggml;
+    switch (t->type) {
+    case ML_TYPE_F32:
+        memcpy(out, (const float *)t->data + first, (size_t)count * sizeof *out);
+        return ML_OK;
+    case ML_TYPE_Q8_0: case ML_TYPE_Q4_0:
+        dequantize_spec(t, first, count, out);
+        return ML_OK;
+    default: break;
+    }
+    if (!ml_type_block(t->type, NULL, NULL, &ggml))
+        return ml__err(err, ML_E_UNSUPPORTED, t->name, (int64_t)t->offset,
+                       "%s tensors hold no weights to dequantize", ml_type_name(t->type));
+    /* Rows are whole blocks: row r0 starts r0 row_bytes into the data. */
+    const uint8_t *src = (const uint8_t *)t->data + r0 * ml_tensor_row_bytes(t);
+    ml_status s = ml_gguf_dequantize_raw(ggml, src, count, out, err);
+    if (s && err) { /* name the .mlb tensor, not the empty GGUF one */
+        snprintf(err->field, sizeof err->field, "%s", t->name);
+        err->offset = (int64_t)t->offset;
+    }
+    return s;
+}
+
+void ml_tensor_dequantize_rows(const ml_tensor *t, uint64_t r0, uint64_t n, float *out)
+{
+    if (ml_tensor_dequantize(t, r0, n, out, NULL) != ML_OK)
+        for (uint64_t i = 0; i < n * t->cols; i++)
+            out[i] = NAN;
 }
 
 /* Saturating, so absurd --ctx values print as huge rather than wrap. */

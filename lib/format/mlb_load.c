@@ -1,7 +1,9 @@
 /* mlb_load.c - opening an .mlb model: map it read-only, apply the loader's
  * validation table (mlb(5)) in the spec's order, bind every array in place
- * (scales as stored, f32 or f16).  One pass over the file at most: the
- * scan of Q8_0 quants for the forbidden byte -128. */
+ * (scales as stored, f32 or f16; block types' arrays as they are).  A
+ * wtype 3 file's type table is checked entry by entry as the layout reaches
+ * each matrix.  One pass over the file at most: the scan of Q8_0 quants
+ * for the forbidden byte -128. */
 #include "base/io.h"
 
 #include <stdio.h>
@@ -16,6 +18,7 @@ struct ml_mlb {
     ml_mlb_header h;
     ml_mlb_derived d;
     const uint8_t *flags; /* n_layers bytes, or NULL */
+    const uint8_t *types; /* wtype 3: the type table, else NULL */
     ml_tensor *tensors;
     size_t n_tensors;
 };
@@ -46,8 +49,11 @@ static ml_status count_arrays(const ml_mlb *m, size_t *n, ml_error *err)
     ml_mlb_layout it;
     ml_tensor t;
     int r;
+    ml_error local;
+    if (!err)
+        err = &local;
     *n = 0;
-    ml_mlb_layout_begin(&it, &m->h, m->flags);
+    ml_mlb_layout_begin_types(&it, &m->h, m->flags, m->types);
     while ((r = ml_mlb_layout_next(&it, &t, err)) == 1) {
         uint64_t e = t.scale_nbytes ? t.scale_offset + t.scale_nbytes : t.offset + t.nbytes;
         if (e > m->in.size)
@@ -57,7 +63,7 @@ static ml_status count_arrays(const ml_mlb *m, size_t *n, ml_error *err)
                            (unsigned long long)e, m->in.size);
         ++*n;
     }
-    return r < 0 ? ML_E_NOMEM : ML_OK;
+    return r < 0 ? err->code : ML_OK;
 }
 
 /* Checks the body fits in the file, and collects the tensors. */
@@ -74,7 +80,7 @@ static ml_status bind_tensors(ml_mlb *m, ml_error *err)
     m->tensors = calloc(n, sizeof *m->tensors);
     if (!m->tensors)
         return ml__err(err, ML_E_NOMEM, "", -1, "cannot allocate %zu tensor entries", n);
-    ml_mlb_layout_begin(&it, &m->h, m->flags);
+    ml_mlb_layout_begin_types(&it, &m->h, m->flags, m->types);
     while (ml_mlb_layout_next(&it, &t, NULL) == 1) {
         const void *sc = m->in.data + t.scale_offset;
         t.data = m->in.data + t.offset;
@@ -87,6 +93,20 @@ static ml_status bind_tensors(ml_mlb *m, ml_error *err)
     for (size_t i = 0; i < m->n_tensors; i++)
         if (m->tensors[i].type == ML_TYPE_Q8_0 && (s = scan_q8(m->in.data, &m->tensors[i], err)))
             return s;
+    return ML_OK;
+}
+
+/* The type table must be in the file before the layout can read it; its
+ * entries are checked as the layout reaches each matrix. */
+static ml_status bind_types(ml_mlb *m, ml_error *err)
+{
+    uint64_t off = ml_mlb_types_offset(&m->h), n = ml_mlb_matrix_count(&m->h, m->flags);
+    if (off > m->in.size || m->in.size - off < n)
+        return ml__err(err, ML_E_FORMAT, "mat_types", (int64_t)off,
+                       "array ends at byte %llu but the file has %zu bytes "
+                       "(truncated, or the header is wrong)",
+                       (unsigned long long)(off + n), m->in.size);
+    m->types = m->in.data + off;
     return ML_OK;
 }
 
@@ -110,6 +130,8 @@ static ml_status load(ml_mlb *m, ml_error *err)
         if ((s = ml_mlb_layer_flags_validate(&m->h, m->flags, err)))
             return s;
     }
+    if (m->h.wtype == ML_WTYPE_TABLE && (s = bind_types(m, err)))
+        return s;
     return bind_tensors(m, err);
 }
 
@@ -140,6 +162,8 @@ static ml_status copy_out(ml_mlb *m, ml_error *err)
 #define REBASE(p) ((p) = (void *)(m->in.data + ((const uint8_t *)(p) - old)))
     if (m->flags)
         REBASE(m->flags);
+    if (m->types)
+        REBASE(m->types);
     for (size_t i = 0; i < m->n_tensors; i++) {
         ml_tensor *t = &m->tensors[i];
         REBASE(t->data);
@@ -231,6 +255,11 @@ const uint8_t *ml_mlb_file_data(const ml_mlb *m)
 uint8_t ml_mlb_layer_flag(const ml_mlb *m, uint32_t l)
 {
     return m->flags && l < m->h.n_layers ? m->flags[l] : 0;
+}
+
+const uint8_t *ml_mlb_types(const ml_mlb *m)
+{
+    return m->types;
 }
 
 size_t ml_mlb_n_tensors(const ml_mlb *m)

@@ -2,6 +2,8 @@
  * source (a pipe included): the loader's rules, plus every byte of every
  * array (non-finite floats and scales, -128 quants, non-zero padding,
  * trailing bytes), with CRC-32 sums per tensor and for the whole input.
+ * A wtype 3 file's type table is read (and kept: it is small) before the
+ * matrices it sizes; block types' arrays are summed but not looked into.
  * Memory is one fixed buffer, whatever the model's size. */
 #include "base/internal.h"
 
@@ -162,32 +164,47 @@ static ml_status check_tail(stream *st, ml_error *err)
     }
 }
 
+/* Reads a small U8 array (layer flags, type table) at `offset` into a
+ * copy: the layout needs it before the arrays after it. */
+static ml_status read_small(stream *st, uint64_t offset, size_t n, const char *what,
+                            uint8_t **out, ml_error *err)
+{
+    ml_status s = skip_padding(st, offset, what, err);
+    if (s || (s = read_exact(st, n, st->pos + n, what, err)))
+        return s;
+    if (!(*out = malloc(n ? n : 1)))
+        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    memcpy(*out, st->buf, n);
+    return ML_OK;
+}
+
 static ml_status verify_body(stream *st, ml_verify_report *rep, ml_error *err)
 {
     const ml_mlb_header *h = &rep->header;
-    uint8_t *flags = NULL;
+    uint8_t *flags = NULL, *types = NULL;
+    uint32_t n_types = 0;
     ml_status s = ML_OK;
-    if (h->layer_flags) {
-        /* n_layers <= 65536 was checked, so the copy is small. */
-        if ((s = read_exact(st, h->n_layers, st->pos + h->n_layers, "layer_flags", err)))
-            return s;
-        flags = malloc(h->n_layers);
-        if (!flags)
-            return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
-        memcpy(flags, st->buf, h->n_layers);
-        if ((s = ml_mlb_layer_flags_validate(h, flags, err))) {
-            free(flags);
-            return s;
-        }
+    ml_error local;
+    if (!err)
+        err = &local;
+    /* n_layers <= 65536 was checked, so the copy is small. */
+    if (h->layer_flags &&
+        !(s = read_small(st, ML_MLB_HEADER_SIZE, h->n_layers, "layer_flags", &flags, err)))
+        s = ml_mlb_layer_flags_validate(h, flags, err);
+    if (!s && h->wtype == ML_WTYPE_TABLE) { /* at most 65536 x 8 + 2 bytes: one chunk */
+        n_types = ml_mlb_matrix_count(h, flags);
+        s = read_small(st, ml_mlb_types_offset(h), n_types, "mat_types", &types, err);
     }
     ml_mlb_layout it;
     ml_tensor t;
-    int r;
-    ml_mlb_layout_begin(&it, h, flags);
-    while ((r = ml_mlb_layout_next(&it, &t, err)) == 1) {
+    int r = 0;
+    ml_mlb_layout_begin_types(&it, h, flags, types);
+    while (!s && (r = ml_mlb_layout_next(&it, &t, err)) == 1) {
         uint32_t crc = 0;
-        if (t.type == ML_TYPE_U8) {
+        if (t.role == ML_R_LAYER_FLAGS) {
             crc = ml_crc32(0, flags, h->n_layers); /* already read above */
+        } else if (t.role == ML_R_MAT_TYPES) {
+            crc = ml_crc32(0, types, n_types);
         } else if ((s = verify_tensor(st, &t, h, &crc, err))) {
             break;
         }
@@ -195,9 +212,10 @@ static ml_status verify_body(stream *st, ml_verify_report *rep, ml_error *err)
         if (rep->on_tensor)
             rep->on_tensor(rep->ctx, &t, crc);
     }
-    if (r < 0)
-        s = ML_E_NOMEM;
+    if (!s && r < 0)
+        s = err->code;
     free(flags);
+    free(types);
     return s ? s : check_tail(st, err);
 }
 

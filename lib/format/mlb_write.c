@@ -1,6 +1,7 @@
 /* mlb_write.c - the .mlb writer: streams a model through a sink, tensor by
  * tensor in file order, with exact alignment and zero padding, so no model
- * is ever held in memory whole.  Also a generator of valid models with
+ * is ever held in memory whole.  A wtype 3 model's type table is written
+ * after the layer flags, from the table given at creation.  Also a generator of valid models with
  * deterministic pseudo-random weights, for tests and benchmarks. */
 #include "base/internal.h"
 
@@ -9,6 +10,8 @@
 struct ml_mlb_writer {
     ml_mlb_header h;
     uint8_t *flags;
+    uint8_t *types; /* wtype 3: ml_mlb_matrix_count bytes */
+    uint32_t n_types;
     ml_write_fn fn;
     void *ctx;
     uint64_t pos;
@@ -46,11 +49,40 @@ void ml_mlb_writer_free(ml_mlb_writer *w)
     if (!w)
         return;
     free(w->flags);
+    free(w->types);
     free(w);
 }
 
-ml_status ml_mlb_writer_new(const ml_mlb_header *h, const uint8_t *flags, ml_write_fn fn, void *ctx,
-                            ml_mlb_writer **out, ml_error *err)
+/* Copies n bytes of src (n may be 0) into *dst. */
+static int dup_bytes(uint8_t **dst, const uint8_t *src, size_t n)
+{
+    if (!(*dst = malloc(n ? n : 1)))
+        return 0;
+    if (n)
+        memcpy(*dst, src, n);
+    return 1;
+}
+
+/* Header, layer flags and type table: everything before the first tensor
+ * the caller puts. */
+static ml_status write_head(ml_mlb_writer *w, ml_error *err)
+{
+    uint8_t raw[ML_MLB_HEADER_SIZE];
+    ml_mlb_header_encode(&w->h, raw);
+    ml_status s = emit(w, raw, sizeof raw, err);
+    while (!s && w->has_next && w->next.type == ML_TYPE_U8) { /* ours to write */
+        const ml_tensor *t = &w->next;
+        const uint8_t *src = t->role == ML_R_MAT_TYPES ? w->types : w->flags;
+        if (!(s = pad_to(w, t->offset, err)))
+            s = emit(w, src, (size_t)t->nbytes, err);
+        advance(w);
+    }
+    return s;
+}
+
+ml_status ml_mlb_writer_new_types(const ml_mlb_header *h, const uint8_t *flags,
+                                  const uint8_t *types, ml_write_fn fn, void *ctx,
+                                  ml_mlb_writer **out, ml_error *err)
 {
     *out = NULL;
     ml_status s = ml_mlb_header_validate(h, NULL, NULL, err);
@@ -61,8 +93,12 @@ ml_status ml_mlb_writer_new(const ml_mlb_header *h, const uint8_t *flags, ml_wri
                                                            "flags were given");
     if (h->layer_flags && (s = ml_mlb_layer_flags_validate(h, flags, err)))
         return s;
+    int table = h->wtype == ML_WTYPE_TABLE;
+    if (table && !types)
+        return ml__err(err, ML_E_INVAL, "mat_types", -1,
+                       "wtype 3 but no type table was given");
     uint64_t end;
-    if ((s = ml_mlb_layout_size(h, flags, &end, NULL, err)))
+    if ((s = ml_mlb_layout_size_types(h, flags, types, &end, NULL, err)))
         return s;
     ml_mlb_writer *w = calloc(1, sizeof *w);
     if (!w)
@@ -70,29 +106,30 @@ ml_status ml_mlb_writer_new(const ml_mlb_header *h, const uint8_t *flags, ml_wri
     w->h = *h;
     w->fn = fn;
     w->ctx = ctx;
-    if (h->layer_flags) {
-        w->flags = malloc(h->n_layers);
-        if (!w->flags) {
-            free(w);
-            return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
-        }
-        memcpy(w->flags, flags, h->n_layers);
+    w->n_types = table ? ml_mlb_matrix_count(h, flags) : 0;
+    if ((h->layer_flags && !dup_bytes(&w->flags, flags, h->n_layers)) ||
+        (table && !dup_bytes(&w->types, types, w->n_types))) {
+        ml_mlb_writer_free(w);
+        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
     }
-    uint8_t raw[ML_MLB_HEADER_SIZE];
-    ml_mlb_header_encode(h, raw);
-    ml_mlb_layout_begin(&w->it, &w->h, w->flags);
+    ml_mlb_layout_begin_types(&w->it, &w->h, w->flags, w->types);
     advance(w);
-    if ((s = emit(w, raw, sizeof raw, err)) == ML_OK && w->has_next &&
-        w->next.type == ML_TYPE_U8) { /* the layer flags are ours to write */
-        s = emit(w, w->flags, h->n_layers, err);
-        advance(w);
-    }
-    if (s) {
+    if ((s = write_head(w, err))) {
         ml_mlb_writer_free(w);
         return s;
     }
     *out = w;
     return ML_OK;
+}
+
+ml_status ml_mlb_writer_new(const ml_mlb_header *h, const uint8_t *flags, ml_write_fn fn, void *ctx,
+                            ml_mlb_writer **out, ml_error *err)
+{
+    *out = NULL;
+    if (h->wtype == ML_WTYPE_TABLE)
+        return ml__err(err, ML_E_INVAL, "wtype", 44,
+                       "3 (type table): use ml_mlb_writer_new_types with the table");
+    return ml_mlb_writer_new_types(h, flags, NULL, fn, ctx, out, err);
 }
 
 const ml_tensor *ml_mlb_writer_expect(const ml_mlb_writer *w)
@@ -200,12 +237,14 @@ static ml_status put_random(ml_mlb_writer *w, const ml_tensor *t, uint64_t *s, m
         for (size_t i = 0; i < nb / 4; i++)
             ml__wrf32(data + 4 * i, vector_value(t->role, s));
     } else {
+        int block = ml_type_block(t->type, NULL, NULL, NULL);
         for (size_t i = 0; i < nb; i += 8) {
             uint64_t r = splitmix(s);
             for (size_t k = 0; k < 8 && i + k < nb; k++) {
                 uint8_t b = (uint8_t)(r >> (8 * k));
-                /* Q8_0: any byte but 0x80 (-128). */
-                data[i + k] = t->type == ML_TYPE_Q8_0 && b == 0x80 ? 0x81 : b;
+                /* Q8_0: any byte but 0x80 (-128); block types: below 0x40,
+                 * so every f16/bf16 field in them is finite. */
+                data[i + k] = t->type == ML_TYPE_Q8_0 && b == 0x80 ? 0x81 : block ? b & 0x3f : b;
             }
         }
         fill_scales(scales, sb / (w->h.scale_f16 ? 2 : 4), (int)w->h.scale_f16, s);
@@ -219,8 +258,18 @@ static ml_status put_random(ml_mlb_writer *w, const ml_tensor *t, uint64_t *s, m
 ml_status ml_mlb_write_random(const ml_mlb_header *h, const uint8_t *flags, uint64_t seed,
                               ml_write_fn fn, void *ctx, ml_error *err)
 {
+    if (h->wtype == ML_WTYPE_TABLE)
+        return ml__err(err, ML_E_INVAL, "wtype", 44,
+                       "3 (type table): use ml_mlb_write_random_types with the table");
+    return ml_mlb_write_random_types(h, flags, NULL, seed, fn, ctx, err);
+}
+
+ml_status ml_mlb_write_random_types(const ml_mlb_header *h, const uint8_t *flags,
+                                    const uint8_t *types, uint64_t seed, ml_write_fn fn, void *ctx,
+                                    ml_error *err)
+{
     ml_mlb_writer *w;
-    ml_status s = ml_mlb_writer_new(h, flags, fn, ctx, &w, err);
+    ml_status s = ml_mlb_writer_new_types(h, flags, types, fn, ctx, &w, err);
     if (s)
         return s;
     const ml_tensor *t;

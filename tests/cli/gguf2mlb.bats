@@ -59,7 +59,7 @@ in_dir() {
     done <<EOF
 |no input file given
 $Q8 $F16|one input file at a time ('$F16' is extra)
---wtype q5_0 $Q8|--wtype: 'q5_0' is not q8_0 or q4_0
+--wtype q5_0 $Q8|--wtype: 'q5_0' is not q8_0, q4_0 or source
 --q4-rule best $Q8|--q4-rule: 'best' is not fit or round
 --threads 0 $Q8|--threads: 0 is outside 1..1024
 --wtype q8_0 --q8-mask w2 $Q8|--q8-mask is for Q4_0 models; a Q8_0 model stores every matrix as Q8_0
@@ -362,18 +362,21 @@ interrupt() {
 
 @test "a default that requantizes to Q4_0 says so in one line, and which option keeps the quality" {
     local m="$BATS_TEST_DIRNAME/../fixtures/models/llama2"
+    # Q4_1 and Q6_K matrices are kept by default (wtype 3): nothing is
+    # requantized, no note.
     run -0 --separate-stderr gguf2mlb -n "$m/llama2-q4_1.gguf"
-    [[ ${#stderr_lines[@]} -eq 1 ]]
-    [[ ${stderr_lines[0]} =~ ^gguf2mlb:\ .*llama2-q4_1.gguf:\ note:\ ([0-9]+)\ matrices\ \(the\ first\ from\ Q4_1\)\ are\ requantized\ to\ Q4_0,\ which\ loses\ precision\;\ --wtype\ q8_0\ keeps\ the\ source\'s\ quality\ \(([0-9.]+)\ MB,\ not\ ([0-9.]+)\ MB\)$ ]] ||
-        fail_with "${stderr_lines[0]}"
-    local q8=${BASH_REMATCH[2]} q4=${BASH_REMATCH[3]}
-    run -0 --separate-stderr gguf2mlb -n --wtype q8_0 "$m/llama2-q4_1.gguf"
     [[ -z $stderr ]]
+    has_line '^  wtype +3 ' "${lines[@]}"
+    has_line '^  blk.0.attn_q.weight +blk.0.wq +Q4_1 +Q4_1 .* copy \[lossless\]$' "${lines[@]}"
+    # --wtype q4_0 requantizes on request: no note either.
     run -0 --separate-stderr gguf2mlb -n --wtype q4_0 "$m/llama2-q4_1.gguf"
     [[ -z $stderr ]]
-    run -0 --separate-stderr gguf2mlb -n -q "$m/llama2-q4_1.gguf"
-    [[ -z $stderr ]]
-    awk -v a="$q8" -v b="$q4" 'BEGIN { exit !(a > b) }' || fail_with "q8 $q8 MB, q4 $q4 MB"
+    has_line '^  blk.0.attn_q.weight +blk.0.wq +Q4_1 +Q4_0 .* quantize Q4_1 -> Q4_0 \(fit\)$' "${lines[@]}"
+    local q4 q8 src
+    q4=$(gguf2mlb -n --wtype q4_0 "$m/llama2-q4_1.gguf" | sed -n '/^output$/{n;p}' | awk '{print $2}')
+    q8=$(gguf2mlb -n --wtype q8_0 "$m/llama2-q4_1.gguf" | sed -n '/^output$/{n;p}' | awk '{print $2}')
+    src=$(gguf2mlb -n "$m/llama2-q4_1.gguf" | sed -n '/^output$/{n;p}' | awk '{print $2}')
+    (( q8 > src && src > q4 )) || fail_with "q8 $q8, source $src, q4 $q4 bytes"
     # a source already Q8_0 needs no note
     run -0 --separate-stderr gguf2mlb -n "$m/llama2-q8_0.gguf"
     [[ -z $stderr ]]

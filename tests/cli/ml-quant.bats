@@ -26,7 +26,7 @@ setup_file() {
     run -2 --separate-stderr ml-quant "$G"
     [[ ${stderr_lines[0]} == "ml-quant: name the output with -o OUT.mlb (or - for standard output)" ]]
     run -2 --separate-stderr ml-quant "$G" -o x.mlb --wtype q5_0
-    [[ ${stderr_lines[0]} == "ml-quant: --wtype: 'q5_0' is not q8_0 or q4_0" ]]
+    [[ ${stderr_lines[0]} == "ml-quant: --wtype: 'q5_0' is not q8_0, q4_0 or source" ]]
     run -2 --separate-stderr ml-quant "$G" -o x.mlb --wtype q8_0 --q8-mask wo
     run -2 --separate-stderr ml-quant "$G" -o x.mlb --imatrix m.mli --q4-rule round
     [[ ${stderr_lines[0]} == "ml-quant: --imatrix needs the fit rule; --q4-rule round cannot use importances" ]]
@@ -142,4 +142,21 @@ setup_file() {
     run -1 --separate-stderr ml-quant t.txt -o x.mlb
     [[ ${stderr_lines[0]} == "ml-quant: t.txt: ML_E_FORMAT: "* ]]
     [[ ! -e x.mlb ]]
+}
+
+@test "a model with a type table: --wtype q8_0 or q4_0 requantizes it, keeping it is refused (exit 4)" {
+    local d=$BATS_TEST_TMPDIR k="$BATS_TEST_DIRNAME/../fixtures/models/llama2/llama2-q4_k_m.gguf"
+    gguf2mlb -f -q --no-tokenizer "$k" -o "$d/k.mlb"
+    run -4 --separate-stderr ml-quant -o "$d/x.mlb" "$d/k.mlb"
+    [[ ${stderr_lines[0]} == "ml-quant: $d/k.mlb: ML_E_UNSUPPORTED: wtype (offset 44): a model with a type table (wtype 3) can only be requantized to one weight type (Q8_0 or Q4_0)" ]] ||
+        fail_with "${stderr_lines[0]}"
+    run -4 --separate-stderr ml-quant --wtype source -o "$d/x.mlb" "$d/k.mlb"
+    [[ ${stderr_lines[0]} == "ml-quant: $d/k.mlb: ML_E_UNSUPPORTED: wtype: an .mlb cannot be requantized to a type table (from a GGUF it can)" ]] ||
+        fail_with "${stderr_lines[0]}"
+    [[ ! -e $d/x.mlb ]]
+    run -0 --separate-stderr ml-quant -q --wtype q8_0 -o "$d/q8.mlb" "$d/k.mlb"
+    [[ $(mlb-info --json "$d/q8.mlb" | jq .header.wtype) == 1 ]]
+    # From the GGUF, --wtype source writes gguf2mlb's bytes.
+    run -0 --separate-stderr ml-quant -q --wtype source -o "$d/s.mlb" "$k"
+    cmp "$d/s.mlb" "$d/k.mlb"
 }

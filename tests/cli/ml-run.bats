@@ -290,3 +290,18 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     run -3 --separate-stderr bash -c 'ml-run -m "$1" -p "x" -n 5 --temp 0 -q --ignore-eos > /dev/full' _ "$(M)"
     [[ $stderr == *"ML_E_IO: write error"* ]]
 }
+
+@test "a model whose type table holds block types is refused (exit 4) until the runtime runs them" {
+    local d=$BATS_TEST_TMPDIR
+    gguf2mlb -f -q "$FIX/models/llama2/llama2-q4_k_m.gguf" -o "$d/k.mlb" -t "$d/k.mlt"
+    run -4 --separate-stderr ml-run -m "$d/k.mlb" -p hi -n 2
+    [[ -z $output ]]
+    [[ ${stderr_lines[0]} == "ml-run: $d/k.mlb: ML_E_UNSUPPORTED: tok_emb (offset 320): Q4_K matrices cannot be run by this build yet (convert with --wtype q8_0 or q4_0)" ]] ||
+        fail_with "${stderr_lines[0]}"
+    # ml-imatrix shares the refusal; --wtype q4_0 runs.
+    echo "some text" >"$d/corpus.txt"
+    run -4 --separate-stderr ml-imatrix -m "$d/k.mlb" -f "$d/corpus.txt" -o "$d/k.mli"
+    [[ ${stderr_lines[0]} == "ml-imatrix: $d/k.mlb: ML_E_UNSUPPORTED: tok_emb "* ]] || fail_with "${stderr_lines[0]}"
+    gguf2mlb -f -q --wtype q4_0 "$FIX/models/llama2/llama2-q4_k_m.gguf" -o "$d/q.mlb" -t "$d/q.mlt"
+    run -0 --separate-stderr ml-run -m "$d/q.mlb" -p hi -n 2
+}

@@ -70,7 +70,9 @@ setup_file() {
     run -0 --separate-stderr mlb-info "$L2"
     has_line '^  convertible +yes$' "${lines[@]}"
     has_line '^  architecture +llama: ' "${lines[@]}"
-    has_line '^  weights +Q4_0, f16 scales, Q8_0 classes: wcls, fit rule$' "${lines[@]}"
+    # Q4_0 matrices and a Q6_K classifier: each keeps its type (wtype 3).
+    has_line '^  weights +per-matrix types \(type table\), f16 scales, fit rule$' "${lines[@]}"
+    has_line '^  types +Q4_0 15, F32 5, Q6_K 1$' "${lines[@]}"
     has_line '^  tokenizer +"llama" \(pre "default"\), 384 tokens, 55 merges, 0 chat templates$' "${lines[@]}"
     local size
     size=$(gguf2mlb -n "$L2" | sed -n '/^output$/{n;p}' | awk '{print $2}')
@@ -124,7 +126,7 @@ setup_file() {
         .tensors[0] == {name: "output.weight", type: "Q6_K", shape: [256, 384], offset: 0,
                         file_offset: 10400, info_offset: 9180, bytes: 80640} and
         (.conversion | .convertible and .model and .architecture == "llama" and
-            .wtype == "Q4_0" and .scale_f16 and .q4_rule == "fit" and (.arrays | length) == 21 and
+            .wtype == "table" and .scale_f16 and .q4_rule == "fit" and (.arrays | length) == 21 and
             .arrays[0].source == "token_embd.weight" and .arrays[0].name == "tok_emb" and
             .tokenizer.convertible and .tokenizer.tokens == 384)' <<<"$output"
     # The output size is gguf2mlb's.

@@ -467,9 +467,13 @@ accepts() { # FILE: both commands accept it
     rejects "$(mutate "$TINY" version=0)" ML_E_FORMAT 'version (offset 4): 0 is not 1'
 }
 
-@test "rule 4: wtype other than 1 or 2 (FORMAT)" {
-    rejects "$(mutate "$TINY" wtype=3)" ML_E_FORMAT 'wtype (offset 44): unknown weight type 3'
+@test "rule 4: wtype other than 1, 2 or 3 (FORMAT)" {
+    rejects "$(mutate "$TINY" wtype=4)" ML_E_FORMAT 'wtype (offset 44): unknown weight type 4'
     rejects "$(mutate "$TINY" wtype=0)" ML_E_FORMAT 'wtype (offset 44): unknown weight type 0'
+    # wtype 3 reads a type table where tok_emb's quants are: their first
+    # byte is no type code.
+    rejects "$(mutate "$TINY" wtype=3)" ML_E_FORMAT \
+        'tok_emb (offset 256): type table entry 0 is '
 }
 
 @test "rule 5: q8_mask above 127, or set in a Q8_0 model (FORMAT)" {
@@ -621,4 +625,22 @@ accepts() { # FILE: both commands accept it
     f=$(mutant "$FULL" q4.mlb)
     patch_hex "$f" "$(tensor "$FULL" blk.0.wq offset)" 80
     accepts "$f"
+}
+
+@test "wtype 3: the weights line, the types line, bits per weight per tensor (text and --json)" {
+    local m=$BATS_TEST_TMPDIR/k.mlb
+    gguf2mlb -f -q --no-tokenizer "$BATS_TEST_DIRNAME/../fixtures/models/llama2/llama2-q4_k_m.gguf" -o "$m"
+    run -0 --separate-stderr mlb-info --tensors "$m"
+    [[ ${lines[3]} == "  weights                per-matrix types (type table), f16 scales" ]]
+    [[ ${lines[4]} == "  types                  Q4_K 13, F32 5, Q6_K 3" ]]
+    [[ ${lines[5]} == "  parameters             984320 (0.98 M), 4.948 bits per weight" ]]
+    has_line '^  name +type +shape +offset +scale_offset +bytes +bpw$' "${lines[@]}"
+    has_line '^  tok_emb +Q4_K +\[384, 256\] +320 +0 +55296 +4\.5$' "${lines[@]}"
+    has_line '^  wcls +Q6_K +\[384, 256\] +[0-9]+ +0 +80640 +6\.562$' "${lines[@]}"
+    has_line '^  final_norm +F32 +\[256\] +[0-9]+ +0 +1024 +32$' "${lines[@]}"
+    run -0 --separate-stderr mlb-info --json "$m"
+    jq -e '.header.wtype == 3 and .types == {"Q4_K": 13, "F32": 5, "Q6_K": 3} and
+        (.tensors[0] | .name == "tok_emb" and .type == "Q4_K" and .bits_per_weight == 4.5 and
+            has("scale_offset") == false) and
+        ([.tensors[] | select(.type == "Q6_K")] | length) == 3' <<<"$output"
 }

@@ -428,3 +428,28 @@ sums_of() {
         [[ ${stderr_lines[1]} == "Try 'mlb-verify --help' for more information." ]]
     done
 }
+
+@test "wtype 3: the type table and block arrays are verified and summed, from a file or a pipe" {
+    local m=$BATS_TEST_TMPDIR/t.mlb
+    "$MKMODEL" -o "$m" --preset full --types 15,1,2,4,12,5,6,14,16,0 q8_mask=0
+    run -0 --separate-stderr mlb-verify "$m"
+    [[ $output == "$m: OK, 72 tensors, "* ]] || fail_with "$output"
+    local from_pipe
+    from_pipe=$(mlb-verify - <"$m")
+    [[ ${from_pipe#(stdin): } == "${output#"$m": }" ]]
+    # --sums: layer_flags, then mat_types, then the tensors; the table's
+    # CRC is that of its bytes (one per matrix, after the 64-byte flags).
+    run -0 --separate-stderr mlb-verify --sums "$m"
+    [[ ${lines[0]} == *"  layer_flags  $m" && ${lines[1]} == *"  mat_types  $m" ]]
+    local n crc
+    n=$(mlb-info --json "$m" | jq '[.tensors[] | select(.shape | length == 2) | select(.name | test("lconv$") | not)] | length')
+    crc=$(tail -c +321 "$m" | head -c "$n" | gzip -c | tail -c 8 | od -An -tx4 -N4 | tr -d ' ')
+    [[ ${lines[1]} == "$crc  mat_types  $m" ]] || fail_with "${lines[1]}, expected $crc"
+    # A bad code: the loader and the verifier name the matrix and its entry.
+    printf '\x03' | dd of="$m" bs=1 seek=$((320 + 1)) conv=notrunc status=none
+    run -1 --separate-stderr mlb-verify "$m"
+    [[ ${stderr_lines[0]} == "mlb-verify: $m: ML_E_FORMAT: blk.0.wq (offset 321): type table entry 1 is 3, not a matrix type (0-2, 4-16)" ]] ||
+        fail_with "${stderr_lines[0]}"
+    run -1 --separate-stderr mlb-info "$m"
+    [[ ${stderr_lines[0]} == "mlb-info: $m: ML_E_FORMAT: blk.0.wq (offset 321): type table entry 1 is 3, "* ]]
+}

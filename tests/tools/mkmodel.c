@@ -1,10 +1,13 @@
 /* mkmodel - writes a valid .mlb with deterministic random weights, for the
  * tests and the benchmarks.  Not installed.
  *
- *   mkmodel [-o OUT|-] [--seed N] [--preset NAME] [--flags F,F,...] [FIELD=VALUE...]
+ *   mkmodel [-o OUT|-] [--seed N] [--preset NAME] [--flags F,F,...] [--types C,C,...]
+ *           [FIELD=VALUE...]
  *
  * FIELD is any header field by its mlb(5) name; --flags gives the per-layer
- * flag bytes, repeated cyclically over n_layers (and sets layer_flags). */
+ * flag bytes, repeated cyclically over n_layers (and sets layer_flags);
+ * --types gives type table codes, repeated cyclically over the matrices
+ * (and sets wtype 3). */
 #include "mlcore.h"
 
 #include <stdio.h>
@@ -77,6 +80,23 @@ static void set_field(ml_mlb_header *h, const char *kv)
     die("unknown field", kv);
 }
 
+/* A comma-separated list of bytes, repeated cyclically over n entries. */
+static uint8_t *cyclic_bytes(const char *list, uint32_t n, const char *what)
+{
+    uint8_t pattern[256];
+    size_t np = 0;
+    char *copy = strdup(list), *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t && np < 256; t = strtok_r(NULL, ",", &save))
+        pattern[np++] = (uint8_t)strtoul(t, NULL, 0);
+    free(copy);
+    if (!np)
+        die("empty list", what);
+    uint8_t *out = calloc(n ? n : 1, 1);
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = pattern[i % np];
+    return out;
+}
+
 static void set_fields(ml_mlb_header *h, const char *list)
 {
     char *copy = strdup(list), *save = NULL;
@@ -88,7 +108,7 @@ static void set_fields(ml_mlb_header *h, const char *list)
 int main(int argc, char **argv)
 {
     ml_mlb_header h;
-    const char *out = "-", *flag_list = NULL;
+    const char *out = "-", *flag_list = NULL, *type_list = NULL;
     uint64_t seed = 1;
     ml_mlb_header_init(&h);
     set_fields(&h, presets[0].fields);
@@ -100,6 +120,8 @@ int main(int argc, char **argv)
             seed = strtoull(argv[++i], NULL, 0);
         } else if (!strcmp(a, "--flags") && i + 1 < argc) {
             flag_list = argv[++i];
+        } else if (!strcmp(a, "--types") && i + 1 < argc) {
+            type_list = argv[++i];
         } else if (!strcmp(a, "--preset") && i + 1 < argc) {
             const char *name = argv[++i];
             size_t k = 0;
@@ -112,38 +134,33 @@ int main(int argc, char **argv)
             flag_list = presets[k].flags;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: mkmodel [-o OUT|-] [--seed N] [--preset tiny|tiny-q4|full|tinyllama] "
-                   "[--flags F,F,...] [FIELD=VALUE...]\n");
+                   "[--flags F,F,...] [--types C,C,...] [FIELD=VALUE...]\n");
             return 0;
         } else {
             set_field(&h, a);
         }
     }
-    uint8_t *flags = NULL;
+    uint8_t *flags = NULL, *types = NULL;
     if (flag_list) {
-        uint8_t pattern[256];
-        size_t np = 0;
-        char *copy = strdup(flag_list), *save = NULL;
-        for (char *t = strtok_r(copy, ",", &save); t && np < 256; t = strtok_r(NULL, ",", &save))
-            pattern[np++] = (uint8_t)strtoul(t, NULL, 0);
-        free(copy);
-        if (!np)
-            die("empty --flags", NULL);
-        flags = calloc(h.n_layers ? h.n_layers : 1, 1);
-        for (uint32_t l = 0; l < h.n_layers; l++)
-            flags[l] = pattern[l % np];
+        flags = cyclic_bytes(flag_list, h.n_layers, "--flags");
         h.layer_flags = 1;
+    }
+    if (type_list) {
+        h.wtype = ML_WTYPE_TABLE;
+        types = cyclic_bytes(type_list, ml_mlb_matrix_count(&h, flags), "--types");
     }
     ml_outfile *f;
     ml_error err;
     ml_status s = ml_outfile_open(out, &f, &err);
     if (!s) {
-        s = ml_mlb_write_random(&h, flags, seed, ml_outfile_sink, f, &err);
+        s = ml_mlb_write_random_types(&h, flags, types, seed, ml_outfile_sink, f, &err);
         if (s)
             ml_outfile_abort(f);
         else
             s = ml_outfile_commit(f, &err);
     }
     free(flags);
+    free(types);
     if (s) {
         fprintf(stderr, "mkmodel: %s: %s: %s\n", out, ml_status_name(s), err.msg);
         return 1;

@@ -555,6 +555,150 @@ END_TEST
 
 /* ---- weight types ---- */
 
+/* The matrix types of a converted model, in table order. */
+static void expect_table(const tc_conv *c)
+{
+    const uint8_t *types = ml_mlb_types(c->m), *plan = ml_convert_plan_types(c->p);
+    const ml_mlb_header *h = ml_mlb_get_header(c->m);
+    uint32_t n = ml_mlb_matrix_count(h, ml_convert_plan_flags(c->p));
+    ck_assert_ptr_nonnull(types);
+    ck_assert_ptr_nonnull(plan);
+    ck_assert_mem_eq(types, plan, n);
+}
+
+/* Q4_0 matrices with a Q8_0 embedding and an F16 classifier: not all
+ * Q8_0/Q4_0, so by default each matrix keeps its type (wtype 3), every
+ * array lossless. */
+START_TEST(test_source_default)
+{
+    tc_spec s;
+    tc_default(&s, "llama");
+    s.mtype = ML_GGML_Q4_0;
+    s.emb_type = ML_GGML_Q8_0;
+    s.out_type = ML_GGML_F16;
+    for (int explicit_source = 0; explicit_source < 2; explicit_source++) {
+        ml_convert_opts o;
+        ml_convert_opts_init(&o);
+        o.wtype = explicit_source ? ML_WTYPE_TABLE : 0;
+        tc_conv c;
+        convert_spec(&c, &s, &o);
+        tc_expect_fields(ml_mlb_get_header(c.m), "wtype=3 q8_mask=0 scale_f16=1");
+        expect_table(&c);
+        ck_assert_int_eq(ml_mlb_find(c.m, "tok_emb")->type, ML_TYPE_Q8_0);
+        ck_assert_int_eq(ml_mlb_find(c.m, "blk.0.wq")->type, ML_TYPE_Q4_0);
+        ck_assert_int_eq(ml_mlb_find(c.m, "blk.1.w2")->type, ML_TYPE_Q4_0);
+        ck_assert_int_eq(ml_mlb_find(c.m, "wcls")->type, ML_TYPE_F16);
+        ck_assert_uint_eq(tc_check_arrays(&c), ml_convert_plan_n_items(c.p));
+        tc_conv_free(&c);
+    }
+    /* A q8_mask has no place in a table. */
+    ml_convert_opts o;
+    ml_convert_opts_init(&o);
+    o.q8_mask = ML_Q8_W2;
+    cg g;
+    tc_build(&g, &s);
+    tc_conv c;
+    ml_error e;
+    tu_err_reset(&e);
+    TU_CHECK_ERR("mask with a table", tc_plan(&c, &g, &o, &e), e, ML_E_INVAL, "q8_mask", -1);
+    tc_conv_free(&c);
+}
+END_TEST
+
+/* Block types kept through the converter's moves: the RoPE permutation of
+ * wq/wk (qwen2), Qwen3.5's query/gate split and value-head regrouping of
+ * rows and, for lout, of columns by whole blocks; a head narrower than a
+ * block makes lout Q8_0 (requantized) with a note. */
+START_TEST(test_source_moves)
+{
+    static const char *const archs[] = {"qwen2", "qwen35", "qwen35"};
+    for (size_t a = 0; a < 3; a++) {
+        tc_spec s;
+        tc_default(&s, archs[a]);
+        s.mtype = a == 0 ? ML_GGML_IQ4_NL : ML_GGML_Q5_0;
+        s.emb_type = ML_GGML_Q8_0;
+        if (a == 2)
+            s.lin_dv = 16; /* heads of 16 columns: half a block */
+        tc_conv c;
+        convert_spec(&c, &s, NULL);
+        tc_expect_fields(ml_mlb_get_header(c.m), "wtype=3 q8_mask=0");
+        expect_table(&c);
+        ml_type want = a == 0 ? ML_TYPE_IQ4_NL : ML_TYPE_Q5_0;
+        const ml_tensor *wk = ml_mlb_find(c.m, a == 0 ? "blk.0.wk" : "blk.3.wk");
+        ck_assert_int_eq(wk->type, want);
+        size_t lossless = tc_check_arrays(&c), n = ml_convert_plan_n_items(c.p);
+        if (a == 0) {
+            ck_assert_uint_eq(lossless, n);
+            tc_conv_free(&c);
+            continue;
+        }
+        const ml_tensor *lout = ml_mlb_find(c.m, "blk.0.lout");
+        ck_assert_int_eq(lout->type, a == 1 ? ML_TYPE_Q5_0 : ML_TYPE_Q8_0);
+        int noted = 0;
+        for (size_t i = 0; i < ml_convert_plan_n_notes(c.p); i++)
+            noted |= strstr(ml_convert_plan_note(c.p, i), "requantized to Q8_0") != NULL;
+        ck_assert_int_eq(noted, a == 2);
+        /* everything lossless but A_log (derived) and, with narrow heads,
+         * the three linear layers' lout */
+        ck_assert_uint_eq(lossless + c.st.derived + (a == 2 ? 3 : 0), n);
+        tc_conv_free(&c);
+    }
+}
+END_TEST
+
+/* --wtype source on an F32 Qwen3.5: F32 matrices stay F32, lout's value
+ * heads regrouped by columns, every array lossless but A_log. */
+START_TEST(test_source_f32_moves)
+{
+    tc_spec s;
+    tc_default(&s, "qwen35");
+    s.mtype = ML_GGML_F32;
+    ml_convert_opts o;
+    ml_convert_opts_init(&o);
+    o.wtype = ML_WTYPE_TABLE;
+    tc_conv c;
+    convert_spec(&c, &s, &o);
+    tc_expect_fields(ml_mlb_get_header(c.m), "wtype=3 q8_mask=0");
+    expect_table(&c);
+    ck_assert_int_eq(ml_mlb_find(c.m, "blk.0.lout")->type, ML_TYPE_F32);
+    ck_assert_int_eq(ml_mlb_find(c.m, "blk.0.lb")->type, ML_TYPE_F32);
+    size_t lossless = tc_check_arrays(&c);
+    ck_assert_uint_eq(lossless + c.st.derived, ml_convert_plan_n_items(c.p));
+    tc_conv_free(&c);
+}
+END_TEST
+
+/* --wtype source on a source of Q8_0 and Q4_0 only: the old form, a
+ * q8_mask saying which classes are Q8_0; the default rule, unchanged,
+ * keeps such files as they were. */
+START_TEST(test_source_old_form)
+{
+    tc_spec s;
+    tc_default(&s, "llama");
+    s.mtype = ML_GGML_Q4_0;
+    s.emb_type = ML_GGML_Q8_0;
+    s.out_type = ML_GGML_Q8_0;
+    ml_convert_opts o;
+    ml_convert_opts_init(&o);
+    o.wtype = ML_WTYPE_TABLE;
+    tc_conv c;
+    convert_spec(&c, &s, &o);
+    tc_expect_fields(ml_mlb_get_header(c.m), "wtype=2 q8_mask=3");
+    ck_assert_ptr_null(ml_mlb_types(c.m));
+    ck_assert_ptr_null(ml_convert_plan_types(c.p));
+    ck_assert_uint_eq(tc_check_arrays(&c), ml_convert_plan_n_items(c.p));
+    tc_conv_free(&c);
+    convert_spec(&c, &s, NULL);
+    tc_expect_fields(ml_mlb_get_header(c.m), "wtype=2 q8_mask=3");
+    tc_conv_free(&c);
+    /* All Q8_0: wtype 1. */
+    s.mtype = ML_GGML_Q8_0;
+    convert_spec(&c, &s, &o);
+    tc_expect_fields(ml_mlb_get_header(c.m), "wtype=1 q8_mask=0");
+    tc_conv_free(&c);
+}
+END_TEST
+
 START_TEST(test_automatic_types)
 {
     /* Q4_0 matrices, Q8_0 embedding (tied), F16 classifier when untied. */
@@ -565,8 +709,13 @@ START_TEST(test_automatic_types)
         s.emb_type = ML_GGML_Q8_0;
         s.out_type = ML_GGML_F16;
         s.tied = tied;
+        /* An F16 classifier is a block type: by default it would be kept
+         * (test_source_default); --wtype q4_0 asks for the old rule. */
+        ml_convert_opts q4;
+        ml_convert_opts_init(&q4);
+        q4.wtype = tied ? 0 : ML_WTYPE_Q4_0;
         tc_conv c;
-        convert_spec(&c, &s, NULL);
+        convert_spec(&c, &s, &q4);
         const ml_mlb_header *h = ml_mlb_get_header(c.m);
         ck_assert_uint_eq(h->wtype, ML_WTYPE_Q4_0);
         ck_assert_uint_eq(h->q8_mask, tied ? ML_Q8_TOK_EMB : ML_Q8_TOK_EMB | ML_Q8_WCLS);
@@ -901,6 +1050,10 @@ Suite *suite_convert(void)
     tcase_add_test(tc, test_requantize_floats);
     tcase_add_test(tc, test_deterministic_threads);
     tcase_add_test(tc, test_automatic_types);
+    tcase_add_test(tc, test_source_default);
+    tcase_add_test(tc, test_source_moves);
+    tcase_add_test(tc, test_source_f32_moves);
+    tcase_add_test(tc, test_source_old_form);
     suite_add_tcase(s, tc);
     tc = tcase_create("architectures");
     tcase_add_loop_test(tc, test_architectures, 0, (int)(sizeof arch_cases / sizeof arch_cases[0]));

@@ -193,6 +193,83 @@ static void check_file(const char *path, const char *base, seen *sn)
     sn->files++;
 }
 
+/* The GGUF type of the source of every matrix of a converted model. */
+static void expect_kept(const tc_conv *c, const char *file, size_t *by_type)
+{
+    const uint8_t *types = ml_mlb_types(c->m);
+    ck_assert_msg(types != NULL, "%s: no type table", file);
+    uint32_t k = 0;
+    for (size_t i = 0; i < ml_convert_plan_n_items(c->p); i++) {
+        const ml_convert_item *it = ml_convert_plan_item(c->p, i);
+        const ml_tensor *t = ml_mlb_find(c->m, it->dst.name);
+        if (t->ndim != 2 || t->role == ML_R_LCONV)
+            continue;
+        ml_type want = it->src->type == ML_GGML_Q4_0 ? ML_TYPE_Q4_0
+                       : it->src->type == ML_GGML_Q8_0 ? ML_TYPE_Q8_0
+                       : it->src->type == ML_GGML_F32  ? ML_TYPE_F32
+                                                       : ml_type_of_ggml(it->src->type);
+        ck_assert_msg(t->type == want, "%s: %s is %s, its source %s", file, t->name,
+                      ml_type_name(t->type), it->src->type_name);
+        ck_assert_int_eq(types[k++], t->type);
+        by_type[t->type]++;
+    }
+}
+
+/* llama.cpp's mixed files keep their types by default (wtype 3), every
+ * array lossless, block matrices byte for byte (tc_check_arrays); the
+ * dequantized rows equal ml_gguf_dequantize's.  --wtype q4_0 still gives
+ * the old form. */
+START_TEST(test_fixture_block_types)
+{
+    static const struct {
+        const char *file;
+        ml_type main, other; /* the matrices' types: most, and the rest */
+        size_t n_other;
+    } cases[] = {
+        {"llama2-q4_k_m.gguf", ML_TYPE_Q4_K, ML_TYPE_Q6_K, 3},
+        {"llama2-q4_1.gguf", ML_TYPE_Q4_1, ML_TYPE_Q6_K, 1},
+        {"llama2-q4_0.gguf", ML_TYPE_Q4_0, ML_TYPE_Q6_K, 1},
+        {"llama2-q6_k.gguf", ML_TYPE_Q6_K, ML_TYPE_Q6_K, 16},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/llama2/%s", models_dir(), cases[i].file);
+        tc_conv c;
+        tc_convert_file(&c, path, NULL);
+        tc_expect_fields(ml_mlb_get_header(c.m), "wtype=3 q8_mask=0");
+        size_t by_type[ML_TYPE_COUNT] = {0};
+        expect_kept(&c, cases[i].file, by_type);
+        ck_assert_uint_eq(by_type[cases[i].other], cases[i].n_other);
+        ck_assert_uint_eq(by_type[cases[i].main] + by_type[cases[i].other] -
+                              (cases[i].main == cases[i].other ? by_type[cases[i].main] : 0),
+                          16);
+        ck_assert_uint_eq(tc_check_arrays(&c), ml_convert_plan_n_items(c.p));
+        ck_assert_uint_eq(c.st.quantized, 0);
+        /* One kept matrix against ml_gguf_dequantize, rows 1-2. */
+        const ml_tensor *wq = ml_mlb_find(c.m, "blk.1.wv");
+        const ml_gguf_tensor *src = ml_gguf_find_tensor(c.g, "blk.1.attn_v.weight");
+        float got[2 * 256], want[2 * 256];
+        ck_assert_uint_eq(wq->cols, 256);
+        ck_assert_int_eq(ml_tensor_dequantize(wq, 1, 2, got, NULL), ML_OK);
+        ck_assert_int_eq(ml_gguf_dequantize(src, 1, 2, want, NULL), ML_OK);
+        ck_assert_mem_eq(got, want, sizeof got);
+        tc_conv_free(&c);
+    }
+    /* --wtype q4_0: requantized as before. */
+    ml_convert_opts o;
+    ml_convert_opts_init(&o);
+    o.wtype = ML_WTYPE_Q4_0;
+    char path[512];
+    snprintf(path, sizeof path, "%s/llama2/llama2-q4_k_m.gguf", models_dir());
+    tc_conv c;
+    tc_convert_file(&c, path, &o);
+    ck_assert_uint_eq(ml_mlb_get_header(c.m)->wtype, ML_WTYPE_Q4_0);
+    ck_assert_ptr_null(ml_mlb_types(c.m));
+    tc_check_arrays(&c);
+    tc_conv_free(&c);
+}
+END_TEST
+
 START_TEST(test_fixture_models)
 {
     const char *root = models_dir();
@@ -232,6 +309,7 @@ Suite *suite_convert_fixtures(void)
     Suite *s = suite_create("convert_fixtures");
     TCase *tc = tcase_create("llama.cpp");
     tcase_add_test(tc, test_fixture_models);
+    tcase_add_test(tc, test_fixture_block_types);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -800,6 +800,34 @@ const uint8_t *tc_file_at(const tc_conv *c, uint64_t off)
 
 /* Every array against its source (see the file comment).  Returns the
  * number of lossless arrays. */
+/* A block matrix of a wtype 3 model is its GGUF tensor's bytes, row r
+ * being the source row the mapping gives (rows are whole blocks). */
+static void check_kept_bytes(const tc_conv *c, const ml_tensor *t, const tc_map *m,
+                             const ml_convert_item *it)
+{
+    uint32_t elems, bytes, ggml;
+    if (!ml_type_block(t->type, &elems, &bytes, &ggml))
+        return;
+    const ml_gguf_tensor *s = ml_gguf_find_tensor(c->g, m->src);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(s->type, ggml);
+    ck_assert_int_eq(it->method, ML_CONV_COPY);
+    uint64_t rb = ml_tensor_row_bytes(t);
+    ck_assert_uint_eq(rb, s->row_bytes);
+    int cols_moved = m->vcols && m->vhs; /* lout: whole heads of whole blocks */
+    for (uint64_t r = 0; r < t->rows; r++) {
+        const uint8_t *got = (const uint8_t *)t->data + r * rb;
+        const uint8_t *src = s->data + tc_src_unit(m, r) * rb;
+        for (uint64_t b = 0; b < t->cols / elems; b++) {
+            uint64_t sb = cols_moved ? vhead(m, b * elems) / elems : b;
+            TU_REQUIRE(memcmp(got + b * bytes, src + sb * bytes, bytes) == 0,
+                       "%s: row %llu block %llu differs from %s row %llu block %llu", t->name,
+                       (unsigned long long)r, (unsigned long long)b, s->name,
+                       (unsigned long long)tc_src_unit(m, r), (unsigned long long)sb);
+        }
+    }
+}
+
 size_t tc_check_arrays(const tc_conv *c)
 {
     const ml_mlb_header *h = ml_mlb_get_header(c->m);
@@ -828,6 +856,7 @@ size_t tc_check_arrays(const tc_conv *c)
                               "%s[%zu]: %g, expected %g", t->name, e, (double)got[e],
                               (double)want[e]);
         } else if (it->lossless) {
+            check_kept_bytes(c, t, &m, it);
             for (size_t e = 0; e < n; e++)
                 TU_REQUIRE(memcmp(&got[e], &want[e], 4) == 0, "%s[%zu] (%s): %.9g, expected %.9g",
                            t->name, e, name, (double)got[e], (double)want[e]);

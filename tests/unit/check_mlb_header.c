@@ -62,7 +62,8 @@ static const hcase cases[] = {
     OKC("wtype 1", "wtype=1"),
     OKC("wtype 2", "wtype=2"),
     FMT("wtype 0", "wtype=0", "wtype", 44),
-    FMT("wtype 3", "wtype=3", "wtype", 44),
+    OKC("wtype 3", "wtype=3"),
+    FMT("wtype 4", "wtype=4", "wtype", 44),
     FMT("wtype 0x101", "wtype=0x101", "wtype", 44),
     /* 5. q8_mask */
     OKC("q8_mask 127 in Q4_0", "q8_mask=127"),
@@ -73,6 +74,8 @@ static const hcase cases[] = {
     FMT("q8_mask 1 in Q8_0", "wtype=1 q8_mask=1", "q8_mask", 72),
     FMT("q8_mask 64 in Q8_0", "wtype=1 q8_mask=64", "q8_mask", 72),
     FMT("q8_mask 128 in Q8_0", "wtype=1 q8_mask=128", "q8_mask", 72),
+    FMT("q8_mask 1 with a type table", "wtype=3 q8_mask=1", "q8_mask", 72),
+    FMT("q8_mask 64 with a type table", "wtype=3 q8_mask=64", "q8_mask", 72),
     /* 6. booleans */
     BOOL_ROWS(qkv_bias, 76),
     BOOL_ROWS(qk_norm, 84),
@@ -347,7 +350,9 @@ START_TEST(test_validation_row)
     ml_status lst = c->st;
     if (c->st == ML_OK) {
         lst = ML_E_FORMAT;
-        lfield = h.layer_flags ? "layer_flags" : "tok_emb";
+        lfield = h.layer_flags            ? "layer_flags"
+                 : h.wtype == ML_WTYPE_TABLE ? "mat_types"
+                                             : "tok_emb";
         loff = 256;
     }
     tu_buf b;
