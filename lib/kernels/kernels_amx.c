@@ -306,6 +306,8 @@ const ml_kernels ml__kernels_amx = {
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,
     .matmul_q4_0 = matmul_q4_0,
+    .matvec_blk = ml__matvec_blk_scalar,
+    .matmul_blk = ml__matmul_blk_scalar,
 };
 
 #endif /* __x86_64__ */
