@@ -1,0 +1,261 @@
+/* blocks_x86.h - private: the x86 block-type kernels (kernels.h's rule 5),
+ * compiled once for AVX2 (blocks_avx2.c) and once for AVX-512 VNNI
+ * (blocks_avx512.c, where the unsigned-by-signed byte dot products are
+ * one vpdpbusd).  Bit-identical to blocks_scalar.c: each sub-block's
+ * integer sums are exact whatever instructions make them, the eight
+ * sub-blocks of a super-block (or eight consecutive blocks) land in the
+ * eight lanes of one vector (lane j = block 8k+j, rule 3's acc[b % 8]),
+ * and the float operations per lane are the reference's, in its order.
+ *
+ * The activation's per-block sums (Σ xq, for the mins and the offsets of
+ * unsigned quants) are the same for every row: they are computed once
+ * per call (a token) into xsums, on the stack for rows up to XS_COLS;
+ * longer rows go to the scalar reference (same bits).  Types without
+ * code here go there too.
+ *
+ * The includer defines BLK_NAME(x) (the exported names' suffix). */
+#ifndef ML_BLOCKS_X86_H
+#define ML_BLOCKS_X86_H
+
+#include "kernels/kernels.h"
+#include "kernels/kernels_x86.h"
+
+#include "mlcore.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define XS_COLS 32768 /* the longest row with its sums on the stack (16 KiB) */
+
+/* Lane i: Σ of bytes 4i..4i+3 of u (unsigned, < 128) times x (signed). */
+ALWAYS_INLINE __m256i dot_u8s8(__m256i u, __m256i x)
+{
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, x);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1));
+#endif
+}
+
+ALWAYS_INLINE __m256i load256(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+ALWAYS_INLINE float f16_at(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* The activation's sums: s32[b] = Σ xq over block b, s16[2b + h] over
+ * its half h (Q6_K's and Q3_K's 16-element scales). */
+typedef struct xsums {
+    int32_t s32[XS_COLS / 32];
+    int16_t s16[XS_COLS / 16];
+} xsums;
+
+static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
+{
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (size_t b = 0; b < cols / 32; b++) {
+        /* 1·x pairs: 16 int16 lanes, 0-7 the first half */
+        const __m256i p = _mm256_maddubs_epi16(ones, load256(x + 32 * b));
+        const __m256i q = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+        const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+        __m128i s = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+        xs->s32[b] = _mm_cvtsi128_si32(s);
+        if (halves) {
+            __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+            lo = _mm_add_epi32(lo, _mm_shuffle_epi32(lo, 0x4e));
+            lo = _mm_add_epi32(lo, _mm_shuffle_epi32(lo, 0xb1));
+            hi = _mm_add_epi32(hi, _mm_shuffle_epi32(hi, 0x4e));
+            hi = _mm_add_epi32(hi, _mm_shuffle_epi32(hi, 0xb1));
+            xs->s16[2 * b] = (int16_t)_mm_cvtsi128_si32(lo);
+            xs->s16[2 * b + 1] = (int16_t)_mm_cvtsi128_si32(hi);
+        }
+    }
+}
+
+/* ---- Q4_K ---- */
+
+/* The 6-bit scales (bytes 0-7) and mins (8-15) of a Q4_K / Q5_K block in
+ * order, from its 12 packed bytes (ggml's kmask unpacking). */
+ALWAYS_INLINE void k4_scales_mins(const uint8_t *q, __m256i *sc, __m256i *mn)
+{
+    uint32_t u[4];
+    memcpy(u, q, 12);
+    const uint32_t m1 = 0x3f3f3f3fu, m2 = 0x0f0f0f0fu, m3 = 0x03030303u;
+    u[3] = ((u[2] >> 4) & m2) | (((u[1] >> 6) & m3) << 4);
+    const uint32_t mins_lo = u[1] & m1;
+    u[1] = (u[2] & m2) | (((u[0] >> 6) & m3) << 4);
+    u[2] = mins_lo;
+    u[0] &= m1;
+    const __m128i v = _mm_loadu_si128((const __m128i *)u);
+    *sc = _mm256_cvtepu8_epi32(v);
+    *mn = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
+}
+
+/* s of the eight sub-blocks (rule 5's Q4_K / Q5_K line), lane j. */
+ALWAYS_INLINE __m256 k4_s(const uint8_t *blk, __m256i isum, const int32_t *asum, const float *xd)
+{
+    __m256i sc, mn;
+    k4_scales_mins(blk + 4, &sc, &mn);
+    const __m256 xdv = _mm256_loadu_ps(xd);
+    const __m256 dx = _mm256_mul_ps(_mm256_set1_ps(f16_at(blk)), xdv);
+    const __m256 mx = _mm256_mul_ps(_mm256_set1_ps(f16_at(blk + 2)), xdv);
+    const __m256i si = _mm256_mullo_epi32(sc, isum);
+    const __m256i mi = _mm256_mullo_epi32(mn, _mm256_loadu_si256((const __m256i *)asum));
+    return _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(si), dx),
+                         _mm256_mul_ps(_mm256_cvtepi32_ps(mi), mx));
+}
+
+static float row_q4_k(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
+                      const xsums *xs)
+{
+    const __m256i low = _mm256_set1_epi8(15);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t k = 0; k < nsb; k++, w += 144, x += 256) {
+        prefetch_ahead(w, PREFETCH_Q4, 3);
+        __m256i v[8];
+        UNROLL
+        for (int g = 0; g < 4; g++) {
+            const __m256i q = load256(w + 16 + 32 * g);
+            v[2 * g] = dot_u8s8(_mm256_and_si256(q, low), load256(x + 64 * g));
+            v[2 * g + 1] =
+                dot_u8s8(_mm256_and_si256(_mm256_srli_epi16(q, 4), low), load256(x + 64 * g + 32));
+        }
+        acc = _mm256_add_ps(acc, k4_s(w, hsum8x8(v), xs->s32 + 8 * k, xd + 8 * k));
+    }
+    return fold8(acc);
+}
+
+/* ---- Q5_K: Q4_K with a fifth bit, bit j of qh[l] for sub-block j ---- */
+
+static float row_q5_k(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
+                      const xsums *xs)
+{
+    const __m256i low = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(16);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t k = 0; k < nsb; k++, w += 176, x += 256) {
+        prefetch_ahead(w, PREFETCH_Q4, 3);
+        const __m256i qh = load256(w + 16);
+        __m256i v[8];
+        UNROLL
+        for (int g = 0; g < 4; g++) {
+            const __m256i q = load256(w + 48 + 32 * g);
+            /* bits 2g and 2g+1 of each qh byte to bit 4: shift the 16-bit
+             * lanes, mask per byte (no bit crosses into the masked one) */
+            const __m256i h0 = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 4 - 2 * g)
+                                                      : _mm256_srli_epi16(qh, 2 * g - 4),
+                                                bit);
+            const __m256i h1 = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 3 - 2 * g)
+                                                      : _mm256_srli_epi16(qh, 2 * g - 3),
+                                                bit);
+            v[2 * g] = dot_u8s8(_mm256_or_si256(_mm256_and_si256(q, low), h0), load256(x + 64 * g));
+            v[2 * g + 1] = dot_u8s8(
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low), h1),
+                load256(x + 64 * g + 32));
+        }
+        acc = _mm256_add_ps(acc, k4_s(w, hsum8x8(v), xs->s32 + 8 * k, xd + 8 * k));
+    }
+    return fold8(acc);
+}
+
+/* ---- Q6_K ---- */
+
+/* Sub-block j's Σ sc·q6u·x over both halves: the unsigned byte products
+ * in 16-bit pairs (at most 2·63·127), then vpmaddwd with the half's
+ * scale (lanes 0-7 the first half, 8-15 the second). */
+ALWAYS_INLINE __m256i q6_scaled(__m256i q, const int8_t *x, const int8_t *sc)
+{
+    const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(x)), s);
+}
+
+static float row_q6_k(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
+                      const xsums *xs)
+{
+    const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(3 << 4);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t k = 0; k < nsb; k++, w += 210, x += 256) {
+        prefetch_ahead(w, PREFETCH_Q4, 4);
+        const int8_t *sc = (const int8_t *)(w + 192);
+        __m256i v[8];
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = load256(w + 64 * h), l1 = load256(w + 64 * h + 32);
+            const __m256i qh = load256(w + 128 + 32 * h);
+            /* bits 2u, 2u+1 of qh to bits 4, 5 */
+            const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(qh, 4), two);
+            const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(qh, 2), two);
+            const __m256i h2 = _mm256_and_si256(qh, two);
+            const __m256i h3 = _mm256_and_si256(_mm256_srli_epi16(qh, 2), two);
+            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, low), h0);
+            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, low), h1);
+            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low), h2);
+            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low), h3);
+            const int8_t *xh = x + 128 * h, *sh = sc + 8 * h;
+            v[4 * h] = q6_scaled(q0, xh, sh);
+            v[4 * h + 1] = q6_scaled(q1, xh + 32, sh + 2);
+            v[4 * h + 2] = q6_scaled(q2, xh + 64, sh + 4);
+            v[4 * h + 3] = q6_scaled(q3, xh + 96, sh + 6);
+        }
+        /* isum_j = Σ sc·q6u·x - 32 (sc_lo·asum_lo + sc_hi·asum_hi): exact */
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        const __m256i a16 = _mm256_loadu_si256((const __m256i *)(xs->s16 + 16 * k));
+        const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(a16, sc16), 5);
+        const __m256i isum = _mm256_sub_epi32(hsum8x8(v), corr);
+        const __m256 dx =
+            _mm256_mul_ps(_mm256_set1_ps(f16_at(w + 208)), _mm256_loadu_ps(xd + 8 * k));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dx));
+    }
+    return fold8(acc);
+}
+
+/* ---- the entries ---- */
+
+typedef float (*row_fn)(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
+                        const xsums *xs);
+
+/* This file's row dot for t (and whether it needs the half sums), or NULL. */
+static row_fn row_for(ml_type t, int *halves)
+{
+    *halves = t == ML_TYPE_Q6_K;
+    switch (t) {
+    case ML_TYPE_Q4_K: return row_q4_k;
+    case ML_TYPE_Q5_K: return row_q5_k;
+    case ML_TYPE_Q6_K: return row_q6_k;
+    default: return NULL;
+    }
+}
+
+static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                       const int8_t *xq, const float *xd, float *y)
+{
+    int halves;
+    const row_fn row = row_for(t, &halves);
+    if (!row || cols > XS_COLS) {
+        ml__matvec_blk_scalar(t, w, cols, r0, r1, xq, xd, y);
+        return;
+    }
+    xsums xs;
+    xsums_init(&xs, xq, cols, halves);
+    const size_t row_bytes = ml__blk_row_bytes(t, cols);
+    for (size_t r = r0; r < r1; r++)
+        y[r] = row(w + r * row_bytes, cols / 256, xq, xd, &xs);
+}
+
+/* A token at a time: each (token, row) is matvec's dot.  (Blocking rows
+ * for the cache across tokens is left for later: prefill of these types
+ * is not yet measured.) */
+static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                       const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    for (size_t k = 0; k < n_tok; k++)
+        matvec_blk(t, w, cols, r0, r1, xq + k * cols, xd + k * cols / 32, y + k * ldy);
+}
+
+#endif
