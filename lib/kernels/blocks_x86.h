@@ -52,13 +52,15 @@ ALWAYS_INLINE float f16_at(const uint8_t *p)
 /* The activation's sums: s32[b] = Σ xq over block b, s16[2b + h] over
  * its half h (Q6_K's and Q3_K's 16-element scales). */
 typedef struct xsums {
-    int32_t s32[XS_COLS / 32];
+    int32_t s32[XS_COLS / 32 + 8]; /* + a partial group's zeros */
     int16_t s16[XS_COLS / 16];
 } xsums;
 
 static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
 {
     const __m256i ones = _mm256_set1_epi8(1);
+    /* a partial group of eight blocks reads zeros after the row's end */
+    memset(xs->s32 + cols / 32 / 8 * 8, 0, 8 * sizeof xs->s32[0]);
     for (size_t b = 0; b < cols / 32; b++) {
         /* 1·x pairs: 16 int16 lanes, 0-7 the first half */
         const __m256i p = _mm256_maddubs_epi16(ones, load256(x + 32 * b));
@@ -215,9 +217,200 @@ static float row_q6_k(const uint8_t *w, size_t nsb, const int8_t *x, const float
     return fold8(acc);
 }
 
+/* ---- the 32-element types: eight blocks a group, lane j block 8g+j ---- */
+
+/* Bit e of 32 bits as byte e: 0xff when set (ggml's bytes_from_bits_32). */
+ALWAYS_INLINE __m256i bits_to_bytes(uint32_t bits)
+{
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                             0x0101010101010101, 0x0000000000000000);
+    const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread);
+    const __m256i others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+    return _mm256_cmpeq_epi8(_mm256_or_si256(b, others), _mm256_set1_epi64x(-1));
+}
+
+/* 16 bytes of nibbles as 32 bytes in element order: low nibbles 0-15,
+ * high 16-31. */
+ALWAYS_INLINE __m256i nibbles32(const uint8_t *qs)
+{
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
+}
+
+/* Σ v·x for signed v (|v| <= 127): the sign moved onto x. */
+ALWAYS_INLINE __m256i dot_s8s8(__m256i v, __m256i x)
+{
+    return dot_u8s8(_mm256_abs_epi8(v), _mm256_sign_epi8(x, v));
+}
+
+/* A table of 16 signed levels, indexed by nibbles32's bytes. */
+ALWAYS_INLINE __m256i levels(__m256i idx, const int8_t *table)
+{
+    const __m128i t = _mm_loadu_si128((const __m128i *)table);
+    return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), idx);
+}
+
+static const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                        1,    13,   25,  38,  53,  69,  89,  113};
+static const int8_t mxfp4_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* The f16 at byte `at` of each of m blocks `bytes` apart, as f32 lanes
+ * (+0 after m). */
+ALWAYS_INLINE __m256 f16_lanes(const uint8_t *w, size_t bytes, int at, size_t m)
+{
+    uint16_t h[8] = {0};
+    for (size_t j = 0; j < m; j++)
+        memcpy(&h[j], w + j * bytes + at, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+/* ggml_e8m0_to_fp32_half of the first byte of each of m blocks. */
+ALWAYS_INLINE __m256 e8m0_lanes(const uint8_t *w, size_t m)
+{
+    uint32_t bits[8] = {0};
+    for (size_t j = 0; j < m; j++) {
+        const uint8_t e = w[17 * j];
+        bits[j] = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    }
+    return _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)bits));
+}
+
+/* xd of m blocks, +0 after m (never read past the row). */
+ALWAYS_INLINE __m256 xd_lanes(const float *xd, size_t m)
+{
+    if (m == 8)
+        return _mm256_loadu_ps(xd);
+    float f[8] = {0};
+    memcpy(f, xd, m * sizeof *f);
+    return _mm256_loadu_ps(f);
+}
+
+/* Block j's Σ v·x (8 int32 partials) for type T: unsigned quants for
+ * Q4_1, Q5_0 (q5, offset later) and Q5_1, levels for IQ4_NL and MXFP4. */
+ALWAYS_INLINE __m256i block_dot(ml_type T, const uint8_t *b, const int8_t *x)
+{
+    const __m256i xv = load256(x);
+    switch (T) {
+    case ML_TYPE_Q4_1: return dot_u8s8(nibbles32(b + 4), xv);
+    case ML_TYPE_Q5_0:
+    case ML_TYPE_Q5_1: {
+        const int at = T == ML_TYPE_Q5_0 ? 2 : 4;
+        uint32_t qh;
+        memcpy(&qh, b + at, 4);
+        const __m256i hi = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(16));
+        return dot_u8s8(_mm256_or_si256(nibbles32(b + at + 4), hi), xv);
+    }
+    case ML_TYPE_IQ4_NL: return dot_s8s8(levels(nibbles32(b + 2), iq4nl_levels), xv);
+    default: return dot_s8s8(levels(nibbles32(b + 1), mxfp4_levels), xv); /* MXFP4 */
+    }
+}
+
+/* s of m <= 8 blocks (rule 5's line for T), lane j; lanes from m on +0. */
+ALWAYS_INLINE __m256 group_s(ml_type T, const uint8_t *w, size_t bytes, size_t m,
+                             __m256i isum, const int32_t *asum, const float *xd)
+{
+    const __m256 xdv = xd_lanes(xd, m);
+    const __m256i a = _mm256_loadu_si256((const __m256i *)asum);
+    switch (T) {
+    case ML_TYPE_Q4_1:
+    case ML_TYPE_Q5_1: {
+        const __m256 dx = _mm256_mul_ps(f16_lanes(w, bytes, 0, m), xdv);
+        const __m256 mx = _mm256_mul_ps(f16_lanes(w, bytes, 2, m), xdv);
+        return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), dx),
+                             _mm256_mul_ps(_mm256_cvtepi32_ps(a), mx));
+    }
+    case ML_TYPE_Q5_0: {
+        const __m256i v = _mm256_sub_epi32(isum, _mm256_slli_epi32(a, 4)); /* q5 - 16 */
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(v),
+                             _mm256_mul_ps(f16_lanes(w, bytes, 0, m), xdv));
+    }
+    case ML_TYPE_IQ4_NL:
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(isum),
+                             _mm256_mul_ps(f16_lanes(w, bytes, 0, m), xdv));
+    default: /* MXFP4 */
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(e8m0_lanes(w, m), xdv));
+    }
+}
+
+ALWAYS_INLINE float row_32(ml_type T, size_t bytes, const uint8_t *w, size_t nb, const int8_t *x,
+                           const float *xd, const xsums *xs)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t g = 0; g < nb; g += 8) {
+        const size_t m = nb - g < 8 ? nb - g : 8;
+        const uint8_t *wg = w + g * bytes;
+        prefetch_ahead(wg, PREFETCH_Q4, (int)((8 * bytes + 63) / 64));
+        __m256i v[8];
+        UNROLL
+        for (size_t j = 0; j < 8; j++)
+            v[j] = j < m ? block_dot(T, wg + j * bytes, x + 32 * (g + j)) : _mm256_setzero_si256();
+        /* a lane without a block adds +0: acc, which starts at +0, never
+         * holds -0, so that changes nothing */
+        acc = _mm256_add_ps(acc, group_s(T, wg, bytes, m, hsum8x8(v), xs->s32 + g, xd + g));
+    }
+    return fold8(acc);
+}
+
+static float row_q4_1(const uint8_t *w, size_t nb, const int8_t *x, const float *xd,
+                      const xsums *xs)
+{
+    return row_32(ML_TYPE_Q4_1, 20, w, nb, x, xd, xs);
+}
+
+static float row_q5_0(const uint8_t *w, size_t nb, const int8_t *x, const float *xd,
+                      const xsums *xs)
+{
+    return row_32(ML_TYPE_Q5_0, 22, w, nb, x, xd, xs);
+}
+
+static float row_q5_1(const uint8_t *w, size_t nb, const int8_t *x, const float *xd,
+                      const xsums *xs)
+{
+    return row_32(ML_TYPE_Q5_1, 24, w, nb, x, xd, xs);
+}
+
+static float row_iq4_nl(const uint8_t *w, size_t nb, const int8_t *x, const float *xd,
+                        const xsums *xs)
+{
+    return row_32(ML_TYPE_IQ4_NL, 18, w, nb, x, xd, xs);
+}
+
+static float row_mxfp4(const uint8_t *w, size_t nb, const int8_t *x, const float *xd,
+                       const xsums *xs)
+{
+    return row_32(ML_TYPE_MXFP4, 17, w, nb, x, xd, xs);
+}
+
+/* ---- IQ4_XS: IQ4_NL's levels with a 6-bit scale per sub-block ---- */
+
+static float row_iq4_xs(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
+                        const xsums *xs)
+{
+    (void)xs;
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t k = 0; k < nsb; k++, w += 136, x += 256) {
+        prefetch_ahead(w, PREFETCH_Q4, 3);
+        const unsigned sh = (unsigned)(w[2] | w[3] << 8);
+        int32_t ls[8];
+        __m256i v[8];
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            const int32_t lo = (w[4 + j / 2] >> (4 * (j % 2))) & 15;
+            ls[j] = (lo | (int32_t)((sh >> (2 * j)) & 3) << 4) - 32;
+            v[j] = dot_s8s8(levels(nibbles32(w + 8 + 16 * j), iq4nl_levels), load256(x + 32 * j));
+        }
+        const __m256i isum =
+            _mm256_mullo_epi32(hsum8x8(v), _mm256_loadu_si256((const __m256i *)ls));
+        const __m256 dx = _mm256_mul_ps(_mm256_set1_ps(f16_at(w)), _mm256_loadu_ps(xd + 8 * k));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dx));
+    }
+    return fold8(acc);
+}
+
 /* ---- the entries ---- */
 
-typedef float (*row_fn)(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
+/* A row's dot of n units (blocks of 32, or super-blocks of 256). */
+typedef float (*row_fn)(const uint8_t *w, size_t n, const int8_t *x, const float *xd,
                         const xsums *xs);
 
 /* This file's row dot for t (and whether it needs the half sums), or NULL. */
@@ -228,6 +421,12 @@ static row_fn row_for(ml_type t, int *halves)
     case ML_TYPE_Q4_K: return row_q4_k;
     case ML_TYPE_Q5_K: return row_q5_k;
     case ML_TYPE_Q6_K: return row_q6_k;
+    case ML_TYPE_IQ4_XS: return row_iq4_xs;
+    case ML_TYPE_Q4_1: return row_q4_1;
+    case ML_TYPE_Q5_0: return row_q5_0;
+    case ML_TYPE_Q5_1: return row_q5_1;
+    case ML_TYPE_IQ4_NL: return row_iq4_nl;
+    case ML_TYPE_MXFP4: return row_mxfp4;
     default: return NULL;
     }
 }
@@ -244,8 +443,10 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     xsums xs;
     xsums_init(&xs, xq, cols, halves);
     const size_t row_bytes = ml__blk_row_bytes(t, cols);
+    uint32_t elems = 32;
+    ml_type_block(t, &elems, NULL, NULL);
     for (size_t r = r0; r < r1; r++)
-        y[r] = row(w + r * row_bytes, cols / 256, xq, xd, &xs);
+        y[r] = row(w + r * row_bytes, cols / elems, xq, xd, &xs);
 }
 
 /* A token at a time: each (token, row) is matvec's dot.  (Blocking rows
