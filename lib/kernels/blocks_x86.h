@@ -217,6 +217,94 @@ static float row_q6_k(const uint8_t *w, size_t nsb, const int8_t *x, const float
     return fold8(acc);
 }
 
+/* ---- Q2_K and Q3_K: 2-bit quants with a scale per 16 elements ---- */
+
+/* Block j's Σ sc·q·x over both halves (q unsigned, < 8): 16-bit pairs,
+ * then vpmaddwd with the halves' scales (lanes 0-7 first half). */
+ALWAYS_INLINE __m256i halves_scaled(__m256i q, const int8_t *x, int16_t lo, int16_t hi)
+{
+    const __m256i s = _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(x)), s);
+}
+
+/* Lane j: Σ over block j's halves of sc·(the half's Σ x) (vpmaddwd pairs
+ * the halves), from 16 int16 scales. */
+ALWAYS_INLINE __m256i halves_xsum(const xsums *xs, size_t k, __m256i sc16)
+{
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xs->s16 + 16 * k)), sc16);
+}
+
+static float row_q2_k(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
+                      const xsums *xs)
+{
+    const __m256i three = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t k = 0; k < nsb; k++, w += 84, x += 256) {
+        prefetch_ahead(w, PREFETCH_Q4, 2);
+        const __m256i b16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)w));
+        const __m256i sc16 = _mm256_and_si256(b16, _mm256_set1_epi16(15));
+        const __m256i mn16 = _mm256_srli_epi16(b16, 4);
+        int16_t sc[16];
+        _mm256_storeu_si256((__m256i *)sc, sc16);
+        __m256i v[8];
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            const __m256i q = load256(w + 16 + 32 * (j / 4));
+            const __m256i qj = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (j % 4)), three);
+            v[j] = halves_scaled(qj, x + 32 * j, sc[2 * j], sc[2 * j + 1]);
+        }
+        const __m256i isum = hsum8x8(v), msum = halves_xsum(xs, k, mn16);
+        const __m256 xdv = _mm256_loadu_ps(xd + 8 * k);
+        const __m256 dx = _mm256_mul_ps(_mm256_set1_ps(f16_at(w + 80)), xdv);
+        const __m256 mx = _mm256_mul_ps(_mm256_set1_ps(f16_at(w + 82)), xdv);
+        acc = _mm256_add_ps(acc, _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), dx),
+                                               _mm256_mul_ps(_mm256_cvtepi32_ps(msum), mx)));
+    }
+    return fold8(acc);
+}
+
+/* Q3_K's sixteen scales minus 32 (blocks_scalar.c's q3_scales). */
+ALWAYS_INLINE void q3_scales16(const uint8_t *s, int16_t out[16])
+{
+    for (int i = 0; i < 16; i++) {
+        const int lo = i < 8 ? s[i] & 15 : s[i - 8] >> 4;
+        const int hi = (s[8 + (i & 3)] >> (2 * (i >> 2))) & 3;
+        out[i] = (int16_t)((lo | hi << 4) - 32);
+    }
+}
+
+/* v = q + 4·hbit - 4: the quants taken unsigned (q + 4·hbit, < 8) and
+ * 4·(Σ sc·asum) taken off, an exact integer identity. */
+static float row_q3_k(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
+                      const xsums *xs)
+{
+    const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t k = 0; k < nsb; k++, w += 110, x += 256) {
+        prefetch_ahead(w, PREFETCH_Q4, 2);
+        int16_t sc[16];
+        q3_scales16(w + 96, sc);
+        const __m256i hm = load256(w);
+        __m256i v[8];
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            const __m256i q = load256(w + 32 + 32 * (j / 4));
+            const __m256i qj = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (j % 4)), three);
+            /* bit j of each hmask byte to bit 2 (no bit crosses into it) */
+            const __m256i hb = _mm256_and_si256(
+                j <= 2 ? _mm256_slli_epi16(hm, 2 - j) : _mm256_srli_epi16(hm, j - 2), four);
+            v[j] = halves_scaled(_mm256_or_si256(qj, hb), x + 32 * j, sc[2 * j], sc[2 * j + 1]);
+        }
+        const __m256i sc16 = _mm256_loadu_si256((const __m256i *)sc);
+        const __m256i corr = _mm256_slli_epi32(halves_xsum(xs, k, sc16), 2);
+        const __m256i isum = _mm256_sub_epi32(hsum8x8(v), corr);
+        const __m256 dx =
+            _mm256_mul_ps(_mm256_set1_ps(f16_at(w + 108)), _mm256_loadu_ps(xd + 8 * k));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dx));
+    }
+    return fold8(acc);
+}
+
 /* ---- the 32-element types: eight blocks a group, lane j block 8g+j ---- */
 
 /* Bit e of 32 bits as byte e: 0xff when set (ggml's bytes_from_bits_32). */
@@ -416,11 +504,13 @@ typedef float (*row_fn)(const uint8_t *w, size_t n, const int8_t *x, const float
 /* This file's row dot for t (and whether it needs the half sums), or NULL. */
 static row_fn row_for(ml_type t, int *halves)
 {
-    *halves = t == ML_TYPE_Q6_K;
+    *halves = t == ML_TYPE_Q6_K || t == ML_TYPE_Q3_K || t == ML_TYPE_Q2_K;
     switch (t) {
     case ML_TYPE_Q4_K: return row_q4_k;
     case ML_TYPE_Q5_K: return row_q5_k;
     case ML_TYPE_Q6_K: return row_q6_k;
+    case ML_TYPE_Q2_K: return row_q2_k;
+    case ML_TYPE_Q3_K: return row_q3_k;
     case ML_TYPE_IQ4_XS: return row_iq4_xs;
     case ML_TYPE_Q4_1: return row_q4_1;
     case ML_TYPE_Q5_0: return row_q5_0;
