@@ -495,6 +495,79 @@ static float row_iq4_xs(const uint8_t *w, size_t nsb, const int8_t *x, const flo
     return fold8(acc);
 }
 
+/* ---- F32, F16, BF16: rule 5's eight float sums per block ---- */
+
+/* Weights 8m..8m+7 of a block of type T as f32 (widened exactly). */
+ALWAYS_INLINE __m256 float8(ml_type T, const uint8_t *b, int m)
+{
+    switch (T) {
+    case ML_TYPE_F32: return _mm256_loadu_ps((const float *)b + 8 * m);
+    case ML_TYPE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + 16 * m)));
+    default: /* BF16: the high half of an f32 */
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(b + 16 * m))), 16));
+    }
+}
+
+/* p[l] = ((((+0 + w[l]·x[l]) + w[8+l]·x[8+l]) + ...) of one block. */
+ALWAYS_INLINE __m256 float_partials(ml_type T, const uint8_t *b, const int8_t *x)
+{
+    __m256 p = _mm256_setzero_ps();
+    UNROLL
+    for (int m = 0; m < 4; m++) {
+        const __m128i x8 = _mm_loadl_epi64((const __m128i *)(x + 8 * m));
+        const __m256 xf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x8));
+        p = _mm256_add_ps(p, _mm256_mul_ps(float8(T, b, m), xf));
+    }
+    return p;
+}
+
+/* Eight blocks' partials transposed (lane j: block j), then rule 3's
+ * fold lane by lane: s_j = fold8(p_j) · xd_j. */
+ALWAYS_INLINE float row_floats(ml_type T, size_t bytes, const uint8_t *w, size_t nb,
+                               const int8_t *x, const float *xd)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t g = 0; g < nb; g += 8) {
+        const size_t m = nb - g < 8 ? nb - g : 8;
+        __m256i p[8];
+        UNROLL
+        for (size_t j = 0; j < 8; j++)
+            p[j] = j < m ? _mm256_castps_si256(
+                               float_partials(T, w + (g + j) * bytes, x + 32 * (g + j)))
+                         : _mm256_setzero_si256();
+        transpose8x8(p);
+        const __m256 f = _mm256_add_ps(
+            _mm256_add_ps(_mm256_add_ps(_mm256_castsi256_ps(p[0]), _mm256_castsi256_ps(p[4])),
+                          _mm256_add_ps(_mm256_castsi256_ps(p[2]), _mm256_castsi256_ps(p[6]))),
+            _mm256_add_ps(_mm256_add_ps(_mm256_castsi256_ps(p[1]), _mm256_castsi256_ps(p[5])),
+                          _mm256_add_ps(_mm256_castsi256_ps(p[3]), _mm256_castsi256_ps(p[7]))));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(f, xd_lanes(xd + g, m)));
+    }
+    return fold8(acc);
+}
+
+static float row_f32(const uint8_t *w, size_t nb, const int8_t *x, const float *xd,
+                     const xsums *xs)
+{
+    (void)xs;
+    return row_floats(ML_TYPE_F32, 128, w, nb, x, xd);
+}
+
+static float row_f16(const uint8_t *w, size_t nb, const int8_t *x, const float *xd,
+                     const xsums *xs)
+{
+    (void)xs;
+    return row_floats(ML_TYPE_F16, 64, w, nb, x, xd);
+}
+
+static float row_bf16(const uint8_t *w, size_t nb, const int8_t *x, const float *xd,
+                      const xsums *xs)
+{
+    (void)xs;
+    return row_floats(ML_TYPE_BF16, 64, w, nb, x, xd);
+}
+
 /* ---- the entries ---- */
 
 /* A row's dot of n units (blocks of 32, or super-blocks of 256). */
@@ -517,6 +590,9 @@ static row_fn row_for(ml_type t, int *halves)
     case ML_TYPE_Q5_1: return row_q5_1;
     case ML_TYPE_IQ4_NL: return row_iq4_nl;
     case ML_TYPE_MXFP4: return row_mxfp4;
+    case ML_TYPE_F32: return row_f32;
+    case ML_TYPE_F16: return row_f16;
+    case ML_TYPE_BF16: return row_bf16;
     default: return NULL;
     }
 }
@@ -533,10 +609,11 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     xsums xs;
     xsums_init(&xs, xq, cols, halves);
     const size_t row_bytes = ml__blk_row_bytes(t, cols);
-    uint32_t elems = 32;
+    uint32_t elems = 1;
     ml_type_block(t, &elems, NULL, NULL);
+    const size_t units = cols / (elems == 256 ? 256 : 32); /* the float types: blocks of 32 */
     for (size_t r = r0; r < r1; r++)
-        y[r] = row(w + r * row_bytes, cols / elems, xq, xd, &xs);
+        y[r] = row(w + r * row_bytes, units, xq, xd, &xs);
 }
 
 /* A token at a time: each (token, row) is matvec's dot.  (Blocking rows
