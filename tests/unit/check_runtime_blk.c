@@ -333,6 +333,34 @@ START_TEST(mixed_types_invariant)
 }
 END_TEST
 
+/* A matrix of a type the kernels have no code for is refused at load,
+ * by name, never multiplied: a type that cannot hold the row (Q4_K's
+ * super-blocks of 256 in a row of 64), U8, a code from the future.  (The
+ * loader of this build makes no such tensors; the test changes a bound
+ * one's type in place.) */
+START_TEST(unsupported_matrix_refused)
+{
+    static const ml_type bad[] = {ML_TYPE_Q4_K, ML_TYPE_U8, (ml_type)99};
+    ml_mlb *mlb;
+    ml_error err;
+    ck_assert_msg(ml_mlb_open(FIX "llama-q8.mlb", &mlb, &err) == ML_OK, "%s", err.msg);
+    ml_tensor *t = (ml_tensor *)ml_mlb_get(mlb, ML_R_WK, 1);
+    ck_assert_ptr_nonnull(t);
+    const ml_type was = t->type;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ml_model *m = NULL;
+        t->type = bad[i];
+        ck_assert_int_eq(ml_model_new(mlb, &m, &err), ML_E_UNSUPPORTED);
+        ck_assert_ptr_null(m);
+        ck_assert_str_eq(err.field, "blk.1.wk");
+        ck_assert_msg(strstr(err.msg, ml_type_name(bad[i])) && strstr(err.msg, "no kernel"), "%s",
+                      err.msg);
+    }
+    t->type = was;
+    ml_mlb_close(mlb);
+}
+END_TEST
+
 Suite *suite_runtime_blk(void)
 {
     Suite *s = suite_create("runtime_blk");
@@ -341,6 +369,7 @@ Suite *suite_runtime_blk(void)
     tcase_add_test(tc, f32_weights_follow_q8);
     tcase_add_loop_test(tc, each_type_follows_ggml, 0, (int)(sizeof each / sizeof each[0]));
     tcase_add_test(tc, mixed_types_invariant);
+    tcase_add_test(tc, unsupported_matrix_refused);
     suite_add_tcase(s, tc);
     return s;
 }
