@@ -617,42 +617,50 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
         y[r] = row(w + r * row_bytes, units, xq, xd, &xs);
 }
 
-/* ---- matmul of Q4_K: transposed super-blocks, tiles of rows x tokens ----
+/* ---- matmul of Q4_K and Q6_K: transposed super-blocks, tiles ----
  *
  * A super-block's eight sub-blocks, weights and activations alike, are
  * transposed (transpose8x8: register g, lane j = bytes 4g..4g+3 of
  * sub-block j), so that eight byte dot products leave isum_j in lane j
- * with no horizontal sums.  The weights of TILE_ROWS rows are decoded and
- * transposed once for TILE_TOK tokens, the activations once per call for
- * all rows.  Per lane the float operations are matvec's: the products
- * sc·isum and m·asum are taken in floats, which is exact (both factors
- * are exact, the product below 2^24: rule 5's bound), so each (token,
- * row) result is matvec's bits. */
+ * with no horizontal sums (Q6_K: registers 0-3 the first half, 4-7 the
+ * second).  The weights of TILE_ROWS rows are decoded and transposed once
+ * for TILE_TOK tokens, the activations once per call for all rows.  Per
+ * lane the integer sums are exact and the float operations matvec's:
+ * Q4_K's products sc·isum and m·asum are taken in floats, which is exact
+ * (both factors exact, the product below 2^24: rule 5's bound), so each
+ * (token, row) result is matvec's bits. */
 #define TILE_ROWS 4
 #define TILE_TOK 8
 
-/* Lane j: Σ over g of the four byte products of w[g] and x[g] in lane j.
- * Without VNNI the 16-bit pair sums of all eight are added first: each
- * is at most 2·15·127, eight of them 30480, below 2^15. */
-ALWAYS_INLINE __m256i q4_k_tile_dot(const __m256i w[8], const __m256i x[8])
+/* Lane j: Σ over g in [g0, g0 + n) of the four byte products of w[g] and
+ * x[g] in lane j.  Without VNNI the 16-bit pair sums are added first, as
+ * many as stay below 2^15: Q4_K's all eight (2·15·127 each), Q6_K's two
+ * (2·63·127 each). */
+ALWAYS_INLINE __m256i tile_dot(const __m256i *w, const __m256i *x, int n, int per16)
 {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    (void)per16;
     __m256i isum = _mm256_setzero_si256();
     UNROLL
-    for (int g = 0; g < 8; g++)
+    for (int g = 0; g < n; g++)
         isum = _mm256_dpbusd_epi32(isum, w[g], x[g]);
     return isum;
 #else
-    __m256i p = _mm256_maddubs_epi16(w[0], x[0]);
+    __m256i isum = _mm256_setzero_si256();
     UNROLL
-    for (int g = 1; g < 8; g++)
-        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[g], x[g]));
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+    for (int g = 0; g < n; g += per16) {
+        __m256i p = _mm256_maddubs_epi16(w[g], x[g]);
+        UNROLL
+        for (int h = 1; h < per16; h++)
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[g + h], x[g + h]));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+    }
+    return isum;
 #endif
 }
 
 /* One token's activations, super-block by super-block transposed. */
-static void q4_k_x_transposed(const int8_t *x, size_t nsb, int8_t *xt)
+static void x_transposed(const int8_t *x, size_t nsb, int8_t *xt)
 {
     for (size_t k = 0; k < nsb; k++) {
         __m256i v[8];
@@ -667,59 +675,95 @@ static void q4_k_x_transposed(const int8_t *x, size_t nsb, int8_t *xt)
 }
 
 /* A super-block of a row, decoded for the tile. */
-typedef struct q4_k_tile_row {
-    __m256i q[8];    /* the unsigned quants, transposed */
-    __m256 sc, mn;   /* the sub-blocks' scales and mins as floats */
-    __m256 d, dmin;  /* broadcast */
-} q4_k_tile_row;
+typedef struct tile_row {
+    __m256i q[8];         /* the unsigned quants, transposed */
+    __m256 sc, mn;        /* Q4_K: the sub-blocks' scales and mins as floats */
+    __m256i sc_lo, sc_hi; /* Q6_K: the halves' scales, */
+    __m256i sc16;         /* and all sixteen as int16 */
+    __m256 d, dmin;       /* broadcast */
+} tile_row;
 
-ALWAYS_INLINE void q4_k_tile_decode(const uint8_t *b, q4_k_tile_row *t)
+ALWAYS_INLINE void tile_decode(ml_type T, const uint8_t *b, tile_row *t)
 {
     const __m256i low = _mm256_set1_epi8(15);
-    UNROLL
-    for (int g = 0; g < 4; g++) {
-        const __m256i q = load256(b + 16 + 32 * g);
-        t->q[2 * g] = _mm256_and_si256(q, low);
-        t->q[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
+    if (T == ML_TYPE_Q4_K) {
+        UNROLL
+        for (int g = 0; g < 4; g++) {
+            const __m256i q = load256(b + 16 + 32 * g);
+            t->q[2 * g] = _mm256_and_si256(q, low);
+            t->q[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
+        }
+        __m256i sc, mn;
+        k4_scales_mins(b + 4, &sc, &mn);
+        t->sc = _mm256_cvtepi32_ps(sc), t->mn = _mm256_cvtepi32_ps(mn);
+        t->d = _mm256_set1_ps(f16_at(b)), t->dmin = _mm256_set1_ps(f16_at(b + 2));
+    } else { /* Q6_K: row_q6_k's decoding */
+        const __m256i two = _mm256_set1_epi8(3 << 4);
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = load256(b + 64 * h), l1 = load256(b + 64 * h + 32);
+            const __m256i qh = load256(b + 128 + 32 * h);
+            t->q[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, low),
+                                          _mm256_and_si256(_mm256_slli_epi16(qh, 4), two));
+            t->q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, low),
+                                              _mm256_and_si256(_mm256_slli_epi16(qh, 2), two));
+            t->q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low),
+                                              _mm256_and_si256(qh, two));
+            t->q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low),
+                                              _mm256_and_si256(_mm256_srli_epi16(qh, 2), two));
+        }
+        t->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
+        t->sc_lo = _mm256_srai_epi32(_mm256_slli_epi32(t->sc16, 16), 16);
+        t->sc_hi = _mm256_srai_epi32(t->sc16, 16);
+        t->d = _mm256_set1_ps(f16_at(b + 208));
     }
     transpose8x8(t->q);
-    __m256i sc, mn;
-    k4_scales_mins(b + 4, &sc, &mn);
-    t->sc = _mm256_cvtepi32_ps(sc), t->mn = _mm256_cvtepi32_ps(mn);
-    t->d = _mm256_set1_ps(f16_at(b)), t->dmin = _mm256_set1_ps(f16_at(b + 2));
+}
+
+/* Rule 5's s of the eight sub-blocks of a decoded row and a token. */
+ALWAYS_INLINE __m256 tile_s(ml_type T, const tile_row *w, const __m256i *x, __m256 xdv,
+                            const xsums *xs, size_t k)
+{
+    if (T == ML_TYPE_Q4_K) {
+        const __m256 asum =
+            _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(xs->s32 + 8 * k)));
+        const __m256 si = _mm256_mul_ps(_mm256_cvtepi32_ps(tile_dot(w->q, x, 8, 8)), w->sc);
+        const __m256 mi = _mm256_mul_ps(asum, w->mn);
+        return _mm256_sub_ps(_mm256_mul_ps(si, _mm256_mul_ps(w->d, xdv)),
+                             _mm256_mul_ps(mi, _mm256_mul_ps(w->dmin, xdv)));
+    }
+    /* Q6_K: isum = sc_lo·Σ q6u·x (first half) + sc_hi·(second) - 32·(Σ sc·asum) */
+    const __m256i lo = tile_dot(w->q, x, 4, 2), hi = tile_dot(w->q + 4, x + 4, 4, 2);
+    const __m256i a16 = _mm256_loadu_si256((const __m256i *)(xs->s16 + 16 * k));
+    const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(a16, w->sc16), 5);
+    const __m256i isum = _mm256_sub_epi32(
+        _mm256_add_epi32(_mm256_mullo_epi32(lo, w->sc_lo), _mm256_mullo_epi32(hi, w->sc_hi)), corr);
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w->d, xdv));
 }
 
 /* Rows [rb, rb + nr) x the nt tokens whose transposed activations are at
  * xt (cols apart), sums at xs and scales at xd (cols / 32 apart). */
-static void q4_k_tile(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
-                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
-                      size_t ldy)
+ALWAYS_INLINE void tile(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb,
+                        size_t nr, const int8_t *xt, const xsums *xs, const float *xd, size_t nt,
+                        float *y, size_t ldy)
 {
-    const size_t cols = 256 * nsb;
+    const size_t cols = 256 * nsb, bytes = T == ML_TYPE_Q4_K ? 144 : 210;
     __m256 acc[TILE_ROWS][TILE_TOK];
     for (size_t r = 0; r < nr; r++)
         for (size_t t = 0; t < nt; t++)
             acc[r][t] = _mm256_setzero_ps();
     for (size_t k = 0; k < nsb; k++) {
-        q4_k_tile_row rows[TILE_ROWS];
+        tile_row rows[TILE_ROWS];
         for (size_t r = 0; r < nr; r++)
-            q4_k_tile_decode(w + (rb + r) * row_bytes + 144 * k, &rows[r]);
+            tile_decode(T, w + (rb + r) * row_bytes + bytes * k, &rows[r]);
         for (size_t t = 0; t < nt; t++) {
             __m256i x[8];
             UNROLL
             for (int g = 0; g < 8; g++)
                 x[g] = load256(xt + t * cols + 256 * k + 32 * g);
             const __m256 xdv = _mm256_loadu_ps(xd + t * (cols / 32) + 8 * k);
-            const __m256 asum =
-                _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(xs[t].s32 + 8 * k)));
-            for (size_t r = 0; r < nr; r++) {
-                const __m256i isum = q4_k_tile_dot(rows[r].q, x);
-                const __m256 si = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), rows[r].sc);
-                const __m256 mi = _mm256_mul_ps(asum, rows[r].mn);
-                const __m256 s = _mm256_sub_ps(_mm256_mul_ps(si, _mm256_mul_ps(rows[r].d, xdv)),
-                                               _mm256_mul_ps(mi, _mm256_mul_ps(rows[r].dmin, xdv)));
-                acc[r][t] = _mm256_add_ps(acc[r][t], s);
-            }
+            for (size_t r = 0; r < nr; r++)
+                acc[r][t] = _mm256_add_ps(acc[r][t], tile_s(T, &rows[r], x, xdv, &xs[t], k));
         }
     }
     for (size_t r = 0; r < nr; r++)
@@ -727,11 +771,25 @@ static void q4_k_tile(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb,
             y[t * ldy + rb + r] = fold8(acc[r][t]);
 }
 
-/* 0 when out of memory (the caller then goes a token at a time). */
-static int matmul_q4_k_tiled(const uint8_t *w, size_t cols, size_t r0, size_t r1,
-                             const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+static void tile_q4_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
+                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
+                      size_t ldy)
 {
-    const size_t nsb = cols / 256, row_bytes = ml__blk_row_bytes(ML_TYPE_Q4_K, cols);
+    tile(ML_TYPE_Q4_K, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
+}
+
+static void tile_q6_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
+                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
+                      size_t ldy)
+{
+    tile(ML_TYPE_Q6_K, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
+}
+
+/* 0 when out of memory (the caller then goes a token at a time). */
+static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    const size_t nsb = cols / 256, row_bytes = ml__blk_row_bytes(t, cols);
     xsums *xs = malloc(TILE_TOK * sizeof *xs);
     int8_t *xt = malloc(TILE_TOK * cols);
     if (!xs || !xt) {
@@ -741,14 +799,15 @@ static int matmul_q4_k_tiled(const uint8_t *w, size_t cols, size_t r0, size_t r1
     }
     for (size_t t0 = 0; t0 < n_tok; t0 += TILE_TOK) {
         const size_t nt = n_tok - t0 < TILE_TOK ? n_tok - t0 : TILE_TOK;
-        for (size_t t = 0; t < nt; t++) {
-            q4_k_x_transposed(xq + (t0 + t) * cols, nsb, xt + t * cols);
-            xsums_init(&xs[t], xq + (t0 + t) * cols, cols, 0);
+        for (size_t k = 0; k < nt; k++) {
+            x_transposed(xq + (t0 + k) * cols, nsb, xt + k * cols);
+            xsums_init(&xs[k], xq + (t0 + k) * cols, cols, t == ML_TYPE_Q6_K);
         }
         for (size_t rb = r0; rb < r1; rb += TILE_ROWS) {
             const size_t nr = r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS;
-            q4_k_tile(w, row_bytes, nsb, rb, nr, xt, xs, xd + t0 * (cols / 32), nt,
-                      y + t0 * ldy, ldy);
+            (t == ML_TYPE_Q4_K ? tile_q4_k : tile_q6_k)(w, row_bytes, nsb, rb, nr, xt, xs,
+                                                        xd + t0 * (cols / 32), nt, y + t0 * ldy,
+                                                        ldy);
         }
     }
     free(xs);
@@ -756,7 +815,7 @@ static int matmul_q4_k_tiled(const uint8_t *w, size_t cols, size_t r0, size_t r1
     return 1;
 }
 
-/* Q4_K in tiles from two tokens on; the other types a token at a time
+/* Q4_K and Q6_K in tiles from two tokens on; the other types a token at a time
  * (each (token, row) is matvec's dot).  Blocking rows for the cache
  * across tokens (16 rows, 4 tokens) was measured no faster than a token
  * at a time (Q4_K, 2048 x 5632, 64 tokens: 0.36 ms a token either way):
@@ -764,8 +823,8 @@ static int matmul_q4_k_tiled(const uint8_t *w, size_t cols, size_t r0, size_t r1
 static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    if (t == ML_TYPE_Q4_K && n_tok >= 2 && cols <= XS_COLS &&
-        matmul_q4_k_tiled(w, cols, r0, r1, xq, xd, n_tok, y, ldy))
+    if ((t == ML_TYPE_Q4_K || t == ML_TYPE_Q6_K) && n_tok >= 2 && cols <= XS_COLS &&
+        matmul_tiled(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
     for (size_t k = 0; k < n_tok; k++)
         matvec_blk(t, w, cols, r0, r1, xq + k * cols, xd + k * cols / 32, y + k * ldy);
