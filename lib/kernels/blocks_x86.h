@@ -617,7 +617,7 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
         y[r] = row(w + r * row_bytes, units, xq, xd, &xs);
 }
 
-/* ---- matmul of Q4_K and Q6_K: transposed super-blocks, tiles ----
+/* ---- matmul of Q4_K, Q5_K and Q6_K: transposed super-blocks, tiles ----
  *
  * A super-block's eight sub-blocks, weights and activations alike, are
  * transposed (transpose8x8: register g, lane j = bytes 4g..4g+3 of
@@ -626,7 +626,7 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
  * second).  The weights of TILE_ROWS rows are decoded and transposed once
  * for TILE_TOK tokens, the activations once per call for all rows.  Per
  * lane the integer sums are exact and the float operations matvec's:
- * Q4_K's products sc·isum and m·asum are taken in floats, which is exact
+ * Q4_K's and Q5_K's products sc·isum and m·asum are taken in floats, which is exact
  * (both factors exact, the product below 2^24: rule 5's bound), so each
  * (token, row) result is matvec's bits. */
 #define TILE_ROWS 4
@@ -634,8 +634,8 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
 
 /* Lane j: Σ over g in [g0, g0 + n) of the four byte products of w[g] and
  * x[g] in lane j.  Without VNNI the 16-bit pair sums are added first, as
- * many as stay below 2^15: Q4_K's all eight (2·15·127 each), Q6_K's two
- * (2·63·127 each). */
+ * many as stay below 2^15: Q4_K's all eight (2·15·127 each), Q5_K's four
+ * (2·31·127), Q6_K's two (2·63·127). */
 ALWAYS_INLINE __m256i tile_dot(const __m256i *w, const __m256i *x, int n, int per16)
 {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
@@ -686,12 +686,25 @@ typedef struct tile_row {
 ALWAYS_INLINE void tile_decode(ml_type T, const uint8_t *b, tile_row *t)
 {
     const __m256i low = _mm256_set1_epi8(15);
-    if (T == ML_TYPE_Q4_K) {
+    if (T == ML_TYPE_Q4_K || T == ML_TYPE_Q5_K) {
+        const int q5 = T == ML_TYPE_Q5_K;
+        const __m256i qh = q5 ? load256(b + 16) : _mm256_setzero_si256();
+        const __m256i bit = _mm256_set1_epi8(16);
         UNROLL
         for (int g = 0; g < 4; g++) {
-            const __m256i q = load256(b + 16 + 32 * g);
+            const __m256i q = load256(b + (q5 ? 48 : 16) + 32 * g);
             t->q[2 * g] = _mm256_and_si256(q, low);
             t->q[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
+            if (q5) { /* row_q5_k's fifth bits */
+                const __m256i h0 = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 4 - 2 * g)
+                                                          : _mm256_srli_epi16(qh, 2 * g - 4),
+                                                    bit);
+                const __m256i h1 = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 3 - 2 * g)
+                                                          : _mm256_srli_epi16(qh, 2 * g - 3),
+                                                    bit);
+                t->q[2 * g] = _mm256_or_si256(t->q[2 * g], h0);
+                t->q[2 * g + 1] = _mm256_or_si256(t->q[2 * g + 1], h1);
+            }
         }
         __m256i sc, mn;
         k4_scales_mins(b + 4, &sc, &mn);
@@ -724,10 +737,11 @@ ALWAYS_INLINE void tile_decode(ml_type T, const uint8_t *b, tile_row *t)
 ALWAYS_INLINE __m256 tile_s(ml_type T, const tile_row *w, const __m256i *x, __m256 xdv,
                             const xsums *xs, size_t k)
 {
-    if (T == ML_TYPE_Q4_K) {
+    if (T == ML_TYPE_Q4_K || T == ML_TYPE_Q5_K) {
         const __m256 asum =
             _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(xs->s32 + 8 * k)));
-        const __m256 si = _mm256_mul_ps(_mm256_cvtepi32_ps(tile_dot(w->q, x, 8, 8)), w->sc);
+        const __m256i isum = tile_dot(w->q, x, 8, T == ML_TYPE_Q4_K ? 8 : 4);
+        const __m256 si = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), w->sc);
         const __m256 mi = _mm256_mul_ps(asum, w->mn);
         return _mm256_sub_ps(_mm256_mul_ps(si, _mm256_mul_ps(w->d, xdv)),
                              _mm256_mul_ps(mi, _mm256_mul_ps(w->dmin, xdv)));
@@ -747,7 +761,8 @@ ALWAYS_INLINE void tile(ml_type T, const uint8_t *w, size_t row_bytes, size_t ns
                         size_t nr, const int8_t *xt, const xsums *xs, const float *xd, size_t nt,
                         float *y, size_t ldy)
 {
-    const size_t cols = 256 * nsb, bytes = T == ML_TYPE_Q4_K ? 144 : 210;
+    const size_t cols = 256 * nsb;
+    const size_t bytes = T == ML_TYPE_Q4_K ? 144 : T == ML_TYPE_Q5_K ? 176 : 210;
     __m256 acc[TILE_ROWS][TILE_TOK];
     for (size_t r = 0; r < nr; r++)
         for (size_t t = 0; t < nt; t++)
@@ -778,11 +793,33 @@ static void tile_q4_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb,
     tile(ML_TYPE_Q4_K, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
 }
 
+static void tile_q5_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
+                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
+                      size_t ldy)
+{
+    tile(ML_TYPE_Q5_K, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
+}
+
 static void tile_q6_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
                       const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
                       size_t ldy)
 {
     tile(ML_TYPE_Q6_K, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
+}
+
+typedef void (*tile_fn_t)(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
+                          const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
+                          size_t ldy);
+
+/* The tiles for t, or NULL. */
+static tile_fn_t tile_fn(ml_type t)
+{
+    switch (t) {
+    case ML_TYPE_Q4_K: return tile_q4_k;
+    case ML_TYPE_Q5_K: return tile_q5_k;
+    case ML_TYPE_Q6_K: return tile_q6_k;
+    default: return NULL;
+    }
 }
 
 /* 0 when out of memory (the caller then goes a token at a time). */
@@ -805,9 +842,8 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
         }
         for (size_t rb = r0; rb < r1; rb += TILE_ROWS) {
             const size_t nr = r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS;
-            (t == ML_TYPE_Q4_K ? tile_q4_k : tile_q6_k)(w, row_bytes, nsb, rb, nr, xt, xs,
-                                                        xd + t0 * (cols / 32), nt, y + t0 * ldy,
-                                                        ldy);
+            tile_fn(t)(w, row_bytes, nsb, rb, nr, xt, xs, xd + t0 * (cols / 32), nt, y + t0 * ldy,
+                       ldy);
         }
     }
     free(xs);
@@ -815,15 +851,15 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
     return 1;
 }
 
-/* Q4_K and Q6_K in tiles from two tokens on; the other types a token at a time
- * (each (token, row) is matvec's dot).  Blocking rows for the cache
+/* Q4_K, Q5_K and Q6_K in tiles from two tokens on; the other types a
+ * token at a time (each (token, row) is matvec's dot).  Blocking rows for the cache
  * across tokens (16 rows, 4 tokens) was measured no faster than a token
  * at a time (Q4_K, 2048 x 5632, 64 tokens: 0.36 ms a token either way):
  * the dot is bound by its instructions, which the tiles cut. */
 static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    if ((t == ML_TYPE_Q4_K || t == ML_TYPE_Q6_K) && n_tok >= 2 && cols <= XS_COLS &&
+    if (tile_fn(t) && n_tok >= 2 && cols <= XS_COLS &&
         matmul_tiled(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
     for (size_t k = 0; k < n_tok; k++)
