@@ -479,17 +479,22 @@ static float row_iq4_xs(const uint8_t *w, size_t nsb, const int8_t *x, const flo
     __m256 acc = _mm256_setzero_ps();
     for (size_t k = 0; k < nsb; k++, w += 136, x += 256) {
         prefetch_ahead(w, PREFETCH_Q4, 3);
-        const unsigned sh = (unsigned)(w[2] | w[3] << 8);
-        int32_t ls[8];
         __m256i v[8];
         UNROLL
-        for (int j = 0; j < 8; j++) {
-            const int32_t lo = (w[4 + j / 2] >> (4 * (j % 2))) & 15;
-            ls[j] = (lo | (int32_t)((sh >> (2 * j)) & 3) << 4) - 32;
+        for (int j = 0; j < 8; j++)
             v[j] = dot_s8s8(levels(nibbles32(w + 8 + 16 * j), iq4nl_levels), load256(x + 32 * j));
-        }
-        const __m256i isum =
-            _mm256_mullo_epi32(hsum8x8(v), _mm256_loadu_si256((const __m256i *)ls));
+        /* ls_j - 32: nibble j of scales_l (little-endian), bits 2j, 2j+1 of scales_h */
+        uint32_t sl, sh = (uint32_t)(w[2] | w[3] << 8);
+        memcpy(&sl, w + 4, 4);
+        const __m256i nib = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+        const __m256i pair = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), nib),
+                                            _mm256_set1_epi32(15));
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sh), pair),
+                                            _mm256_set1_epi32(3));
+        const __m256i ls =
+            _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+        const __m256i isum = _mm256_mullo_epi32(hsum8x8(v), ls);
         const __m256 dx = _mm256_mul_ps(_mm256_set1_ps(f16_at(w)), _mm256_loadu_ps(xd + 8 * k));
         acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dx));
     }
