@@ -622,7 +622,7 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
         y[r] = row(w + r * row_bytes, units, xq, xd, &xs);
 }
 
-/* ---- matmul of Q4_K, Q5_K and Q6_K: transposed super-blocks, tiles ----
+/* ---- matmul of Q4_K, Q5_K, Q6_K, IQ4_XS: transposed super-blocks, tiles ----
  *
  * A super-block's eight sub-blocks, weights and activations alike, are
  * transposed (transpose8x8: register g, lane j = bytes 4g..4g+3 of
@@ -681,12 +681,28 @@ static void x_transposed(const int8_t *x, size_t nsb, int8_t *xt)
 
 /* A super-block of a row, decoded for the tile. */
 typedef struct tile_row {
-    __m256i q[8];         /* the unsigned quants, transposed */
-    __m256 sc, mn;        /* Q4_K: the sub-blocks' scales and mins as floats */
+    __m256i q[8];         /* the unsigned quants, transposed (IQ4_XS: below) */
+    __m256 sc, mn;        /* Q4_K, Q5_K: the sub-blocks' scales and mins as floats */
     __m256i sc_lo, sc_hi; /* Q6_K: the halves' scales, */
     __m256i sc16;         /* and all sixteen as int16 */
+    __m256i ls;           /* IQ4_XS: the sub-blocks' scales minus 32 */
+    __m256i mag[8];       /* IQ4_XS without VNNI: |level| (q: the signed levels) */
     __m256 d, dmin;       /* broadcast */
 } tile_row;
+
+/* IQ4_XS's sub-block scales minus 32 (row_iq4_xs's unpacking). */
+ALWAYS_INLINE __m256i iq4_xs_scales(const uint8_t *b)
+{
+    uint32_t sl, sh = (uint32_t)(b[2] | b[3] << 8);
+    memcpy(&sl, b + 4, 4);
+    const __m256i nib = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m256i pair = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), nib),
+                                        _mm256_set1_epi32(15));
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sh), pair),
+                                        _mm256_set1_epi32(3));
+    return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+}
 
 ALWAYS_INLINE void tile_decode(ml_type T, const uint8_t *b, tile_row *t)
 {
@@ -715,6 +731,24 @@ ALWAYS_INLINE void tile_decode(ml_type T, const uint8_t *b, tile_row *t)
         k4_scales_mins(b + 4, &sc, &mn);
         t->sc = _mm256_cvtepi32_ps(sc), t->mn = _mm256_cvtepi32_ps(mn);
         t->d = _mm256_set1_ps(f16_at(b)), t->dmin = _mm256_set1_ps(f16_at(b + 2));
+    } else if (T == ML_TYPE_IQ4_XS) {
+        /* VNNI: the levels + 128 (1..241, unsigned; 128·Σx taken off
+         * later); else the signed levels and their magnitudes, the sign
+         * moved onto x per token (vpmaddubsw could overflow on 241·127) */
+        UNROLL
+        for (int j = 0; j < 8; j++)
+            t->q[j] = levels(nibbles32(b + 8 + 16 * j), iq4nl_levels);
+        t->ls = iq4_xs_scales(b);
+        t->d = _mm256_set1_ps(f16_at(b));
+        transpose8x8(t->q);
+        UNROLL
+        for (int g = 0; g < 8; g++)
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+            t->q[g] = _mm256_xor_si256(t->q[g], _mm256_set1_epi8(-128));
+#else
+            t->mag[g] = _mm256_abs_epi8(t->q[g]);
+#endif
+        return;
     } else { /* Q6_K: row_q6_k's decoding */
         const __m256i two = _mm256_set1_epi8(3 << 4);
         UNROLL
@@ -751,6 +785,19 @@ ALWAYS_INLINE __m256 tile_s(ml_type T, const tile_row *w, const __m256i *x, __m2
         return _mm256_sub_ps(_mm256_mul_ps(si, _mm256_mul_ps(w->d, xdv)),
                              _mm256_mul_ps(mi, _mm256_mul_ps(w->dmin, xdv)));
     }
+    if (T == ML_TYPE_IQ4_XS) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+        const __m256i asum = _mm256_loadu_si256((const __m256i *)(xs->s32 + 8 * k));
+        const __m256i sum = _mm256_sub_epi32(tile_dot(w->q, x, 8, 1), _mm256_slli_epi32(asum, 7));
+#else
+        __m256i sum = _mm256_setzero_si256();
+        UNROLL
+        for (int g = 0; g < 8; g++)
+            sum = _mm256_add_epi32(sum, dot_u8s8(w->mag[g], _mm256_sign_epi8(x[g], w->q[g])));
+#endif
+        const __m256i isum = _mm256_mullo_epi32(sum, w->ls);
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w->d, xdv));
+    }
     /* Q6_K: isum = sc_lo·Σ q6u·x (first half) + sc_hi·(second) - 32·(Σ sc·asum) */
     const __m256i lo = tile_dot(w->q, x, 4, 2), hi = tile_dot(w->q + 4, x + 4, 4, 2);
     const __m256i a16 = _mm256_loadu_si256((const __m256i *)(xs->s16 + 16 * k));
@@ -767,7 +814,10 @@ ALWAYS_INLINE void tile(ml_type T, const uint8_t *w, size_t row_bytes, size_t ns
                         float *y, size_t ldy)
 {
     const size_t cols = 256 * nsb;
-    const size_t bytes = T == ML_TYPE_Q4_K ? 144 : T == ML_TYPE_Q5_K ? 176 : 210;
+    const size_t bytes = T == ML_TYPE_Q4_K   ? 144
+                         : T == ML_TYPE_Q5_K ? 176
+                         : T == ML_TYPE_Q6_K ? 210
+                                             : 136;
     __m256 acc[TILE_ROWS][TILE_TOK];
     for (size_t r = 0; r < nr; r++)
         for (size_t t = 0; t < nt; t++)
@@ -805,6 +855,13 @@ static void tile_q5_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb,
     tile(ML_TYPE_Q5_K, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
 }
 
+static void tile_iq4_xs(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
+                        const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
+                        size_t ldy)
+{
+    tile(ML_TYPE_IQ4_XS, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
+}
+
 static void tile_q6_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
                       const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
                       size_t ldy)
@@ -823,6 +880,7 @@ static tile_fn_t tile_fn(ml_type t)
     case ML_TYPE_Q4_K: return tile_q4_k;
     case ML_TYPE_Q5_K: return tile_q5_k;
     case ML_TYPE_Q6_K: return tile_q6_k;
+    case ML_TYPE_IQ4_XS: return tile_iq4_xs;
     default: return NULL;
     }
 }
@@ -856,11 +914,12 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
     return 1;
 }
 
-/* Q4_K, Q5_K and Q6_K in tiles from two tokens on; the other types a
- * token at a time (each (token, row) is matvec's dot).  Blocking rows for the cache
- * across tokens (16 rows, 4 tokens) was measured no faster than a token
- * at a time (Q4_K, 2048 x 5632, 64 tokens: 0.36 ms a token either way):
- * the dot is bound by its instructions, which the tiles cut. */
+/* The 256-element types but Q2_K and Q3_K in tiles from two tokens on;
+ * the others a token at a time (each (token, row) is matvec's dot).
+ * Blocking rows for the cache across tokens (16 rows, 4 tokens) was
+ * measured no faster than a token at a time (Q4_K, 2048 x 5632, 64
+ * tokens: 0.36 ms a token either way): the dot is bound by its
+ * instructions, which the tiles cut. */
 static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
