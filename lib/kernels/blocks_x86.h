@@ -264,14 +264,25 @@ static float row_q2_k(const uint8_t *w, size_t nsb, const int8_t *x, const float
     return fold8(acc);
 }
 
-/* Q3_K's sixteen scales minus 32 (blocks_scalar.c's q3_scales). */
-ALWAYS_INLINE void q3_scales16(const uint8_t *s, int16_t out[16])
+/* Q3_K's sixteen scales minus 32 (blocks_scalar.c's q3_scales) as int16
+ * lanes in order: scale i's low 4 bits are nibble i / 8 of byte i % 8,
+ * its high 2 bits bits 8 (i % 4) + 2 (i / 4) of the word at byte 8. */
+ALWAYS_INLINE __m256i q3_scales16(const uint8_t *s)
 {
-    for (int i = 0; i < 16; i++) {
-        const int lo = i < 8 ? s[i] & 15 : s[i - 8] >> 4;
-        const int hi = (s[8 + (i & 3)] >> (2 * (i >> 2))) & 3;
-        out[i] = (int16_t)((lo | hi << 4) - 32);
-    }
+    uint32_t hw;
+    memcpy(&hw, s + 8, 4);
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)s));
+    const __m256i h = _mm256_set1_epi32((int)hw), m3 = _mm256_set1_epi32(3);
+    const __m256i hi0 = _mm256_and_si256(
+        _mm256_srlv_epi32(h, _mm256_setr_epi32(0, 8, 16, 24, 2, 10, 18, 26)), m3);
+    const __m256i hi1 = _mm256_and_si256(
+        _mm256_srlv_epi32(h, _mm256_setr_epi32(4, 12, 20, 28, 6, 14, 22, 30)), m3);
+    const __m256i s0 = _mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi32(15)),
+                                       _mm256_slli_epi32(hi0, 4));
+    const __m256i s1 = _mm256_or_si256(_mm256_srli_epi32(b, 4), _mm256_slli_epi32(hi1, 4));
+    /* packs interleaves the 128-bit halves: 0-3, 8-11, 4-7, 12-15 */
+    const __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(s0, s1), 0xd8);
+    return _mm256_sub_epi16(p, _mm256_set1_epi16(32));
 }
 
 /* v = q + 4·hbit - 4: the quants taken unsigned (q + 4·hbit, < 8) and
@@ -283,8 +294,9 @@ static float row_q3_k(const uint8_t *w, size_t nsb, const int8_t *x, const float
     __m256 acc = _mm256_setzero_ps();
     for (size_t k = 0; k < nsb; k++, w += 110, x += 256) {
         prefetch_ahead(w, PREFETCH_Q4, 2);
+        const __m256i sc16 = q3_scales16(w + 96);
         int16_t sc[16];
-        q3_scales16(w + 96, sc);
+        _mm256_storeu_si256((__m256i *)sc, sc16);
         const __m256i hm = load256(w);
         __m256i v[8];
         UNROLL
@@ -296,7 +308,6 @@ static float row_q3_k(const uint8_t *w, size_t nsb, const int8_t *x, const float
                 j <= 2 ? _mm256_slli_epi16(hm, 2 - j) : _mm256_srli_epi16(hm, j - 2), four);
             v[j] = halves_scaled(_mm256_or_si256(qj, hb), x + 32 * j, sc[2 * j], sc[2 * j + 1]);
         }
-        const __m256i sc16 = _mm256_loadu_si256((const __m256i *)sc);
         const __m256i corr = _mm256_slli_epi32(halves_xsum(xs, k, sc16), 2);
         const __m256i isum = _mm256_sub_epi32(hsum8x8(v), corr);
         const __m256 dx =
@@ -622,7 +633,7 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
         y[r] = row(w + r * row_bytes, units, xq, xd, &xs);
 }
 
-/* ---- matmul of Q4_K, Q5_K, Q6_K, IQ4_XS: transposed super-blocks, tiles ----
+/* ---- matmul of the 256-element types: transposed super-blocks, tiles ----
  *
  * A super-block's eight sub-blocks, weights and activations alike, are
  * transposed (transpose8x8: register g, lane j = bytes 4g..4g+3 of
@@ -683,8 +694,9 @@ static void x_transposed(const int8_t *x, size_t nsb, int8_t *xt)
 typedef struct tile_row {
     __m256i q[8];         /* the unsigned quants, transposed (IQ4_XS: below) */
     __m256 sc, mn;        /* Q4_K, Q5_K: the sub-blocks' scales and mins as floats */
-    __m256i sc_lo, sc_hi; /* Q6_K: the halves' scales, */
+    __m256i sc_lo, sc_hi; /* Q6_K, Q3_K, Q2_K: the halves' scales, */
     __m256i sc16;         /* and all sixteen as int16 */
+    __m256i mn16;         /* Q2_K: the halves' mins as int16 */
     __m256i ls;           /* IQ4_XS: the sub-blocks' scales minus 32 */
     __m256i mag[8];       /* IQ4_XS without VNNI: |level| (q: the signed levels) */
     __m256 d, dmin;       /* broadcast */
@@ -731,6 +743,31 @@ ALWAYS_INLINE void tile_decode(ml_type T, const uint8_t *b, tile_row *t)
         k4_scales_mins(b + 4, &sc, &mn);
         t->sc = _mm256_cvtepi32_ps(sc), t->mn = _mm256_cvtepi32_ps(mn);
         t->d = _mm256_set1_ps(f16_at(b)), t->dmin = _mm256_set1_ps(f16_at(b + 2));
+    } else if (T == ML_TYPE_Q2_K || T == ML_TYPE_Q3_K) { /* row_q2_k's and row_q3_k's decoding */
+        const int q3 = T == ML_TYPE_Q3_K;
+        const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+        const __m256i hm = q3 ? load256(b) : _mm256_setzero_si256();
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            const __m256i q = load256(b + (q3 ? 32 : 16) + 32 * (j / 4));
+            t->q[j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (j % 4)), three);
+            if (q3)
+                t->q[j] = _mm256_or_si256(
+                    t->q[j], _mm256_and_si256(j <= 2 ? _mm256_slli_epi16(hm, 2 - j)
+                                                     : _mm256_srli_epi16(hm, j - 2),
+                                              four));
+        }
+        if (q3) {
+            t->sc16 = q3_scales16(b + 96);
+            t->d = _mm256_set1_ps(f16_at(b + 108));
+        } else {
+            const __m256i b16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b));
+            t->sc16 = _mm256_and_si256(b16, _mm256_set1_epi16(15));
+            t->mn16 = _mm256_srli_epi16(b16, 4);
+            t->d = _mm256_set1_ps(f16_at(b + 80)), t->dmin = _mm256_set1_ps(f16_at(b + 82));
+        }
+        t->sc_lo = _mm256_srai_epi32(_mm256_slli_epi32(t->sc16, 16), 16);
+        t->sc_hi = _mm256_srai_epi32(t->sc16, 16);
     } else if (T == ML_TYPE_IQ4_XS) {
         /* VNNI: the levels + 128 (1..241, unsigned; 128·Σx taken off
          * later); else the signed levels and their magnitudes, the sign
@@ -798,6 +835,22 @@ ALWAYS_INLINE __m256 tile_s(ml_type T, const tile_row *w, const __m256i *x, __m2
         const __m256i isum = _mm256_mullo_epi32(sum, w->ls);
         return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w->d, xdv));
     }
+    if (T == ML_TYPE_Q2_K || T == ML_TYPE_Q3_K) {
+        /* isum = sc_lo·Σ q·x (first half) + sc_hi·(second), Q3_K's q
+         * unsigned (q + 4·hbit) and 4·(Σ sc·asum) taken off; Q2_K's mins
+         * msum = Σ mn·asum */
+        const __m256i lo = tile_dot(w->q, x, 4, 4), hi = tile_dot(w->q + 4, x + 4, 4, 4);
+        const __m256i a16 = _mm256_loadu_si256((const __m256i *)(xs->s16 + 16 * k));
+        __m256i isum =
+            _mm256_add_epi32(_mm256_mullo_epi32(lo, w->sc_lo), _mm256_mullo_epi32(hi, w->sc_hi));
+        if (T == ML_TYPE_Q3_K) {
+            isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_madd_epi16(a16, w->sc16), 2));
+            return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w->d, xdv));
+        }
+        const __m256i msum = _mm256_madd_epi16(a16, w->mn16);
+        return _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w->d, xdv)),
+                             _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(w->dmin, xdv)));
+    }
     /* Q6_K: isum = sc_lo·Σ q6u·x (first half) + sc_hi·(second) - 32·(Σ sc·asum) */
     const __m256i lo = tile_dot(w->q, x, 4, 2), hi = tile_dot(w->q + 4, x + 4, 4, 2);
     const __m256i a16 = _mm256_loadu_si256((const __m256i *)(xs->s16 + 16 * k));
@@ -817,6 +870,8 @@ ALWAYS_INLINE void tile(ml_type T, const uint8_t *w, size_t row_bytes, size_t ns
     const size_t bytes = T == ML_TYPE_Q4_K   ? 144
                          : T == ML_TYPE_Q5_K ? 176
                          : T == ML_TYPE_Q6_K ? 210
+                         : T == ML_TYPE_Q2_K ? 84
+                         : T == ML_TYPE_Q3_K ? 110
                                              : 136;
     __m256 acc[TILE_ROWS][TILE_TOK];
     for (size_t r = 0; r < nr; r++)
@@ -862,6 +917,20 @@ static void tile_iq4_xs(const uint8_t *w, size_t row_bytes, size_t nsb, size_t r
     tile(ML_TYPE_IQ4_XS, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
 }
 
+static void tile_q2_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
+                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
+                      size_t ldy)
+{
+    tile(ML_TYPE_Q2_K, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
+}
+
+static void tile_q3_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
+                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
+                      size_t ldy)
+{
+    tile(ML_TYPE_Q3_K, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
+}
+
 static void tile_q6_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
                       const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
                       size_t ldy)
@@ -881,6 +950,8 @@ static tile_fn_t tile_fn(ml_type t)
     case ML_TYPE_Q5_K: return tile_q5_k;
     case ML_TYPE_Q6_K: return tile_q6_k;
     case ML_TYPE_IQ4_XS: return tile_iq4_xs;
+    case ML_TYPE_Q2_K: return tile_q2_k;
+    case ML_TYPE_Q3_K: return tile_q3_k;
     default: return NULL;
     }
 }
@@ -901,7 +972,8 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
         const size_t nt = n_tok - t0 < TILE_TOK ? n_tok - t0 : TILE_TOK;
         for (size_t k = 0; k < nt; k++) {
             x_transposed(xq + (t0 + k) * cols, nsb, xt + k * cols);
-            xsums_init(&xs[k], xq + (t0 + k) * cols, cols, t == ML_TYPE_Q6_K);
+            xsums_init(&xs[k], xq + (t0 + k) * cols, cols,
+                       t == ML_TYPE_Q6_K || t == ML_TYPE_Q3_K || t == ML_TYPE_Q2_K);
         }
         for (size_t rb = r0; rb < r1; rb += TILE_ROWS) {
             const size_t nr = r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS;
@@ -914,8 +986,8 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
     return 1;
 }
 
-/* The 256-element types but Q2_K and Q3_K in tiles from two tokens on;
- * the others a token at a time (each (token, row) is matvec's dot).
+/* The 256-element types in tiles from two tokens on; the others a token
+ * at a time (each (token, row) is matvec's dot).
  * Blocking rows for the cache across tokens (16 rows, 4 tokens) was
  * measured no faster than a token at a time (Q4_K, 2048 x 5632, 64
  * tokens: 0.36 ms a token either way): the dot is bound by its
