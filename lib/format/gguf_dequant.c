@@ -1,6 +1,6 @@
 /* gguf_dequant.c - the ggml tensor types: names, block sizes, and
- * dequantization to f32 of the fifteen types real models use (F32, F16,
- * BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_NL, IQ4_XS).
+ * dequantization to f32 of the sixteen types real models use (F32, F16,
+ * BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4).
  *
  * Block layouts and formulas: docs in gguf-mapping.md section 1.8, checked
  * against ggml's dequantize_row_* and gguf-py's gguf.quants.  To be
@@ -328,6 +328,32 @@ static void dq_iq4_xs(const uint8_t *restrict x, float *restrict y, uint64_t nb)
     }
 }
 
+/* MXFP4, 17 bytes: an E8M0 scale byte e, then nibbles as Q4_0 indexing
+ * ggml's kvalues_mxfp4 (the E2M1 values doubled); the scale is ggml's
+ * ggml_e8m0_to_fp32_half, 2^(e - 128), which halves the doubled values
+ * back: subnormal bits for e < 2, an exponent field of e - 1 otherwise. */
+static const int8_t mxfp4_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static inline float e8m0_half(uint8_t e)
+{
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static void dq_mxfp4(const uint8_t *restrict x, float *restrict y, uint64_t nb)
+{
+    for (uint64_t b = 0; b < nb; b++, x += 17, y += 32) {
+        const float d = e8m0_half(x[0]);
+        const uint8_t *qs = x + 1;
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * (float)mxfp4_levels[qs[j] & 0xF];
+            y[j + 16] = d * (float)mxfp4_levels[qs[j] >> 4];
+        }
+    }
+}
+
 /* ---------------------------------------------------------------------------
  * The type table
  * ------------------------------------------------------------------------- */
@@ -384,7 +410,7 @@ static const type_info types[ML_GGML_TYPE_COUNT] = {
     [36] = {"IQ4_NL_4_4", 0, 0, NULL},
     [37] = {"IQ4_NL_4_8", 0, 0, NULL},
     [38] = {"IQ4_NL_8_8", 0, 0, NULL},
-    [39] = {"MXFP4", 32, 17, NULL},
+    [39] = {"MXFP4", 32, 17, dq_mxfp4},
     [40] = {"NVFP4", 64, 36, NULL},
     [41] = {"Q1_0", 128, 18, NULL},
     [42] = {"Q2_0", 64, 18, NULL},

@@ -158,6 +158,8 @@ void ml__kernels_take(ml_kernels *to, ml_kslot s, const ml_kernels *from)
         to->matmul_q4_0 = from->matmul_q4_0;
         to->matmul_x[1] = from->matmul_x[1];
         break;
+    case ML_KS_MATVEC_BLK: to->matvec_blk = from->matvec_blk; break;
+    case ML_KS_MATMUL_BLK: to->matmul_blk = from->matmul_blk; break;
     case ML_KS_FMATH: to->fmath = from->fmath; break;
     default: break;
     }
@@ -273,7 +275,8 @@ static const choice *the_choice(void)
 }
 
 static const char *const slot_names[ML_KS_COUNT] = {
-    "quantize_q8_0", "matvec_q8_0", "matvec_q4_0", "matmul_q8_0", "matmul_q4_0", "fmath",
+    "quantize_q8_0", "matvec_q8_0", "matvec_q4_0", "matmul_q8_0",
+    "matmul_q4_0",   "matvec_blk",  "matmul_blk",  "fmath",
 };
 
 /* What ML_KERNELS asks for: a variant for every kernel (NULL: the
@@ -286,7 +289,7 @@ typedef struct request {
 static const char unknown_variant[] =
     "ML_KERNELS: unknown kernel variant (expected scalar, avx2, avx512, amx, neon, neondot or "
     "auto, then optionally ,KERNEL=VARIANT with KERNEL one of quantize_q8_0, matvec_q8_0, "
-    "matvec_q4_0, matmul_q8_0, matmul_q4_0, fmath)";
+    "matvec_q4_0, matmul_q8_0, matmul_q4_0, matvec_blk, matmul_blk, fmath)";
 
 /* Why variant v cannot run here (NULL: it can). */
 static const char *refusal(const variant *v)

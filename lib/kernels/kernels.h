@@ -19,6 +19,44 @@
  *  4. Threads split rows (outputs), never a reduction, so the thread count
  *     cannot change a result; matmul computes each (token, row) dot the
  *     same way as matvec, so prefill and decode agree bit for bit.
+ *  5. Block-type weights (ggml's layouts, ml_type 4..16, and F32 matrices)
+ *     keep rules 1-4: the activations are the same Q8_0 row whatever the
+ *     weight type (one quantized input serves q, k and v of different
+ *     types), and every weight row is cut into 32-element blocks b (in a
+ *     256-element super-block k, sub-block j is block 8k+j).  Each block
+ *     gives one float s_b, computed exactly as below (the integers exact,
+ *     the float operations in the order written, no FMA), then
+ *     acc[b % 8] += s_b and the row's result is rule 3's fold.  isum is
+ *     Σ (integer weight)·xq over the block (or a 16-element half: _lo,
+ *     _hi), asum Σ xq over the same elements; d, dmin, m are the block's
+ *     f16 fields widened exactly; xd the activation block's scale.
+ *       Q5_0:   v = q5 - 16;                 s = (float)isum * (d * xd)
+ *       IQ4_NL: v = kvalues_iq4nl[nibble];  s = (float)isum * (d * xd)
+ *       MXFP4:  v = kvalues_mxfp4[nibble] (ggml's doubled table
+ *               {0,1,2,3,4,6,8,12,0,-1,-2,-3,-4,-6,-8,-12}), d = ggml's
+ *               ggml_e8m0_to_fp32_half(e);  s = (float)isum * (d * xd)
+ *       Q4_1, Q5_1: q unsigned;  s = (float)isum * (d * xd) + (float)asum * (m * xd)
+ *       Q4_K, Q5_K: q unsigned, sub-block j's 6-bit sc_j and m_j;
+ *               s = (float)(sc_j * isum) * (d * xd) - (float)(m_j * asum) * (dmin * xd)
+ *       Q6_K:   v = q6 - 32, int8 scales per half;
+ *               isum = sc_lo * isum_lo + sc_hi * isum_hi;  s = (float)isum * (d * xd)
+ *       Q3_K:   v in -4..3 (ggml's hmask rule), 6-bit scales sc (sc - 32);
+ *               isum = (sc_lo - 32) * isum_lo + (sc_hi - 32) * isum_hi;
+ *               s = (float)isum * (d * xd)
+ *       Q2_K:   q in 0..3; scale byte: low 4 bits sc, high 4 bits mn;
+ *               isum = sc_lo * isum_lo + sc_hi * isum_hi;
+ *               msum = mn_lo * asum_lo + mn_hi * asum_hi;
+ *               s = (float)isum * (d * xd) - (float)msum * (dmin * xd)
+ *       IQ4_XS: v = kvalues_iq4nl[nibble], sub-block j's 6-bit ls_j;
+ *               isum = (ls_j - 32) * Σ v·xq;  s = (float)isum * (d * xd)
+ *       F32, F16, BF16: w widened exactly to f32;
+ *               p[l] = Σ over m = 0..3 in order of w[8m+l] * (float)xq[8m+l]
+ *               (p[l] starting at +0.0f);  s = ml__fold8(p) * xd
+ *     Every integer is exact in int32 and below 2^24 in magnitude before
+ *     it becomes a float, so the conversion is exact too.  The largest:
+ *     IQ4_XS, 32·(32·127·127) = 16516096, and Q6_K,
+ *     2·128·(16·32·127) = 16646144 (int8 scales reach -128, q6 - 32
+ *     reaches -32); 2^24 = 16777216.
  * Weights: Q8_0 quants int8 (never -128; the loader checks) or Q4_0 nibble
  * bytes (byte j of a block: element j low nibble, j+16 high; value
  * nibble - 8), with f32 or f16 scales (ml_wscales): an f16 scale is
@@ -114,7 +152,32 @@ typedef struct ml_kernels {
      * matmul it serves, and a table composed kernel by kernel (dispatch.c)
      * takes it with that matmul. */
     ml_matmul_x matmul_x[2];
+
+    /* Block-type matrices (rule 5): ml_type t among those
+     * ml__blk_row_bytes knows; row r starts at w + r * row_bytes, row_bytes
+     * = ml__blk_row_bytes(t, cols).  The same contract as matvec_q8_0 and
+     * matmul_q8_0: y[r] (matvec) or y[t*ldy + r] (matmul) for r in
+     * [r0, r1), every (token, row) result equal to matvec's.  Never NULL: a
+     * variant without its own code for a type passes it to the scalar
+     * reference (ml__matvec_blk_scalar, ml__matmul_blk_scalar). */
+    void (*matvec_blk)(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                       const int8_t *xq, const float *xd, float *y);
+    void (*matmul_blk)(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                       const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
 } ml_kernels;
+
+/* The bytes of a row of `cols` weights of type t for the block kernels,
+ * or 0 where they have no code for t (Q8_0, Q4_0, U8, unknown) or cols
+ * is not a whole number of t's blocks (blocks_scalar.c). */
+size_t ml__blk_row_bytes(ml_type t, size_t cols);
+
+/* The scalar reference of matvec_blk and matmul_blk (blocks_scalar.c),
+ * which every table's entries fall back to for the types they leave. */
+void ml__matvec_blk_scalar(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                           const int8_t *xq, const float *xd, float *y);
+void ml__matmul_blk_scalar(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                           const int8_t *xq, const float *xd, size_t n_tok, float *y,
+                           size_t ldy);
 
 /* The scalar reference table; always available. */
 extern const ml_kernels ml__kernels_scalar;
@@ -129,6 +192,8 @@ typedef enum ml_kslot {
     ML_KS_MATVEC_Q4_0,
     ML_KS_MATMUL_Q8_0,
     ML_KS_MATMUL_Q4_0,
+    ML_KS_MATVEC_BLK, /* every block type: one slot, probed on Q4_K */
+    ML_KS_MATMUL_BLK,
     ML_KS_FMATH,
     ML_KS_COUNT
 } ml_kslot;

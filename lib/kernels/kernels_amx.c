@@ -306,6 +306,8 @@ const ml_kernels ml__kernels_amx = {
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,
     .matmul_q4_0 = matmul_q4_0,
+    .matvec_blk = ml__matvec_blk_avx512, /* AMX's tiles: not for these types yet */
+    .matmul_blk = ml__matmul_blk_avx512,
 };
 
 #endif /* __x86_64__ */

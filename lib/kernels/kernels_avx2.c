@@ -490,6 +490,8 @@ const ml_kernels ml__kernels_avx2 = {
     .matmul_q4_0 = matmul_q4_0,
     .matmul_x = {{matmul_x_bytes, matmul_x_prepare, matmul_x},
                  {matmul_x_bytes, matmul_x_prepare, matmul_x}},
+    .matvec_blk = ml__matvec_blk_avx2,
+    .matmul_blk = ml__matmul_blk_avx2,
 };
 
 #endif /* __x86_64__ */

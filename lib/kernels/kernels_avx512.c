@@ -959,6 +959,8 @@ const ml_kernels ml__kernels_avx512 = {
     .matmul_q4_0 = matmul_q4_0,
     .matmul_x = {{matmul_x_bytes, matmul_x_prepare, matmul_x},
                  {matmul_x_bytes, matmul_x_prepare, matmul_x}},
+    .matvec_blk = ml__matvec_blk_avx512,
+    .matmul_blk = ml__matmul_blk_avx512,
 };
 
 #endif /* __x86_64__ */

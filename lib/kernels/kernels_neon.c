@@ -180,6 +180,9 @@ const ml_kernels TABLE = {
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,
     .matmul_q4_0 = matmul_q4_0,
+    /* no NEON code for the block types yet: the reference */
+    .matvec_blk = ml__matvec_blk_scalar,
+    .matmul_blk = ml__matmul_blk_scalar,
 };
 
 #endif /* __aarch64__ */

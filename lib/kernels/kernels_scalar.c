@@ -102,4 +102,6 @@ const ml_kernels ml__kernels_scalar = {
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,
     .matmul_q4_0 = matmul_q4_0,
+    .matvec_blk = ml__matvec_blk_scalar,
+    .matmul_blk = ml__matmul_blk_scalar,
 };

@@ -11,6 +11,17 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The block-type kernels' entries (blocks_avx2.c, blocks_avx512.c). */
+void ml__matvec_blk_avx2(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                         const int8_t *xq, const float *xd, float *y);
+void ml__matmul_blk_avx2(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
+void ml__matvec_blk_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                           const int8_t *xq, const float *xd, float *y);
+void ml__matmul_blk_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                           const int8_t *xq, const float *xd, size_t n_tok, float *y,
+                           size_t ldy);
+
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 /* Loops over registers must be unrolled for the registers to stay registers. */
 #define UNROLL _Pragma("GCC unroll 16")

@@ -26,10 +26,12 @@
 #define P_KEYS 256      /* fmath: a head's keys, */
 #define P_HEAD 64       /* its width, */
 #define P_HIDDEN 2048   /* and an FFN's hidden width */
+#define P_BLK_TYPE ML_TYPE_Q4_K /* the block kernels' slot: the common type */
+#define P_BLK_ROWS 128  /* matvec_blk rows (Q4_K: 144 KiB) */
 
 typedef struct probe_data {
     int8_t *wq8, *xq;
-    uint8_t *wq4;
+    uint8_t *wq4, *wblk;
     uint16_t *wd;      /* f16 scales, as in most files */
     float *xd, *x, *y, *keys, *scores;
     void *xt;          /* matmul_x's rearranged activations */
@@ -63,7 +65,7 @@ static void fill_floats(float *f, size_t n, uint32_t seed)
 
 static void probe_free(probe_data *d)
 {
-    free(d->wq8), free(d->xq), free(d->wq4), free(d->wd), free(d->xd);
+    free(d->wq8), free(d->xq), free(d->wq4), free(d->wblk), free(d->wd), free(d->xd);
     free(d->x), free(d->y), free(d->keys), free(d->scores), free(d->xt);
 }
 
@@ -80,12 +82,30 @@ static size_t xt_bytes(const ml_kernels *const *ks, size_t n)
     return most;
 }
 
+static size_t blk_bytes(void)
+{
+    return P_BLK_ROWS * ml__blk_row_bytes(P_BLK_TYPE, P_COLS);
+}
+
+/* Random Q4_K blocks with typical (normal, small) d and dmin: random f16
+ * bits would make subnormals and NaNs, which some CPUs compute slowly. */
+static void fill_blk(uint8_t *w)
+{
+    fill_bytes(w, blk_bytes(), 5);
+    for (size_t i = 0; i < blk_bytes() / 144; i++) {
+        const uint16_t d = ml_f32_to_f16(0.001f * (float)(1 + i % 5));
+        w[144 * i] = w[144 * i + 2] = (uint8_t)d;
+        w[144 * i + 1] = w[144 * i + 3] = (uint8_t)(d >> 8);
+    }
+}
+
 static int probe_alloc(probe_data *d, const ml_kernels *const *ks, size_t n)
 {
     const size_t wbytes = (size_t)P_ROWS * P_COLS, xbytes = (size_t)P_MM_TOK * P_MM_COLS;
     memset(d, 0, sizeof *d);
     d->wq8 = aligned_alloc(64, wbytes);
     d->wq4 = aligned_alloc(64, wbytes);
+    d->wblk = malloc(blk_bytes());
     d->wd = malloc(wbytes / 16 * sizeof *d->wd); /* Q4_0: two rows a Q8_0 row's bytes */
     d->xq = aligned_alloc(64, xbytes > P_HIDDEN ? xbytes : P_HIDDEN);
     d->xd = malloc(xbytes / 32 * sizeof *d->xd);
@@ -95,8 +115,8 @@ static int probe_alloc(probe_data *d, const ml_kernels *const *ks, size_t n)
     d->scores = aligned_alloc(64, (size_t)P_KEYS * sizeof *d->scores);
     d->xt_bytes = xt_bytes(ks, n);
     d->xt = d->xt_bytes ? aligned_alloc(64, (d->xt_bytes + 63) / 64 * 64) : NULL;
-    if (!d->wq8 || !d->wq4 || !d->wd || !d->xq || !d->xd || !d->x || !d->y || !d->keys ||
-        !d->scores || (d->xt_bytes && !d->xt)) {
+    if (!d->wq8 || !d->wq4 || !d->wblk || !d->wd || !d->xq || !d->xd || !d->x || !d->y ||
+        !d->keys || !d->scores || (d->xt_bytes && !d->xt)) {
         probe_free(d);
         return 0;
     }
@@ -106,6 +126,7 @@ static int probe_alloc(probe_data *d, const ml_kernels *const *ks, size_t n)
     fill_bytes(d->wq4, wbytes, 2);
     for (size_t i = 0; i < wbytes / 16; i++)
         d->wd[i] = ml_f32_to_f16(0.01f + 0.001f * (float)(i % 7));
+    fill_blk(d->wblk);
     fill_floats(d->x, (size_t)P_HIDDEN * 2, 3);
     fill_floats(d->keys, (size_t)P_KEYS * P_HEAD, 4);
     ml__kernels_scalar.quantize_q8_0(d->x, P_HIDDEN, d->xq, d->xd);
@@ -166,6 +187,13 @@ static void run_slot(ml_kslot s, const ml_kernels *k, probe_data *d)
     case ML_KS_MATMUL_Q8_0:
     case ML_KS_MATMUL_Q4_0:
         run_matmul(k, s == ML_KS_MATMUL_Q4_0, d);
+        break;
+    case ML_KS_MATVEC_BLK:
+        k->matvec_blk(P_BLK_TYPE, d->wblk, P_COLS, 0, P_BLK_ROWS, d->xq, d->xd, d->y);
+        break;
+    case ML_KS_MATMUL_BLK:
+        k->matmul_blk(P_BLK_TYPE, d->wblk, P_MM_COLS, 0, P_MM_ROWS, d->xq, d->xd, P_MM_TOK, d->y,
+                      P_MM_ROWS);
         break;
     case ML_KS_FMATH:
         for (int i = 0; i < 4; i++)

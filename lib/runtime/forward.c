@@ -19,6 +19,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------------------
  * Small float operations (one order, no SIMD: they are not the hot path;
@@ -229,13 +230,32 @@ static float mat_scale(const ml_mat *w, size_t i)
     return w->d.f16 ? ml_f16_to_f32(((const uint16_t *)w->d.p)[i]) : ((const float *)w->d.p)[i];
 }
 
+/* Row `id` of a block-type embedding (ggml's dequantizers; F32 as it
+ * is), scaled. */
+static void embed_blk(const ml_model *m, ml_token id, float *x)
+{
+    const ml_mat *e = &m->tok_emb;
+    const uint8_t *row = (const uint8_t *)e->q + (size_t)id * e->row_bytes;
+    uint32_t ggml = 0;
+    if (e->type == ML_TYPE_F32)
+        memcpy(x, row, (size_t)e->cols * sizeof *x);
+    else if (ml_type_block(e->type, NULL, NULL, &ggml))
+        /* model.c bound only types the kernels compute with, all of which
+         * gguf_dequant.c dequantizes: this cannot fail */
+        (void)ml_gguf_dequantize_raw(ggml, row, e->cols, x, NULL);
+    for (uint32_t i = 0; i < e->cols; i++)
+        x[i] *= m->embed_scale;
+}
+
 /* Row `id` of the embedding, dequantized and scaled. */
 static void embed(const ml_model *m, ml_token id, float *x)
 {
     const ml_mat *e = &m->tok_emb;
     uint32_t dim = m->h.dim;
     size_t d0 = (size_t)id * (dim / 32);
-    if (e->type == ML_TYPE_Q8_0) {
+    if (!ml__mat_spec(e)) {
+        embed_blk(m, id, x);
+    } else if (e->type == ML_TYPE_Q8_0) {
         const int8_t *q = (const int8_t *)e->q + (size_t)id * dim;
         for (uint32_t i = 0; i < dim; i++)
             x[i] = (float)q[i] * mat_scale(e, d0 + i / 32) * m->embed_scale;

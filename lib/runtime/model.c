@@ -20,10 +20,44 @@ static ml_mat mat_of(const ml_tensor *t)
         m.q = t->data;
         m.d.p = t->scales_f16 ? (const void *)t->scales_f16 : (const void *)t->scales;
         m.d.f16 = t->scales_f16 != NULL;
+        m.row_bytes = ml__blk_row_bytes(t->type, t->cols);
         ml__prefault(t->data, t->nbytes);
         ml__prefault(m.d.p, t->scale_nbytes);
     }
     return m;
+}
+
+/* The matrices' roles: each must be of a type the kernels compute with. */
+static const ml_role matrix_roles[] = {
+    ML_R_TOK_EMB, ML_R_WQ, ML_R_WK, ML_R_WV, ML_R_WO,  ML_R_WG, ML_R_LQKV, ML_R_LZ,
+    ML_R_LB,      ML_R_LA, ML_R_LOUT, ML_R_W1, ML_R_W2, ML_R_W3, ML_R_WCLS,
+};
+
+/* A matrix the kernels have no code for (a type of a newer file, or one
+ * whose rows are not whole blocks) is refused here, by name, rather than
+ * met by a kernel that would read it wrongly. */
+static ml_status check_matrix(const ml_tensor *t, ml_error *err)
+{
+    if (!t || t->type == ML_TYPE_Q8_0 || t->type == ML_TYPE_Q4_0 ||
+        ml__blk_row_bytes(t->type, t->cols))
+        return ML_OK;
+    return ml__err(err, ML_E_UNSUPPORTED, t->name, (int64_t)t->offset,
+                   "matrix of type %s (%d) with %u columns: this build has no kernel for it",
+                   ml_type_name(t->type), (int)t->type, t->cols);
+}
+
+static ml_status check_matrices(const ml_mlb *mlb, uint32_t n_layers, ml_error *err)
+{
+    for (size_t i = 0; i < sizeof matrix_roles / sizeof matrix_roles[0]; i++) {
+        const int global = matrix_roles[i] == ML_R_TOK_EMB || matrix_roles[i] == ML_R_WCLS;
+        for (uint32_t l = 0; l < (global ? 1 : n_layers); l++) {
+            const ml_tensor *t = ml_mlb_get(mlb, matrix_roles[i], global ? -1 : (int32_t)l);
+            ml_status s = check_matrix(t, err);
+            if (s)
+                return s;
+        }
+    }
+    return ML_OK;
 }
 
 static const float *vec_of(const ml_tensor *t)
@@ -74,6 +108,9 @@ ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
     const ml_kernels *k = ml__kernels_select_into(&composed, &why);
     if (!k)
         return ml__err(err, ML_E_INVAL, "ML_KERNELS", -1, "%s", why ? why : "no kernels");
+    ml_status st = check_matrices(mlb, h->n_layers, err);
+    if (st)
+        return st;
     ml_model *m = calloc(1, sizeof *m);
     if (!m)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");

@@ -54,6 +54,13 @@ static void mm_rows(const mm_job *j, const mm_part *p, size_t b, size_t e)
 {
     const ml_mat *w = p->w;
     const int q4 = w->type == ML_TYPE_Q4_0;
+    if (!ml__mat_spec(w)) {
+        if (j->n_tok == 1)
+            j->k->matvec_blk(w->type, w->q, w->cols, b, e, j->xq, j->xd, p->y);
+        else
+            j->k->matmul_blk(w->type, w->q, w->cols, b, e, j->xq, j->xd, j->n_tok, p->y, p->ldy);
+        return;
+    }
     if (j->xt && q4 == j->xt_q4 && w->cols == j->xt_cols) {
         j->k->matmul_x[q4].run(q4, w->q, w->d, w->cols, b, e, j->xq, j->xt, j->xd, j->n_tok,
                                p->y, p->ldy);
@@ -167,6 +174,8 @@ static void x_run(void *ctx, unsigned ith, unsigned nth)
  * call then reads aq). */
 static void prepare_input(ml_ctx *c, mm_job *j, const ml_mat *w)
 {
+    if (!ml__mat_spec(w))
+        return; /* matmul_x serves Q8_0 and Q4_0 weights only */
     j->xt_q4 = w->type == ML_TYPE_Q4_0;
     j->xt_cols = w->cols;
     const ml_matmul_x *mx = &j->k->matmul_x[j->xt_q4];

@@ -8,13 +8,22 @@
 #include "kernels/kernels.h"
 #include "runtime/pool.h"
 
-/* A quantized matrix bound in place: rows x cols, Q8_0 or Q4_0. */
+/* A matrix bound in place: rows x cols, Q8_0 or Q4_0 (quants and scales),
+ * or a block type of the kernels' matvec_blk (ggml's blocks, or F32: q
+ * holds the rows one after another, row_bytes each, and d is unset). */
 typedef struct ml_mat {
     ml_type type;
     uint32_t rows, cols;
-    const void *q;     /* quants */
+    const void *q;     /* quants, or the blocks */
     ml_wscales d;      /* scales as stored, one per 32 weights (kernels.h) */
+    size_t row_bytes;  /* block types: ml__blk_row_bytes(type, cols); else 0 */
 } ml_mat;
+
+/* Is w of the spec's own types, whose quants and scales are apart? */
+static inline int ml__mat_spec(const ml_mat *w)
+{
+    return w->type == ML_TYPE_Q8_0 || w->type == ML_TYPE_Q4_0;
+}
 
 typedef struct ml_layer {
     uint8_t flags;                  /* ML_LAYER_* (0 without layer flags) */

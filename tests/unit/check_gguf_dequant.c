@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "mxfp4_vector.h"
+
 static const char *const supported[15] = {"F32",  "F16",  "BF16", "Q4_0", "Q4_1",
                                           "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K",
                                           "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"};
@@ -78,6 +80,25 @@ START_TEST(matches_gguf_py)
     ck_assert_int_eq(first_diff(out, x->data, n), -1);
     free(out);
     ml_gguf_close(g);
+}
+END_TEST
+
+/* MXFP4 is not in dequant.gguf: its gguf-py reference is a committed
+ * vector (tools/gen-mxfp4-vector.py) of blocks with every class of scale,
+ * ggml's subnormal ones (e 0 and 1) and the largest (e 255: infinities). */
+START_TEST(mxfp4_matches_gguf_py)
+{
+    const size_t nb = sizeof mxfp4_blocks / 17;
+    float out[sizeof mxfp4_expected / 4];
+    ml_error e;
+    ck_assert_uint_eq(nb * 32, sizeof mxfp4_expected / 4);
+    ck_assert_int_eq(ml_gguf_dequantize_raw(ML_GGML_MXFP4, mxfp4_blocks, nb * 32, out, &e), ML_OK);
+    for (size_t i = 0; i < nb * 32; i++) {
+        uint32_t got;
+        memcpy(&got, &out[i], 4);
+        ck_assert_msg(got == mxfp4_expected[i], "element %zu: %08x, gguf-py %08x", i, got,
+                      mxfp4_expected[i]);
+    }
 }
 END_TEST
 
@@ -234,9 +255,10 @@ START_TEST(type_table)
         int listed = 0;
         for (int k = 0; k < 15; k++)
             listed |= strcmp(ml_gguf_type_name(t), supported[k]) == 0;
+        listed |= t == ML_GGML_MXFP4;
         ck_assert_msg(listed, "%s", ml_gguf_type_name(t));
     }
-    ck_assert_int_eq(n_supported, 15);
+    ck_assert_int_eq(n_supported, 16); /* the fixture's 15 and MXFP4 */
     ck_assert_str_eq(ml_gguf_vtype_name(ML_GGUF_STRING), "string");
     ck_assert_str_eq(ml_gguf_vtype_name(ML_GGUF_F64), "f64");
     ck_assert_str_eq(ml_gguf_vtype_name(13), "?");
@@ -290,6 +312,7 @@ Suite *suite_gguf_dequant(void)
     Suite *s = suite_create("gguf_dequant");
     TCase *tc = tcase_create("dequant");
     tcase_add_loop_test(tc, matches_gguf_py, 0, 15);
+    tcase_add_test(tc, mxfp4_matches_gguf_py);
     tcase_add_test(tc, f16_every_value);
     tcase_add_test(tc, blocks_by_hand);
     tcase_add_test(tc, type_table);

@@ -1,0 +1,21 @@
+/* blocks_avx2.c - the block-type kernels (blocks_x86.h) compiled for
+ * AVX2 (vpmaddubsw + vpmaddwd byte dot products). */
+#include "kernels/kernels.h"
+
+#if defined(__x86_64__)
+
+#include "kernels/blocks_x86.h"
+
+void ml__matvec_blk_avx2(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, float *y)
+{
+    matvec_blk(t, w, cols, r0, r1, xq, xd, y);
+}
+
+void ml__matmul_blk_avx2(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
+}
+
+#endif

@@ -1,0 +1,325 @@
+/* check_kernels_blk.c - the block-type kernels (matvec_blk, matmul_blk;
+ * kernels.h's rule 5): the scalar reference against ggml's meaning of each
+ * type (gguf_dequant.c's dequantizers, bit-exact with gguf-py, in a
+ * double-precision dot product), and every variant this CPU runs against
+ * the scalar reference, compared on the bits: random blocks with ordinary
+ * and extreme scales, odd row ranges, rows of one unit to many, 1 to 17
+ * tokens, matmul equal to matvec token by token. */
+#include "suites.h"
+#include "testutil.h"
+
+#include "kernels/kernels.h"
+#include "mlcore.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_VARIANTS 8
+
+static const ml_kernels *variants[MAX_VARIANTS];
+static size_t n_variants;
+
+/* Every type the block kernels compute with. */
+static const ml_type blk_types[] = {
+    ML_TYPE_F32,  ML_TYPE_Q4_1,  ML_TYPE_Q5_0,   ML_TYPE_Q5_1,   ML_TYPE_Q2_K,
+    ML_TYPE_Q3_K, ML_TYPE_Q4_K,  ML_TYPE_Q5_K,   ML_TYPE_Q6_K,   ML_TYPE_IQ4_NL,
+    ML_TYPE_IQ4_XS, ML_TYPE_MXFP4, ML_TYPE_F16,  ML_TYPE_BF16,
+};
+#define N_TYPES (sizeof blk_types / sizeof blk_types[0])
+
+/* Elements and bytes of one unit of t: a block, 32 floats, or 32 halves. */
+static void unit_of(ml_type t, size_t *elems, size_t *bytes)
+{
+    uint32_t e = 1, b = 4;
+    ml_type_block(t, &e, &b, NULL);
+    *elems = e == 1 ? 32 : e;
+    *bytes = e == 1 ? 32 * (size_t)b : b;
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8);
+}
+
+/* A finite f16: ordinary (about 1e-3) or, when extreme, now and then the
+ * largest, the smallest subnormal, zero or a negative one. */
+static uint16_t random_f16(tu_rng *r, int extreme)
+{
+    if (extreme)
+        switch (tu_below(r, 6)) {
+        case 0: return 0x7bff; /* 65504 */
+        case 1: return 0x0001; /* 2^-24 */
+        case 2: return 0x0000;
+        case 3: return 0xfbff;
+        default: break;
+        }
+    return ml_f32_to_f16((float)(tu_below(r, 2000) + 1) * 1e-6f * (tu_below(r, 2) ? 1 : -1));
+}
+
+/* Random bytes for one unit of t, its scales and floats made finite. */
+static void random_unit(ml_type t, uint8_t *u, size_t bytes, tu_rng *r, int extreme)
+{
+    for (size_t i = 0; i < bytes; i++)
+        u[i] = (uint8_t)tu_next(r);
+    static const struct { ml_type t; int at[2]; } f16_fields[] = {
+        {ML_TYPE_Q4_1, {0, 2}},   {ML_TYPE_Q5_0, {0, -1}},  {ML_TYPE_Q5_1, {0, 2}},
+        {ML_TYPE_Q2_K, {80, 82}}, {ML_TYPE_Q3_K, {108, -1}}, {ML_TYPE_Q4_K, {0, 2}},
+        {ML_TYPE_Q5_K, {0, 2}},   {ML_TYPE_Q6_K, {208, -1}}, {ML_TYPE_IQ4_NL, {0, -1}},
+        {ML_TYPE_IQ4_XS, {0, -1}},
+    };
+    for (size_t k = 0; k < sizeof f16_fields / sizeof f16_fields[0]; k++)
+        if (f16_fields[k].t == t)
+            for (int j = 0; j < 2; j++)
+                if (f16_fields[k].at[j] >= 0)
+                    put16(u + f16_fields[k].at[j], random_f16(r, extreme));
+    if (t == ML_TYPE_MXFP4) /* 2^(e-128): about 1e-3, or the extremes */
+        u[0] = extreme && tu_below(r, 3) == 0 ? (uint8_t)tu_below(r, 3)
+                                              : (uint8_t)(110 + tu_below(r, 20));
+    if (t == ML_TYPE_F16)
+        for (size_t i = 0; i < bytes; i += 2)
+            put16(u + i, random_f16(r, extreme));
+    if (t == ML_TYPE_BF16)
+        for (size_t i = 0; i < bytes; i += 2)
+            put16(u + i, extreme && tu_below(r, 8) == 0
+                             ? 0x7f7f /* the largest bf16 */
+                             : (uint16_t)(tu_below(r, 2) << 15 | (0x3a00 + tu_below(r, 0x600))));
+    if (t == ML_TYPE_F32)
+        for (size_t i = 0; i < bytes; i += 4) {
+            float f = (float)((int)tu_below(r, 20001) - 10000) * (extreme ? 1e3f : 1e-5f);
+            memcpy(u + i, &f, 4);
+        }
+}
+
+typedef struct blk_mat {
+    ml_type t;
+    size_t rows, cols, row_bytes;
+    uint8_t *w;
+} blk_mat;
+
+static void blk_mat_new(blk_mat *m, ml_type t, size_t rows, size_t cols, tu_rng *r, int extreme)
+{
+    size_t elems, bytes;
+    unit_of(t, &elems, &bytes);
+    m->t = t, m->rows = rows, m->cols = cols;
+    m->row_bytes = ml__blk_row_bytes(t, cols);
+    ck_assert_uint_eq(m->row_bytes, cols / elems * bytes);
+    m->w = xmalloc(rows * m->row_bytes);
+    for (size_t i = 0; i < rows * cols / elems; i++)
+        random_unit(t, m->w + i * bytes, bytes, r, extreme);
+}
+
+/* n_tok quantized activation rows of random floats (large ones when
+ * extreme). */
+typedef struct acts {
+    int8_t *q;
+    float *d;
+} acts;
+
+static void acts_new(acts *a, size_t n_tok, size_t cols, tu_rng *r, int extreme)
+{
+    float *x = xmalloc(n_tok * cols * sizeof *x);
+    for (size_t i = 0; i < n_tok * cols; i++)
+        x[i] = ((float)tu_below(r, 20001) - 10000.0f) * (extreme && i % 64 < 32 ? 1.0f : 1e-4f);
+    a->q = xmalloc(n_tok * cols);
+    a->d = xmalloc(n_tok * cols / 32 * sizeof *a->d);
+    ml__kernels_scalar.quantize_q8_0(x, n_tok * cols, a->q, a->d);
+    free(x);
+}
+
+static void acts_free(acts *a)
+{
+    free(a->q);
+    free(a->d);
+}
+
+static float *sentinel(size_t n)
+{
+    float *y = xmalloc(n * sizeof *y);
+    memset(y, 0x5a, n * sizeof *y);
+    return y;
+}
+
+/* ---- every variant against the scalar reference ---- */
+
+static void check_matvec(const blk_mat *m, const acts *a, size_t r0, size_t r1)
+{
+    float *want = sentinel(m->rows), *got = sentinel(m->rows);
+    ml__matvec_blk_scalar(m->t, m->w, m->cols, r0, r1, a->q, a->d, want);
+    for (size_t v = 0; v < n_variants; v++) {
+        memset(got, 0x5a, m->rows * sizeof *got);
+        variants[v]->matvec_blk(m->t, m->w, m->cols, r0, r1, a->q, a->d, got);
+        ck_assert_msg(memcmp(got, want, m->rows * sizeof *got) == 0,
+                      "%s matvec %s cols %zu rows %zu..%zu differs from scalar", variants[v]->name,
+                      ml_type_name(m->t), m->cols, r0, r1);
+    }
+    free(want);
+    free(got);
+}
+
+/* Each variant's matmul of n_tok tokens equals the scalar matvec per
+ * token, bit for bit; y has a stride wider than the rows. */
+static void check_matmul(const blk_mat *m, const acts *a, size_t n_tok, size_t r0, size_t r1)
+{
+    const size_t ldy = m->rows + 3;
+    float *want = sentinel(n_tok * ldy), *got = sentinel(n_tok * ldy);
+    for (size_t k = 0; k < n_tok; k++)
+        ml__matvec_blk_scalar(m->t, m->w, m->cols, r0, r1, a->q + k * m->cols,
+                              a->d + k * m->cols / 32, want + k * ldy);
+    for (size_t v = 0; v < n_variants; v++) {
+        memset(got, 0x5a, n_tok * ldy * sizeof *got);
+        variants[v]->matmul_blk(m->t, m->w, m->cols, r0, r1, a->q, a->d, n_tok, got, ldy);
+        ck_assert_msg(memcmp(got, want, n_tok * ldy * sizeof *got) == 0,
+                      "%s matmul %s cols %zu rows %zu..%zu, %zu tokens differs from matvec",
+                      variants[v]->name, ml_type_name(m->t), m->cols, r0, r1, n_tok);
+    }
+    free(want);
+    free(got);
+}
+
+static const size_t ranges[][2] = {{0, 1}, {3, 4}, {1, 6}, {5, 22}, {0, 23}, {2, 2}};
+
+/* Loop over the types: a row of 1, 2, 3, 9 and 17 units. */
+START_TEST(variants_match_scalar)
+{
+    const ml_type t = blk_types[_i];
+    static const size_t units[] = {1, 2, 3, 9, 17};
+    tu_rng r = {0x38000 + (uint64_t)_i};
+    for (int extreme = 0; extreme <= 1; extreme++)
+        for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
+            size_t elems, bytes;
+            unit_of(t, &elems, &bytes);
+            blk_mat m;
+            acts a;
+            blk_mat_new(&m, t, 23, units[u] * elems, &r, extreme);
+            acts_new(&a, 17, m.cols, &r, extreme);
+            for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++)
+                check_matvec(&m, &a, ranges[k][0], ranges[k][1]);
+            for (size_t n_tok = 1; n_tok <= 17; n_tok += (n_tok < 5 ? 1 : 4))
+                check_matmul(&m, &a, n_tok, 1, 22);
+            acts_free(&a);
+            free(m.w);
+        }
+}
+END_TEST
+
+/* ---- the reference against ggml's meaning ---- */
+
+/* Row r of m dequantized: ggml's dequantizer (gguf_dequant.c), or F32's
+ * floats as they are. */
+static void dequant_row(const blk_mat *m, size_t r, float *out)
+{
+    const uint8_t *row = m->w + r * m->row_bytes;
+    uint32_t ggml;
+    if (m->t == ML_TYPE_F32) {
+        memcpy(out, row, m->cols * sizeof *out);
+        return;
+    }
+    ck_assert(ml_type_block(m->t, NULL, NULL, &ggml));
+    ml_error e;
+    ck_assert_msg(ml_gguf_dequantize_raw(ggml, row, m->cols, out, &e) == ML_OK, "%s", e.msg);
+}
+
+/* s-rule row dots against double-precision dots of the dequantized row
+ * with the dequantized activation: equal to about float's precision of
+ * the sum of the products' magnitudes. */
+START_TEST(scalar_matches_ggml)
+{
+    const ml_type t = blk_types[_i];
+    tu_rng r = {0x38100 + (uint64_t)_i};
+    size_t elems, bytes;
+    unit_of(t, &elems, &bytes);
+    blk_mat m;
+    acts a;
+    blk_mat_new(&m, t, 16, 8 * elems, &r, 0);
+    acts_new(&a, 1, m.cols, &r, 0);
+    float *y = xmalloc(m.rows * sizeof *y), *w = xmalloc(m.cols * sizeof *w);
+    ml__matvec_blk_scalar(t, m.w, m.cols, 0, m.rows, a.q, a.d, y);
+    for (size_t row = 0; row < m.rows; row++) {
+        dequant_row(&m, row, w);
+        double dot = 0, mag = 0;
+        for (size_t i = 0; i < m.cols; i++) {
+            const double p = (double)w[i] * ((double)a.q[i] * (double)a.d[i / 32]);
+            dot += p, mag += fabs(p);
+        }
+        ck_assert_msg(fabs((double)y[row] - dot) <= 1e-5 * mag + 1e-30,
+                      "%s row %zu: %.9g, ggml's %.9g (magnitude %.3g)", ml_type_name(t), row,
+                      (double)y[row], dot, mag);
+        ck_assert_msg(mag > 0, "%s row %zu: all products zero", ml_type_name(t), row);
+    }
+    free(y);
+    free(w);
+    acts_free(&a);
+    free(m.w);
+}
+END_TEST
+
+/* The row length: the types ml_type_block names (and F32) at whole
+ * units; nothing for the spec's own types, U8, unknown ones or a partial
+ * unit. */
+START_TEST(row_bytes)
+{
+    for (size_t k = 0; k < N_TYPES; k++) {
+        size_t elems, bytes;
+        unit_of(blk_types[k], &elems, &bytes);
+        ck_assert_uint_eq(ml__blk_row_bytes(blk_types[k], 3 * elems), 3 * bytes);
+        ck_assert_uint_eq(ml__blk_row_bytes(blk_types[k], 3 * elems + 16), 0);
+        if (elems == 256)
+            ck_assert_uint_eq(ml__blk_row_bytes(blk_types[k], 32), 0);
+    }
+    ck_assert_uint_eq(ml__blk_row_bytes(ML_TYPE_F32, 32), 128);
+    ck_assert_uint_eq(ml__blk_row_bytes(ML_TYPE_Q8_0, 32), 0);
+    ck_assert_uint_eq(ml__blk_row_bytes(ML_TYPE_Q4_0, 32), 0);
+    ck_assert_uint_eq(ml__blk_row_bytes(ML_TYPE_U8, 32), 0);
+    ck_assert_uint_eq(ml__blk_row_bytes(ML_TYPE_COUNT, 32), 0);
+    ck_assert_uint_eq(ml__blk_row_bytes((ml_type)-1, 32), 0);
+}
+END_TEST
+
+/* A Q4_K super-block worked out by hand: d 1, dmin 0.5, sub-block j's
+ * scale j + 1 and min j, every quant 3; activations all 1 with scale 1
+ * (xq 1, xd 1).  s_j = (sc·isum)·d - (m·asum)·dmin = 96 (j+1) - 16 j,
+ * summed over j: 96·36 - 16·28 = 3008. */
+START_TEST(q4_k_by_hand)
+{
+    uint8_t w[144] = {0};
+    put16(w, 0x3c00), put16(w + 2, 0x3800);
+    for (int j = 0; j < 4; j++)
+        w[4 + j] = (uint8_t)(j + 1), w[8 + j] = (uint8_t)j;
+    for (int j = 4; j < 8; j++) /* scale j+1 and min j in the packed high four */
+        w[8 + j] = (uint8_t)((j + 1) | j << 4);
+    memset(w + 16, 0x33, 128);
+    int8_t xq[256];
+    float xd[8];
+    memset(xq, 1, sizeof xq);
+    for (int j = 0; j < 8; j++)
+        xd[j] = 1.0f;
+    float y = 0;
+    for (size_t v = 0; v < n_variants; v++) {
+        variants[v]->matvec_blk(ML_TYPE_Q4_K, w, 256, 0, 1, xq, xd, &y);
+        ck_assert_msg(y == 3008.0f, "%s: %g", variants[v]->name, (double)y);
+    }
+}
+END_TEST
+
+Suite *suite_kernels_blk(void)
+{
+    Suite *s = suite_create("kernels_blk");
+    n_variants = ml__kernels_available(variants, MAX_VARIANTS);
+    TCase *tc = tcase_create("blk");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, variants_match_scalar, 0, (int)N_TYPES);
+    tcase_add_loop_test(tc, scalar_matches_ggml, 0, (int)N_TYPES);
+    tcase_add_test(tc, row_bytes);
+    tcase_add_test(tc, q4_k_by_hand);
+    suite_add_tcase(s, tc);
+    return s;
+}
