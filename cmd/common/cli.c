@@ -226,27 +226,6 @@ const char *cli_out_name(const char *path)
     return strcmp(path, "-") == 0 ? "(stdout)" : path;
 }
 
-ml_status cli_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
-{
-    for (size_t i = 0; i < ml_mlb_n_tensors(mlb); i++) {
-        const ml_tensor *t = ml_mlb_tensor(mlb, i);
-        if (!ml_type_block(t->type, NULL, NULL, NULL))
-            continue;
-        if (err) {
-            err->code = ML_E_UNSUPPORTED;
-            err->sys_errno = 0;
-            err->offset = (int64_t)t->offset;
-            snprintf(err->field, sizeof err->field, "%s", t->name);
-            snprintf(err->msg, sizeof err->msg,
-                     "%s (offset %lld): %s matrices cannot be run by this build yet "
-                     "(convert with --wtype q8_0 or q4_0)",
-                     t->name, (long long)t->offset, ml_type_name(t->type));
-        }
-        return ML_E_UNSUPPORTED;
-    }
-    return ml_model_new(mlb, out, err);
-}
-
 /* Set when a write failed because the reader of our output went away. */
 static int output_gone;
 

@@ -83,11 +83,6 @@ int cli_exit_status(ml_status s);
  * cli_stdout_ok() false so loops stop, and returns 0, as cli_finish does
  * for stdout. */
 int cli_fail(const char *file, ml_status s, const ml_error *err);
-
-/* ml_model_new, after refusing (ML_E_UNSUPPORTED, naming the first such
- * matrix) a model whose type table holds ggml block types: until the
- * runtime has kernels for them, it must not be handed such a model. */
-ml_status cli_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err);
 /* cli_fail for the command's own findings: the detail is formatted here. */
 int cli_failf(const char *file, ml_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -150,7 +150,7 @@ static int open_all(collect *c)
     ml_error err;
     ml_status s = ml_mlb_open(o->model, &c->mlb, &err);
     if (!s)
-        s = cli_model_new(c->mlb, &c->model, &err);
+        s = ml_model_new(c->mlb, &c->model, &err);
     if (s)
         return cli_fail(o->model, s, &err);
     const ml_mlb_header *h = ml_mlb_get_header(c->mlb);

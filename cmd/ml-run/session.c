@@ -155,7 +155,7 @@ int run_open(run *r)
     if (s)
         return cli_fail(r->o.model, s, &err);
     r->h = ml_mlb_get_header(r->mlb);
-    if ((s = cli_model_new(r->mlb, &r->model, &err)))
+    if ((s = ml_model_new(r->mlb, &r->model, &err)))
         return cli_fail(r->o.model, s, &err);
     uint32_t n_ctx = (uint32_t)r->o.ctx;
     if (!n_ctx)

@@ -156,7 +156,7 @@ static int open_model(srv_server *s)
     ml_error err;
     ml_status st = ml_mlb_open_ex(s->o.model, s->o.no_mmap ? ML_MLB_READ : 0, &s->mlb, &err);
     if (!st)
-        st = cli_model_new(s->mlb, &s->model, &err);
+        st = ml_model_new(s->mlb, &s->model, &err);
     if (st)
         return cli_fail(s->o.model, st, &err);
     const ml_mlb_header *h = ml_mlb_get_header(s->mlb);

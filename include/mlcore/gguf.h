@@ -145,7 +145,7 @@ ML_API const char *ml_gguf_type_name(uint32_t type);
  * Either pointer may be NULL. */
 ML_API int ml_gguf_type_size(uint32_t type, uint32_t *block_elems, uint32_t *block_bytes);
 /* 1 if ml_gguf_dequantize handles the type: F32, F16, BF16, Q4_0, Q4_1,
- * Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS. */
+ * Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4. */
 ML_API int ml_gguf_type_supported(uint32_t type);
 
 /* ------------------------------------------------------------------------

@@ -134,6 +134,6 @@ ml_status ml__conv_check_type(ml__conv_build *b, const ml_gguf_tensor *t)
         return ML_OK;
     return ml__err(b->err, ML_E_UNSUPPORTED, t->name, (int64_t)t->info_offset,
                    "tensor type %s cannot be converted (supported: F32, F16, BF16, Q4_0, Q4_1, "
-                   "Q5_0, Q5_1, Q8_0, Q2_K-Q6_K, IQ4_NL, IQ4_XS)",
+                   "Q5_0, Q5_1, Q8_0, Q2_K-Q6_K, IQ4_NL, IQ4_XS, MXFP4)",
                    t->type_name ? t->type_name : "?");
 }

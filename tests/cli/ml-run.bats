@@ -291,17 +291,20 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     [[ $stderr == *"ML_E_IO: write error"* ]]
 }
 
-@test "a model whose type table holds block types is refused (exit 4) until the runtime runs them" {
+@test "a model that keeps its GGUF's block types runs, the same bits on any kernels and threads" {
     local d=$BATS_TEST_TMPDIR
     gguf2mlb -f -q "$FIX/models/llama2/llama2-q4_k_m.gguf" -o "$d/k.mlb" -t "$d/k.mlt"
-    run -4 --separate-stderr ml-run -m "$d/k.mlb" -p hi -n 2
-    [[ -z $output ]]
-    [[ ${stderr_lines[0]} == "ml-run: $d/k.mlb: ML_E_UNSUPPORTED: tok_emb (offset 320): Q4_K matrices cannot be run by this build yet (convert with --wtype q8_0 or q4_0)" ]] ||
-        fail_with "${stderr_lines[0]}"
-    # ml-imatrix shares the refusal; --wtype q4_0 runs.
-    echo "some text" >"$d/corpus.txt"
-    run -4 --separate-stderr ml-imatrix -m "$d/k.mlb" -f "$d/corpus.txt" -o "$d/k.mli"
-    [[ ${stderr_lines[0]} == "ml-imatrix: $d/k.mlb: ML_E_UNSUPPORTED: tok_emb "* ]] || fail_with "${stderr_lines[0]}"
-    gguf2mlb -f -q --wtype q4_0 "$FIX/models/llama2/llama2-q4_k_m.gguf" -o "$d/q.mlb" -t "$d/q.mlt"
-    run -0 --separate-stderr ml-run -m "$d/q.mlb" -p hi -n 2
+    run -0 mlb-info "$d/k.mlb"
+    [[ $output == *"per-matrix types (type table)"* ]] || fail_with "$output"
+    run -0 --separate-stderr ml-run -m "$d/k.mlb" --logits "$d/a.f32" -p "hello world" -n 0 -t 1
+    ML_KERNELS=scalar run -0 --separate-stderr ml-run -m "$d/k.mlb" --logits "$d/b.f32" -p "hello world" -n 0 -t 2
+    cmp "$d/a.f32" "$d/b.f32"
+    run -0 --separate-stderr ml-run -m "$d/k.mlb" -p hi -n 8 --temp 0 --ignore-eos -q
+    local first=$output
+    ML_KERNELS=scalar run -0 --separate-stderr ml-run -m "$d/k.mlb" -p hi -n 8 --temp 0 --ignore-eos -q -t 1
+    [[ $output == "$first" ]]
+    # ml-imatrix collects from it too.
+    echo "some text to collect from" >"$d/corpus.txt"
+    run -0 --separate-stderr ml-imatrix -m "$d/k.mlb" -f "$d/corpus.txt" -o "$d/k.mli" -c 16
+    [[ -s $d/k.mli ]]
 }
