@@ -209,6 +209,49 @@ ML_API int ml_quant_block_supported(ml_type type);
 ML_API ml_status ml_quantize_row_blocks(ml_type type, const float *x, size_t n, const float *imp,
                                         void *out, ml_error *err);
 
+/* llama.cpp's quantization mixes (llama-quantize's ftype). */
+typedef enum ml_quant_mix {
+    ML_MIX_Q4_K_M = 1,
+    ML_MIX_Q5_K_M = 2,
+    ML_MIX_Q6_K = 3,
+    ML_MIX_IQ4_XS = 4
+} ml_quant_mix;
+
+/* "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_XS" (any case) to a mix; ML_E_INVAL
+ * naming the string otherwise. */
+ML_API ml_status ml_quant_mix_parse(const char *name, ml_quant_mix *mix, ml_error *err);
+/* The mix's name as above; "?" for other values. */
+ML_API const char *ml_quant_mix_name(ml_quant_mix mix);
+
+/* One matrix as the mix rule sees it. */
+typedef struct ml_mix_tensor {
+    ml_role role;          /* ML_R_TOK_EMB, ML_R_WV, ML_R_W2, ML_R_WCLS, ... */
+    uint32_t index;        /* WV: its position among the model's WV matrices;
+                            * W2: its layer; otherwise unused */
+    uint32_t count;        /* WV: how many WV matrices; W2: n_layers */
+    uint64_t cols;         /* row length */
+    int tied;              /* TOK_EMB only: it is also the classifier */
+    int has_imatrix;       /* an importance matrix is used */
+    uint32_t n_gqa;        /* query heads per KV head (IQ4_XS's attn_v rule) */
+} ml_mix_tensor;
+
+/* llama.cpp's per-tensor type for a mix (llama-quantize, dense models that
+ * are not Falcon or a 70B; llama.cpp's src/llama-quant.cpp):
+ *   classifier (WCLS, or a tied TOK_EMB): Q6_K;
+ *   WV: Q6_K for Q4_K_M and Q5_K_M on the "more bits" positions (the first
+ *       and last eighth, and every third one between: i < n/8, i >= 7n/8,
+ *       (i - n/8) % 3 == 2); Q5_K for IQ4_XS when n_gqa >= 4;
+ *   W2 (ffn_down): Q6_K for Q4_K_M and Q5_K_M on the "more bits" layers;
+ *       Q5_K for IQ4_XS in the first eighth when there is no imatrix;
+ *   everything else (TOK_EMB untied included): the mix's base type
+ *       (Q4_K, Q5_K, Q6_K, IQ4_XS).
+ * Then the shape fallback when cols is not a multiple of 256: Q4_K ->
+ * Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0 (the classifier goes straight to Q8_0),
+ * IQ4_XS -> IQ4_NL, and F16 when cols is not even a multiple of 32.
+ * ML_TYPE_Q8_0 here means Q8_0 (.mlb's own layout holds the same values).
+ * Returns ML_TYPE_F32 for an unknown mix. */
+ML_API ml_type ml_quant_mix_type(ml_quant_mix mix, const ml_mix_tensor *t);
+
 /* ------------------------------------------------------------------------
  * q8_mask classes (mlb(5), WEIGHT TYPES)
  * ------------------------------------------------------------------------ */
