@@ -67,15 +67,19 @@ static void prepare(const float *x, const float *imp, int n, int sub, float *xc,
     }
 }
 
-/* round(v) to an int, clamped to [lo, hi]; NaN gives lo. */
+/* round(v) (halves up) to an int, clamped to [lo, hi]; NaN gives lo.
+ * Clamping first keeps the conversion defined; the conversion truncates,
+ * so one step down fixes negative non-integers (floorf would be a libm
+ * call on plain x86-64, and this is the innermost loop). */
 static int round_clamp(float v, int lo, int hi)
 {
-    float r = floorf(v + 0.5f);
+    float r = v + 0.5f;
     if (!(r >= (float)lo))
         return lo;
-    if (r > (float)hi)
+    if (r >= (float)hi + 1.0f)
         return hi;
-    return (int)r;
+    int i = (int)r;
+    return (float)i > r ? i - 1 : i;
 }
 
 /* ======================================================================
@@ -103,21 +107,28 @@ static const float iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
 static const float iq4_mid[15] = {-115.5f, -93.5f, -74, -57, -42, -28.5f, -16, -4.5f,
                                   7,       19,     31.5f, 45.5f, 61, 79, 101};
 static const grid iq4_grid = {16, iq4_levels, iq4_mid, 8};
+/* iq4_cell[c + 128]: how many midpoints lie below the integer c, i.e. the
+ * nearest level of any t in [c, c + 1) up to the one midpoint that can lie
+ * inside that cell (they are more than 11 apart). */
+static const uint8_t iq4_cell[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3,
+    3, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5,
+    5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 8, 8, 8, 8,
+    8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
+    11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 13, 13,
+    13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14,
+    14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,};
 
 /* Index of the level nearest t (t in level units). */
 static int grid_nearest(const grid *g, float t)
 {
     if (!g->mid)
         return round_clamp(t - g->v[0], 0, g->n - 1);
-    int lo = 0, hi = g->n - 1; /* binary search over the midpoints */
-    while (lo < hi) {
-        int m = (lo + hi) / 2;
-        if (t > g->mid[m])
-            lo = m + 1;
-        else
-            hi = m;
-    }
-    return lo;
+    /* Only the IQ4 table has midpoints: its cell, then the one compare. */
+    int c = round_clamp(t - 0.5f, -128, 127); /* floor(t), clamped */
+    int k = iq4_cell[c + 128];
+    return k < 15 && t > g->mid[k] ? k + 1 : k;
 }
 
 /* Puts every value of a sub-block on its nearest level of step * grid and
@@ -156,6 +167,19 @@ static float grid_lsq(const float *x, const float *w, int n, const grid *g, cons
     return svv > 0.0f ? sxv / svv : 0.0f;
 }
 
+/* The least-squares step after putting every value on its nearest level
+ * of the grid with inverse step inv (one pass, no index array). */
+static float grid_lsq_at(const float *x, const float *w, int n, const grid *g, float inv)
+{
+    float sxv = 0.0f, svv = 0.0f;
+    for (int j = 0; j < n; j++) {
+        float v = g->v[grid_nearest(g, x[j] * inv)];
+        sxv += w[j] * x[j] * v;
+        svv += w[j] * v * v;
+    }
+    return svv > 0.0f ? sxv / svv : 0.0f;
+}
+
 /* The continuous step of one sub-block: the element of largest magnitude
  * is put on each level near either end of the grid in turn (factors 1.05
  * down to 0.70 of the end level), each candidate's levels get their
@@ -174,9 +198,7 @@ static float grid_fit(const float *x, const float *w, int n, const grid *g)
     for (int end = 0; end < 2; end++) {
         float lv = end ? g->v[g->n - 1] : g->v[0];
         for (int k = 0; k <= 35; k++) {
-            float step = xm / (lv * (1.05f - 0.01f * (float)k));
-            grid_quant(x, w, n, step, g, idx);
-            float s = grid_lsq(x, w, n, g, idx);
+            float s = grid_lsq_at(x, w, n, g, (lv * (1.05f - 0.01f * (float)k)) / xm);
             float e = grid_quant(x, w, n, s, g, idx);
             if (e < beste) {
                 beste = e;
