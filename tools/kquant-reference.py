@@ -43,7 +43,8 @@ from gguf.quants import dequantize
 ROWS, COLS = 8, 1024
 SEED = 38
 # Our name, ggml's type id.
-TYPES = [("Q4_K", 12), ("Q5_K", 13), ("Q6_K", 14), ("IQ4_XS", 23), ("Q5_0", 6), ("IQ4_NL", 20)]
+TYPES = [("Q4_K", 12), ("Q5_K", 13), ("Q6_K", 14), ("IQ4_XS", 23), ("Q5_0", 6), ("Q5_1", 7),
+         ("IQ4_NL", 20)]
 OUT_DIR = "tests/fixtures/quant"
 
 

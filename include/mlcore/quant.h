@@ -184,7 +184,7 @@ ML_API void ml_quant_error_add(ml_quant_error *e, const float *x, size_t rows, s
 ML_API void ml_quant_error_merge(ml_quant_error *dst, const ml_quant_error *src);
 
 /* ------------------------------------------------------------------------
- * ggml's block types (issue 38): Q4_K, Q5_K, Q6_K, IQ4_XS, Q5_0, IQ4_NL
+ * ggml's block types (issue 38): Q4_K, Q5_K, Q6_K, IQ4_XS, Q5_0, Q5_1, IQ4_NL
  * ------------------------------------------------------------------------ */
 
 /* 1 for the block types ml_quantize_row_blocks writes, 0 otherwise. */
@@ -192,17 +192,19 @@ ML_API int ml_quant_block_supported(ml_type type);
 
 /* Quantizes one row of n floats into n / elems blocks of ggml's layout
  * for `type` (elems and bytes per block from ml_type_block), byte for byte
- * what llama.cpp and gguf-py read.  The blocks minimise
- * sum imp[j] (x[j] - y[j])^2, y the values ggml's dequantizer gives, or
- * the plain sum (x[j] - y[j])^2 when imp is NULL (docs/quant-decisions.md,
- * "ggml block types", has the search).  imp: NULL, or n importances,
+ * what llama.cpp and gguf-py read.  A search (not an exhaustive one)
+ * chooses blocks with a small sum imp[j] (x[j] - y[j])^2, y the values
+ * ggml's dequantizer gives, or the plain sum (x[j] - y[j])^2 when imp is
+ * NULL (docs/quant-decisions.md, "ggml block types").  imp: NULL, or n importances,
  * finite and >= 0, one per column.  The bytes depend on nothing but the
  * inputs (no threads, no machine-dependent arithmetic).
+ * Q5_1 is there for the Q5_K_M mix's fallback.
  * Hostile input is defined: NaN and +-inf count as 0; finite values are
  * clamped to +-1e9, and every f16 scale saturates at +-65504, so huge rows
  * give finite blocks whose values are clipped; an all-zero row gives
- * all-zero scales; a block whose scale rounds to zero as f16 (largest
- * magnitude below about 1e-6) dequantizes to zeros.
+ * all-zero scales; tiny blocks (largest magnitude below about 1e-4) lose
+ * precision to f16's subnormal scales, and a block whose scale rounds to
+ * zero as f16 dequantizes to zeros.
  * Returns ML_E_INVAL for another type, n not a multiple of elems, or an
  * importance that is negative or not finite (err names the column);
  * nothing is written then. */

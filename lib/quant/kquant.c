@@ -1,5 +1,5 @@
 /* kquant.c - quantizers that write ggml's block layouts (issue 38):
- * Q4_K, Q5_K, Q6_K, IQ4_XS, Q5_0 and IQ4_NL, byte for byte as llama.cpp stores
+ * Q4_K, Q5_K, Q6_K, IQ4_XS, Q5_0, Q5_1 and IQ4_NL, byte for byte as llama.cpp stores
  * them, so that ggml's dequantizers (ours in lib/format/gguf_dequant.c,
  * llama.cpp's, gguf-py's) read them.  Our own search, not a port of
  * ggml-quants.c: per sub-block a continuous fit (a sweep of candidate
@@ -327,10 +327,12 @@ static float aff_quant(const float *x, const float *w, int n, int nmax, float st
     return e;
 }
 
-/* Least squares for x ~ s q - m with m >= 0 (ggml stores a non-negative
- * min): the 2x2 normal equations, or s alone with m = 0 when they want a
- * negative m.  Returns 0 when the fit is degenerate (all q equal). */
-static int aff_lsq(const float *x, const float *w, int n, const uint8_t *q, float *s, float *m)
+/* Least squares for x ~ s q - m: the 2x2 normal equations.  The K-quants
+ * store a non-negative min (m >= 0): when the equations want a negative m,
+ * s alone with m = 0.  Q5_1's m has either sign (anysign).  Returns 0 when
+ * the fit is degenerate (all q equal). */
+static int aff_lsq(const float *x, const float *w, int n, int anysign, const uint8_t *q, float *s,
+                   float *m)
 {
     float sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
     for (int j = 0; j < n; j++) {
@@ -345,7 +347,7 @@ static int aff_lsq(const float *x, const float *w, int n, const uint8_t *q, floa
     if (det > 0.0f) {
         float a = (sw * sqx - sq * sx) / det;
         float b = (sqq * sx - sq * sqx) / det; /* the offset, -m */
-        if (b <= 0.0f && a > 0.0f) {
+        if ((anysign || b <= 0.0f) && a > 0.0f) {
             *s = a;
             *m = -b;
             return 1;
@@ -360,12 +362,13 @@ static int aff_lsq(const float *x, const float *w, int n, const uint8_t *q, floa
 }
 
 /* The continuous (scale, min) of one sub-block: candidate scales that map
- * [min(x, 0), max(x)] onto nmax + delta steps (delta from -1.5 to +1.5),
- * each refined by least squares, then the best refined by alternating
- * nearest levels and least squares. */
-static void aff_fit(const float *x, const float *w, int n, int nmax, float *s, float *m)
+ * [min(x, 0), max(x)] (min(x) with anysign) onto nmax + delta steps (delta
+ * from -1.5 to +1.5), each refined by least squares, then the best refined
+ * by alternating nearest levels and least squares. */
+static void aff_fit(const float *x, const float *w, int n, int nmax, int anysign, float *s,
+                    float *m)
 {
-    float lo = 0.0f, hi = x[0];
+    float lo = anysign ? x[0] : 0.0f, hi = x[0];
     for (int j = 0; j < n; j++) {
         if (x[j] < lo)
             lo = x[j];
@@ -382,7 +385,7 @@ static void aff_fit(const float *x, const float *w, int n, int nmax, float *s, f
         float step = (hi - lo) / ((float)nmax - 1.5f + 0.1f * (float)k);
         float cs, cm;
         aff_quant(x, w, n, nmax, step, -lo, q);
-        if (!aff_lsq(x, w, n, q, &cs, &cm))
+        if (!aff_lsq(x, w, n, anysign, q, &cs, &cm))
             continue;
         float e = aff_quant(x, w, n, nmax, cs, cm, q);
         if (e < beste) {
@@ -394,7 +397,7 @@ static void aff_fit(const float *x, const float *w, int n, int nmax, float *s, f
     for (int it = 0; it < 4 && *s > 0.0f; it++) {
         float cs, cm;
         aff_quant(x, w, n, nmax, *s, *m, q);
-        if (!aff_lsq(x, w, n, q, &cs, &cm))
+        if (!aff_lsq(x, w, n, anysign, q, &cs, &cm))
             break;
         float e = aff_quant(x, w, n, nmax, cs, cm, q);
         if (!(e < beste))
@@ -477,7 +480,7 @@ static void aff_super(const float *x, const float *w, int nmax, affblk *out)
 {
     float s[8], m[8], smax = 0.0f, mmax = 0.0f;
     for (int i = 0; i < 8; i++) {
-        aff_fit(x + 32 * i, w + 32 * i, 32, nmax, &s[i], &m[i]);
+        aff_fit(x + 32 * i, w + 32 * i, 32, nmax, 0, &s[i], &m[i]);
         if (s[i] > smax)
             smax = s[i];
         if (m[i] > mmax)
@@ -634,6 +637,43 @@ static void block_iq4_nl(const float *x, const float *w, uint8_t *p)
         p[2 + j] = (uint8_t)(idx[j] | idx[j + 16] << 4);
 }
 
+/* Q5_1: d, m, 32 high bits, 16 bytes of low nibbles; y = q d + m.  The
+ * continuous fit with a min of either sign, then the f16 values around d
+ * and m (two steps each way), the best pair kept. */
+static void block_q5_1(const float *x, const float *w, uint8_t *p)
+{
+    uint8_t q[32], tmp[32];
+    float s, m;
+    aff_fit(x, w, 32, 31, 1, &s, &m);
+    float d = f16r(s), b = f16r(-m); /* b: the stored min, y = d q + b */
+    float beste = aff_quant(x, w, 32, 31, d, -b, q), bd = d, bb = b;
+    uint16_t hd = ml_f32_to_f16(d), hb = ml_f32_to_f16(b);
+    for (int i = -2; i <= 2; i++)
+        for (int k = -2; k <= 2; k++) {
+            uint16_t h1 = (uint16_t)(hd + i), h2 = (uint16_t)(hb + k);
+            /* Same sign and finite: no wrap-around into the other half. */
+            if ((h1 & 0x7fff) >= 0x7c00 || ((h1 ^ hd) & 0x8000) || (h2 & 0x7fff) >= 0x7c00 ||
+                ((h2 ^ hb) & 0x8000))
+                continue;
+            float c1 = ml_f16_to_f32(h1), c2 = ml_f16_to_f32(h2);
+            float e = aff_quant(x, w, 32, 31, c1, -c2, tmp);
+            if (e < beste) {
+                beste = e;
+                bd = c1;
+                bb = c2;
+                memcpy(q, tmp, 32);
+            }
+        }
+    wr16(p, bd);
+    wr16(p + 2, bb);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        p[8 + j] = (uint8_t)((q[j] & 15) | (q[j + 16] & 15) << 4);
+        qh |= (uint32_t)(q[j] >> 4) << j | (uint32_t)(q[j + 16] >> 4) << (j + 16);
+    }
+    ml__wr32(p + 4, qh);
+}
+
 /* ======================================================================
  * The row function
  * ====================================================================== */
@@ -649,6 +689,7 @@ static block_fn block_of(ml_type t, int *sub)
     case ML_TYPE_IQ4_XS: *sub = 32; return block_iq4_xs;
     case ML_TYPE_Q5_0: *sub = 32; return block_q5_0;
     case ML_TYPE_IQ4_NL: *sub = 32; return block_iq4_nl;
+    case ML_TYPE_Q5_1: *sub = 32; return block_q5_1;
     default: return NULL;
     }
 }

@@ -1,5 +1,5 @@
 /* check_kquant.c - the ggml block quantizers (ml_quantize_row_blocks:
- * Q4_K, Q5_K, Q6_K, IQ4_XS, Q5_0, IQ4_NL) and the mix rule
+ * Q4_K, Q5_K, Q6_K, IQ4_XS, Q5_0, Q5_1, IQ4_NL) and the mix rule
  * (ml_quant_mix_type).  The blocks are read back with
  * ml_gguf_dequantize_raw (ggml's formulas, bit-exact with gguf-py); their
  * error is compared with llama.cpp's own quantizers on the rows of
@@ -19,7 +19,8 @@
 #define REF_TXT "tests/fixtures/quant/kquant-ref.txt"
 
 static const ml_type all_types[] = {ML_TYPE_Q4_K,   ML_TYPE_Q5_K, ML_TYPE_Q6_K,
-                                    ML_TYPE_IQ4_XS, ML_TYPE_Q5_0, ML_TYPE_IQ4_NL};
+                                    ML_TYPE_IQ4_XS, ML_TYPE_Q5_0, ML_TYPE_Q5_1,
+                                    ML_TYPE_IQ4_NL};
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
 /* Quantizes a row, dequantizes it with ggml's formulas into y. */
