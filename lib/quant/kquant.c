@@ -45,17 +45,23 @@ static void wr16(uint8_t *p, float v)
 
 /* Copies a super-block's values with NaN and +-inf replaced by 0 and the
  * rest clamped to +-CLIP (beyond any type's range, and small enough that
- * sums of squares stay finite), and its weights: imp, or 1 without.  A
- * sub-block whose importances are all 0 gets weights 1: its error does not
- * count, but sensible values cost nothing. */
+ * sums of squares stay finite), and its weights: imp divided by the
+ * block's largest (the scale of the weights does not change which block is
+ * best, and this keeps weighted sums finite for any finite imp), or 1
+ * without.  A sub-block whose importances are all 0 gets weights 1: its
+ * error does not count, but sensible values cost nothing. */
 static void prepare(const float *x, const float *imp, int n, int sub, float *xc, float *w)
 {
+    float wmax = 0.0f;
+    for (int j = 0; imp && j < n; j++)
+        if (imp[j] > wmax)
+            wmax = imp[j];
     for (int j = 0; j < n; j++) {
         float v = x[j];
         if (!isfinite(v))
             v = 0.0f;
         xc[j] = v > CLIP ? CLIP : v < -CLIP ? -CLIP : v;
-        w[j] = imp ? imp[j] : 1.0f;
+        w[j] = imp && wmax > 0.0f ? imp[j] / wmax : 1.0f;
     }
     for (int s = 0; s < n; s += sub) {
         float sw = 0.0f;
@@ -239,12 +245,14 @@ static void sym_pick(const float *x, const float *w, int nsub, int len, const gr
         uint8_t tmp[QKK / 8];
         int c = d == 0.0f ? 0 : round_clamp(s[i] / d, scmin, scmax);
         float beste = INFINITY;
+        int have = 0; /* the first candidate is taken even if its error is not finite */
         for (int k = -2; k <= 2; k++) {
             int sc = c + k;
             if (sc < scmin || sc > scmax || (d == 0.0f && k))
                 continue;
             float e = grid_quant(xi, wi, len, d * (float)sc, g, tmp);
-            if (e < beste) {
+            if (!have || e < beste) {
+                have = 1;
                 beste = e;
                 b->sc[i] = sc;
                 memcpy(b->idx + i * len, tmp, (size_t)len);
@@ -301,7 +309,7 @@ static void sym_super(const float *x, const float *w, int nsub, int len, const g
                 break;
             cur = nxt;
         }
-        if (cur.err < out->err)
+        if (k == 0 || cur.err < out->err)
             *out = cur;
     }
 }
@@ -430,13 +438,15 @@ static void aff_pick(const float *x, const float *w, int nmax, const float *s, c
         int cs = d > 0.0f ? round_clamp(s[i] / d, 0, 63) : 0;
         int cm = dmin > 0.0f ? round_clamp(m[i] / dmin, 0, 63) : 0;
         float beste = INFINITY;
+        int have = 0; /* the first candidate is taken even if its error is not finite */
         for (int a = cs - 2; a <= cs + 2; a++)
             for (int c = cm - 2; c <= cm + 2; c++) {
                 if (a < 0 || a > 63 || c < 0 || c > 63 || (d == 0.0f && a) ||
                     (dmin == 0.0f && c))
                     continue;
                 float e = aff_quant(xi, wi, 32, nmax, d * (float)a, dmin * (float)c, tmp);
-                if (e < beste) {
+                if (!have || e < beste) {
+                    have = 1;
                     beste = e;
                     b->sc[i] = a;
                     b->mn[i] = c;

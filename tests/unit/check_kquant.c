@@ -192,6 +192,51 @@ START_TEST(test_vs_llama_cpp)
 }
 END_TEST
 
+/* The bytes themselves, as CRC-32s over every fixture row of every
+ * distribution, without then with importances: any change to the search
+ * or its arithmetic shows here, and a build on another machine (the m32
+ * and arm64 suites) must give the same bytes.  Update the table, with the
+ * new ratios in docs/quant-decisions.md, when the search changes on
+ * purpose (ML_KQUANT_GOLDEN=1 ML_KQUANT_REPORT=1 prints the new CRCs
+ * without failing). */
+static const struct {
+    ml_type type;
+    uint32_t crc;
+} golden[] = {
+    {ML_TYPE_Q4_K, 0xed0293de}, {ML_TYPE_Q5_K, 0xac469753}, {ML_TYPE_Q6_K, 0x80881000},
+    {ML_TYPE_IQ4_XS, 0xda86ead3}, {ML_TYPE_Q5_0, 0xe1af672b}, {ML_TYPE_Q5_1, 0x0be87f0e},
+    {ML_TYPE_IQ4_NL, 0xf2b16f76},
+};
+
+START_TEST(test_golden_bytes)
+{
+    refset s;
+    load_refs(&s);
+    uint8_t *q = malloc((size_t)s.cols * 2);
+    ck_assert(q);
+    for (size_t t = 0; t < sizeof golden / sizeof golden[0]; t++) {
+        uint32_t elems, bytes, crc = 0;
+        ck_assert(ml_type_block(golden[t].type, &elems, &bytes, NULL));
+        for (uint32_t d = 0; d < s.nd; d++)
+            for (int use = 0; use < 2; use++)
+                for (uint32_t r = 0; r < s.rows; r++) {
+                    const float *imp = s.data + (size_t)d * s.cols * (s.rows + 1);
+                    const float *x = imp + s.cols + (size_t)r * s.cols;
+                    ck_assert_int_eq(ml_quantize_row_blocks(golden[t].type, x, s.cols,
+                                                            use ? imp : NULL, q, NULL),
+                                     ML_OK);
+                    crc = ml_crc32(crc, q, s.cols / elems * bytes);
+                }
+        if (getenv("ML_KQUANT_REPORT"))
+            fprintf(stderr, "kquant golden %s 0x%08x\n", ml_type_name(golden[t].type), crc);
+        ck_assert_msg(getenv("ML_KQUANT_GOLDEN") || crc == golden[t].crc, "%s: CRC-32 0x%08x, expected 0x%08x",
+                      ml_type_name(golden[t].type), crc, golden[t].crc);
+    }
+    free(q);
+    free(s.data);
+}
+END_TEST
+
 /* ---- hostile input ---- */
 
 START_TEST(test_hostile)
@@ -219,6 +264,20 @@ START_TEST(test_hostile)
         for (int j = 0; j < N; j++)
             x[j] = j & 1 ? FLT_MAX : -3e20f;
         roundtrip(ty, x, N, NULL, y);
+        for (int j = 0; j < N; j++)
+            ck_assert(isfinite(y[j]));
+        /* Huge importances with huge values: still finite, no overflow in
+         * the weighted sums. */
+        float imp[N];
+        for (int j = 0; j < N; j++) {
+            imp[j] = j % 5 ? FLT_MAX : FLT_MIN;
+            x[j] = (float)(j % 9 - 4) * 1e8f;
+        }
+        uint32_t elems, bytes, ggml;
+        static uint8_t q[N * 2];
+        ml_type_block(ty, &elems, &bytes, &ggml);
+        ck_assert_int_eq(ml_quantize_row_blocks(ty, x, N, imp, q, NULL), ML_OK);
+        ck_assert_int_eq(ml_gguf_dequantize_raw(ggml, q, N, y, NULL), ML_OK);
         for (int j = 0; j < N; j++)
             ck_assert(isfinite(y[j]));
         /* Tiny values: finite (scales may round to zero). */
@@ -350,6 +409,7 @@ Suite *suite_kquant(void)
     tcase_add_test(tc, test_roundtrip);
     tcase_add_test(tc, test_grid_values);
     tcase_add_test(tc, test_vs_llama_cpp);
+    tcase_add_test(tc, test_golden_bytes);
     tcase_add_test(tc, test_hostile);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_blockwise);
