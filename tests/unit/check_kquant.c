@@ -203,8 +203,8 @@ static const struct {
     ml_type type;
     uint32_t crc;
 } golden[] = {
-    {ML_TYPE_Q4_K, 0xed0293de}, {ML_TYPE_Q5_K, 0xac469753}, {ML_TYPE_Q6_K, 0x80881000},
-    {ML_TYPE_IQ4_XS, 0xda86ead3}, {ML_TYPE_Q5_0, 0xe1af672b}, {ML_TYPE_Q5_1, 0x0be87f0e},
+    {ML_TYPE_Q4_K, 0x2a81ab1f}, {ML_TYPE_Q5_K, 0x5e60295e}, {ML_TYPE_Q6_K, 0x80881000},
+    {ML_TYPE_IQ4_XS, 0xda86ead3}, {ML_TYPE_Q5_0, 0xe1af672b}, {ML_TYPE_Q5_1, 0x0104848d},
     {ML_TYPE_IQ4_NL, 0xf2b16f76},
 };
 
