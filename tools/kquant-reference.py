@@ -23,6 +23,12 @@ Run from the repository root:
 
     python3 tools/kquant-reference.py [--llama-cpp DIR]
 
+With --check-ours build/libmlcore.so it writes nothing: it quantizes the
+committed rows with our ml_quantize_row_blocks, dequantizes our bytes with
+gguf-py (a reader independent of ours) and prints our error divided by
+llama.cpp's from the committed manifest, per type, distribution and
+weighting.
+
 Needs numpy, gguf-py and a llama.cpp build (--llama-cpp, default
 $LLAMA_CPP_DIR or /tmp/mlcore-llama.cpp, with build/bin/libggml-base.so).
 Deterministic: numpy's seeded generator and llama.cpp's scalar-reference
@@ -76,10 +82,54 @@ def quantize(lib, gtype: int, x: np.ndarray, imp: np.ndarray | None) -> np.ndarr
     return np.asarray(y, dtype=np.float32).reshape(ROWS, COLS)
 
 
+def check_ours(path: str) -> int:
+    """Prints our errors over llama.cpp's, our bytes read by gguf-py."""
+    lib = ctypes.CDLL(os.path.abspath(path))
+    lib.ml_type_block.argtypes = [ctypes.c_int] + [ctypes.POINTER(ctypes.c_uint32)] * 3
+    lib.ml_quantize_row_blocks.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
+                                           ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    ml_types = {"Q5_0": 5, "Q5_1": 6, "Q4_K": 9, "Q5_K": 10, "Q6_K": 11, "IQ4_NL": 12,
+                "IQ4_XS": 13}
+    raw = open(os.path.join(OUT_DIR, "kquant-ref.bin"), "rb").read()
+    nd, rows, cols = struct.unpack_from("<III", raw, 8)
+    data = np.frombuffer(raw, dtype="<f4", offset=20).reshape(nd, rows + 1, cols)
+    names, worst = {}, 0.0
+    for line in open(os.path.join(OUT_DIR, "kquant-ref.txt")):
+        f = line.split()
+        if f and f[0] == "dist":
+            names[f[2]] = int(f[1])
+        if not f or f[0] != "ref":
+            continue
+        tname, dname, use, ref = f[1], f[2], int(f[3]), float(f[4])
+        gtype = dict(TYPES)[tname]
+        qt = gguf.GGMLQuantizationType(gtype)
+        block, size = gguf.GGML_QUANT_SIZES[qt]
+        imp = np.ascontiguousarray(data[names[dname], 0])
+        err = 0.0
+        for r in range(rows):
+            x = np.ascontiguousarray(data[names[dname], 1 + r])
+            out = np.zeros(cols // block * size, dtype=np.uint8)
+            st = lib.ml_quantize_row_blocks(ml_types[tname], x.ctypes.data, cols,
+                                            imp.ctypes.data if use else None,
+                                            out.ctypes.data, None)
+            assert st == 0, (tname, st)
+            y = np.asarray(dequantize(out.reshape(1, -1), qt), dtype=np.float64).reshape(-1)
+            d = x.astype(np.float64) - y
+            err += float(np.sum(d * d * (imp.astype(np.float64) if use else 1.0)))
+        worst = max(worst, err / ref)
+        print(f"{tname:6} {dname:9} imp={use} ours/llama.cpp = {err / ref:.4f}")
+    print(f"worst ratio {worst:.4f}")
+    return 0 if worst <= 1.0 + 1e-9 else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--llama-cpp", default=os.environ.get("LLAMA_CPP_DIR", "/tmp/mlcore-llama.cpp"))
+    ap.add_argument("--check-ours", metavar="LIBMLCORE",
+                    help="compare our quantizer (this libmlcore.so) instead of writing")
     args = ap.parse_args()
+    if args.check_ours:
+        return check_ours(args.check_ours)
     lib = ctypes.CDLL(os.path.join(args.llama_cpp, "build/bin/libggml-base.so"))
     lib.ggml_quantize_chunk.restype = ctypes.c_size_t
     lib.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
