@@ -228,9 +228,11 @@ ML_API const char *ml_quant_mix_name(ml_quant_mix mix);
 /* One matrix as the mix rule sees it. */
 typedef struct ml_mix_tensor {
     ml_role role;          /* ML_R_TOK_EMB, ML_R_WV, ML_R_W2, ML_R_WCLS, ... */
-    uint32_t index;        /* WV: its position among the model's WV matrices;
+    uint32_t index;        /* WV, LQKV: its position, in layer order, among
+                            * the model's WV and LQKV matrices together (as
+                            * llama.cpp counts attn_v and attn_qkv);
                             * W2: its layer; otherwise unused */
-    uint32_t count;        /* WV: how many WV matrices; W2: n_layers */
+    uint32_t count;        /* WV, LQKV: how many of those; W2: n_layers */
     uint64_t cols;         /* row length */
     int tied;              /* TOK_EMB only: it is also the classifier */
     int has_imatrix;       /* an importance matrix is used */
@@ -240,7 +242,8 @@ typedef struct ml_mix_tensor {
 /* llama.cpp's per-tensor type for a mix (llama-quantize, dense models that
  * are not Falcon or a 70B; llama.cpp's src/llama-quant.cpp):
  *   classifier (WCLS, or a tied TOK_EMB): Q6_K;
- *   WV: Q6_K for Q4_K_M and Q5_K_M on the "more bits" positions (the first
+ *   WV and LQKV (llama.cpp's attn_v and attn_qkv): Q6_K for Q4_K_M and
+ *       Q5_K_M on the "more bits" positions (the first
  *       and last eighth, and every third one between: i < n/8, i >= 7n/8,
  *       (i - n/8) % 3 == 2); Q5_K for IQ4_XS when n_gqa >= 4;
  *   W2 (ffn_down): Q6_K for Q4_K_M and Q5_K_M on the "more bits" layers;

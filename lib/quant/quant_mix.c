@@ -55,6 +55,7 @@ static ml_type mix_choice(ml_quant_mix mix, ml_type base, const ml_mix_tensor *t
     case ML_R_TOK_EMB:
         return t->tied ? ML_TYPE_Q6_K : base;
     case ML_R_WV:
+    case ML_R_LQKV: /* GGUF's attn_qkv: llama.cpp counts it with attn_v */
         if (km && more_bits(t->index, t->count))
             return ML_TYPE_Q6_K;
         if (mix == ML_MIX_IQ4_XS && t->n_gqa >= 4)

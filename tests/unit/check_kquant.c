@@ -377,6 +377,10 @@ START_TEST(test_mix)
     ck_assert_int_eq(ml_quant_mix_type(ML_MIX_IQ4_XS, &v), ML_TYPE_Q5_K);
     v.n_gqa = 1;
     ck_assert_int_eq(ml_quant_mix_type(ML_MIX_IQ4_XS, &v), ML_TYPE_IQ4_XS);
+    /* LQKV (GGUF's attn_qkv) counts as attn_v. */
+    ck_assert_int_eq(mix(ML_MIX_Q4_K_M, ML_R_LQKV, 0, 24, 2048), ML_TYPE_Q6_K);
+    ck_assert_int_eq(mix(ML_MIX_Q4_K_M, ML_R_LQKV, 4, 24, 2048), ML_TYPE_Q4_K);
+    ck_assert_int_eq(mix(ML_MIX_Q4_K_M, ML_R_LQKV, 5, 24, 2048), ML_TYPE_Q6_K);
     ml_mix_tensor d = {.role = ML_R_W2, .index = 3, .count = 32, .cols = 4096};
     ck_assert_int_eq(ml_quant_mix_type(ML_MIX_IQ4_XS, &d), ML_TYPE_Q5_K);
     d.has_imatrix = 1;
