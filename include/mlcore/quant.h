@@ -211,6 +211,35 @@ ML_API int ml_quant_block_supported(ml_type type);
 ML_API ml_status ml_quantize_row_blocks(ml_type type, const float *x, size_t n, const float *imp,
                                         void *out, ml_error *err);
 
+/* Bytes of a rows x cols matrix of block type `type`, row after row.
+ * ML_E_INVAL for a type ml_quantize_row_blocks does not write or cols not
+ * a multiple of its block, ML_E_NOMEM when the size does not fit size_t. */
+ML_API ml_status ml_quant_block_bytes(ml_type type, uint64_t rows, uint64_t cols, size_t *bytes,
+                                      ml_error *err);
+
+/* Quantizes x (rows x cols floats) with ml_quantize_row_blocks, the rows
+ * split over `threads` threads (the caller's included; 0 means 1, at most
+ * 1024 are used); the bytes are the same for every thread count.  imp:
+ * NULL or cols importances (finite, >= 0) used for every row.  name: the
+ * tensor, for messages, or NULL.  out_bytes must equal
+ * ml_quant_block_bytes'.  Returns ML_E_INVAL (type, sizes, NULL buffers,
+ * an importance, err naming the column), ML_E_FORMAT for the first NaN or
+ * infinity in row order (err names row and column: weights must be
+ * finite, as ml_quantize_matrix says), ML_E_NOMEM; nothing is written
+ * after a failure.  A thread that cannot be started leaves its rows to
+ * the others. */
+ML_API ml_status ml_quantize_matrix_blocks(ml_type type, const float *x, size_t rows, size_t cols,
+                                           const float *imp, unsigned threads, const char *name,
+                                           void *out, size_t out_bytes, ml_error *err);
+
+/* Adds the error of rows x cols values held as `type` blocks (ggml's
+ * layout, read with ml_gguf_dequantize_raw) against the source x, as
+ * ml_quant_error_add does for Q8_0 and Q4_0 (same fields, row order).
+ * Does nothing for a type without blocks or cols its block does not
+ * divide. */
+ML_API void ml_quant_error_add_blocks(ml_quant_error *e, const float *x, size_t rows, size_t cols,
+                                      ml_type type, const void *blocks);
+
 /* llama.cpp's quantization mixes (llama-quantize's ftype). */
 typedef enum ml_quant_mix {
     ML_MIX_Q4_K_M = 1,

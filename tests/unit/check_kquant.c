@@ -5,7 +5,8 @@
  * error is compared with llama.cpp's own quantizers on the rows of
  * tests/fixtures/quant (tools/kquant-reference.py): ours must be no worse,
  * per type, distribution and weighting.  Also hostile rows (NaN, inf, zero,
- * huge, tiny), refused arguments and determinism.
+ * huge, tiny), refused arguments, determinism, and whole matrices over
+ * threads (ml_quantize_matrix_blocks, ml_quant_error_add_blocks).
  * ML_KQUANT_REPORT=1 prints the ratios. */
 #include "suites.h"
 #include "testutil.h"
@@ -339,6 +340,89 @@ START_TEST(test_blockwise)
 }
 END_TEST
 
+/* ---- whole matrices ---- */
+
+/* The threaded matrix function gives the row function's bytes for any
+ * thread count; its error report matches a direct computation. */
+START_TEST(test_matrix)
+{
+    enum { R = 7, C = 512 };
+    static float x[R * C], imp[C], y[C];
+    static uint8_t a[R * C], b[R * C];
+    tu_rng r = {11};
+    for (int j = 0; j < R * C; j++)
+        x[j] = 0.03f * gauss(&r);
+    for (int j = 0; j < C; j++)
+        imp[j] = (float)(1 + tu_below(&r, 50));
+    for (size_t t = 0; t < N_TYPES; t++) {
+        size_t bytes;
+        uint32_t elems, bb, ggml;
+        ml_type_block(all_types[t], &elems, &bb, &ggml);
+        ck_assert_int_eq(ml_quant_block_bytes(all_types[t], R, C, &bytes, NULL), ML_OK);
+        ck_assert_uint_eq(bytes, (size_t)R * C / elems * bb);
+        for (int k = 0; k < R; k++)
+            ml_quantize_row_blocks(all_types[t], x + k * C, C, imp, a + k * (bytes / R), NULL);
+        for (unsigned th = 0; th <= 8; th += 4) {
+            memset(b, 0xAA, sizeof b);
+            ck_assert_int_eq(ml_quantize_matrix_blocks(all_types[t], x, R, C, imp, th, "w", b,
+                                                       bytes, NULL),
+                             ML_OK);
+            ck_assert(!memcmp(a, b, bytes));
+        }
+        ml_quant_error e = {0};
+        double sse = 0.0;
+        ml_quant_error_add_blocks(&e, x, R, C, all_types[t], a);
+        for (int k = 0; k < R; k++) {
+            ck_assert_int_eq(ml_gguf_dequantize_raw(ggml, a + k * (bytes / R), C, y, NULL),
+                             ML_OK);
+            sse += werr(x + k * C, y, NULL, C);
+        }
+        ck_assert_uint_eq(e.n, (uint64_t)R * C);
+        ck_assert_double_eq_tol(e.sse, sse, 1e-12 * sse);
+        ck_assert(e.max_abs > 0.0 && e.ssq > e.sse);
+    }
+}
+END_TEST
+
+START_TEST(test_matrix_refused)
+{
+    static float x[2 * 256], imp[256];
+    static uint8_t out[2 * 210];
+    ml_error err;
+    size_t bytes;
+    ck_assert_int_eq(ml_quant_block_bytes(ML_TYPE_Q6_K, 2, 256, &bytes, NULL), ML_OK);
+    ck_assert_uint_eq(bytes, 420);
+    ck_assert_int_eq(ml_quant_block_bytes(ML_TYPE_Q6_K, 2, 100, &bytes, &err), ML_E_INVAL);
+    ck_assert_int_eq(ml_quant_block_bytes(ML_TYPE_F32, 2, 256, &bytes, &err), ML_E_INVAL);
+    ck_assert_int_eq(ml_quant_block_bytes(ML_TYPE_Q6_K, UINT64_MAX / 8, 256, &bytes, &err),
+                     ML_E_NOMEM);
+    ck_assert_int_eq(ml_quantize_matrix_blocks(ML_TYPE_Q6_K, x, 2, 256, NULL, 1, "w", out, 419,
+                                               &err),
+                     ML_E_INVAL);
+    ck_assert_int_eq(ml_quantize_matrix_blocks(ML_TYPE_Q6_K, NULL, 2, 256, NULL, 1, "w", out,
+                                               420, &err),
+                     ML_E_INVAL);
+    x[256 + 9] = NAN;
+    memset(out, 0x5A, sizeof out);
+    ck_assert_int_eq(ml_quantize_matrix_blocks(ML_TYPE_Q6_K, x, 2, 256, NULL, 2, "blk.0.wq", out,
+                                               420, &err),
+                     ML_E_FORMAT);
+    ck_assert(strstr(err.msg, "row 1, column 9"));
+    ck_assert_str_eq(err.field, "blk.0.wq");
+    ck_assert(out[0] == 0x5A && out[419] == 0x5A); /* nothing written */
+    x[256 + 9] = 0.0f;
+    imp[3] = -1.0f;
+    ck_assert_int_eq(ml_quantize_matrix_blocks(ML_TYPE_Q6_K, x, 2, 256, imp, 2, NULL, out, 420,
+                                               &err),
+                     ML_E_INVAL);
+    ck_assert(strstr(err.msg, "column 3"));
+    /* Zero rows: nothing to do. */
+    ck_assert_int_eq(ml_quantize_matrix_blocks(ML_TYPE_Q6_K, NULL, 0, 256, NULL, 4, NULL, NULL,
+                                               0, &err),
+                     ML_OK);
+}
+END_TEST
+
 /* ---- the mix rule ---- */
 
 static ml_type mix(ml_quant_mix m, ml_role role, uint32_t index, uint32_t count, uint64_t cols)
@@ -417,6 +501,8 @@ Suite *suite_kquant(void)
     tcase_add_test(tc, test_hostile);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_blockwise);
+    tcase_add_test(tc, test_matrix);
+    tcase_add_test(tc, test_matrix_refused);
     tcase_add_test(tc, test_mix);
     suite_add_tcase(s, tc);
     return s;
