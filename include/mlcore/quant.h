@@ -1,9 +1,13 @@
 /* mlcore/quant.h - the quantizers of the .mlb format (mlb(5), "Quantization
  * rule"): Q8_0 with f32 or f16 scales, Q4_0 by the weighted fit search or
  * llama.cpp's rounding, importance-matrix weighting, dequantization, and
- * the q8_mask class names.  Included by mlcore.h.
+ * the q8_mask class names; and writers of ggml's block types (Q4_K, Q5_K,
+ * Q6_K, IQ4_XS and their fallbacks) with llama.cpp's per-tensor mix rule.
+ * Included by mlcore.h.
  *
- * These functions are the scalar reference for the whole project: every
+ * The Q8_0 and Q4_0 functions are the scalar reference for the whole
+ * project (the ggml block writers are not bound by a specification: any
+ * valid block is correct, and theirs are chosen by a search): every
  * faster variant (SIMD kernels, other tools) must give bit for bit the
  * same quants and scales.  They are plain float32 arithmetic in a fixed
  * order, compiled without fused multiply-add, and assume the default
