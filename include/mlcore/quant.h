@@ -206,9 +206,10 @@ ML_API int ml_quant_block_supported(ml_type type);
  * Hostile input is defined: NaN and +-inf count as 0; finite values are
  * clamped to +-1e9, and every f16 scale saturates at +-65504, so huge rows
  * give finite blocks whose values are clipped; an all-zero row gives
- * all-zero scales; tiny blocks (largest magnitude below about 1e-4) lose
- * precision to f16's subnormal scales, and a block whose scale rounds to
- * zero as f16 dequantizes to zeros.
+ * all-zero scales; tiny values keep their usual relative error down to
+ * about 1e-5 (larger f16 scales with smaller sub-scales are tried when the
+ * usual one would be a coarse subnormal), and no block is ever worse than
+ * all zeros, which vanishing values (1e-9) get.
  * Returns ML_E_INVAL for another type, n not a multiple of elems, or an
  * importance that is negative or not finite (err names the column);
  * nothing is written then. */

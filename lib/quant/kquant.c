@@ -224,6 +224,27 @@ static float grid_fit(const float *x, const float *w, int n, const grid *g)
     return best;
 }
 
+/* 2^-19: 32 units in the last place of f16's subnormals, so a smaller
+ * scale is stored with a relative error above 1.5 %. */
+#define F16_COARSE 1.9073486328125e-06f
+#define TINY_SEEDS 12
+
+/* The seed d, and when it is that small (a tiny block: weights around
+ * 1e-4 and below), also d * 2, d * 4, ... up to 2^-19 (at most TINY_SEEDS
+ * more): larger steps with smaller integer sub-scales, which f16 stores
+ * better than a d that rounds to a few units or to zero.  Returns how
+ * many it stored. */
+static int tiny_seeds(float d, float *out)
+{
+    int n = 0;
+    out[n++] = d;
+    while (d != 0.0f && fabsf(d) < F16_COARSE && n <= TINY_SEEDS) {
+        d *= 2.0f;
+        out[n++] = d;
+    }
+    return n;
+}
+
 /* A super-block of nsub sub-blocks of len values with integer sub-scales
  * sc in [scmin, scmax] against one f16 scale d: y = (d * sc) * level. */
 typedef struct symblk {
@@ -244,15 +265,17 @@ static void sym_pick(const float *x, const float *w, int nsub, int len, const gr
         const float *xi = x + i * len, *wi = w + i * len;
         uint8_t tmp[QKK / 8];
         int c = d == 0.0f ? 0 : round_clamp(s[i] / d, scmin, scmax);
-        float beste = INFINITY;
-        int have = 0; /* the first candidate is taken even if its error is not finite */
+        /* sc = 0 first: a sub-block never ends up worse than all zeros
+         * (a coarse subnormal d can put every candidate near s[i] / d
+         * above that), and it is kept even if no error is finite. */
+        float beste = grid_quant(xi, wi, len, 0.0f, g, b->idx + i * len);
+        b->sc[i] = 0;
         for (int k = -2; k <= 2; k++) {
             int sc = c + k;
-            if (sc < scmin || sc > scmax || (d == 0.0f && k))
+            if (sc < scmin || sc > scmax || sc == 0)
                 continue;
             float e = grid_quant(xi, wi, len, d * (float)sc, g, tmp);
-            if (!have || e < beste) {
-                have = 1;
+            if (e < beste) {
                 beste = e;
                 b->sc[i] = sc;
                 memcpy(b->idx + i * len, tmp, (size_t)len);
@@ -295,9 +318,11 @@ static void sym_super(const float *x, const float *w, int nsub, int len, const g
         if (q < dneg)
             dneg = q;
     }
-    const float seeds[2] = {dpos, dneg};
+    float seeds[2 + 2 * TINY_SEEDS];
+    int ns = tiny_seeds(dpos, seeds);
+    ns += tiny_seeds(dneg, seeds + ns);
     out->err = INFINITY;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < ns; k++) {
         symblk cur, nxt;
         sym_pick(x, w, nsub, len, g, scmin, scmax, s, f16r(seeds[k]), &cur);
         for (int it = 0; it < 4 && cur.d != 0.0f; it++) {
@@ -418,6 +443,17 @@ static void aff_fit(const float *x, const float *w, int n, int nmax, int anysign
     }
 }
 
+/* The weighted mean of a sub-block (weights are positive somewhere). */
+static float wmean(const float *x, const float *w, int n)
+{
+    float sx = 0.0f, sw = 0.0f;
+    for (int j = 0; j < n; j++) {
+        sx += w[j] * x[j];
+        sw += w[j];
+    }
+    return sw > 0.0f ? sx / sw : 0.0f;
+}
+
 typedef struct affblk {
     float d, dmin;
     int sc[8], mn[8];
@@ -439,16 +475,19 @@ static void aff_pick(const float *x, const float *w, int nmax, const float *s, c
         uint8_t tmp[32];
         int cs = d > 0.0f ? round_clamp(s[i] / d, 0, 63) : 0;
         int cm = dmin > 0.0f ? round_clamp(m[i] / dmin, 0, 63) : 0;
-        float beste = INFINITY;
-        int have = 0; /* the first candidate is taken even if its error is not finite */
+        if (d == 0.0f && dmin > 0.0f) /* only the min is left: the best constant */
+            cm = round_clamp(-wmean(xi, wi, 32) / dmin, 0, 63);
+        /* (0, 0) first: a sub-block never ends up worse than all zeros,
+         * and it is kept even if no error is finite. */
+        float beste = aff_quant(xi, wi, 32, nmax, 0.0f, 0.0f, b->q + 32 * i);
+        b->sc[i] = b->mn[i] = 0;
         for (int a = cs - 2; a <= cs + 2; a++)
             for (int c = cm - 2; c <= cm + 2; c++) {
                 if (a < 0 || a > 63 || c < 0 || c > 63 || (d == 0.0f && a) ||
-                    (dmin == 0.0f && c))
+                    (dmin == 0.0f && c) || (a == 0 && c == 0))
                     continue;
                 float e = aff_quant(xi, wi, 32, nmax, d * (float)a, dmin * (float)c, tmp);
-                if (!have || e < beste) {
-                    have = 1;
+                if (e < beste) {
                     beste = e;
                     b->sc[i] = a;
                     b->mn[i] = c;
@@ -498,20 +537,29 @@ static void aff_super(const float *x, const float *w, int nmax, affblk *out)
         if (m[i] > mmax)
             mmax = m[i];
     }
-    aff_pick(x, w, nmax, s, m, f16r(smax / 63.0f), f16r(mmax / 63.0f), out);
-    for (int it = 0; it < 4; it++) {
-        float d, dmin;
-        if (!aff_refit(x, w, out, &d, &dmin))
-            break;
-        d = f16r(d);
-        dmin = f16r(dmin);
-        if (d == out->d && dmin == out->dmin)
-            break;
-        affblk nxt;
-        aff_pick(x, w, nmax, s, m, d, dmin, &nxt);
-        if (!(nxt.err < out->err))
-            break;
-        *out = nxt;
+    /* Tiny blocks: also larger d and dmin together (see tiny_seeds). */
+    float d0 = smax / 63.0f, seeds[1 + TINY_SEEDS];
+    int ns = tiny_seeds(d0 > mmax / 63.0f ? d0 : mmax / 63.0f, seeds);
+    for (int k = 0; k < ns; k++) {
+        float f = (float)(1 << k); /* seeds[k] = seeds[0] * 2^k */
+        affblk cur;
+        aff_pick(x, w, nmax, s, m, f16r(f * smax / 63.0f), f16r(f * mmax / 63.0f), &cur);
+        for (int it = 0; it < 4; it++) {
+            float d, dmin;
+            if (!aff_refit(x, w, &cur, &d, &dmin))
+                break;
+            d = f16r(d);
+            dmin = f16r(dmin);
+            if (d == cur.d && dmin == cur.dmin)
+                break;
+            affblk nxt;
+            aff_pick(x, w, nmax, s, m, d, dmin, &nxt);
+            if (!(nxt.err < cur.err))
+                break;
+            cur = nxt;
+        }
+        if (k == 0 || cur.err < out->err)
+            *out = cur;
     }
 }
 

@@ -5,7 +5,7 @@
  * error is compared with llama.cpp's own quantizers on the rows of
  * tests/fixtures/quant (tools/kquant-reference.py): ours must be no worse,
  * per type, distribution and weighting.  Also hostile rows (NaN, inf, zero,
- * huge, tiny), refused arguments, determinism, and whole matrices over
+ * huge, tiny and vanishing), refused arguments, determinism, and whole matrices over
  * threads (ml_quantize_matrix_blocks, ml_quant_error_add_blocks).
  * ML_KQUANT_REPORT=1 prints the ratios. */
 #include "suites.h"
@@ -291,6 +291,31 @@ START_TEST(test_hostile)
 }
 END_TEST
 
+/* Tiny rows: larger f16 scales with smaller sub-scales keep the error
+ * close to its usual size down to weights of 1e-5; and no block is ever
+ * worse than writing zeros. */
+START_TEST(test_tiny)
+{
+    enum { N = 1024 };
+    float g[N], x[N], y[N];
+    tu_rng r = {5};
+    for (int j = 0; j < N; j++)
+        g[j] = gauss(&r);
+    for (size_t t = 0; t < N_TYPES; t++)
+        for (float scale = 1e-5f; scale > 1e-12f; scale *= 0.1f) {
+            double ssq = 0.0;
+            for (int j = 0; j < N; j++) {
+                x[j] = g[j] * scale;
+                ssq += (double)x[j] * x[j];
+            }
+            roundtrip(all_types[t], x, N, NULL, y);
+            double rel = sqrt(werr(x, y, NULL, N) / ssq);
+            ck_assert_msg(rel <= (scale > 5e-6f ? 0.12 : 1.0), "%s at %g: relative error %g",
+                          ml_type_name(all_types[t]), (double)scale, rel);
+        }
+}
+END_TEST
+
 START_TEST(test_refused)
 {
     float x[256] = {0}, imp[256];
@@ -499,6 +524,7 @@ Suite *suite_kquant(void)
     tcase_add_test(tc, test_vs_llama_cpp);
     tcase_add_test(tc, test_golden_bytes);
     tcase_add_test(tc, test_hostile);
+    tcase_add_test(tc, test_tiny);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_blockwise);
     tcase_add_test(tc, test_matrix);
