@@ -18,6 +18,12 @@ kquant-ref.bin (little-endian):
 kquant-ref.txt: the manifest, one line per fact:
     dist <i> <name>
     ref <TYPE> <dist name> <0|1 importance> <summed error, %.17g>
+    own <TYPE> <dist name> <weighting> <summed error, %.17g>
+The "own" lines measure llama.cpp's no-imatrix output with the per-element
+weights its quantizer itself uses without an imatrix (OWN_WEIGHTS): x2 is
+x^2, absrms is |x| + sqrt(mean x^2 of the 32-element block), in double.
+The test passes the same weights to our quantizer as its importances and
+must come out lower on that measure too.
 
 Run from the repository root:
 
@@ -52,6 +58,19 @@ SEED = 38
 TYPES = [("Q4_K", 12), ("Q5_K", 13), ("Q6_K", 14), ("IQ4_XS", 23), ("Q5_0", 6), ("Q5_1", 7),
          ("IQ4_NL", 20)]
 OUT_DIR = "tests/fixtures/quant"
+# llama.cpp's per-element weights without an imatrix (ggml-quants.c);
+# Q5_0 and Q5_1 round without a search, so the "ref ... 0" lines cover them.
+OWN_WEIGHTS = {"Q4_K": "absrms", "Q5_K": "absrms", "Q6_K": "x2", "IQ4_XS": "x2", "IQ4_NL": "x2"}
+
+
+def own_weights(x: np.ndarray, kind: str) -> np.ndarray:
+    """llama.cpp's no-imatrix weights for the rows x, in double."""
+    xd = x.astype(np.float64)
+    if kind == "x2":
+        return xd * xd
+    xb = xd.reshape(x.shape[0], -1, 32)
+    rms = np.sqrt(np.mean(xb * xb, axis=2, keepdims=True))
+    return (rms + np.abs(xb)).reshape(x.shape)
 
 
 def distributions(rng: np.random.Generator):
@@ -162,6 +181,10 @@ def main() -> int:
                 w = imp.astype(np.float64) if use else np.ones(COLS)
                 err = float(np.sum(d * d * w[None, :]))
                 lines.append(f"ref {tname} {name} {use} {err:.17g}")
+                if not use and tname in OWN_WEIGHTS:
+                    kind = OWN_WEIGHTS[tname]
+                    own = float(np.sum(d * d * own_weights(x, kind)))
+                    lines.append(f"own {tname} {name} {kind} {own:.17g}")
     with open(os.path.join(OUT_DIR, "kquant-ref.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     return 0

@@ -146,6 +146,46 @@ static double our_error(const refset *s, uint32_t d, ml_type t, int use_imp)
     return e;
 }
 
+/* llama.cpp's per-element weights without an imatrix, in double: x^2
+ * ("x2") or |x| + the rms of the 32-element block ("absrms"). */
+static void own_weights(const float *x, size_t n, const char *kind, double *w)
+{
+    for (size_t b = 0; b < n; b += 32) {
+        double s2 = 0.0;
+        for (size_t j = b; j < b + 32; j++)
+            s2 += (double)x[j] * x[j];
+        double rms = sqrt(s2 / 32.0);
+        for (size_t j = b; j < b + 32; j++)
+            w[j] = !strcmp(kind, "x2") ? (double)x[j] * x[j] : rms + fabs((double)x[j]);
+    }
+}
+
+/* Our error on llama.cpp's own measure: its weights passed as importances,
+ * the error weighted by them (in double), summed over the rows. */
+static double our_own_error(const refset *s, uint32_t d, ml_type t, const char *kind)
+{
+    const float *x = s->data + (size_t)d * s->cols * (s->rows + 1) + s->cols;
+    double *w = malloc(s->cols * sizeof(double));
+    float *imp = malloc(s->cols * sizeof(float)), *y = malloc(s->cols * sizeof(float));
+    ck_assert(w && imp && y);
+    double e = 0.0;
+    for (uint32_t r = 0; r < s->rows; r++) {
+        const float *xr = x + (size_t)r * s->cols;
+        own_weights(xr, s->cols, kind, w);
+        for (uint32_t j = 0; j < s->cols; j++)
+            imp[j] = (float)w[j];
+        roundtrip(t, xr, s->cols, imp, y);
+        for (uint32_t j = 0; j < s->cols; j++) {
+            double dd = (double)xr[j] - (double)y[j];
+            e += w[j] * dd * dd;
+        }
+    }
+    free(w);
+    free(imp);
+    free(y);
+    return e;
+}
+
 static ml_type type_named(const char *name)
 {
     for (size_t t = 0; t < N_TYPES; t++)
@@ -161,14 +201,29 @@ START_TEST(test_vs_llama_cpp)
     load_refs(&s);
     FILE *f = fopen(REF_TXT, "r");
     ck_assert_msg(f, "cannot open %s", REF_TXT);
-    char line[256], tname[32], dname[32];
-    int use, nref = 0, report = getenv("ML_KQUANT_REPORT") != NULL;
+    char line[256], tname[32], dname[32], kind[16];
+    int use, nref = 0, nown = 0, report = getenv("ML_KQUANT_REPORT") != NULL;
     unsigned di;
     double ref;
     while (fgets(line, sizeof line, f)) {
         if (sscanf(line, "dist %u %31s", &di, dname) == 2) {
             ck_assert(di < s.nd);
             strcpy(s.names[di], dname);
+            continue;
+        }
+        if (sscanf(line, "own %31s %31s %15s %lf", tname, dname, kind, &ref) == 4) {
+            uint32_t d = 0;
+            while (d < s.nd && strcmp(s.names[d], dname))
+                d++;
+            ck_assert_msg(d < s.nd, "unknown distribution %s", dname);
+            double ours = our_own_error(&s, d, type_named(tname), kind);
+            if (report)
+                fprintf(stderr, "kquant %-6s %-9s own=%s ours/llama.cpp = %.4f\n", tname, dname,
+                        kind, ours / ref);
+            ck_assert_msg(ours <= ref * (1.0 + 1e-9),
+                          "%s %s on llama.cpp's %s measure: our error %.9g > %.9g (ratio %.4f)",
+                          tname, dname, kind, ours, ref, ours / ref);
+            nown++;
             continue;
         }
         if (sscanf(line, "ref %31s %31s %d %lf", tname, dname, &use, &ref) != 4)
@@ -190,6 +245,7 @@ START_TEST(test_vs_llama_cpp)
     fclose(f);
     free(s.data);
     ck_assert_int_eq(nref, (int)(N_TYPES * s.nd * 2)); /* nothing silently skipped */
+    ck_assert_int_eq(nown, (int)(5 * s.nd));           /* the five searched types */
 }
 END_TEST
 
