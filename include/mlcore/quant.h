@@ -199,9 +199,11 @@ ML_API int ml_quant_block_supported(ml_type type);
  * what llama.cpp and gguf-py read.  A search (not an exhaustive one)
  * chooses blocks with a small sum imp[j] (x[j] - y[j])^2, y the values
  * ggml's dequantizer gives, or the plain sum (x[j] - y[j])^2 when imp is
- * NULL (docs/quant-decisions.md, "ggml block types").  imp: NULL, or n importances,
- * finite and >= 0, one per column.  The bytes depend on nothing but the
- * inputs (no threads, no machine-dependent arithmetic).
+ * NULL (docs/quant-decisions.md, "ggml block types").  imp: NULL, or n
+ * importances, finite and >= 0, one per column, i.e. per element of the
+ * row (so any per-element weighting works, e.g. llama.cpp's x[j]^2).
+ * The bytes depend on nothing but the inputs (no threads, no
+ * machine-dependent arithmetic).
  * Q5_1 is there for the Q5_K_M mix's fallback.
  * Hostile input is defined: NaN and +-inf count as 0; finite values are
  * clamped to +-1e9, and every f16 scale saturates at +-65504, so huge rows

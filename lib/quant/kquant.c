@@ -671,6 +671,10 @@ static float single_block(const float *x, const float *w, const grid *g, uint8_t
             memcpy(idx, tmp, 32);
         }
     }
+    if (grid_quant(x, w, 32, 0.0f, g, tmp) < beste) { /* never worse than zeros */
+        d = 0.0f;
+        memcpy(idx, tmp, 32);
+    }
     return d;
 }
 
@@ -724,6 +728,10 @@ static void block_q5_1(const float *x, const float *w, uint8_t *p)
                 memcpy(q, tmp, 32);
             }
         }
+    if (aff_quant(x, w, 32, 31, 0.0f, 0.0f, tmp) < beste) { /* never worse than zeros */
+        bd = bb = 0.0f;
+        memcpy(q, tmp, 32);
+    }
     wr16(p, bd);
     wr16(p + 2, bb);
     uint32_t qh = 0;
