@@ -1,9 +1,13 @@
 /* mlcore/quant.h - the quantizers of the .mlb format (mlb(5), "Quantization
  * rule"): Q8_0 with f32 or f16 scales, Q4_0 by the weighted fit search or
  * llama.cpp's rounding, importance-matrix weighting, dequantization, and
- * the q8_mask class names.  Included by mlcore.h.
+ * the q8_mask class names; and writers of ggml's block types (Q4_K, Q5_K,
+ * Q6_K, IQ4_XS and their fallbacks) with llama.cpp's per-tensor mix rule.
+ * Included by mlcore.h.
  *
- * These functions are the scalar reference for the whole project: every
+ * The Q8_0 and Q4_0 functions are the scalar reference for the whole
+ * project (the ggml block writers are not bound by a specification: any
+ * valid block is correct, and theirs are chosen by a search): every
  * faster variant (SIMD kernels, other tools) must give bit for bit the
  * same quants and scales.  They are plain float32 arithmetic in a fixed
  * order, compiled without fused multiply-add, and assume the default
@@ -182,6 +186,112 @@ ML_API void ml_quant_error_add(ml_quant_error *e, const float *x, size_t rows, s
                                const void *scales);
 /* dst += src (for chunks added in order). */
 ML_API void ml_quant_error_merge(ml_quant_error *dst, const ml_quant_error *src);
+
+/* ------------------------------------------------------------------------
+ * ggml's block types (issue 38): Q4_K, Q5_K, Q6_K, IQ4_XS, Q5_0, Q5_1, IQ4_NL
+ * ------------------------------------------------------------------------ */
+
+/* 1 for the block types ml_quantize_row_blocks writes, 0 otherwise. */
+ML_API int ml_quant_block_supported(ml_type type);
+
+/* Quantizes one row of n floats into n / elems blocks of ggml's layout
+ * for `type` (elems and bytes per block from ml_type_block), byte for byte
+ * what llama.cpp and gguf-py read.  A search (not an exhaustive one)
+ * chooses blocks with a small sum imp[j] (x[j] - y[j])^2, y the values
+ * ggml's dequantizer gives, or the plain sum (x[j] - y[j])^2 when imp is
+ * NULL (docs/quant-decisions.md, "ggml block types").  imp: NULL, or n
+ * importances, finite and >= 0, one per column, i.e. per element of the
+ * row (so any per-element weighting works, e.g. llama.cpp's x[j]^2).
+ * The bytes depend on nothing but the inputs (no threads, no
+ * machine-dependent arithmetic).
+ * Q5_1 is there for the Q5_K_M mix's fallback.
+ * Hostile input is defined: NaN and +-inf count as 0; finite values are
+ * clamped to +-1e9, and every f16 scale saturates at +-65504, so huge rows
+ * give finite blocks whose values are clipped; an all-zero row gives
+ * all-zero scales; tiny values keep their usual relative error down to
+ * about 1e-5 (larger f16 scales with smaller sub-scales are tried when the
+ * usual one would be a coarse subnormal), and no block is ever worse than
+ * all zeros, which vanishing values (1e-9) get.
+ * Returns ML_E_INVAL for another type, n not a multiple of elems, or an
+ * importance that is negative or not finite (err names the column);
+ * nothing is written then. */
+ML_API ml_status ml_quantize_row_blocks(ml_type type, const float *x, size_t n, const float *imp,
+                                        void *out, ml_error *err);
+
+/* Bytes of a rows x cols matrix of block type `type`, row after row.
+ * ML_E_INVAL for a type ml_quantize_row_blocks does not write or cols not
+ * a multiple of its block, ML_E_NOMEM when the size does not fit size_t. */
+ML_API ml_status ml_quant_block_bytes(ml_type type, uint64_t rows, uint64_t cols, size_t *bytes,
+                                      ml_error *err);
+
+/* Quantizes x (rows x cols floats) with ml_quantize_row_blocks, the rows
+ * split over `threads` threads (the caller's included; 0 means 1, at most
+ * 1024 are used); the bytes are the same for every thread count.  imp:
+ * NULL or cols importances (finite, >= 0) used for every row.  name: the
+ * tensor, for messages, or NULL.  out_bytes must equal
+ * ml_quant_block_bytes'.  Returns ML_E_INVAL (type, sizes, NULL buffers,
+ * an importance, err naming the column), ML_E_FORMAT for the first NaN or
+ * infinity in row order (err names row and column: weights must be
+ * finite, as ml_quantize_matrix says), ML_E_NOMEM; nothing is written
+ * after a failure.  A thread that cannot be started leaves its rows to
+ * the others. */
+ML_API ml_status ml_quantize_matrix_blocks(ml_type type, const float *x, size_t rows, size_t cols,
+                                           const float *imp, unsigned threads, const char *name,
+                                           void *out, size_t out_bytes, ml_error *err);
+
+/* Adds the error of rows x cols values held as `type` blocks (ggml's
+ * layout, read with ml_gguf_dequantize_raw) against the source x, as
+ * ml_quant_error_add does for Q8_0 and Q4_0 (same fields, row order).
+ * Does nothing for a type without blocks or cols its block does not
+ * divide. */
+ML_API void ml_quant_error_add_blocks(ml_quant_error *e, const float *x, size_t rows, size_t cols,
+                                      ml_type type, const void *blocks);
+
+/* llama.cpp's quantization mixes (llama-quantize's ftype). */
+typedef enum ml_quant_mix {
+    ML_MIX_Q4_K_M = 1,
+    ML_MIX_Q5_K_M = 2,
+    ML_MIX_Q6_K = 3,
+    ML_MIX_IQ4_XS = 4
+} ml_quant_mix;
+
+/* "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_XS" (any case) to a mix; ML_E_INVAL
+ * naming the string otherwise. */
+ML_API ml_status ml_quant_mix_parse(const char *name, ml_quant_mix *mix, ml_error *err);
+/* The mix's name as above; "?" for other values. */
+ML_API const char *ml_quant_mix_name(ml_quant_mix mix);
+
+/* One matrix as the mix rule sees it. */
+typedef struct ml_mix_tensor {
+    ml_role role;          /* ML_R_TOK_EMB, ML_R_WV, ML_R_W2, ML_R_WCLS, ... */
+    uint32_t index;        /* WV, LQKV: its position, in layer order, among
+                            * the model's WV and LQKV matrices together (as
+                            * llama.cpp counts attn_v and attn_qkv);
+                            * W2: its layer; otherwise unused */
+    uint32_t count;        /* WV, LQKV: how many of those; W2: n_layers */
+    uint64_t cols;         /* row length */
+    int tied;              /* TOK_EMB only: it is also the classifier */
+    int has_imatrix;       /* an importance matrix is used */
+    uint32_t n_gqa;        /* query heads per KV head (IQ4_XS's attn_v rule) */
+} ml_mix_tensor;
+
+/* llama.cpp's per-tensor type for a mix (llama-quantize, dense models that
+ * are not Falcon or a 70B; llama.cpp's src/llama-quant.cpp):
+ *   classifier (WCLS, or a tied TOK_EMB): Q6_K;
+ *   WV and LQKV (llama.cpp's attn_v and attn_qkv): Q6_K for Q4_K_M and
+ *       Q5_K_M on the "more bits" positions (the first
+ *       and last eighth, and every third one between: i < n/8, i >= 7n/8,
+ *       (i - n/8) % 3 == 2); Q5_K for IQ4_XS when n_gqa >= 4;
+ *   W2 (ffn_down): Q6_K for Q4_K_M and Q5_K_M on the "more bits" layers;
+ *       Q5_K for IQ4_XS in the first eighth when there is no imatrix;
+ *   everything else (TOK_EMB untied included): the mix's base type
+ *       (Q4_K, Q5_K, Q6_K, IQ4_XS).
+ * Then the shape fallback when cols is not a multiple of 256: Q4_K ->
+ * Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0 (the classifier goes straight to Q8_0),
+ * IQ4_XS -> IQ4_NL, and F16 when cols is not even a multiple of 32.
+ * ML_TYPE_Q8_0 here means Q8_0 (.mlb's own layout holds the same values).
+ * Returns ML_TYPE_F32 for an unknown mix. */
+ML_API ml_type ml_quant_mix_type(ml_quant_mix mix, const ml_mix_tensor *t);
 
 /* ------------------------------------------------------------------------
  * q8_mask classes (mlb(5), WEIGHT TYPES)
