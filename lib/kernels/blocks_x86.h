@@ -356,33 +356,65 @@ static const int8_t mxfp4_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, 
 
 /* The f16 at byte `at` of each of m blocks `bytes` apart, as f32 lanes
  * (+0 after m). */
-ALWAYS_INLINE __m256 f16_lanes(const uint8_t *w, size_t bytes, int at, size_t m)
+/* The 2 bytes at p. */
+ALWAYS_INLINE short half_bits(const uint8_t *p)
 {
-    uint16_t h[8] = {0};
-    for (size_t j = 0; j < m; j++)
-        memcpy(&h[j], w + j * bytes + at, 2);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return (short)h;
 }
 
-/* ggml_e8m0_to_fp32_half of the first byte of each of m blocks. */
+/* The bits of block j's half at p + j * bytes, 0 from block m on. */
+ALWAYS_INLINE short half_of_block(const uint8_t *p, size_t bytes, size_t j, size_t m)
+{
+    return j < m ? half_bits(p + j * bytes) : 0;
+}
+
+ALWAYS_INLINE __m256 f16_lanes(const uint8_t *w, size_t bytes, int at, size_t m)
+{
+    /* Eight loads into a register, not through a buffer on the stack:
+     * 2-byte stores read back by one 16-byte load cannot be forwarded,
+     * and that stall cost more than the eight blocks' products (a row of
+     * 576 ends in such a group of two blocks). */
+    const uint8_t *p = w + at;
+    return _mm256_cvtph_ps(_mm_setr_epi16(
+        half_of_block(p, bytes, 0, m), half_of_block(p, bytes, 1, m),
+        half_of_block(p, bytes, 2, m), half_of_block(p, bytes, 3, m),
+        half_of_block(p, bytes, 4, m), half_of_block(p, bytes, 5, m),
+        half_of_block(p, bytes, 6, m), half_of_block(p, bytes, 7, m)));
+}
+
+/* The lanes j < m set (all ones), for masked loads of a group's tail. */
+ALWAYS_INLINE __m256i lanes_below(size_t m)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Block j's scale byte (MXFP4: the first of 17), 0 from block m on. */
+ALWAYS_INLINE int e8m0_of_block(const uint8_t *w, size_t j, size_t m)
+{
+    return j < m ? w[17 * j] : 0;
+}
+
+/* ggml_e8m0_to_fp32_half of the first byte of each of m blocks: for
+ * e < 2 the subnormal 0x00200000 << e, else (e - 1) << 23.  A lane from
+ * m on is never used (its block's products are +0). */
 ALWAYS_INLINE __m256 e8m0_lanes(const uint8_t *w, size_t m)
 {
-    uint32_t bits[8] = {0};
-    for (size_t j = 0; j < m; j++) {
-        const uint8_t e = w[17 * j];
-        bits[j] = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    }
-    return _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)bits));
+    const __m256i e = _mm256_setr_epi32(e8m0_of_block(w, 0, m), e8m0_of_block(w, 1, m),
+                                        e8m0_of_block(w, 2, m), e8m0_of_block(w, 3, m),
+                                        e8m0_of_block(w, 4, m), e8m0_of_block(w, 5, m),
+                                        e8m0_of_block(w, 6, m), e8m0_of_block(w, 7, m));
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, sub, small));
 }
 
 /* xd of m blocks, +0 after m (never read past the row). */
 ALWAYS_INLINE __m256 xd_lanes(const float *xd, size_t m)
 {
-    if (m == 8)
-        return _mm256_loadu_ps(xd);
-    float f[8] = {0};
-    memcpy(f, xd, m * sizeof *f);
-    return _mm256_loadu_ps(f);
+    return m == 8 ? _mm256_loadu_ps(xd) : _mm256_maskload_ps(xd, lanes_below(m));
 }
 
 /* Block j's Σ v·x (8 int32 partials) for type T: unsigned quants for
