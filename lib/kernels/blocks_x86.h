@@ -88,15 +88,16 @@ static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
  * order, from its 12 packed bytes (ggml's kmask unpacking). */
 ALWAYS_INLINE void k4_scales_mins(const uint8_t *q, __m256i *sc, __m256i *mn)
 {
-    uint32_t u[4];
-    memcpy(u, q, 12);
+    /* in registers: four 4-byte stores read back by one 16-byte load
+     * would stall (no store forwarding) on every super-block */
+    uint32_t a, b, c;
+    memcpy(&a, q, 4);
+    memcpy(&b, q + 4, 4);
+    memcpy(&c, q + 8, 4);
     const uint32_t m1 = 0x3f3f3f3fu, m2 = 0x0f0f0f0fu, m3 = 0x03030303u;
-    u[3] = ((u[2] >> 4) & m2) | (((u[1] >> 6) & m3) << 4);
-    const uint32_t mins_lo = u[1] & m1;
-    u[1] = (u[2] & m2) | (((u[0] >> 6) & m3) << 4);
-    u[2] = mins_lo;
-    u[0] &= m1;
-    const __m128i v = _mm_loadu_si128((const __m128i *)u);
+    const __m128i v = _mm_setr_epi32((int)(a & m1), (int)((c & m2) | (((a >> 6) & m3) << 4)),
+                                     (int)(b & m1),
+                                     (int)(((c >> 4) & m2) | (((b >> 6) & m3) << 4)));
     *sc = _mm256_cvtepu8_epi32(v);
     *mn = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
 }
