@@ -481,6 +481,36 @@ static float row_mxfp4(const uint8_t *w, size_t nb, const int8_t *x, const float
     return row_32(ML_TYPE_MXFP4, 17, w, nb, x, xd, xs);
 }
 
+/* blk_to_q8_0 (kernels.h): blocks_scalar.c's unpacking, a block a vector. */
+static int blk_to_q8_0(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1, int8_t *q,
+                       float *d)
+{
+    if (!ml__blk_as_q8_0(t))
+        return 0;
+    const size_t bytes = t == ML_TYPE_Q5_0 ? 22 : t == ML_TYPE_IQ4_NL ? 18 : 17;
+    const size_t nb = (r1 - r0) * (cols / 32);
+    const uint8_t *b = w + r0 * (cols / 32) * bytes;
+    for (size_t i = 0; i < nb; i++, b += bytes) {
+        __m256i v;
+        if (t == ML_TYPE_Q5_0) {
+            uint32_t qh;
+            memcpy(&qh, b + 2, 4);
+            const __m256i hi = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(16));
+            v = _mm256_sub_epi8(_mm256_or_si256(nibbles32(b + 6), hi), _mm256_set1_epi8(16));
+            d[i] = f16_at(b);
+        } else if (t == ML_TYPE_IQ4_NL) {
+            v = levels(nibbles32(b + 2), iq4nl_levels);
+            d[i] = f16_at(b);
+        } else {
+            v = levels(nibbles32(b + 1), mxfp4_levels);
+            const uint32_t bits = b[0] < 2 ? 0x00200000u << b[0] : (uint32_t)(b[0] - 1) << 23;
+            memcpy(&d[i], &bits, 4);
+        }
+        _mm256_storeu_si256((__m256i *)(q + 32 * i), v);
+    }
+    return 1;
+}
+
 /* ---- IQ4_XS: IQ4_NL's levels with a 6-bit scale per sub-block ---- */
 
 static float row_iq4_xs(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,

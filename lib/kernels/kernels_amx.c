@@ -308,6 +308,7 @@ const ml_kernels ml__kernels_amx = {
     .matmul_q4_0 = matmul_q4_0,
     .matvec_blk = ml__matvec_blk_avx512, /* AMX's tiles: not for these types yet */
     .matmul_blk = ml__matmul_blk_avx512,
+    .blk_to_q8_0 = ml__blk_to_q8_0_avx512,
 };
 
 #endif /* __x86_64__ */
