@@ -481,31 +481,48 @@ static float row_mxfp4(const uint8_t *w, size_t nb, const int8_t *x, const float
     return row_32(ML_TYPE_MXFP4, 17, w, nb, x, xd, xs);
 }
 
-/* blk_to_q8_0 (kernels.h): blocks_scalar.c's unpacking, a block a vector. */
-static int blk_to_q8_0(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1, int8_t *q,
-                       float *d)
+/* Rows [r0, r1) of t unpacked, row by row: each block's 32 integer
+ * weights at q (32 apart) and its scale at d; Q4_1's and Q5_1's
+ * unsigned quants with their mins at m, the others blocks_scalar.c's
+ * blk_to_q8_0 (kernels.h).  0 for another type. */
+static int blk_unpack(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1, int8_t *q,
+                      float *d, float *m)
 {
-    if (!ml__blk_as_q8_0(t))
+    const size_t bytes = t == ML_TYPE_Q5_0    ? 22
+                         : t == ML_TYPE_IQ4_NL ? 18
+                         : t == ML_TYPE_MXFP4  ? 17
+                         : t == ML_TYPE_Q4_1   ? 20
+                         : t == ML_TYPE_Q5_1   ? 24
+                                               : 0;
+    if (!bytes)
         return 0;
-    const size_t bytes = t == ML_TYPE_Q5_0 ? 22 : t == ML_TYPE_IQ4_NL ? 18 : 17;
     const size_t nb = (r1 - r0) * (cols / 32);
     const uint8_t *b = w + r0 * (cols / 32) * bytes;
     for (size_t i = 0; i < nb; i++, b += bytes) {
         __m256i v;
-        if (t == ML_TYPE_Q5_0) {
+        if (t == ML_TYPE_Q5_0 || t == ML_TYPE_Q5_1) {
+            const int at = t == ML_TYPE_Q5_0 ? 2 : 4;
             uint32_t qh;
-            memcpy(&qh, b + 2, 4);
+            memcpy(&qh, b + at, 4);
             const __m256i hi = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(16));
-            v = _mm256_sub_epi8(_mm256_or_si256(nibbles32(b + 6), hi), _mm256_set1_epi8(16));
-            d[i] = f16_at(b);
+            v = _mm256_or_si256(nibbles32(b + at + 4), hi);
+            if (t == ML_TYPE_Q5_0)
+                v = _mm256_sub_epi8(v, _mm256_set1_epi8(16));
+        } else if (t == ML_TYPE_Q4_1) {
+            v = nibbles32(b + 4);
         } else if (t == ML_TYPE_IQ4_NL) {
             v = levels(nibbles32(b + 2), iq4nl_levels);
-            d[i] = f16_at(b);
         } else {
             v = levels(nibbles32(b + 1), mxfp4_levels);
+        }
+        if (t == ML_TYPE_MXFP4) {
             const uint32_t bits = b[0] < 2 ? 0x00200000u << b[0] : (uint32_t)(b[0] - 1) << 23;
             memcpy(&d[i], &bits, 4);
+        } else {
+            d[i] = f16_at(b);
         }
+        if (t == ML_TYPE_Q4_1 || t == ML_TYPE_Q5_1)
+            m[i] = f16_at(b + 2);
         _mm256_storeu_si256((__m256i *)(q + 32 * i), v);
     }
     return 1;
