@@ -1,5 +1,5 @@
-/* kernels_amx.c - the prefill products (matmul_q8_0, matmul_q4_0) on
- * Intel AMX, beside the AVX-512 VNNI table whose other kernels it uses
+/* kernels_amx.c - the prefill products (matmul_q8_0, matmul_q4_0, and
+ * matmul_blk's Q4_1 and Q5_1) on Intel AMX, beside the AVX-512 VNNI table whose other kernels it uses
  * (compiled with its flags and -mamx-tile -mamx-int8, never -mfma).
  * dispatch.c offers this table only where the CPU has AMX-INT8 and Linux
  * lets the process use the tile registers (arch_prctl); the table is not
@@ -32,7 +32,13 @@
  * of weight row 0, then of row 1, ...; Q4_0 unpacked to nibble - 8),
  * rearranged once per panel of 16 rows and shared by every token tile.
  * A result row is one token's 16 outputs, stored as they are.  Fewer than
- * AMX_MIN_TOK tokens go to the AVX-512 table. */
+ * AMX_MIN_TOK tokens go to the AVX-512 table.
+ *
+ * Q4_1 and Q5_1 (kernels.h's rule 5) are Q8_0 with unsigned quants and a
+ * second term per block: a panel is unpacked (blocks_x86.h's blk_unpack)
+ * and put in B order as Q8_0's, and each block's s adds
+ * (float)asum * (m * xd) to rule 3's product before it is accumulated,
+ * asum the token's block sum (exact as a float). */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__)
