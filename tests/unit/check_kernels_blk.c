@@ -186,6 +186,7 @@ static void check_matmul(const blk_mat *m, const acts *a, size_t n_tok, size_t r
 }
 
 static const size_t ranges[][2] = {{0, 1}, {3, 4}, {1, 6}, {5, 22}, {0, 23}, {2, 2}};
+#define N_RANGES (sizeof ranges / sizeof ranges[0])
 
 /* Loop over the types: a row of 1, 2, 3, 9 and 17 units. */
 START_TEST(variants_match_scalar)
@@ -203,8 +204,11 @@ START_TEST(variants_match_scalar)
             acts_new(&a, 33, m.cols, &r, extreme);
             for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++)
                 check_matvec(&m, &a, ranges[k][0], ranges[k][1]);
-            for (size_t n_tok = 1; n_tok <= 33; n_tok += (n_tok < 5 ? 1 : 4))
+            size_t i = 0; /* rows 1..22, then the ranges in turn */
+            for (size_t n_tok = 1; n_tok <= 33; n_tok += (n_tok < 5 ? 1 : 4), i++) {
                 check_matmul(&m, &a, n_tok, 1, 22);
+                check_matmul(&m, &a, n_tok, ranges[i % N_RANGES][0], ranges[i % N_RANGES][1]);
+            }
             acts_free(&a);
             free(m.w);
         }
@@ -242,7 +246,8 @@ static void as_q8_matmul(const ml_kernels *v, const blk_mat *m, const acts *a, s
 }
 
 /* Every variant's unpacking is the reference's, and its Q8_0 products
- * on it give the scalar matvec_blk's bits, 1 to 33 tokens. */
+ * on it give the scalar matvec_blk's bits, 1 to 33 tokens, odd row
+ * ranges. */
 START_TEST(as_q8_0_matches_matvec)
 {
     const ml_type t = as_q8_types[_i];
@@ -265,20 +270,24 @@ START_TEST(as_q8_0_matches_matvec)
                 ck_assert(memcmp(d1, d0 + 2 * units[u], 21 * units[u] * sizeof *d1) == 0);
                 ck_assert_int_eq(variants[v]->blk_to_q8_0(ML_TYPE_Q4_1, m.w, m.cols, 0, 1, q1, d1), 0);
             }
-            for (size_t n_tok = 1; n_tok <= 33; n_tok += (n_tok < 5 ? 1 : 4)) {
+            size_t i = 0;
+            for (size_t n_tok = 1; n_tok <= 33; n_tok += (n_tok < 5 ? 1 : 4), i++) {
+                /* the row ranges in turn */
+                const size_t r0 = ranges[i % N_RANGES][0], r1 = ranges[i % N_RANGES][1];
                 const size_t ldy = m.rows + 3;
                 float *want = sentinel(n_tok * ldy), *got = sentinel(n_tok * ldy);
                 for (size_t k = 0; k < n_tok; k++)
-                    ml__matvec_blk_scalar(t, m.w, m.cols, 1, 22, a.q + k * m.cols,
+                    ml__matvec_blk_scalar(t, m.w, m.cols, r0, r1, a.q + k * m.cols,
                                           a.d + k * m.cols / 32, want + k * ldy);
                 for (size_t v = 0; v <= n_variants; v++) /* and the scalar table */
                     for (int x = 0; x <= 1; x++) {
                         const ml_kernels *k = v < n_variants ? variants[v] : &ml__kernels_scalar;
                         memset(got, 0x5a, n_tok * ldy * sizeof *got);
-                        as_q8_matmul(k, &m, &a, n_tok, 1, 22, x, got, ldy);
+                        as_q8_matmul(k, &m, &a, n_tok, r0, r1, x, got, ldy);
                         ck_assert_msg(memcmp(got, want, n_tok * ldy * sizeof *got) == 0,
-                                      "%s %s as Q8_0 (matmul_x %d), cols %zu, %zu tokens differs",
-                                      k->name, ml_type_name(t), x, m.cols, n_tok);
+                                      "%s %s as Q8_0 (matmul_x %d), cols %zu, rows %zu..%zu, "
+                                      "%zu tokens differs",
+                                      k->name, ml_type_name(t), x, m.cols, r0, r1, n_tok);
                     }
                 free(want);
                 free(got);
