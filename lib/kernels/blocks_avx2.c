@@ -18,4 +18,10 @@ void ml__matmul_blk_avx2(ml_type t, const uint8_t *w, size_t cols, size_t r0, si
     matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
 }
 
+int ml__blk_to_q8_0_avx2(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                       int8_t *q, float *d)
+{
+    return ml__blk_as_q8_0(t) && blk_unpack(t, w, cols, r0, r1, q, d, NULL);
+}
+
 #endif

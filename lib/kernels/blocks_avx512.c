@@ -19,4 +19,16 @@ void ml__matmul_blk_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, 
     matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
 }
 
+int ml__blk_to_q8_0_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                       int8_t *q, float *d)
+{
+    return ml__blk_as_q8_0(t) && blk_unpack(t, w, cols, r0, r1, q, d, NULL);
+}
+
+int ml__blk_unpack_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                          int8_t *q, float *d, float *m)
+{
+    return blk_unpack(t, w, cols, r0, r1, q, d, m);
+}
+
 #endif

@@ -320,3 +320,32 @@ void ml__matmul_blk_scalar(ml_type t, const uint8_t *w, size_t cols, size_t r0, 
             y[k * ldy + r] =
                 row_dot(bt, w + r * row_bytes, cols, xq + k * cols, xd + k * cols / 32);
 }
+
+/* Q5_0, IQ4_NL and MXFP4 as the spec's Q8_0 (blk_to_q8_0 in kernels.h). */
+int ml__blk_to_q8_0_scalar(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                           int8_t *q, float *d)
+{
+    if (!ml__blk_as_q8_0(t))
+        return 0;
+    const size_t bytes = t == ML_TYPE_Q5_0 ? 22 : t == ML_TYPE_IQ4_NL ? 18 : 17;
+    const size_t nb = (r1 - r0) * (cols / 32);
+    const uint8_t *b = w + r0 * (cols / 32) * bytes;
+    for (size_t i = 0; i < nb; i++, b += bytes, q += 32) {
+        if (t == ML_TYPE_Q5_0) {
+            const uint32_t qh = u32_at(b + 2);
+            for (int j = 0; j < 16; j++) {
+                q[j] = (int8_t)(((b[6 + j] & 15) | ((qh >> j) & 1) << 4) - 16);
+                q[j + 16] = (int8_t)(((b[6 + j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16);
+            }
+        } else {
+            const int8_t *table = t == ML_TYPE_IQ4_NL ? iq4nl_values : mxfp4_values;
+            const uint8_t *qs = b + (t == ML_TYPE_IQ4_NL ? 2 : 1);
+            for (int j = 0; j < 16; j++) {
+                q[j] = table[qs[j] & 15];
+                q[j + 16] = table[qs[j] >> 4];
+            }
+        }
+        d[i] = t == ML_TYPE_MXFP4 ? e8m0_half(b[0]) : f16_at(b);
+    }
+    return 1;
+}

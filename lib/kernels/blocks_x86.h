@@ -514,6 +514,53 @@ static float row_mxfp4(const uint8_t *w, size_t nb, const int8_t *x, const float
     return row_32(ML_TYPE_MXFP4, 17, w, nb, x, xd, xs);
 }
 
+/* Rows [r0, r1) of t unpacked, row by row: each block's 32 integer
+ * weights at q (32 apart) and its scale at d; Q4_1's and Q5_1's
+ * unsigned quants with their mins at m, the others blocks_scalar.c's
+ * blk_to_q8_0 (kernels.h).  0 for another type. */
+static int blk_unpack(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1, int8_t *q,
+                      float *d, float *m)
+{
+    const size_t bytes = t == ML_TYPE_Q5_0    ? 22
+                         : t == ML_TYPE_IQ4_NL ? 18
+                         : t == ML_TYPE_MXFP4  ? 17
+                         : t == ML_TYPE_Q4_1   ? 20
+                         : t == ML_TYPE_Q5_1   ? 24
+                                               : 0;
+    if (!bytes)
+        return 0;
+    const size_t nb = (r1 - r0) * (cols / 32);
+    const uint8_t *b = w + r0 * (cols / 32) * bytes;
+    for (size_t i = 0; i < nb; i++, b += bytes) {
+        __m256i v;
+        if (t == ML_TYPE_Q5_0 || t == ML_TYPE_Q5_1) {
+            const int at = t == ML_TYPE_Q5_0 ? 2 : 4;
+            uint32_t qh;
+            memcpy(&qh, b + at, 4);
+            const __m256i hi = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(16));
+            v = _mm256_or_si256(nibbles32(b + at + 4), hi);
+            if (t == ML_TYPE_Q5_0)
+                v = _mm256_sub_epi8(v, _mm256_set1_epi8(16));
+        } else if (t == ML_TYPE_Q4_1) {
+            v = nibbles32(b + 4);
+        } else if (t == ML_TYPE_IQ4_NL) {
+            v = levels(nibbles32(b + 2), iq4nl_levels);
+        } else {
+            v = levels(nibbles32(b + 1), mxfp4_levels);
+        }
+        if (t == ML_TYPE_MXFP4) {
+            const uint32_t bits = b[0] < 2 ? 0x00200000u << b[0] : (uint32_t)(b[0] - 1) << 23;
+            memcpy(&d[i], &bits, 4);
+        } else {
+            d[i] = f16_at(b);
+        }
+        if (t == ML_TYPE_Q4_1 || t == ML_TYPE_Q5_1)
+            m[i] = f16_at(b + 2);
+        _mm256_storeu_si256((__m256i *)(q + 32 * i), v);
+    }
+    return 1;
+}
+
 /* ---- IQ4_XS: IQ4_NL's levels with a 6-bit scale per sub-block ---- */
 
 static float row_iq4_xs(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
@@ -666,7 +713,8 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
         y[r] = row(w + r * row_bytes, units, xq, xd, &xs);
 }
 
-/* ---- matmul of the 256-element types: transposed super-blocks, tiles ----
+/* ---- matmul of the 256-element types, Q4_1 and Q5_1: transposed
+ * super-blocks, tiles ----
  *
  * A super-block's eight sub-blocks, weights and activations alike, are
  * transposed (transpose8x8: register g, lane j = bytes 4g..4g+3 of
@@ -677,14 +725,17 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
  * lane the integer sums are exact and the float operations matvec's:
  * Q4_K's and Q5_K's products sc·isum and m·asum are taken in floats, which is exact
  * (both factors exact, the product below 2^24: rule 5's bound), so each
- * (token, row) result is matvec's bits. */
+ * (token, row) result is matvec's bits.  Q4_1 and Q5_1 take eight
+ * consecutive blocks for a super-block (row_32's groups, lane j block
+ * 8k + j), a last partial group padded with zero quants, activations,
+ * scales and sums, whose lanes add +0 as in row_32. */
 #define TILE_ROWS 4
 #define TILE_TOK 8
 
 /* Lane j: Σ over g in [g0, g0 + n) of the four byte products of w[g] and
  * x[g] in lane j.  Without VNNI the 16-bit pair sums are added first, as
- * many as stay below 2^15: Q4_K's all eight (2·15·127 each), Q5_K's four
- * (2·31·127), Q6_K's two (2·63·127). */
+ * many as stay below 2^15: Q4_K's and Q4_1's all eight (2·15·127 each),
+ * Q5_K's and Q5_1's four (2·31·127), Q6_K's two (2·63·127). */
 ALWAYS_INLINE __m256i tile_dot(const __m256i *w, const __m256i *x, int n, int per16)
 {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
@@ -708,14 +759,15 @@ ALWAYS_INLINE __m256i tile_dot(const __m256i *w, const __m256i *x, int n, int pe
 #endif
 }
 
-/* One token's activations, super-block by super-block transposed. */
-static void x_transposed(const int8_t *x, size_t nsb, int8_t *xt)
+/* One token's activations, super-block by super-block (group of eight
+ * blocks) transposed; a last partial group padded with zeros. */
+static void x_transposed(const int8_t *x, size_t cols, int8_t *xt)
 {
-    for (size_t k = 0; k < nsb; k++) {
+    for (size_t k = 0; k < (cols + 255) / 256; k++) {
         __m256i v[8];
         UNROLL
-        for (int j = 0; j < 8; j++)
-            v[j] = load256(x + 256 * k + 32 * j);
+        for (size_t j = 0; j < 8; j++)
+            v[j] = 256 * k + 32 * j < cols ? load256(x + 256 * k + 32 * j) : _mm256_setzero_si256();
         transpose8x8(v);
         UNROLL
         for (int g = 0; g < 8; g++)
@@ -749,10 +801,27 @@ ALWAYS_INLINE __m256i iq4_xs_scales(const uint8_t *b)
     return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
 }
 
-ALWAYS_INLINE void tile_decode(ml_type T, const uint8_t *b, tile_row *t)
+/* m: Q4_1's and Q5_1's blocks in the group (row_32's decoding), d and
+ * dmin their d and m as lanes, +0 from m on. */
+ALWAYS_INLINE void tile_decode(ml_type T, const uint8_t *b, size_t m, tile_row *t)
 {
     const __m256i low = _mm256_set1_epi8(15);
-    if (T == ML_TYPE_Q4_K || T == ML_TYPE_Q5_K) {
+    if (T == ML_TYPE_Q4_1 || T == ML_TYPE_Q5_1) {
+        const size_t bb = T == ML_TYPE_Q4_1 ? 20 : 24;
+        UNROLL
+        for (size_t j = 0; j < 8; j++) {
+            t->q[j] = _mm256_setzero_si256();
+            if (j < m && T == ML_TYPE_Q4_1)
+                t->q[j] = nibbles32(b + bb * j + 4);
+            if (j < m && T == ML_TYPE_Q5_1) {
+                uint32_t qh;
+                memcpy(&qh, b + bb * j + 4, 4);
+                const __m256i hi = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(16));
+                t->q[j] = _mm256_or_si256(nibbles32(b + bb * j + 8), hi);
+            }
+        }
+        t->d = f16_lanes(b, bb, 0, m), t->dmin = f16_lanes(b, bb, 2, m);
+    } else if (T == ML_TYPE_Q4_K || T == ML_TYPE_Q5_K) {
         const int q5 = T == ML_TYPE_Q5_K;
         const __m256i qh = q5 ? load256(b + 16) : _mm256_setzero_si256();
         const __m256i bit = _mm256_set1_epi8(16);
@@ -846,6 +915,13 @@ ALWAYS_INLINE void tile_decode(ml_type T, const uint8_t *b, tile_row *t)
 ALWAYS_INLINE __m256 tile_s(ml_type T, const tile_row *w, const __m256i *x, __m256 xdv,
                             const xsums *xs, size_t k)
 {
+    if (T == ML_TYPE_Q4_1 || T == ML_TYPE_Q5_1) { /* group_s's line */
+        const __m256i isum = tile_dot(w->q, x, 8, T == ML_TYPE_Q4_1 ? 8 : 4);
+        const __m256 asum =
+            _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(xs->s32 + 8 * k)));
+        return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w->d, xdv)),
+                             _mm256_mul_ps(asum, _mm256_mul_ps(w->dmin, xdv)));
+    }
     if (T == ML_TYPE_Q4_K || T == ML_TYPE_Q5_K) {
         const __m256 asum =
             _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(xs->s32 + 8 * k)));
@@ -894,13 +970,19 @@ ALWAYS_INLINE __m256 tile_s(ml_type T, const tile_row *w, const __m256i *x, __m2
 }
 
 /* Rows [rb, rb + nr) x the nt tokens whose transposed activations are at
- * xt (cols apart), sums at xs and scales at xd (cols / 32 apart). */
+ * xt (256 · nsb apart), sums at xs and scales at xd (a row's blocks
+ * apart).  Q4_1 and Q5_1: groups of eight blocks for super-blocks, the
+ * last one partial (m blocks). */
 ALWAYS_INLINE void tile(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb,
                         size_t nr, const int8_t *xt, const xsums *xs, const float *xd, size_t nt,
                         float *y, size_t ldy)
 {
     const size_t cols = 256 * nsb;
-    const size_t bytes = T == ML_TYPE_Q4_K   ? 144
+    const size_t bb = T == ML_TYPE_Q4_1 ? 20 : 24; /* Q4_1's, Q5_1's block */
+    const int groups = T == ML_TYPE_Q4_1 || T == ML_TYPE_Q5_1;
+    const size_t nb = groups ? row_bytes / bb : cols / 32;
+    const size_t bytes = groups             ? 8 * bb
+                         : T == ML_TYPE_Q4_K ? 144
                          : T == ML_TYPE_Q5_K ? 176
                          : T == ML_TYPE_Q6_K ? 210
                          : T == ML_TYPE_Q2_K ? 84
@@ -911,15 +993,16 @@ ALWAYS_INLINE void tile(ml_type T, const uint8_t *w, size_t row_bytes, size_t ns
         for (size_t t = 0; t < nt; t++)
             acc[r][t] = _mm256_setzero_ps();
     for (size_t k = 0; k < nsb; k++) {
+        const size_t m = nb - 8 * k < 8 ? nb - 8 * k : 8;
         tile_row rows[TILE_ROWS];
         for (size_t r = 0; r < nr; r++)
-            tile_decode(T, w + (rb + r) * row_bytes + bytes * k, &rows[r]);
+            tile_decode(T, w + (rb + r) * row_bytes + bytes * k, m, &rows[r]);
         for (size_t t = 0; t < nt; t++) {
             __m256i x[8];
             UNROLL
             for (int g = 0; g < 8; g++)
                 x[g] = load256(xt + t * cols + 256 * k + 32 * g);
-            const __m256 xdv = _mm256_loadu_ps(xd + t * (cols / 32) + 8 * k);
+            const __m256 xdv = xd_lanes(xd + t * nb + 8 * k, m);
             for (size_t r = 0; r < nr; r++)
                 acc[r][t] = _mm256_add_ps(acc[r][t], tile_s(T, &rows[r], x, xdv, &xs[t], k));
         }
@@ -971,6 +1054,20 @@ static void tile_q6_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb,
     tile(ML_TYPE_Q6_K, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
 }
 
+static void tile_q4_1(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
+                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
+                      size_t ldy)
+{
+    tile(ML_TYPE_Q4_1, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
+}
+
+static void tile_q5_1(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
+                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
+                      size_t ldy)
+{
+    tile(ML_TYPE_Q5_1, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
+}
+
 typedef void (*tile_fn_t)(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
                           const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
                           size_t ldy);
@@ -985,6 +1082,8 @@ static tile_fn_t tile_fn(ml_type t)
     case ML_TYPE_IQ4_XS: return tile_iq4_xs;
     case ML_TYPE_Q2_K: return tile_q2_k;
     case ML_TYPE_Q3_K: return tile_q3_k;
+    case ML_TYPE_Q4_1: return tile_q4_1;
+    case ML_TYPE_Q5_1: return tile_q5_1;
     default: return NULL;
     }
 }
@@ -993,9 +1092,9 @@ static tile_fn_t tile_fn(ml_type t)
 static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    const size_t nsb = cols / 256, row_bytes = ml__blk_row_bytes(t, cols);
+    const size_t nsb = (cols + 255) / 256, row_bytes = ml__blk_row_bytes(t, cols);
     xsums *xs = malloc(TILE_TOK * sizeof *xs);
-    int8_t *xt = malloc(TILE_TOK * cols);
+    int8_t *xt = malloc(TILE_TOK * 256 * nsb);
     if (!xs || !xt) {
         free(xs);
         free(xt);
@@ -1004,7 +1103,7 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
     for (size_t t0 = 0; t0 < n_tok; t0 += TILE_TOK) {
         const size_t nt = n_tok - t0 < TILE_TOK ? n_tok - t0 : TILE_TOK;
         for (size_t k = 0; k < nt; k++) {
-            x_transposed(xq + (t0 + k) * cols, nsb, xt + k * cols);
+            x_transposed(xq + (t0 + k) * cols, cols, xt + k * 256 * nsb);
             xsums_init(&xs[k], xq + (t0 + k) * cols, cols,
                        t == ML_TYPE_Q6_K || t == ML_TYPE_Q3_K || t == ML_TYPE_Q2_K);
         }
@@ -1019,8 +1118,10 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
     return 1;
 }
 
-/* The 256-element types in tiles from two tokens on; the others a token
- * at a time (each (token, row) is matvec's dot).
+/* The 256-element types, Q4_1 and Q5_1 in tiles from two tokens on; the
+ * others a token at a time (each (token, row) is matvec's dot; the
+ * runtime takes Q5_0, IQ4_NL and MXFP4 to the Q8_0 products,
+ * blk_to_q8_0).
  * Blocking rows for the cache across tokens (16 rows, 4 tokens) was
  * measured no faster than a token at a time (Q4_K, 2048 x 5632, 64
  * tokens: 0.36 ms a token either way): the dot is bound by its

@@ -164,7 +164,23 @@ typedef struct ml_kernels {
                        const int8_t *xq, const float *xd, float *y);
     void (*matmul_blk)(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
+
+    /* Rows [r0, r1) of a Q5_0, IQ4_NL or MXFP4 matrix (ml__blk_as_q8_0)
+     * written as the spec's Q8_0: row r0 + i's quants at q + i * cols,
+     * its scales (f32) at d + i * cols / 32; 1, or 0 (nothing written)
+     * for another type.  Their integer weights are int8 and never -128
+     * and rule 5's s_b is rule 3's with wd = d, so matmul_q8_0 on the
+     * result gives matmul_blk's bits: prefill takes the faster Q8_0
+     * path.  Never NULL; taken with matmul_blk. */
+    int (*blk_to_q8_0)(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1, int8_t *q,
+                       float *d);
 } ml_kernels;
+
+/* The block types blk_to_q8_0 turns into Q8_0. */
+static inline int ml__blk_as_q8_0(ml_type t)
+{
+    return t == ML_TYPE_Q5_0 || t == ML_TYPE_IQ4_NL || t == ML_TYPE_MXFP4;
+}
 
 /* The bytes of a row of `cols` weights of type t for the block kernels,
  * or 0 where they have no code for t (Q8_0, Q4_0, U8, unknown) or cols
@@ -178,6 +194,8 @@ void ml__matvec_blk_scalar(ml_type t, const uint8_t *w, size_t cols, size_t r0, 
 void ml__matmul_blk_scalar(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                            const int8_t *xq, const float *xd, size_t n_tok, float *y,
                            size_t ldy);
+int ml__blk_to_q8_0_scalar(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                           int8_t *q, float *d);
 
 /* The scalar reference table; always available. */
 extern const ml_kernels ml__kernels_scalar;

@@ -1,5 +1,5 @@
-/* kernels_amx.c - the prefill products (matmul_q8_0, matmul_q4_0) on
- * Intel AMX, beside the AVX-512 VNNI table whose other kernels it uses
+/* kernels_amx.c - the prefill products (matmul_q8_0, matmul_q4_0, and
+ * matmul_blk's Q4_1 and Q5_1) on Intel AMX, beside the AVX-512 VNNI table whose other kernels it uses
  * (compiled with its flags and -mamx-tile -mamx-int8, never -mfma).
  * dispatch.c offers this table only where the CPU has AMX-INT8 and Linux
  * lets the process use the tile registers (arch_prctl); the table is not
@@ -32,7 +32,13 @@
  * of weight row 0, then of row 1, ...; Q4_0 unpacked to nibble - 8),
  * rearranged once per panel of 16 rows and shared by every token tile.
  * A result row is one token's 16 outputs, stored as they are.  Fewer than
- * AMX_MIN_TOK tokens go to the AVX-512 table. */
+ * AMX_MIN_TOK tokens go to the AVX-512 table.
+ *
+ * Q4_1 and Q5_1 (kernels.h's rule 5) are Q8_0 with unsigned quants and a
+ * second term per block: a panel is unpacked (blocks_x86.h's blk_unpack)
+ * and put in B order as Q8_0's, and each block's s adds
+ * (float)asum * (m * xd) to rule 3's product before it is accumulated,
+ * asum the token's block sum (exact as a float). */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__)
@@ -155,24 +161,32 @@ ALWAYS_INLINE void block_sums(const int8_t *x, size_t cols, const int8_t *wb, si
 }
 
 /* Rule 3 for block b: acc[m] += (float)sum * (wd * xd), lane n = row n;
- * the rows' scales at wdt + 16 b, the tokens' at xdt + 16 b. */
+ * the rows' scales at wdt + 16 b, the tokens' at xdt + 16 b.  With mins
+ * (Q4_1, Q5_1: rule 5) the block's s adds (float)asum * (m * xd), the
+ * rows' mins at wmt + 16 b, the tokens' sums (as floats) at xst + 16 b. */
 ALWAYS_INLINE void scale_add(int32_t sums[TILE][TILE], const float *wdt, const float *xdt,
-                             size_t b, __m512 acc[TILE])
+                             const float *wmt, const float *xst, size_t b, __m512 acc[TILE])
 {
     const __m512 wv = _mm512_load_ps(wdt + TILE * b);
+    const __m512 mv = wmt ? _mm512_load_ps(wmt + TILE * b) : wv;
     UNROLL
     for (int m = 0; m < TILE; m++) {
-        const __m512 s = _mm512_mul_ps(wv, _mm512_set1_ps(xdt[TILE * b + m]));
+        const __m512 xdv = _mm512_set1_ps(xdt[TILE * b + m]);
         const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *)sums[m]));
-        acc[m] = _mm512_add_ps(acc[m], _mm512_mul_ps(f, s));
+        __m512 p = _mm512_mul_ps(f, _mm512_mul_ps(wv, xdv));
+        if (wmt)
+            p = _mm512_add_ps(p, _mm512_mul_ps(_mm512_set1_ps(xst[TILE * b + m]),
+                                               _mm512_mul_ps(mv, xdv)));
+        acc[m] = _mm512_add_ps(acc[m], p);
     }
 }
 
-/* Tokens t0 .. t0 + nt (activations at x, stride cols; scales xdt)
- * against rows r .. r + nr of a panel (wb, wdt): y[(t0 + m) ldy + r + n]. */
-static void tile_product(const int8_t *x, const float *xdt, size_t cols, const int8_t *wb,
-                         const float *wdt, float *y, size_t ldy, size_t t0, size_t nt, size_t r,
-                         size_t nr)
+/* Tokens t0 .. t0 + nt (activations at x, stride cols; scales xdt,
+ * sums xst) against rows r .. r + nr of a panel (wb, wdt, mins wmt or
+ * NULL): y[(t0 + m) ldy + r + n]. */
+ALWAYS_INLINE void tile_any(const int8_t *x, const float *xdt, const float *xst, size_t cols,
+                            const int8_t *wb, const float *wdt, const float *wmt, float *y,
+                            size_t ldy, size_t t0, size_t nt, size_t r, size_t nr)
 {
     const size_t nb = cols / BLOCK;
     _Alignas(64) int32_t sums[TILE][TILE];
@@ -184,7 +198,7 @@ static void tile_product(const int8_t *x, const float *xdt, size_t cols, const i
             acc[m] = _mm512_setzero_ps();
         for (size_t b = j; b < nb; b += 8) {
             block_sums(x, cols, wb, b, sums);
-            scale_add(sums, wdt, xdt, b, acc);
+            scale_add(sums, wdt, xdt, wmt, xst, b, acc);
         }
         memcpy(part[j], acc, sizeof acc);
     }
@@ -197,6 +211,20 @@ static void tile_product(const int8_t *x, const float *xdt, size_t cols, const i
                           _mm512_add_ps(part[3][m], part[7][m])));
         _mm512_mask_storeu_ps(y + (t0 + m) * ldy + r, rows, v);
     }
+}
+
+static void tile_product(const int8_t *x, const float *xdt, size_t cols, const int8_t *wb,
+                         const float *wdt, float *y, size_t ldy, size_t t0, size_t nt, size_t r,
+                         size_t nr)
+{
+    tile_any(x, xdt, NULL, cols, wb, wdt, NULL, y, ldy, t0, nt, r, nr);
+}
+
+static void tile_product_mins(const int8_t *x, const float *xdt, const float *xst, size_t cols,
+                              const int8_t *wb, const float *wdt, const float *wmt, float *y,
+                              size_t ldy, size_t t0, size_t nt, size_t r, size_t nr)
+{
+    tile_any(x, xdt, xst, cols, wb, wdt, wmt, y, ldy, t0, nt, r, nr);
 }
 
 /* ---- the table's products ---- */
@@ -213,24 +241,51 @@ static void transpose_scales(const float *xd, size_t nb, size_t n_tok, float *xd
             }
 }
 
+/* The tokens' block sums Σ xq as floats (exact), laid out as
+ * transpose_scales lays the scales. */
+static void transpose_sums(const int8_t *xq, size_t nb, size_t n_tok, float *xst)
+{
+    for (size_t i = 0; i < (n_tok + TILE - 1) / TILE; i++)
+        for (size_t b = 0; b < nb; b++)
+            for (size_t m = 0; m < TILE; m++) {
+                const size_t t = TILE * i + m;
+                int32_t sum = 0;
+                for (int e = 0; t < n_tok && e < BLOCK; e++)
+                    sum += xq[(t * nb + b) * BLOCK + e];
+                xst[(i * nb + b) * TILE + m] = (float)sum;
+            }
+}
+
 /* Rows [r0, r1) for a chunk of tokens at a time: a panel of 16 rows
  * rearranged at a time, every token tile of the chunk against it.  A
  * last partial tile reads a copy padded with zero rows (a tile load reads
  * 16).  0 when there is no memory for the scratch. */
-static int matmul_amx(int q4, const void *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
-                      const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, size_t r0,
+                      size_t r1, const int8_t *xq, const float *xd, size_t n_tok, float *y,
+                      size_t ldy)
 {
+    const int q4 = type == ML_TYPE_Q4_0, mins = type == ML_TYPE_Q4_1 || type == ML_TYPE_Q5_1;
     const size_t nb = cols / BLOCK, full = n_tok / TILE * TILE, tail = n_tok - full;
     const size_t tiles = (n_tok + TILE - 1) / TILE;
     const size_t wb_bytes = nb * WB_BLOCK, scales = nb * TILE * sizeof(float);
     const size_t pad_bytes = tail ? TILE * cols : 0;
-    int8_t *base = aligned_alloc(64, wb_bytes + scales * (1 + tiles) + pad_bytes);
+    /* Q4_1, Q5_1: the mins wmt, the tokens' sums xst, and a panel
+     * unpacked (blk_unpack) before it is put in B order */
+    const size_t mins_bytes = mins ? scales * (1 + tiles) + 3 * scales + TILE * cols : 0;
+    int8_t *base = aligned_alloc(64, wb_bytes + scales * (1 + tiles) + pad_bytes + mins_bytes);
     if (!base)
         return 0;
     int8_t *wb = base;
     float *wdt = (float *)(base + wb_bytes), *xdt = wdt + nb * TILE;
     int8_t *xpad = (int8_t *)(xdt + tiles * nb * TILE);
+    float *wmt = (float *)(xpad + pad_bytes), *xst = wmt + nb * TILE;
+    float *ud = xst + tiles * nb * TILE, *um = ud + nb * TILE;
+    int8_t *uq = (int8_t *)(um + nb * TILE);
     transpose_scales(xd, nb, n_tok, xdt);
+    if (mins) {
+        transpose_sums(xq, nb, n_tok, xst);
+        memset(wmt, 0, scales);
+    }
     if (tail) {
         memcpy(xpad, xq + full * cols, tail * cols);
         memset(xpad + tail * cols, 0, (TILE - tail) * cols);
@@ -243,11 +298,23 @@ static int matmul_amx(int q4, const void *wq, ml_wscales wd, size_t cols, size_t
         const size_t ce = n_tok - c < chunk ? n_tok : c + chunk;
         for (size_t r = r0; r < r1; r += TILE) {
             const size_t nr = r1 - r < TILE ? r1 - r : TILE;
-            prepare_panel(q4, wq, wd, cols, r, nr, wb, wdt);
+            if (mins) {
+                ml__blk_unpack_avx512(type, wq, cols, r, r + nr, uq, ud, um);
+                prepare_panel(0, uq, (ml_wscales){ud, 0}, cols, 0, nr, wb, wdt);
+                for (size_t n = 0; n < nr; n++)
+                    for (size_t b = 0; b < nb; b++)
+                        wmt[TILE * b + n] = um[n * nb + b];
+            } else {
+                prepare_panel(q4, wq, wd, cols, r, nr, wb, wdt);
+            }
             for (size_t t = c; t < ce; t += TILE) {
                 const int8_t *x = t < full ? xq + t * cols : xpad;
-                tile_product(x, xdt + t * nb, cols, wb, wdt, y, ldy, t, t < full ? TILE : tail, r,
-                             nr);
+                const size_t nt = t < full ? TILE : tail;
+                if (mins)
+                    tile_product_mins(x, xdt + t * nb, xst + t * nb, cols, wb, wdt, wmt, y, ldy, t,
+                                      nt, r, nr);
+                else
+                    tile_product(x, xdt + t * nb, cols, wb, wdt, y, ldy, t, nt, r, nr);
             }
         }
     }
@@ -258,25 +325,37 @@ static int matmul_amx(int q4, const void *wq, ml_wscales wd, size_t cols, size_t
 
 /* 1 when the product is done here (or empty), 0 when the AVX-512 table
  * is to do it: too few tokens, or no memory for the scratch. */
-static int amx_did(int q4, const void *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
-                   const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+static int amx_did(ml_type type, const void *wq, ml_wscales wd, size_t cols, size_t r0,
+                   size_t r1, const int8_t *xq, const float *xd, size_t n_tok, float *y,
+                   size_t ldy)
 {
-    return r0 >= r1 ||
-           (n_tok >= AMX_MIN_TOK && matmul_amx(q4, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy));
+    return r0 >= r1 || (n_tok >= AMX_MIN_TOK &&
+                        matmul_amx(type, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy));
 }
 
 static void matmul_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    if (!amx_did(0, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy))
+    if (!amx_did(ML_TYPE_Q8_0, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy))
         ml__kernels_avx512.matmul_q8_0(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
 }
 
 static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    if (!amx_did(1, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy))
+    if (!amx_did(ML_TYPE_Q4_0, wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy))
         ml__kernels_avx512.matmul_q4_0(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
+}
+
+/* Q4_1 and Q5_1 here (their rule 5 is rule 3 plus the mins' term), the
+ * other block types in the AVX-512 table's kernels. */
+static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                       const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    const ml_wscales none = {NULL, 0};
+    if ((t != ML_TYPE_Q4_1 && t != ML_TYPE_Q5_1) ||
+        !amx_did(t, w, none, cols, r0, r1, xq, xd, n_tok, y, ldy))
+        ml__matmul_blk_avx512(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
 }
 
 /* The AVX-512 table's other kernels, called through it (a table's
@@ -306,8 +385,9 @@ const ml_kernels ml__kernels_amx = {
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,
     .matmul_q4_0 = matmul_q4_0,
-    .matvec_blk = ml__matvec_blk_avx512, /* AMX's tiles: not for these types yet */
-    .matmul_blk = ml__matmul_blk_avx512,
+    .matvec_blk = ml__matvec_blk_avx512,
+    .matmul_blk = matmul_blk,
+    .blk_to_q8_0 = ml__blk_to_q8_0_avx512,
 };
 
 #endif /* __x86_64__ */

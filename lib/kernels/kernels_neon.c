@@ -183,6 +183,7 @@ const ml_kernels TABLE = {
     /* no NEON code for the block types yet: the reference */
     .matvec_blk = ml__matvec_blk_scalar,
     .matmul_blk = ml__matmul_blk_scalar,
+    .blk_to_q8_0 = ml__blk_to_q8_0_scalar,
 };
 
 #endif /* __aarch64__ */

@@ -104,4 +104,5 @@ const ml_kernels ml__kernels_scalar = {
     .matmul_q4_0 = matmul_q4_0,
     .matvec_blk = ml__matvec_blk_scalar,
     .matmul_blk = ml__matmul_blk_scalar,
+    .blk_to_q8_0 = ml__blk_to_q8_0_scalar,
 };

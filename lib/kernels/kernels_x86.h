@@ -21,6 +21,13 @@ void ml__matvec_blk_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, 
 void ml__matmul_blk_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                            const int8_t *xq, const float *xd, size_t n_tok, float *y,
                            size_t ldy);
+int ml__blk_to_q8_0_avx2(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                         int8_t *q, float *d);
+int ml__blk_to_q8_0_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                           int8_t *q, float *d);
+/* blocks_x86.h's blk_unpack, for kernels_amx.c. */
+int ml__blk_unpack_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                          int8_t *q, float *d, float *m);
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 /* Loops over registers must be unrolled for the registers to stay registers. */

@@ -7,6 +7,7 @@
 #include "runtime/ctx.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 
 /* ---------------------------------------------------------------------------
  * Matrix products
@@ -50,11 +51,44 @@ typedef struct mm_job {
     _Atomic uint64_t span[MM_STEAL_MAX];   /* each thread's remaining rows */
 } mm_job;
 
+/* Q5_0, IQ4_NL and MXFP4 weights from MM_AS_Q8_MIN_TOK tokens on go to
+ * the Q8_0 products, MM_AS_Q8_ROWS rows at a time unpacked by
+ * blk_to_q8_0 (kernels.h: the same bits, and the unpacking is paid once
+ * for all tokens). */
+#define MM_AS_Q8_MIN_TOK 4
+#define MM_AS_Q8_ROWS 64
+
+/* 0 when out of memory (the caller then takes matmul_blk). */
+static int mm_rows_as_q8_0(const mm_job *j, const mm_part *p, size_t b, size_t e)
+{
+    const ml_mat *w = p->w;
+    const size_t cols = w->cols, n = e - b < MM_AS_Q8_ROWS ? e - b : MM_AS_Q8_ROWS;
+    int8_t *q = malloc(n * cols + n * (cols / 32) * sizeof(float));
+    if (!q)
+        return 0;
+    float *d = (float *)(q + n * cols);
+    const ml_wscales wd = {d, 0};
+    for (size_t r = b; r < e; r += n) {
+        const size_t m = e - r < n ? e - r : n;
+        j->k->blk_to_q8_0(w->type, w->q, cols, r, r + m, q, d);
+        if (j->xt && !j->xt_q4 && cols == j->xt_cols)
+            j->k->matmul_x[0].run(0, q, wd, cols, 0, m, j->xq, j->xt, j->xd, j->n_tok, p->y + r,
+                                  p->ldy);
+        else
+            j->k->matmul_q8_0(q, wd, cols, 0, m, j->xq, j->xd, j->n_tok, p->y + r, p->ldy);
+    }
+    free(q);
+    return 1;
+}
+
 static void mm_rows(const mm_job *j, const mm_part *p, size_t b, size_t e)
 {
     const ml_mat *w = p->w;
     const int q4 = w->type == ML_TYPE_Q4_0;
     if (!ml__mat_spec(w)) {
+        if (ml__blk_as_q8_0(w->type) && j->n_tok >= MM_AS_Q8_MIN_TOK &&
+            mm_rows_as_q8_0(j, p, b, e))
+            return;
         if (j->n_tok == 1)
             j->k->matvec_blk(w->type, w->q, w->cols, b, e, j->xq, j->xd, p->y);
         else
@@ -174,8 +208,8 @@ static void x_run(void *ctx, unsigned ith, unsigned nth)
  * call then reads aq). */
 static void prepare_input(ml_ctx *c, mm_job *j, const ml_mat *w)
 {
-    if (!ml__mat_spec(w))
-        return; /* matmul_x serves Q8_0 and Q4_0 weights only */
+    if (!ml__mat_spec(w) && !(ml__blk_as_q8_0(w->type) && j->n_tok >= MM_AS_Q8_MIN_TOK))
+        return; /* matmul_x serves Q8_0 and Q4_0 weights (and those unpacked to Q8_0) */
     j->xt_q4 = w->type == ML_TYPE_Q4_0;
     j->xt_cols = w->cols;
     const ml_matmul_x *mx = &j->k->matmul_x[j->xt_q4];

@@ -3,7 +3,7 @@
  * type (gguf_dequant.c's dequantizers, bit-exact with gguf-py, in a
  * double-precision dot product), and every variant this CPU runs against
  * the scalar reference, compared on the bits: random blocks with ordinary
- * and extreme scales, odd row ranges, rows of one unit to many, 1 to 17
+ * and extreme scales, odd row ranges, rows of one unit to many, 1 to 33
  * tokens, matmul equal to matvec token by token. */
 #include "suites.h"
 #include "testutil.h"
@@ -186,6 +186,7 @@ static void check_matmul(const blk_mat *m, const acts *a, size_t n_tok, size_t r
 }
 
 static const size_t ranges[][2] = {{0, 1}, {3, 4}, {1, 6}, {5, 22}, {0, 23}, {2, 2}};
+#define N_RANGES (sizeof ranges / sizeof ranges[0])
 
 /* Loop over the types: a row of 1, 2, 3, 9 and 17 units. */
 START_TEST(variants_match_scalar)
@@ -200,11 +201,98 @@ START_TEST(variants_match_scalar)
             blk_mat m;
             acts a;
             blk_mat_new(&m, t, 23, units[u] * elems, &r, extreme);
-            acts_new(&a, 17, m.cols, &r, extreme);
+            acts_new(&a, 33, m.cols, &r, extreme);
             for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++)
                 check_matvec(&m, &a, ranges[k][0], ranges[k][1]);
-            for (size_t n_tok = 1; n_tok <= 17; n_tok += (n_tok < 5 ? 1 : 4))
+            size_t i = 0; /* rows 1..22, then the ranges in turn */
+            for (size_t n_tok = 1; n_tok <= 33; n_tok += (n_tok < 5 ? 1 : 4), i++) {
                 check_matmul(&m, &a, n_tok, 1, 22);
+                check_matmul(&m, &a, n_tok, ranges[i % N_RANGES][0], ranges[i % N_RANGES][1]);
+            }
+            acts_free(&a);
+            free(m.w);
+        }
+}
+END_TEST
+
+/* ---- blk_to_q8_0: Q5_0, IQ4_NL, MXFP4 through the Q8_0 products ---- */
+
+static const ml_type as_q8_types[] = {ML_TYPE_Q5_0, ML_TYPE_IQ4_NL, ML_TYPE_MXFP4};
+
+/* Rows [r0, r1) through v's Q8_0 products (matmul_q8_0, or matmul_x
+ * when x is set and v has one) on v's unpacking, into y (ldy apart). */
+static void as_q8_matmul(const ml_kernels *v, const blk_mat *m, const acts *a, size_t n_tok,
+                         size_t r0, size_t r1, int x, float *y, size_t ldy)
+{
+    const size_t n = r1 - r0;
+    int8_t *q = xmalloc(n * m->cols + 1);
+    float *d = xmalloc(n * m->cols / 32 * sizeof *d + 1);
+    ck_assert_int_eq(v->blk_to_q8_0(m->t, m->w, m->cols, r0, r1, q, d), 1);
+    const ml_wscales wd = {d, 0};
+    const ml_matmul_x *mx = &v->matmul_x[0];
+    const size_t bytes = x && mx->bytes ? mx->bytes(0, m->cols, n_tok) : 0;
+    if (bytes) {
+        void *xt = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        ck_assert_ptr_nonnull(xt);
+        for (unsigned part = 0; part < 2; part++)
+            mx->prepare(0, a->q, m->cols, n_tok, part, 2, xt);
+        mx->run(0, q, wd, m->cols, 0, n, a->q, xt, a->d, n_tok, y + r0, ldy);
+        free(xt);
+    } else {
+        v->matmul_q8_0(q, wd, m->cols, 0, n, a->q, a->d, n_tok, y + r0, ldy);
+    }
+    free(q);
+    free(d);
+}
+
+/* Every variant's unpacking is the reference's, and its Q8_0 products
+ * on it give the scalar matvec_blk's bits, 1 to 33 tokens, odd row
+ * ranges. */
+START_TEST(as_q8_0_matches_matvec)
+{
+    const ml_type t = as_q8_types[_i];
+    static const size_t units[] = {1, 3, 9, 64};
+    tu_rng r = {0x38100 + (uint64_t)_i};
+    for (int extreme = 0; extreme <= 1; extreme++)
+        for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
+            blk_mat m;
+            acts a;
+            blk_mat_new(&m, t, 23, units[u] * 32, &r, extreme);
+            acts_new(&a, 33, m.cols, &r, extreme);
+            int8_t *q0 = xmalloc(23 * m.cols), *q1 = xmalloc(23 * m.cols);
+            float *d0 = xmalloc(23 * units[u] * sizeof *d0), *d1 = xmalloc(23 * units[u] * sizeof *d1);
+            ck_assert_int_eq(ml__blk_to_q8_0_scalar(t, m.w, m.cols, 0, 23, q0, d0), 1);
+            for (size_t i = 0; i < 23 * m.cols; i++)
+                ck_assert_int_ne(q0[i], -128);
+            for (size_t v = 0; v < n_variants; v++) {
+                ck_assert_int_eq(variants[v]->blk_to_q8_0(t, m.w, m.cols, 2, 23, q1, d1), 1);
+                ck_assert(memcmp(q1, q0 + 2 * m.cols, 21 * m.cols) == 0);
+                ck_assert(memcmp(d1, d0 + 2 * units[u], 21 * units[u] * sizeof *d1) == 0);
+                ck_assert_int_eq(variants[v]->blk_to_q8_0(ML_TYPE_Q4_1, m.w, m.cols, 0, 1, q1, d1), 0);
+            }
+            size_t i = 0;
+            for (size_t n_tok = 1; n_tok <= 33; n_tok += (n_tok < 5 ? 1 : 4), i++) {
+                /* the row ranges in turn */
+                const size_t r0 = ranges[i % N_RANGES][0], r1 = ranges[i % N_RANGES][1];
+                const size_t ldy = m.rows + 3;
+                float *want = sentinel(n_tok * ldy), *got = sentinel(n_tok * ldy);
+                for (size_t k = 0; k < n_tok; k++)
+                    ml__matvec_blk_scalar(t, m.w, m.cols, r0, r1, a.q + k * m.cols,
+                                          a.d + k * m.cols / 32, want + k * ldy);
+                for (size_t v = 0; v <= n_variants; v++) /* and the scalar table */
+                    for (int x = 0; x <= 1; x++) {
+                        const ml_kernels *k = v < n_variants ? variants[v] : &ml__kernels_scalar;
+                        memset(got, 0x5a, n_tok * ldy * sizeof *got);
+                        as_q8_matmul(k, &m, &a, n_tok, r0, r1, x, got, ldy);
+                        ck_assert_msg(memcmp(got, want, n_tok * ldy * sizeof *got) == 0,
+                                      "%s %s as Q8_0 (matmul_x %d), cols %zu, rows %zu..%zu, "
+                                      "%zu tokens differs",
+                                      k->name, ml_type_name(t), x, m.cols, r0, r1, n_tok);
+                    }
+                free(want);
+                free(got);
+            }
+            free(q0), free(q1), free(d0), free(d1);
             acts_free(&a);
             free(m.w);
         }
@@ -318,6 +406,8 @@ Suite *suite_kernels_blk(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, variants_match_scalar, 0, (int)N_TYPES);
     tcase_add_loop_test(tc, scalar_matches_ggml, 0, (int)N_TYPES);
+    tcase_add_loop_test(tc, as_q8_0_matches_matvec, 0,
+                        (int)(sizeof as_q8_types / sizeof as_q8_types[0]));
     tcase_add_test(tc, row_bytes);
     tcase_add_test(tc, q4_k_by_hand);
     suite_add_tcase(s, tc);
