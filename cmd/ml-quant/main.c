@@ -15,13 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_OUTPUT, OPT_STATS, OPT_THREADS, OPT_DRY_RUN, OPT_FORCE, OPT_QUIET };
+enum { OPT_OUTPUT, OPT_STATS, OPT_THREADS, OPT_DRY_RUN, OPT_FORCE, OPT_QUIET, OPT_REQUANT };
 
 static const cli_opt opts[] = {
     {OPT_OUTPUT, 'o', "output", "FILE", "the model to write (.mlb); - for stdout; required"},
-    {QOPT_WTYPE, 0, "wtype", "TYPE", "q8_0, q4_0, or source (from a GGUF: as gguf2mlb; default: the source's)"},
+    {QOPT_WTYPE, 0, "wtype", "TYPE",
+     "q8_0, q4_0, source, or a mix from a GGUF: q4_k_m, q5_k_m, q6_k, iq4_xs (default: the "
+     "source's)"},
     {QOPT_Q8_MASK, 0, "q8-mask", "CLASSES", "Q4_0 models: matrices kept as Q8_0"},
-    {QOPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli) for the Q4_0 fit rule"},
+    {QOPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli) for Q4_0 (fit rule) or a mix"},
+    {OPT_REQUANT, 0, "allow-requantize", NULL,
+     "a mix from a GGUF whose matrices are quantized other than Q8_0"},
     {QOPT_Q4_RULE, 0, "q4-rule", "RULE", "fit or round (default: fit; from a GGUF, as gguf2mlb)"},
     {QOPT_SCALE_F16, 0, "scale-f16", NULL, "store scales as f16 (default: as the source)"},
     {QOPT_SCALE_F32, 0, "scale-f32", NULL, "store scales as f32"},
@@ -42,7 +46,10 @@ static const cli cmd = {
     "an .mlb they are the source's (type, mask, scales) and the fit rule; a\n"
     "matrix whose type and scale encoding stay is copied bit for bit, Q4_0 to\n"
     "Q8_0 and f16 to f32 scales are exact, anything else is quantized a second\n"
-    "time (with a warning).  CLASSES: tok_emb, wcls, wq, wk, wg, lqkv, wv, lz, wo,\n"
+    "time (with a warning).  A mix (llama-quantize's Q4_K_M, Q5_K_M, Q6_K, IQ4_XS)\n"
+    "gives each matrix llama.cpp's type for it and writes a type table (wtype 3);\n"
+    "it needs a GGUF whose matrices are F32, F16, BF16 or Q8_0 (others with\n"
+    "--allow-requantize).  CLASSES: tok_emb, wcls, wq, wk, wg, lqkv, wv, lz, wo,\n"
     "lout, w1, w3, w2, all, none.  --stats writes to standard output (standard\n"
     "error with -o -).\n",
     opts,
@@ -53,7 +60,7 @@ typedef struct options {
     const char *in, *out;
     quant_opts q;
     unsigned threads;
-    int stats, dry_run, force, quiet;
+    int stats, dry_run, force, quiet, allow_requantize;
 } options;
 
 static void parse(int argc, char **argv, options *o)
@@ -62,6 +69,7 @@ static void parse(int argc, char **argv, options *o)
     int id, first;
     memset(o, 0, sizeof *o);
     quant_opts_init(&o->q);
+    o->q.mixes_ok = 1;
     o->threads = cli_n_cpus(QUANT_MAX_THREADS);
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         if (quant_opts_take(&o->q, id, arg))
@@ -75,6 +83,7 @@ static void parse(int argc, char **argv, options *o)
         case OPT_DRY_RUN: o->dry_run = 1; break;
         case OPT_FORCE: o->force = 1; break;
         case OPT_QUIET: o->quiet = 1; break;
+        case OPT_REQUANT: o->allow_requantize = 1; break;
         }
     }
     if (first >= argc)
@@ -85,6 +94,8 @@ static void parse(int argc, char **argv, options *o)
     if (!o->out && !o->dry_run)
         cli_usage_error("name the output with -o OUT.mlb (or - for standard output)");
     quant_opts_check(&o->q);
+    if (o->allow_requantize && !o->q.mix)
+        cli_usage_error("--allow-requantize is for the mixes (--wtype q4_k_m, ...)");
 }
 
 /* ===========================================================================
@@ -195,6 +206,8 @@ static int from_gguf(const options *o, const ml_gguf *g, const ml_mli *mli, repo
         co.scale_f16 = o->q.scale_f16;
     co.q4_rule = o->q.q4_rule;
     co.imatrix = mli;
+    co.mix = (ml_quant_mix)o->q.mix;
+    co.allow_requantize = o->allow_requantize;
     co.threads = o->threads;
     co.progress = cli_progress_or_stop, co.progress_ctx = &r->progress;
     if (o->stats)
@@ -214,6 +227,9 @@ static int from_gguf(const options *o, const ml_gguf *g, const ml_mli *mli, repo
         }
         for (size_t i = 0; i < ml_convert_plan_n_notes(p); i++)
             printf("note: %s\n", ml_convert_plan_note(p, i));
+        if (o->q.mix)
+            printf("size: %" PRIu64 " bytes (%s)\n", ml_convert_plan_size(p),
+                   ml_quant_mix_name((ml_quant_mix)o->q.mix));
     } else {
         stats_header(r);
         gguf_job j = {p};
@@ -259,6 +275,11 @@ static unsigned plan_mlb(const ml_mlb *src, const ml_mlb_header *h, int print)
 
 static int from_mlb(const options *o, const ml_mlb *src, const ml_mli *mli, report *r)
 {
+    if (o->q.mix) /* the mixes are made once, from the GGUF */
+        return cli_failf(o->in, ML_E_UNSUPPORTED,
+                         "--wtype %s is made from a GGUF source (F32, F16, BF16 or Q8_0); "
+                         "quantizing an .mlb's matrices again is not offered",
+                         ml_quant_mix_name((ml_quant_mix)o->q.mix));
     ml_requant_opts ro;
     ml_requant_opts_init(&ro);
     ro.wtype = o->q.wtype;
