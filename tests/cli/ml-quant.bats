@@ -277,7 +277,7 @@ setup_file() {
     logits i1.mlb ref.mlt i1.f32
 }
 
-@test "the mixes: a quantized source needs --allow-requantize, an .mlb is refused (exit 4)" {
+@test "the mixes: a quantized source needs --allow-requantize (exit 4); from a Q8_0 .mlb, the GGUF's bytes" {
     cd "$BATS_TEST_TMPDIR"
     local k=$MODELS/llama2/llama2-q4_k_m.gguf
     run -4 --separate-stderr ml-quant "$k" --wtype q4_k_m -o x.mlb
@@ -289,10 +289,22 @@ setup_file() {
     grep -q '^blk.0.wq  *Q4_K  *copy' <<<"$output"
     run -0 ml-quant "$k" --wtype q6_k --allow-requantize -n
     grep -q '^blk.0.wq  *Q6_K  *quantize Q4_K -> Q6_K' <<<"$output"
-    # Q8_0 sources need no flag.
-    ml-quant -q "$G" --wtype q4_k_m -o q8.mlb
-    run -4 --separate-stderr ml-quant "$BATS_FILE_TMPDIR/m.mlb" --wtype q4_k_m -o x.mlb
-    [[ ${stderr_lines[0]} == "ml-quant: $BATS_FILE_TMPDIR/m.mlb: ML_E_UNSUPPORTED: --wtype Q4_K_M is made from a GGUF source (F32, F16, BF16 or Q8_0); quantizing an .mlb's matrices again is not offered" ]] ||
+    # Q8_0 sources need no flag; the Q8_0 .mlb of the same GGUF gives the
+    # same bytes (with the warning about a second rounding).
+    ml-quant -q "$G" --wtype q4_k_m -o g.mlb
+    run -0 --separate-stderr ml-quant "$BATS_FILE_TMPDIR/m.mlb" --wtype q4_k_m -o m.mlb -t 2
+    [[ ${stderr_lines[0]} == "ml-quant: $BATS_FILE_TMPDIR/m.mlb: warning: 16 matrices are quantized a second time from an .mlb; quantize from the GGUF for the best quality" ]] ||
+        fail_with "${stderr_lines[0]}"
+    cmp g.mlb m.mlb
+    run -0 --separate-stderr ml-quant "$BATS_FILE_TMPDIR/m.mlb" --wtype q4_k_m -n
+    grep -q '^blk.1.w2  *Q6_K  *quantize again from Q8_0$' <<<"$output"
+    [[ ${lines[-1]} == "size: $(file_size g.mlb) bytes (Q4_K_M)" ]] || fail_with "${lines[-1]}"
+    # An .mlb with Q4_0 matrices needs the flag too.
+    ml-quant -q "$G" --wtype q4_0 -o q4.mlb
+    run -4 --separate-stderr ml-quant q4.mlb --wtype iq4_xs -o x.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: q4.mlb: ML_E_UNSUPPORTED: tok_emb (offset "*"): is Q4_0: a mix quantizes Q8_0, F32, F16 or BF16 matrices; "* ]] ||
         fail_with "${stderr_lines[0]}"
     [[ ! -e x.mlb ]]
+    ml-quant -q q4.mlb --wtype iq4_xs --allow-requantize -o x.mlb
+    [[ $(mlb-info --json x.mlb | jq .header.wtype) == 3 ]]
 }
