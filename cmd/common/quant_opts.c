@@ -9,7 +9,7 @@
 
 void quant_opts_init(quant_opts *q)
 {
-    *q = (quant_opts){0, -1, -1, -1, NULL};
+    *q = (quant_opts){0, -1, -1, -1, NULL, 0, 0};
 }
 
 int quant_opts_take(quant_opts *q, int id, const char *arg)
@@ -22,8 +22,18 @@ int quant_opts_take(quant_opts *q, int id, const char *arg)
             q->wtype = ML_WTYPE_Q4_0;
         else if (strcasecmp(arg, "source") == 0) /* from a GGUF: each matrix keeps its type */
             q->wtype = ML_WTYPE_TABLE;
-        else
+        else if (q->mixes_ok) {
+            ml_quant_mix m;
+            if (ml_quant_mix_parse(arg, &m, NULL))
+                cli_usage_error("--wtype: '%s' is not q8_0, q4_0, source, q4_k_m, q5_k_m, q6_k "
+                                "or iq4_xs",
+                                arg);
+            q->wtype = 0;
+            q->mix = (int)m;
+            return 1;
+        } else
             cli_usage_error("--wtype: '%s' is not q8_0, q4_0 or source", arg);
+        q->mix = 0;
         return 1;
     case QOPT_Q8_MASK: {
         uint32_t m;
@@ -57,6 +67,12 @@ int quant_opts_take(quant_opts *q, int id, const char *arg)
 
 void quant_opts_check(const quant_opts *q)
 {
+    if (q->mix && q->q8_mask >= 0)
+        cli_usage_error("--q8-mask is for Q4_0 models; --wtype %s chooses every matrix's type",
+                        ml_quant_mix_name((ml_quant_mix)q->mix));
+    if (q->mix && q->q4_rule >= 0)
+        cli_usage_error("--q4-rule is for Q4_0 models; --wtype %s has no Q4_0 matrices",
+                        ml_quant_mix_name((ml_quant_mix)q->mix));
     if (q->wtype == ML_WTYPE_Q8_0 && q->q8_mask > 0)
         cli_usage_error("--q8-mask is for Q4_0 models; a Q8_0 model stores every matrix as Q8_0");
     if (q->imatrix && q->q4_rule == ML_Q4_ROUND)

@@ -6,6 +6,8 @@
 #ifndef CLI_QUANT_OPTS_H
 #define CLI_QUANT_OPTS_H
 
+#include <mlcore/quant.h>
+
 #include <stdint.h>
 
 /* --threads goes up to this; the default, the CPUs, too. */
@@ -27,6 +29,8 @@ typedef struct quant_opts {
     int q4_rule;         /* ML_Q4_*, -1: not given */
     int scale_f16;       /* 1 f16, 0 f32, -1: not given */
     const char *imatrix; /* NULL: not given */
+    int mixes_ok;        /* set by the command: --wtype may name a mix */
+    int mix;             /* ml_quant_mix, 0: none (--wtype q4_k_m, ...) */
 } quant_opts;
 
 void quant_opts_init(quant_opts *q);

@@ -15,13 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_OUTPUT, OPT_STATS, OPT_THREADS, OPT_DRY_RUN, OPT_FORCE, OPT_QUIET };
+enum { OPT_OUTPUT, OPT_STATS, OPT_THREADS, OPT_DRY_RUN, OPT_FORCE, OPT_QUIET, OPT_REQUANT };
 
 static const cli_opt opts[] = {
     {OPT_OUTPUT, 'o', "output", "FILE", "the model to write (.mlb); - for stdout; required"},
-    {QOPT_WTYPE, 0, "wtype", "TYPE", "q8_0, q4_0, or source (from a GGUF: as gguf2mlb; default: the source's)"},
+    {QOPT_WTYPE, 0, "wtype", "TYPE",
+     "q8_0, q4_0, source, or a mix: q4_k_m, q5_k_m, q6_k, iq4_xs (default: the source's)"},
     {QOPT_Q8_MASK, 0, "q8-mask", "CLASSES", "Q4_0 models: matrices kept as Q8_0"},
-    {QOPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli) for the Q4_0 fit rule"},
+    {QOPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli) for Q4_0 (fit rule) or a mix"},
+    {OPT_REQUANT, 0, "allow-requantize", NULL,
+     "a mix from matrices quantized other than Q8_0"},
     {QOPT_Q4_RULE, 0, "q4-rule", "RULE", "fit or round (default: fit; from a GGUF, as gguf2mlb)"},
     {QOPT_SCALE_F16, 0, "scale-f16", NULL, "store scales as f16 (default: as the source)"},
     {QOPT_SCALE_F32, 0, "scale-f32", NULL, "store scales as f32"},
@@ -42,9 +45,12 @@ static const cli cmd = {
     "an .mlb they are the source's (type, mask, scales) and the fit rule; a\n"
     "matrix whose type and scale encoding stay is copied bit for bit, Q4_0 to\n"
     "Q8_0 and f16 to f32 scales are exact, anything else is quantized a second\n"
-    "time (with a warning).  CLASSES: tok_emb, wcls, wq, wk, wg, lqkv, wv, lz, wo,\n"
-    "lout, w1, w3, w2, all, none.  --stats writes to standard output (standard\n"
-    "error with -o -).\n",
+    "time (with a warning).  A mix (llama-quantize's Q4_K_M, Q5_K_M, Q6_K,\n"
+    "IQ4_XS) gives each matrix llama.cpp's type for it and writes a type table\n"
+    "(wtype 3); it needs matrices that are F32, F16, BF16 or Q8_0 (others with\n"
+    "--allow-requantize), best from the GGUF.  CLASSES: tok_emb, wcls, wq, wk, wg,\n"
+    "lqkv, wv, lz, wo, lout, w1, w3, w2, all, none.  --stats writes to standard\n"
+    "output (standard error with -o -).\n",
     opts,
     sizeof opts / sizeof opts[0],
 };
@@ -53,7 +59,7 @@ typedef struct options {
     const char *in, *out;
     quant_opts q;
     unsigned threads;
-    int stats, dry_run, force, quiet;
+    int stats, dry_run, force, quiet, allow_requantize;
 } options;
 
 static void parse(int argc, char **argv, options *o)
@@ -62,6 +68,7 @@ static void parse(int argc, char **argv, options *o)
     int id, first;
     memset(o, 0, sizeof *o);
     quant_opts_init(&o->q);
+    o->q.mixes_ok = 1;
     o->threads = cli_n_cpus(QUANT_MAX_THREADS);
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         if (quant_opts_take(&o->q, id, arg))
@@ -75,6 +82,7 @@ static void parse(int argc, char **argv, options *o)
         case OPT_DRY_RUN: o->dry_run = 1; break;
         case OPT_FORCE: o->force = 1; break;
         case OPT_QUIET: o->quiet = 1; break;
+        case OPT_REQUANT: o->allow_requantize = 1; break;
         }
     }
     if (first >= argc)
@@ -85,6 +93,8 @@ static void parse(int argc, char **argv, options *o)
     if (!o->out && !o->dry_run)
         cli_usage_error("name the output with -o OUT.mlb (or - for standard output)");
     quant_opts_check(&o->q);
+    if (o->allow_requantize && !o->q.mix)
+        cli_usage_error("--allow-requantize is for the mixes (--wtype q4_k_m, ...)");
 }
 
 /* ===========================================================================
@@ -195,6 +205,8 @@ static int from_gguf(const options *o, const ml_gguf *g, const ml_mli *mli, repo
         co.scale_f16 = o->q.scale_f16;
     co.q4_rule = o->q.q4_rule;
     co.imatrix = mli;
+    co.mix = (ml_quant_mix)o->q.mix;
+    co.allow_requantize = o->allow_requantize;
     co.threads = o->threads;
     co.progress = cli_progress_or_stop, co.progress_ctx = &r->progress;
     if (o->stats)
@@ -214,6 +226,9 @@ static int from_gguf(const options *o, const ml_gguf *g, const ml_mli *mli, repo
         }
         for (size_t i = 0; i < ml_convert_plan_n_notes(p); i++)
             printf("note: %s\n", ml_convert_plan_note(p, i));
+        if (o->q.mix)
+            printf("size: %" PRIu64 " bytes (%s)\n", ml_convert_plan_size(p),
+                   ml_quant_mix_name((ml_quant_mix)o->q.mix));
     } else {
         stats_header(r);
         gguf_job j = {p};
@@ -226,7 +241,8 @@ static int from_gguf(const options *o, const ml_gguf *g, const ml_mli *mli, repo
 }
 
 /* Counts the matrices quantized a second time (and prints the plan). */
-static unsigned plan_mlb(const ml_mlb *src, const ml_mlb_header *h, int print)
+static unsigned plan_mlb(const ml_mlb *src, const ml_mlb_header *h, const uint8_t *types,
+                         int print)
 {
     ml_mlb_layout it;
     ml_tensor t;
@@ -238,7 +254,7 @@ static unsigned plan_mlb(const ml_mlb *src, const ml_mlb_header *h, int print)
             fl[l] = ml_mlb_layer_flag(src, l);
     if (h->layer_flags && !fl)
         return 0;
-    ml_mlb_layout_begin(&it, h, fl);
+    ml_mlb_layout_begin_types(&it, h, fl, types);
     int sf = ml_mlb_get_header(src)->scale_f16 != 0;
     while (ml_mlb_layout_next(&it, &t, &e) == 1) {
         const ml_tensor *from = ml_mlb_get(src, t.role, t.layer);
@@ -247,7 +263,8 @@ static unsigned plan_mlb(const ml_mlb *src, const ml_mlb_header *h, int print)
         ml_requant_method m = t.type == ML_TYPE_F32 ? ML_REQUANT_COPY
                                                     : ml_requant_method_of(from, &t, sf,
                                                                            h->scale_f16 != 0);
-        again += m == ML_REQUANT_QUANTIZE;
+        again += m == ML_REQUANT_QUANTIZE && from->type != ML_TYPE_F32 &&
+                 from->type != ML_TYPE_F16 && from->type != ML_TYPE_BF16; /* floats: once */
         if (print)
             printf("%-24s %-5s %s%s%s\n", t.name, ml_type_name(t.type), method_name(m),
                    m == ML_REQUANT_QUANTIZE ? " from " : "",
@@ -267,6 +284,8 @@ static int from_mlb(const options *o, const ml_mlb *src, const ml_mli *mli, repo
     if (o->q.q4_rule >= 0)
         ro.q4_rule = o->q.q4_rule;
     ro.imatrix = mli;
+    ro.mix = (ml_quant_mix)o->q.mix;
+    ro.allow_requantize = o->allow_requantize;
     ro.threads = o->threads;
     ro.progress = cli_progress_or_stop, ro.progress_ctx = &r->progress;
     if (o->stats)
@@ -276,7 +295,23 @@ static int from_mlb(const options *o, const ml_mlb *src, const ml_mli *mli, repo
     ml_status s = ml_requant_header(src, &ro, &h, &e);
     if (s)
         return cli_fail(s == ML_E_MISMATCH && o->q.imatrix ? o->q.imatrix : o->in, s, &e);
-    unsigned again = plan_mlb(src, &h, o->dry_run);
+    uint8_t *types;
+    if ((s = ml_requant_types(src, &ro, &types, &e)))
+        return cli_fail(o->in, s, &e);
+    unsigned again = plan_mlb(src, &h, types, o->dry_run);
+    if (o->dry_run && o->q.mix) {
+        uint8_t *fl = h.layer_flags ? malloc(h.n_layers) : NULL;
+        uint64_t end = 0;
+        for (uint32_t l = 0; fl && l < h.n_layers; l++)
+            fl[l] = ml_mlb_layer_flag(src, l);
+        if ((!h.layer_flags || fl) &&
+            ml_mlb_layout_size_types(&h, fl, types, &end, NULL, NULL) == ML_OK)
+            printf("size: %" PRIu64 " bytes (%s)\n",
+                   (end + ML_MLB_ALIGN - 1) / ML_MLB_ALIGN * ML_MLB_ALIGN,
+                   ml_quant_mix_name((ml_quant_mix)o->q.mix));
+        free(fl);
+    }
+    free(types);
     if (again && !o->quiet)
         cli_warn(o->in,
                  "warning: %u matrices are quantized a second time from an .mlb; quantize from "

@@ -24,6 +24,9 @@
  *     source whose matrices are neither all Q8_0/Q4_0 nor all float), a
  *     matrix of a ggml block type (Q4_1, Q5_*, K-quants, IQ4_*, F16, BF16)
  *     keeps its blocks byte for byte, rows moved whole;
+ *   - with a mix (ml_convert_opts.mix), each matrix gets llama.cpp's type
+ *     for it (ml_quant_mix_type) and is quantized from floats (rows
+ *     permuted first), or kept when the source already holds that type;
  *   - a GGUF Q8_0 quant of -128, which .mlb forbids, becomes -127: one
  *     quantization step on that weight, the rest of the block unchanged
  *     (counted in ml_convert_stats).
@@ -71,7 +74,17 @@ typedef struct ml_convert_opts {
     int scale_f16;                   /* 1: f16 scales (default); 0: f32 scales */
     int q4_rule;                     /* -1: automatic (round for gemma3, fit
                                         otherwise); ML_Q4_FIT or ML_Q4_ROUND */
-    const ml_mli *imatrix;           /* importances for Q4_0 fit quantization, or NULL */
+    const ml_mli *imatrix;           /* importances for Q4_0 fit quantization and
+                                        for the mix's block types, or NULL */
+    ml_quant_mix mix;                /* 0: none; else llama.cpp's mix (issue 38):
+                                        a type table (wtype 3) whose type for
+                                        each matrix is ml_quant_mix_type's, the
+                                        blocks from ml_quantize_matrix_blocks
+                                        (wtype and q8_mask must be left 0/-1) */
+    int allow_requantize;            /* with a mix: accept matrices quantized
+                                        other than Q8_0 (dequantized, then
+                                        quantized again); 0: ML_E_UNSUPPORTED
+                                        naming the first such tensor */
     unsigned threads;                /* quantizer threads; 0 means 1 */
     ml_convert_progress_fn progress; /* may be NULL */
     void *progress_ctx;
@@ -126,15 +139,17 @@ typedef struct ml_convert_plan ml_convert_plan;
 
 /* Reads the metadata and tensor infos of g and builds the plan.  Fails with:
  *   ML_E_UNSUPPORTED  an architecture, key value, tensor or tensor type
- *                     .mlb cannot represent or this build cannot read (err
- *                     names the key or tensor);
+ *                     .mlb cannot represent or this build cannot read, a
+ *                     mix from a matrix quantized other than Q8_0 without
+ *                     allow_requantize (err names the key or tensor);
  *   ML_E_FORMAT       a required key is missing or has the wrong type, or a
  *                     value is out of range (err names the key);
  *   ML_E_SHAPE        a tensor's shape disagrees with the metadata (err names
  *                     the tensor and the offset of its info);
  *   ML_E_MISMATCH     the importance matrix does not fit the model;
  *   ML_E_INVAL        bad options (an importance matrix with the round rule,
- *                     a q8_mask for a Q8_0 model, an unknown wtype);
+ *                     a q8_mask for a Q8_0 model, an unknown wtype or mix,
+ *                     a mix with a wtype or q8_mask);
  *   ML_E_NOMEM. */
 ML_API ml_status ml_convert_plan_new(const ml_gguf *g, const ml_convert_opts *o,
                                      ml_convert_plan **out, ml_error *err);

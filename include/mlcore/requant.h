@@ -44,16 +44,31 @@ typedef struct ml_requant_opts {
     ml_requant_tensor_fn on_tensor; /* may be NULL; when set, requantized
                                        matrices are measured */
     void *tensor_ctx;
+    ml_quant_mix mix;       /* 0: none; else llama.cpp's mix as ml_convert_opts.mix
+                               makes it (a type table; wtype and q8_mask must be
+                               left 0/-1): from an .mlb whose matrices are Q8_0,
+                               F32, F16 or BF16 */
+    int allow_requantize;   /* with a mix: accept other matrix types (Q4_0, ggml
+                               block types), quantized a second time */
 } ml_requant_opts;
 
 ML_API void ml_requant_opts_init(ml_requant_opts *o);
 
-/* The output's header; ML_E_INVAL for bad options (an unknown type, a
- * q8_mask for a Q8_0 output, importances with the round rule or holding no
- * tokens), ML_E_MISMATCH for an importance matrix of another shape. */
+/* The output's header; ML_E_INVAL for bad options (an unknown type or
+ * mix, a q8_mask for a Q8_0 output or with a mix, importances with the
+ * round rule or holding no tokens), ML_E_MISMATCH for an importance matrix
+ * of another shape. */
 ML_API ml_status ml_requant_header(const ml_mlb *src, const ml_requant_opts *o, ml_mlb_header *h,
                                    ml_error *err);
-/* The method for one matrix (from: the source's tensor, to: the output's). */
+/* With a mix: the output's type table (ml_mlb_matrix_count bytes, malloc'd,
+ * *types NULL without a mix), the type ml_convert_plan_new gives each
+ * matrix of the same model.  ML_E_UNSUPPORTED naming the first matrix of
+ * another type than Q8_0, F32, F16 or BF16 without allow_requantize;
+ * ML_E_NOMEM. */
+ML_API ml_status ml_requant_types(const ml_mlb *src, const ml_requant_opts *o, uint8_t **types,
+                                  ml_error *err);
+/* The method for one matrix (from: the source's tensor, to: the output's);
+ * a block type is copied when the source has it, else quantized. */
 ML_API ml_requant_method ml_requant_method_of(const ml_tensor *from, const ml_tensor *to,
                                               int from_f16, int to_f16);
 /* Writes the requantized model through fn, array by array in file order.

@@ -134,12 +134,74 @@ static ml_status choose_source(ml__conv_build *b, const ml_convert_opts *o)
     return ML_OK;
 }
 
+/* Source types a mix quantizes without allow_requantize: floats, and Q8_0
+ * (nearly lossless; what llama.cpp's converter writes by default). */
+static int mix_source_ok(uint32_t ggml)
+{
+    return ggml == ML_GGML_F32 || ggml == ML_GGML_F16 || ggml == ML_GGML_BF16 ||
+           ggml == ML_GGML_Q8_0;
+}
+
+/* A mix (issue 38): each matrix's type is llama.cpp's for it. */
+static ml_status choose_mix(ml__conv_build *b, const ml_convert_opts *o)
+{
+    ml_convert_plan *p = b->p;
+    const ml_mlb_header *h = &p->h;
+    if (o->wtype || o->q8_mask >= 0)
+        return ml__err(b->err, ML_E_INVAL, "mix", -1,
+                       "a mix chooses every matrix's type: no wtype or q8_mask with it");
+    uint32_t n_v = 0, k = 0, i_v = 0;
+    for (size_t i = 0; i < p->n_items; i++) {
+        const ml_tensor *t = &p->items[i].pub.dst;
+        n_v += is_matrix(t) && (t->role == ML_R_WV || t->role == ML_R_LQKV);
+    }
+    uint8_t *types = malloc(b->n_mat ? b->n_mat : 1);
+    if (!types)
+        return ml__err(b->err, ML_E_NOMEM, "", -1, "out of memory");
+    for (size_t i = 0; i < p->n_items; i++) {
+        const ml__conv_item *it = &p->items[i];
+        const ml_tensor *t = &it->pub.dst;
+        if (!is_matrix(t))
+            continue;
+        const ml_gguf_tensor *src = it->pub.src;
+        if (src && !o->allow_requantize && !mix_source_ok(src->type)) {
+            free(types);
+            return ml__err(b->err, ML_E_UNSUPPORTED, src->name, (int64_t)src->info_offset,
+                           "is %s: a mix quantizes F32, F16, BF16 or Q8_0 matrices; "
+                           "requantizing another quantized type needs allow_requantize "
+                           "(ml-quant --allow-requantize)",
+                           src->type_name ? src->type_name : "?");
+        }
+        ml_mix_tensor m = {.role = t->role,
+                           .cols = t->cols,
+                           .tied = t->role == ML_R_TOK_EMB && h->shared_classifier,
+                           .has_imatrix = o->imatrix != NULL,
+                           .n_gqa = h->n_kv_heads ? h->n_heads / h->n_kv_heads : 1};
+        if (t->role == ML_R_WV || t->role == ML_R_LQKV)
+            m.index = i_v++, m.count = n_v;
+        else if (t->role == ML_R_W2)
+            m.index = t->layer, m.count = h->n_layers;
+        /* lb and la: Q8_0 as the spec has them in every wtype 1/2 model
+         * (V rows each, tiny; they drive the gates), where llama.cpp gives
+         * ssm_beta/ssm_alpha the base type */
+        types[k++] = t->role == ML_R_LB || t->role == ML_R_LA
+                         ? (uint8_t)ML_TYPE_Q8_0
+                         : (uint8_t)ml_quant_mix_type(o->mix, &m);
+    }
+    p->h.wtype = ML_WTYPE_TABLE;
+    p->h.q8_mask = 0;
+    p->types = types;
+    return ML_OK;
+}
+
 /* --wtype source, or by default a source that mixes block types: each
  * matrix keeps its type.  Otherwise (all Q8_0/Q4_0, or all float, or
  * --wtype q8_0/q4_0) the old rule, so those conversions stay as they were. */
 static ml_status choose_types(ml__conv_build *b, const ml_convert_opts *o)
 {
     b->p->h.scale_f16 = o->scale_f16 ? 1 : 0;
+    if (o->mix)
+        return choose_mix(b, o);
     int old = b->n_mat_q == b->n_mat || b->n_mat_float == b->n_mat;
     if (o->wtype == ML_WTYPE_TABLE || (o->wtype == 0 && !old))
         return choose_source(b, o);
@@ -158,12 +220,18 @@ static int exact_to(uint32_t src, ml_type dst)
 static void set_method(ml__conv_item *it)
 {
     ml_convert_item *p = &it->pub;
+    uint32_t elems = 1;
     if (p->transform & ML_CONV_ZEROS) {
         p->method = ML_CONV_EXACT, p->lossless = 1;
     } else if (p->transform & ML_CONV_A_LOG) {
         p->method = ML_CONV_DERIVED, p->lossless = 0;
-    } else if (ml_type_block(p->dst.type, NULL, NULL, NULL)) { /* kept byte for byte */
-        p->method = ML_CONV_COPY, p->lossless = 1;
+    } else if (ml_type_block(p->dst.type, &elems, NULL, NULL)) {
+        /* kept byte for byte when the source holds this type (always so in
+         * source mode) and lout's head columns move as whole blocks; a
+         * mix's other matrices are quantized from floats */
+        int kept = ml_type_of_ggml(p->src->type) == p->dst.type &&
+                   (!(p->transform & ML_CONV_VHEAD_COLS) || it->vhs % elems == 0);
+        p->method = kept ? ML_CONV_COPY : ML_CONV_QUANTIZE, p->lossless = kept;
     } else if (p->dst.type == ML_TYPE_F32) {
         p->method = p->src->type == ML_GGML_F32 ? ML_CONV_COPY : ML_CONV_EXACT;
         p->lossless = 1;
@@ -247,9 +315,10 @@ static ml_status check_unused(ml__conv_build *b)
  * Importance matrices
  * ========================================================================= */
 
-/* Importances for every matrix quantized to Q4_0 with the fit rule; the
- * slot a matrix reads is mli(5)'s decision (ml_mli_matrix_slot). */
-static ml_status attach_importances(ml__conv_build *b, const ml_mli *m)
+/* Importances for every matrix quantized to Q4_0 with the fit rule or to a
+ * block type (a mix); the slot a matrix reads is mli(5)'s decision
+ * (ml_mli_matrix_slot). */
+static ml_status attach_importances(ml__conv_build *b, const ml_mli *m, int mix)
 {
     ml_convert_plan *p = b->p;
     ml_status s = ml_mli_check_model(m, &p->h, b->err);
@@ -261,7 +330,8 @@ static ml_status attach_importances(ml__conv_build *b, const ml_mli *m)
     for (size_t i = 0; i < p->n_items && !s; i++) {
         ml__conv_item *it = &p->items[i];
         const ml_tensor *t = &it->pub.dst;
-        if (t->type != ML_TYPE_Q4_0 || it->pub.method != ML_CONV_QUANTIZE)
+        if ((t->type != ML_TYPE_Q4_0 && !ml_quant_block_supported(t->type)) ||
+            it->pub.method != ML_CONV_QUANTIZE)
             continue;
         int slot = ml_mli_matrix_slot(&p->h, t->role, NULL);
         skipped_lout += t->role == ML_R_LOUT && slot < 0;
@@ -279,7 +349,8 @@ static ml_status attach_importances(ml__conv_build *b, const ml_mli *m)
         skipped_cls += !s && !got && slot == ML_MLI_CLS_IN;
     }
     if (!s)
-        s = ml__conv_note(b, "importance matrix applied to %zu matrices (Q4_0, fit rule)", used);
+        s = ml__conv_note(b, "importance matrix applied to %zu matrices (%s)", used,
+                          mix ? "the mix's block types" : "Q4_0, fit rule");
     if (!s && skipped_cls)
         s = ml__conv_note(
             b, "the importance matrix has no classifier tokens: the classifier is quantized "
@@ -308,6 +379,8 @@ static ml_status check_opts(const ml_convert_opts *o, ml_error *err)
     if (o->wtype != 0 && o->wtype != ML_WTYPE_Q8_0 && o->wtype != ML_WTYPE_Q4_0 &&
         o->wtype != ML_WTYPE_TABLE)
         return ml__err(err, ML_E_INVAL, "wtype", -1, "%u is not a weight type", o->wtype);
+    if (o->mix && !strcmp(ml_quant_mix_name(o->mix), "?"))
+        return ml__err(err, ML_E_INVAL, "mix", -1, "%d is not a mix", (int)o->mix);
     if (o->q8_mask < -1 || o->q8_mask > ML_Q8_ALL)
         return ml__err(err, ML_E_INVAL, "q8_mask", -1, "%lld is not a class mask",
                        (long long)o->q8_mask);
@@ -337,7 +410,7 @@ static ml_status build(ml__conv_build *b, const ml_convert_opts *o)
              b, "gemma3 defaults to the round rule, but an importance matrix needs the fit "
                 "rule: using fit")))
         return s;
-    if (o->imatrix && p->q4_rule == ML_Q4_FIT && (s = attach_importances(b, o->imatrix)))
+    if (o->imatrix && p->q4_rule == ML_Q4_FIT && (s = attach_importances(b, o->imatrix, o->mix != 0)))
         return s;
     return ML_OK;
 }
@@ -473,7 +546,8 @@ void ml_convert_item_describe(const ml_convert_plan *p, const ml_convert_item *i
                          ? (p->q4_rule == ML_Q4_ROUND          ? " (round)"
                             : ((const ml__conv_item *)it)->imp ? " (fit, imatrix)"
                                                                : " (fit)")
-                         : "");
+                     : ((const ml__conv_item *)it)->imp ? " (imatrix)"
+                                                        : "");
         break;
     default: w = snprintf(buf, n, "A_log = ln(-ssm_a)"); break;
     }

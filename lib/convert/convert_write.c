@@ -16,6 +16,8 @@
  *   - kept: a matrix of a ggml block type in a wtype 3 model is the GGUF's
  *     bytes, row by row (rows are whole blocks, so row moves are row
  *     copies; lout's head columns move as whole blocks).
+ *   - a mix's block types (and its F16 fallback) take the float path,
+ *     each chunk of rows quantized by ml_quantize_matrix_blocks.
  * Row moves are always "destination unit u takes source unit
  * ml__conv_src_unit(u)"; columns move only for lout, by whole heads. */
 #include "convert/convert_impl.h"
@@ -290,15 +292,25 @@ static ml_status do_chunk(qjob *j, uint64_t c, float *x, float *tmp, ml_error *e
                        .imp = it->imp,
                        .threads = 1,
                        .name = it->pub.src->name};
+    int blocks = ml_type_block(t->type, NULL, NULL, NULL);
+    uint8_t *q = j->q + r0 * j->qrow;
     ml_status s = fill_rows(it, r0, n, x, tmp, e);
     if (!s)
         s = check_finite(it, r0, n, x, e);
-    if (!s)
-        s = ml_quantize_matrix(x, (size_t)n, (size_t)t->cols, &o, j->q + r0 * j->qrow,
-                               (size_t)n * j->qrow, j->sc + r0 * j->srow, (size_t)n * j->srow, e);
-    if (!s && j->chunk_err)
+    if (!s && t->type == ML_TYPE_F16) /* a mix's fallback for rows 32 does not divide */
+        for (size_t k = 0; k < (size_t)n * t->cols; k++)
+            ml__wr16(q + 2 * k, ml_f32_to_f16(x[k]));
+    else if (!s && blocks)
+        s = ml_quantize_matrix_blocks(t->type, x, (size_t)n, (size_t)t->cols, it->imp, 1,
+                                      it->pub.src->name, q, (size_t)n * j->qrow, e);
+    else if (!s)
+        s = ml_quantize_matrix(x, (size_t)n, (size_t)t->cols, &o, q, (size_t)n * j->qrow,
+                               j->sc + r0 * j->srow, (size_t)n * j->srow, e);
+    if (!s && j->chunk_err && blocks)
+        ml_quant_error_add_blocks(&j->chunk_err[c], x, (size_t)n, (size_t)t->cols, t->type, q);
+    else if (!s && j->chunk_err)
         ml_quant_error_add(&j->chunk_err[c], x, (size_t)n, (size_t)t->cols, t->type,
-                           o.scale_f16, j->q + r0 * j->qrow, j->sc + r0 * j->srow);
+                           o.scale_f16, q, j->sc + r0 * j->srow);
     if (s && e && s != ML_E_FORMAT) { /* the quantizer counts rows from the chunk's start */
         char m[sizeof e->msg + 48];
         snprintf(m, sizeof m, "%s (rows from %llu)", e->msg, (unsigned long long)r0);
@@ -514,6 +526,25 @@ static ml_status put_matrix(wctx *w, const ml__conv_item *it, ml_mlb_writer *mw)
     return s;
 }
 
+/* A mix's block-type matrix quantized from floats (the chunk pool above). */
+static ml_status put_quant_blocks(wctx *w, const ml__conv_item *it, ml_mlb_writer *mw)
+{
+    const ml_tensor *t = &it->pub.dst;
+    size_t nb;
+    if (ml__to_size(t->nbytes, &nb))
+        return ml__err(w->err, ML_E_NOMEM, t->name, -1, "the tensor does not fit in memory");
+    uint8_t *q = scratch(&w->qbuf, &w->qcap, nb);
+    if (!q)
+        return ml__err(w->err, ML_E_NOMEM, t->name, -1, "out of memory");
+    ml_quant_error qe = {0};
+    ml_status s = quantize_item(w, it, q, nb, NULL, 0, w->p->on_tensor ? &qe : NULL);
+    if (!s)
+        s = ml_mlb_writer_put(mw, q, nb, NULL, 0, w->err);
+    if (!s && w->p->on_tensor)
+        w->p->on_tensor(w->p->tensor_ctx, &it->pub, &qe);
+    return s;
+}
+
 /* A block-type matrix as the GGUF holds it, rows moved as the plan says. */
 static ml_status put_kept(wctx *w, const ml__conv_item *it, ml_mlb_writer *mw)
 {
@@ -607,9 +638,11 @@ ml_status ml_convert_write(const ml_convert_plan *p, ml_write_fn fn, void *ctx,
                         t ? t->name : "nothing");
             break;
         }
-        s = it->pub.dst.type == ML_TYPE_F32                     ? put_f32(&w, it, mw)
-            : ml_type_block(it->pub.dst.type, NULL, NULL, NULL) ? put_kept(&w, it, mw)
-                                                                : put_matrix(&w, it, mw);
+        int blocks = ml_type_block(it->pub.dst.type, NULL, NULL, NULL);
+        s = it->pub.dst.type == ML_TYPE_F32                          ? put_f32(&w, it, mw)
+            : blocks && it->pub.method == ML_CONV_QUANTIZE ? put_quant_blocks(&w, it, mw)
+            : blocks                                       ? put_kept(&w, it, mw)
+                                                           : put_matrix(&w, it, mw);
         if (!s)
             count(st, it->pub.method);
     }

@@ -3,7 +3,9 @@
  * importance matrix.  A matrix whose type and scale encoding stay is
  * copied bit for bit, Q4_0 to Q8_0 and f16 to f32 scales are re-encoded
  * without loss; everything else is dequantized and quantized again by the
- * spec's rules, chunk by chunk so memory stays near one output matrix. */
+ * spec's rules, chunk by chunk so memory stays near one output matrix.
+ * With a mix (llama.cpp's Q4_K_M, ...) the output has a type table and
+ * its block types are quantized by ml_quantize_matrix_blocks. */
 #include "base/internal.h"
 
 #include <math.h>
@@ -40,6 +42,9 @@ ml_status ml_requant_header(const ml_mlb *src, const ml_requant_opts *o, ml_mlb_
                             ml_error *err)
 {
     *h = *ml_mlb_get_header(src);
+    if (o->mix && (!strcmp(ml_quant_mix_name(o->mix), "?") || o->wtype || o->q8_mask >= 0))
+        return ml__err(err, ML_E_INVAL, "mix", -1,
+                       "%d is not a mix, or comes with a wtype or q8_mask", (int)o->mix);
     if (o->wtype == ML_WTYPE_TABLE) /* the types a table keeps are a GGUF's */
         return ml__err(err, ML_E_UNSUPPORTED, "wtype", -1,
                        "an .mlb cannot be requantized to a type table (from a GGUF it can)");
@@ -56,15 +61,18 @@ ml_status ml_requant_header(const ml_mlb *src, const ml_requant_opts *o, ml_mlb_
         return ml__err(err, ML_E_INVAL, "imatrix", -1,
                        "importances need the fit rule; the round rule cannot use them");
     uint32_t src_wtype = h->wtype;
-    if (src_wtype == ML_WTYPE_TABLE && !o->wtype) /* the table is the converter's to make */
+    if (src_wtype == ML_WTYPE_TABLE && !o->wtype && !o->mix) /* the converter's to make */
         return ml__err(err, ML_E_UNSUPPORTED, "wtype", 44,
                        "a model with a type table (wtype 3) can only be requantized to one "
                        "weight type (Q8_0 or Q4_0)");
     if (o->wtype)
         h->wtype = o->wtype;
+    if (o->mix)
+        h->wtype = ML_WTYPE_TABLE, h->q8_mask = 0;
     if (o->scale_f16 >= 0)
         h->scale_f16 = o->scale_f16 ? 1 : 0;
-    if (h->wtype == ML_WTYPE_Q8_0) {
+    if (o->mix) {
+    } else if (h->wtype == ML_WTYPE_Q8_0) {
         if (o->q8_mask > 0)
             return ml__err(err, ML_E_INVAL, "q8_mask", -1,
                            "a Q8_0 model stores every matrix as Q8_0; q8_mask is for Q4_0 models");
@@ -80,6 +88,77 @@ ml_status ml_requant_header(const ml_mlb *src, const ml_requant_opts *o, ml_mlb_
     if (!s && o->imatrix && ml_mli_get_info(o->imatrix)->layer_tokens == 0)
         s = ml__err(err, ML_E_INVAL, "imatrix", -1, "the importance matrix holds no tokens");
     return s;
+}
+
+static int is_matrix(const ml_tensor *t)
+{
+    return t->ndim == 2 && t->role != ML_R_LCONV && t->type != ML_TYPE_U8;
+}
+
+/* Matrix types a mix quantizes without allow_requantize. */
+static int mix_source_ok(ml_type t)
+{
+    return t == ML_TYPE_Q8_0 || t == ML_TYPE_F32 || t == ML_TYPE_F16 || t == ML_TYPE_BF16;
+}
+
+ml_status ml_requant_types(const ml_mlb *src, const ml_requant_opts *o, uint8_t **types,
+                           ml_error *err)
+{
+    *types = NULL;
+    if (!o->mix)
+        return ML_OK;
+    const ml_mlb_header *h = ml_mlb_get_header(src);
+    uint8_t *fl = NULL;
+    if (h->layer_flags && !(fl = malloc(h->n_layers)))
+        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    for (uint32_t l = 0; fl && l < h->n_layers; l++)
+        fl[l] = ml_mlb_layer_flag(src, l);
+    uint32_t n = ml_mlb_matrix_count(h, fl), k = 0, n_v = 0, i_v = 0;
+    uint8_t *t8 = malloc(n ? n : 1);
+    ml_status s = t8 ? ML_OK : ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    for (int pass = 0; pass < 2 && !s; pass++) {
+        ml_mlb_layout it;
+        ml_tensor t;
+        ml_mlb_layout_begin_types(&it, h, fl, ml_mlb_types(src));
+        while (!s && ml_mlb_layout_next(&it, &t, NULL) == 1) {
+            if (!is_matrix(&t))
+                continue;
+            int v = t.role == ML_R_WV || t.role == ML_R_LQKV;
+            if (pass == 0) {
+                n_v += v;
+                continue;
+            }
+            if (!o->allow_requantize && !mix_source_ok(t.type)) {
+                s = ml__err(err, ML_E_UNSUPPORTED, t.name, (int64_t)t.offset,
+                            "is %s: a mix quantizes Q8_0, F32, F16 or BF16 matrices; "
+                            "requantizing another type needs allow_requantize "
+                            "(ml-quant --allow-requantize)",
+                            ml_type_name(t.type));
+                break;
+            }
+            ml_mix_tensor m = {.role = t.role,
+                               .cols = t.cols,
+                               .tied = t.role == ML_R_TOK_EMB && h->shared_classifier,
+                               .has_imatrix = o->imatrix != NULL,
+                               .n_gqa = h->n_kv_heads ? h->n_heads / h->n_kv_heads : 1};
+            if (v)
+                m.index = i_v++, m.count = n_v;
+            else if (t.role == ML_R_W2)
+                m.index = t.layer, m.count = h->n_layers;
+            /* lb and la: Q8_0, as the converter's mixes have them */
+            t8[k++] = t.role == ML_R_LB || t.role == ML_R_LA ? (uint8_t)ML_TYPE_Q8_0
+                                                              : (uint8_t)ml_quant_mix_type(o->mix, &m);
+        }
+    }
+    free(fl);
+    if (!s && k != n)
+        s = ml__err(err, ML_E_INVAL, "", -1, "internal: %u matrices, %u types", n, k);
+    if (s) {
+        free(t8);
+        return s;
+    }
+    *types = t8;
+    return ML_OK;
 }
 
 /* Whether every scale of a matrix is an f16 value (f32 scales narrow then
@@ -99,6 +178,8 @@ static int scales_fit_f16(const ml_tensor *t)
 ml_requant_method ml_requant_method_of(const ml_tensor *from, const ml_tensor *to, int from_f16,
                                        int to_f16)
 {
+    if (ml_type_block(to->type, NULL, NULL, NULL))
+        return from->type == to->type ? ML_REQUANT_COPY : ML_REQUANT_QUANTIZE;
     if (from->type == to->type && from_f16 == to_f16)
         return ML_REQUANT_COPY;
     if (from->type == to->type && (from_f16 || scales_fit_f16(from)))
@@ -150,7 +231,10 @@ static ml_status quantize(rq *r, const ml_tensor *from, const ml_tensor *to, uin
     if (!x)
         s = ml__err(r->err, ML_E_NOMEM, to->name, -1, "out of memory");
     int used = 0;
-    if (!s && r->o->imatrix && to->type == ML_TYPE_Q4_0 && r->o->q4_rule == ML_Q4_FIT) {
+    int blocks = ml_type_block(to->type, NULL, NULL, NULL);
+    if (!s && r->o->imatrix &&
+        ((to->type == ML_TYPE_Q4_0 && r->o->q4_rule == ML_Q4_FIT) ||
+         ml_quant_block_supported(to->type))) {
         if (!(imp = malloc(cols * sizeof *imp)))
             s = ml__err(r->err, ML_E_NOMEM, to->name, -1, "out of memory");
         else
@@ -166,9 +250,18 @@ static ml_status quantize(rq *r, const ml_tensor *from, const ml_tensor *to, uin
     for (uint64_t r0 = 0; !s && r0 < to->rows; r0 += chunk) {
         uint64_t n = to->rows - r0 < chunk ? to->rows - r0 : chunk;
         ml_tensor_dequantize_rows(from, r0, n, x);
-        s = ml_quantize_matrix(x, (size_t)n, cols, &o, q + r0 * qrow, (size_t)n * qrow,
-                               sc + r0 * srow, (size_t)n * srow, r->err);
-        if (!s && qe)
+        if (to->type == ML_TYPE_F16) /* a mix's fallback */
+            for (size_t e = 0; e < (size_t)n * cols; e++)
+                ml__wr16(q + r0 * qrow + 2 * e, ml_f32_to_f16(x[e]));
+        else if (blocks)
+            s = ml_quantize_matrix_blocks(to->type, x, (size_t)n, cols, o.imp, r->o->threads,
+                                          to->name, q + r0 * qrow, (size_t)n * qrow, r->err);
+        else
+            s = ml_quantize_matrix(x, (size_t)n, cols, &o, q + r0 * qrow, (size_t)n * qrow,
+                                   sc + r0 * srow, (size_t)n * srow, r->err);
+        if (!s && qe && blocks)
+            ml_quant_error_add_blocks(qe, x, (size_t)n, cols, to->type, q + r0 * qrow);
+        else if (!s && qe)
             ml_quant_error_add(qe, x, (size_t)n, cols, to->type, o.scale_f16, q + r0 * qrow,
                                sc + r0 * srow);
         if (!s)
@@ -194,10 +287,12 @@ static ml_status put_matrix(rq *r, const ml_tensor *from, const ml_tensor *to,
         s = ml__err(r->err, ML_E_NOMEM, to->name, -1, "out of memory");
     else if (m == ML_REQUANT_QUANTIZE)
         s = quantize(r, from, to, q, sc, r->o->on_tensor ? &qe : NULL);
+    else if (ml_type_block(to->type, NULL, NULL, NULL) && !(s = progress(r, qb)))
+        memcpy(q, from->data, qb); /* the same block type */
     else if (!(s = (reencode(from, to, r->h.scale_f16 != 0, q, sc), ML_OK)))
         s = progress(r, (uint64_t)qb + sb);
     if (!s)
-        s = ml_mlb_writer_put(w, q, qb, sc, sb, r->err);
+        s = ml_mlb_writer_put(w, q, qb, sb ? sc : NULL, sb, r->err);
     if (!s && r->o->on_tensor)
         r->o->on_tensor(r->o->tensor_ctx, to, m, m == ML_REQUANT_QUANTIZE ? &qe : NULL);
     free(q);
@@ -219,13 +314,17 @@ ml_status ml_requant_write(const ml_mlb *src, const ml_requant_opts *o, ml_write
         for (uint32_t l = 0; l < r.h.n_layers; l++)
             flags[l] = ml_mlb_layer_flag(src, l);
     }
-    if ((s = ml_mlb_layout_size(&r.h, flags, &r.total, NULL, err))) {
+    uint8_t *types = NULL;
+    if ((s = ml_requant_types(src, o, &types, err)) ||
+        (s = ml_mlb_layout_size_types(&r.h, flags, types, &r.total, NULL, err))) {
         free(flags);
+        free(types);
         return s;
     }
     ml_mlb_writer *w;
-    s = ml_mlb_writer_new(&r.h, flags, fn, ctx, &w, err);
+    s = ml_mlb_writer_new_types(&r.h, flags, types, fn, ctx, &w, err);
     free(flags);
+    free(types);
     if (s)
         return s;
     const ml_tensor *to;

@@ -1,12 +1,27 @@
 #!/usr/bin/env bats
 # ml-quant.bats - requantizing from a GGUF (the same bytes as gguf2mlb) and
 # from an .mlb (copies, exact re-encodings, second quantizations with a
-# warning), --imatrix, --stats, determinism, and the errors.
+# warning), llama.cpp's mixes (--wtype q4_k_m, ...), --imatrix, --stats,
+# determinism, and the errors.
 bats_require_minimum_version 1.5.0
 load helpers
 
 FIX="$BATS_TEST_DIRNAME/../fixtures"
 G="$FIX/models/llama2/llama2-q8_0.gguf"
+
+MODELS="$FIX/models"
+F32="$MODELS/llama2/llama2-f32.gguf"
+
+# RMS difference of two files of f32 logits.
+rms_diff() {
+    paste <(od -An -v -tf4 -w4 "$1") <(od -An -v -tf4 -w4 "$2") |
+        awk '{ d = $1 - $2; s += d * d; n++ } END { printf "%.6g\n", sqrt(s / n) }'
+}
+
+# The logits of model $1 (tokenizer $2) on a fixed prompt into $3.
+logits() {
+    ml-run -q -m "$1" -k "$2" --ids -p "1 5 9 13 17 21 25 29 33 37 41 45" -n 0 -t 1 --logits "$3"
+}
 
 setup_file() {
     make_fixtures
@@ -26,7 +41,14 @@ setup_file() {
     run -2 --separate-stderr ml-quant "$G"
     [[ ${stderr_lines[0]} == "ml-quant: name the output with -o OUT.mlb (or - for standard output)" ]]
     run -2 --separate-stderr ml-quant "$G" -o x.mlb --wtype q5_0
-    [[ ${stderr_lines[0]} == "ml-quant: --wtype: 'q5_0' is not q8_0, q4_0 or source" ]]
+    [[ ${stderr_lines[0]} == "ml-quant: --wtype: 'q5_0' is not q8_0, q4_0, source, q4_k_m, q5_k_m, q6_k or iq4_xs" ]]
+    run -2 --separate-stderr ml-quant "$G" -o x.mlb --wtype q4_k_s
+    [[ ${stderr_lines[0]} == "ml-quant: --wtype: 'q4_k_s' is not q8_0, q4_0, source, q4_k_m, q5_k_m, q6_k or iq4_xs" ]]
+    run -2 --separate-stderr ml-quant "$G" -o x.mlb --wtype q4_k_m --q8-mask wo
+    [[ ${stderr_lines[0]} == "ml-quant: --q8-mask is for Q4_0 models; --wtype Q4_K_M chooses every matrix's type" ]]
+    run -2 --separate-stderr ml-quant "$G" -o x.mlb --wtype q6_k --q4-rule fit
+    run -2 --separate-stderr ml-quant "$G" -o x.mlb --allow-requantize
+    [[ ${stderr_lines[0]} == "ml-quant: --allow-requantize is for the mixes (--wtype q4_k_m, ...)" ]]
     run -2 --separate-stderr ml-quant "$G" -o x.mlb --wtype q8_0 --q8-mask wo
     run -2 --separate-stderr ml-quant "$G" -o x.mlb --imatrix m.mli --q4-rule round
     [[ ${stderr_lines[0]} == "ml-quant: --imatrix needs the fit rule; --q4-rule round cannot use importances" ]]
@@ -159,4 +181,130 @@ setup_file() {
     # From the GGUF, --wtype source writes gguf2mlb's bytes.
     run -0 --separate-stderr ml-quant -q --wtype source -o "$d/s.mlb" "$k"
     cmp "$d/s.mlb" "$d/k.mlb"
+}
+
+@test "the mixes: llama.cpp's types per matrix, logits closer to F32 than Q4_0's, the same bytes for any thread count" {
+    cd "$BATS_TEST_TMPDIR"
+    gguf2mlb -q --wtype source -o ref.mlb -t ref.mlt "$F32"
+    logits ref.mlb ref.mlt ref.f32
+    ml-quant -q "$F32" --wtype q4_0 -o q4_0.mlb
+    logits q4_0.mlb ref.mlt q4_0.f32
+    local d4 d
+    d4=$(rms_diff ref.f32 q4_0.f32)
+    # Q4_K_M: Q4_K, with Q6_K for the classifier and for attn_v and
+    # ffn_down of the "more bits" layer (the last of 2); the same types
+    # and size as llama-quantize's Q4_K_M of this model.
+    run -0 ml-quant "$F32" --wtype Q4_K_M -n
+    grep -q '^tok_emb  *Q4_K  *quantize F32 -> Q4_K$' <<<"$output"
+    grep -q '^blk.0.wq  *Q4_K  *quantize F32 -> Q4_K$' <<<"$output"
+    grep -q '^blk.0.wv  *Q4_K ' <<<"$output"
+    grep -q '^blk.1.wv  *Q6_K ' <<<"$output"
+    grep -q '^blk.1.w2  *Q6_K ' <<<"$output"
+    grep -q '^wcls  *Q6_K ' <<<"$output"
+    [[ ${lines[-1]} == "size: 609088 bytes (Q4_K_M)" ]] || fail_with "${lines[-1]}"
+    ml-quant -q "$F32" --wtype q4_k_m -o a.mlb -t 1
+    ml-quant -q "$F32" --wtype q4_k_m -o b.mlb -t 2
+    cmp a.mlb b.mlb
+    [[ $(file_size a.mlb) == 609088 ]]
+    [[ $(mlb-info --json a.mlb | jq -c .types) == '{"Q4_K":13,"F32":5,"Q6_K":3}' ]]
+    [[ $(mlb-info --json a.mlb | jq -r '.tensors[] | select(.name == "wcls") | .type') == Q6_K ]]
+    gguf2mlb -q --wtype source --no-tokenizer -o k.mlb "$MODELS/llama2/llama2-q4_k_m.gguf"
+    [[ $(mlb-info --json k.mlb | jq -c '[.tensors[] | .type]') == "$(mlb-info --json a.mlb | jq -c '[.tensors[] | .type]')" ]]
+    # Every mix runs, closer to the F32 logits than Q4_0 (and the larger
+    # ones closer than Q4_K_M).
+    logits a.mlb ref.mlt a.f32
+    local dk
+    dk=$(rms_diff ref.f32 a.f32)
+    awk -v a="$dk" -v b="$d4" 'BEGIN { exit !(a <= b) }' || fail_with "q4_k_m $dk, q4_0 $d4"
+    for w in q5_k_m q6_k iq4_xs; do
+        ml-quant -q "$F32" --wtype "$w" -o "$w.mlb"
+        logits "$w.mlb" ref.mlt "$w.f32"
+        d=$(rms_diff ref.f32 "$w.f32")
+        awk -v a="$d" -v b="$d4" 'BEGIN { exit !(a <= b) }' || fail_with "$w $d, q4_0 $d4"
+        [[ $w == iq4_xs ]] || awk -v a="$d" -v b="$dk" 'BEGIN { exit !(a <= b) }' || fail_with "$w $d, q4_k_m $dk"
+    done
+    [[ $(mlb-info --json q6_k.mlb | jq -c .types) == '{"Q6_K":16,"F32":5}' ]]
+    [[ $(mlb-info --json iq4_xs.mlb | jq -c .types) == '{"IQ4_XS":15,"F32":5,"Q6_K":1}' ]]
+    # --stats measures the blocks.
+    run -0 ml-quant "$F32" --wtype q4_k_m -o s.mlb --stats -q
+    grep -q '^blk.1.w2  *Q6_K  *quantize  *0\.00' <<<"$output"
+    [[ ${lines[-1]} == "total "*"quantized matrices"* ]]
+}
+
+@test "the mixes: row lengths not a multiple of 256 fall back (gemma3), a tied classifier, linear attention" {
+    cd "$BATS_TEST_TMPDIR"
+    local m=$MODELS/gemma3/gemma3-f32.gguf
+    # dim 64: Q4_K -> Q5_0, Q5_K -> Q5_1, IQ4_XS -> IQ4_NL, the tied
+    # classifier (tok_emb) Q8_0.
+    run -0 ml-quant "$m" --wtype q4_k_m -n
+    grep -q '^tok_emb  *Q8_0  *quantize F32 -> Q8_0$' <<<"$output"
+    grep -q '^blk.0.wq  *Q5_0  *quantize F32 -> Q5_0, RoPE pairs interleaved$' <<<"$output"
+    run -0 ml-quant "$m" --wtype q5_k_m -n
+    grep -q '^blk.0.w1  *Q5_1 ' <<<"$output"
+    run -0 ml-quant "$m" --wtype iq4_xs -n
+    grep -q '^blk.0.w1  *IQ4_NL ' <<<"$output"
+    gguf2mlb -q --wtype source -o ref.mlb -t ref.mlt "$m"
+    logits ref.mlb ref.mlt ref.f32
+    ml-quant -q "$m" --wtype q4_0 -o q4_0.mlb
+    ml-quant -q "$m" --wtype q4_k_m -o k.mlb
+    logits q4_0.mlb ref.mlt q4_0.f32
+    logits k.mlb ref.mlt k.f32
+    awk -v a="$(rms_diff ref.f32 k.f32)" -v b="$(rms_diff ref.f32 q4_0.f32)" 'BEGIN { exit !(a <= b) }'
+    # Qwen3.5: lqkv counted with wv, lb and la Q8_0, lout's head columns
+    # regrouped before quantizing; it runs.
+    m=$MODELS/qwen35/qwen35-f32.gguf
+    run -0 ml-quant "$m" --wtype q6_k -n
+    grep -q '^blk.0.lb  *Q8_0  *quantize F32 -> Q8_0, value heads regrouped$' <<<"$output"
+    grep -q '^blk.0.lout  *Q8_0  *quantize F32 -> Q8_0, value-head columns regrouped$' <<<"$output"
+    gguf2mlb -q --wtype source -o q.mlb -t q.mlt "$m"
+    ml-quant -q "$m" --wtype q4_k_m -o qk.mlb
+    logits qk.mlb q.mlt qk.f32
+}
+
+@test "the mixes with --imatrix: applied, deterministic, different bytes" {
+    cd "$BATS_TEST_TMPDIR"
+    gguf2mlb -q --wtype source -o ref.mlb -t ref.mlt "$F32"
+    ml-imatrix -q -m ref.mlb -k ref.mlt -f "$BATS_FILE_TMPDIR/corpus.txt" -c 64 -o f.mli
+    run -0 ml-quant "$F32" --wtype q4_k_m --imatrix f.mli -n
+    grep -q '^blk.0.wq  *Q4_K  *quantize F32 -> Q4_K (imatrix)' <<<"$output"
+    grep -q "^note: importance matrix applied to 15 matrices (the mix's block types)" <<<"$output"
+    ml-quant -q "$F32" --wtype q4_k_m --imatrix f.mli -o i1.mlb -t 1
+    ml-quant -q "$F32" --wtype q4_k_m --imatrix f.mli -o i2.mlb -t 2
+    cmp i1.mlb i2.mlb
+    ml-quant -q "$F32" --wtype q4_k_m -o plain.mlb
+    ! cmp -s plain.mlb i1.mlb
+    [[ $(file_size plain.mlb) == $(file_size i1.mlb) ]]
+    logits i1.mlb ref.mlt i1.f32
+}
+
+@test "the mixes: a quantized source needs --allow-requantize (exit 4); from a Q8_0 .mlb, the GGUF's bytes" {
+    cd "$BATS_TEST_TMPDIR"
+    local k=$MODELS/llama2/llama2-q4_k_m.gguf
+    run -4 --separate-stderr ml-quant "$k" --wtype q4_k_m -o x.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: $k: ML_E_UNSUPPORTED: token_embd.weight (offset "*"): is Q4_K: a mix quantizes F32, F16, BF16 or Q8_0 matrices; requantizing another quantized type needs allow_requantize (ml-quant --allow-requantize)" ]] ||
+        fail_with "${stderr_lines[0]}"
+    [[ ! -e x.mlb ]]
+    # Allowed: the types the mix keeps are copied, the others quantized again.
+    run -0 ml-quant "$k" --wtype q4_k_m --allow-requantize -n
+    grep -q '^blk.0.wq  *Q4_K  *copy' <<<"$output"
+    run -0 ml-quant "$k" --wtype q6_k --allow-requantize -n
+    grep -q '^blk.0.wq  *Q6_K  *quantize Q4_K -> Q6_K' <<<"$output"
+    # Q8_0 sources need no flag; the Q8_0 .mlb of the same GGUF gives the
+    # same bytes (with the warning about a second rounding).
+    ml-quant -q "$G" --wtype q4_k_m -o g.mlb
+    run -0 --separate-stderr ml-quant "$BATS_FILE_TMPDIR/m.mlb" --wtype q4_k_m -o m.mlb -t 2
+    [[ ${stderr_lines[0]} == "ml-quant: $BATS_FILE_TMPDIR/m.mlb: warning: 16 matrices are quantized a second time from an .mlb; quantize from the GGUF for the best quality" ]] ||
+        fail_with "${stderr_lines[0]}"
+    cmp g.mlb m.mlb
+    run -0 --separate-stderr ml-quant "$BATS_FILE_TMPDIR/m.mlb" --wtype q4_k_m -n
+    grep -q '^blk.1.w2  *Q6_K  *quantize again from Q8_0$' <<<"$output"
+    [[ ${lines[-1]} == "size: $(file_size g.mlb) bytes (Q4_K_M)" ]] || fail_with "${lines[-1]}"
+    # An .mlb with Q4_0 matrices needs the flag too.
+    ml-quant -q "$G" --wtype q4_0 -o q4.mlb
+    run -4 --separate-stderr ml-quant q4.mlb --wtype iq4_xs -o x.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: q4.mlb: ML_E_UNSUPPORTED: tok_emb (offset "*"): is Q4_0: a mix quantizes Q8_0, F32, F16 or BF16 matrices; "* ]] ||
+        fail_with "${stderr_lines[0]}"
+    [[ ! -e x.mlb ]]
+    ml-quant -q q4.mlb --wtype iq4_xs --allow-requantize -o x.mlb
+    [[ $(mlb-info --json x.mlb | jq .header.wtype) == 3 ]]
 }

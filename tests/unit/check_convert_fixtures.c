@@ -270,6 +270,102 @@ START_TEST(test_fixture_block_types)
 }
 END_TEST
 
+/* The mixes (issue 38) from the F32 fixtures: every matrix has
+ * ml_quant_mix_type's type (lb and la Q8_0), every array is what the
+ * quantizer makes of the permuted source rows (tc_check_arrays), the
+ * bytes do not depend on the thread count; llama2 (dim 256) gets real
+ * K-quants, gemma3 and qwen35 the fallbacks. */
+static void check_mix(const char *model, ml_quant_mix mix, size_t *by_type)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s/%s-f32.gguf", models_dir(), model, model);
+    ml_convert_opts o;
+    ml_convert_opts_init(&o);
+    o.mix = mix;
+    tc_conv c, c3;
+    tc_convert_file(&c, path, &o);
+    const ml_mlb_header *h = ml_mlb_get_header(c.m);
+    tc_expect_fields(h, "wtype=3 q8_mask=0");
+    const uint8_t *types = ml_mlb_types(c.m);
+    ck_assert_ptr_nonnull(types);
+    uint32_t k = 0, n_v = 0, i_v = 0;
+    for (size_t i = 0; i < ml_convert_plan_n_items(c.p); i++) {
+        const ml_tensor *t = &ml_convert_plan_item(c.p, i)->dst;
+        n_v += t->ndim == 2 && (t->role == ML_R_WV || t->role == ML_R_LQKV);
+    }
+    for (size_t i = 0; i < ml_convert_plan_n_items(c.p); i++) {
+        const ml_tensor *t = ml_mlb_find(c.m, ml_convert_plan_item(c.p, i)->dst.name);
+        if (t->ndim != 2 || t->role == ML_R_LCONV)
+            continue;
+        ml_mix_tensor m = {.role = t->role, .cols = t->cols,
+                           .tied = t->role == ML_R_TOK_EMB && h->shared_classifier,
+                           .n_gqa = h->n_heads / h->n_kv_heads};
+        if (t->role == ML_R_WV || t->role == ML_R_LQKV)
+            m.index = i_v++, m.count = n_v;
+        if (t->role == ML_R_W2)
+            m.index = t->layer, m.count = h->n_layers;
+        ml_type want = t->role == ML_R_LB || t->role == ML_R_LA ? ML_TYPE_Q8_0
+                                                                 : ml_quant_mix_type(mix, &m);
+        ck_assert_msg(t->type == want, "%s %s: %s is %s, not %s", model, ml_quant_mix_name(mix),
+                      t->name, ml_type_name(t->type), ml_type_name(want));
+        ck_assert_int_eq(types[k++], t->type);
+        by_type[t->type]++;
+    }
+    ck_assert_uint_eq(tc_check_arrays(&c) + c.st.quantized + c.st.derived,
+                      ml_convert_plan_n_items(c.p));
+    o.threads = 3;
+    tc_convert_file(&c3, path, &o);
+    ck_assert_uint_eq(c3.out.len, c.out.len);
+    ck_assert_msg(memcmp(c3.out.p, c.out.p, c.out.len) == 0, "%s: bytes differ with 3 threads",
+                  path);
+    ck_assert_uint_eq(c.out.len, ml_convert_plan_size(c.p));
+    tc_conv_free(&c3);
+    tc_conv_free(&c);
+}
+
+START_TEST(test_fixture_mixes)
+{
+    static const ml_quant_mix mixes[] = {ML_MIX_Q4_K_M, ML_MIX_Q5_K_M, ML_MIX_Q6_K,
+                                         ML_MIX_IQ4_XS};
+    for (size_t i = 0; i < 4; i++) {
+        size_t by[ML_TYPE_COUNT] = {0};
+        check_mix("llama2", mixes[i], by);
+        if (mixes[i] == ML_MIX_Q4_K_M) /* llama-quantize's llama2-q4_k_m.gguf has the same */
+            ck_assert(by[ML_TYPE_Q4_K] == 13 && by[ML_TYPE_Q6_K] == 3);
+        size_t fb[ML_TYPE_COUNT] = {0};
+        check_mix("gemma3", mixes[i], fb);
+        check_mix("qwen35", mixes[i], fb);
+        ck_assert_uint_eq(fb[ML_TYPE_Q4_K] + fb[ML_TYPE_Q5_K] + fb[ML_TYPE_Q6_K] +
+                              fb[ML_TYPE_IQ4_XS],
+                          0);
+    }
+    /* Refusals: a K-quant source without allow_requantize (named), a mix
+     * with a wtype, an unknown mix. */
+    char path[512];
+    snprintf(path, sizeof path, "%s/llama2/llama2-q4_k_m.gguf", models_dir());
+    ml_gguf *g;
+    ck_assert_int_eq(ml_gguf_open(path, &g, NULL), ML_OK);
+    ml_convert_opts o;
+    ml_convert_opts_init(&o);
+    o.mix = ML_MIX_Q4_K_M;
+    ml_convert_plan *p = NULL;
+    ml_error e;
+    ck_assert_int_eq(ml_convert_plan_new(g, &o, &p, &e), ML_E_UNSUPPORTED);
+    ck_assert_str_eq(e.field, "token_embd.weight");
+    o.allow_requantize = 1; /* the same types: kept */
+    ck_assert_int_eq(ml_convert_plan_new(g, &o, &p, &e), ML_OK);
+    for (size_t i = 0; i < ml_convert_plan_n_items(p); i++)
+        ck_assert_int_eq(ml_convert_plan_item(p, i)->method, ML_CONV_COPY);
+    ml_convert_plan_free(p);
+    o.wtype = ML_WTYPE_Q4_0;
+    ck_assert_int_eq(ml_convert_plan_new(g, &o, &p, &e), ML_E_INVAL);
+    o.wtype = 0;
+    o.mix = (ml_quant_mix)9;
+    ck_assert_int_eq(ml_convert_plan_new(g, &o, &p, &e), ML_E_INVAL);
+    ml_gguf_close(g);
+}
+END_TEST
+
 START_TEST(test_fixture_models)
 {
     const char *root = models_dir();
@@ -310,6 +406,7 @@ Suite *suite_convert_fixtures(void)
     TCase *tc = tcase_create("llama.cpp");
     tcase_add_test(tc, test_fixture_models);
     tcase_add_test(tc, test_fixture_block_types);
+    tcase_add_test(tc, test_fixture_mixes);
     suite_add_tcase(s, tc);
     return s;
 }

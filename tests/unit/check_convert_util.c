@@ -861,6 +861,23 @@ size_t tc_check_arrays(const tc_conv *c)
                 TU_REQUIRE(memcmp(&got[e], &want[e], 4) == 0, "%s[%zu] (%s): %.9g, expected %.9g",
                            t->name, e, name, (double)got[e], (double)want[e]);
             lossless++;
+        } else if (ml_type_block(t->type, NULL, NULL, NULL)) {
+            /* a mix's block type: ml_quantize_matrix_blocks' bytes (no
+             * importances), or the F16 fallback's */
+            ck_assert_int_eq(it->method, ML_CONV_QUANTIZE);
+            size_t nb = (size_t)t->nbytes;
+            uint8_t *q = malloc(nb);
+            if (t->type == ML_TYPE_F16)
+                for (size_t e = 0; e < n; e++) {
+                    uint16_t v = ml_f32_to_f16(want[e]);
+                    q[2 * e] = (uint8_t)v, q[2 * e + 1] = (uint8_t)(v >> 8);
+                }
+            else
+                ck_assert(ml_quantize_matrix_blocks(t->type, want, t->rows, t->cols, NULL, 1, NULL,
+                                                    q, nb, NULL) == ML_OK);
+            ck_assert_msg(memcmp(q, t->data, nb) == 0, "%s: %s blocks differ from the quantizer's",
+                          t->name, ml_type_name(t->type));
+            free(q);
         } else {
             ck_assert_int_eq(it->method, ML_CONV_QUANTIZE);
             ck_assert_int_ne(t->type, ML_TYPE_F32);

@@ -30,6 +30,76 @@ static ml_status requant(const ml_mlb *src, const ml_requant_opts *o, tu_mem *ou
     return ml_requant_write(src, o, tu_mem_sink, out, err);
 }
 
+/* GGUF -> .mlb in memory with opts o (NULL: defaults). */
+static void convert_mem(const char *path, const ml_convert_opts *o, tu_mem *out)
+{
+    ml_gguf *g;
+    ml_convert_plan *p;
+    ml_error err;
+    ck_assert_msg(ml_gguf_open(path, &g, &err) == ML_OK, "%s: %s", path, err.msg);
+    ck_assert_msg(ml_convert_plan_new(g, o, &p, &err) == ML_OK, "%s: %s", path, err.msg);
+    tu_mem_init(out);
+    ck_assert_msg(ml_convert_write(p, tu_mem_sink, out, NULL, &err) == ML_OK, "%s", err.msg);
+    ml_convert_plan_free(p);
+    ml_gguf_close(g);
+}
+
+/* A mix from a Q8_0 .mlb is the converter's mix from the same Q8_0 GGUF
+ * (the values are the same; llama2's rows need no moves), for any thread
+ * count; a Q4_0 source needs allow_requantize; a mix with a wtype is
+ * refused.  Every mix, llama2 (dim 256: K-quants). */
+START_TEST(test_mix)
+{
+    const char *gg = "tests/fixtures/models/llama2/llama2-q8_0.gguf";
+    tu_mem q8mem, want, got;
+    convert_mem(gg, NULL, &q8mem);
+    ml_mlb *q8;
+    ml_error err;
+    ck_assert(ml_mlb_open_memory(q8mem.p, q8mem.len, &q8, &err) == ML_OK);
+    ck_assert_uint_eq(ml_mlb_get_header(q8)->wtype, ML_WTYPE_Q8_0);
+    for (int mix = ML_MIX_Q4_K_M; mix <= ML_MIX_IQ4_XS; mix++) {
+        ml_convert_opts co;
+        ml_convert_opts_init(&co);
+        co.mix = (ml_quant_mix)mix;
+        convert_mem(gg, &co, &want);
+        ml_requant_opts o;
+        ml_requant_opts_init(&o);
+        o.mix = (ml_quant_mix)mix;
+        o.threads = 1 + (unsigned)(mix % 3);
+        uint8_t *types;
+        ck_assert(ml_requant_types(q8, &o, &types, &err) == ML_OK);
+        ck_assert_ptr_nonnull(types);
+        free(types);
+        ck_assert_msg(requant(q8, &o, &got, &err) == ML_OK, "%s", err.msg);
+        ck_assert_uint_eq(got.len, want.len);
+        ck_assert_msg(memcmp(got.p, want.p, want.len) == 0, "mix %s: bytes differ",
+                      ml_quant_mix_name((ml_quant_mix)mix));
+        tu_mem_free(&got);
+        tu_mem_free(&want);
+    }
+    ml_requant_opts o;
+    ml_requant_opts_init(&o);
+    o.mix = ML_MIX_Q6_K;
+    o.wtype = ML_WTYPE_Q4_0;
+    ml_mlb_header h;
+    TU_CHECK_ERR("mix + wtype", ml_requant_header(q8, &o, &h, &err), err, ML_E_INVAL, "mix", -1);
+    ml_mlb_close(q8);
+    tu_mem_free(&q8mem);
+    ml_mlb *q4 = open_fix("llama-q4");
+    ml_requant_opts_init(&o);
+    o.mix = ML_MIX_Q4_K_M;
+    uint8_t *types;
+    TU_CHECK_ERR("Q4_0 source", ml_requant_types(q4, &o, &types, &err), err, ML_E_UNSUPPORTED,
+                 "blk.0.wq", 7040);
+    o.allow_requantize = 1;
+    ck_assert(ml_requant_types(q4, &o, &types, &err) == ML_OK);
+    free(types);
+    ck_assert_msg(requant(q4, &o, &got, &err) == ML_OK, "%s", err.msg);
+    tu_mem_free(&got);
+    ml_mlb_close(q4);
+}
+END_TEST
+
 START_TEST(test_option_errors)
 {
     ml_mlb *q8 = open_fix("llama-q8");
@@ -199,6 +269,7 @@ Suite *suite_requant(void)
     tcase_add_test(tc, test_methods_and_exact_steps);
     tcase_add_test(tc, test_imatrix_changes_blocks);
     tcase_add_test(tc, test_error_measure);
+    tcase_add_test(tc, test_mix);
     suite_add_tcase(s, tc);
     return s;
 }
