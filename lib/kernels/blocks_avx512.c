@@ -26,9 +26,10 @@ int ml__blk_to_q8_0_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, 
 }
 
 int ml__blk_unpack_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
-                          int8_t *q, float *d, float *m)
+                          int8_t *q, float *d, float *m, uint8_t *sm)
 {
-    return blk_unpack(t, w, cols, r0, r1, q, d, m);
+    return blk_unpack(t, w, cols, r0, r1, q, d, m) ||
+           blk_unpack_k(t, w, cols, r0, r1, q, d, m, sm);
 }
 
 #endif

@@ -561,6 +561,76 @@ static int blk_unpack(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_
     return 1;
 }
 
+/* Rows [r0, r1) of Q4_K, Q5_K, Q6_K or IQ4_XS unpacked as blk_unpack
+ * does, block by block (sub-block j of super-block k is block 8k + j):
+ * its 32 integer weights at q (Q4_K's, Q5_K's unsigned; Q6_K's q6 - 32),
+ * the super-block's d (and dmin) at d (and m), the sub-block's 6-bit
+ * scale (IQ4_XS: ls; Q6_K: its first half's int8 scale) at sm[2 i] and
+ * min (Q6_K: its second half's scale) at sm[2 i + 1].  0 for another
+ * type. */
+static inline int blk_unpack_k(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                               int8_t *q, float *d, float *m, uint8_t *sm)
+{
+    const size_t bytes = t == ML_TYPE_Q4_K    ? 144
+                         : t == ML_TYPE_Q5_K   ? 176
+                         : t == ML_TYPE_IQ4_XS ? 136
+                         : t == ML_TYPE_Q6_K   ? 210
+                                               : 0;
+    if (!bytes)
+        return 0;
+    const size_t nsb = (r1 - r0) * (cols / 256);
+    const uint8_t *b = w + r0 * (cols / 256) * bytes;
+    const __m256i low = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    for (size_t k = 0; k < nsb; k++, b += bytes, q += 256, d += 8, m += 8, sm += 16) {
+        if (t == ML_TYPE_IQ4_XS) {
+            const unsigned sh = (unsigned)(b[2] | b[3] << 8);
+            for (int j = 0; j < 8; j++) {
+                _mm256_storeu_si256((__m256i *)(q + 32 * j),
+                                    levels(nibbles32(b + 8 + 16 * j), iq4nl_levels));
+                d[j] = f16_at(b), m[j] = 0.0f;
+                sm[2 * j] = (uint8_t)(((b[4 + j / 2] >> (4 * (j % 2))) & 15) |
+                                      ((sh >> (2 * j)) & 3) << 4);
+                sm[2 * j + 1] = 0;
+            }
+            continue;
+        }
+        if (t == ML_TYPE_Q6_K) {
+            for (int j = 0; j < 8; j++) {
+                const int h = j / 4, u = j % 4;
+                const __m256i l = load256(b + 64 * h + 32 * (u % 2));
+                const __m256i qh = load256(b + 128 + 32 * h);
+                const __m256i lo = _mm256_and_si256(u < 2 ? l : _mm256_srli_epi16(l, 4), low);
+                const __m256i hi =
+                    _mm256_and_si256(_mm256_srli_epi16(qh, 2 * u), _mm256_set1_epi8(3));
+                _mm256_storeu_si256((__m256i *)(q + 32 * j),
+                                    _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)),
+                                                    _mm256_set1_epi8(32)));
+                d[j] = f16_at(b + 208), m[j] = 0.0f;
+                sm[2 * j] = b[192 + 2 * j], sm[2 * j + 1] = b[193 + 2 * j];
+            }
+            continue;
+        }
+        __m256i sc, mn;
+        k4_scales_mins(b + 4, &sc, &mn);
+        _Alignas(32) int32_t s[8], n[8];
+        _mm256_store_si256((__m256i *)s, sc);
+        _mm256_store_si256((__m256i *)n, mn);
+        const float dk = f16_at(b), mk = f16_at(b + 2);
+        const size_t at = t == ML_TYPE_Q4_K ? 16 : 48;
+        const __m256i qh = t == ML_TYPE_Q5_K ? load256(b + 16) : _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            const __m256i v = load256(b + at + 32 * (j / 2));
+            const __m256i u = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, low);
+            const __m256i h = _mm256_and_si256(_mm256_srli_epi16(qh, j), one);
+            _mm256_storeu_si256((__m256i *)(q + 32 * j),
+                                _mm256_or_si256(u, _mm256_slli_epi16(h, 4)));
+            d[j] = dk, m[j] = mk;
+            sm[2 * j] = (uint8_t)s[j], sm[2 * j + 1] = (uint8_t)n[j];
+        }
+    }
+    return 1;
+}
+
 /* ---- IQ4_XS: IQ4_NL's levels with a 6-bit scale per sub-block ---- */
 
 static float row_iq4_xs(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,

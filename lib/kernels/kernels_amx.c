@@ -1,5 +1,6 @@
 /* kernels_amx.c - the prefill products (matmul_q8_0, matmul_q4_0, and
- * matmul_blk's Q4_1 and Q5_1) on Intel AMX, beside the AVX-512 VNNI table whose other kernels it uses
+ * matmul_blk's Q4_1, Q5_1, Q4_K, Q5_K, Q6_K and IQ4_XS) on Intel AMX,
+ * beside the AVX-512 VNNI table whose other kernels it uses
  * (compiled with its flags and -mamx-tile -mamx-int8, never -mfma).
  * dispatch.c offers this table only where the CPU has AMX-INT8 and Linux
  * lets the process use the tile registers (arch_prctl); the table is not
@@ -38,7 +39,11 @@
  * second term per block: a panel is unpacked (blocks_x86.h's blk_unpack)
  * and put in B order as Q8_0's, and each block's s adds
  * (float)asum * (m * xd) to rule 3's product before it is accumulated,
- * asum the token's block sum (exact as a float). */
+ * asum the token's block sum (exact as a float).  Q4_K, Q5_K and IQ4_XS
+ * likewise (blocks_x86.h's blk_unpack_k), each 32-element sub-block a
+ * block, its integer scale multiplying the tile's sum before rule 5's
+ * float steps; Q6_K's two 16-element halves have a scale each, so its
+ * blocks take two TDPBSSD of K = 16, one a half. */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__)
@@ -73,6 +78,12 @@ extern const ml_kernels ml__kernels_avx512;
 #define T_SUMS 0
 #define T_X 1
 #define T_W 2
+/* Q6_K's halves: two sums tiles, A 16 rows x 16 bytes, B 4 rows x 64 */
+#define T_SUMS_HI 3
+#define T_X_LO 4
+#define T_W_LO 5
+#define T_X_HI 6
+#define T_W_HI 7
 
 /* The LDTILECFG operand (palette 1): sums 16 x 16 int32, A 16 rows x 32
  * bytes, B 8 rows x 64 bytes.  A constant in memory, not built on the
@@ -85,8 +96,11 @@ static const struct {
     uint8_t rows[16];
 } __attribute__((aligned(64))) tile_config = {
     .palette = 1,
-    .colsb = {[T_SUMS] = TILE * 4, [T_X] = BLOCK, [T_W] = TILE * 4},
-    .rows = {[T_SUMS] = TILE, [T_X] = TILE, [T_W] = BLOCK / 4},
+    .colsb = {[T_SUMS] = TILE * 4, [T_X] = BLOCK, [T_W] = TILE * 4, [T_SUMS_HI] = TILE * 4,
+              [T_X_LO] = BLOCK / 2, [T_W_LO] = TILE * 4, [T_X_HI] = BLOCK / 2,
+              [T_W_HI] = TILE * 4},
+    .rows = {[T_SUMS] = TILE, [T_X] = TILE, [T_W] = BLOCK / 4, [T_SUMS_HI] = TILE,
+             [T_X_LO] = TILE, [T_W_LO] = BLOCK / 8, [T_X_HI] = TILE, [T_W_HI] = BLOCK / 8},
 };
 
 /* ---- the operands ---- */
@@ -160,21 +174,59 @@ ALWAYS_INLINE void block_sums(const int8_t *x, size_t cols, const int8_t *wb, si
     _tile_stored(T_SUMS, sums, TILE * 4);
 }
 
+/* Block b's exact sums of its two 16-element halves (Q6_K), lo and hi:
+ * B's rows 0-3 hold elements 0-15, rows 4-7 the rest. */
+ALWAYS_INLINE void half_sums(const int8_t *x, size_t cols, const int8_t *wb, size_t b,
+                             int32_t lo[TILE][TILE], int32_t hi[TILE][TILE])
+{
+    _tile_zero(T_SUMS);
+    _tile_zero(T_SUMS_HI);
+    _tile_loadd(T_X_LO, x + BLOCK * b, (long)cols);
+    _tile_loadd(T_W_LO, wb + WB_BLOCK * b, TILE * 4);
+    _tile_loadd(T_X_HI, x + BLOCK * b + BLOCK / 2, (long)cols);
+    _tile_loadd(T_W_HI, wb + WB_BLOCK * b + WB_BLOCK / 2, TILE * 4);
+    _tile_dpbssd(T_SUMS, T_X_LO, T_W_LO);
+    _tile_dpbssd(T_SUMS_HI, T_X_HI, T_W_HI);
+    _tile_stored(T_SUMS, lo, TILE * 4);
+    _tile_stored(T_SUMS_HI, hi, TILE * 4);
+}
+
 /* Rule 3 for block b: acc[m] += (float)sum * (wd * xd), lane n = row n;
  * the rows' scales at wdt + 16 b, the tokens' at xdt + 16 b.  With mins
  * (Q4_1, Q5_1: rule 5) the block's s adds (float)asum * (m * xd), the
- * rows' mins at wmt + 16 b, the tokens' sums (as floats) at xst + 16 b. */
-ALWAYS_INLINE void scale_add(int32_t sums[TILE][TILE], const float *wdt, const float *xdt,
-                             const float *wmt, const float *xst, size_t b, __m512 acc[TILE])
+ * rows' mins at wmt + 16 b, the tokens' sums (as floats) at xst + 16 b.
+ * With sub-block scales (Q4_K, Q5_K: wst, the rows' 6-bit scales, and
+ * wnt, their mins as floats) s = (float)(sc * sum) * (d * xd) -
+ * (float)(mn * asum) * (dmin * xd), d at wdt and dmin at wmt; mn * asum
+ * is below 2^24, so the float product is the integer one.  IQ4_XS: wst
+ * holds ls - 32 and there is no mins' term.  Q6_K: sums and sums_hi are
+ * the halves' and isum = sc_lo * sum + sc_hi * sum_hi, sc_lo at wst and
+ * sc_hi at wsh. */
+ALWAYS_INLINE void scale_add(int32_t sums[TILE][TILE], int32_t sums_hi[TILE][TILE],
+                             const float *wdt, const float *xdt, const float *wmt,
+                             const float *xst, const int32_t *wst, const float *wnt,
+                             const int32_t *wsh, size_t b, __m512 acc[TILE])
 {
     const __m512 wv = _mm512_load_ps(wdt + TILE * b);
     const __m512 mv = wmt ? _mm512_load_ps(wmt + TILE * b) : wv;
+    const __m512i sc = wst ? _mm512_load_si512((const __m512i *)(wst + TILE * b))
+                           : _mm512_setzero_si512();
+    const __m512 mn = wnt ? _mm512_load_ps(wnt + TILE * b) : wv;
+    const __m512i sh = wsh ? _mm512_load_si512((const __m512i *)(wsh + TILE * b)) : sc;
     UNROLL
     for (int m = 0; m < TILE; m++) {
         const __m512 xdv = _mm512_set1_ps(xdt[TILE * b + m]);
-        const __m512 f = _mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *)sums[m]));
-        __m512 p = _mm512_mul_ps(f, _mm512_mul_ps(wv, xdv));
-        if (wmt)
+        __m512i isum = _mm512_load_si512((const __m512i *)sums[m]);
+        if (wst)
+            isum = _mm512_mullo_epi32(isum, sc);
+        if (wsh)
+            isum = _mm512_add_epi32(
+                isum, _mm512_mullo_epi32(_mm512_load_si512((const __m512i *)sums_hi[m]), sh));
+        __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wv, xdv));
+        if (wnt)
+            p = _mm512_sub_ps(p, _mm512_mul_ps(_mm512_mul_ps(mn, _mm512_set1_ps(xst[TILE * b + m])),
+                                               _mm512_mul_ps(mv, xdv)));
+        else if (wmt)
             p = _mm512_add_ps(p, _mm512_mul_ps(_mm512_set1_ps(xst[TILE * b + m]),
                                                _mm512_mul_ps(mv, xdv)));
         acc[m] = _mm512_add_ps(acc[m], p);
@@ -183,13 +235,15 @@ ALWAYS_INLINE void scale_add(int32_t sums[TILE][TILE], const float *wdt, const f
 
 /* Tokens t0 .. t0 + nt (activations at x, stride cols; scales xdt,
  * sums xst) against rows r .. r + nr of a panel (wb, wdt, mins wmt or
- * NULL): y[(t0 + m) ldy + r + n]. */
+ * NULL, sub-block scales wst and mins wnt or NULL):
+ * y[(t0 + m) ldy + r + n]. */
 ALWAYS_INLINE void tile_any(const int8_t *x, const float *xdt, const float *xst, size_t cols,
-                            const int8_t *wb, const float *wdt, const float *wmt, float *y,
+                            const int8_t *wb, const float *wdt, const float *wmt,
+                            const int32_t *wst, const float *wnt, const int32_t *wsh, float *y,
                             size_t ldy, size_t t0, size_t nt, size_t r, size_t nr)
 {
     const size_t nb = cols / BLOCK;
-    _Alignas(64) int32_t sums[TILE][TILE];
+    _Alignas(64) int32_t sums[TILE][TILE], sums_hi[TILE][TILE];
     __m512 part[8][TILE];
     for (size_t j = 0; j < 8; j++) {
         __m512 acc[TILE];
@@ -197,8 +251,11 @@ ALWAYS_INLINE void tile_any(const int8_t *x, const float *xdt, const float *xst,
         for (int m = 0; m < TILE; m++)
             acc[m] = _mm512_setzero_ps();
         for (size_t b = j; b < nb; b += 8) {
-            block_sums(x, cols, wb, b, sums);
-            scale_add(sums, wdt, xdt, wmt, xst, b, acc);
+            if (wsh)
+                half_sums(x, cols, wb, b, sums, sums_hi);
+            else
+                block_sums(x, cols, wb, b, sums);
+            scale_add(sums, sums_hi, wdt, xdt, wmt, xst, wst, wnt, wsh, b, acc);
         }
         memcpy(part[j], acc, sizeof acc);
     }
@@ -217,14 +274,29 @@ static void tile_product(const int8_t *x, const float *xdt, size_t cols, const i
                          const float *wdt, float *y, size_t ldy, size_t t0, size_t nt, size_t r,
                          size_t nr)
 {
-    tile_any(x, xdt, NULL, cols, wb, wdt, NULL, y, ldy, t0, nt, r, nr);
+    tile_any(x, xdt, NULL, cols, wb, wdt, NULL, NULL, NULL, NULL, y, ldy, t0, nt, r, nr);
 }
 
 static void tile_product_mins(const int8_t *x, const float *xdt, const float *xst, size_t cols,
                               const int8_t *wb, const float *wdt, const float *wmt, float *y,
                               size_t ldy, size_t t0, size_t nt, size_t r, size_t nr)
 {
-    tile_any(x, xdt, xst, cols, wb, wdt, wmt, y, ldy, t0, nt, r, nr);
+    tile_any(x, xdt, xst, cols, wb, wdt, wmt, NULL, NULL, NULL, y, ldy, t0, nt, r, nr);
+}
+
+static void tile_product_k(const int8_t *x, const float *xdt, const float *xst, size_t cols,
+                           const int8_t *wb, const float *wdt, const float *wmt,
+                           const int32_t *wst, const float *wnt, float *y, size_t ldy, size_t t0,
+                           size_t nt, size_t r, size_t nr)
+{
+    tile_any(x, xdt, xst, cols, wb, wdt, wmt, wst, wnt, NULL, y, ldy, t0, nt, r, nr);
+}
+
+static void tile_product_q6(const int8_t *x, const float *xdt, size_t cols, const int8_t *wb,
+                            const float *wdt, const int32_t *wst, const int32_t *wsh, float *y,
+                            size_t ldy, size_t t0, size_t nt, size_t r, size_t nr)
+{
+    tile_any(x, xdt, NULL, cols, wb, wdt, NULL, wst, NULL, wsh, y, ldy, t0, nt, r, nr);
 }
 
 /* ---- the table's products ---- */
@@ -264,15 +336,22 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
                       size_t r1, const int8_t *xq, const float *xd, size_t n_tok, float *y,
                       size_t ldy)
 {
-    const int q4 = type == ML_TYPE_Q4_0, mins = type == ML_TYPE_Q4_1 || type == ML_TYPE_Q5_1;
+    const int q4 = type == ML_TYPE_Q4_0, iq = type == ML_TYPE_IQ4_XS, q6 = type == ML_TYPE_Q6_K;
+    const int kq = type == ML_TYPE_Q4_K || type == ML_TYPE_Q5_K || iq || q6;
+    const int unpack = type == ML_TYPE_Q4_1 || type == ML_TYPE_Q5_1 || kq;
     const size_t nb = cols / BLOCK, full = n_tok / TILE * TILE, tail = n_tok - full;
     const size_t tiles = (n_tok + TILE - 1) / TILE;
     const size_t wb_bytes = nb * WB_BLOCK, scales = nb * TILE * sizeof(float);
     const size_t pad_bytes = tail ? TILE * cols : 0;
-    /* Q4_1, Q5_1: the mins wmt, the tokens' sums xst, and a panel
-     * unpacked (blk_unpack) before it is put in B order */
-    const size_t mins_bytes = mins ? scales * (1 + tiles) + 3 * scales + TILE * cols : 0;
-    int8_t *base = aligned_alloc(64, wb_bytes + scales * (1 + tiles) + pad_bytes + mins_bytes);
+    /* the block types: the mins wmt, the tokens' sums xst, and a panel
+     * unpacked (blk_unpack, blk_unpack_k) before it is put in B order */
+    const size_t mins_bytes = unpack ? scales * (1 + tiles) + 3 * scales + TILE * cols : 0;
+    /* Q4_K, Q5_K, IQ4_XS, Q6_K: the sub-blocks' scales wst and mins wnt
+     * (Q6_K: the halves' scales wst and wsh), and the unpacked panel's
+     * (blk_unpack_k) usm */
+    const size_t k_bytes = kq ? 3 * scales + 2 * nb * TILE : 0;
+    int8_t *base =
+        aligned_alloc(64, wb_bytes + scales * (1 + tiles) + pad_bytes + mins_bytes + k_bytes);
     if (!base)
         return 0;
     int8_t *wb = base;
@@ -281,10 +360,19 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
     float *wmt = (float *)(xpad + pad_bytes), *xst = wmt + nb * TILE;
     float *ud = xst + tiles * nb * TILE, *um = ud + nb * TILE;
     int8_t *uq = (int8_t *)(um + nb * TILE);
+    int32_t *wst = (int32_t *)(uq + (unpack ? TILE * cols : 0));
+    float *wnt = (float *)(wst + nb * TILE);
+    int32_t *wsh = (int32_t *)(wnt + nb * TILE);
+    uint8_t *usm = (uint8_t *)(wsh + nb * TILE);
     transpose_scales(xd, nb, n_tok, xdt);
-    if (mins) {
+    if (unpack) {
         transpose_sums(xq, nb, n_tok, xst);
         memset(wmt, 0, scales);
+    }
+    if (kq) {
+        memset(wst, 0, scales);
+        memset(wnt, 0, scales);
+        memset(wsh, 0, scales);
     }
     if (tail) {
         memcpy(xpad, xq + full * cols, tail * cols);
@@ -298,19 +386,32 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
         const size_t ce = n_tok - c < chunk ? n_tok : c + chunk;
         for (size_t r = r0; r < r1; r += TILE) {
             const size_t nr = r1 - r < TILE ? r1 - r : TILE;
-            if (mins) {
-                ml__blk_unpack_avx512(type, wq, cols, r, r + nr, uq, ud, um);
+            if (unpack) {
+                ml__blk_unpack_avx512(type, wq, cols, r, r + nr, uq, ud, um, usm);
                 prepare_panel(0, uq, (ml_wscales){ud, 0}, cols, 0, nr, wb, wdt);
                 for (size_t n = 0; n < nr; n++)
-                    for (size_t b = 0; b < nb; b++)
+                    for (size_t b = 0; b < nb; b++) {
                         wmt[TILE * b + n] = um[n * nb + b];
+                        if (kq) { /* Q6_K's int8 scales, the others' below 64 */
+                            const int8_t *sm = (const int8_t *)usm + 2 * (n * nb + b);
+                            wst[TILE * b + n] = sm[0] - (iq ? 32 : 0);
+                            wnt[TILE * b + n] = (float)sm[1];
+                            wsh[TILE * b + n] = sm[1];
+                        }
+                    }
             } else {
                 prepare_panel(q4, wq, wd, cols, r, nr, wb, wdt);
             }
             for (size_t t = c; t < ce; t += TILE) {
                 const int8_t *x = t < full ? xq + t * cols : xpad;
                 const size_t nt = t < full ? TILE : tail;
-                if (mins)
+                if (q6)
+                    tile_product_q6(x, xdt + t * nb, cols, wb, wdt, wst, wsh, y, ldy, t, nt, r,
+                                    nr);
+                else if (kq)
+                    tile_product_k(x, xdt + t * nb, xst + t * nb, cols, wb, wdt, iq ? NULL : wmt,
+                                   wst, iq ? NULL : wnt, y, ldy, t, nt, r, nr);
+                else if (unpack)
                     tile_product_mins(x, xdt + t * nb, xst + t * nb, cols, wb, wdt, wmt, y, ldy, t,
                                       nt, r, nr);
                 else
@@ -347,13 +448,15 @@ static void matmul_q4_0(const uint8_t *wq, ml_wscales wd, size_t cols, size_t r0
         ml__kernels_avx512.matmul_q4_0(wq, wd, cols, r0, r1, xq, xd, n_tok, y, ldy);
 }
 
-/* Q4_1 and Q5_1 here (their rule 5 is rule 3 plus the mins' term), the
- * other block types in the AVX-512 table's kernels. */
+/* Q4_1, Q5_1, Q4_K, Q5_K, Q6_K and IQ4_XS here (their rule 5 is rule 3
+ * with the sub-blocks' integer scales and the mins' term), the other
+ * block types in the AVX-512 table's kernels. */
 static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
     const ml_wscales none = {NULL, 0};
-    if ((t != ML_TYPE_Q4_1 && t != ML_TYPE_Q5_1) ||
+    if ((t != ML_TYPE_Q4_1 && t != ML_TYPE_Q5_1 && t != ML_TYPE_Q4_K && t != ML_TYPE_Q5_K &&
+         t != ML_TYPE_IQ4_XS && t != ML_TYPE_Q6_K) ||
         !amx_did(t, w, none, cols, r0, r1, xq, xd, n_tok, y, ldy))
         ml__matmul_blk_avx512(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
 }

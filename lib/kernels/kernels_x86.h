@@ -25,9 +25,10 @@ int ml__blk_to_q8_0_avx2(ml_type t, const uint8_t *w, size_t cols, size_t r0, si
                          int8_t *q, float *d);
 int ml__blk_to_q8_0_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                            int8_t *q, float *d);
-/* blocks_x86.h's blk_unpack, for kernels_amx.c. */
+/* blocks_x86.h's blk_unpack, and blk_unpack_k for Q4_K and Q5_K (their
+ * sub-blocks' scales and mins at sm), for kernels_amx.c. */
 int ml__blk_unpack_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
-                          int8_t *q, float *d, float *m);
+                          int8_t *q, float *d, float *m, uint8_t *sm);
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 /* Loops over registers must be unrolled for the registers to stay registers. */

@@ -209,6 +209,10 @@ START_TEST(variants_match_scalar)
                 check_matmul(&m, &a, n_tok, 1, 22);
                 check_matmul(&m, &a, n_tok, ranges[i % N_RANGES][0], ranges[i % N_RANGES][1]);
             }
+            /* either side of the AMX table's threshold (32 tokens), and
+             * every row in one call (a whole panel and a partial one) */
+            for (size_t n_tok = 31; n_tok <= 33; n_tok++)
+                check_matmul(&m, &a, n_tok, 0, 23);
             acts_free(&a);
             free(m.w);
         }
