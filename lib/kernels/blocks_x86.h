@@ -1082,61 +1082,24 @@ ALWAYS_INLINE void tile(ml_type T, const uint8_t *w, size_t row_bytes, size_t ns
             y[t * ldy + rb + r] = fold8(acc[r][t]);
 }
 
-static void tile_q4_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
-                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
-                      size_t ldy)
-{
-    tile(ML_TYPE_Q4_K, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
-}
-
-static void tile_q5_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
-                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
-                      size_t ldy)
-{
-    tile(ML_TYPE_Q5_K, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
-}
-
-static void tile_iq4_xs(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
-                        const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
-                        size_t ldy)
-{
-    tile(ML_TYPE_IQ4_XS, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
-}
-
-static void tile_q2_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
-                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
-                      size_t ldy)
-{
-    tile(ML_TYPE_Q2_K, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
-}
-
-static void tile_q3_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
-                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
-                      size_t ldy)
-{
-    tile(ML_TYPE_Q3_K, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
-}
-
-static void tile_q6_k(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
-                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
-                      size_t ldy)
-{
-    tile(ML_TYPE_Q6_K, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
-}
-
-static void tile_q4_1(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
-                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
-                      size_t ldy)
-{
-    tile(ML_TYPE_Q4_1, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
-}
-
-static void tile_q5_1(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
-                      const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
-                      size_t ldy)
-{
-    tile(ML_TYPE_Q5_1, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);
-}
+/* One instantiation of the always-inline tile per type, so that each
+ * type's decoding is folded into its own loop. */
+#define TILE_OF(name, T)                                                                        \
+    static void tile_##name(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb,        \
+                            size_t nr, const int8_t *xt, const xsums *xs, const float *xd,    \
+                            size_t nt, float *y, size_t ldy)                                  \
+    {                                                                                         \
+        tile(T, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);                           \
+    }
+TILE_OF(q4_k, ML_TYPE_Q4_K)
+TILE_OF(q5_k, ML_TYPE_Q5_K)
+TILE_OF(iq4_xs, ML_TYPE_IQ4_XS)
+TILE_OF(q2_k, ML_TYPE_Q2_K)
+TILE_OF(q3_k, ML_TYPE_Q3_K)
+TILE_OF(q6_k, ML_TYPE_Q6_K)
+TILE_OF(q4_1, ML_TYPE_Q4_1)
+TILE_OF(q5_1, ML_TYPE_Q5_1)
+#undef TILE_OF
 
 typedef void (*tile_fn_t)(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
                           const int8_t *xt, const xsums *xs, const float *xd, size_t nt, float *y,
