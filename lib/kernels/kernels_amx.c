@@ -209,20 +209,20 @@ ALWAYS_INLINE void scale_add(int32_t sums[TILE][TILE], int32_t sums_hi[TILE][TIL
 {
     const __m512 wv = _mm512_load_ps(wdt + TILE * b);
     const __m512 mv = wmt ? _mm512_load_ps(wmt + TILE * b) : wv;
-    const __m512i sc = wst ? _mm512_load_si512((const __m512i *)(wst + TILE * b))
-                           : _mm512_setzero_si512();
+    const __m512 sc = wst ? _mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *)(wst + TILE * b)))
+                          : _mm512_setzero_ps();
     const __m512 mn = wnt ? _mm512_load_ps(wnt + TILE * b) : wv;
-    const __m512i sh = wsh ? _mm512_load_si512((const __m512i *)(wsh + TILE * b)) : sc;
+    const __m512 sh = wsh ? _mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *)(wsh + TILE * b))) : sc;
     UNROLL
     for (int m = 0; m < TILE; m++) {
         const __m512 xdv = _mm512_set1_ps(xdt[TILE * b + m]);
-        __m512i isum = _mm512_load_si512((const __m512i *)sums[m]);
+        __m512 fsum = _mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *)sums[m]));
         if (wst)
-            isum = _mm512_mullo_epi32(isum, sc);
+            fsum = _mm512_mul_ps(fsum, sc);
         if (wsh)
-            isum = _mm512_add_epi32(
-                isum, _mm512_mullo_epi32(_mm512_load_si512((const __m512i *)sums_hi[m]), sh));
-        __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wv, xdv));
+            fsum = _mm512_add_ps(
+                fsum, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *)sums_hi[m])), sh));
+        __m512 p = _mm512_mul_ps(fsum, _mm512_mul_ps(wv, xdv));
         if (wnt)
             p = _mm512_sub_ps(p, _mm512_mul_ps(_mm512_mul_ps(mn, _mm512_set1_ps(xst[TILE * b + m])),
                                                _mm512_mul_ps(mv, xdv)));
