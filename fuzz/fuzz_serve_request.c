@@ -6,7 +6,8 @@
  * HTTP status of 400 or 500, a terminated non-empty message and, on
  * success, fields within their documented ranges (sampling values, at
  * most SRV_MAX_STOPS non-empty stop strings, token ids below the
- * vocabulary, a message list for a chat, a NUL-terminated prompt); the
+ * vocabulary, a message list for a chat, a NUL-terminated prompt or
+ * token ids for a completion); the
  * same body parsed twice gives the same result. */
 #include "fuzz.h"
 
@@ -27,7 +28,12 @@ static void check_ok(const srv_request *r)
         FUZZ_CHECK(r->tokens[i] < VOCAB);
     switch (r->kind) {
     case SRV_CHAT: FUZZ_CHECK(json_is_array(r->messages) && json_array_size(r->messages)); break;
-    case SRV_COMPLETION:
+    case SRV_COMPLETION: /* a text, or token ids (by design without a text) */
+        if (r->ids_prompt)
+            FUZZ_CHECK(r->text == NULL);
+        else
+            FUZZ_CHECK(r->text && strlen(r->text) == r->text_len);
+        break;
     case SRV_TOKENIZE: FUZZ_CHECK(r->text && strlen(r->text) == r->text_len); break;
     case SRV_DETOKENIZE: FUZZ_CHECK(r->text == NULL); break;
     }
