@@ -25,7 +25,7 @@ enum {
     OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_REPEAT, OPT_SEED, OPT_LOGITS, OPT_PPL, OPT_NOBOS,
     OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET, OPT_IMATRIX, OPT_STOP, OPT_REPEAT_LAST, OPT_ESCAPE,
     OPT_NO_ESCAPE, OPT_CHAT, OPT_INTERACTIVE, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_CHAT_TEMPLATE_FILE,
-    OPT_CACHE, OPT_CACHE_K, OPT_CACHE_V, OPT_NO_MMAP
+    OPT_CACHE, OPT_CACHE_K, OPT_CACHE_V, OPT_NO_MMAP, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS
 };
 
 /* Defaults: parse() starts from them and --help shows them. */
@@ -77,6 +77,12 @@ static const cli_opt opts[] = {
      "(default " CLI_STR(DEFAULT_REPEAT_PENALTY) ": off)"},
     {OPT_REPEAT_LAST, 0, "repeat-last-n", "N",
      "tokens the penalty looks back on (default " CLI_STR(DEFAULT_REPEAT_LAST) "; 0: off)"},
+    {OPT_PRESENCE, 0, "presence-penalty", "P",
+     "subtract P from tokens seen in the last --repeat-last-n (default 0: off)"},
+    {OPT_FREQUENCY, 0, "frequency-penalty", "F",
+     "subtract F times each token's count there (default 0: off)"},
+    {OPT_BIAS, 'l', "logit-bias", "ID+B",
+     "add B to token ID's logit, ID-B subtracts, ID-inf bans it (repeatable)"},
     {OPT_STOP, 'r', "stop", "TEXT", "end the text before TEXT, which is not printed (repeatable)"},
     {OPT_ESCAPE, 'e', "escape", NULL, "turn \\n \\r \\t \\' \\\" \\\\ \\xHH in -p and -r into bytes (default)"},
     {OPT_NO_ESCAPE, 0, "no-escape", NULL, "take -p and -r as they are"},
@@ -156,11 +162,34 @@ static void add_stop(options *o, const char *arg)
     o->n_stops++;
 }
 
-/* --repeat-last-n: 0 turns the penalty off, as in llama.cpp. */
+/* --repeat-last-n: 0 turns the penalties off, as in llama.cpp. */
 static void repeat_last(options *o, const char *arg)
 {
     o->sp.repeat_last_n = (uint32_t)cli_u64("--repeat-last-n", arg, 0, ML_MLB_VOCAB_LIMIT);
     o->repeat_off = o->sp.repeat_last_n == 0;
+}
+
+/* --logit-bias ID+B or ID-B, as llama.cpp spells it (ID-inf: never drawn).
+ * An id past the vocabulary is the generator's error, which knows it. */
+static void add_bias(options *o, const char *arg)
+{
+    char *end;
+    if (o->n_bias == MAX_BIAS)
+        cli_usage_error("--logit-bias: at most %d", MAX_BIAS);
+    errno = 0;
+    unsigned long id = strtoul(arg, &end, 10);
+    if (errno || end == arg || !isdigit((unsigned char)*arg) || id > UINT32_MAX ||
+        (*end != '+' && *end != '-'))
+        cli_usage_error("--logit-bias: '%s' is not TOKEN_ID+BIAS or TOKEN_ID-BIAS", arg);
+    int minus = *end == '-';
+    const char *num = end + 1;
+    errno = 0;
+    float b = strtof(num, &end);
+    if (errno || end == num || *end || (!isdigit((unsigned char)*num) && strcmp(num, "inf")))
+        cli_usage_error("--logit-bias: '%s' is not TOKEN_ID+BIAS or TOKEN_ID-BIAS", arg);
+    if (isinf(b) && !minus)
+        cli_usage_error("--logit-bias: '%s': only a ban (-inf) may be infinite", arg);
+    o->bias[o->n_bias++] = (ml_logit_bias){(ml_token)id, minus ? -b : b};
 }
 
 static void parse(int argc, char **argv, options *o)
@@ -170,8 +199,12 @@ static void parse(int argc, char **argv, options *o)
     memset(o, 0, sizeof *o);
     o->n_predict = DEFAULT_N_PREDICT;
     o->threads = cli_n_cpus(UINT_MAX); /* the CPUs, even above --threads' 256 */
-    o->sp = (ml_sampler_params){DEFAULT_TEMP, DEFAULT_TOP_K, DEFAULT_TOP_P, DEFAULT_MIN_P,
-                                DEFAULT_REPEAT_PENALTY, DEFAULT_REPEAT_LAST, 0};
+    o->sp = (ml_sampler_params){.temperature = DEFAULT_TEMP,
+                                .top_k = DEFAULT_TOP_K,
+                                .top_p = DEFAULT_TOP_P,
+                                .min_p = DEFAULT_MIN_P,
+                                .repeat_penalty = DEFAULT_REPEAT_PENALTY,
+                                .repeat_last_n = DEFAULT_REPEAT_LAST};
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         switch (id) {
         case OPT_STOP: add_stop(o, arg); break;
@@ -196,6 +229,9 @@ static void parse(int argc, char **argv, options *o)
         case OPT_TOPP: o->sp.top_p = parse_float("--top-p", arg, 0, 1); break;
         case OPT_MINP: o->sp.min_p = parse_float("--min-p", arg, 0, 1); break;
         case OPT_REPEAT: o->sp.repeat_penalty = parse_float("--repeat-penalty", arg, 0, 100); break;
+        case OPT_PRESENCE: o->sp.presence_penalty = parse_float("--presence-penalty", arg, -2, 2); break;
+        case OPT_FREQUENCY: o->sp.frequency_penalty = parse_float("--frequency-penalty", arg, -2, 2); break;
+        case OPT_BIAS: add_bias(o, arg); break;
         case OPT_SEED: o->sp.seed = cli_u64("--seed", arg, 0, UINT64_MAX), o->seed_set = 1; break;
         case OPT_LOGITS: o->logits = arg; break;
         case OPT_PPL: o->ppl = arg; break;
@@ -220,7 +256,7 @@ static void parse(int argc, char **argv, options *o)
     if (o->ppl && (o->prompt || o->file || o->ids))
         cli_usage_error("--perplexity takes its text from FILE alone");
     if (o->repeat_off)
-        o->sp.repeat_penalty = 1;
+        o->sp.repeat_penalty = 1, o->sp.presence_penalty = o->sp.frequency_penalty = 0;
     if (o->chat && (o->ids || o->ppl || o->logits || o->imatrix))
         cli_usage_error("--chat (and -i, --system-prompt, --chat-template) generates text: not "
                         "with --ids, --perplexity, --logits or --imatrix");

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #define MAX_STOPS ML_STOP_MAX
+#define MAX_BIAS 256 /* --logit-bias options of one run */
 
 /* Defaults run_open applies and --help shows. */
 #define DEFAULT_CTX 4096
@@ -27,6 +28,8 @@ typedef struct options {
     int no_mmap;          /* --no-mmap: the model read into memory, not mapped */
     int seed_set;
     ml_sampler_params sp;
+    ml_logit_bias bias[MAX_BIAS]; /* --logit-bias */
+    size_t n_bias;
 } options;
 
 /* Everything one run holds; released by run_close. */

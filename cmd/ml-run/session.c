@@ -90,7 +90,8 @@ static ml_status open_generator(run *r, ml_error *err)
     ml_gen_params p = {.vocab = r->h->vocab, .sampler = r->o.sp, .mlt = r->mlt, .flags = flags,
                        .stops = (const char *const *)r->o.stops, .n_stops = r->o.n_stops,
                        .max_tokens = r->o.n_predict, .on_text = print_text, .text_ctx = r,
-                       .on_token = keep_token, .token_ctx = r};
+                       .on_token = keep_token, .token_ctx = r, .bias = r->o.bias,
+                       .n_bias = r->o.n_bias};
     return ml_gen_new(&p, &r->gen, err);
 }
 

@@ -1,6 +1,6 @@
 /* mlcore/generate.h - generating one sequence a token at a time.  Between
  * the model's logits and the text lies a fixed order of steps: the logit
- * processors (the end-of-generation ban of "ignore EOS", the repeat
+ * processors (the logit bias, the end-of-generation ban of "ignore EOS", the repeat
  * penalty, then the caller's), the sampler's pick, the end-of-generation
  * test, incremental decoding, stop strings, the length limit and the
  * context's room.  A generator owns that order, so every command follows
@@ -69,6 +69,13 @@ enum {
     ML_GEN_NO_TEXT = 2
 };
 
+/* A constant added to one token's logit at every step (OpenAI's
+ * logit_bias; -INFINITY bans the token). */
+typedef struct ml_logit_bias {
+    ml_token id;
+    float bias;
+} ml_logit_bias;
+
 typedef struct ml_gen_params {
     uint32_t vocab;             /* the model's; 0 is ML_E_INVAL */
     ml_sampler_params sampler;  /* as ml_sampler_new takes them */
@@ -90,13 +97,19 @@ typedef struct ml_gen_params {
      * ML_GEN_MAX_PROCS). */
     const ml_logits_proc *procs;
     size_t n_procs;
+    /* Added first, before every processor (copied; ids below vocab, at
+     * most vocab entries, a bias a number or -INFINITY). */
+    const ml_logit_bias *bias;
+    size_t n_bias;
 } ml_gen_params;
 
 /* A new generator: its own sampler (ml_sampler_new's errors) and stop
  * strings (ml_stop_new's).  ML_E_INVAL for a NULL p or out, vocab 0,
  * unknown flags, text without a tokenizer or without on_text, stop
  * strings with ML_GEN_NO_TEXT, procs NULL with n_procs > 0 or a processor
- * without apply, more than ML_GEN_MAX_PROCS processors; ML_E_SHAPE for a
+ * without apply, more than ML_GEN_MAX_PROCS processors, a bias list NULL
+ * with n_bias > 0, longer than vocab, with an id outside it or a bias NaN
+ * or +INFINITY; ML_E_SHAPE for a
  * tokenizer with more tokens than vocab (ml_mlt_check_vocab). */
 ML_API ml_status ml_gen_new(const ml_gen_params *p, ml_gen **out, ml_error *err);
 ML_API void ml_gen_free(ml_gen *g);

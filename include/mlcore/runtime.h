@@ -209,6 +209,11 @@ typedef struct ml_sampler_params {
     float repeat_penalty; /* 1 or 0: off; applied to the last repeat_last_n tokens */
     uint32_t repeat_last_n; /* 0: 64 */
     uint64_t seed;
+    /* OpenAI's penalties, over the same last repeat_last_n tokens: a token
+     * seen c > 0 times there loses c * frequency_penalty + presence_penalty
+     * (after the repeat penalty, as llama.cpp applies them); 0: off. */
+    float presence_penalty;
+    float frequency_penalty;
 } ml_sampler_params;
 
 typedef struct ml_sampler ml_sampler;

@@ -1,6 +1,6 @@
 /* generate.c - the generator (mlcore/generate.h): one sequence's steps
  * from logits to text in one fixed order.  A step runs the processor
- * chain (the end-of-generation ban, the repeat penalty, the caller's
+ * chain (the logit bias, the end-of-generation ban, the penalties, the caller's
  * processors), lets the sampler pick, tests for the end of generation,
  * keeps the token (processors' accept, on_token), decodes it through the
  * stop strings to on_text, and tests stop string, length and room, in
@@ -13,15 +13,17 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-/* The ban and the penalty, then the caller's processors. */
-#define CHAIN_MAX (2 + ML_GEN_MAX_PROCS)
+/* The bias, the ban and the penalties, then the caller's processors. */
+#define CHAIN_MAX (3 + ML_GEN_MAX_PROCS)
 
 struct ml_gen {
     ml_gen_params p;      /* stops and procs point at nothing: copied below */
     ml_sampler *sampler;
     ml_stop *stop;
     ml_tok_stream ts;
+    ml_logit_bias *bias;  /* the caller's, copied (p.bias points here) */
     ml_logits_proc chain[CHAIN_MAX];
     size_t n_chain;
     uint64_t n_tokens;    /* kept since the start of the text */
@@ -44,7 +46,18 @@ static ml_status ban_eog(void *ctx, float *logits, uint32_t vocab, const ml_toke
     return ML_OK;
 }
 
-/* The sampler's repeat penalty, over the history the step was given. */
+/* logit_bias: each listed token's constant, in the list's order. */
+static ml_status add_bias(void *ctx, float *logits, uint32_t vocab, const ml_token *history,
+                          size_t n_history, ml_error *err)
+{
+    const ml_gen *g = ctx;
+    (void)vocab, (void)history, (void)n_history, (void)err;
+    for (size_t i = 0; i < g->p.n_bias; i++)
+        logits[g->p.bias[i].id] += g->p.bias[i].bias;
+    return ML_OK;
+}
+
+/* The sampler's penalties, over the history the step was given. */
 static ml_status repeat_penalty(void *ctx, float *logits, uint32_t vocab,
                                 const ml_token *history, size_t n_history, ml_error *err)
 {
@@ -56,9 +69,11 @@ static ml_status repeat_penalty(void *ctx, float *logits, uint32_t vocab,
 static void build_chain(ml_gen *g)
 {
     const ml_gen_params *p = &g->p;
+    if (p->n_bias)
+        g->chain[g->n_chain++] = (ml_logits_proc){add_bias, NULL, g};
     if ((p->flags & ML_GEN_IGNORE_EOS) && p->mlt)
         g->chain[g->n_chain++] = (ml_logits_proc){ban_eog, NULL, (void *)p->mlt};
-    if (p->sampler.repeat_penalty != 0 && p->sampler.repeat_penalty != 1)
+    if (ml__sampler_penalizes(g->sampler))
         g->chain[g->n_chain++] = (ml_logits_proc){repeat_penalty, NULL, g->sampler};
     for (size_t i = 0; i < p->n_procs; i++)
         g->chain[g->n_chain++] = p->procs[i];
@@ -80,6 +95,24 @@ static ml_status check_procs(const ml_gen_params *p, ml_error *err)
     return ML_OK;
 }
 
+static ml_status check_bias(const ml_gen_params *p, ml_error *err)
+{
+    if (p->n_bias && !p->bias)
+        return ml__err(err, ML_E_INVAL, "", -1, "%zu logit biases, none given", p->n_bias);
+    if (p->n_bias > p->vocab)
+        return ml__err(err, ML_E_INVAL, "", -1, "%zu logit biases for %u tokens", p->n_bias,
+                       p->vocab);
+    for (size_t i = 0; i < p->n_bias; i++) {
+        if (p->bias[i].id >= p->vocab)
+            return ml__err(err, ML_E_INVAL, "", -1, "logit bias for token %u, outside the %u",
+                           p->bias[i].id, p->vocab);
+        if (isnan(p->bias[i].bias) || p->bias[i].bias == INFINITY)
+            return ml__err(err, ML_E_INVAL, "", -1, "logit bias of token %u is not a number",
+                           p->bias[i].id);
+    }
+    return ML_OK;
+}
+
 static ml_status check_params(const ml_gen_params *p, ml_error *err)
 {
     int text = !(p->flags & ML_GEN_NO_TEXT);
@@ -98,7 +131,8 @@ static ml_status check_params(const ml_gen_params *p, ml_error *err)
         if (s)
             return s;
     }
-    return check_procs(p, err);
+    ml_status s = check_procs(p, err);
+    return s ? s : check_bias(p, err);
 }
 
 ml_status ml_gen_new(const ml_gen_params *p, ml_gen **out, ml_error *err)
@@ -123,6 +157,14 @@ ml_status ml_gen_new(const ml_gen_params *p, ml_gen **out, ml_error *err)
         return s;
     }
     g->p.stops = NULL, g->p.n_stops = 0;
+    if (p->n_bias) {
+        if (!(g->bias = malloc(p->n_bias * sizeof *g->bias))) { /* n_bias <= vocab */
+            ml_gen_free(g);
+            return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+        }
+        memcpy(g->bias, p->bias, p->n_bias * sizeof *g->bias);
+    }
+    g->p.bias = g->bias;
     build_chain(g);
     g->p.procs = NULL, g->p.n_procs = 0;
     ml_gen_restart(g);
@@ -136,6 +178,7 @@ void ml_gen_free(ml_gen *g)
         return;
     ml_sampler_free(g->sampler);
     ml_stop_free(g->stop);
+    free(g->bias);
     free(g);
 }
 

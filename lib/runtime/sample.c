@@ -1,5 +1,5 @@
 /* sample.c - choosing the next token: greedy, or temperature sampling with
- * repeat penalty, top-k, top-p and min-p, from a seeded generator so a
+ * the repeat, presence and frequency penalties, top-k, top-p and min-p, from a seeded generator so a
  * fixed seed reproduces a run exactly.  The filters apply in the order
  * llama.cpp's default chain uses: penalty, top-k, top-p, min-p,
  * temperature. */
@@ -21,7 +21,8 @@ ml_status ml_sampler_new(const ml_sampler_params *p, uint32_t vocab, ml_sampler 
 {
     *out = NULL;
     if (!(p->temperature >= 0) || !(p->top_p >= 0 && p->top_p <= 1) ||
-        !(p->min_p >= 0 && p->min_p <= 1) || !(p->repeat_penalty >= 0))
+        !(p->min_p >= 0 && p->min_p <= 1) || !(p->repeat_penalty >= 0) ||
+        !isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
         return ml__err(err, ML_E_INVAL, "", -1, "sampler parameter out of range");
     ml_sampler *s = calloc(1, sizeof *s);
     if (!s || !(s->c = malloc((size_t)vocab * sizeof *s->c))) {
@@ -136,14 +137,23 @@ static float max_logit(const float *logits, uint32_t n)
     return m;
 }
 
-/* Divides positive logits by the penalty and multiplies negative ones, once
- * per distinct token among the last repeat_last_n. */
+int ml__sampler_penalizes(const ml_sampler *s)
+{
+    const ml_sampler_params *p = &s->p;
+    return (p->repeat_penalty != 0 && p->repeat_penalty != 1) || p->presence_penalty != 0 ||
+           p->frequency_penalty != 0;
+}
+
+/* Once per distinct token among the last repeat_last_n: the repeat penalty
+ * divides a positive logit and multiplies a negative one, then the token
+ * loses count * frequency + presence (llama.cpp's order). */
 void ml__sampler_penalize(const ml_sampler *s, float *logits, const ml_token *hist, size_t n)
 {
-    float r = s->p.repeat_penalty;
-    if (r == 0 || r == 1 || !hist)
+    const ml_sampler_params *p = &s->p;
+    if (!ml__sampler_penalizes(s) || !hist)
         return;
-    size_t last = s->p.repeat_last_n ? s->p.repeat_last_n : 64;
+    int repeat = p->repeat_penalty != 0 && p->repeat_penalty != 1;
+    size_t last = p->repeat_last_n ? p->repeat_last_n : 64;
     size_t from = n > last ? n - last : 0;
     for (size_t i = from; i < n; i++) {
         ml_token id = hist[i];
@@ -152,8 +162,15 @@ void ml__sampler_penalize(const ml_sampler *s, float *logits, const ml_token *hi
         int seen = 0;
         for (size_t j = from; j < i && !seen; j++)
             seen = hist[j] == id;
-        if (!seen)
+        if (seen)
+            continue;
+        size_t count = 1;
+        for (size_t j = i + 1; j < n; j++)
+            count += hist[j] == id;
+        float r = p->repeat_penalty;
+        if (repeat)
             logits[id] = logits[id] > 0 ? logits[id] / r : logits[id] * r;
+        logits[id] -= (float)count * p->frequency_penalty + p->presence_penalty;
     }
 }
 

@@ -172,6 +172,35 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     [[ ${stderr_lines[0]} == "ml-run: --stop: an empty stop string" ]]
 }
 
+@test "--presence-penalty, --frequency-penalty, --logit-bias (-l) as llama.cpp spells them" {
+    run -0 ml-run -m "$(M)" -p "Hi" -n 12 --temp 0 -q
+    local plain=$output
+    run -0 ml-run -m "$(M)" -p "Hi" -n 12 --temp 0 -q --frequency-penalty 2
+    [[ $output != "$plain" ]]
+    # --repeat-last-n 0 turns every penalty off
+    run -0 ml-run -m "$(M)" -p "Hi" -n 12 --temp 0 -q --presence-penalty 2 --frequency-penalty 2 --repeat-last-n 0
+    [[ $output == "$plain" ]]
+    # the first generated id, banned: another text; favoured: it, again and again
+    run -0 ml-run -m "$(M)" --ids -p "1 100 200" -n 3 --temp 0 -q --ignore-eos
+    local first=${output%% *}
+    run -0 ml-run -m "$(M)" --ids -p "1 100 200" -n 3 --temp 0 -q --ignore-eos -l "$first-inf"
+    [[ ${output%% *} != "$first" ]]
+    run -0 ml-run -m "$(M)" --ids -p "1 100 200" -n 3 --temp 0 -q --ignore-eos --logit-bias 7+100
+    [[ $output == "7 7 7" ]]
+    run -0 ml-run -m "$(M)" --ids -p "1 100 200" -n 3 --temp 0 -q --ignore-eos -l 7+100 -l 7-200
+    [[ $output != "7 7 7" ]]
+    local bad
+    for bad in 7 7+ +7 7*2 x+1 7+1x 7+nan 7+inf 99999999999+1; do
+        run -2 --separate-stderr ml-run -m "$(M)" -p hi -l "$bad"
+        [[ ${stderr_lines[0]} == "ml-run: --logit-bias: '$bad'"* ]] || fail_with "$bad: ${stderr_lines[0]}"
+    done
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi --presence-penalty 3
+    [[ ${stderr_lines[0]} == "ml-run: --presence-penalty: '3' is not a number in [-2, 2]" ]]
+    # an id the model does not have: the generator's refusal, naming it
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi -l 4000000000+1
+    [[ ${stderr_lines[0]} == *"ML_E_INVAL: logit bias for token 4000000000"* ]] || fail_with "${stderr_lines[0]}"
+}
+
 @test "llama.cpp's spellings and escapes: --predict, --ctx-size, --batch-size, --temperature, --repeat-last-n, -e" {
     run -0 ml-run -m "$(M)" -p "Hi" -n 12 --temp 0.7 -s 3 -c 64 -b 8 -q
     local want=$output

@@ -4,7 +4,8 @@
  * hold, the text held back and released at the end, the ban of
  * ignore-EOS, the order of the processor chain and its accept hooks,
  * tokens only without a tokenizer, the same ids as the sampler called
- * directly (penalty included) over a restart, and the exact status of
+ * directly (penalty included) over a restart, the presence and frequency
+ * penalties and the logit bias, and the exact status of
  * every bad argument and failing callback. */
 #include "suites.h"
 #include "testutil.h"
@@ -373,6 +374,82 @@ START_TEST(test_processor_order)
 }
 END_TEST
 
+/* ---- OpenAI's penalties and logit bias ---- */
+/* Greedy over logits l with history h; the logits after the chain. */
+static void penalized(const ml_gen_params *p, float *l, const ml_token *h, size_t n)
+{
+    ml_gen *g = new_gen(p);
+    ml_gen_input in = {l, h, n, 10};
+    ml_gen_result res;
+    ml_error err;
+    ck_assert_msg(ml_gen_next(g, &in, &res, &err) == ML_OK, "%s", err.msg);
+    ml_gen_free(g);
+}
+
+START_TEST(test_presence_frequency)
+{
+    fixture f;
+    fixture_init(&f);
+    ml_gen_params p = text_params(&f, 5);
+    p.sampler.repeat_penalty = 2, p.sampler.presence_penalty = 0.5f;
+    p.sampler.frequency_penalty = 0.25f;
+    /* Token 0 twice, 1 and 4 once: the repeat penalty once per token,
+     * then count * 0.25 + 0.5 off (llama.cpp's order). */
+    const ml_token hist[4] = {0, 1, 0, 4};
+    float l[VOCAB] = {4, -1, 0, 0, 2, 3};
+    penalized(&p, l, hist, 4);
+    ck_assert(l[0] == 4.0f / 2 - (2 * 0.25f + 0.5f));
+    ck_assert(l[1] == -1.0f * 2 - 0.75f);
+    ck_assert(l[4] == 2.0f / 2 - 0.75f);
+    ck_assert(l[5] == 3 && l[6] == 0); /* unseen tokens untouched */
+    /* Only the last repeat_last_n tokens count: here 0 once and 4. */
+    float w[VOCAB] = {4, -1, 0, 0, 2};
+    p.sampler.repeat_last_n = 2;
+    penalized(&p, w, hist, 4);
+    ck_assert(w[0] == 2 - 0.75f && w[1] == -1 && w[4] == 1 - 0.75f);
+    /* Without the repeat penalty, presence and frequency alone apply. */
+    float z[VOCAB] = {4, -1};
+    p.sampler.repeat_penalty = 1, p.sampler.repeat_last_n = 0;
+    penalized(&p, z, hist, 4);
+    ck_assert(z[0] == 4 - 1.0f && z[1] == -1 - 0.75f);
+    fixture_free(&f);
+}
+END_TEST
+
+START_TEST(test_logit_bias)
+{
+    fixture f;
+    fixture_init(&f);
+    char log[4] = "";
+    probe a = {log, 'a', 0, 0, {0}, 0, 0};
+    ml_logits_proc proc = {probe_apply, NULL, &a};
+    const ml_logit_bias bias[3] = {{4, 5}, {0, -INFINITY}, {4, -1.5f}};
+    ml_gen_params p = text_params(&f, 5);
+    p.bias = bias, p.n_bias = 3, p.procs = &proc, p.n_procs = 1;
+    float l[VOCAB] = {9, 0, 0, 0, 1};
+    ml_gen *g = new_gen(&p);
+    ml_gen_input in = {l, NULL, 0, 10};
+    ml_gen_result res;
+    ml_error err;
+    ck_assert_int_eq(ml_gen_next(g, &in, &res, &err), ML_OK);
+    ck_assert_uint_eq(res.token, 4); /* 0 banned, 4 at 1 + 5 - 1.5 */
+    ck_assert(l[4] == 4.5f && isinf(l[0]) && l[0] < 0);
+    ck_assert(isinf(a.seen_0) && a.seen_0 < 0); /* before the caller's processors */
+    ml_gen_free(g);
+    /* The list was copied. */
+    ml_logit_bias mine[1] = {{4, 50}};
+    p.bias = mine, p.n_bias = 1, p.n_procs = 0;
+    g = new_gen(&p);
+    mine[0].id = 1;
+    float m[VOCAB] = {9};
+    in.logits = m;
+    ck_assert_int_eq(ml_gen_next(g, &in, &res, &err), ML_OK);
+    ck_assert_uint_eq(res.token, 4);
+    ml_gen_free(g);
+    fixture_free(&f);
+}
+END_TEST
+
 /* ---- tokens only ---- */
 START_TEST(test_tokens_only)
 {
@@ -405,7 +482,7 @@ END_TEST
 START_TEST(test_same_ids_as_sampler)
 {
     enum { V = 300, STEPS = 60 };
-    ml_sampler_params sp = {0.8f, 40, 0.95f, 0.05f, 1.3f, 16, 1234 + (uint64_t)_i};
+    ml_sampler_params sp = {0.8f, 40, 0.95f, 0.05f, 1.3f, 16, 1234 + (uint64_t)_i, 0.3f, 0.2f};
     if (_i == 1)
         sp.top_k = 0; /* min-p over the whole vocabulary */
     ml_gen_params p = {.vocab = V, .sampler = sp, .flags = ML_GEN_NO_TEXT, .max_tokens = STEPS};
@@ -505,6 +582,28 @@ START_TEST(test_bad_params)
     refused(&p, ML_E_INVAL, "stop strings NULL");
     p = ok, p.n_stops = ML_STOP_MAX + 1;
     refused(&p, ML_E_INVAL, "too many stop strings");
+    p = ok, p.sampler.presence_penalty = NAN;
+    refused(&p, ML_E_INVAL, "a presence penalty not a number");
+    p = ok, p.sampler.frequency_penalty = INFINITY;
+    refused(&p, ML_E_INVAL, "an infinite frequency penalty");
+    ml_logit_bias bias[VOCAB + 1];
+    for (int i = 0; i <= VOCAB; i++)
+        bias[i] = (ml_logit_bias){(ml_token)(i % VOCAB), 1};
+    p = ok, p.n_bias = 1;
+    refused(&p, ML_E_INVAL, "logit biases NULL");
+    p = ok, p.bias = bias, p.n_bias = VOCAB + 1;
+    refused(&p, ML_E_INVAL, "more logit biases than tokens");
+    bias[0].id = VOCAB;
+    p = ok, p.bias = bias, p.n_bias = 1;
+    refused(&p, ML_E_INVAL, "a logit bias past the vocabulary");
+    bias[0] = (ml_logit_bias){0, NAN};
+    refused(&p, ML_E_INVAL, "a logit bias not a number");
+    bias[0].bias = INFINITY;
+    refused(&p, ML_E_INVAL, "a logit bias of +inf");
+    bias[0].bias = -INFINITY; /* a ban is fine, and so is one per token */
+    p.n_bias = VOCAB;
+    ck_assert_int_eq(ml_gen_new(&p, &g, &err), ML_OK);
+    ml_gen_free(g);
     /* Exactly ML_GEN_MAX_PROCS is fine, and so is a vocabulary the size
      * of the tokenizer. */
     procs[1].apply = fail_io;
@@ -598,6 +697,8 @@ Suite *suite_generate(void)
     tcase_add_test(tc, test_held_text_released_at_the_end);
     tcase_add_test(tc, test_ignore_eos_ban);
     tcase_add_test(tc, test_processor_order);
+    tcase_add_test(tc, test_presence_frequency);
+    tcase_add_test(tc, test_logit_bias);
     tcase_add_test(tc, test_tokens_only);
     tcase_add_loop_test(tc, test_same_ids_as_sampler, 0, 2);
     tcase_add_test(tc, test_bad_params);

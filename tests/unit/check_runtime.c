@@ -463,7 +463,7 @@ END_TEST
 /* Greedy sampling is argmax; a fixed seed reproduces a sequence. */
 START_TEST(test_sampler)
 {
-    ml_sampler_params sp = {0, 0, 1, 0, 1, 64, 1};
+    ml_sampler_params sp = {0, 0, 1, 0, 1, 64, 1, 0, 0};
     ml_sampler *s;
     ml_error err;
     float logits[8] = {0.1f, 3.0f, 2.9f, -1, 0, 0, 3.0f, 0};
@@ -616,7 +616,7 @@ START_TEST(test_sampler_reference)
                     for (size_t d = 0; d < 3; d++)
                         for (size_t t = 0; t < 2; t++) {
                             ml_sampler_params sp = {temps[t], ks[a], ps[b], mins[d], 1, 64,
-                                                    1000 + a * 97 + b * 13 + d};
+                                                    1000 + a * 97 + b * 13 + d, 0, 0};
                             ml_sampler *s;
                             ml_error err;
                             ck_assert(ml_sampler_new(&sp, V, &s, &err) == ML_OK);
@@ -659,7 +659,7 @@ static int32_t first_max(const float *x, uint32_t n)
 
 START_TEST(test_greedy_argmax)
 {
-    ml_sampler_params sp = {0, 0, 1, 0, 1, 64, 1};
+    ml_sampler_params sp = {0, 0, 1, 0, 1, 64, 1, 0, 0};
     ml_error err;
     uint64_t r = 7;
     for (uint32_t n = 1; n <= 70; n++)
