@@ -1,10 +1,12 @@
 /* request.c - a request's JSON body to srv_request (request.h): the
  * fields of OpenAI's chat and completion requests and llama-server's
- * tokenize/detokenize, each checked for its type and range.  Unknown
- * fields are ignored, as OpenAI's API does; null counts as absent, since
- * clients send it for "not set". */
+ * tokenize/detokenize, each checked for its type and range.  Every field
+ * is honoured or refused by name (the table of fields below); an unknown
+ * one is refused, as OpenAI's API refuses it; null counts as absent,
+ * since clients send it for "not set". */
 #include "request.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -131,21 +133,6 @@ static int copy_string(const json_t *v, char **out, size_t *len, srv_error *e)
 /* ------------------------------------------------------------------------
  * Sampling and stopping
  * ------------------------------------------------------------------------ */
-/* OpenAI's penalties: this server has none, so a non-zero one is refused
- * rather than ignored (the client would get other text than it asked for). */
-static int refuse_penalty(const json_t *o, const char *name, srv_error *e)
-{
-    double x = 0;
-    if (get_number(o, name, -2, 2, &x, e))
-        return -1;
-    if (x != 0)
-        return srv_fail(e, 400, "invalid_request_error", name, "unsupported_parameter",
-                        "Unsupported value for '%s': ml-serve has no penalties; send 0 or "
-                        "leave it out.",
-                        name);
-    return 0;
-}
-
 static int add_stop(srv_request *r, const json_t *v, srv_error *e)
 {
     if (!json_is_string(v))
@@ -176,17 +163,24 @@ static int get_stops(const json_t *o, srv_request *r, srv_error *e)
 static int get_sampling(const json_t *o, srv_request *r, srv_error *e)
 {
     double temp = SRV_DEFAULT_TEMP, top_p = SRV_DEFAULT_TOP_P, min_p = SRV_DEFAULT_MIN_P;
+    double presence = 0, frequency = 0;
     int64_t top_k = SRV_DEFAULT_TOP_K, seed = 0, n = 1;
     if (get_number(o, "temperature", 0, 2, &temp, e) || get_number(o, "top_p", 0, 1, &top_p, e) ||
         get_number(o, "min_p", 0, 1, &min_p, e) ||
         get_integer(o, "top_k", 0, ML_MLB_VOCAB_LIMIT, &top_k, NULL, e) ||
         get_integer(o, "seed", INT64_MIN, INT64_MAX, &seed, &r->seed_set, e) ||
         get_integer(o, "n", 1, 1, &n, NULL, e) || get_bool(o, "ignore_eos", &r->ignore_eos, e) ||
-        refuse_penalty(o, "presence_penalty", e) ||
-        refuse_penalty(o, "frequency_penalty", e))
+        get_number(o, "presence_penalty", -2, 2, &presence, e) ||
+        get_number(o, "frequency_penalty", -2, 2, &frequency, e))
         return -1;
-    r->sp = (ml_sampler_params){(float)temp, (uint32_t)top_k, (float)top_p, (float)min_p,
-                                1, 0, (uint64_t)seed};
+    r->sp = (ml_sampler_params){.temperature = (float)temp,
+                                .top_k = (uint32_t)top_k,
+                                .top_p = (float)top_p,
+                                .min_p = (float)min_p,
+                                .repeat_penalty = 1,
+                                .seed = (uint64_t)seed,
+                                .presence_penalty = (float)presence,
+                                .frequency_penalty = (float)frequency};
     return 0;
 }
 
@@ -214,12 +208,67 @@ static int get_stream(const json_t *o, srv_request *r, srv_error *e)
     return get_bool(so, "include_usage", &r->include_usage, e);
 }
 
-static int refuse_logprobs(const json_t *o, srv_error *e)
+/* One logit_bias entry: a token id (a decimal string as OpenAI's map
+ * keys are, or an integer in llama-server's [[id, bias]] form) and a bias
+ * in [-100, 100], or false (llama-server's: never drawn). */
+static int add_bias(srv_request *r, const char *key, const json_t *id, const json_t *b,
+                    uint32_t vocab, srv_error *e)
 {
-    json_t *v = member(o, "logprobs");
-    if (v && (json_is_true(v) || (json_is_integer(v) && json_integer_value(v) > 0)))
-        return srv_fail(e, 400, "invalid_request_error", "logprobs", "unsupported_parameter",
-                        "Unsupported parameter: 'logprobs' is not supported by ml-serve.");
+    uint64_t t = 0;
+    if (key) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(key, &end, 10);
+        if (errno || end == key || *end || *key < '0' || *key > '9')
+            return out_of_range(e, "logit_bias", "token ids (decimal strings) as keys");
+        t = v;
+    } else if (json_is_integer(id) && json_integer_value(id) >= 0) {
+        t = (uint64_t)json_integer_value(id);
+    } else {
+        return out_of_range(e, "logit_bias", "[token id, bias] pairs");
+    }
+    if (t >= vocab)
+        return out_of_range(e, "logit_bias", "token ids below the vocabulary's size");
+    float bias = -INFINITY;
+    if (!json_is_false(b)) {
+        if (!json_is_number(b) || !(json_number_value(b) >= -100 && json_number_value(b) <= 100))
+            return out_of_range(e, "logit_bias", "biases from -100 to 100 (or false)");
+        bias = (float)json_number_value(b);
+    }
+    if (r->n_bias == vocab)
+        return out_of_range(e, "logit_bias", "at most one entry per token");
+    r->bias[r->n_bias++] = (ml_logit_bias){(ml_token)t, bias};
+    return 0;
+}
+
+/* logit_bias: OpenAI's {"id": bias} map or llama-server's [[id, bias]]. */
+static int get_logit_bias(const json_t *o, uint32_t vocab, srv_request *r, srv_error *e)
+{
+    json_t *v = member(o, "logit_bias"), *x;
+    size_t n = json_is_object(v) ? json_object_size(v) : json_is_array(v) ? json_array_size(v) : 0;
+    if (!v)
+        return 0;
+    if (!json_is_object(v) && !json_is_array(v))
+        return bad_type(e, "logit_bias", "an object mapping token ids to biases", v);
+    if (n > vocab)
+        return out_of_range(e, "logit_bias", "at most one entry per token");
+    if (n && !(r->bias = malloc(n * sizeof *r->bias)))
+        return srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+    if (json_is_object(v)) {
+        const char *key;
+        json_object_foreach(v, key, x) {
+            if (add_bias(r, key, NULL, x, vocab, e))
+                return -1;
+        }
+        return 0;
+    }
+    size_t i;
+    json_array_foreach(v, i, x) {
+        if (!json_is_array(x) || json_array_size(x) != 2)
+            return out_of_range(e, "logit_bias", "[token id, bias] pairs");
+        if (add_bias(r, NULL, json_array_get(x, 0), json_array_get(x, 1), vocab, e))
+            return -1;
+    }
     return 0;
 }
 
@@ -338,14 +387,160 @@ static int get_tokens(const json_t *o, uint32_t vocab, srv_request *r, srv_error
 }
 
 /* ------------------------------------------------------------------------
+ * Every field a request may name
+ * ------------------------------------------------------------------------ */
+/* "Off" values of the fields this server cannot honour: what a client
+ * sends when it does not use the feature. */
+static int is_false(const json_t *v) { return json_is_false(v); }
+static int is_zero(const json_t *v) { return json_is_integer(v) && json_integer_value(v) == 0; }
+static int is_false_or_0(const json_t *v) { return json_is_false(v) || is_zero(v); }
+/* A feature none of whose values this server can honour. */
+static int no_value(const json_t *v) { (void)v; return 0; }
+static int is_one(const json_t *v) { return json_is_integer(v) && json_integer_value(v) == 1; }
+static int is_empty(const json_t *v)
+{
+    return (json_is_array(v) && !json_array_size(v)) ||
+           (json_is_object(v) && !json_object_size(v)) ||
+           (json_is_string(v) && !json_string_length(v));
+}
+static int is_bool(const json_t *v) { return json_is_boolean(v); }
+static int is_text_format(const json_t *v)
+{
+    const char *t = json_string_value(json_object_get(v, "type"));
+    return json_is_object(v) && json_object_size(v) == 1 && t && !strcmp(t, "text");
+}
+static int is_text_modality(const json_t *v)
+{
+    const char *t = json_string_value(json_array_get(v, 0));
+    return json_is_array(v) && json_array_size(v) == 1 && t && !strcmp(t, "text");
+}
+static int is_no_tool(const json_t *v)
+{
+    const char *t = json_string_value(v);
+    return t && (!strcmp(t, "none") || !strcmp(t, "auto"));
+}
+static int is_default_tier(const json_t *v)
+{
+    const char *t = json_string_value(v);
+    return t && (!strcmp(t, "auto") || !strcmp(t, "default"));
+}
+
+enum { K_CHAT = 1 << SRV_CHAT, K_COMPL = 1 << SRV_COMPLETION, K_TOK = 1 << SRV_TOKENIZE,
+       K_DETOK = 1 << SRV_DETOKENIZE, K_GEN = K_CHAT | K_COMPL };
+
+/* The fields of OpenAI's chat and completion requests, llama-server's
+ * tokenize and detokenize, and the llama.cpp sampling fields this server
+ * takes.  off NULL: the field is read below (or is by definition without
+ * effect on the answer: model, user, safety_identifier,
+ * prompt_cache_key).  off set: not supported, and taken only at a value
+ * that asks for nothing (no_value: none does); another value is a 400
+ * naming the field.  A
+ * field in no row is a 400 as well, as OpenAI answers an unknown one.
+ * null is absent everywhere. */
+static const struct field {
+    const char *name;
+    unsigned kinds;
+    int (*off)(const json_t *v);
+} fields[] = {
+    {"model", K_GEN, NULL},
+    {"messages", K_CHAT, NULL},
+    {"prompt", K_COMPL, NULL},
+    {"max_tokens", K_GEN, NULL},
+    {"max_completion_tokens", K_GEN, NULL},
+    {"temperature", K_GEN, NULL},
+    {"top_p", K_GEN, NULL},
+    {"top_k", K_GEN, NULL},
+    {"min_p", K_GEN, NULL},
+    {"n", K_GEN, NULL},
+    {"seed", K_GEN, NULL},
+    {"stop", K_GEN, NULL},
+    {"stream", K_GEN, NULL},
+    {"stream_options", K_GEN, NULL},
+    {"presence_penalty", K_GEN, NULL},
+    {"frequency_penalty", K_GEN, NULL},
+    {"logit_bias", K_GEN, NULL},
+    {"ignore_eos", K_GEN, NULL},
+    {"user", K_GEN, NULL},
+    {"safety_identifier", K_CHAT, NULL},
+    {"prompt_cache_key", K_CHAT, NULL},
+    {"logprobs", K_GEN, is_false_or_0},
+    {"top_logprobs", K_CHAT, is_zero},
+    {"echo", K_COMPL, is_false},
+    {"suffix", K_COMPL, is_empty},
+    {"best_of", K_COMPL, is_one},
+    {"tools", K_CHAT, is_empty},
+    {"tool_choice", K_CHAT, is_no_tool},
+    {"parallel_tool_calls", K_CHAT, is_bool},
+    {"functions", K_CHAT, is_empty},
+    {"function_call", K_CHAT, is_no_tool},
+    {"response_format", K_CHAT, is_text_format},
+    {"modalities", K_CHAT, is_text_modality},
+    {"audio", K_CHAT, no_value},
+    {"prediction", K_CHAT, no_value},
+    {"reasoning_effort", K_CHAT, no_value},
+    {"verbosity", K_CHAT, no_value},
+    {"web_search_options", K_CHAT, no_value},
+    {"store", K_CHAT, is_false},
+    {"metadata", K_CHAT, is_empty},
+    {"service_tier", K_CHAT, is_default_tier},
+    {"content", K_TOK, NULL},
+    {"add_special", K_TOK, NULL},
+    {"with_pieces", K_TOK, is_false},
+    {"tokens", K_DETOK, NULL},
+};
+
+static int check_field(srv_kind kind, const char *name, const json_t *v, srv_error *e)
+{
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        const struct field *f = &fields[i];
+        if (strcmp(f->name, name) || !(f->kinds & (1u << kind)))
+            continue;
+        if (json_is_null(v) || !f->off || f->off(v))
+            return 0;
+        return srv_fail(e, 400, "invalid_request_error", f->name, "unsupported_parameter",
+                        "Unsupported parameter: '%s' is not supported by ml-serve%s.", f->name,
+                        f->off == no_value ? "" : " (only its default value is accepted)");
+    }
+    /* the name lives in the body, which is freed before the answer */
+    snprintf(e->param_buf, sizeof e->param_buf, "%s", name);
+    return srv_fail(e, 400, "invalid_request_error", e->param_buf, "unknown_parameter",
+                    "Unrecognized request argument supplied: %.200s", name);
+}
+
+static int check_fields(srv_kind kind, const json_t *o, srv_error *e)
+{
+    const char *name;
+    json_t *v;
+    json_object_foreach((json_t *)o, name, v) {
+        if (check_field(kind, name, v, e))
+            return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
  * The body
  * ------------------------------------------------------------------------ */
+/* The fields without effect on the answer must still be strings. */
+static int check_labels(const json_t *o, srv_error *e)
+{
+    static const char *const names[] = {"model", "user", "safety_identifier", "prompt_cache_key"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        json_t *v = member(o, names[i]);
+        if (v && !json_is_string(v))
+            return bad_type(e, names[i], "a string", v);
+    }
+    return 0;
+}
+
 static int parse_generation(const json_t *o, uint32_t vocab, srv_request *r, srv_error *e)
 {
+    if (check_labels(o, e))
+        return -1;
     if (r->kind == SRV_CHAT ? get_messages(o, r, e) : get_prompt(o, "prompt", vocab, r, e))
         return -1;
     return get_sampling(o, r, e) || get_max_tokens(o, r, e) || get_stops(o, r, e) ||
-                   get_stream(o, r, e) || refuse_logprobs(o, e)
+                   get_stream(o, r, e) || get_logit_bias(o, vocab, r, e)
                ? -1
                : 0;
 }
@@ -379,8 +574,9 @@ int srv_request_parse(srv_kind kind, const char *body, size_t len, uint32_t voca
     json_t *o = load(body, len, e);
     if (!o)
         return -1;
-    int rc;
-    switch (kind) {
+    int rc = check_fields(kind, o, e);
+    switch (rc ? -1 : (int)kind) {
+    case -1: break;
     case SRV_TOKENIZE:
         rc = get_prompt(o, "content", 0, r, e) || get_bool(o, "add_special", &r->add_special, e);
         break;
@@ -396,6 +592,7 @@ void srv_request_free(srv_request *r)
     json_decref(r->messages);
     free(r->text);
     free(r->tokens);
+    free(r->bias);
     for (size_t i = 0; i < r->n_stops; i++)
         free(r->stops[i]);
     memset(r, 0, sizeof *r);

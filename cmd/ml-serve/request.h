@@ -35,6 +35,7 @@ typedef struct srv_error {
     const char *param; /* the field at fault, or NULL */
     const char *code;  /* a short machine-readable reason, or NULL */
     char message[320];
+    char param_buf[64];  /* param when it names a field of the body (cut) */
 } srv_error;
 
 /* Fills e (status 400 unless set otherwise by the caller) and returns -1. */
@@ -58,6 +59,8 @@ typedef struct srv_request {
     int stream;          /* Server-Sent Events */
     int include_usage;   /* stream_options.include_usage */
     int ignore_eos;      /* llama-server's: no end-of-generation token is drawn */
+    ml_logit_bias *bias; /* logit_bias: ids below the vocabulary */
+    size_t n_bias;
 } srv_request;
 
 /* Reads body[0..len) as a request of `kind`.  Token ids must lie below

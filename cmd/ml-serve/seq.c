@@ -85,6 +85,11 @@ size_t srv_ctx_len(const srv_ctx *c, uint32_t seq)
     return c->n_held[seq];
 }
 
+const ml_token *srv_ctx_held(const srv_ctx *c, uint32_t seq)
+{
+    return c->held + (size_t)seq * c->n_ctx;
+}
+
 size_t srv_ctx_common(const srv_ctx *c, uint32_t seq, const ml_token *tokens, size_t n)
 {
     const ml_token *held = c->held + (size_t)seq * c->n_ctx;

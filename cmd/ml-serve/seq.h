@@ -24,6 +24,9 @@ uint32_t srv_ctx_n_chunk(const srv_ctx *c);
 /* Tokens sequence seq's cache holds (its position). */
 size_t srv_ctx_len(const srv_ctx *c, uint32_t seq);
 
+/* The tokens sequence seq's cache holds, srv_ctx_len of them (valid
+ * until the next step): a generation's history for its penalties. */
+const ml_token *srv_ctx_held(const srv_ctx *c, uint32_t seq);
 /* How many of tokens[0..n) sequence seq's cache already holds at its
  * start. */
 size_t srv_ctx_common(const srv_ctx *c, uint32_t seq, const ml_token *tokens, size_t n);

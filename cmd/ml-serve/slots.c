@@ -30,6 +30,8 @@ struct srv_job {
     char **stops;
     size_t n_stops;
     int ignore_eos;
+    ml_logit_bias *bias;
+    size_t n_bias;
     /* under the scheduler's lock */
     srv_sched *s;
     int refs;           /* the client's and, until it ends, the scheduler's */
@@ -82,6 +84,7 @@ static void job_free(srv_job *j)
     for (size_t i = 0; i < j->n_stops; i++)
         free(j->stops[i]);
     free(j->stops);
+    free(j->bias);
     free(j->prompt);
     free(j->text);
     pthread_cond_destroy(&j->grew);
@@ -103,7 +106,8 @@ static srv_job *job_new(const srv_job_params *p)
     pthread_cond_init(&j->grew, NULL);
     j->prompt = malloc(p->n_prompt * sizeof *j->prompt);
     j->stops = p->n_stops ? calloc(p->n_stops, sizeof *j->stops) : NULL;
-    int ok = j->prompt && (!p->n_stops || j->stops);
+    j->bias = p->n_bias ? malloc(p->n_bias * sizeof *j->bias) : NULL;
+    int ok = j->prompt && (!p->n_stops || j->stops) && (!p->n_bias || j->bias);
     for (size_t i = 0; ok && i < p->n_stops; i++, j->n_stops++)
         ok = (j->stops[i] = strdup(p->stops[i])) != NULL;
     if (!ok) {
@@ -111,6 +115,9 @@ static srv_job *job_new(const srv_job_params *p)
         return NULL;
     }
     memcpy(j->prompt, p->prompt, p->n_prompt * sizeof *j->prompt);
+    if (p->n_bias)
+        memcpy(j->bias, p->bias, p->n_bias * sizeof *j->bias);
+    j->n_bias = p->n_bias;
     j->n_prompt = p->n_prompt;
     j->max_tokens = p->max_tokens;
     j->sp = p->sp;
@@ -279,7 +286,8 @@ static void slot_start(srv_sched *s, slot *sl, srv_job *j)
                         .flags = j->ignore_eos ? ML_GEN_IGNORE_EOS : 0,
                         .stops = (const char *const *)j->stops, .n_stops = j->n_stops,
                         .max_tokens = j->max_tokens, .on_text = release_text, .text_ctx = sl,
-                        .on_token = count_token, .token_ctx = sl};
+                        .on_token = count_token, .token_ctx = sl, .bias = j->bias,
+                        .n_bias = j->n_bias};
     ml_status st = ml_gen_new(&gp, &sl->gen, &err);
     if (st) {
         job_end(j, NULL, st, err.msg);
@@ -320,13 +328,16 @@ static void admit(srv_sched *s)
 
 /* One generated token: "stop" or "length" when the job ends with it
  * (the text held back then released), NULL when it goes on (sl->next is
- * then to be evaluated); *st reports a failure.  The server keeps no
- * history, so no repeat penalty applies (its requests cannot ask for
- * one). */
+ * then to be evaluated); *st reports a failure.  The history the
+ * penalties look back on is what the sequence holds: prompt and
+ * generated tokens, all evaluated by now. */
 static const char *generate_one(srv_sched *s, slot *sl, ml_status *st, ml_error *err)
 {
     size_t len = srv_ctx_len(s->ctx, sl->seq), n_ctx = srv_ctx_n_ctx(s->ctx);
-    ml_gen_input in = {.logits = sl->logits, .room = len < n_ctx ? n_ctx - len : 0};
+    ml_gen_input in = {.logits = sl->logits,
+                       .history = len ? srv_ctx_held(s->ctx, sl->seq) : NULL,
+                       .n_history = len,
+                       .room = len < n_ctx ? n_ctx - len : 0};
     ml_gen_result res;
     if ((*st = ml_gen_next(sl->gen, &in, &res, err)))
         return NULL;

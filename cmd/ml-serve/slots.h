@@ -44,6 +44,8 @@ typedef struct srv_job_params {
     const char *const *stops;  /* copied */
     size_t n_stops;
     int ignore_eos;            /* the end-of-generation tokens are never drawn */
+    const ml_logit_bias *bias; /* copied; ids below the vocabulary */
+    size_t n_bias;
 } srv_job_params;
 
 typedef enum srv_submit_status {
