@@ -1,7 +1,7 @@
 /* mlcore/generate.h - generating one sequence a token at a time.  Between
  * the model's logits and the text lies a fixed order of steps: the logit
- * processors (the logit bias, the end-of-generation ban of "ignore EOS", the repeat
- * penalty, then the caller's), the sampler's pick, the end-of-generation
+ * processors (the logit bias, the end-of-generation ban of "ignore EOS",
+ * the penalties, then the caller's), the sampler's pick, the end-of-generation
  * test, incremental decoding, stop strings, the length limit and the
  * context's room.  A generator owns that order, so every command follows
  * the same one, and a constraint added here (a grammar, a logit bias) is

@@ -1,11 +1,11 @@
 /* generate.c - the generator (mlcore/generate.h): one sequence's steps
  * from logits to text in one fixed order.  A step runs the processor
- * chain (the logit bias, the end-of-generation ban, the penalties, the caller's
- * processors), lets the sampler pick, tests for the end of generation,
- * keeps the token (processors' accept, on_token), decodes it through the
- * stop strings to on_text, and tests stop string, length and room, in
- * that order.  Everything a step touches is the generator's own, so
- * generators running side by side never meet. */
+ * chain (the logit bias, the end-of-generation ban, the penalties, the
+ * caller's processors), lets the sampler pick, tests for the end of
+ * generation, keeps the token (processors' accept, on_token), decodes it
+ * through the stop strings to on_text, and tests stop string, length and
+ * room, in that order.  Everything a step touches is the generator's own,
+ * so generators running side by side never meet. */
 #include "base/internal.h"
 #include "runtime/sample.h"
 

@@ -1,8 +1,8 @@
 /* sample.c - choosing the next token: greedy, or temperature sampling with
- * the repeat, presence and frequency penalties, top-k, top-p and min-p, from a seeded generator so a
- * fixed seed reproduces a run exactly.  The filters apply in the order
- * llama.cpp's default chain uses: penalty, top-k, top-p, min-p,
- * temperature. */
+ * the repeat, presence and frequency penalties, top-k, top-p and min-p,
+ * from a seeded generator so a fixed seed reproduces a run exactly.  The
+ * filters apply in the order llama.cpp's default chain uses: penalties,
+ * top-k, top-p, min-p, temperature. */
 #include "base/internal.h"
 #include "runtime/sample.h"
 
