@@ -4,7 +4,7 @@ of a real model, for speed comparisons with llama.cpp (the values do not
 matter for speed; llama.cpp and mlcore then run the very same weights,
 since gguf2mlb copies Q8_0 and Q4_0 blocks losslessly).
 
-    python3 bench/make-bench-gguf.py OUT.gguf --type q8_0 [--shape tinyllama|smollm2|gemma3]
+    python3 bench/make-bench-gguf.py OUT.gguf --type q8_0 [--shape tinyllama|smollm2|gemma3|tiny]
 
 tinyllama and smollm2 are llama-architecture models; gemma3 is Gemma 3
 270M's text model (google/gemma-3-270m config.json): dim 640, 18 layers, 4
@@ -24,6 +24,7 @@ SHAPES = {  # dim, layers, heads, kv heads, hidden, vocab, ctx
     "tinyllama": (2048, 22, 32, 4, 5632, 32000, 2048),
     "smollm2": (576, 30, 9, 3, 1536, 49152, 8192),
     "gemma3": (640, 18, 4, 1, 2048, 262144, 32768),
+    "tiny": (64, 2, 4, 2, 128, 512, 256),  # a test fixture, not a benchmark
 }
 GEMMA3_HEAD_DIM = 256
 GEMMA3_WINDOW = 512
@@ -74,10 +75,16 @@ def main():
         w.add_rope_freq_base(10000.0)
         w.add_layer_norm_rms_eps(1e-5)
     w.add_tokenizer_model("llama")
-    toks = [b"<unk>", b"<s>", b"</s>"] + [("\u2581t%d" % i).encode() for i in range(vocab - 3)]
+    # "▁t0", "▁t1", ...; the tiny fixture adds the 256 byte tokens and the
+    # pieces "▁t" is built from, so that llama.cpp can encode any text.
+    extra = ([("<0x%02X>" % b).encode() for b in range(256)] +
+             [p.encode() for p in ["\u2581", "t", "\u2581t"] + list("0123456789")]
+             if a.shape == "tiny" else [])
+    n_t = vocab - 3 - len(extra)
+    toks = [b"<unk>", b"<s>", b"</s>"] + extra + [("\u2581t%d" % i).encode() for i in range(n_t)]
     w.add_token_list(toks)
-    w.add_token_scores([0.0] * 3 + [-float(i) for i in range(vocab - 3)])
-    w.add_token_types([2, 3, 3] + [1] * (vocab - 3))
+    w.add_token_scores([0.0] * 3 + [-1e6] * len(extra) + [-float(i) for i in range(n_t)])
+    w.add_token_types([2, 3, 3] + [6 if t.startswith(b"<0x") else 1 for t in extra] + [1] * n_t)
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
 

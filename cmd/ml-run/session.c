@@ -83,10 +83,13 @@ static ml_status keep_token(void *ctx, ml_token id, ml_error *err)
 }
 
 /* One generator for the run: a chat's turns restart it, so that their
- * draws go on as one run's would. */
+ * draws go on as one run's would.  Plain text continues its prompt (a
+ * first ▁ is a space, as llama.cpp prints it); a chat reply is a message
+ * of its own. */
 static ml_status open_generator(run *r, ml_error *err)
 {
-    unsigned flags = (r->o.ignore_eos ? ML_GEN_IGNORE_EOS : 0) | (r->o.ids ? ML_GEN_NO_TEXT : 0);
+    unsigned flags = (r->o.ignore_eos ? ML_GEN_IGNORE_EOS : 0) | (r->o.ids ? ML_GEN_NO_TEXT : 0) |
+                     (r->o.chat ? 0 : ML_GEN_CONTINUE);
     ml_gen_params p = {.vocab = r->h->vocab, .sampler = r->o.sp, .mlt = r->mlt, .flags = flags,
                        .stops = (const char *const *)r->o.stops, .n_stops = r->o.n_stops,
                        .max_tokens = r->o.n_predict, .on_text = print_text, .text_ctx = r,

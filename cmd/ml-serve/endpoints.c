@@ -184,7 +184,7 @@ static srv_job *submit(srv_server *s, http_req *r, srv_request *q, uint64_t n)
         return NULL;
     }
     srv_job_params p = {ids.v, ids.n, max, q->sp, (const char *const *)q->stops, q->n_stops,
-                         q->ignore_eos, q->bias, q->n_bias};
+                         q->ignore_eos, q->bias, q->n_bias, q->kind == SRV_COMPLETION};
     if (!q->seed_set) /* a different draw for every request */
         p.sp.seed = mix((uint64_t)time(NULL) ^ (n << 20) ^ (uint64_t)(uintptr_t)r);
     srv_job *job = NULL;

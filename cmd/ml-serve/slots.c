@@ -32,6 +32,7 @@ struct srv_job {
     int ignore_eos;
     ml_logit_bias *bias;
     size_t n_bias;
+    int continues;
     /* under the scheduler's lock */
     srv_sched *s;
     int refs;           /* the client's and, until it ends, the scheduler's */
@@ -118,6 +119,7 @@ static srv_job *job_new(const srv_job_params *p)
     if (p->n_bias)
         memcpy(j->bias, p->bias, p->n_bias * sizeof *j->bias);
     j->n_bias = p->n_bias;
+    j->continues = p->continues;
     j->n_prompt = p->n_prompt;
     j->max_tokens = p->max_tokens;
     j->sp = p->sp;
@@ -283,7 +285,8 @@ static void slot_start(srv_sched *s, slot *sl, srv_job *j)
     j->n_cached = sl->fed;
     sl->used = ++s->clock;
     ml_gen_params gp = {.vocab = s->vocab, .sampler = j->sp, .mlt = s->mlt,
-                        .flags = j->ignore_eos ? ML_GEN_IGNORE_EOS : 0,
+                        .flags = (j->ignore_eos ? ML_GEN_IGNORE_EOS : 0) |
+                                 (j->continues ? ML_GEN_CONTINUE : 0),
                         .stops = (const char *const *)j->stops, .n_stops = j->n_stops,
                         .max_tokens = j->max_tokens, .on_text = release_text, .text_ctx = sl,
                         .on_token = count_token, .token_ctx = sl, .bias = j->bias,

@@ -46,6 +46,7 @@ typedef struct srv_job_params {
     int ignore_eos;            /* the end-of-generation tokens are never drawn */
     const ml_logit_bias *bias; /* copied; ids below the vocabulary */
     size_t n_bias;
+    int continues;             /* a completion: the text goes on from the prompt */
 } srv_job_params;
 
 typedef enum srv_submit_status {

@@ -66,7 +66,13 @@ enum {
     ML_GEN_IGNORE_EOS = 1,
     /* Tokens only: nothing is decoded and on_text is not used (ml-run
      * --ids).  No stop strings then. */
-    ML_GEN_NO_TEXT = 2
+    ML_GEN_NO_TEXT = 2,
+    /* The text continues a prompt: with a tokenizer that adds a ▁ prefix
+     * (SentencePiece), a first token's ▁ is a real space after the
+     * prompt, kept as llama.cpp prints it.  Without the flag the text is
+     * taken to start a text (a chat reply), where that ▁ is the prefix
+     * and dropped. */
+    ML_GEN_CONTINUE = 4
 };
 
 /* A constant added to one token's logit at every step (OpenAI's

@@ -118,7 +118,7 @@ static ml_status check_params(const ml_gen_params *p, ml_error *err)
     int text = !(p->flags & ML_GEN_NO_TEXT);
     if (p->vocab == 0)
         return ml__err(err, ML_E_INVAL, "", -1, "a vocabulary of 0 tokens");
-    if (p->flags & ~(unsigned)(ML_GEN_IGNORE_EOS | ML_GEN_NO_TEXT))
+    if (p->flags & ~(unsigned)(ML_GEN_IGNORE_EOS | ML_GEN_NO_TEXT | ML_GEN_CONTINUE))
         return ml__err(err, ML_E_INVAL, "", -1, "unknown generation flags 0x%x", p->flags);
     if (text && !p->mlt)
         return ml__err(err, ML_E_INVAL, "", -1, "text needs a tokenizer (or ML_GEN_NO_TEXT)");
@@ -187,7 +187,9 @@ void ml_gen_restart(ml_gen *g)
     if (!g)
         return;
     if (g->p.mlt)
-        ml_tok_stream_init(&g->ts, g->p.mlt, ML_TOK_SKIP_BOS_EOS);
+        ml_tok_stream_init(&g->ts, g->p.mlt,
+                           ML_TOK_SKIP_BOS_EOS |
+                               (g->p.flags & ML_GEN_CONTINUE ? ML_TOK_KEEP_SPACE : 0));
     ml_stop_reset(g->stop);
     g->n_tokens = 0;
     g->over = g->finished = 0;

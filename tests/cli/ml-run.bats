@@ -172,6 +172,23 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     [[ ${stderr_lines[0]} == "ml-run: --stop: an empty stop string" ]]
 }
 
+# tests/fixtures/continue (tools/make-continue-fixture.sh): what llama.cpp
+# prints for a prompt on a SentencePiece vocabulary with a ▁ prefix, up to
+# its first byte that is not ASCII (a partial character, printed raw).
+@test "the text continues the prompt: the first token's ▁ is a space, as in llama.cpp" {
+    local d=$BATS_TEST_TMPDIR prompt want got n=0 spaced=0
+    gguf2mlb -q -o "$d/tiny.mlb" -t "$d/tiny.mlt" "$FIX/continue/tiny-q8_0.gguf"
+    while IFS=$'\t' read -r prompt want; do
+        got=$(ml-run -m "$d/tiny.mlb" -p "$prompt" -n 6 --temp 0 -q)
+        want=$(LC_ALL=C sed 's/[\x80-\xff].*//' <<<"$want")
+        got=$(LC_ALL=C sed 's/[\x80-\xff].*//' <<<"<s> $prompt$got")
+        [[ $got == "$want" ]] || fail_with "$prompt: '$got', llama.cpp '$want'"
+        [[ $want == "<s> $prompt "* ]] && spaced=$((spaced + 1))
+        n=$((n + 1))
+    done <"$FIX/continue/llama-simple.tsv"
+    ((n == 4 && spaced == 3))
+}
+
 @test "--presence-penalty, --frequency-penalty, --logit-bias (-l) as llama.cpp spells them" {
     run -0 ml-run -m "$(M)" -p "Hi" -n 12 --temp 0 -q
     local plain=$output

@@ -71,6 +71,28 @@ CHAT='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":12,"tem
     stop_server
 }
 
+# tests/fixtures/continue (tools/make-continue-fixture.sh): what llama.cpp
+# prints for a prompt on a SentencePiece vocabulary with a ▁ prefix; up to
+# its first byte that is not ASCII (a token of a partial character, which
+# llama-simple prints raw).
+@test "a completion continues its prompt: the first token's ▁ is a space, as in llama.cpp" {
+    local d=$BATS_TEST_TMPDIR
+    gguf2mlb -q -o "$d/tiny.mlb" -t "$d/tiny.mlt" "$FIX/continue/tiny-q8_0.gguf"
+    start_server "$d/log" -m "$d/tiny.mlb" -t 1
+    local prompt want got n=0 spaced=0
+    while IFS=$'\t' read -r prompt want; do
+        got=$(post /v1/completions "{\"prompt\":$(jq -Rn --arg p "$prompt" '$p'),\"max_tokens\":6,\"temperature\":0}" |
+              jq -j .choices[0].text)
+        want=$(LC_ALL=C sed 's/[\x80-\xff].*//' <<<"$want")
+        got=$(LC_ALL=C sed 's/[\x80-\xff].*//' <<<"<s> $prompt$got")
+        [[ $got == "$want" ]] || fail_with "$prompt: '$got', llama.cpp '$want'"
+        [[ $want == "<s> $prompt "* ]] && spaced=$((spaced + 1)) # the case this is about
+        n=$((n + 1))
+    done <"$FIX/continue/llama-simple.tsv"
+    ((n == 4 && spaced == 3))
+    stop_server
+}
+
 @test "--no-mmap: the model read into memory serves the same completions" {
     run -0 ml-serve --help
     has_line '^ +--no-mmap +read the model into memory' "${lines[@]}"

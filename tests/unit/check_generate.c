@@ -555,7 +555,7 @@ START_TEST(test_bad_params)
     ck_assert_int_eq(ml_gen_new(NULL, &g, NULL), ML_E_INVAL); /* err may be NULL */
     p = ok, p.vocab = 0;
     refused(&p, ML_E_INVAL, "vocab 0");
-    p = ok, p.flags = 4;
+    p = ok, p.flags = 8;
     refused(&p, ML_E_INVAL, "unknown flag");
     p = ok, p.mlt = NULL;
     refused(&p, ML_E_INVAL, "text without a tokenizer");
