@@ -63,18 +63,6 @@ ALWAYS_INLINE int32x4_t dot32(int8x16_t v0, int8x16_t v1, const int8_t *x)
     return dot16(dot16(vdupq_n_s32(0), v0, vld1q_s8(x)), v1, vld1q_s8(x + 16));
 }
 
-/* Σ x over 16 elements (partials). */
-ALWAYS_INLINE int32x4_t xsum16(const int8_t *x)
-{
-    return vpaddlq_s16(vpaddlq_s8(vld1q_s8(x)));
-}
-
-/* Σ x over 32 elements (partials). */
-ALWAYS_INLINE int32x4_t xsum32(const int8_t *x)
-{
-    return vpaddlq_s16(vpadalq_s8(vpaddlq_s8(vld1q_s8(x)), vld1q_s8(x + 16)));
-}
-
 /* The totals of four partial vectors as the lanes of one. */
 ALWAYS_INLINE int32x4_t lanes4(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d)
 {
