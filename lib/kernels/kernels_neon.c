@@ -21,6 +21,7 @@
 
 #if defined(__aarch64__)
 
+#include "kernels/blocks_neon.h"
 #include "kernels/fmath.h"
 #include "mlcore.h"
 
@@ -81,10 +82,12 @@ static inline int32x4_t dot16_sdot(int32x4_t acc, int8x16_t a, int8x16_t b)
     return vdotq_s32(acc, a, b);
 }
 #define DOT16 dot16_sdot
+#define BLK(x) x##_neondot
 #define TABLE ml__kernels_neondot
 #define TABLE_NAME "neondot"
 #else
 #define DOT16 dot16
+#define BLK(x) x##_neon
 #define TABLE ml__kernels_neon
 #define TABLE_NAME "neon"
 #endif
@@ -180,10 +183,10 @@ const ml_kernels TABLE = {
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,
     .matmul_q4_0 = matmul_q4_0,
-    /* no NEON code for the block types yet: the reference */
-    .matvec_blk = ml__matvec_blk_scalar,
-    .matmul_blk = ml__matmul_blk_scalar,
-    .blk_to_q8_0 = ml__blk_to_q8_0_scalar,
+    /* the block types: blocks_neon.c (blocks_neondot.c) */
+    .matvec_blk = BLK(ml__matvec_blk),
+    .matmul_blk = BLK(ml__matmul_blk),
+    .blk_to_q8_0 = BLK(ml__blk_to_q8_0),
 };
 
 #endif /* __aarch64__ */
