@@ -1,4 +1,4 @@
-/* endpoints.c - what each endpoint does: /health, /v1/models, /tokenize,
+/* endpoints.c - what each endpoint does: /health, /v1/models, /metrics, /tokenize,
  * /detokenize, and the two generations, whose requests become a prompt
  * of tokens (through the chat template for /v1/chat/completions) and a
  * job for the scheduler, answered whole or as a stream. */
@@ -33,6 +33,14 @@ static int on_health(void *app, http_req *r)
 {
     (void)app;
     return http_reply_json(r, 200, resp_health());
+}
+
+static int on_metrics(void *app, http_req *r)
+{
+    srv_server *s = app;
+    srv_stats st;
+    srv_sched_stats(s->sched, &st);
+    return http_reply_text(r, "text/plain; version=0.0.4; charset=utf-8", resp_metrics(&st));
 }
 
 static int on_models(void *app, http_req *r)
@@ -284,6 +292,7 @@ static int on_completion(void *app, http_req *r)
 const http_route srv_routes[] = {
     {"GET", "/health", on_health, 1},
     {"GET", "/v1/models", on_models, 0},
+    {"GET", "/metrics", on_metrics, 0},
     {"POST", "/v1/chat/completions", on_chat, 0},
     {"POST", "/v1/completions", on_completion, 0},
     {"POST", "/tokenize", on_tokenize, 0},

@@ -89,6 +89,17 @@ int http_reply_json(http_req *r, int status, char *json)
     return queue(r, status, resp, "application/json");
 }
 
+int http_reply_text(http_req *r, const char *type, char *text)
+{
+    if (!text)
+        return http_reply_json(r, 500, NULL);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (!resp)
+        free(text);
+    return queue(r, 200, resp, type);
+}
+
 int http_reply_error(http_req *r, const srv_error *e)
 {
     return http_reply_json(r, e->status, resp_error(e));

@@ -52,6 +52,8 @@ const char *http_body(const http_req *r, size_t *len);
 /* Replies with a JSON text (taken; NULL is answered with a 500). */
 int http_reply_json(http_req *r, int status, char *json);
 int http_reply_error(http_req *r, const srv_error *e);
+/* Replies 200 with a text of that content type (taken; NULL: a 500). */
+int http_reply_text(http_req *r, const char *type, char *text);
 /* Fills buf (at most max bytes) with the bytes of a stream from pos; returns
  * their count (0 is not allowed: wait inside), HTTP_STREAM_END, or
  * HTTP_STREAM_ABORT to drop the connection. */

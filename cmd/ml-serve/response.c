@@ -62,6 +62,57 @@ char *resp_health(void)
     return dump(json_pack("{s:s}", "status", "ok"));
 }
 
+/* One metric: its help and type lines, then its value. */
+static int metric(FILE *f, const char *name, const char *type, const char *help, double v)
+{
+    return fprintf(f, "# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %.17g\n", name,
+                   help, name, type, name, v) < 0;
+}
+
+static double ratio(double a, double b)
+{
+    return b > 0 ? a / b : 0;
+}
+
+char *resp_metrics(const srv_stats *st)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    int bad = metric(f, "prompt_tokens_total", "counter", "Number of prompt tokens processed.",
+                     (double)st->prompt_tokens) ||
+              metric(f, "prompt_seconds_total", "counter", "Prompt process time",
+                     st->prompt_seconds) ||
+              metric(f, "tokens_predicted_total", "counter",
+                     "Number of generation tokens processed.", (double)st->tokens_predicted) ||
+              metric(f, "tokens_predicted_seconds_total", "counter", "Predict process time",
+                     st->predicted_seconds) ||
+              metric(f, "n_decode_total", "counter", "Total number of llama_decode() calls",
+                     (double)st->n_decode) ||
+              metric(f, "n_busy_slots_per_decode", "counter",
+                     "Average number of busy slots per llama_decode() call",
+                     ratio((double)st->busy_slots, (double)st->n_decode)) ||
+              metric(f, "prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",
+                     ratio((double)st->prompt_tokens, st->prompt_seconds)) ||
+              metric(f, "predicted_tokens_seconds", "gauge",
+                     "Average generation throughput in tokens/s.",
+                     ratio((double)st->tokens_predicted, st->predicted_seconds)) ||
+              metric(f, "kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+                     ratio((double)st->kv_tokens, (double)st->kv_size)) ||
+              metric(f, "kv_cache_tokens", "gauge", "KV-cache tokens.", (double)st->kv_tokens) ||
+              metric(f, "requests_processing", "gauge", "Number of requests processing.",
+                     st->processing) ||
+              metric(f, "requests_deferred", "gauge", "Number of requests deferred.",
+                     (double)st->deferred);
+    if (fclose(f) || bad) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
 char *resp_models(const char *model, int64_t created)
 {
     return dump(json_pack("{s:s,s:[{s:s,s:s,s:I,s:s}]}", "object", "list", "data", "id", model,

@@ -7,6 +7,7 @@
 #define ML_SERVE_RESPONSE_H
 
 #include "request.h"
+#include "slots.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +26,8 @@ typedef struct resp_usage {
 
 char *resp_error(const srv_error *e);
 char *resp_health(void);
+/* GET /metrics: Prometheus's text format with llama-server's names. */
+char *resp_metrics(const srv_stats *st);
 char *resp_models(const char *model, int64_t created);
 char *resp_tokens(const ml_token *ids, size_t n);
 char *resp_content(const char *text, size_t len);

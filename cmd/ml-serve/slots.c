@@ -43,6 +43,7 @@ struct srv_job {
     char *text;         /* released text */
     size_t len, cap;
     size_t n_gen, n_cached;
+    double t_start, t_first; /* the scheduler's clock: slot taken, first token */
     pthread_cond_t grew; /* text grew or the job ended */
     srv_job *next;       /* in the queue */
 };
@@ -75,7 +76,16 @@ struct srv_sched {
     size_t n_queued, max_queue;
     int closing, cut;
     uint64_t clock;
+    srv_stats stats;     /* under the lock */
 };
+
+/* Seconds on a clock that never goes back. */
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 /* ------------------------------------------------------------------------
  * Jobs
@@ -146,6 +156,12 @@ static int job_append(srv_job *j, const char *t, size_t n)
 /* Under the lock: the job is over; the scheduler lets go of it. */
 static void job_end(srv_job *j, const char *finish, ml_status status, const char *msg)
 {
+    srv_stats *st = &j->s->stats;
+    if (j->n_gen) { /* a job that generated: its prompt and generation times */
+        st->prompt_seconds += j->t_first - j->t_start;
+        st->predicted_seconds += now() - j->t_first;
+        st->tokens_predicted += j->n_gen;
+    }
     j->done = 1;
     j->finish = status ? NULL : finish;
     j->status = status;
@@ -267,7 +283,8 @@ static ml_status count_token(void *ctx, ml_token id, ml_error *err)
     srv_job *j = ((slot *)ctx)->job;
     (void)id, (void)err;
     pthread_mutex_lock(&j->s->lock);
-    j->n_gen++;
+    if (j->n_gen++ == 0)
+        j->t_first = now();
     pthread_mutex_unlock(&j->s->lock);
     return ML_OK;
 }
@@ -283,6 +300,7 @@ static void slot_start(srv_sched *s, slot *sl, srv_job *j)
     sl->fed = srv_ctx_keep(s->ctx, sl->seq, keep);
     sl->logits = NULL;
     j->n_cached = sl->fed;
+    j->t_start = now();
     sl->used = ++s->clock;
     ml_gen_params gp = {.vocab = s->vocab, .sampler = j->sp, .mlt = s->mlt,
                         .flags = (j->ignore_eos ? ML_GEN_IGNORE_EOS : 0) |
@@ -363,6 +381,21 @@ static void slot_end(srv_sched *s, slot *sl, const char *finish, ml_status st, m
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Without the lock, by the scheduler's thread (the one that changes the
+ * caches): a step's numbers into the stats. */
+static void count_step(srv_sched *s, size_t n_runs, size_t prefilled)
+{
+    uint64_t held = 0;
+    for (unsigned i = 0; i < s->n_slots; i++)
+        held += srv_ctx_len(s->ctx, s->slots[i].seq);
+    pthread_mutex_lock(&s->lock);
+    s->stats.n_decode++;
+    s->stats.busy_slots += n_runs;
+    s->stats.prompt_tokens += prefilled;
+    s->stats.kv_tokens = held;
+    pthread_mutex_unlock(&s->lock);
+}
+
 /* One step, without the lock: the next token of every generating slot,
  * in slot order, then one evaluation of all of them with a chunk of the
  * prompt of the prefilling slot whose turn it is. */
@@ -406,6 +439,7 @@ static void sched_step(srv_sched *s)
     if (!n_runs)
         return;
     srv_ctx_step(s->ctx, s->runs, n_runs);
+    size_t prefilled = 0;
     for (size_t i = 0; i < n_runs; i++) {
         slot *sl = s->run_slot[i];
         srv_run *r = &s->runs[i];
@@ -415,9 +449,10 @@ static void sched_step(srv_sched *s)
             continue;
         }
         if (sl->fed < sl->job->n_prompt)
-            sl->fed += r->n;
+            sl->fed += r->n, prefilled += r->n;
         sl->logits = srv_ctx_logits(s->ctx, i);
     }
+    count_step(s, n_runs, prefilled);
 }
 
 /* Under the lock: ends the jobs whose client left, or all with `cut`. */
@@ -507,6 +542,18 @@ ml_status srv_sched_new(const ml_model *m, const ml_mlt *mlt, const srv_sched_pa
 uint32_t srv_sched_n_ctx(const srv_sched *s)
 {
     return srv_ctx_n_ctx(s->ctx);
+}
+
+void srv_sched_stats(srv_sched *s, srv_stats *out)
+{
+    pthread_mutex_lock(&s->lock);
+    *out = s->stats;
+    out->processing = 0;
+    for (unsigned i = 0; i < s->n_slots; i++)
+        out->processing += s->slots[i].job != NULL;
+    out->deferred = s->n_queued;
+    out->kv_size = (uint64_t)s->n_slots * srv_ctx_n_ctx(s->ctx);
+    pthread_mutex_unlock(&s->lock);
 }
 
 void srv_sched_drain(srv_sched *s, int cut)

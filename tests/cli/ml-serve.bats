@@ -253,6 +253,41 @@ CHAT='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":12,"tem
     jq -e '.error.code == "context_length_exceeded" and .error.param == "prompt"' "$BATS_TEST_TMPDIR/body"
 }
 
+# metric NAME: its value in the last GET /metrics (saved in $BATS_TEST_TMPDIR/metrics).
+metric() {
+    awk -v n="llamacpp:$1" '$1 == n { print $2 }' "$BATS_TEST_TMPDIR/metrics"
+}
+
+@test "GET /metrics: llama-server's metrics in Prometheus's text format" {
+    [[ $(status GET /metrics) == 200 ]]
+    local m=$BATS_TEST_TMPDIR/metrics
+    mv "$BATS_TEST_TMPDIR/body" "$m"
+    run -0 curl -s -D - -o /dev/null "$URL/metrics"
+    has_line $'^Content-Type: text/plain; version=0.0.4; charset=utf-8\r$' "${lines[@]}"
+    # every value line has its HELP and TYPE lines, and is a number
+    local names
+    names=$(grep -v '^#' "$m" | awk '{ print $1 }')
+    (($(wc -l <<<"$names") == 12))
+    local n
+    for n in $names; do
+        grep -q "^# HELP $n " "$m" && grep -Eq "^# TYPE $n (counter|gauge)$" "$m" || fail_with "$n"
+        grep -Eq "^$n [0-9.e+-]+$" "$m" || fail_with "$(grep "^$n " "$m")"
+    done
+    local p0 t0 d0 u
+    p0=$(metric prompt_tokens_total) t0=$(metric tokens_predicted_total) d0=$(metric n_decode_total)
+    u=$(post /v1/completions '{"prompt":"A prompt no other test sends, 8231","max_tokens":7,"temperature":0,"ignore_eos":true}' | jq .usage)
+    jq -e '.completion_tokens == 7' <<<"$u"
+    status GET /metrics >/dev/null
+    mv "$BATS_TEST_TMPDIR/body" "$m"
+    (($(metric tokens_predicted_total) == t0 + 7))
+    local fed=$(($(metric prompt_tokens_total) - p0))
+    ((fed >= 1 && fed <= $(jq .prompt_tokens <<<"$u")))
+    (($(metric n_decode_total) >= d0 + 7))
+    (($(metric requests_processing) == 0 && $(metric requests_deferred) == 0))
+    (($(metric kv_cache_tokens) > 0))
+    awk '$1 == "llamacpp:kv_cache_usage_ratio" && $2 > 0 && $2 <= 1 { ok = 1 } END { exit !ok }' "$m"
+}
+
 # ---------------------------------------------------------------- refusals
 
 # refused STATUS PARAM CODE BODY [PATH]: the request gets STATUS and
@@ -428,6 +463,8 @@ refused() {
     [[ $(status GET /v1/models -H 'Authorization: s3cret') == 401 ]]
     [[ $(status POST /v1/completions -d '{"prompt":"a","max_tokens":1}') == 401 ]]
     [[ $(status GET /v1/models -H 'Authorization: Bearer s3cret') == 200 ]]
+    [[ $(status GET /metrics) == 401 ]]
+    [[ $(status GET /metrics -H 'Authorization: Bearer s3cret') == 200 ]]
     [[ $(status POST /v1/completions -H 'Authorization: Bearer s3cret' -d '{"prompt":"a","max_tokens":1}') == 200 ]]
     [[ $(status GET /health) == 200 ]]
     # Without a chat template the chat endpoint is refused, the rest served.
