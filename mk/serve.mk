@@ -9,6 +9,10 @@
 #   make check-openai       the official openai Python client against
 #                           ml-serve, streaming and not (pip install openai;
 #                           tests/serve/openai-client.py)
+#   make check-serve-nginx  docs/deploy/nginx-ml-serve.conf run by nginx
+#                           (apt-get install nginx) in front of two
+#                           replicas: answers equal to direct ones, none
+#                           lost when one dies (tests/serve/nginx.sh)
 #   make bench-serve        ml-serve against llama-server on the same
 #                           weights (bench/bench-serve.sh)
 #
@@ -33,12 +37,15 @@ $(B)/fuzz/fuzz_serve_request.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve
 $(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: $(B)/cmd/ml-serve/request.o
 $(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: LDLIBS_LIB += $(JANSSON_LIBS)
 
-.PHONY: check-serve-load check-openai bench-serve
+.PHONY: check-serve-load check-openai check-serve-nginx bench-serve
 check-serve-load: all $(TEST_TOOLS)
 	MLCORE_BUILD=$(abspath $(B)) bash tests/serve/load.sh
 
 check-openai: all $(TEST_TOOLS)
 	MLCORE_BUILD=$(abspath $(B)) bash tests/serve/openai.sh
+
+check-serve-nginx: all $(TEST_TOOLS)
+	MLCORE_BUILD=$(abspath $(B)) bash tests/serve/nginx.sh
 
 bench-serve: all
 	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-serve.sh

@@ -73,7 +73,8 @@ static const cli_alias aliases[] = {
 static const cli cmd = {
     "ml-serve", "-m MODEL.mlb [options]",
     "Serve an .mlb model over HTTP with the OpenAI API: /v1/chat/completions,\n"
-    "/v1/completions (streaming or not), /v1/models, /health, /tokenize, /detokenize.\n"
+    "/v1/completions (streaming or not), /v1/models, /metrics, /health, /tokenize,\n"
+    "/detokenize.\n"
     "One line per request goes to standard error; SIGINT or SIGTERM stops the server.",
     "Example:\n"
     "  ml-serve -m smol.mlb --parallel 4 &\n"

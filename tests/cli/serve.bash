@@ -10,7 +10,7 @@ start_server() {
     shift
     ml-serve --port 0 "$@" </dev/null >/dev/null 2>"$log" 3>&- &
     SERVER_PID=$!
-    until grep -q 'listening on http://' "$log"; do
+    until grep -qs 'listening on http://' "$log"; do
         if ! kill -0 "$SERVER_PID" 2>/dev/null; then
             cat "$log" >&2
             echo "ml-serve ended before it listened" >&2
