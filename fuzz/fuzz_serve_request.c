@@ -13,6 +13,8 @@
 
 #include "request.h"
 
+#include <math.h>
+
 enum { VOCAB = 1000 };
 
 static void check_ok(const srv_request *r)
@@ -22,6 +24,10 @@ static void check_ok(const srv_request *r)
     FUZZ_CHECK(r->sp.min_p >= 0 && r->sp.min_p <= 1);
     FUZZ_CHECK(r->max_tokens == -1 || r->max_tokens >= 1);
     FUZZ_CHECK(r->n_stops <= SRV_MAX_STOPS);
+    FUZZ_CHECK(r->top_logprobs <= 20 && (r->logprobs || !r->top_logprobs));
+    FUZZ_CHECK(r->n_bias <= VOCAB);
+    for (size_t i = 0; i < r->n_bias; i++)
+        FUZZ_CHECK(r->bias[i].id < VOCAB && !isnan(r->bias[i].bias) && r->bias[i].bias <= 100);
     for (size_t i = 0; i < r->n_stops; i++)
         FUZZ_CHECK(r->stops[i] && r->stops[i][0] && strlen(r->stops[i]) <= ML_STOP_MAX_LEN);
     for (size_t i = 0; i < r->n_tokens; i++)

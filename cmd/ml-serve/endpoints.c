@@ -192,7 +192,8 @@ static srv_job *submit(srv_server *s, http_req *r, srv_request *q, uint64_t n)
         return NULL;
     }
     srv_job_params p = {ids.v, ids.n, max, q->sp, (const char *const *)q->stops, q->n_stops,
-                         q->ignore_eos, q->bias, q->n_bias, q->kind == SRV_COMPLETION};
+                         q->ignore_eos, q->bias, q->n_bias, q->kind == SRV_COMPLETION,
+                         q->logprobs, q->top_logprobs};
     if (!q->seed_set) /* a different draw for every request */
         p.sp.seed = mix((uint64_t)time(NULL) ^ (n << 20) ^ (uint64_t)(uintptr_t)r);
     srv_job *job = NULL;
@@ -240,6 +241,8 @@ static int reply_whole(http_req *r, srv_job *job, const resp_meta *m)
     size_t len;
     srv_progress p;
     char *text = wait_whole(r, job, &len, &p);
+    srv_tokprob *probs = NULL;
+    size_t n_probs = text && m->logprobs ? srv_job_logprobs(job, 0, &probs) : 0;
     srv_job_release(job);
     http_set_waiting(r, 0);
     if (!text)
@@ -248,7 +251,10 @@ static int reply_whole(http_req *r, srv_job *job, const resp_meta *m)
     resp_usage u = {p.n_prompt, p.n_gen};
     int rc;
     if (p.finish) {
-        rc = http_reply_json(r, 200, resp_completion(m, text, len, p.finish, &u));
+        json_t *lp = m->logprobs ? resp_logprobs(m->kind, m->mlt, probs, n_probs, 0) : NULL;
+        rc = http_reply_json(r, 200,
+                             m->logprobs && !lp ? NULL
+                                                : resp_completion(m, text, len, lp, p.finish, &u));
     } else {
         srv_error e;
         int busy = p.status == ML_E_UNSUPPORTED;
@@ -256,6 +262,7 @@ static int reply_whole(http_req *r, srv_job *job, const resp_meta *m)
                  "Generation failed: %s", p.msg[0] ? p.msg : ml_status_name(p.status));
         rc = http_reply_error(r, &e);
     }
+    free(probs);
     free(text);
     return rc;
 }
@@ -272,7 +279,7 @@ static int generate(srv_server *s, http_req *r, srv_kind kind)
     char id[48];
     snprintf(id, sizeof id, "%s-%016llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)mix(n ^ ((uint64_t)s->created << 24)));
-    resp_meta m = {kind, id, (int64_t)time(NULL), s->model_id};
+    resp_meta m = {kind, id, (int64_t)time(NULL), s->model_id, q.logprobs, s->mlt};
     int stream = q.stream, usage = q.include_usage;
     srv_request_free(&q);
     http_set_waiting(r, 1);

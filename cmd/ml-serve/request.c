@@ -272,6 +272,32 @@ static int get_logit_bias(const json_t *o, uint32_t vocab, srv_request *r, srv_e
     return 0;
 }
 
+/* A chat's logprobs (a boolean) and top_logprobs (0..20, with logprobs);
+ * a completion's logprobs, the number of most likely tokens (0..20; false
+ * is off). */
+static int get_logprobs(const json_t *o, srv_request *r, srv_error *e)
+{
+    int64_t top = 0;
+    int given = 0;
+    if (r->kind == SRV_CHAT) {
+        if (get_bool(o, "logprobs", &r->logprobs, e) ||
+            get_integer(o, "top_logprobs", 0, 20, &top, &given, e))
+            return -1;
+        if (given && !r->logprobs)
+            return srv_fail(e, 400, "invalid_request_error", "top_logprobs", "invalid_value",
+                            "Invalid value for 'top_logprobs': 'logprobs' must be true.");
+    } else {
+        json_t *v = member(o, "logprobs");
+        if (v && !json_is_false(v)) {
+            if (get_integer(o, "logprobs", 0, 20, &top, NULL, e))
+                return -1;
+            r->logprobs = 1;
+        }
+    }
+    r->top_logprobs = (unsigned)top;
+    return 0;
+}
+
 /* ------------------------------------------------------------------------
  * What is generated from: messages, a prompt
  * ------------------------------------------------------------------------ */
@@ -392,8 +418,6 @@ static int get_tokens(const json_t *o, uint32_t vocab, srv_request *r, srv_error
 /* "Off" values of the fields this server cannot honour: what a client
  * sends when it does not use the feature. */
 static int is_false(const json_t *v) { return json_is_false(v); }
-static int is_zero(const json_t *v) { return json_is_integer(v) && json_integer_value(v) == 0; }
-static int is_false_or_0(const json_t *v) { return json_is_false(v) || is_zero(v); }
 /* A feature none of whose values this server can honour. */
 static int no_value(const json_t *v) { (void)v; return 0; }
 static int is_one(const json_t *v) { return json_is_integer(v) && json_integer_value(v) == 1; }
@@ -463,8 +487,8 @@ static const struct field {
     {"user", K_GEN, NULL},
     {"safety_identifier", K_CHAT, NULL},
     {"prompt_cache_key", K_CHAT, NULL},
-    {"logprobs", K_GEN, is_false_or_0},
-    {"top_logprobs", K_CHAT, is_zero},
+    {"logprobs", K_GEN, NULL},
+    {"top_logprobs", K_CHAT, NULL},
     {"echo", K_COMPL, is_false},
     {"suffix", K_COMPL, is_empty},
     {"best_of", K_COMPL, is_one},
@@ -540,7 +564,8 @@ static int parse_generation(const json_t *o, uint32_t vocab, srv_request *r, srv
     if (r->kind == SRV_CHAT ? get_messages(o, r, e) : get_prompt(o, "prompt", vocab, r, e))
         return -1;
     return get_sampling(o, r, e) || get_max_tokens(o, r, e) || get_stops(o, r, e) ||
-                   get_stream(o, r, e) || get_logit_bias(o, vocab, r, e)
+                   get_stream(o, r, e) || get_logit_bias(o, vocab, r, e) ||
+                   get_logprobs(o, r, e)
                ? -1
                : 0;
 }

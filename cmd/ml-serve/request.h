@@ -61,6 +61,8 @@ typedef struct srv_request {
     int ignore_eos;      /* llama-server's: no end-of-generation token is drawn */
     ml_logit_bias *bias; /* logit_bias: ids below the vocabulary */
     size_t n_bias;
+    int logprobs;        /* the generated tokens' log-probabilities asked for */
+    unsigned top_logprobs; /* and the most likely tokens' at each (0..20) */
 } srv_request;
 
 /* Reads body[0..len) as a request of `kind`.  Token ids must lie below

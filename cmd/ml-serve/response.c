@@ -159,15 +159,114 @@ static json_t *with_choices(json_t *o, json_t *choice)
     return o;
 }
 
-char *resp_completion(const resp_meta *m, const char *text, size_t len, const char *finish,
-                      const resp_usage *u)
+/* A token's text, bytes and log-probability: OpenAI's token object. */
+static json_t *token_object(const ml_mlt *t, ml_token id, float logprob, json_t **text_out)
 {
+    char *s = NULL;
+    size_t len = 0;
+    ml_error err;
+    if (ml_tok_decode(t, &id, 1, ML_TOK_KEEP_SPACE, &s, &len, &err))
+        return NULL;
+    json_t *bytes = json_array();
+    for (size_t i = 0; bytes && i < len; i++)
+        if (json_array_append_new(bytes, json_integer((uint8_t)s[i]))) {
+            json_decref(bytes);
+            bytes = NULL;
+        }
+    json_t *o = bytes ? json_pack("{s:s%,s:f,s:o}", "token", s, len, "logprob", (double)logprob,
+                                  "bytes", bytes)
+                      : NULL;
+    if (text_out)
+        *text_out = o ? json_stringn(s, len) : NULL;
+    free(s);
+    return o;
+}
+
+/* A chat's logprobs entry for p: the token and its top alternatives. */
+static json_t *chat_entry(const ml_mlt *t, const srv_tokprob *p)
+{
+    json_t *o = token_object(t, p->id, p->logprob, NULL), *top = json_array();
+    for (unsigned k = 0; o && top && k < p->n_top; k++)
+        if (json_array_append_new(top, token_object(t, p->top[k], p->top_logprob[k], NULL))) {
+            json_decref(top);
+            top = NULL;
+        }
+    if (!o || !top || json_object_set_new(o, "top_logprobs", top)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *chat_logprobs(const ml_mlt *t, const srv_tokprob *p, size_t n)
+{
+    json_t *content = json_array();
+    for (size_t i = 0; content && i < n; i++)
+        if (json_array_append_new(content, chat_entry(t, &p[i]))) {
+            json_decref(content);
+            content = NULL;
+        }
+    return content ? json_pack("{s:o,s:n}", "content", content, "refusal") : NULL;
+}
+
+/* A completion's top_logprobs entry: {token text: logprob}. */
+static json_t *top_map(const ml_mlt *t, const srv_tokprob *p)
+{
+    json_t *m = json_object();
+    for (unsigned k = 0; m && k < p->n_top; k++) {
+        json_t *text = NULL, *o = token_object(t, p->top[k], p->top_logprob[k], &text);
+        int bad = !o || !text ||
+                  json_object_set_new(m, json_string_value(text), json_real(p->top_logprob[k]));
+        json_decref(o), json_decref(text);
+        if (bad) {
+            json_decref(m);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+static json_t *completion_logprobs(const ml_mlt *t, const srv_tokprob *p, size_t n,
+                                   size_t offset)
+{
+    json_t *o = json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs",
+                          "text_offset");
+    for (size_t i = 0; o && i < n; i++) {
+        json_t *text = NULL, *tok = token_object(t, p[i].id, p[i].logprob, &text);
+        int bad = !tok || !text ||
+                  json_array_append(json_object_get(o, "tokens"), text) ||
+                  json_array_append_new(json_object_get(o, "token_logprobs"),
+                                        json_real(p[i].logprob)) ||
+                  json_array_append_new(json_object_get(o, "top_logprobs"), top_map(t, &p[i])) ||
+                  json_array_append_new(json_object_get(o, "text_offset"),
+                                        json_integer((json_int_t)offset));
+        if (!bad)
+            offset += json_string_length(text);
+        json_decref(tok), json_decref(text);
+        if (bad) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    return o;
+}
+
+json_t *resp_logprobs(srv_kind kind, const ml_mlt *t, const srv_tokprob *p, size_t n,
+                      size_t offset)
+{
+    return kind == SRV_CHAT ? chat_logprobs(t, p, n) : completion_logprobs(t, p, n, offset);
+}
+
+char *resp_completion(const resp_meta *m, const char *text, size_t len, json_t *logprobs,
+                      const char *finish, const resp_usage *u)
+{
+    json_t *lp = logprobs ? logprobs : json_null();
     json_t *choice =
         m->kind == SRV_CHAT
-            ? json_pack("{s:i,s:{s:s,s:o},s:n,s:s}", "index", 0, "message", "role", "assistant",
-                        "content", text_value(text, len), "logprobs", "finish_reason", finish)
-            : json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", text_value(text, len),
-                        "logprobs", "finish_reason", finish);
+            ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role", "assistant",
+                        "content", text_value(text, len), "logprobs", lp, "finish_reason", finish)
+            : json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "text", text_value(text, len),
+                        "logprobs", lp, "finish_reason", finish);
     json_t *o = with_choices(head(m, m->kind == SRV_CHAT ? "chat.completion" : "text_completion"),
                              choice);
     if (o && json_object_set_new(o, "usage", usage_object(u))) {
@@ -177,19 +276,21 @@ char *resp_completion(const resp_meta *m, const char *text, size_t len, const ch
     return dump(o);
 }
 
-char *resp_chunk(const resp_meta *m, int first, const char *text, size_t len, const char *finish)
+char *resp_chunk(const resp_meta *m, int first, const char *text, size_t len, json_t *logprobs,
+                 const char *finish)
 {
     json_t *choice;
     json_t *why = str_or_null(finish);
+    json_t *lp = logprobs ? logprobs : json_null();
     if (m->kind == SRV_CHAT) {
         json_t *delta = finish  ? json_object()
                         : first ? json_pack("{s:s,s:s}", "role", "assistant", "content", "")
                                 : json_pack("{s:o}", "content", text_value(text, len));
-        choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "delta", delta, "logprobs",
+        choice = json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "delta", delta, "logprobs", lp,
                            "finish_reason", why);
     } else {
-        choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "text",
-                           text_value(finish ? "" : text, finish ? 0 : len), "logprobs",
+        choice = json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "text",
+                           text_value(finish ? "" : text, finish ? 0 : len), "logprobs", lp,
                            "finish_reason", why);
     }
     return event(with_choices(

@@ -18,6 +18,8 @@ typedef struct resp_meta {
     const char *id;     /* "chatcmpl-..." or "cmpl-..." */
     int64_t created;    /* Unix seconds */
     const char *model;
+    int logprobs;       /* the choices carry their tokens' log-probabilities */
+    const ml_mlt *mlt;  /* whose pieces name the tokens */
 } resp_meta;
 
 typedef struct resp_usage {
@@ -32,16 +34,26 @@ char *resp_models(const char *model, int64_t created);
 char *resp_tokens(const ml_token *ids, size_t n);
 char *resp_content(const char *text, size_t len);
 
+/* The "logprobs" of a choice for tokens p[0..n): a chat's {"content":
+ * [{token, logprob, bytes, top_logprobs}]}, a completion's {tokens,
+ * token_logprobs, top_logprobs, text_offset} with offsets from `offset`
+ * (the bytes of text before p[0]'s).  A token's text is its piece as t
+ * decodes it alone.  NULL when memory runs out. */
+json_t *resp_logprobs(srv_kind kind, const ml_mlt *t, const srv_tokprob *p, size_t n,
+                      size_t offset);
+
 /* The whole answer: one choice holding text[0..len) (a message for a
- * chat), finish_reason ("stop" or "length") and the usage. */
-char *resp_completion(const resp_meta *m, const char *text, size_t len, const char *finish,
-                      const resp_usage *u);
+ * chat), its logprobs (taken; NULL: null), finish_reason ("stop" or
+ * "length") and the usage. */
+char *resp_completion(const resp_meta *m, const char *text, size_t len, json_t *logprobs,
+                      const char *finish, const resp_usage *u);
 
 /* One event "data: {...}\n\n" of a stream: the first chunk of a chat
  * (role "assistant", empty content) when first is set; a content delta
  * text[0..len); or, when finish is not NULL, the last chunk with an empty
  * delta and the finish_reason. */
-char *resp_chunk(const resp_meta *m, int first, const char *text, size_t len, const char *finish);
+char *resp_chunk(const resp_meta *m, int first, const char *text, size_t len, json_t *logprobs,
+                 const char *finish);
 /* The usage chunk of stream_options.include_usage: no choices. */
 char *resp_usage_chunk(const resp_meta *m, const resp_usage *u);
 /* An error inside a stream, as an event. */

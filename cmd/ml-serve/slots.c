@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,7 +34,11 @@ struct srv_job {
     ml_logit_bias *bias;
     size_t n_bias;
     int continues;
+    int logprobs;
+    unsigned top_logprobs;
     /* under the scheduler's lock */
+    srv_tokprob *probs;  /* one per generated token, with logprobs */
+    size_t n_probs, cap_probs;
     srv_sched *s;
     int refs;           /* the client's and, until it ends, the scheduler's */
     int cancel, done;
@@ -56,6 +61,7 @@ typedef struct slot {
     float *logits;       /* of its last token, from the last step */
     ml_token next;       /* the token it evaluates in this step */
     ml_gen *gen;         /* its job's sampler, stop strings and decoder */
+    float *raw;          /* the logits before the generator changes them (logprobs) */
     uint64_t used;       /* when it last took a job: ties go to the oldest */
 } slot;
 
@@ -96,6 +102,7 @@ static void job_free(srv_job *j)
         free(j->stops[i]);
     free(j->stops);
     free(j->bias);
+    free(j->probs);
     free(j->prompt);
     free(j->text);
     pthread_cond_destroy(&j->grew);
@@ -130,6 +137,9 @@ static srv_job *job_new(const srv_job_params *p)
         memcpy(j->bias, p->bias, p->n_bias * sizeof *j->bias);
     j->n_bias = p->n_bias;
     j->continues = p->continues;
+    j->logprobs = p->logprobs;
+    j->top_logprobs = p->top_logprobs < SRV_MAX_TOP_LOGPROBS ? p->top_logprobs
+                                                              : SRV_MAX_TOP_LOGPROBS;
     j->n_prompt = p->n_prompt;
     j->max_tokens = p->max_tokens;
     j->sp = p->sp;
@@ -192,6 +202,17 @@ void srv_job_wait(srv_job *j, size_t have, int timeout_ms, char **text, size_t *
                         j->n_cached};
     memcpy(p->msg, j->msg, sizeof p->msg);
     pthread_mutex_unlock(&s->lock);
+}
+
+size_t srv_job_logprobs(srv_job *j, size_t from, srv_tokprob **out)
+{
+    pthread_mutex_lock(&j->s->lock);
+    size_t n = j->n_probs > from ? j->n_probs - from : 0;
+    *out = n ? malloc(n * sizeof **out) : NULL;
+    if (*out)
+        memcpy(*out, j->probs + from, n * sizeof **out);
+    pthread_mutex_unlock(&j->s->lock);
+    return *out ? n : 0;
 }
 
 void srv_job_cancel(srv_job *j)
@@ -276,17 +297,66 @@ static ml_status release_text(void *ctx, const void *text, size_t n, ml_error *e
     return rc ? ML_E_NOMEM : ML_OK;
 }
 
+/* Token id's log-probability in raw (vocab logits) and the top n's. */
+static void token_logprob(const float *raw, uint32_t vocab, ml_token id, unsigned n,
+                          srv_tokprob *out)
+{
+    float max = -INFINITY;
+    for (uint32_t i = 0; i < vocab; i++)
+        max = raw[i] > max ? raw[i] : max;
+    double sum = 0;
+    for (uint32_t i = 0; i < vocab; i++)
+        sum += exp((double)raw[i] - max);
+    float lse = (float)(max + log(sum));
+    out->id = id;
+    out->logprob = raw[id] - lse;
+    out->n_top = 0;
+    for (uint32_t i = 0; i < vocab; i++) { /* insertion into the n best */
+        unsigned k;
+        if (out->n_top < n)
+            k = out->n_top++;
+        else if (n && raw[i] > raw[out->top[n - 1]])
+            k = n - 1;
+        else
+            continue;
+        while (k > 0 && raw[i] > raw[out->top[k - 1]]) {
+            out->top[k] = out->top[k - 1];
+            k--;
+        }
+        out->top[k] = i;
+    }
+    for (unsigned k = 0; k < out->n_top; k++)
+        out->top_logprob[k] = raw[out->top[k]] - lse;
+}
+
+/* Under the lock: the kept token's log-probabilities for the job. */
+static int keep_logprob(srv_job *j, const slot *sl, uint32_t vocab, ml_token id)
+{
+    if (j->n_probs == j->cap_probs) {
+        size_t cap = j->cap_probs ? 2 * j->cap_probs : 64;
+        srv_tokprob *p = realloc(j->probs, cap * sizeof *p);
+        if (!p)
+            return -1;
+        j->probs = p, j->cap_probs = cap;
+    }
+    token_logprob(sl->raw, vocab, id, j->top_logprobs, &j->probs[j->n_probs++]);
+    return 0;
+}
+
 /* Each token kept counts before its text arrives, so that a reader never
- * sees text without its token in the count. */
+ * sees text without its token in the count (nor without its
+ * log-probabilities). */
 static ml_status count_token(void *ctx, ml_token id, ml_error *err)
 {
-    srv_job *j = ((slot *)ctx)->job;
-    (void)id, (void)err;
+    slot *sl = ctx;
+    srv_job *j = sl->job;
+    (void)err;
     pthread_mutex_lock(&j->s->lock);
     if (j->n_gen++ == 0)
         j->t_first = now();
+    int oom = j->logprobs && keep_logprob(j, sl, j->s->vocab, id);
     pthread_mutex_unlock(&j->s->lock);
-    return ML_OK;
+    return oom ? ML_E_NOMEM : ML_OK;
 }
 
 /* Under the lock: gives a slot its job.  At least the last prompt token
@@ -300,6 +370,10 @@ static void slot_start(srv_sched *s, slot *sl, srv_job *j)
     sl->fed = srv_ctx_keep(s->ctx, sl->seq, keep);
     sl->logits = NULL;
     j->n_cached = sl->fed;
+    if (j->logprobs && !sl->raw && !(sl->raw = malloc((size_t)s->vocab * sizeof *sl->raw))) {
+        job_end(j, NULL, ML_E_NOMEM, "out of memory");
+        return;
+    }
     j->t_start = now();
     sl->used = ++s->clock;
     ml_gen_params gp = {.vocab = s->vocab, .sampler = j->sp, .mlt = s->mlt,
@@ -355,6 +429,8 @@ static void admit(srv_sched *s)
 static const char *generate_one(srv_sched *s, slot *sl, ml_status *st, ml_error *err)
 {
     size_t len = srv_ctx_len(s->ctx, sl->seq), n_ctx = srv_ctx_n_ctx(s->ctx);
+    if (sl->job->logprobs)
+        memcpy(sl->raw, sl->logits, (size_t)s->vocab * sizeof *sl->raw);
     ml_gen_input in = {.logits = sl->logits,
                        .history = len ? srv_ctx_held(s->ctx, sl->seq) : NULL,
                        .n_history = len,
@@ -573,6 +649,8 @@ void srv_sched_free(srv_sched *s, int cut)
     if (s->started)
         pthread_join(s->thread, NULL);
     srv_ctx_free(s->ctx);
+    for (unsigned i = 0; s->slots && i < s->n_slots; i++)
+        free(s->slots[i].raw);
     free(s->slots);
     free(s->runs);
     free(s->run_slot);

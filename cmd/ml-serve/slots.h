@@ -53,6 +53,19 @@ typedef struct srv_stats {
 /* A consistent copy of the scheduler's numbers. */
 void srv_sched_stats(srv_sched *s, srv_stats *out);
 
+#define SRV_MAX_TOP_LOGPROBS 20 /* OpenAI's limit of top_logprobs */
+
+/* A generated token's log-probability under the model (its logits as the
+ * model gave them, before bias, penalties and sampling filters), and the
+ * n_top most likely tokens' (ties: the lower id first). */
+typedef struct srv_tokprob {
+    ml_token id;
+    float logprob;
+    unsigned n_top;
+    ml_token top[SRV_MAX_TOP_LOGPROBS];
+    float top_logprob[SRV_MAX_TOP_LOGPROBS];
+} srv_tokprob;
+
 typedef struct srv_job_params {
     const ml_token *prompt;    /* copied */
     size_t n_prompt;           /* 1 .. n_ctx - 1 */
@@ -64,6 +77,8 @@ typedef struct srv_job_params {
     const ml_logit_bias *bias; /* copied; ids below the vocabulary */
     size_t n_bias;
     int continues;             /* a completion: the text goes on from the prompt */
+    int logprobs;              /* keep an srv_tokprob per generated token */
+    unsigned top_logprobs;     /* 0 .. SRV_MAX_TOP_LOGPROBS */
 } srv_job_params;
 
 typedef enum srv_submit_status {
@@ -91,6 +106,10 @@ typedef struct srv_progress {
  * free it).  *p tells where the job is. */
 void srv_job_wait(srv_job *j, size_t have, int timeout_ms, char **text, size_t *len,
                   srv_progress *p);
+/* The log-probabilities of the job's generated tokens from the from-th
+ * on, as many as are known now, in a new array *out (NULL when none; free
+ * it); returns their count. */
+size_t srv_job_logprobs(srv_job *j, size_t from, srv_tokprob **out);
 /* The client went away: the job ends at its next step, freeing its slot. */
 void srv_job_cancel(srv_job *j);
 /* The caller is done with the job. */

@@ -17,6 +17,7 @@ typedef struct stream {
     int include_usage;
     enum phase phase;
     size_t have;          /* bytes of the job's text sent */
+    size_t n_probs;       /* tokens whose log-probabilities were sent */
     ml_buf out;           /* events formatted, handed over up to out_off */
     size_t out_off;
 } stream;
@@ -43,6 +44,23 @@ static char *dup_str(const char *t)
     return p ? strcpy(p, t) : NULL;
 }
 
+/* With logprobs: those of the tokens generated since the last chunk,
+ * their text at offset `at` (*bad set when memory ran out); NULL when
+ * none or without logprobs. */
+static json_t *new_logprobs(stream *s, size_t at, int *bad)
+{
+    if (!s->meta.logprobs)
+        return NULL;
+    srv_tokprob *p;
+    size_t n = srv_job_logprobs(s->job, s->n_probs, &p);
+    json_t *lp = n ? resp_logprobs(s->meta.kind, s->meta.mlt, p, n, at) : NULL;
+    free(p);
+    if (n && !lp)
+        *bad = 1;
+    s->n_probs += n;
+    return lp;
+}
+
 /* The events after the last text: finish_reason, usage, [DONE]; or an
  * error event when the job failed. */
 static int put_end(stream *s, const srv_progress *p)
@@ -58,7 +76,9 @@ static int put_end(stream *s, const srv_progress *p)
         return put(s, resp_stream_error(&e)) || put(s, dup_str(RESP_DONE));
     }
     resp_usage u = {p->n_prompt, p->n_gen};
-    if (put(s, resp_chunk(&s->meta, 0, NULL, 0, p->finish)))
+    int bad = 0;
+    json_t *lp = new_logprobs(s, s->have, &bad); /* tokens whose text was held back or cut */
+    if (bad || put(s, resp_chunk(&s->meta, 0, NULL, 0, lp, p->finish)))
         return -1;
     if (s->include_usage && put(s, resp_usage_chunk(&s->meta, &u)))
         return -1;
@@ -73,15 +93,17 @@ static int refill(stream *s)
     if (s->phase == FIRST) {
         s->phase = RUNNING;
         if (s->meta.kind == SRV_CHAT)
-            return put(s, resp_chunk(&s->meta, 1, NULL, 0, NULL));
+            return put(s, resp_chunk(&s->meta, 1, NULL, 0, NULL, NULL));
     }
     for (;;) {
         char *text;
         size_t len;
         srv_progress p;
         srv_job_wait(s->job, s->have, SRV_POLL_MS, &text, &len, &p);
+        int bad = 0;
+        json_t *lp = text ? new_logprobs(s, s->have, &bad) : NULL;
         s->have += len;
-        int rc = text ? put(s, resp_chunk(&s->meta, 0, text, len, NULL)) : 0;
+        int rc = bad ? -1 : text ? put(s, resp_chunk(&s->meta, 0, text, len, lp, NULL)) : 0;
         free(text);
         if (!rc && p.done)
             rc = put_end(s, &p);
@@ -133,6 +155,6 @@ int srv_stream_reply(http_req *r, srv_job *job, const resp_meta *meta, int inclu
     s->r = r, s->job = job, s->include_usage = include_usage;
     snprintf(s->id, sizeof s->id, "%s", meta->id);
     snprintf(s->model, sizeof s->model, "%s", meta->model);
-    s->meta = (resp_meta){meta->kind, s->id, meta->created, s->model};
+    s->meta = (resp_meta){meta->kind, s->id, meta->created, s->model, meta->logprobs, meta->mlt};
     return http_reply_stream(r, next, s, stream_free);
 }

@@ -71,6 +71,55 @@ CHAT='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":12,"tem
     stop_server
 }
 
+@test "logprobs: the generated tokens' log-probabilities, whole and streamed, chat and completion" {
+    local body='{"prompt":"Once upon a time","max_tokens":6,"temperature":0,"logprobs":3'
+    run -0 post /v1/completions "$body}"
+    local whole=$output
+    # greedy: each token is its step's most likely one; 3 alternatives,
+    # sorted; the text is the tokens' texts at their offsets
+    jq -e '.choices[0] as $c | $c.logprobs as $l |
+        ($l.tokens | length) == 6 and ($l.tokens | add) == $c.text and
+        $l.text_offset == ([0] + [foreach $l.tokens[] as $t (0; . + ($t | utf8bytelength); .)])[:6] and
+        ([range(6) | $l.top_logprobs[.] | to_entries | length == 3 and
+                     (map(.value) | . == (sort | reverse)) and all(.[]; .value <= 0)] | all) and
+        ([range(6) | $l.token_logprobs[.] == ($l.top_logprobs[.] | to_entries | .[0].value)] | all)' <<<"$whole"
+    jq -e '.choices[0].logprobs.text_offset[0] == 0' <<<"$whole"
+    # the first token's against ml-run's logits for the same prompt (log-softmax of the last row)
+    ml-run -m "$BATS_FILE_TMPDIR/m.mlb" -p "Once upon a time" -n 0 -q --logits "$BATS_TEST_TMPDIR/l"
+    local ref
+    ref=$(od -An -v -f -w4 "$BATS_TEST_TMPDIR/l" | tail -n 32000 |
+          awk '{ v[NR] = $1; if (NR == 1 || $1 > m) m = $1 } END { for (i in v) s += exp(v[i] - m); printf "%.6f", -log(s) }')
+    jq -e --argjson r "$ref" '(.choices[0].logprobs.token_logprobs[0] - $r) | fabs < 1e-4' <<<"$whole" ||
+        fail_with "ml-run's logits give $ref: $(jq -c .choices[0].logprobs.token_logprobs <<<"$whole")"
+    # streamed: the same entries, spread over the chunks
+    run -0 post /v1/completions "$body,\"stream\":true}" -N
+    local streamed
+    streamed=$(grep '^data: {' <<<"$output" | sed 's/^data: //' | jq -sc 'map(.choices[0].logprobs // empty | .tokens) | add')
+    [[ $streamed == "$(jq -c .choices[0].logprobs.tokens <<<"$whole")" ]] || fail_with "streamed $streamed, whole $whole"
+    # chat: OpenAI's content entries, top_logprobs as objects
+    run -0 post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"temperature":0,"logprobs":true,"top_logprobs":2}'
+    jq -e '.choices[0].logprobs as $l | ($l.content | length) == 4 and $l.refusal == null and
+        ([$l.content[] | (.token | type) == "string" and (.bytes | length) == (.token | utf8bytelength) and
+          (.top_logprobs | length) == 2 and .top_logprobs[0].logprob == .logprob] | all) and
+        ([$l.content[].token] | add) == .choices[0].message.content' <<<"$output"
+    run -0 post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"temperature":0,"logprobs":true,"stream":true}' -N
+    [[ $(grep '^data: {' <<<"$output" | sed 's/^data: //' | jq -sc 'map(.choices[0].logprobs // empty | .content[] | .top_logprobs) | unique') == '[[]]' ]]
+    # the logits as the model gave them: a banned token keeps its log-probability
+    # (the greedy text repeats one token: the last of its encoding)
+    run -0 post /tokenize "{\"content\":$(jq .choices[0].text <<<"$whole")}"
+    local id
+    id=$(jq '.tokens[-1]' <<<"$output")
+    run -0 post /v1/completions "$body,\"max_tokens\":1,\"logit_bias\":{\"$id\":-100}}"
+    jq -e --argjson w "$whole" '.choices[0].logprobs.token_logprobs[0] < $w.choices[0].logprobs.token_logprobs[0] and
+        .choices[0].logprobs.top_logprobs[0] == $w.choices[0].logprobs.top_logprobs[0]' <<<"$output"
+    local m='"messages":[{"role":"user","content":"Hi"}]'
+    refused 400 top_logprobs invalid_value "{$m,\"top_logprobs\":2}"
+    refused 400 top_logprobs invalid_value "{$m,\"logprobs\":true,\"top_logprobs\":21}"
+    refused 400 logprobs invalid_type "{$m,\"logprobs\":1}"
+    refused 400 logprobs invalid_value '{"prompt":"a","logprobs":21}' /v1/completions
+    refused 400 logprobs invalid_type '{"prompt":"a","logprobs":"5"}' /v1/completions
+}
+
 # tests/fixtures/continue (tools/make-continue-fixture.sh): what llama.cpp
 # prints for a prompt on a SentencePiece vocabulary with a ▁ prefix; up to
 # its first byte that is not ASCII (a token of a partial character, which
@@ -326,7 +375,6 @@ refused() {
     refused 400 logit_bias invalid_value "{$m,\"logit_bias\":{\"5\":101}}"
     refused 400 logit_bias invalid_value "{$m,\"logit_bias\":[[5]]}"
     refused 400 model invalid_type "{$m,\"model\":5}"
-    refused 400 logprobs unsupported_parameter "{$m,\"logprobs\":true}"
     refused 400 messages missing_required_parameter '{"max_tokens":3}'
     refused 400 messages invalid_type '{"messages":"Hi"}'
     refused 400 messages invalid_value '{"messages":[]}'
@@ -353,10 +401,11 @@ refused() {
         '"top_p":0.5' '"top_k":5' '"min_p":0.1' '"n":1' '"seed":7' '"stop":"x"' '"stream":false'
         '"stream_options":{"include_usage":true}' '"presence_penalty":1' '"frequency_penalty":1'
         '"logit_bias":{"5":-100}' '"ignore_eos":true' '"user":"u"' '"safety_identifier":"s"'
-        '"prompt_cache_key":"k"' '"parallel_tool_calls":false'
+        '"prompt_cache_key":"k"' '"parallel_tool_calls":false' '"logprobs":true'
+        '"logprobs":true,"top_logprobs":2'
     )
     local refused_chat=(
-        '"logprobs":true' '"top_logprobs":2' '"tools":[{"type":"function","function":{"name":"f"}}]'
+        '"tools":[{"type":"function","function":{"name":"f"}}]'
         '"tool_choice":"required"' '"functions":[{"name":"f"}]' '"function_call":{"name":"f"}'
         '"response_format":{"type":"json_object"}' '"modalities":["text","audio"]'
         '"audio":{"voice":"alloy","format":"wav"}' '"prediction":{"type":"content","content":"x"}'
@@ -366,9 +415,9 @@ refused() {
     local honoured_completion=(
         '"model":"x"' '"temperature":0.5' '"top_p":0.5' '"n":1' '"seed":7' '"stop":["x"]'
         '"stream":false' '"presence_penalty":-1' '"frequency_penalty":0.5' '"logit_bias":{"5":10}'
-        '"user":"u"' '"best_of":1' '"echo":false' '"logprobs":0' '"suffix":""'
+        '"user":"u"' '"best_of":1' '"echo":false' '"logprobs":0' '"logprobs":2' '"suffix":""'
     )
-    local refused_completion=('"echo":true' '"logprobs":2' '"suffix":"end"' '"best_of":2')
+    local refused_completion=('"echo":true' '"suffix":"end"' '"best_of":2')
     local f
     for f in "${honoured_chat[@]}"; do
         run -0 post /v1/chat/completions "{$m,$f}"
