@@ -74,18 +74,18 @@ static void prepare(const float *x, const float *imp, int n, int sub, float *xc,
 }
 
 /* round(v) (halves up) to an int, clamped to [lo, hi]; NaN gives lo.
- * Clamping first keeps the conversion defined; the conversion truncates,
- * so one step down fixes negative non-integers (floorf would be a libm
- * call on plain x86-64, and this is the innermost loop). */
-static int round_clamp(float v, int lo, int hi)
+ * Clamping first keeps the conversion defined (r in [hi, hi + 1) has floor
+ * hi either way); the conversion truncates, so one step down fixes negative
+ * non-integers (floorf would be a libm call on plain x86-64, and this is
+ * the innermost loop).  No branches: the step down is taken for about
+ * half of the negative values, a branch that no predictor learns. */
+static inline int round_clamp(float v, int lo, int hi)
 {
     float r = v + 0.5f;
-    if (!(r >= (float)lo))
-        return lo;
-    if (r >= (float)hi + 1.0f)
-        return hi;
+    r = r >= (float)lo ? r : (float)lo;
+    r = r < (float)hi ? r : (float)hi;
     int i = (int)r;
-    return (float)i > r ? i - 1 : i;
+    return i - ((float)i > r);
 }
 
 /* ======================================================================
@@ -110,8 +110,8 @@ static const grid q5_grid = {32, q6_levels + 16, NULL, 16};
 /* ggml's kvalues_iq4nl and the midpoints between neighbours. */
 static const float iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                      1,    13,   25,  38,  53,  69,  89,  113};
-static const float iq4_mid[15] = {-115.5f, -93.5f, -74, -57, -42, -28.5f, -16, -4.5f,
-                                  7,       19,     31.5f, 45.5f, 61, 79, 101};
+static const float iq4_mid[16] = {-115.5f, -93.5f, -74, -57, -42, -28.5f, -16, -4.5f,
+                                  7,       19,     31.5f, 45.5f, 61, 79, 101, INFINITY};
 static const grid iq4_grid = {16, iq4_levels, iq4_mid, 8};
 /* iq4_cell[c + 128]: how many midpoints lie below the integer c, i.e. the
  * nearest level of any t in [c, c + 1) up to the one midpoint that can lie
@@ -127,14 +127,15 @@ static const uint8_t iq4_cell[256] = {
     14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,};
 
 /* Index of the level nearest t (t in level units). */
-static int grid_nearest(const grid *g, float t)
+static inline int grid_nearest(const grid *g, float t)
 {
     if (!g->mid)
         return round_clamp(t - g->v[0], 0, g->n - 1);
-    /* Only the IQ4 table has midpoints: its cell, then the one compare. */
+    /* Only the IQ4 table has midpoints: its cell, then the one compare
+     * (mid[15] is infinite: no level above the last). */
     int c = round_clamp(t - 0.5f, -128, 127); /* floor(t), clamped */
     int k = iq4_cell[c + 128];
-    return k < 15 && t > g->mid[k] ? k + 1 : k;
+    return k + (t > g->mid[k]);
 }
 
 /* Puts every value of a sub-block on its nearest level of step * grid and
@@ -160,30 +161,144 @@ static float grid_quant(const float *x, const float *w, int n, float step, const
     return e;
 }
 
-/* The least-squares step for fixed levels: sum w x v / sum w v^2 (0 when
- * every level is 0). */
-static float grid_lsq(const float *x, const float *w, int n, const grid *g, const uint8_t *idx)
+/* The hot loops below work on chunks of 16 values (every sub-block is 16
+ * or 32 long): constant trip counts that gcc -O2 vectorizes.  They
+ * compute exactly what grid_nearest and grid_quant do, value by value;
+ * only the sums stay scalar, in index order, so every float comes out
+ * the same.
+ *
+ * The levels of x[j] * inv: idx[j], and lv[j] = g->v[idx[j]].  For the
+ * integer grids, grid_nearest's round_clamp(t - v[0], 0, n - 1), whose
+ * argument is clamped at 0 before the conversion (so no step down), and
+ * v[0] + k for the level.  For the IQ4 table, the number of midpoints
+ * below t, which equals grid_nearest's cell lookup for every float t
+ * (checked over all 2^32 bit patterns), with the level summed from the
+ * differences of neighbouring levels (small integers: exact). */
+#define CHUNK 16
+#define IQ4_STEP(m, dl)                                                                            \
+    {                                                                                              \
+        int c_ = t > iq4_mid[m];                                                                   \
+        k += c_;                                                                                   \
+        l += c_ ? (float)(dl) : 0.0f;                                                              \
+    }
+#define IQ4_NEAREST                                                                                \
+    int k = 0;                                                                                     \
+    float l = -127.0f;                                                                             \
+    IQ4_STEP(0, 23) IQ4_STEP(1, 21) IQ4_STEP(2, 18) IQ4_STEP(3, 16) IQ4_STEP(4, 14)                \
+    IQ4_STEP(5, 13) IQ4_STEP(6, 12) IQ4_STEP(7, 11) IQ4_STEP(8, 12) IQ4_STEP(9, 12)                \
+    IQ4_STEP(10, 13) IQ4_STEP(11, 15) IQ4_STEP(12, 16) IQ4_STEP(13, 20) IQ4_STEP(14, 24)
+#define INT_NEAREST                                                                                \
+    float r = (t - v0) + 0.5f;                                                                     \
+    r = r >= 0.0f ? r : 0.0f;                                                                      \
+    r = r < top ? r : top;                                                                         \
+    int k = (int)r;                                                                                \
+    float l = (float)k + v0;
+
+static void grid_levels(const float *restrict x, int n, const grid *g, float inv,
+                        uint8_t *restrict idx, float *restrict lv)
 {
+    if (g->mid) {
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++) {
+                float t = x[j] * inv;
+                IQ4_NEAREST
+                idx[j] = (uint8_t)k;
+                lv[j] = l;
+            }
+    } else {
+        float v0 = g->v[0], top = (float)(g->n - 1);
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++) {
+                float t = x[j] * inv;
+                INT_NEAREST
+                idx[j] = (uint8_t)k;
+                lv[j] = l;
+            }
+    }
+}
+
+/* grid_quant's terms w[j] (x[j] - step v)^2 into e[j], with the levels
+ * (step != 0). */
+static void grid_terms(const float *restrict x, const float *restrict w, int n, float step,
+                       const grid *g, uint8_t *restrict idx, float *restrict e)
+{
+    float inv = 1.0f / step;
+    if (g->mid) {
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++) {
+                float t = x[j] * inv;
+                IQ4_NEAREST
+                float d = x[j] - step * l;
+                idx[j] = (uint8_t)k;
+                e[j] = w[j] * d * d;
+            }
+    } else {
+        float v0 = g->v[0], top = (float)(g->n - 1);
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++) {
+                float t = x[j] * inv;
+                INT_NEAREST
+                float d = x[j] - step * l;
+                idx[j] = (uint8_t)k;
+                e[j] = w[j] * d * d;
+            }
+    }
+}
+
+/* The sum of e[0..n) in order, or the first partial sum that reaches
+ * limit: the terms are >= 0 and rounding is monotone, so then the whole
+ * sum is at least limit too, and a caller that only wants an error below
+ * limit decides as it would on the whole sum. */
+static float sum_below(const float *e, int n, float limit)
+{
+    float s = 0.0f;
+    for (int j = 0; j < n; j++) {
+        s += e[j];
+        if (s >= limit)
+            break;
+    }
+    return s;
+}
+
+/* grid_quant for a candidate that only counts if its error is below
+ * limit (then idx is complete; otherwise it is not to be used). */
+static float grid_try(const float *x, const float *w, int n, float step, const grid *g,
+                      uint8_t *idx, float limit)
+{
+    if (step == 0.0f)
+        return grid_quant(x, w, n, step, g, idx);
+    float e[QKK / 8];
+    grid_terms(x, w, n, step, g, idx, e);
+    return sum_below(e, n, limit);
+}
+
+/* The least-squares step for the levels lv: sum w x v / sum w v^2 (0 when
+ * every level is 0), the products first (vectorized), then the sums. */
+static float grid_lsq(const float *restrict x, const float *restrict w, int n,
+                      const float *restrict lv)
+{
+    float pxv[QKK / 8], pvv[QKK / 8];
+    for (int b = 0; b < n; b += CHUNK)
+        for (int j = b; j < b + CHUNK; j++) {
+            pxv[j] = w[j] * x[j] * lv[j];
+            pvv[j] = w[j] * lv[j] * lv[j];
+        }
     float sxv = 0.0f, svv = 0.0f;
     for (int j = 0; j < n; j++) {
-        float v = g->v[idx[j]];
-        sxv += w[j] * x[j] * v;
-        svv += w[j] * v * v;
+        sxv += pxv[j];
+        svv += pvv[j];
     }
     return svv > 0.0f ? sxv / svv : 0.0f;
 }
 
-/* The least-squares step after putting every value on its nearest level
- * of the grid with inverse step inv (one pass, no index array). */
-static float grid_lsq_at(const float *x, const float *w, int n, const grid *g, float inv)
+/* 1 when a[0..n) and b[0..n) are equal. */
+static int same_bytes(const uint8_t *restrict a, const uint8_t *restrict b, int n)
 {
-    float sxv = 0.0f, svv = 0.0f;
-    for (int j = 0; j < n; j++) {
-        float v = g->v[grid_nearest(g, x[j] * inv)];
-        sxv += w[j] * x[j] * v;
-        svv += w[j] * v * v;
-    }
-    return svv > 0.0f ? sxv / svv : 0.0f;
+    int d = 0;
+    for (int c = 0; c < n; c += CHUNK)
+        for (int j = c; j < c + CHUNK; j++)
+            d |= a[j] ^ b[j];
+    return !d;
 }
 
 /* The continuous step of one sub-block: the element of largest magnitude
@@ -199,27 +314,44 @@ static float grid_fit(const float *x, const float *w, int n, const grid *g)
             xm = x[j];
     if (xm == 0.0f)
         return 0.0f;
-    uint8_t idx[QKK / 8];
+    /* Neighbouring candidates often put every value on the same levels:
+     * then the step and the error are those of the last one evaluated,
+     * which cannot be below beste, so only a change of levels is
+     * evaluated (the sums are the same in the same order either way). */
+    uint8_t idx[QKK / 8], prev[QKK / 8], tmp[QKK / 8];
+    float lv[QKK / 8];
+    int have = 0;
     float best = 0.0f, beste = grid_quant(x, w, n, 0.0f, g, idx);
     for (int end = 0; end < 2; end++) {
-        float lv = end ? g->v[g->n - 1] : g->v[0];
+        float top = end ? g->v[g->n - 1] : g->v[0];
         for (int k = 0; k <= 35; k++) {
-            float s = grid_lsq_at(x, w, n, g, (lv * (1.05f - 0.01f * (float)k)) / xm);
-            float e = grid_quant(x, w, n, s, g, idx);
+            grid_levels(x, n, g, (top * (1.05f - 0.01f * (float)k)) / xm, idx, lv);
+            if (have && same_bytes(idx, prev, n))
+                continue;
+            memcpy(prev, idx, (size_t)n);
+            have = 1;
+            float s = grid_lsq(x, w, n, lv);
+            float e = grid_try(x, w, n, s, g, tmp, beste);
             if (e < beste) {
                 beste = e;
                 best = s;
             }
         }
     }
+    /* lv: the levels at best, from one pass here and then from each
+     * accepted refinement's own pass. */
+    grid_quant(x, w, n, best, g, idx);
+    for (int j = 0; j < n; j++)
+        lv[j] = g->v[idx[j]];
     for (int it = 0; it < 4; it++) {
-        grid_quant(x, w, n, best, g, idx);
-        float s = grid_lsq(x, w, n, g, idx);
-        float e = grid_quant(x, w, n, s, g, idx);
+        float s = grid_lsq(x, w, n, lv);
+        float e = grid_try(x, w, n, s, g, tmp, beste);
         if (!(e < beste))
             break;
         beste = e;
         best = s;
+        for (int j = 0; j < n; j++)
+            lv[j] = g->v[tmp[j]];
     }
     return best;
 }
@@ -274,7 +406,7 @@ static void sym_pick(const float *x, const float *w, int nsub, int len, const gr
             int sc = c + k;
             if (sc < scmin || sc > scmax || sc == 0)
                 continue;
-            float e = grid_quant(xi, wi, len, d * (float)sc, g, tmp);
+            float e = grid_try(xi, wi, len, d * (float)sc, g, tmp, beste);
             if (e < beste) {
                 beste = e;
                 b->sc[i] = sc;
@@ -360,20 +492,46 @@ static float aff_quant(const float *x, const float *w, int n, int nmax, float st
     return e;
 }
 
+/* aff_quant for a candidate that only counts if its error is below limit
+ * (see grid_try): stops once the partial sum reaches limit. */
+static float aff_try(const float *x, const float *w, int n, int nmax, float step, float off,
+                     uint8_t *q, float limit)
+{
+    float e = 0.0f;
+    float inv = step > 0.0f ? 1.0f / step : 0.0f;
+    for (int j = 0; j < n; j++) {
+        int k = step > 0.0f ? round_clamp((x[j] + off) * inv, 0, nmax) : 0;
+        float d = x[j] - (step * (float)k - off);
+        q[j] = (uint8_t)k;
+        e += w[j] * d * d;
+        if (e >= limit)
+            break;
+    }
+    return e;
+}
+
+/* Every value's nearest q on the grid step * q - off (aff_quant's
+ * levels, without the error). */
+static void aff_levels(const float *x, int n, int nmax, float step, float off, uint8_t *q)
+{
+    float inv = step > 0.0f ? 1.0f / step : 0.0f;
+    for (int j = 0; j < n; j++)
+        q[j] = (uint8_t)(step > 0.0f ? round_clamp((x[j] + off) * inv, 0, nmax) : 0);
+}
+
 /* Least squares for x ~ s q - m: the 2x2 normal equations.  The K-quants
  * store a non-negative min (m >= 0): when the equations want a negative m,
  * s alone with m = 0.  Q5_1's m has either sign (anysign).  Returns 0 when
- * the fit is degenerate (all q equal). */
-static int aff_lsq(const float *x, const float *w, int n, int anysign, const uint8_t *q, float *s,
-                   float *m)
+ * the fit is degenerate (all q equal).  sw = sum w and sx = sum w x do
+ * not depend on q: the caller sums them once per sub-block. */
+static int aff_lsq(const float *x, const float *w, int n, int anysign, const uint8_t *q,
+                   float sw, float sx, float *s, float *m)
 {
-    float sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
+    float sq = 0, sqq = 0, sqx = 0;
     for (int j = 0; j < n; j++) {
         float v = (float)q[j];
-        sw += w[j];
         sq += w[j] * v;
         sqq += w[j] * v * v;
-        sx += w[j] * x[j];
         sqx += w[j] * v * x[j];
     }
     float det = sw * sqq - sq * sq;
@@ -414,32 +572,47 @@ static void aff_fit(const float *x, const float *w, int n, int nmax, int anysign
     *m = -lo;
     if (!(hi > lo))
         return; /* constant sub-block (x <= 0 everywhere equal): y = -m */
-    uint8_t q[32];
+    float sw = 0.0f, sx = 0.0f;
+    for (int j = 0; j < n; j++) {
+        sw += w[j];
+        sx += w[j] * x[j];
+    }
+    /* As in grid_fit, a candidate that gives the last one's levels again
+     * gives its fit and error again, and is skipped. */
+    uint8_t q[32], prev[32], tmp[32];
+    int have = 0;
     float beste = aff_quant(x, w, n, nmax, 0.0f, -lo, q);
     for (int k = 0; k <= 40; k++) {
         float step = (hi - lo) / ((float)nmax - 4.0f + 0.2f * (float)k);
         float cs, cm;
-        aff_quant(x, w, n, nmax, step, -lo, q);
-        if (!aff_lsq(x, w, n, anysign, q, &cs, &cm))
+        aff_levels(x, n, nmax, step, -lo, q);
+        if (have && !memcmp(q, prev, (size_t)n))
             continue;
-        float e = aff_quant(x, w, n, nmax, cs, cm, q);
+        memcpy(prev, q, (size_t)n);
+        have = 1;
+        if (!aff_lsq(x, w, n, anysign, q, sw, sx, &cs, &cm))
+            continue;
+        float e = aff_try(x, w, n, nmax, cs, cm, tmp, beste);
         if (e < beste) {
             beste = e;
             *s = cs;
             *m = cm;
         }
     }
+    /* q: the levels at (s, m), then each accepted refinement's own. */
+    if (*s > 0.0f)
+        aff_levels(x, n, nmax, *s, *m, q);
     for (int it = 0; it < 4 && *s > 0.0f; it++) {
         float cs, cm;
-        aff_quant(x, w, n, nmax, *s, *m, q);
-        if (!aff_lsq(x, w, n, anysign, q, &cs, &cm))
+        if (!aff_lsq(x, w, n, anysign, q, sw, sx, &cs, &cm))
             break;
-        float e = aff_quant(x, w, n, nmax, cs, cm, q);
+        float e = aff_try(x, w, n, nmax, cs, cm, tmp, beste);
         if (!(e < beste))
             break;
         beste = e;
         *s = cs;
         *m = cm;
+        memcpy(q, tmp, (size_t)n);
     }
 }
 
@@ -486,7 +659,7 @@ static void aff_pick(const float *x, const float *w, int nmax, const float *s, c
                 if (a < 0 || a > 63 || c < 0 || c > 63 || (d == 0.0f && a) ||
                     (dmin == 0.0f && c) || (a == 0 && c == 0))
                     continue;
-                float e = aff_quant(xi, wi, 32, nmax, d * (float)a, dmin * (float)c, tmp);
+                float e = aff_try(xi, wi, 32, nmax, d * (float)a, dmin * (float)c, tmp, beste);
                 if (e < beste) {
                     beste = e;
                     b->sc[i] = a;
@@ -664,7 +837,7 @@ static float single_block(const float *x, const float *w, const grid *g, uint8_t
         uint16_t h = (uint16_t)(h0 + k);
         if (!k || (h & 0x7fff) >= 0x7c00 || ((h ^ h0) & 0x8000))
             continue;
-        float c = ml_f16_to_f32(h), e = grid_quant(x, w, 32, c, g, tmp);
+        float c = ml_f16_to_f32(h), e = grid_try(x, w, 32, c, g, tmp, beste);
         if (e < beste) {
             beste = e;
             d = c;
@@ -720,7 +893,7 @@ static void block_q5_1(const float *x, const float *w, uint8_t *p)
                 ((h2 ^ hb) & 0x8000))
                 continue;
             float c1 = ml_f16_to_f32(h1), c2 = ml_f16_to_f32(h2);
-            float e = aff_quant(x, w, 32, 31, c1, -c2, tmp);
+            float e = aff_try(x, w, 32, 31, c1, -c2, tmp, beste);
             if (e < beste) {
                 beste = e;
                 bd = c1;
