@@ -170,23 +170,10 @@ static float grid_quant(const float *x, const float *w, int n, float step, const
  * The levels of x[j] * inv: idx[j], and lv[j] = g->v[idx[j]].  For the
  * integer grids, grid_nearest's round_clamp(t - v[0], 0, n - 1), whose
  * argument is clamped at 0 before the conversion (so no step down), and
- * v[0] + k for the level.  For the IQ4 table, the number of midpoints
- * below t, which equals grid_nearest's cell lookup for every float t
- * (checked over all 2^32 bit patterns), with the level summed from the
- * differences of neighbouring levels (small integers: exact). */
+ * v[0] + k for the level.  The IQ4 table keeps grid_nearest's lookups
+ * (scalar: counting the midpoints below t in vector lanes was no faster
+ * on SSE2). */
 #define CHUNK 16
-#define IQ4_STEP(m, dl)                                                                            \
-    {                                                                                              \
-        int c_ = t > iq4_mid[m];                                                                   \
-        k += c_;                                                                                   \
-        l += c_ ? (float)(dl) : 0.0f;                                                              \
-    }
-#define IQ4_NEAREST                                                                                \
-    int k = 0;                                                                                     \
-    float l = -127.0f;                                                                             \
-    IQ4_STEP(0, 23) IQ4_STEP(1, 21) IQ4_STEP(2, 18) IQ4_STEP(3, 16) IQ4_STEP(4, 14)                \
-    IQ4_STEP(5, 13) IQ4_STEP(6, 12) IQ4_STEP(7, 11) IQ4_STEP(8, 12) IQ4_STEP(9, 12)                \
-    IQ4_STEP(10, 13) IQ4_STEP(11, 15) IQ4_STEP(12, 16) IQ4_STEP(13, 20) IQ4_STEP(14, 24)
 #define INT_NEAREST                                                                                \
     float r = (t - v0) + 0.5f;                                                                     \
     r = r >= 0.0f ? r : 0.0f;                                                                      \
@@ -200,10 +187,9 @@ static void grid_levels(const float *restrict x, int n, const grid *g, float inv
     if (g->mid) {
         for (int b = 0; b < n; b += CHUNK)
             for (int j = b; j < b + CHUNK; j++) {
-                float t = x[j] * inv;
-                IQ4_NEAREST
+                int k = grid_nearest(g, x[j] * inv);
                 idx[j] = (uint8_t)k;
-                lv[j] = l;
+                lv[j] = g->v[k];
             }
     } else {
         float v0 = g->v[0], top = (float)(g->n - 1);
@@ -226,9 +212,8 @@ static void grid_terms(const float *restrict x, const float *restrict w, int n, 
     if (g->mid) {
         for (int b = 0; b < n; b += CHUNK)
             for (int j = b; j < b + CHUNK; j++) {
-                float t = x[j] * inv;
-                IQ4_NEAREST
-                float d = x[j] - step * l;
+                int k = grid_nearest(g, x[j] * inv);
+                float d = x[j] - step * g->v[k];
                 idx[j] = (uint8_t)k;
                 e[j] = w[j] * d * d;
             }
@@ -245,12 +230,32 @@ static void grid_terms(const float *restrict x, const float *restrict w, int n, 
     }
 }
 
-/* The sum of e[0..n) in order, or the first partial sum that reaches
- * limit: the terms are >= 0 and rounding is monotone, so then the whole
- * sum is at least limit too, and a caller that only wants an error below
- * limit decides as it would on the whole sum. */
-static float sum_below(const float *e, int n, float limit)
+/* The sum of e[0..n) in order, or a number >= limit when that sum is
+ * >= limit: a caller that only wants an error below limit then decides as
+ * it would on the sum.  The terms are >= 0.  First a sum in another order
+ * (lanes of a vector, then a tree; gcc vectorizes it): every order is
+ * within (n - 1) 2^-24 relative of the exact sum for terms >= 0, so the
+ * ordered sum is at least f (1 - 4e-6) for n <= 32, more than f times
+ * 1 - 2^-12 rounded; an f that large against limit settles it (f >= 2^-100
+ * keeps the product clear of subnormal rounding).  Otherwise the ordered
+ * sum, stopped at the first partial sum that reaches limit (rounding is
+ * monotone, so the rest cannot bring it back below).  n is a multiple of
+ * CHUNK, at most 32. */
+static float sum_below(const float *restrict e, int n, float limit)
 {
+    float a[CHUNK];
+    for (int j = 0; j < CHUNK; j++)
+        a[j] = e[j];
+    for (int b = CHUNK; b < n; b += CHUNK)
+        for (int j = 0; j < CHUNK; j++)
+            a[j] += e[b + j];
+    for (int j = 0; j < 8; j++)
+        a[j] += a[j + 8];
+    for (int j = 0; j < 4; j++)
+        a[j] += a[j + 4];
+    float f = (a[0] + a[2]) + (a[1] + a[3]);
+    if (f >= 0x1p-100f && f * (1.0f - 0x1p-12f) >= limit)
+        return f;
     float s = 0.0f;
     for (int j = 0; j < n; j++) {
         s += e[j];
@@ -492,31 +497,47 @@ static float aff_quant(const float *x, const float *w, int n, int nmax, float st
     return e;
 }
 
+/* aff_quant's nearest q for x[j] at a positive step, as round_clamp
+ * computes it (the argument is clamped at 0 first: no step down). */
+#define AFF_NEAREST                                                                                \
+    float r = (x[j] + off) * inv + 0.5f;                                                           \
+    r = r >= 0.0f ? r : 0.0f;                                                                      \
+    r = r < top ? r : top;                                                                         \
+    int k = (int)r;
+
 /* aff_quant for a candidate that only counts if its error is below limit
- * (see grid_try): stops once the partial sum reaches limit. */
-static float aff_try(const float *x, const float *w, int n, int nmax, float step, float off,
-                     uint8_t *q, float limit)
+ * (see sum_below); the levels and terms in chunks gcc vectorizes. */
+static float aff_try(const float *restrict x, const float *restrict w, int n, int nmax, float step,
+                     float off, uint8_t *restrict q, float limit)
 {
-    float e = 0.0f;
-    float inv = step > 0.0f ? 1.0f / step : 0.0f;
-    for (int j = 0; j < n; j++) {
-        int k = step > 0.0f ? round_clamp((x[j] + off) * inv, 0, nmax) : 0;
-        float d = x[j] - (step * (float)k - off);
-        q[j] = (uint8_t)k;
-        e += w[j] * d * d;
-        if (e >= limit)
-            break;
-    }
-    return e;
+    if (!(step > 0.0f))
+        return aff_quant(x, w, n, nmax, step, off, q);
+    float e[32], inv = 1.0f / step, top = (float)nmax;
+    for (int b = 0; b < n; b += CHUNK)
+        for (int j = b; j < b + CHUNK; j++) {
+            AFF_NEAREST
+            float d = x[j] - (step * (float)k - off);
+            q[j] = (uint8_t)k;
+            e[j] = w[j] * d * d;
+        }
+    return sum_below(e, n, limit);
 }
 
 /* Every value's nearest q on the grid step * q - off (aff_quant's
  * levels, without the error). */
-static void aff_levels(const float *x, int n, int nmax, float step, float off, uint8_t *q)
+static void aff_levels(const float *restrict x, int n, int nmax, float step, float off,
+                       uint8_t *restrict q)
 {
-    float inv = step > 0.0f ? 1.0f / step : 0.0f;
-    for (int j = 0; j < n; j++)
-        q[j] = (uint8_t)(step > 0.0f ? round_clamp((x[j] + off) * inv, 0, nmax) : 0);
+    if (!(step > 0.0f)) {
+        memset(q, 0, (size_t)n);
+        return;
+    }
+    float inv = 1.0f / step, top = (float)nmax;
+    for (int b = 0; b < n; b += CHUNK)
+        for (int j = b; j < b + CHUNK; j++) {
+            AFF_NEAREST
+            q[j] = (uint8_t)k;
+        }
 }
 
 /* Least squares for x ~ s q - m: the 2x2 normal equations.  The K-quants
@@ -524,15 +545,22 @@ static void aff_levels(const float *x, int n, int nmax, float step, float off, u
  * s alone with m = 0.  Q5_1's m has either sign (anysign).  Returns 0 when
  * the fit is degenerate (all q equal).  sw = sum w and sx = sum w x do
  * not depend on q: the caller sums them once per sub-block. */
-static int aff_lsq(const float *x, const float *w, int n, int anysign, const uint8_t *q,
-                   float sw, float sx, float *s, float *m)
+static int aff_lsq(const float *restrict x, const float *restrict w, int n, int anysign,
+                   const uint8_t *restrict q, float sw, float sx, float *s, float *m)
 {
+    float pq[32], pqq[32], pqx[32];
+    for (int b = 0; b < n; b += CHUNK)
+        for (int j = b; j < b + CHUNK; j++) {
+            float wv = w[j] * (float)q[j];
+            pq[j] = wv;
+            pqq[j] = wv * (float)q[j];
+            pqx[j] = wv * x[j];
+        }
     float sq = 0, sqq = 0, sqx = 0;
     for (int j = 0; j < n; j++) {
-        float v = (float)q[j];
-        sq += w[j] * v;
-        sqq += w[j] * v * v;
-        sqx += w[j] * v * x[j];
+        sq += pq[j];
+        sqq += pqq[j];
+        sqx += pqx[j];
     }
     float det = sw * sqq - sq * sq;
     if (det > 0.0f) {
@@ -586,7 +614,7 @@ static void aff_fit(const float *x, const float *w, int n, int nmax, int anysign
         float step = (hi - lo) / ((float)nmax - 4.0f + 0.2f * (float)k);
         float cs, cm;
         aff_levels(x, n, nmax, step, -lo, q);
-        if (have && !memcmp(q, prev, (size_t)n))
+        if (have && same_bytes(q, prev, n))
             continue;
         memcpy(prev, q, (size_t)n);
         have = 1;
