@@ -296,6 +296,40 @@ static float grid_lsq(const float *restrict x, const float *restrict w, int n,
     return svv > 0.0f ? sxv / svv : 0.0f;
 }
 
+/* grid_lsq for LANES candidates at once (levels lv[c[i]]): the same
+ * products and the same sums in the same order for each, but the
+ * candidates' chains of dependent additions interleaved, so that they
+ * overlap instead of waiting for each other. */
+#define LANES 4 /* written out below */
+static void grid_lsq_lanes(const float *restrict x, const float *restrict w, int n,
+                           const float (*lv)[QKK / 8], const int *c, float *s)
+{
+    float pxv[LANES][QKK / 8], pvv[LANES][QKK / 8];
+    for (int i = 0; i < LANES; i++) {
+        const float *l = lv[c[i]];
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++) {
+                pxv[i][j] = w[j] * x[j] * l[j];
+                pvv[i][j] = w[j] * l[j] * l[j];
+            }
+    }
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+    for (int j = 0; j < n; j++) { /* named accumulators: registers */
+        a0 += pxv[0][j];
+        b0 += pvv[0][j];
+        a1 += pxv[1][j];
+        b1 += pvv[1][j];
+        a2 += pxv[2][j];
+        b2 += pvv[2][j];
+        a3 += pxv[3][j];
+        b3 += pvv[3][j];
+    }
+    s[0] = b0 > 0.0f ? a0 / b0 : 0.0f;
+    s[1] = b1 > 0.0f ? a1 / b1 : 0.0f;
+    s[2] = b2 > 0.0f ? a2 / b2 : 0.0f;
+    s[3] = b3 > 0.0f ? a3 / b3 : 0.0f;
+}
+
 /* 1 when a[0..n) and b[0..n) are equal. */
 static int same_bytes(const uint8_t *restrict a, const uint8_t *restrict b, int n)
 {
@@ -319,44 +353,51 @@ static float grid_fit(const float *x, const float *w, int n, const grid *g)
             xm = x[j];
     if (xm == 0.0f)
         return 0.0f;
-    /* Neighbouring candidates often put every value on the same levels:
-     * then the step and the error are those of the last one evaluated,
-     * which cannot be below beste, so only a change of levels is
-     * evaluated (the sums are the same in the same order either way). */
-    uint8_t idx[QKK / 8], prev[QKK / 8], tmp[QKK / 8];
-    float lv[QKK / 8];
-    int have = 0;
-    float best = 0.0f, beste = grid_quant(x, w, n, 0.0f, g, idx);
-    for (int end = 0; end < 2; end++) {
-        float top = end ? g->v[g->n - 1] : g->v[0];
-        for (int k = 0; k <= 35; k++) {
-            grid_levels(x, n, g, (top * (1.05f - 0.01f * (float)k)) / xm, idx, lv);
-            if (have && same_bytes(idx, prev, n))
-                continue;
-            memcpy(prev, idx, (size_t)n);
-            have = 1;
-            float s = grid_lsq(x, w, n, lv);
-            float e = grid_try(x, w, n, s, g, tmp, beste);
-            if (e < beste) {
-                beste = e;
-                best = s;
-            }
+    /* First every candidate's levels.  Neighbouring candidates often put
+     * every value on the same levels: then the step and the error are
+     * those of the one before, which cannot be below beste, so only a
+     * change of levels is evaluated (the same sums in the same order
+     * either way).  Then the steps of those, LANES at a time, and last
+     * their errors in the original order against the best so far. */
+#define NCAND 72
+    uint8_t idx[NCAND][QKK / 8], tmp[QKK / 8];
+    float lv[NCAND][QKK / 8], step[NCAND + LANES];
+    int list[NCAND + LANES], nl = 0;
+    for (int i = 0; i < NCAND; i++) {
+        float top = i < NCAND / 2 ? g->v[0] : g->v[g->n - 1];
+        int k = i % (NCAND / 2);
+        grid_levels(x, n, g, (top * (1.05f - 0.01f * (float)k)) / xm, idx[i], lv[i]);
+        if (!i || !same_bytes(idx[i], idx[i - 1], n))
+            list[nl++] = i;
+    }
+    for (int i = nl; i < nl + LANES; i++) /* padding: the last one again */
+        list[i] = list[nl - 1];
+    for (int i = 0; i < nl; i += LANES)
+        grid_lsq_lanes(x, w, n, lv, list + i, step + i);
+    float best = 0.0f, beste = grid_quant(x, w, n, 0.0f, g, tmp);
+    for (int i = 0; i < nl; i++) {
+        float e = grid_try(x, w, n, step[i], g, tmp, beste);
+        if (e < beste) {
+            beste = e;
+            best = step[i];
         }
     }
-    /* lv: the levels at best, from one pass here and then from each
+    float *lb = lv[0]; /* reused */
+    uint8_t *ib = idx[0];
+    /* lb: the levels at best, from one pass here and then from each
      * accepted refinement's own pass. */
-    grid_quant(x, w, n, best, g, idx);
+    grid_quant(x, w, n, best, g, ib);
     for (int j = 0; j < n; j++)
-        lv[j] = g->v[idx[j]];
+        lb[j] = g->v[ib[j]];
     for (int it = 0; it < 4; it++) {
-        float s = grid_lsq(x, w, n, lv);
+        float s = grid_lsq(x, w, n, lb);
         float e = grid_try(x, w, n, s, g, tmp, beste);
         if (!(e < beste))
             break;
         beste = e;
         best = s;
         for (int j = 0; j < n; j++)
-            lv[j] = g->v[tmp[j]];
+            lb[j] = g->v[tmp[j]];
     }
     return best;
 }
@@ -545,23 +586,9 @@ static void aff_levels(const float *restrict x, int n, int nmax, float step, flo
  * s alone with m = 0.  Q5_1's m has either sign (anysign).  Returns 0 when
  * the fit is degenerate (all q equal).  sw = sum w and sx = sum w x do
  * not depend on q: the caller sums them once per sub-block. */
-static int aff_lsq(const float *restrict x, const float *restrict w, int n, int anysign,
-                   const uint8_t *restrict q, float sw, float sx, float *s, float *m)
+static int aff_solve(float sw, float sx, float sq, float sqq, float sqx, int anysign, float *s,
+                     float *m)
 {
-    float pq[32], pqq[32], pqx[32];
-    for (int b = 0; b < n; b += CHUNK)
-        for (int j = b; j < b + CHUNK; j++) {
-            float wv = w[j] * (float)q[j];
-            pq[j] = wv;
-            pqq[j] = wv * (float)q[j];
-            pqx[j] = wv * x[j];
-        }
-    float sq = 0, sqq = 0, sqx = 0;
-    for (int j = 0; j < n; j++) {
-        sq += pq[j];
-        sqq += pqq[j];
-        sqx += pqx[j];
-    }
     float det = sw * sqq - sq * sq;
     if (det > 0.0f) {
         float a = (sw * sqx - sq * sx) / det;
@@ -578,6 +605,61 @@ static int aff_lsq(const float *restrict x, const float *restrict w, int n, int 
         return 1;
     }
     return 0;
+}
+
+/* The q-dependent sums of aff_solve, sum w q, sum w q^2 and sum w q x:
+ * the products first (vectorized), then the sums in index order. */
+static void aff_sums(const float *restrict x, const float *restrict w, int n,
+                     const uint8_t *restrict q, float *p)
+{
+    float pq[32], pqq[32], pqx[32];
+    for (int b = 0; b < n; b += CHUNK)
+        for (int j = b; j < b + CHUNK; j++) {
+            float wv = w[j] * (float)q[j];
+            pq[j] = wv;
+            pqq[j] = wv * (float)q[j];
+            pqx[j] = wv * x[j];
+        }
+    float sq = 0, sqq = 0, sqx = 0;
+    for (int j = 0; j < n; j++) {
+        sq += pq[j];
+        sqq += pqq[j];
+        sqx += pqx[j];
+    }
+    p[0] = sq;
+    p[1] = sqq;
+    p[2] = sqx;
+}
+
+/* aff_sums for two candidates (levels q[c[0]], q[c[1]]), their chains of
+ * additions interleaved (as grid_lsq_lanes). */
+static void aff_sums2(const float *restrict x, const float *restrict w, int n,
+                      const uint8_t (*q)[32], const int *c, float (*p)[3])
+{
+    float pq[2][32], pqq[2][32], pqx[2][32];
+    for (int i = 0; i < 2; i++)
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++) {
+                float wv = w[j] * (float)q[c[i]][j];
+                pq[i][j] = wv;
+                pqq[i][j] = wv * (float)q[c[i]][j];
+                pqx[i][j] = wv * x[j];
+            }
+    float a0 = 0, b0 = 0, c0 = 0, a1 = 0, b1 = 0, c1 = 0;
+    for (int j = 0; j < n; j++) {
+        a0 += pq[0][j];
+        b0 += pqq[0][j];
+        c0 += pqx[0][j];
+        a1 += pq[1][j];
+        b1 += pqq[1][j];
+        c1 += pqx[1][j];
+    }
+    p[0][0] = a0;
+    p[0][1] = b0;
+    p[0][2] = c0;
+    p[1][0] = a1;
+    p[1][1] = b1;
+    p[1][2] = c1;
 }
 
 /* The continuous (scale, min) of one sub-block: candidate scales that map
@@ -605,20 +687,26 @@ static void aff_fit(const float *x, const float *w, int n, int nmax, int anysign
         sw += w[j];
         sx += w[j] * x[j];
     }
-    /* As in grid_fit, a candidate that gives the last one's levels again
-     * gives its fit and error again, and is skipped. */
-    uint8_t q[32], prev[32], tmp[32];
-    int have = 0;
-    float beste = aff_quant(x, w, n, nmax, 0.0f, -lo, q);
-    for (int k = 0; k <= 40; k++) {
+    /* As in grid_fit: all candidates' levels, a candidate that gives the
+     * one before's levels again skipped (same fit, same error), the sums
+     * of the others two at a time, then their errors in order. */
+#define NAFF 41
+    uint8_t qs[NAFF][32], q[32], tmp[32];
+    float sums[NAFF + 1][3];
+    int list[NAFF + 1], nl = 0;
+    for (int k = 0; k < NAFF; k++) {
         float step = (hi - lo) / ((float)nmax - 4.0f + 0.2f * (float)k);
+        aff_levels(x, n, nmax, step, -lo, qs[k]);
+        if (!k || !same_bytes(qs[k], qs[k - 1], n))
+            list[nl++] = k;
+    }
+    list[nl] = list[nl - 1]; /* padding */
+    for (int i = 0; i < nl; i += 2)
+        aff_sums2(x, w, n, qs, list + i, sums + i);
+    float beste = aff_quant(x, w, n, nmax, 0.0f, -lo, q);
+    for (int i = 0; i < nl; i++) {
         float cs, cm;
-        aff_levels(x, n, nmax, step, -lo, q);
-        if (have && same_bytes(q, prev, n))
-            continue;
-        memcpy(prev, q, (size_t)n);
-        have = 1;
-        if (!aff_lsq(x, w, n, anysign, q, sw, sx, &cs, &cm))
+        if (!aff_solve(sw, sx, sums[i][0], sums[i][1], sums[i][2], anysign, &cs, &cm))
             continue;
         float e = aff_try(x, w, n, nmax, cs, cm, tmp, beste);
         if (e < beste) {
@@ -631,8 +719,9 @@ static void aff_fit(const float *x, const float *w, int n, int nmax, int anysign
     if (*s > 0.0f)
         aff_levels(x, n, nmax, *s, *m, q);
     for (int it = 0; it < 4 && *s > 0.0f; it++) {
-        float cs, cm;
-        if (!aff_lsq(x, w, n, anysign, q, sw, sx, &cs, &cm))
+        float cs, cm, p[3];
+        aff_sums(x, w, n, q, p);
+        if (!aff_solve(sw, sx, p[0], p[1], p[2], anysign, &cs, &cm))
             break;
         float e = aff_try(x, w, n, nmax, cs, cm, tmp, beste);
         if (!(e < beste))
