@@ -170,10 +170,24 @@ static float grid_quant(const float *x, const float *w, int n, float step, const
  * The levels of x[j] * inv: idx[j], and lv[j] = g->v[idx[j]].  For the
  * integer grids, grid_nearest's round_clamp(t - v[0], 0, n - 1), whose
  * argument is clamped at 0 before the conversion (so no step down), and
- * v[0] + k for the level.  The IQ4 table keeps grid_nearest's lookups
- * (scalar: counting the midpoints below t in vector lanes was no faster
- * on SSE2). */
+ * v[0] + k for the level.  For the IQ4 table, the number of midpoints
+ * below t (in int32 lanes, narrowed to bytes after), which equals
+ * grid_nearest's cell lookup for every float t (tools/iq4-nearest-check.c
+ * goes through all 2^32 bit patterns), with the level summed from the
+ * differences of neighbouring levels (small integers: exact). */
 #define CHUNK 16
+#define IQ4_STEP(m, dl)                                                                            \
+    {                                                                                              \
+        int c_ = t > iq4_mid[m];                                                                   \
+        k += c_;                                                                                   \
+        l += c_ ? (float)(dl) : 0.0f;                                                              \
+    }
+#define IQ4_NEAREST                                                                                \
+    int k = 0;                                                                                     \
+    float l = -127.0f;                                                                             \
+    IQ4_STEP(0, 23) IQ4_STEP(1, 21) IQ4_STEP(2, 18) IQ4_STEP(3, 16) IQ4_STEP(4, 14)                \
+    IQ4_STEP(5, 13) IQ4_STEP(6, 12) IQ4_STEP(7, 11) IQ4_STEP(8, 12) IQ4_STEP(9, 12)                \
+    IQ4_STEP(10, 13) IQ4_STEP(11, 15) IQ4_STEP(12, 16) IQ4_STEP(13, 20) IQ4_STEP(14, 24)
 #define INT_NEAREST                                                                                \
     float r = (t - v0) + 0.5f;                                                                     \
     r = r >= 0.0f ? r : 0.0f;                                                                      \
@@ -185,12 +199,17 @@ static void grid_levels(const float *restrict x, int n, const grid *g, float inv
                         uint8_t *restrict idx, float *restrict lv)
 {
     if (g->mid) {
+        int32_t kk[QKK / 8];
         for (int b = 0; b < n; b += CHUNK)
             for (int j = b; j < b + CHUNK; j++) {
-                int k = grid_nearest(g, x[j] * inv);
-                idx[j] = (uint8_t)k;
-                lv[j] = g->v[k];
+                float t = x[j] * inv;
+                IQ4_NEAREST
+                kk[j] = k;
+                lv[j] = l;
             }
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++)
+                idx[j] = (uint8_t)kk[j];
     } else {
         float v0 = g->v[0], top = (float)(g->n - 1);
         for (int b = 0; b < n; b += CHUNK)
@@ -210,13 +229,18 @@ static void grid_terms(const float *restrict x, const float *restrict w, int n, 
 {
     float inv = 1.0f / step;
     if (g->mid) {
+        int32_t kk[QKK / 8];
         for (int b = 0; b < n; b += CHUNK)
             for (int j = b; j < b + CHUNK; j++) {
-                int k = grid_nearest(g, x[j] * inv);
-                float d = x[j] - step * g->v[k];
-                idx[j] = (uint8_t)k;
+                float t = x[j] * inv;
+                IQ4_NEAREST
+                float d = x[j] - step * l;
+                kk[j] = k;
                 e[j] = w[j] * d * d;
             }
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++)
+                idx[j] = (uint8_t)kk[j];
     } else {
         float v0 = g->v[0], top = (float)(g->n - 1);
         for (int b = 0; b < n; b += CHUNK)
