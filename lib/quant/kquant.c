@@ -167,7 +167,8 @@ static float grid_quant(const float *x, const float *w, int n, float step, const
  * only the sums stay scalar, in index order, so every float comes out
  * the same.
  *
- * The levels of x[j] * inv: idx[j], and lv[j] = g->v[idx[j]].  For the
+ * The nearest level of x[j] * inv: its index k and its value l =
+ * g->v[k] (grid_levels keeps the values, grid_terms the indices).  For the
  * integer grids, grid_nearest's round_clamp(t - v[0], 0, n - 1), whose
  * argument is clamped at 0 before the conversion (so no step down), and
  * v[0] + k for the level.  For the IQ4 table, the number of midpoints
@@ -196,27 +197,22 @@ static float grid_quant(const float *x, const float *w, int n, float step, const
     float l = (float)k + v0;
 
 static void grid_levels(const float *restrict x, int n, const grid *g, float inv,
-                        uint8_t *restrict idx, float *restrict lv)
+                        float *restrict lv)
 {
     if (g->mid) {
-        int32_t kk[QKK / 8];
         for (int b = 0; b < n; b += CHUNK)
             for (int j = b; j < b + CHUNK; j++) {
                 float t = x[j] * inv;
                 IQ4_NEAREST
-                kk[j] = k;
+                (void)k;
                 lv[j] = l;
             }
-        for (int b = 0; b < n; b += CHUNK)
-            for (int j = b; j < b + CHUNK; j++)
-                idx[j] = (uint8_t)kk[j];
     } else {
         float v0 = g->v[0], top = (float)(g->n - 1);
         for (int b = 0; b < n; b += CHUNK)
             for (int j = b; j < b + CHUNK; j++) {
                 float t = x[j] * inv;
                 INT_NEAREST
-                idx[j] = (uint8_t)k;
                 lv[j] = l;
             }
     }
@@ -243,14 +239,18 @@ static void grid_terms(const float *restrict x, const float *restrict w, int n, 
                 idx[j] = (uint8_t)kk[j];
     } else {
         float v0 = g->v[0], top = (float)(g->n - 1);
+        int32_t kk[QKK / 8];
         for (int b = 0; b < n; b += CHUNK)
             for (int j = b; j < b + CHUNK; j++) {
                 float t = x[j] * inv;
                 INT_NEAREST
                 float d = x[j] - step * l;
-                idx[j] = (uint8_t)k;
+                kk[j] = k;
                 e[j] = w[j] * d * d;
             }
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++)
+                idx[j] = (uint8_t)kk[j];
     }
 }
 
@@ -354,13 +354,13 @@ static void grid_lsq_lanes(const float *restrict x, const float *restrict w, int
     s[3] = b3 > 0.0f ? a3 / b3 : 0.0f;
 }
 
-/* 1 when a[0..n) and b[0..n) are equal. */
-static int same_bytes(const uint8_t *restrict a, const uint8_t *restrict b, int n)
+/* 1 when the levels a[0..n) and b[0..n) are equal. */
+static int same_levels(const float *restrict a, const float *restrict b, int n)
 {
     int d = 0;
     for (int c = 0; c < n; c += CHUNK)
         for (int j = c; j < c + CHUNK; j++)
-            d |= a[j] ^ b[j];
+            d |= a[j] != b[j];
     return !d;
 }
 
@@ -384,14 +384,14 @@ static float grid_fit(const float *x, const float *w, int n, const grid *g)
      * either way).  Then the steps of those, LANES at a time, and last
      * their errors in the original order against the best so far. */
 #define NCAND 72
-    uint8_t idx[NCAND][QKK / 8], tmp[QKK / 8];
+    uint8_t ib[QKK / 8], tmp[QKK / 8];
     float lv[NCAND][QKK / 8], step[NCAND + LANES];
     int list[NCAND + LANES], nl = 0;
     for (int i = 0; i < NCAND; i++) {
         float top = i < NCAND / 2 ? g->v[0] : g->v[g->n - 1];
         int k = i % (NCAND / 2);
-        grid_levels(x, n, g, (top * (1.05f - 0.01f * (float)k)) / xm, idx[i], lv[i]);
-        if (!i || !same_bytes(idx[i], idx[i - 1], n))
+        grid_levels(x, n, g, (top * (1.05f - 0.01f * (float)k)) / xm, lv[i]);
+        if (!i || !same_levels(lv[i], lv[i - 1], n)) /* the levels are distinct values */
             list[nl++] = i;
     }
     for (int i = nl; i < nl + LANES; i++) /* padding: the last one again */
@@ -407,7 +407,6 @@ static float grid_fit(const float *x, const float *w, int n, const grid *g)
         }
     }
     float *lb = lv[0]; /* reused */
-    uint8_t *ib = idx[0];
     /* lb: the levels at best, from one pass here and then from each
      * accepted refinement's own pass. */
     grid_quant(x, w, n, best, g, ib);
@@ -578,30 +577,35 @@ static float aff_try(const float *restrict x, const float *restrict w, int n, in
     if (!(step > 0.0f))
         return aff_quant(x, w, n, nmax, step, off, q);
     float e[32], inv = 1.0f / step, top = (float)nmax;
+    int32_t kk[32]; /* int32 lanes, then bytes: a byte store here costs unpacking */
     for (int b = 0; b < n; b += CHUNK)
         for (int j = b; j < b + CHUNK; j++) {
             AFF_NEAREST
             float d = x[j] - (step * (float)k - off);
-            q[j] = (uint8_t)k;
+            kk[j] = k;
             e[j] = w[j] * d * d;
         }
+    for (int b = 0; b < n; b += CHUNK)
+        for (int j = b; j < b + CHUNK; j++)
+            q[j] = (uint8_t)kk[j];
     return sum_below(e, n, limit);
 }
 
 /* Every value's nearest q on the grid step * q - off (aff_quant's
- * levels, without the error). */
+ * levels, without the error), as floats. */
 static void aff_levels(const float *restrict x, int n, int nmax, float step, float off,
-                       uint8_t *restrict q)
+                       float *restrict qf)
 {
     if (!(step > 0.0f)) {
-        memset(q, 0, (size_t)n);
+        for (int j = 0; j < n; j++)
+            qf[j] = 0.0f;
         return;
     }
     float inv = 1.0f / step, top = (float)nmax;
     for (int b = 0; b < n; b += CHUNK)
         for (int j = b; j < b + CHUNK; j++) {
             AFF_NEAREST
-            q[j] = (uint8_t)k;
+            qf[j] = (float)k;
         }
 }
 
@@ -634,14 +638,14 @@ static int aff_solve(float sw, float sx, float sq, float sqq, float sqx, int any
 /* The q-dependent sums of aff_solve, sum w q, sum w q^2 and sum w q x:
  * the products first (vectorized), then the sums in index order. */
 static void aff_sums(const float *restrict x, const float *restrict w, int n,
-                     const uint8_t *restrict q, float *p)
+                     const float *restrict q, float *p)
 {
     float pq[32], pqq[32], pqx[32];
     for (int b = 0; b < n; b += CHUNK)
         for (int j = b; j < b + CHUNK; j++) {
-            float wv = w[j] * (float)q[j];
+            float wv = w[j] * q[j];
             pq[j] = wv;
-            pqq[j] = wv * (float)q[j];
+            pqq[j] = wv * q[j];
             pqx[j] = wv * x[j];
         }
     float sq = 0, sqq = 0, sqx = 0;
@@ -658,15 +662,15 @@ static void aff_sums(const float *restrict x, const float *restrict w, int n,
 /* aff_sums for two candidates (levels q[c[0]], q[c[1]]), their chains of
  * additions interleaved (as grid_lsq_lanes). */
 static void aff_sums2(const float *restrict x, const float *restrict w, int n,
-                      const uint8_t (*q)[32], const int *c, float (*p)[3])
+                      const float (*q)[32], const int *c, float (*p)[3])
 {
     float pq[2][32], pqq[2][32], pqx[2][32];
     for (int i = 0; i < 2; i++)
         for (int b = 0; b < n; b += CHUNK)
             for (int j = b; j < b + CHUNK; j++) {
-                float wv = w[j] * (float)q[c[i]][j];
+                float wv = w[j] * q[c[i]][j];
                 pq[i][j] = wv;
-                pqq[i][j] = wv * (float)q[c[i]][j];
+                pqq[i][j] = wv * q[c[i]][j];
                 pqx[i][j] = wv * x[j];
             }
     float a0 = 0, b0 = 0, c0 = 0, a1 = 0, b1 = 0, c1 = 0;
@@ -715,19 +719,20 @@ static void aff_fit(const float *x, const float *w, int n, int nmax, int anysign
      * one before's levels again skipped (same fit, same error), the sums
      * of the others two at a time, then their errors in order. */
 #define NAFF 41
-    uint8_t qs[NAFF][32], q[32], tmp[32];
+    uint8_t tmp[32];
+    float qs[NAFF][32], q[32]; /* levels as floats */
     float sums[NAFF + 1][3];
     int list[NAFF + 1], nl = 0;
     for (int k = 0; k < NAFF; k++) {
         float step = (hi - lo) / ((float)nmax - 4.0f + 0.2f * (float)k);
         aff_levels(x, n, nmax, step, -lo, qs[k]);
-        if (!k || !same_bytes(qs[k], qs[k - 1], n))
+        if (!k || !same_levels(qs[k], qs[k - 1], n))
             list[nl++] = k;
     }
     list[nl] = list[nl - 1]; /* padding */
     for (int i = 0; i < nl; i += 2)
         aff_sums2(x, w, n, qs, list + i, sums + i);
-    float beste = aff_quant(x, w, n, nmax, 0.0f, -lo, q);
+    float beste = aff_quant(x, w, n, nmax, 0.0f, -lo, tmp);
     for (int i = 0; i < nl; i++) {
         float cs, cm;
         if (!aff_solve(sw, sx, sums[i][0], sums[i][1], sums[i][2], anysign, &cs, &cm))
@@ -753,7 +758,8 @@ static void aff_fit(const float *x, const float *w, int n, int nmax, int anysign
         beste = e;
         *s = cs;
         *m = cm;
-        memcpy(q, tmp, (size_t)n);
+        for (int j = 0; j < n; j++)
+            q[j] = (float)tmp[j];
     }
 }
 
