@@ -74,18 +74,18 @@ static void prepare(const float *x, const float *imp, int n, int sub, float *xc,
 }
 
 /* round(v) (halves up) to an int, clamped to [lo, hi]; NaN gives lo.
- * Clamping first keeps the conversion defined; the conversion truncates,
- * so one step down fixes negative non-integers (floorf would be a libm
- * call on plain x86-64, and this is the innermost loop). */
-static int round_clamp(float v, int lo, int hi)
+ * Clamping first keeps the conversion defined (r in [hi, hi + 1) has floor
+ * hi either way); the conversion truncates, so one step down fixes negative
+ * non-integers (floorf would be a libm call on plain x86-64, and this is
+ * the innermost loop).  No branches: the step down is taken for about
+ * half of the negative values, a branch that no predictor learns. */
+static inline int round_clamp(float v, int lo, int hi)
 {
     float r = v + 0.5f;
-    if (!(r >= (float)lo))
-        return lo;
-    if (r >= (float)hi + 1.0f)
-        return hi;
+    r = r >= (float)lo ? r : (float)lo;
+    r = r < (float)hi ? r : (float)hi;
     int i = (int)r;
-    return (float)i > r ? i - 1 : i;
+    return i - ((float)i > r);
 }
 
 /* ======================================================================
@@ -110,8 +110,8 @@ static const grid q5_grid = {32, q6_levels + 16, NULL, 16};
 /* ggml's kvalues_iq4nl and the midpoints between neighbours. */
 static const float iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                      1,    13,   25,  38,  53,  69,  89,  113};
-static const float iq4_mid[15] = {-115.5f, -93.5f, -74, -57, -42, -28.5f, -16, -4.5f,
-                                  7,       19,     31.5f, 45.5f, 61, 79, 101};
+static const float iq4_mid[16] = {-115.5f, -93.5f, -74, -57, -42, -28.5f, -16, -4.5f,
+                                  7,       19,     31.5f, 45.5f, 61, 79, 101, INFINITY};
 static const grid iq4_grid = {16, iq4_levels, iq4_mid, 8};
 /* iq4_cell[c + 128]: how many midpoints lie below the integer c, i.e. the
  * nearest level of any t in [c, c + 1) up to the one midpoint that can lie
@@ -127,14 +127,15 @@ static const uint8_t iq4_cell[256] = {
     14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,};
 
 /* Index of the level nearest t (t in level units). */
-static int grid_nearest(const grid *g, float t)
+static inline int grid_nearest(const grid *g, float t)
 {
     if (!g->mid)
         return round_clamp(t - g->v[0], 0, g->n - 1);
-    /* Only the IQ4 table has midpoints: its cell, then the one compare. */
+    /* Only the IQ4 table has midpoints: its cell, then the one compare
+     * (mid[15] is infinite: no level above the last). */
     int c = round_clamp(t - 0.5f, -128, 127); /* floor(t), clamped */
     int k = iq4_cell[c + 128];
-    return k < 15 && t > g->mid[k] ? k + 1 : k;
+    return k + (t > g->mid[k]);
 }
 
 /* Puts every value of a sub-block on its nearest level of step * grid and
@@ -160,30 +161,207 @@ static float grid_quant(const float *x, const float *w, int n, float step, const
     return e;
 }
 
-/* The least-squares step for fixed levels: sum w x v / sum w v^2 (0 when
- * every level is 0). */
-static float grid_lsq(const float *x, const float *w, int n, const grid *g, const uint8_t *idx)
+/* The hot loops below work on chunks of 16 values (every sub-block is 16
+ * or 32 long): constant trip counts that gcc -O2 vectorizes.  They
+ * compute exactly what grid_nearest and grid_quant do, value by value;
+ * only the sums stay scalar, in index order, so every float comes out
+ * the same.
+ *
+ * The nearest level of x[j] * inv: its index k and its value l =
+ * g->v[k] (grid_levels keeps the values, grid_terms the indices).  For the
+ * integer grids, grid_nearest's round_clamp(t - v[0], 0, n - 1), whose
+ * argument is clamped at 0 before the conversion (so no step down), and
+ * v[0] + k for the level.  For the IQ4 table, the number of midpoints
+ * below t (in int32 lanes, narrowed to bytes after), which equals
+ * grid_nearest's cell lookup for every float t (tools/iq4-nearest-check.c
+ * goes through all 2^32 bit patterns), with the level summed from the
+ * differences of neighbouring levels (small integers: exact). */
+#define CHUNK 16
+#define IQ4_STEP(m, dl)                                                                            \
+    {                                                                                              \
+        int c_ = t > iq4_mid[m];                                                                   \
+        k += c_;                                                                                   \
+        l += c_ ? (float)(dl) : 0.0f;                                                              \
+    }
+#define IQ4_NEAREST                                                                                \
+    int k = 0;                                                                                     \
+    float l = -127.0f;                                                                             \
+    IQ4_STEP(0, 23) IQ4_STEP(1, 21) IQ4_STEP(2, 18) IQ4_STEP(3, 16) IQ4_STEP(4, 14)                \
+    IQ4_STEP(5, 13) IQ4_STEP(6, 12) IQ4_STEP(7, 11) IQ4_STEP(8, 12) IQ4_STEP(9, 12)                \
+    IQ4_STEP(10, 13) IQ4_STEP(11, 15) IQ4_STEP(12, 16) IQ4_STEP(13, 20) IQ4_STEP(14, 24)
+#define INT_NEAREST                                                                                \
+    float r = (t - v0) + 0.5f;                                                                     \
+    r = r >= 0.0f ? r : 0.0f;                                                                      \
+    r = r < top ? r : top;                                                                         \
+    int k = (int)r;                                                                                \
+    float l = (float)k + v0;
+
+static void grid_levels(const float *restrict x, int n, const grid *g, float inv,
+                        float *restrict lv)
 {
+    if (g->mid) {
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++) {
+                float t = x[j] * inv;
+                IQ4_NEAREST
+                (void)k;
+                lv[j] = l;
+            }
+    } else {
+        float v0 = g->v[0], top = (float)(g->n - 1);
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++) {
+                float t = x[j] * inv;
+                INT_NEAREST
+                lv[j] = l;
+            }
+    }
+}
+
+/* grid_quant's terms w[j] (x[j] - step v)^2 into e[j], with the levels
+ * (step != 0). */
+static void grid_terms(const float *restrict x, const float *restrict w, int n, float step,
+                       const grid *g, uint8_t *restrict idx, float *restrict e)
+{
+    float inv = 1.0f / step;
+    if (g->mid) {
+        int32_t kk[QKK / 8];
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++) {
+                float t = x[j] * inv;
+                IQ4_NEAREST
+                float d = x[j] - step * l;
+                kk[j] = k;
+                e[j] = w[j] * d * d;
+            }
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++)
+                idx[j] = (uint8_t)kk[j];
+    } else {
+        float v0 = g->v[0], top = (float)(g->n - 1);
+        int32_t kk[QKK / 8];
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++) {
+                float t = x[j] * inv;
+                INT_NEAREST
+                float d = x[j] - step * l;
+                kk[j] = k;
+                e[j] = w[j] * d * d;
+            }
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++)
+                idx[j] = (uint8_t)kk[j];
+    }
+}
+
+/* The sum of e[0..n) in order, or a number >= limit when that sum is
+ * >= limit: a caller that only wants an error below limit then decides as
+ * it would on the sum.  The terms are >= 0.  First a sum in another order
+ * (lanes of a vector, then a tree; gcc vectorizes it): every order is
+ * within (n - 1) 2^-24 relative of the exact sum for terms >= 0, so the
+ * ordered sum is at least f (1 - 4e-6) for n <= 32, more than f times
+ * 1 - 2^-12 rounded; an f that large against limit settles it (f >= 2^-100
+ * keeps the product clear of subnormal rounding).  Otherwise the ordered
+ * sum, stopped at the first partial sum that reaches limit (rounding is
+ * monotone, so the rest cannot bring it back below).  n is a multiple of
+ * CHUNK, at most 32. */
+static float sum_below(const float *restrict e, int n, float limit)
+{
+    float a[CHUNK];
+    for (int j = 0; j < CHUNK; j++)
+        a[j] = e[j];
+    for (int b = CHUNK; b < n; b += CHUNK)
+        for (int j = 0; j < CHUNK; j++)
+            a[j] += e[b + j];
+    for (int j = 0; j < 8; j++)
+        a[j] += a[j + 8];
+    for (int j = 0; j < 4; j++)
+        a[j] += a[j + 4];
+    float f = (a[0] + a[2]) + (a[1] + a[3]);
+    if (f >= 0x1p-100f && f * (1.0f - 0x1p-12f) >= limit)
+        return f;
+    float s = 0.0f;
+    for (int j = 0; j < n; j++) {
+        s += e[j];
+        if (s >= limit)
+            break;
+    }
+    return s;
+}
+
+/* grid_quant for a candidate that only counts if its error is below
+ * limit (then idx is complete; otherwise it is not to be used). */
+static float grid_try(const float *x, const float *w, int n, float step, const grid *g,
+                      uint8_t *idx, float limit)
+{
+    if (step == 0.0f)
+        return grid_quant(x, w, n, step, g, idx);
+    float e[QKK / 8];
+    grid_terms(x, w, n, step, g, idx, e);
+    return sum_below(e, n, limit);
+}
+
+/* The least-squares step for the levels lv: sum w x v / sum w v^2 (0 when
+ * every level is 0), the products first (vectorized), then the sums. */
+static float grid_lsq(const float *restrict x, const float *restrict w, int n,
+                      const float *restrict lv)
+{
+    float pxv[QKK / 8], pvv[QKK / 8];
+    for (int b = 0; b < n; b += CHUNK)
+        for (int j = b; j < b + CHUNK; j++) {
+            pxv[j] = w[j] * x[j] * lv[j];
+            pvv[j] = w[j] * lv[j] * lv[j];
+        }
     float sxv = 0.0f, svv = 0.0f;
     for (int j = 0; j < n; j++) {
-        float v = g->v[idx[j]];
-        sxv += w[j] * x[j] * v;
-        svv += w[j] * v * v;
+        sxv += pxv[j];
+        svv += pvv[j];
     }
     return svv > 0.0f ? sxv / svv : 0.0f;
 }
 
-/* The least-squares step after putting every value on its nearest level
- * of the grid with inverse step inv (one pass, no index array). */
-static float grid_lsq_at(const float *x, const float *w, int n, const grid *g, float inv)
+/* grid_lsq for LANES candidates at once (levels lv[c[i]]): the same
+ * products and the same sums in the same order for each, but the
+ * candidates' chains of dependent additions interleaved, so that they
+ * overlap instead of waiting for each other. */
+#define LANES 4 /* written out below */
+static void grid_lsq_lanes(const float *restrict x, const float *restrict w, int n,
+                           const float (*lv)[QKK / 8], const int *c, float *s)
 {
-    float sxv = 0.0f, svv = 0.0f;
-    for (int j = 0; j < n; j++) {
-        float v = g->v[grid_nearest(g, x[j] * inv)];
-        sxv += w[j] * x[j] * v;
-        svv += w[j] * v * v;
+    float pxv[LANES][QKK / 8], pvv[LANES][QKK / 8];
+    for (int i = 0; i < LANES; i++) {
+        const float *l = lv[c[i]];
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++) {
+                pxv[i][j] = w[j] * x[j] * l[j];
+                pvv[i][j] = w[j] * l[j] * l[j];
+            }
     }
-    return svv > 0.0f ? sxv / svv : 0.0f;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+    for (int j = 0; j < n; j++) { /* named accumulators: registers */
+        a0 += pxv[0][j];
+        b0 += pvv[0][j];
+        a1 += pxv[1][j];
+        b1 += pvv[1][j];
+        a2 += pxv[2][j];
+        b2 += pvv[2][j];
+        a3 += pxv[3][j];
+        b3 += pvv[3][j];
+    }
+    s[0] = b0 > 0.0f ? a0 / b0 : 0.0f;
+    s[1] = b1 > 0.0f ? a1 / b1 : 0.0f;
+    s[2] = b2 > 0.0f ? a2 / b2 : 0.0f;
+    s[3] = b3 > 0.0f ? a3 / b3 : 0.0f;
+}
+
+/* 1 when the levels a[0..n) and b[0..n) are equal. */
+static int same_levels(const float *restrict a, const float *restrict b, int n)
+{
+    int d = 0;
+    for (int c = 0; c < n; c += CHUNK)
+        for (int j = c; j < c + CHUNK; j++)
+            d |= a[j] != b[j];
+    return !d;
 }
 
 /* The continuous step of one sub-block: the element of largest magnitude
@@ -199,27 +377,50 @@ static float grid_fit(const float *x, const float *w, int n, const grid *g)
             xm = x[j];
     if (xm == 0.0f)
         return 0.0f;
-    uint8_t idx[QKK / 8];
-    float best = 0.0f, beste = grid_quant(x, w, n, 0.0f, g, idx);
-    for (int end = 0; end < 2; end++) {
-        float lv = end ? g->v[g->n - 1] : g->v[0];
-        for (int k = 0; k <= 35; k++) {
-            float s = grid_lsq_at(x, w, n, g, (lv * (1.05f - 0.01f * (float)k)) / xm);
-            float e = grid_quant(x, w, n, s, g, idx);
-            if (e < beste) {
-                beste = e;
-                best = s;
-            }
+    /* First every candidate's levels.  Neighbouring candidates often put
+     * every value on the same levels: then the step and the error are
+     * those of the one before, which cannot be below beste, so only a
+     * change of levels is evaluated (the same sums in the same order
+     * either way).  Then the steps of those, LANES at a time, and last
+     * their errors in the original order against the best so far. */
+#define NCAND 72
+    uint8_t ib[QKK / 8], tmp[QKK / 8];
+    float lv[NCAND][QKK / 8], step[NCAND + LANES];
+    int list[NCAND + LANES], nl = 0;
+    for (int i = 0; i < NCAND; i++) {
+        float top = i < NCAND / 2 ? g->v[0] : g->v[g->n - 1];
+        int k = i % (NCAND / 2);
+        grid_levels(x, n, g, (top * (1.05f - 0.01f * (float)k)) / xm, lv[i]);
+        if (!i || !same_levels(lv[i], lv[i - 1], n)) /* the levels are distinct values */
+            list[nl++] = i;
+    }
+    for (int i = nl; i < nl + LANES; i++) /* padding: the last one again */
+        list[i] = list[nl - 1];
+    for (int i = 0; i < nl; i += LANES)
+        grid_lsq_lanes(x, w, n, lv, list + i, step + i);
+    float best = 0.0f, beste = grid_quant(x, w, n, 0.0f, g, tmp);
+    for (int i = 0; i < nl; i++) {
+        float e = grid_try(x, w, n, step[i], g, tmp, beste);
+        if (e < beste) {
+            beste = e;
+            best = step[i];
         }
     }
+    float *lb = lv[0]; /* reused */
+    /* lb: the levels at best, from one pass here and then from each
+     * accepted refinement's own pass. */
+    grid_quant(x, w, n, best, g, ib);
+    for (int j = 0; j < n; j++)
+        lb[j] = g->v[ib[j]];
     for (int it = 0; it < 4; it++) {
-        grid_quant(x, w, n, best, g, idx);
-        float s = grid_lsq(x, w, n, g, idx);
-        float e = grid_quant(x, w, n, s, g, idx);
+        float s = grid_lsq(x, w, n, lb);
+        float e = grid_try(x, w, n, s, g, tmp, beste);
         if (!(e < beste))
             break;
         beste = e;
         best = s;
+        for (int j = 0; j < n; j++)
+            lb[j] = g->v[tmp[j]];
     }
     return best;
 }
@@ -274,7 +475,7 @@ static void sym_pick(const float *x, const float *w, int nsub, int len, const gr
             int sc = c + k;
             if (sc < scmin || sc > scmax || sc == 0)
                 continue;
-            float e = grid_quant(xi, wi, len, d * (float)sc, g, tmp);
+            float e = grid_try(xi, wi, len, d * (float)sc, g, tmp, beste);
             if (e < beste) {
                 beste = e;
                 b->sc[i] = sc;
@@ -360,22 +561,62 @@ static float aff_quant(const float *x, const float *w, int n, int nmax, float st
     return e;
 }
 
+/* aff_quant's nearest q for x[j] at a positive step, as round_clamp
+ * computes it (the argument is clamped at 0 first: no step down). */
+#define AFF_NEAREST                                                                                \
+    float r = (x[j] + off) * inv + 0.5f;                                                           \
+    r = r >= 0.0f ? r : 0.0f;                                                                      \
+    r = r < top ? r : top;                                                                         \
+    int k = (int)r;
+
+/* aff_quant for a candidate that only counts if its error is below limit
+ * (see sum_below); the levels and terms in chunks gcc vectorizes. */
+static float aff_try(const float *restrict x, const float *restrict w, int n, int nmax, float step,
+                     float off, uint8_t *restrict q, float limit)
+{
+    if (!(step > 0.0f))
+        return aff_quant(x, w, n, nmax, step, off, q);
+    float e[32], inv = 1.0f / step, top = (float)nmax;
+    int32_t kk[32]; /* int32 lanes, then bytes: a byte store here costs unpacking */
+    for (int b = 0; b < n; b += CHUNK)
+        for (int j = b; j < b + CHUNK; j++) {
+            AFF_NEAREST
+            float d = x[j] - (step * (float)k - off);
+            kk[j] = k;
+            e[j] = w[j] * d * d;
+        }
+    for (int b = 0; b < n; b += CHUNK)
+        for (int j = b; j < b + CHUNK; j++)
+            q[j] = (uint8_t)kk[j];
+    return sum_below(e, n, limit);
+}
+
+/* Every value's nearest q on the grid step * q - off (aff_quant's
+ * levels, without the error), as floats. */
+static void aff_levels(const float *restrict x, int n, int nmax, float step, float off,
+                       float *restrict qf)
+{
+    if (!(step > 0.0f)) {
+        for (int j = 0; j < n; j++)
+            qf[j] = 0.0f;
+        return;
+    }
+    float inv = 1.0f / step, top = (float)nmax;
+    for (int b = 0; b < n; b += CHUNK)
+        for (int j = b; j < b + CHUNK; j++) {
+            AFF_NEAREST
+            qf[j] = (float)k;
+        }
+}
+
 /* Least squares for x ~ s q - m: the 2x2 normal equations.  The K-quants
  * store a non-negative min (m >= 0): when the equations want a negative m,
  * s alone with m = 0.  Q5_1's m has either sign (anysign).  Returns 0 when
- * the fit is degenerate (all q equal). */
-static int aff_lsq(const float *x, const float *w, int n, int anysign, const uint8_t *q, float *s,
-                   float *m)
+ * the fit is degenerate (all q equal).  sw = sum w and sx = sum w x do
+ * not depend on q: the caller sums them once per sub-block. */
+static int aff_solve(float sw, float sx, float sq, float sqq, float sqx, int anysign, float *s,
+                     float *m)
 {
-    float sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
-    for (int j = 0; j < n; j++) {
-        float v = (float)q[j];
-        sw += w[j];
-        sq += w[j] * v;
-        sqq += w[j] * v * v;
-        sx += w[j] * x[j];
-        sqx += w[j] * v * x[j];
-    }
     float det = sw * sqq - sq * sq;
     if (det > 0.0f) {
         float a = (sw * sqx - sq * sx) / det;
@@ -392,6 +633,61 @@ static int aff_lsq(const float *x, const float *w, int n, int anysign, const uin
         return 1;
     }
     return 0;
+}
+
+/* The q-dependent sums of aff_solve, sum w q, sum w q^2 and sum w q x:
+ * the products first (vectorized), then the sums in index order. */
+static void aff_sums(const float *restrict x, const float *restrict w, int n,
+                     const float *restrict q, float *p)
+{
+    float pq[32], pqq[32], pqx[32];
+    for (int b = 0; b < n; b += CHUNK)
+        for (int j = b; j < b + CHUNK; j++) {
+            float wv = w[j] * q[j];
+            pq[j] = wv;
+            pqq[j] = wv * q[j];
+            pqx[j] = wv * x[j];
+        }
+    float sq = 0, sqq = 0, sqx = 0;
+    for (int j = 0; j < n; j++) {
+        sq += pq[j];
+        sqq += pqq[j];
+        sqx += pqx[j];
+    }
+    p[0] = sq;
+    p[1] = sqq;
+    p[2] = sqx;
+}
+
+/* aff_sums for two candidates (levels q[c[0]], q[c[1]]), their chains of
+ * additions interleaved (as grid_lsq_lanes). */
+static void aff_sums2(const float *restrict x, const float *restrict w, int n,
+                      const float (*q)[32], const int *c, float (*p)[3])
+{
+    float pq[2][32], pqq[2][32], pqx[2][32];
+    for (int i = 0; i < 2; i++)
+        for (int b = 0; b < n; b += CHUNK)
+            for (int j = b; j < b + CHUNK; j++) {
+                float wv = w[j] * q[c[i]][j];
+                pq[i][j] = wv;
+                pqq[i][j] = wv * q[c[i]][j];
+                pqx[i][j] = wv * x[j];
+            }
+    float a0 = 0, b0 = 0, c0 = 0, a1 = 0, b1 = 0, c1 = 0;
+    for (int j = 0; j < n; j++) {
+        a0 += pq[0][j];
+        b0 += pqq[0][j];
+        c0 += pqx[0][j];
+        a1 += pq[1][j];
+        b1 += pqq[1][j];
+        c1 += pqx[1][j];
+    }
+    p[0][0] = a0;
+    p[0][1] = b0;
+    p[0][2] = c0;
+    p[1][0] = a1;
+    p[1][1] = b1;
+    p[1][2] = c1;
 }
 
 /* The continuous (scale, min) of one sub-block: candidate scales that map
@@ -414,32 +710,56 @@ static void aff_fit(const float *x, const float *w, int n, int nmax, int anysign
     *m = -lo;
     if (!(hi > lo))
         return; /* constant sub-block (x <= 0 everywhere equal): y = -m */
-    uint8_t q[32];
-    float beste = aff_quant(x, w, n, nmax, 0.0f, -lo, q);
-    for (int k = 0; k <= 40; k++) {
+    float sw = 0.0f, sx = 0.0f;
+    for (int j = 0; j < n; j++) {
+        sw += w[j];
+        sx += w[j] * x[j];
+    }
+    /* As in grid_fit: all candidates' levels, a candidate that gives the
+     * one before's levels again skipped (same fit, same error), the sums
+     * of the others two at a time, then their errors in order. */
+#define NAFF 41
+    uint8_t tmp[32];
+    float qs[NAFF][32], q[32]; /* levels as floats */
+    float sums[NAFF + 1][3];
+    int list[NAFF + 1], nl = 0;
+    for (int k = 0; k < NAFF; k++) {
         float step = (hi - lo) / ((float)nmax - 4.0f + 0.2f * (float)k);
+        aff_levels(x, n, nmax, step, -lo, qs[k]);
+        if (!k || !same_levels(qs[k], qs[k - 1], n))
+            list[nl++] = k;
+    }
+    list[nl] = list[nl - 1]; /* padding */
+    for (int i = 0; i < nl; i += 2)
+        aff_sums2(x, w, n, qs, list + i, sums + i);
+    float beste = aff_quant(x, w, n, nmax, 0.0f, -lo, tmp);
+    for (int i = 0; i < nl; i++) {
         float cs, cm;
-        aff_quant(x, w, n, nmax, step, -lo, q);
-        if (!aff_lsq(x, w, n, anysign, q, &cs, &cm))
+        if (!aff_solve(sw, sx, sums[i][0], sums[i][1], sums[i][2], anysign, &cs, &cm))
             continue;
-        float e = aff_quant(x, w, n, nmax, cs, cm, q);
+        float e = aff_try(x, w, n, nmax, cs, cm, tmp, beste);
         if (e < beste) {
             beste = e;
             *s = cs;
             *m = cm;
         }
     }
+    /* q: the levels at (s, m), then each accepted refinement's own. */
+    if (*s > 0.0f)
+        aff_levels(x, n, nmax, *s, *m, q);
     for (int it = 0; it < 4 && *s > 0.0f; it++) {
-        float cs, cm;
-        aff_quant(x, w, n, nmax, *s, *m, q);
-        if (!aff_lsq(x, w, n, anysign, q, &cs, &cm))
+        float cs, cm, p[3];
+        aff_sums(x, w, n, q, p);
+        if (!aff_solve(sw, sx, p[0], p[1], p[2], anysign, &cs, &cm))
             break;
-        float e = aff_quant(x, w, n, nmax, cs, cm, q);
+        float e = aff_try(x, w, n, nmax, cs, cm, tmp, beste);
         if (!(e < beste))
             break;
         beste = e;
         *s = cs;
         *m = cm;
+        for (int j = 0; j < n; j++)
+            q[j] = (float)tmp[j];
     }
 }
 
@@ -486,7 +806,7 @@ static void aff_pick(const float *x, const float *w, int nmax, const float *s, c
                 if (a < 0 || a > 63 || c < 0 || c > 63 || (d == 0.0f && a) ||
                     (dmin == 0.0f && c) || (a == 0 && c == 0))
                     continue;
-                float e = aff_quant(xi, wi, 32, nmax, d * (float)a, dmin * (float)c, tmp);
+                float e = aff_try(xi, wi, 32, nmax, d * (float)a, dmin * (float)c, tmp, beste);
                 if (e < beste) {
                     beste = e;
                     b->sc[i] = a;
@@ -664,7 +984,7 @@ static float single_block(const float *x, const float *w, const grid *g, uint8_t
         uint16_t h = (uint16_t)(h0 + k);
         if (!k || (h & 0x7fff) >= 0x7c00 || ((h ^ h0) & 0x8000))
             continue;
-        float c = ml_f16_to_f32(h), e = grid_quant(x, w, 32, c, g, tmp);
+        float c = ml_f16_to_f32(h), e = grid_try(x, w, 32, c, g, tmp, beste);
         if (e < beste) {
             beste = e;
             d = c;
@@ -720,7 +1040,7 @@ static void block_q5_1(const float *x, const float *w, uint8_t *p)
                 ((h2 ^ hb) & 0x8000))
                 continue;
             float c1 = ml_f16_to_f32(h1), c2 = ml_f16_to_f32(h2);
-            float e = aff_quant(x, w, 32, 31, c1, -c2, tmp);
+            float e = aff_try(x, w, 32, 31, c1, -c2, tmp, beste);
             if (e < beste) {
                 beste = e;
                 bd = c1;
