@@ -180,8 +180,9 @@ static uint64_t mix(uint64_t x)
     return x;
 }
 
-/* The job of a request; answers the refusals itself (NULL then). */
-static srv_job *submit(srv_server *s, http_req *r, srv_request *q, uint64_t n)
+/* The request's n jobs (choice i drawn with seed + i, or a seed of its
+ * own); answers the refusals itself (0 then: none was left submitted). */
+static size_t submit(srv_server *s, http_req *r, srv_request *q, uint64_t nr, srv_job **jobs)
 {
     ml_ids ids = {0};
     uint32_t max = 0;
@@ -189,18 +190,26 @@ static srv_job *submit(srv_server *s, http_req *r, srv_request *q, uint64_t n)
     if (prepare(s, q, &ids, &max, &e)) {
         ml_ids_free(&ids);
         reply_error(r, q, &e);
-        return NULL;
+        return 0;
     }
     srv_job_params p = {ids.v, ids.n, max, q->sp, (const char *const *)q->stops, q->n_stops,
                          q->ignore_eos, q->bias, q->n_bias, q->kind == SRV_COMPLETION,
                          q->logprobs, q->top_logprobs};
-    if (!q->seed_set) /* a different draw for every request */
-        p.sp.seed = mix((uint64_t)time(NULL) ^ (n << 20) ^ (uint64_t)(uintptr_t)r);
-    srv_job *job = NULL;
-    srv_submit_status st = srv_submit(s->sched, &p, &job);
+    srv_submit_status st = SRV_SUBMITTED;
+    size_t n = 0;
+    for (; n < q->n && st == SRV_SUBMITTED; n++) {
+        p.sp.seed = q->seed_set ? q->sp.seed + n /* a different draw for every request */
+                                : mix((uint64_t)time(NULL) ^ (nr << 20) ^ (n << 8) ^
+                                      (uint64_t)(uintptr_t)r);
+        st = srv_submit(s->sched, &p, &jobs[n]);
+    }
     ml_ids_free(&ids);
     if (st == SRV_SUBMITTED)
-        return job;
+        return n;
+    for (size_t i = 0; i + 1 < n; i++) { /* the choices already submitted */
+        srv_job_cancel(jobs[i]);
+        srv_job_release(jobs[i]);
+    }
     if (st == SRV_NOMEM)
         srv_fail(&e, 500, "server_error", NULL, NULL, "Out of memory.");
     else
@@ -208,7 +217,7 @@ static srv_job *submit(srv_server *s, http_req *r, srv_request *q, uint64_t n)
                  st == SRV_QUEUE_FULL ? "Every slot is busy and the queue is full; try again."
                                       : "The server is shutting down.");
     reply_error(r, q, &e);
-    return NULL;
+    return 0;
 }
 
 /* Waits for the whole text; NULL when the client left (the job is then
@@ -236,35 +245,71 @@ static char *wait_whole(http_req *r, srv_job *job, size_t *len, srv_progress *p)
     }
 }
 
-static int reply_whole(http_req *r, srv_job *job, const resp_meta *m)
+/* Choice i: its whole text as a choice object in *choice (NULL when
+ * memory ran out); 0 when the client left, -1 when the job failed (*p
+ * says how), 1 when done. */
+static int whole_choice(http_req *r, srv_job *job, const resp_meta *m, unsigned i,
+                        srv_progress *p, json_t **choice)
 {
     size_t len;
-    srv_progress p;
-    char *text = wait_whole(r, job, &len, &p);
+    char *text = wait_whole(r, job, &len, p);
     srv_tokprob *probs = NULL;
     size_t n_probs = text && m->logprobs ? srv_job_logprobs(job, 0, &probs) : 0;
-    srv_job_release(job);
-    http_set_waiting(r, 0);
+    *choice = NULL;
     if (!text)
-        return 0; /* MHD_NO: the connection is closed */
-    srv_note_job(r, &p);
-    resp_usage u = {p.n_prompt, p.n_gen};
-    int rc;
-    if (p.finish) {
+        return 0;
+    if (p->finish) {
         json_t *lp = m->logprobs ? resp_logprobs(m->kind, m->mlt, probs, n_probs, 0) : NULL;
-        rc = http_reply_json(r, 200,
-                             m->logprobs && !lp ? NULL
-                                                : resp_completion(m, text, len, lp, p.finish, &u));
-    } else {
-        srv_error e;
-        int busy = p.status == ML_E_UNSUPPORTED;
-        srv_fail(&e, busy ? 503 : 500, "server_error", NULL, busy ? "unavailable" : NULL,
-                 "Generation failed: %s", p.msg[0] ? p.msg : ml_status_name(p.status));
-        rc = http_reply_error(r, &e);
+        *choice = m->logprobs && !lp ? NULL : resp_choice(m, i, text, len, lp, p->finish);
     }
     free(probs);
     free(text);
-    return rc;
+    return p->finish ? 1 : -1;
+}
+
+static int reply_failed(http_req *r, const srv_progress *p)
+{
+    srv_error e;
+    int busy = p->status == ML_E_UNSUPPORTED;
+    srv_fail(&e, busy ? 503 : 500, "server_error", NULL, busy ? "unavailable" : NULL,
+             "Generation failed: %s", p->msg[0] ? p->msg : ml_status_name(p->status));
+    return http_reply_error(r, &e);
+}
+
+/* The n choices, whole, once all are done; usage counts the prompt once
+ * and every choice's tokens. */
+static int reply_whole(http_req *r, srv_job **jobs, size_t n, const resp_meta *m)
+{
+    json_t *choices = json_array();
+    srv_progress p;
+    resp_usage u = {0, 0};
+    int rc = 1;
+    size_t i = 0;
+    for (; i < n && rc == 1; i++) {
+        json_t *c;
+        rc = whole_choice(r, jobs[i], m, (unsigned)i, &p, &c);
+        srv_job_release(jobs[i]);
+        if (rc == 1 && (!c || json_array_append_new(choices, c)))
+            json_decref(choices), choices = NULL;
+        u.prompt_tokens = p.n_prompt, u.completion_tokens += p.n_gen;
+        if (rc == 1)
+            srv_note_job(r, &p);
+    }
+    for (size_t k = i; k < n; k++) { /* after a failure or a client gone */
+        srv_job_cancel(jobs[k]);
+        srv_job_release(jobs[k]);
+    }
+    http_set_waiting(r, 0);
+    if (rc == 0) {
+        json_decref(choices);
+        return 0; /* MHD_NO: the connection is closed */
+    }
+    if (rc < 0) {
+        json_decref(choices);
+        srv_note_job(r, &p);
+        return reply_failed(r, &p);
+    }
+    return http_reply_json(r, 200, resp_completion(m, choices, &u));
 }
 
 static int generate(srv_server *s, http_req *r, srv_kind kind)
@@ -272,18 +317,21 @@ static int generate(srv_server *s, http_req *r, srv_kind kind)
     srv_request q;
     if (read_request(s, r, kind, &q))
         return 1;
-    uint64_t n = __atomic_add_fetch(&s->n_requests, 1, __ATOMIC_RELAXED);
-    srv_job *job = submit(s, r, &q, n);
-    if (!job)
+    uint64_t nr = __atomic_add_fetch(&s->n_requests, 1, __ATOMIC_RELAXED);
+    srv_job *jobs[SRV_MAX_N];
+    size_t n = submit(s, r, &q, nr, jobs);
+    if (!n) {
+        srv_request_free(&q);
         return 1;
+    }
     char id[48];
     snprintf(id, sizeof id, "%s-%016llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl",
-             (unsigned long long)mix(n ^ ((uint64_t)s->created << 24)));
+             (unsigned long long)mix(nr ^ ((uint64_t)s->created << 24)));
     resp_meta m = {kind, id, (int64_t)time(NULL), s->model_id, q.logprobs, s->mlt};
     int stream = q.stream, usage = q.include_usage;
     srv_request_free(&q);
     http_set_waiting(r, 1);
-    return stream ? srv_stream_reply(r, job, &m, usage) : reply_whole(r, job, &m);
+    return stream ? srv_stream_reply(r, jobs, n, &m, usage) : reply_whole(r, jobs, n, &m);
 }
 
 static int on_chat(void *app, http_req *r)

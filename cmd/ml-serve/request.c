@@ -169,10 +169,11 @@ static int get_sampling(const json_t *o, srv_request *r, srv_error *e)
         get_number(o, "min_p", 0, 1, &min_p, e) ||
         get_integer(o, "top_k", 0, ML_MLB_VOCAB_LIMIT, &top_k, NULL, e) ||
         get_integer(o, "seed", INT64_MIN, INT64_MAX, &seed, &r->seed_set, e) ||
-        get_integer(o, "n", 1, 1, &n, NULL, e) || get_bool(o, "ignore_eos", &r->ignore_eos, e) ||
+        get_integer(o, "n", 1, SRV_MAX_N, &n, NULL, e) || get_bool(o, "ignore_eos", &r->ignore_eos, e) ||
         get_number(o, "presence_penalty", -2, 2, &presence, e) ||
         get_number(o, "frequency_penalty", -2, 2, &frequency, e))
         return -1;
+    r->n = (size_t)n;
     r->sp = (ml_sampler_params){.temperature = (float)temp,
                                 .top_k = (uint32_t)top_k,
                                 .top_p = (float)top_p,

@@ -19,6 +19,7 @@
 #define SRV_DEFAULT_MIN_P 0.05
 
 #define SRV_MAX_STOPS 16 /* stop strings of one request (OpenAI allows 4) */
+#define SRV_MAX_N 16     /* choices of one request (n), each a job of its own */
 
 typedef enum srv_kind {
     SRV_CHAT,       /* POST /v1/chat/completions */
@@ -56,6 +57,7 @@ typedef struct srv_request {
     int seed_set;        /* sp.seed came from the request */
     char *stops[SRV_MAX_STOPS];
     size_t n_stops;
+    size_t n;            /* choices: 1 .. SRV_MAX_N */
     int stream;          /* Server-Sent Events */
     int include_usage;   /* stream_options.include_usage */
     int ignore_eos;      /* llama-server's: no end-of-generation token is drawn */

@@ -257,27 +257,32 @@ json_t *resp_logprobs(srv_kind kind, const ml_mlt *t, const srv_tokprob *p, size
     return kind == SRV_CHAT ? chat_logprobs(t, p, n) : completion_logprobs(t, p, n, offset);
 }
 
-char *resp_completion(const resp_meta *m, const char *text, size_t len, json_t *logprobs,
-                      const char *finish, const resp_usage *u)
+json_t *resp_choice(const resp_meta *m, unsigned index, const char *text, size_t len,
+                    json_t *logprobs, const char *finish)
 {
     json_t *lp = logprobs ? logprobs : json_null();
-    json_t *choice =
-        m->kind == SRV_CHAT
-            ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role", "assistant",
-                        "content", text_value(text, len), "logprobs", lp, "finish_reason", finish)
-            : json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "text", text_value(text, len),
-                        "logprobs", lp, "finish_reason", finish);
-    json_t *o = with_choices(head(m, m->kind == SRV_CHAT ? "chat.completion" : "text_completion"),
-                             choice);
-    if (o && json_object_set_new(o, "usage", usage_object(u))) {
+    return m->kind == SRV_CHAT
+               ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", (int)index, "message", "role",
+                           "assistant", "content", text_value(text, len), "logprobs", lp,
+                           "finish_reason", finish)
+               : json_pack("{s:i,s:o,s:o,s:s}", "index", (int)index, "text",
+                           text_value(text, len), "logprobs", lp, "finish_reason", finish);
+}
+
+char *resp_completion(const resp_meta *m, json_t *choices, const resp_usage *u)
+{
+    json_t *o = head(m, m->kind == SRV_CHAT ? "chat.completion" : "text_completion");
+    if (!o || !choices || json_object_set(o, "choices", choices) ||
+        json_object_set_new(o, "usage", usage_object(u))) {
         json_decref(o);
         o = NULL;
     }
+    json_decref(choices);
     return dump(o);
 }
 
-char *resp_chunk(const resp_meta *m, int first, const char *text, size_t len, json_t *logprobs,
-                 const char *finish)
+char *resp_chunk(const resp_meta *m, unsigned index, int first, const char *text, size_t len,
+                 json_t *logprobs, const char *finish)
 {
     json_t *choice;
     json_t *why = str_or_null(finish);
@@ -286,10 +291,10 @@ char *resp_chunk(const resp_meta *m, int first, const char *text, size_t len, js
         json_t *delta = finish  ? json_object()
                         : first ? json_pack("{s:s,s:s}", "role", "assistant", "content", "")
                                 : json_pack("{s:o}", "content", text_value(text, len));
-        choice = json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "delta", delta, "logprobs", lp,
-                           "finish_reason", why);
+        choice = json_pack("{s:i,s:o,s:o,s:o}", "index", (int)index, "delta", delta, "logprobs",
+                           lp, "finish_reason", why);
     } else {
-        choice = json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "text",
+        choice = json_pack("{s:i,s:o,s:o,s:o}", "index", (int)index, "text",
                            text_value(finish ? "" : text, finish ? 0 : len), "logprobs", lp,
                            "finish_reason", why);
     }

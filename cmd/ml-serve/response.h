@@ -42,18 +42,22 @@ char *resp_content(const char *text, size_t len);
 json_t *resp_logprobs(srv_kind kind, const ml_mlt *t, const srv_tokprob *p, size_t n,
                       size_t offset);
 
-/* The whole answer: one choice holding text[0..len) (a message for a
- * chat), its logprobs (taken; NULL: null), finish_reason ("stop" or
- * "length") and the usage. */
-char *resp_completion(const resp_meta *m, const char *text, size_t len, json_t *logprobs,
-                      const char *finish, const resp_usage *u);
+/* Choice `index` of an answer: text[0..len) (a message for a chat), its
+ * logprobs (taken; NULL: null), finish_reason ("stop" or "length");
+ * NULL when memory runs out. */
+json_t *resp_choice(const resp_meta *m, unsigned index, const char *text, size_t len,
+                    json_t *logprobs, const char *finish);
+/* The whole answer: the choices (an array, taken; NULL when building it
+ * failed) and the usage. */
+char *resp_completion(const resp_meta *m, json_t *choices, const resp_usage *u);
 
-/* One event "data: {...}\n\n" of a stream: the first chunk of a chat
- * (role "assistant", empty content) when first is set; a content delta
- * text[0..len); or, when finish is not NULL, the last chunk with an empty
- * delta and the finish_reason. */
-char *resp_chunk(const resp_meta *m, int first, const char *text, size_t len, json_t *logprobs,
-                 const char *finish);
+/* One event "data: {...}\n\n" of a stream, for choice `index`: the first
+ * chunk of a chat (role "assistant", empty content) when first is set; a
+ * content delta text[0..len) with its tokens' logprobs (taken; NULL:
+ * null); or, when finish is not NULL, the last chunk with an empty delta
+ * and the finish_reason. */
+char *resp_chunk(const resp_meta *m, unsigned index, int first, const char *text, size_t len,
+                 json_t *logprobs, const char *finish);
 /* The usage chunk of stream_options.include_usage: no choices. */
 char *resp_usage_chunk(const resp_meta *m, const resp_usage *u);
 /* An error inside a stream, as an event. */

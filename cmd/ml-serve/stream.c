@@ -1,6 +1,7 @@
-/* stream.c - a job as Server-Sent Events (stream.h).  The reader runs in
- * the connection's thread: it waits for the job's text, formats the
- * events into a buffer and hands it to libmicrohttpd piece by piece. */
+/* stream.c - a request's jobs as Server-Sent Events (stream.h), one job
+ * per choice.  The reader runs in the connection's thread: it waits for
+ * the jobs' text, formats the events into a buffer and hands it to
+ * libmicrohttpd piece by piece. */
 #include "stream.h"
 
 #include <stdio.h>
@@ -9,15 +10,24 @@
 
 enum phase { FIRST, RUNNING, ENDED };
 
+/* Where one choice's stream is. */
+typedef struct choice {
+    srv_job *job;
+    size_t have;          /* bytes of its text sent */
+    size_t n_probs;       /* tokens whose log-probabilities were sent */
+    int ended;            /* its last chunk sent */
+} choice;
+
 typedef struct stream {
     http_req *r;
-    srv_job *job;
+    choice c[SRV_MAX_N];
+    size_t n, n_ended;
     resp_meta meta;
     char id[48], model[128];
     int include_usage;
     enum phase phase;
-    size_t have;          /* bytes of the job's text sent */
-    size_t n_probs;       /* tokens whose log-probabilities were sent */
+    resp_usage usage;     /* the prompt once, every choice's tokens */
+    size_t n_cached;
     ml_buf out;           /* events formatted, handed over up to out_off */
     size_t out_off;
 } stream;
@@ -44,45 +54,82 @@ static char *dup_str(const char *t)
     return p ? strcpy(p, t) : NULL;
 }
 
-/* With logprobs: those of the tokens generated since the last chunk,
- * their text at offset `at` (*bad set when memory ran out); NULL when
- * none or without logprobs. */
-static json_t *new_logprobs(stream *s, size_t at, int *bad)
+/* With logprobs: those of choice c's tokens generated since its last
+ * chunk, their text at offset `at` (*bad set when memory ran out); NULL
+ * when none or without logprobs. */
+static json_t *new_logprobs(stream *s, choice *c, size_t at, int *bad)
 {
     if (!s->meta.logprobs)
         return NULL;
     srv_tokprob *p;
-    size_t n = srv_job_logprobs(s->job, s->n_probs, &p);
+    size_t n = srv_job_logprobs(c->job, c->n_probs, &p);
     json_t *lp = n ? resp_logprobs(s->meta.kind, s->meta.mlt, p, n, at) : NULL;
     free(p);
     if (n && !lp)
         *bad = 1;
-    s->n_probs += n;
+    c->n_probs += n;
     return lp;
 }
 
-/* The events after the last text: finish_reason, usage, [DONE]; or an
- * error event when the job failed. */
-static int put_end(stream *s, const srv_progress *p)
+/* A failed job: an error event and [DONE]; the other choices stop. */
+static int put_failure(stream *s, const srv_progress *p)
 {
     srv_note_job(s->r, p);
     http_set_waiting(s->r, 0);
     s->phase = ENDED;
-    if (!p->finish) {
-        srv_error e;
-        int busy = p->status == ML_E_UNSUPPORTED;
-        srv_fail(&e, busy ? 503 : 500, "server_error", NULL, busy ? "unavailable" : NULL,
-                 "Generation failed: %s", p->msg[0] ? p->msg : ml_status_name(p->status));
-        return put(s, resp_stream_error(&e)) || put(s, dup_str(RESP_DONE));
-    }
-    resp_usage u = {p->n_prompt, p->n_gen};
+    for (size_t i = 0; i < s->n; i++)
+        srv_job_cancel(s->c[i].job);
+    srv_error e;
+    int busy = p->status == ML_E_UNSUPPORTED;
+    srv_fail(&e, busy ? 503 : 500, "server_error", NULL, busy ? "unavailable" : NULL,
+             "Generation failed: %s", p->msg[0] ? p->msg : ml_status_name(p->status));
+    return put(s, resp_stream_error(&e)) || put(s, dup_str(RESP_DONE));
+}
+
+/* Choice i's last chunk (finish_reason, and the logprobs of tokens whose
+ * text was held back or cut); after the last choice's, the usage when
+ * asked and [DONE]. */
+static int put_end(stream *s, size_t i, const srv_progress *p)
+{
+    choice *c = &s->c[i];
     int bad = 0;
-    json_t *lp = new_logprobs(s, s->have, &bad); /* tokens whose text was held back or cut */
-    if (bad || put(s, resp_chunk(&s->meta, 0, NULL, 0, lp, p->finish)))
+    json_t *lp = new_logprobs(s, c, c->have, &bad);
+    if (bad || put(s, resp_chunk(&s->meta, (unsigned)i, 0, NULL, 0, lp, p->finish)))
         return -1;
-    if (s->include_usage && put(s, resp_usage_chunk(&s->meta, &u)))
+    c->ended = 1;
+    s->usage.prompt_tokens = p->n_prompt, s->usage.completion_tokens += p->n_gen;
+    s->n_cached = p->n_cached;
+    if (++s->n_ended < s->n)
+        return 0;
+    http_note(s->r, "prompt %zu tokens (%zu reused), completion %zu tokens", p->n_prompt,
+              s->n_cached, s->usage.completion_tokens);
+    http_set_waiting(s->r, 0);
+    s->phase = ENDED;
+    if (s->include_usage && put(s, resp_usage_chunk(&s->meta, &s->usage)))
         return -1;
     return put(s, dup_str(RESP_DONE));
+}
+
+/* Choice i's new text and, when it is done, its end; timeout_ms as
+ * srv_job_wait takes it. */
+static int poll_choice(stream *s, size_t i, int timeout_ms)
+{
+    choice *c = &s->c[i];
+    char *text;
+    size_t len;
+    srv_progress p;
+    srv_job_wait(c->job, c->have, timeout_ms, &text, &len, &p);
+    int bad = 0;
+    json_t *lp = text ? new_logprobs(s, c, c->have, &bad) : NULL;
+    c->have += len;
+    int rc = bad ? -1 : text ? put(s, resp_chunk(&s->meta, (unsigned)i, 0, text, len, lp, NULL)) : 0;
+    free(text);
+    if (!rc && p.done)
+        rc = p.finish ? put_end(s, i, &p) : put_failure(s, &p);
+    else if (!rc) /* what the log says if the client leaves now */
+        http_note(s->r, "prompt %zu tokens (%zu reused), completion %zu tokens so far",
+                  p.n_prompt, p.n_cached, p.n_gen);
+    return rc;
 }
 
 /* Waits for more text or the end and formats it; -1 to drop the
@@ -92,28 +139,32 @@ static int refill(stream *s)
     s->out.len = s->out_off = 0;
     if (s->phase == FIRST) {
         s->phase = RUNNING;
-        if (s->meta.kind == SRV_CHAT)
-            return put(s, resp_chunk(&s->meta, 1, NULL, 0, NULL, NULL));
+        for (size_t i = 0; s->meta.kind == SRV_CHAT && i < s->n; i++)
+            if (put(s, resp_chunk(&s->meta, (unsigned)i, 1, NULL, 0, NULL, NULL)))
+                return -1;
+        if (s->out.len)
+            return 0;
     }
     for (;;) {
-        char *text;
-        size_t len;
-        srv_progress p;
-        srv_job_wait(s->job, s->have, SRV_POLL_MS, &text, &len, &p);
-        int bad = 0;
-        json_t *lp = text ? new_logprobs(s, s->have, &bad) : NULL;
-        s->have += len;
-        int rc = bad ? -1 : text ? put(s, resp_chunk(&s->meta, 0, text, len, lp, NULL)) : 0;
-        free(text);
-        if (!rc && p.done)
-            rc = put_end(s, &p);
-        else /* what the log says if the client leaves now */
-            http_note(s->r, "prompt %zu tokens (%zu reused), completion %zu tokens so far",
-                      p.n_prompt, p.n_cached, p.n_gen);
-        if (rc || s->out.len)
-            return rc;
+        /* every choice without waiting, then a wait on the first one
+         * still going (the others advance in the same steps) */
+        size_t first = s->n;
+        for (size_t i = 0; i < s->n && s->phase == RUNNING; i++)
+            if (!s->c[i].ended) {
+                if (poll_choice(s, i, 0))
+                    return -1;
+                if (first == s->n && !s->c[i].ended)
+                    first = i;
+            }
+        if (s->out.len || s->phase == ENDED)
+            return 0;
+        if (poll_choice(s, first, SRV_POLL_MS))
+            return -1;
+        if (s->out.len || s->phase == ENDED)
+            return 0;
         if (http_client_gone(s->r)) {
-            srv_job_cancel(s->job);
+            for (size_t i = 0; i < s->n; i++)
+                srv_job_cancel(s->c[i].job);
             return -1;
         }
     }
@@ -140,19 +191,24 @@ static ssize_t next(void *ctx, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *ctx)
 {
     stream *s = ctx;
-    srv_job_release(s->job);
+    for (size_t i = 0; i < s->n; i++)
+        srv_job_release(s->c[i].job);
     ml_buf_free(&s->out);
     free(s);
 }
 
-int srv_stream_reply(http_req *r, srv_job *job, const resp_meta *meta, int include_usage)
+int srv_stream_reply(http_req *r, srv_job **jobs, size_t n, const resp_meta *meta,
+                     int include_usage)
 {
     stream *s = calloc(1, sizeof *s);
     if (!s) {
-        srv_job_release(job);
+        for (size_t i = 0; i < n; i++)
+            srv_job_release(jobs[i]);
         return http_reply_json(r, 500, NULL);
     }
-    s->r = r, s->job = job, s->include_usage = include_usage;
+    s->r = r, s->n = n, s->include_usage = include_usage;
+    for (size_t i = 0; i < n; i++)
+        s->c[i].job = jobs[i];
     snprintf(s->id, sizeof s->id, "%s", meta->id);
     snprintf(s->model, sizeof s->model, "%s", meta->model);
     s->meta = (resp_meta){meta->kind, s->id, meta->created, s->model, meta->logprobs, meta->mlt};

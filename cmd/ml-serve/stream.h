@@ -1,6 +1,7 @@
-/* stream.h - a generation job answered as Server-Sent Events: the chunks
- * of OpenAI's streaming API as the text grows, then the last chunk with
- * the finish_reason, the usage when asked, and "data: [DONE]". */
+/* stream.h - a request's generation jobs (one per choice) answered as
+ * Server-Sent Events: the chunks of OpenAI's streaming API as the texts
+ * grow, each choice's last chunk with its finish_reason, then the usage
+ * when asked, and "data: [DONE]". */
 #ifndef ML_SERVE_STREAM_H
 #define ML_SERVE_STREAM_H
 
@@ -8,9 +9,11 @@
 #include "response.h"
 #include "slots.h"
 
-/* Replies to r with the stream of job, which it takes over (released when
- * the stream ends or the client leaves).  meta's strings are copied. */
-int srv_stream_reply(http_req *r, srv_job *job, const resp_meta *meta, int include_usage);
+/* Replies to r with the stream of jobs[0..n) (choice i is job i; n at
+ * most SRV_MAX_N), which it takes over (released when the stream ends or
+ * the client leaves).  meta's strings are copied. */
+int srv_stream_reply(http_req *r, srv_job **jobs, size_t n, const resp_meta *meta,
+                     int include_usage);
 
 /* How long a wait for the model lasts before the client is looked at
  * again: a client that left frees its slot within this time. */

@@ -71,6 +71,33 @@ CHAT='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":12,"tem
     stop_server
 }
 
+@test "n: choices drawn as requests of their own with seed, seed + 1, ...; whole and streamed" {
+    local body='{"prompt":"Once upon a time","max_tokens":6,"temperature":1,"seed":5'
+    run -0 post /v1/completions "$body,\"n\":3}"
+    local whole=$output i
+    jq -e '[.choices[].index] == [0,1,2] and .usage.prompt_tokens == 5 and
+           .usage.completion_tokens == 18 and ([.choices[].finish_reason] | unique) == ["length"]' <<<"$whole"
+    for i in 0 1 2; do
+        [[ $(post /v1/completions "${body/5/$((5 + i))}}" | jq .choices[0].text) == "$(jq ".choices[$i].text" <<<"$whole")" ]]
+    done
+    (($(jq '[.choices[].text] | unique | length' <<<"$whole") == 3))
+    # streamed: each index's deltas add up to the whole answer's choice
+    run -0 post /v1/completions "$body,\"n\":3,\"stream\":true,\"stream_options\":{\"include_usage\":true}}" -N
+    local events
+    events=$(grep '^data: {' <<<"$output" | sed 's/^data: //')
+    [[ $(jq -sc 'map(.choices[]?) | group_by(.index) | map(map(.text) | add)' <<<"$events") == \
+       "$(jq -c '[.choices[].text]' <<<"$whole")" ]]
+    jq -se 'map(select(.usage)) | length == 1 and .[0].usage.completion_tokens == 18' <<<"$events"
+    [[ $(tail -n 2 <<<"$output" | head -1) == "data: [DONE]" ]] || [[ $(tail -n 1 <<<"$output") == "data: [DONE]" ]]
+    # chat: a role chunk and a finish chunk per choice
+    run -0 post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"temperature":1,"seed":9,"n":2,"stream":true}' -N
+    events=$(grep '^data: {' <<<"$output" | sed 's/^data: //')
+    jq -se '[.[].choices[] | select(.delta.role == "assistant") | .index] == [0,1] and
+            ([.[].choices[] | select(.finish_reason) | .index] | sort) == [0,1]' <<<"$events"
+    run -0 post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"temperature":1,"seed":9,"n":2}'
+    jq -e '(.choices | length) == 2 and .choices[1].index == 1 and (.choices[1].message.content | type) == "string"' <<<"$output"
+}
+
 @test "logprobs: the generated tokens' log-probabilities, whole and streamed, chat and completion" {
     local body='{"prompt":"Once upon a time","max_tokens":6,"temperature":0,"logprobs":3'
     run -0 post /v1/completions "$body}"
@@ -362,7 +389,8 @@ refused() {
     refused 400 max_tokens invalid_value "{$m,\"max_tokens\":0}"
     refused 400 max_completion_tokens invalid_type "{$m,\"max_completion_tokens\":\"8\"}"
     refused 400 seed invalid_type "{$m,\"seed\":1.5}"
-    refused 400 n invalid_value "{$m,\"n\":2}"
+    refused 400 n invalid_value "{$m,\"n\":17}"
+    refused 400 n invalid_value "{$m,\"n\":0}"
     refused 400 stream invalid_type "{$m,\"stream\":1}"
     refused 400 stop invalid_type "{$m,\"stop\":5}"
     refused 400 stop invalid_type "{$m,\"stop\":[\"a\",5]}"
@@ -589,6 +617,15 @@ stream_until_text() {
     until got=$(status POST /v1/completions -d '{"prompt":"b","max_tokens":1}') && [[ $got == 200 ]]; do
         [[ $got == 503 ]] && ((SECONDS < end)) || fail_with "status $got"
     done
+    # n choices need n places: the second finds none and the first is
+    # withdrawn (its slot free again at its next step)
+    [[ $(status POST /v1/completions -d '{"prompt":"b","max_tokens":1000,"n":2}') == 503 ]]
+    jq -e '.error.code == "queue_full"' "$BATS_TEST_TMPDIR/body"
+    end=$((SECONDS + 300))
+    until got=$(status POST /v1/completions -d '{"prompt":"b","max_tokens":1}') && [[ $got == 200 ]]; do
+        [[ $got == 503 ]] && ((SECONDS < end)) || fail_with "status $got"
+    done
+    (($(grep -c 'POST /v1/completions 200 .*completion 1 tokens$' "$BATS_TEST_TMPDIR/log") >= 2))
     stop_server
 }
 
