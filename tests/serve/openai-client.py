@@ -1,7 +1,8 @@
 """openai-client.py - the official openai Python client against ml-serve
 (make check-openai): chat and text completions, whole and streamed, the
-usage, stop strings, a seed, the model list, and the client's own errors
-for a 400 and a 401.  Usage: openai-client.py BASE_URL API_KEY"""
+usage, stop strings, a seed, logprobs, n choices, the model list, and the
+client's own errors for a 400 (a bad value, a field not supported) and a
+401.  Usage: openai-client.py BASE_URL API_KEY"""
 import sys
 
 import openai
@@ -53,6 +54,33 @@ def main(base, key):
                                       temperature=1).choices[0].text for _ in range(2))
     assert a == b
 
+    # logprobs as the client parses them: chat entries and a completion's lists
+    lp = client.chat.completions.create(model=model, messages=messages, max_tokens=4,
+                                        temperature=0, logprobs=True, top_logprobs=2)
+    content = lp.choices[0].logprobs.content
+    assert len(content) == 4 and "".join(t.token for t in content) == lp.choices[0].message.content
+    assert all(len(t.top_logprobs) == 2 and t.top_logprobs[0].logprob == t.logprob <= 0
+               and bytes(t.bytes) == t.token.encode() for t in content), content
+    clp = client.completions.create(model=model, prompt="Once upon a time", max_tokens=10,
+                                    temperature=0, logprobs=3).choices[0].logprobs
+    assert "".join(clp.tokens) == whole and len(clp.token_logprobs) == 10
+    assert all(len(m) == 3 for m in clp.top_logprobs) and clp.text_offset[0] == 0
+
+    # n choices, each as the request with seed + i would draw it
+    many = client.completions.create(model=model, prompt="Seeded", max_tokens=8, seed=7,
+                                     temperature=1, n=3)
+    assert [c.index for c in many.choices] == [0, 1, 2] and many.choices[0].text == a
+    assert many.choices[2].text == client.completions.create(
+        model=model, prompt="Seeded", max_tokens=8, seed=9, temperature=1).choices[0].text
+
+    # fields the server cannot honour yet are refused by name, never ignored
+    try:
+        client.chat.completions.create(model=model, messages=messages,
+                                       response_format={"type": "json_object"})
+        raise AssertionError("response_format was accepted")
+    except openai.BadRequestError as e:
+        assert e.status_code == 400 and e.body["param"] == "response_format", e.body
+
     try:
         client.chat.completions.create(model=model, messages=messages, temperature=5)
         raise AssertionError("temperature 5 was accepted")
@@ -63,7 +91,8 @@ def main(base, key):
         raise AssertionError("a wrong key was accepted")
     except openai.AuthenticationError as e:
         assert e.status_code == 401
-    print(f"openai {openai.__version__}: chat, completions, streams, stop, seed, 400 and 401: OK")
+    print(f"openai {openai.__version__}: chat, completions, streams, stop, seed, logprobs, n, "
+          "400 and 401: OK")
 
 
 if __name__ == "__main__":
