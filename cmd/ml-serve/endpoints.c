@@ -4,6 +4,7 @@
  * job for the scheduler, answered whole or as a stream. */
 #include "server.h"
 #include "stream.h"
+#include "think.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,12 +97,19 @@ static json_t *piece(const ml_mlt *t, ml_token id)
     return v ? v : json_string("");
 }
 
-/* The template's variables: the messages, the assistant's turn opened. */
-static char *chat_vars(const srv_server *s, json_t *messages)
+/* The template's variables: the request's own (chat_template_kwargs,
+ * reasoning_effort), then the messages, the assistant's turn opened. */
+static char *chat_vars(const srv_server *s, const srv_request *q)
 {
     const ml_mlt_header *h = ml_mlt_get_header(s->mlt);
-    json_t *v = json_pack("{s:O,s:b,s:o,s:o}", "messages", messages, "add_generation_prompt", 1,
-                          "bos_token", piece(s->mlt, h->bos), "eos_token", piece(s->mlt, h->eos));
+    json_t *v = q->template_vars ? json_deep_copy(q->template_vars) : json_object();
+    if (v && (json_object_set(v, "messages", q->messages) ||
+              json_object_set_new(v, "add_generation_prompt", json_true()) ||
+              json_object_set_new(v, "bos_token", piece(s->mlt, h->bos)) ||
+              json_object_set_new(v, "eos_token", piece(s->mlt, h->eos)))) {
+        json_decref(v);
+        v = NULL;
+    }
     char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
     json_decref(v);
     return text;
@@ -109,18 +117,19 @@ static char *chat_vars(const srv_server *s, json_t *messages)
 
 /* The messages through the template, encoded so that what the client
  * wrote stays text (no forged control tokens). */
-static int chat_prompt(srv_server *s, const srv_request *q, ml_ids *ids, srv_error *e)
+static int chat_prompt(srv_server *s, srv_request *q, ml_ids *ids, srv_error *e)
 {
     if (!s->tmpl)
         return srv_fail(e, 400, "invalid_request_error", "messages", "no_chat_template",
                         "The model's tokenizer has no chat template (start ml-serve with "
                         "--chat-template NAME or --chat-template-file FILE).");
-    char *vars = chat_vars(s, q->messages);
+    char *vars = chat_vars(s, q);
     ml_chat_prompt p = {0};
     ml_error err;
     ml_status st = vars ? ml_chat_render_json(s->tmpl, vars, strlen(vars), &p, &err) : ML_E_NOMEM;
     free(vars);
     if (!st) {
+        q->think_open = srv_think_open(p.text, p.len);
         pthread_mutex_lock(&s->tok_lock);
         st = ml_chat_encode(s->tok, &p, ids, &err);
         pthread_mutex_unlock(&s->tok_lock);
@@ -151,7 +160,7 @@ static int completion_prompt(srv_server *s, const srv_request *q, ml_ids *ids, s
 }
 
 /* The prompt's tokens, and the tokens to generate within the context. */
-static int prepare(srv_server *s, const srv_request *q, ml_ids *ids, uint32_t *max, srv_error *e)
+static int prepare(srv_server *s, srv_request *q, ml_ids *ids, uint32_t *max, srv_error *e)
 {
     const char *param = q->kind == SRV_CHAT ? "messages" : "prompt";
     if (q->kind == SRV_CHAT ? chat_prompt(s, q, ids, e) : completion_prompt(s, q, ids, e))
@@ -260,7 +269,17 @@ static int whole_choice(http_req *r, srv_job *job, const resp_meta *m, unsigned 
         return 0;
     if (p->finish) {
         json_t *lp = m->logprobs ? resp_logprobs(m->kind, m->mlt, probs, n_probs, 0) : NULL;
-        *choice = m->logprobs && !lp ? NULL : resp_choice(m, i, text, len, lp, p->finish);
+        srv_think t;
+        ml_buf reasoning = {0}, content = {0};
+        srv_think_init(&t, m->think, m->think_open);
+        int ok = !srv_think_put(&t, text, len, &reasoning, &content) &&
+                 !srv_think_end(&t, &reasoning, &content);
+        *choice = !ok || (m->logprobs && !lp)
+                      ? (json_decref(lp), NULL)
+                      : resp_choice(m, i, content.data, content.len, t.reasoned ? &reasoning : NULL,
+                                    lp, p->finish);
+        srv_think_free(&t);
+        ml_buf_free(&reasoning), ml_buf_free(&content);
     }
     free(probs);
     free(text);
@@ -327,7 +346,8 @@ static int generate(srv_server *s, http_req *r, srv_kind kind)
     char id[48];
     snprintf(id, sizeof id, "%s-%016llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)mix(nr ^ ((uint64_t)s->created << 24)));
-    resp_meta m = {kind, id, (int64_t)time(NULL), s->model_id, q.logprobs, s->mlt};
+    resp_meta m = {kind, id, (int64_t)time(NULL), s->model_id, q.logprobs, s->mlt,
+                   kind == SRV_CHAT && s->o.reasoning, q.think_open};
     int stream = q.stream, usage = q.include_usage;
     srv_request_free(&q);
     http_set_waiting(r, 1);

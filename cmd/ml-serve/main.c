@@ -18,7 +18,7 @@
 enum {
     OPT_MODEL, OPT_TOK, OPT_HOST, OPT_PORT, OPT_THREADS, OPT_CTX, OPT_PARALLEL, OPT_API_KEY,
     OPT_TEMPLATE, OPT_TEMPLATE_FILE, OPT_TIMEOUT, OPT_MAX_BODY, OPT_QUEUE, OPT_CACHE, OPT_CACHE_K,
-    OPT_CACHE_V, OPT_NO_MMAP
+    OPT_CACHE_V, OPT_NO_MMAP, OPT_REASONING
 };
 
 #define DEFAULT_HOST "127.0.0.1"
@@ -57,6 +57,9 @@ static const cli_opt opts[] = {
     {OPT_TEMPLATE, 0, "chat-template", "NAME",
      "the tokenizer's template NAME, or a built-in (chatml, llama3, gemma, ...)"},
     {OPT_TEMPLATE_FILE, 0, "chat-template-file", "FILE", "the chat template: a Jinja file"},
+    {OPT_REASONING, 0, "reasoning-format", "FORMAT",
+     "deepseek (default; also auto): a chat reply's <think> block goes to\n"
+     "                           reasoning_content; none: it stays in the content"},
     {OPT_TIMEOUT, 0, "timeout", "S",
      "drop a connection idle for S seconds (default " CLI_STR(DEFAULT_TIMEOUT) ")"},
     {OPT_MAX_BODY, 0, "max-body", "BYTES",
@@ -83,6 +86,17 @@ static const cli cmd = {
     opts, sizeof opts / sizeof opts[0],
 };
 
+/* --reasoning-format, as llama-server spells its values. */
+static int reasoning_format(const char *arg)
+{
+    if (!strcmp(arg, "none"))
+        return 0;
+    if (!strcmp(arg, "deepseek") || !strcmp(arg, "auto"))
+        return 1;
+    cli_usage_error("--reasoning-format: unknown format '%s' (expected deepseek, auto or none)",
+                    arg);
+}
+
 static void parse(int argc, char **argv, srv_opts *o)
 {
     const char *arg;
@@ -91,6 +105,7 @@ static void parse(int argc, char **argv, srv_opts *o)
     o->host = DEFAULT_HOST, o->port = DEFAULT_PORT, o->parallel = DEFAULT_PARALLEL;
     o->timeout = DEFAULT_TIMEOUT, o->max_body = DEFAULT_MAX_BODY, o->queue = DEFAULT_QUEUE;
     o->threads = cli_n_cpus(256);
+    o->reasoning = 1;
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         switch (id) {
         case OPT_MODEL: o->model = arg; break;
@@ -108,6 +123,7 @@ static void parse(int argc, char **argv, srv_opts *o)
         case OPT_API_KEY: o->api_key = arg; break;
         case OPT_TEMPLATE: o->chat_template = arg; break;
         case OPT_TEMPLATE_FILE: o->chat_template_file = arg; break;
+        case OPT_REASONING: o->reasoning = reasoning_format(arg); break;
         case OPT_TIMEOUT: o->timeout = cli_u64("--timeout", arg, 1, 86400); break;
         case OPT_MAX_BODY: o->max_body = cli_u64("--max-body", arg, 64, 1u << 30); break;
         }

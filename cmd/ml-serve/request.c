@@ -299,6 +299,35 @@ static int get_logprobs(const json_t *o, srv_request *r, srv_error *e)
     return 0;
 }
 
+/* chat_template_kwargs (llama-server's: variables for the template, such
+ * as enable_thinking) and reasoning_effort (a variable of that name, as
+ * gpt-oss's template reads it), never the variables the server sets. */
+static int get_template_vars(const json_t *o, srv_request *r, srv_error *e)
+{
+    static const char *const reserved[] = {"messages", "add_generation_prompt", "bos_token",
+                                           "eos_token"};
+    json_t *kw = member(o, "chat_template_kwargs"), *effort = member(o, "reasoning_effort");
+    if (!kw && !effort)
+        return 0;
+    if (kw && !json_is_object(kw))
+        return bad_type(e, "chat_template_kwargs", "an object", kw);
+    for (size_t i = 0; kw && i < sizeof reserved / sizeof *reserved; i++)
+        if (json_object_get(kw, reserved[i]))
+            return out_of_range(e, "chat_template_kwargs",
+                                "variables other than messages, add_generation_prompt, "
+                                "bos_token and eos_token");
+    if (effort && !json_is_string(effort))
+        return bad_type(e, "reasoning_effort", "a string", effort);
+    const char *ev = effort ? json_string_value(effort) : "";
+    if (effort && strcmp(ev, "minimal") && strcmp(ev, "low") && strcmp(ev, "medium") &&
+        strcmp(ev, "high"))
+        return out_of_range(e, "reasoning_effort", "one of minimal, low, medium, high");
+    if (!(r->template_vars = kw ? json_deep_copy(kw) : json_object()) ||
+        (effort && json_object_set(r->template_vars, "reasoning_effort", effort)))
+        return srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+    return 0;
+}
+
 /* ------------------------------------------------------------------------
  * What is generated from: messages, a prompt
  * ------------------------------------------------------------------------ */
@@ -502,7 +531,8 @@ static const struct field {
     {"modalities", K_CHAT, is_text_modality},
     {"audio", K_CHAT, no_value},
     {"prediction", K_CHAT, no_value},
-    {"reasoning_effort", K_CHAT, no_value},
+    {"reasoning_effort", K_CHAT, NULL},
+    {"chat_template_kwargs", K_CHAT, NULL},
     {"verbosity", K_CHAT, no_value},
     {"web_search_options", K_CHAT, no_value},
     {"store", K_CHAT, is_false},
@@ -562,7 +592,8 @@ static int parse_generation(const json_t *o, uint32_t vocab, srv_request *r, srv
 {
     if (check_labels(o, e))
         return -1;
-    if (r->kind == SRV_CHAT ? get_messages(o, r, e) : get_prompt(o, "prompt", vocab, r, e))
+    if (r->kind == SRV_CHAT ? get_messages(o, r, e) || get_template_vars(o, r, e)
+                            : get_prompt(o, "prompt", vocab, r, e))
         return -1;
     return get_sampling(o, r, e) || get_max_tokens(o, r, e) || get_stops(o, r, e) ||
                    get_stream(o, r, e) || get_logit_bias(o, vocab, r, e) ||
@@ -616,6 +647,7 @@ int srv_request_parse(srv_kind kind, const char *body, size_t len, uint32_t voca
 void srv_request_free(srv_request *r)
 {
     json_decref(r->messages);
+    json_decref(r->template_vars);
     free(r->text);
     free(r->tokens);
     free(r->bias);

@@ -46,6 +46,8 @@ int srv_fail(srv_error *e, int status, const char *type, const char *param, cons
 typedef struct srv_request {
     srv_kind kind;
     json_t *messages;    /* chat: the messages array (a reference), as the template reads it */
+    json_t *template_vars; /* chat: more variables for the template (a new object, or NULL):
+                            * chat_template_kwargs' members and reasoning_effort */
     char *text;          /* completion: the prompt; tokenize: the content (NUL-terminated) */
     size_t text_len;
     ml_token *tokens;    /* detokenize: the ids; completion: the prompt when ids_prompt */
@@ -58,6 +60,7 @@ typedef struct srv_request {
     char *stops[SRV_MAX_STOPS];
     size_t n_stops;
     size_t n;            /* choices: 1 .. SRV_MAX_N */
+    int think_open;      /* chat: the rendered prompt ends inside a think block */
     int stream;          /* Server-Sent Events */
     int include_usage;   /* stream_options.include_usage */
     int ignore_eos;      /* llama-server's: no end-of-generation token is drawn */

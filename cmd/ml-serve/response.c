@@ -258,15 +258,29 @@ json_t *resp_logprobs(srv_kind kind, const ml_mlt *t, const srv_tokprob *p, size
 }
 
 json_t *resp_choice(const resp_meta *m, unsigned index, const char *text, size_t len,
-                    json_t *logprobs, const char *finish)
+                    const ml_buf *reasoning, json_t *logprobs, const char *finish)
 {
     json_t *lp = logprobs ? logprobs : json_null();
-    return m->kind == SRV_CHAT
-               ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", (int)index, "message", "role",
-                           "assistant", "content", text_value(text, len), "logprobs", lp,
-                           "finish_reason", finish)
-               : json_pack("{s:i,s:o,s:o,s:s}", "index", (int)index, "text",
-                           text_value(text, len), "logprobs", lp, "finish_reason", finish);
+    if (m->kind != SRV_CHAT)
+        return json_pack("{s:i,s:o,s:o,s:s}", "index", (int)index, "text", text_value(text, len),
+                         "logprobs", lp, "finish_reason", finish);
+    json_t *msg = json_pack("{s:s,s:o}", "role", "assistant", "content", text_value(text, len));
+    if (msg && reasoning &&
+        json_object_set_new(msg, "reasoning_content", text_value(reasoning->data, reasoning->len))) {
+        json_decref(msg);
+        msg = NULL;
+    }
+    return json_pack("{s:i,s:o,s:o,s:s}", "index", (int)index, "message", msg, "logprobs", lp,
+                     "finish_reason", finish);
+}
+
+char *resp_reasoning_chunk(const resp_meta *m, unsigned index, const char *text, size_t len,
+                           json_t *logprobs)
+{
+    json_t *choice = json_pack("{s:i,s:{s:o},s:o,s:n}", "index", (int)index, "delta",
+                               "reasoning_content", text_value(text, len), "logprobs",
+                               logprobs ? logprobs : json_null(), "finish_reason");
+    return event(with_choices(head(m, "chat.completion.chunk"), choice));
 }
 
 char *resp_completion(const resp_meta *m, json_t *choices, const resp_usage *u)

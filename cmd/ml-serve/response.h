@@ -20,6 +20,8 @@ typedef struct resp_meta {
     const char *model;
     int logprobs;       /* the choices carry their tokens' log-probabilities */
     const ml_mlt *mlt;  /* whose pieces name the tokens */
+    int think;          /* a chat whose reasoning is split off (think.h) */
+    int think_open;     /* its prompt ends inside a think block */
 } resp_meta;
 
 typedef struct resp_usage {
@@ -46,7 +48,7 @@ json_t *resp_logprobs(srv_kind kind, const ml_mlt *t, const srv_tokprob *p, size
  * logprobs (taken; NULL: null), finish_reason ("stop" or "length");
  * NULL when memory runs out. */
 json_t *resp_choice(const resp_meta *m, unsigned index, const char *text, size_t len,
-                    json_t *logprobs, const char *finish);
+                    const ml_buf *reasoning, json_t *logprobs, const char *finish);
 /* The whole answer: the choices (an array, taken; NULL when building it
  * failed) and the usage. */
 char *resp_completion(const resp_meta *m, json_t *choices, const resp_usage *u);
@@ -58,6 +60,9 @@ char *resp_completion(const resp_meta *m, json_t *choices, const resp_usage *u);
  * and the finish_reason. */
 char *resp_chunk(const resp_meta *m, unsigned index, int first, const char *text, size_t len,
                  json_t *logprobs, const char *finish);
+/* A chat chunk whose delta is reasoning_content text[0..len). */
+char *resp_reasoning_chunk(const resp_meta *m, unsigned index, const char *text, size_t len,
+                           json_t *logprobs);
 /* The usage chunk of stream_options.include_usage: no choices. */
 char *resp_usage_chunk(const resp_meta *m, const resp_usage *u);
 /* An error inside a stream, as an event. */

@@ -16,6 +16,7 @@ typedef struct srv_opts {
     uint64_t port, threads, ctx, parallel, timeout, max_body, queue;
     ml_cache_type cache_k, cache_v;
     int no_mmap; /* --no-mmap: the model read into memory, not mapped */
+    int reasoning; /* --reasoning-format deepseek: think blocks to reasoning_content */
 } srv_opts;
 
 typedef struct srv_server {

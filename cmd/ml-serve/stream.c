@@ -3,6 +3,7 @@
  * the jobs' text, formats the events into a buffer and hands it to
  * libmicrohttpd piece by piece. */
 #include "stream.h"
+#include "think.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@ typedef struct choice {
     size_t have;          /* bytes of its text sent */
     size_t n_probs;       /* tokens whose log-probabilities were sent */
     int ended;            /* its last chunk sent */
+    srv_think think;      /* a chat's reasoning apart from its content */
 } choice;
 
 typedef struct stream {
@@ -71,6 +73,33 @@ static json_t *new_logprobs(stream *s, choice *c, size_t at, int *bad)
     return lp;
 }
 
+/* Text of choice i as its chunks: the reasoning part, then the content
+ * part (a chat's think block apart); the logprobs of the tokens so far
+ * go with the first chunk (none when all is held back: they wait).  end:
+ * the text is over, what was held back goes too. */
+static int put_text(stream *s, size_t i, const char *text, size_t len, int end)
+{
+    choice *c = &s->c[i];
+    ml_buf reasoning = {0}, content = {0};
+    ml_status st = srv_think_put(&c->think, text, len, &reasoning, &content);
+    if (!st && end)
+        st = srv_think_end(&c->think, &reasoning, &content);
+    int bad = 0;
+    json_t *lp = !st && (reasoning.len || content.len) ? new_logprobs(s, c, c->have, &bad) : NULL;
+    int rc = st || bad ? -1 : 0;
+    if (!rc && reasoning.len) {
+        rc = put(s, resp_reasoning_chunk(&s->meta, (unsigned)i, reasoning.data, reasoning.len, lp));
+        lp = NULL;
+    }
+    if (!rc && content.len) {
+        rc = put(s, resp_chunk(&s->meta, (unsigned)i, 0, content.data, content.len, lp, NULL));
+        lp = NULL;
+    }
+    json_decref(lp);
+    ml_buf_free(&reasoning), ml_buf_free(&content);
+    return rc;
+}
+
 /* A failed job: an error event and [DONE]; the other choices stop. */
 static int put_failure(stream *s, const srv_progress *p)
 {
@@ -93,6 +122,8 @@ static int put_end(stream *s, size_t i, const srv_progress *p)
 {
     choice *c = &s->c[i];
     int bad = 0;
+    if (put_text(s, i, NULL, 0, 1))
+        return -1;
     json_t *lp = new_logprobs(s, c, c->have, &bad);
     if (bad || put(s, resp_chunk(&s->meta, (unsigned)i, 0, NULL, 0, lp, p->finish)))
         return -1;
@@ -119,10 +150,8 @@ static int poll_choice(stream *s, size_t i, int timeout_ms)
     size_t len;
     srv_progress p;
     srv_job_wait(c->job, c->have, timeout_ms, &text, &len, &p);
-    int bad = 0;
-    json_t *lp = text ? new_logprobs(s, c, c->have, &bad) : NULL;
+    int rc = text ? put_text(s, i, text, len, 0) : 0;
     c->have += len;
-    int rc = bad ? -1 : text ? put(s, resp_chunk(&s->meta, (unsigned)i, 0, text, len, lp, NULL)) : 0;
     free(text);
     if (!rc && p.done)
         rc = p.finish ? put_end(s, i, &p) : put_failure(s, &p);
@@ -191,8 +220,10 @@ static ssize_t next(void *ctx, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *ctx)
 {
     stream *s = ctx;
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; i < s->n; i++) {
         srv_job_release(s->c[i].job);
+        srv_think_free(&s->c[i].think);
+    }
     ml_buf_free(&s->out);
     free(s);
 }
@@ -211,6 +242,9 @@ int srv_stream_reply(http_req *r, srv_job **jobs, size_t n, const resp_meta *met
         s->c[i].job = jobs[i];
     snprintf(s->id, sizeof s->id, "%s", meta->id);
     snprintf(s->model, sizeof s->model, "%s", meta->model);
-    s->meta = (resp_meta){meta->kind, s->id, meta->created, s->model, meta->logprobs, meta->mlt};
+    s->meta = *meta;
+    s->meta.id = s->id, s->meta.model = s->model;
+    for (size_t i = 0; i < n; i++)
+        srv_think_init(&s->c[i].think, meta->think, meta->think_open);
     return http_reply_stream(r, next, s, stream_free);
 }

@@ -71,6 +71,77 @@ CHAT='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":12,"tem
     stop_server
 }
 
+# think MLB TEMPLATE FORMAT LOG: a server with that chat template and --reasoning-format.
+think_server() {
+    start_server "$4" -m "$1" -k "$FIX/tok/qwen3.mlt" -t 1 --chat-template-file \
+        "$FIX/chat/templates/$2.jinja" --reasoning-format "$3"
+}
+
+# A random model with Qwen 3's vocabulary, made to draw among <think>
+# (151667), </think> (151668), "Hi" and " there" (logit_bias, seeded
+# sampling): the same text through --reasoning-format none is the
+# reference for the split.
+@test "reasoning: a think block goes to reasoning_content, whole and streamed; chat_template_kwargs reach the template" {
+    local d=$BATS_TEST_TMPDIR
+    "$MKMODEL" -o "$d/q.mlb" --seed 5 vocab=151669 wtype=2 scale_f16=1 shared_classifier=1 max_seq=256
+    local bias='"logit_bias":{"151667":63,"151668":60,"13048":60,"1052":60}' tmpl raw split i
+    for tmpl in Qwen-Qwen3-0.6B deepseek-ai-DeepSeek-R1-Distill-Qwen-32B; do
+        think_server "$d/q.mlb" "$tmpl" none "$d/log-none"
+        local none_url=$URL none_pid=$SERVER_PID
+        think_server "$d/q.mlb" "$tmpl" deepseek "$d/log-ds"
+        local reasoned=0
+        for i in 1 2 3 4 5 6 7 8; do
+            local body="{\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}],\"max_tokens\":10,\"temperature\":2,\"seed\":$i,$bias"
+            # (this R1 template opens the think block only with enable_thinking)
+            [[ $tmpl == deepseek* ]] && body+=',"chat_template_kwargs":{"enable_thinking":true}'
+            raw=$(URL=$none_url post /v1/chat/completions "$body}" | jq -r .choices[0].message.content)
+            split=$(post /v1/chat/completions "$body}")
+            # the reference: text up to </think> (after an opening <think>,
+            # or from the start when the template opened the block), then the rest
+            local want_r= want_c=$raw open=0
+            [[ $tmpl == deepseek* ]] && open=1
+            local t=$raw
+            if ((open)) || [[ $t == "<think>"* ]]; then
+                ((open)) || t=${t#<think>}
+                if [[ $t == *"</think>"* ]]; then
+                    want_r=${t%%"</think>"*} want_c=${t#*"</think>"}
+                else
+                    want_r=$t want_c=
+                fi
+                want_r=${want_r#"${want_r%%[![:space:]]*}"} want_c=${want_c#"${want_c%%[![:space:]]*}"}
+                jq -e --arg r "$want_r" --arg c "$want_c" \
+                    '.choices[0].message | .reasoning_content == $r and .content == $c' <<<"$split" ||
+                    fail_with "$tmpl: raw '$raw': $(jq -c .choices[0].message <<<"$split")"
+                reasoned=$((reasoned + 1))
+            else
+                jq -e --arg c "$raw" '.choices[0].message | .content == $c and (has("reasoning_content") | not)' <<<"$split" ||
+                    fail_with "$tmpl: raw '$raw': $(jq -c .choices[0].message <<<"$split")"
+            fi
+            # streamed: the deltas add up to the same two parts
+            run -0 post /v1/chat/completions "$body,\"stream\":true}" -N
+            local ev
+            ev=$(grep '^data: {' <<<"$output" | sed 's/^data: //')
+            [[ $(jq -sj 'map(.choices[0].delta.reasoning_content // empty) | add // ""' <<<"$ev") == \
+               "$(jq -j '.choices[0].message.reasoning_content // ""' <<<"$split")" ]] || fail_with "stream: $ev"
+            [[ $(jq -sj 'map(.choices[0].delta.content // empty) | add // ""' <<<"$ev") == \
+               "$(jq -j .choices[0].message.content <<<"$split")" ]] || fail_with "stream: $ev"
+        done
+        stop_server
+        SERVER_PID=$none_pid stop_server
+        ((reasoned >= 2)) || [[ $tmpl == deepseek* ]] || fail_with "$tmpl: $reasoned of 8 had a think block"
+    done
+    # enable_thinking reaches Qwen 3's template: false writes an empty think block into the prompt
+    think_server "$d/q.mlb" Qwen-Qwen3-0.6B deepseek "$d/log-kw"
+    local m='"messages":[{"role":"user","content":"Hi"}],"max_tokens":1'
+    local a b
+    a=$(post /v1/chat/completions "{$m}" | jq .usage.prompt_tokens)
+    b=$(post /v1/chat/completions "{$m,\"chat_template_kwargs\":{\"enable_thinking\":false}}" | jq .usage.prompt_tokens)
+    ((b > a)) || fail_with "prompt tokens $a without, $b with enable_thinking false"
+    stop_server
+    run -2 --separate-stderr ml-serve -m "$d/q.mlb" --reasoning-format r1
+    [[ ${stderr_lines[0]} == "ml-serve: --reasoning-format: unknown format 'r1' (expected deepseek, auto or none)" ]]
+}
+
 @test "n: choices drawn as requests of their own with seed, seed + 1, ...; whole and streamed" {
     local body='{"prompt":"Once upon a time","max_tokens":6,"temperature":1,"seed":5'
     run -0 post /v1/completions "$body,\"n\":3}"
@@ -403,6 +474,9 @@ refused() {
     refused 400 logit_bias invalid_value "{$m,\"logit_bias\":{\"5\":101}}"
     refused 400 logit_bias invalid_value "{$m,\"logit_bias\":[[5]]}"
     refused 400 model invalid_type "{$m,\"model\":5}"
+    refused 400 reasoning_effort invalid_value "{$m,\"reasoning_effort\":\"max\"}"
+    refused 400 chat_template_kwargs invalid_type "{$m,\"chat_template_kwargs\":[1]}"
+    refused 400 chat_template_kwargs invalid_value "{$m,\"chat_template_kwargs\":{\"messages\":[]}}"
     refused 400 messages missing_required_parameter '{"max_tokens":3}'
     refused 400 messages invalid_type '{"messages":"Hi"}'
     refused 400 messages invalid_value '{"messages":[]}'
@@ -430,14 +504,15 @@ refused() {
         '"stream_options":{"include_usage":true}' '"presence_penalty":1' '"frequency_penalty":1'
         '"logit_bias":{"5":-100}' '"ignore_eos":true' '"user":"u"' '"safety_identifier":"s"'
         '"prompt_cache_key":"k"' '"parallel_tool_calls":false' '"logprobs":true'
-        '"logprobs":true,"top_logprobs":2'
+        '"logprobs":true,"top_logprobs":2' '"reasoning_effort":"low"'
+        '"chat_template_kwargs":{"enable_thinking":false}'
     )
     local refused_chat=(
         '"tools":[{"type":"function","function":{"name":"f"}}]'
         '"tool_choice":"required"' '"functions":[{"name":"f"}]' '"function_call":{"name":"f"}'
         '"response_format":{"type":"json_object"}' '"modalities":["text","audio"]'
         '"audio":{"voice":"alloy","format":"wav"}' '"prediction":{"type":"content","content":"x"}'
-        '"reasoning_effort":"low"' '"verbosity":"low"' '"web_search_options":{}' '"store":true'
+        '"verbosity":"low"' '"web_search_options":{}' '"store":true'
         '"metadata":{"a":"b"}' '"service_tier":"flex"'
     )
     local honoured_completion=(
