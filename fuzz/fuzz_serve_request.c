@@ -1,5 +1,5 @@
 /* fuzz_serve_request.c - ml-serve's request parser (cmd/ml-serve/
- * request.c): any bytes as the body of each of the four kinds of request
+ * request.c): any bytes as the body of each of the five kinds of request
  * (the first byte picks the kind, the rest is the body).
  *
  * Oracles besides the sanitizers: the parser succeeds or fails with an
@@ -42,6 +42,10 @@ static void check_ok(const srv_request *r)
         break;
     case SRV_TOKENIZE: FUZZ_CHECK(r->text && strlen(r->text) == r->text_len); break;
     case SRV_DETOKENIZE: FUZZ_CHECK(r->text == NULL); break;
+    case SRV_EMBEDDINGS:
+        FUZZ_CHECK(json_is_array(r->inputs) && json_array_size(r->inputs) >= 1 &&
+                   json_array_size(r->inputs) <= SRV_MAX_INPUTS);
+        break;
     }
 }
 
@@ -56,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
-    srv_kind kind = (srv_kind)(data[0] % 4);
+    srv_kind kind = (srv_kind)(data[0] % 5);
     const char *body = (const char *)data + 1;
     srv_request a, b;
     srv_error ea, eb;

@@ -6,6 +6,7 @@
 #include "stream.h"
 #include "think.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,100 @@ static int on_tokenize(void *app, http_req *r)
     int rc = http_reply_json(r, 200, st ? NULL : resp_tokens(ids.v, ids.n));
     ml_ids_free(&ids);
     return rc;
+}
+
+/* One input's ids: a string encoded as the tokenizer says (BOS too), or
+ * token ids as they are. */
+static ml_status input_ids(srv_server *s, const json_t *in, ml_ids *ids, ml_error *err)
+{
+    if (!json_is_string(in)) {
+        size_t n = json_array_size(in);
+        if (!(ids->v = malloc(n * sizeof *ids->v)))
+            return ML_E_NOMEM;
+        for (size_t i = 0; i < n; i++)
+            ids->v[i] = (ml_token)json_integer_value(json_array_get(in, i));
+        ids->n = ids->cap = n;
+        return ML_OK;
+    }
+    pthread_mutex_lock(&s->tok_lock);
+    ml_status st = ml_tok_encode(s->tok, json_string_value(in), json_string_length(in),
+                                 ML_TOK_BOS_AUTO, ids, err);
+    pthread_mutex_unlock(&s->tok_lock);
+    return st;
+}
+
+/* Input i's embedding into v (dim floats), L2-normalized as llama-server
+ * does; *n_tokens grows by its tokens.  0, or -1 with e filled. */
+static int embed_one(srv_server *s, const json_t *in, float *v, size_t *n_tokens, srv_error *e)
+{
+    ml_ids ids = {0};
+    ml_error err = {0};
+    uint32_t dim = ml_model_header(s->model)->dim;
+    ml_status st = input_ids(s, in, &ids, &err);
+    if (!st && ids.n > ml_ctx_n_ctx(s->embed_ctx)) {
+        ml_ids_free(&ids);
+        return srv_fail(e, 400, "invalid_request_error", "input", "context_length_exceeded",
+                        "An input has %zu tokens; the context holds %u (start ml-serve with a "
+                        "larger --ctx).",
+                        ids.n, ml_ctx_n_ctx(s->embed_ctx));
+    }
+    if (!st && ids.n == 0) {
+        ml_ids_free(&ids);
+        return srv_fail(e, 400, "invalid_request_error", "input", "invalid_value",
+                        "An input has no tokens.");
+    }
+    if (!st)
+        st = ml_ctx_embed(s->embed_ctx, ids.v, ids.n, s->o.pooling, v, &err);
+    *n_tokens += ids.n;
+    ml_ids_free(&ids);
+    if (st)
+        return srv_fail(e, st == ML_E_NOMEM ? 500 : 400, st == ML_E_NOMEM ? "server_error"
+                                                                          : "invalid_request_error",
+                        "input", NULL, "Embedding failed: %s",
+                        err.msg[0] ? err.msg : ml_status_name(st));
+    double sum = 0;
+    for (uint32_t k = 0; k < dim; k++)
+        sum += (double)v[k] * v[k];
+    float scale = sum > 0 ? (float)(1.0 / sqrt(sum)) : 0.0f;
+    for (uint32_t k = 0; k < dim; k++)
+        v[k] *= scale;
+    return 0;
+}
+
+static int on_embeddings(void *app, http_req *r)
+{
+    srv_server *s = app;
+    srv_request q;
+    srv_error e;
+    if (read_request(s, r, SRV_EMBEDDINGS, &q))
+        return 1;
+    uint32_t dim = ml_model_header(s->model)->dim;
+    size_t n = json_array_size(q.inputs), tokens = 0;
+    float *vecs = NULL;
+    int rc = -1;
+    if (!s->embed_ctx)
+        srv_fail(&e, 501, "invalid_request_error", NULL, "not_supported",
+                 "This server does not serve embeddings: start ml-serve with --embeddings.");
+    else if (q.dimensions >= 0 && q.dimensions != (int64_t)dim)
+        srv_fail(&e, 400, "invalid_request_error", "dimensions", "invalid_value",
+                 "Invalid value for 'dimensions': this model's embeddings have %u.", dim);
+    else if (!(vecs = malloc(n * dim * sizeof *vecs)))
+        srv_fail(&e, 500, "server_error", NULL, NULL, "Out of memory.");
+    else {
+        pthread_mutex_lock(&s->embed_lock);
+        rc = 0;
+        for (size_t i = 0; !rc && i < n; i++)
+            rc = embed_one(s, json_array_get(q.inputs, i), vecs + i * dim, &tokens, &e);
+        pthread_mutex_unlock(&s->embed_lock);
+    }
+    int out = rc ? reply_error(r, &q, &e)
+                 : http_reply_json(r, 200, resp_embeddings(s->model_id, vecs, n, dim, q.base64,
+                                                           tokens));
+    if (!rc)
+        http_note(r, "%zu inputs, %zu tokens", n, tokens);
+    srv_request_free(&q);
+    free(vecs);
+    return out;
 }
 
 static int on_detokenize(void *app, http_req *r)
@@ -368,6 +463,7 @@ const http_route srv_routes[] = {
     {"GET", "/health", on_health, 1},
     {"GET", "/v1/models", on_models, 0},
     {"GET", "/metrics", on_metrics, 0},
+    {"POST", "/v1/embeddings", on_embeddings, 0},
     {"POST", "/v1/chat/completions", on_chat, 0},
     {"POST", "/v1/completions", on_completion, 0},
     {"POST", "/tokenize", on_tokenize, 0},

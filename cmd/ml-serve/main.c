@@ -18,7 +18,7 @@
 enum {
     OPT_MODEL, OPT_TOK, OPT_HOST, OPT_PORT, OPT_THREADS, OPT_CTX, OPT_PARALLEL, OPT_API_KEY,
     OPT_TEMPLATE, OPT_TEMPLATE_FILE, OPT_TIMEOUT, OPT_MAX_BODY, OPT_QUEUE, OPT_CACHE, OPT_CACHE_K,
-    OPT_CACHE_V, OPT_NO_MMAP, OPT_REASONING
+    OPT_CACHE_V, OPT_NO_MMAP, OPT_REASONING, OPT_EMBEDDINGS, OPT_POOLING
 };
 
 #define DEFAULT_HOST "127.0.0.1"
@@ -57,6 +57,10 @@ static const cli_opt opts[] = {
     {OPT_TEMPLATE, 0, "chat-template", "NAME",
      "the tokenizer's template NAME, or a built-in (chatml, llama3, gemma, ...)"},
     {OPT_TEMPLATE_FILE, 0, "chat-template-file", "FILE", "the chat template: a Jinja file"},
+    {OPT_EMBEDDINGS, 0, "embeddings", NULL,
+     "serve POST /v1/embeddings (a context of its own, --ctx positions)"},
+    {OPT_POOLING, 0, "pooling", "TYPE",
+     "how an embedding pools the positions: mean (default), cls or last"},
     {OPT_REASONING, 0, "reasoning-format", "FORMAT",
      "deepseek (default; also auto): a chat reply's <think> block goes to\n"
      "                           reasoning_content; none: it stays in the content"},
@@ -76,8 +80,8 @@ static const cli_alias aliases[] = {
 static const cli cmd = {
     "ml-serve", "-m MODEL.mlb [options]",
     "Serve an .mlb model over HTTP with the OpenAI API: /v1/chat/completions,\n"
-    "/v1/completions (streaming or not), /v1/models, /metrics, /health, /tokenize,\n"
-    "/detokenize.\n"
+    "/v1/completions (streaming or not), /v1/embeddings, /v1/models, /metrics, /health,\n"
+    "/tokenize, /detokenize.\n"
     "One line per request goes to standard error; SIGINT or SIGTERM stops the server.",
     "Example:\n"
     "  ml-serve -m smol.mlb --parallel 4 &\n"
@@ -85,6 +89,18 @@ static const cli cmd = {
     "    -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":32}'\n",
     opts, sizeof opts / sizeof opts[0],
 };
+
+/* --pooling, as llama-server spells its values. */
+static ml_pooling pooling(const char *arg)
+{
+    if (!strcmp(arg, "mean"))
+        return ML_POOL_MEAN;
+    if (!strcmp(arg, "cls"))
+        return ML_POOL_CLS;
+    if (!strcmp(arg, "last"))
+        return ML_POOL_LAST;
+    cli_usage_error("--pooling: unknown pooling '%s' (expected mean, cls or last)", arg);
+}
 
 /* --reasoning-format, as llama-server spells its values. */
 static int reasoning_format(const char *arg)
@@ -106,6 +122,7 @@ static void parse(int argc, char **argv, srv_opts *o)
     o->timeout = DEFAULT_TIMEOUT, o->max_body = DEFAULT_MAX_BODY, o->queue = DEFAULT_QUEUE;
     o->threads = cli_n_cpus(256);
     o->reasoning = 1;
+    o->pooling = ML_POOL_MEAN;
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         switch (id) {
         case OPT_MODEL: o->model = arg; break;
@@ -124,6 +141,8 @@ static void parse(int argc, char **argv, srv_opts *o)
         case OPT_TEMPLATE: o->chat_template = arg; break;
         case OPT_TEMPLATE_FILE: o->chat_template_file = arg; break;
         case OPT_REASONING: o->reasoning = reasoning_format(arg); break;
+        case OPT_EMBEDDINGS: o->embeddings = 1; break;
+        case OPT_POOLING: o->pooling = pooling(arg); break;
         case OPT_TIMEOUT: o->timeout = cli_u64("--timeout", arg, 1, 86400); break;
         case OPT_MAX_BODY: o->max_body = cli_u64("--max-body", arg, 64, 1u << 30); break;
         }
@@ -188,12 +207,18 @@ static int open_model(srv_server *s)
                           (unsigned)s->o.threads, s->o.cache_k, s->o.cache_v};
     if ((st = srv_sched_new(s->model, s->mlt, &p, &s->sched, &err)))
         return cli_fail(s->o.model, st, &err);
+    ml_ctx_params ep = {.n_ctx = n_ctx, .n_batch = PREFILL_CHUNK, .n_threads = (unsigned)s->o.threads,
+                        .cache_k = s->o.cache_k, .cache_v = s->o.cache_v};
+    if (s->o.embeddings && (st = ml_ctx_new(s->model, &ep, &s->embed_ctx, &err)))
+        return cli_fail(s->o.model, st, &err);
     return 0;
 }
 
 static void close_server(srv_server *s)
 {
     srv_sched_free(s->sched, 1);
+    ml_ctx_free(s->embed_ctx);
+    pthread_mutex_destroy(&s->embed_lock);
     ml_jinja_free(s->tmpl);
     ml_tok_free(s->tok);
     ml_mlt_close(s->mlt);
@@ -271,6 +296,7 @@ int main(int argc, char **argv)
     cli_init(&cmd);
     parse(argc, argv, &s.o);
     pthread_mutex_init(&s.tok_lock, NULL);
+    pthread_mutex_init(&s.embed_lock, NULL);
     s.created = (int64_t)time(NULL);
     model_id(&s);
     sigset_t set;

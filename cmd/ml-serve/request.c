@@ -443,6 +443,58 @@ static int get_tokens(const json_t *o, uint32_t vocab, srv_request *r, srv_error
 }
 
 /* ------------------------------------------------------------------------
+ * Embeddings
+ * ------------------------------------------------------------------------ */
+static int check_labels(const json_t *o, srv_error *e);
+
+/* One input: a non-empty string, or a non-empty array of token ids. */
+static int check_input(const json_t *v, uint32_t vocab, srv_error *e)
+{
+    json_t *id;
+    size_t i;
+    if (json_is_string(v))
+        return json_string_length(v) ? 0 : out_of_range(e, "input", "non-empty strings");
+    if (!json_is_array(v) || !json_array_size(v))
+        return bad_type(e, "input", "a string, an array of strings or of token ids", v);
+    json_array_foreach(v, i, id) {
+        if (!json_is_integer(id) || json_integer_value(id) < 0 ||
+            json_integer_value(id) >= (json_int_t)vocab)
+            return out_of_range(e, "input", "token ids below the vocabulary's size");
+    }
+    return 0;
+}
+
+/* input: a string, token ids, or an array of either (at most
+ * SRV_MAX_INPUTS), kept as an array of inputs; encoding_format;
+ * dimensions (checked against the model's by the endpoint). */
+static int parse_embeddings(const json_t *o, uint32_t vocab, srv_request *r, srv_error *e)
+{
+    json_t *in = member(o, "input"), *v, *fmt = member(o, "encoding_format");
+    size_t i;
+    if (!in)
+        return srv_fail(e, 400, "invalid_request_error", "input", "missing_required_parameter",
+                        "Missing required parameter: 'input'.");
+    int many = json_is_array(in) && json_array_size(in) &&
+               (json_is_string(json_array_get(in, 0)) || json_is_array(json_array_get(in, 0)));
+    r->inputs = many ? json_incref(in) : json_pack("[O]", in);
+    if (!r->inputs)
+        return srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+    if (json_array_size(r->inputs) > SRV_MAX_INPUTS)
+        return out_of_range(e, "input", "at most 2048 inputs");
+    json_array_foreach(r->inputs, i, v) {
+        if (check_input(v, vocab, e))
+            return -1;
+    }
+    if (fmt && (!json_is_string(fmt) || (strcmp(json_string_value(fmt), "float") &&
+                                         strcmp(json_string_value(fmt), "base64"))))
+        return out_of_range(e, "encoding_format", "\"float\" or \"base64\"");
+    r->base64 = fmt && !strcmp(json_string_value(fmt), "base64");
+    r->dimensions = -1;
+    return check_labels(o, e) ||
+           get_integer(o, "dimensions", 1, INT32_MAX, &r->dimensions, NULL, e);
+}
+
+/* ------------------------------------------------------------------------
  * Every field a request may name
  * ------------------------------------------------------------------------ */
 /* "Off" values of the fields this server cannot honour: what a client
@@ -480,7 +532,7 @@ static int is_default_tier(const json_t *v)
 }
 
 enum { K_CHAT = 1 << SRV_CHAT, K_COMPL = 1 << SRV_COMPLETION, K_TOK = 1 << SRV_TOKENIZE,
-       K_DETOK = 1 << SRV_DETOKENIZE, K_GEN = K_CHAT | K_COMPL };
+       K_DETOK = 1 << SRV_DETOKENIZE, K_EMB = 1 << SRV_EMBEDDINGS, K_GEN = K_CHAT | K_COMPL };
 
 /* The fields of OpenAI's chat and completion requests, llama-server's
  * tokenize and detokenize, and the llama.cpp sampling fields this server
@@ -496,7 +548,7 @@ static const struct field {
     unsigned kinds;
     int (*off)(const json_t *v);
 } fields[] = {
-    {"model", K_GEN, NULL},
+    {"model", K_GEN | K_EMB, NULL},
     {"messages", K_CHAT, NULL},
     {"prompt", K_COMPL, NULL},
     {"max_tokens", K_GEN, NULL},
@@ -514,7 +566,7 @@ static const struct field {
     {"frequency_penalty", K_GEN, NULL},
     {"logit_bias", K_GEN, NULL},
     {"ignore_eos", K_GEN, NULL},
-    {"user", K_GEN, NULL},
+    {"user", K_GEN | K_EMB, NULL},
     {"safety_identifier", K_CHAT, NULL},
     {"prompt_cache_key", K_CHAT, NULL},
     {"logprobs", K_GEN, NULL},
@@ -542,6 +594,9 @@ static const struct field {
     {"add_special", K_TOK, NULL},
     {"with_pieces", K_TOK, is_false},
     {"tokens", K_DETOK, NULL},
+    {"input", K_EMB, NULL},
+    {"encoding_format", K_EMB, NULL},
+    {"dimensions", K_EMB, NULL},
 };
 
 static int check_field(srv_kind kind, const char *name, const json_t *v, srv_error *e)
@@ -638,6 +693,7 @@ int srv_request_parse(srv_kind kind, const char *body, size_t len, uint32_t voca
         rc = get_prompt(o, "content", 0, r, e) || get_bool(o, "add_special", &r->add_special, e);
         break;
     case SRV_DETOKENIZE: rc = get_tokens(o, vocab, r, e); break;
+    case SRV_EMBEDDINGS: rc = parse_embeddings(o, vocab, r, e); break;
     default: rc = parse_generation(o, vocab, r, e); break;
     }
     json_decref(o);
@@ -648,6 +704,7 @@ void srv_request_free(srv_request *r)
 {
     json_decref(r->messages);
     json_decref(r->template_vars);
+    json_decref(r->inputs);
     free(r->text);
     free(r->tokens);
     free(r->bias);

@@ -20,12 +20,14 @@
 
 #define SRV_MAX_STOPS 16 /* stop strings of one request (OpenAI allows 4) */
 #define SRV_MAX_N 16     /* choices of one request (n), each a job of its own */
+#define SRV_MAX_INPUTS 2048 /* inputs of one embeddings request (OpenAI's limit) */
 
 typedef enum srv_kind {
     SRV_CHAT,       /* POST /v1/chat/completions */
     SRV_COMPLETION, /* POST /v1/completions */
     SRV_TOKENIZE,   /* POST /tokenize */
-    SRV_DETOKENIZE  /* POST /detokenize */
+    SRV_DETOKENIZE, /* POST /detokenize */
+    SRV_EMBEDDINGS  /* POST /v1/embeddings */
 } srv_kind;
 
 /* What a client is told when its request is refused: the HTTP status and
@@ -61,6 +63,9 @@ typedef struct srv_request {
     size_t n_stops;
     size_t n;            /* choices: 1 .. SRV_MAX_N */
     int think_open;      /* chat: the rendered prompt ends inside a think block */
+    json_t *inputs;      /* embeddings: an array (a reference) of strings or of token-id arrays */
+    int base64;          /* embeddings: encoding_format "base64" */
+    int64_t dimensions;  /* embeddings: asked for (-1: not given) */
     int stream;          /* Server-Sent Events */
     int include_usage;   /* stream_options.include_usage */
     int ignore_eos;      /* llama-server's: no end-of-generation token is drawn */

@@ -113,6 +113,68 @@ char *resp_metrics(const srv_stats *st)
     return text;
 }
 
+/* The base64 of n bytes (RFC 4648, with padding). */
+static json_t *base64(const uint8_t *b, size_t n)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *s = malloc((n + 2) / 3 * 4 + 1), *p = s;
+    if (!s)
+        return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0) |
+                     (i + 2 < n ? b[i + 2] : 0);
+        *p++ = abc[v >> 18 & 63];
+        *p++ = abc[v >> 12 & 63];
+        *p++ = i + 1 < n ? abc[v >> 6 & 63] : '=';
+        *p++ = i + 2 < n ? abc[v & 63] : '=';
+    }
+    json_t *j = json_stringn(s, (size_t)(p - s));
+    free(s);
+    return j;
+}
+
+/* One embedding as OpenAI sends it. */
+static json_t *embedding(const float *v, uint32_t dim, int b64)
+{
+    if (b64) {
+        uint8_t *bytes = malloc((size_t)dim * 4);
+        for (uint32_t k = 0; bytes && k < dim; k++) {
+            uint32_t u;
+            memcpy(&u, &v[k], 4);
+            for (int j = 0; j < 4; j++)
+                bytes[4 * k + j] = (uint8_t)(u >> (8 * j));
+        }
+        json_t *j = bytes ? base64(bytes, (size_t)dim * 4) : NULL;
+        free(bytes);
+        return j;
+    }
+    json_t *a = json_array();
+    for (uint32_t k = 0; a && k < dim; k++)
+        if (json_array_append_new(a, json_real(v[k]))) {
+            json_decref(a);
+            a = NULL;
+        }
+    return a;
+}
+
+char *resp_embeddings(const char *model, const float *vecs, size_t n, uint32_t dim, int base64,
+                      size_t prompt_tokens)
+{
+    json_t *data = json_array();
+    for (size_t i = 0; data && i < n; i++)
+        if (json_array_append_new(data, json_pack("{s:s,s:I,s:o}", "object", "embedding", "index",
+                                                  (json_int_t)i, "embedding",
+                                                  embedding(vecs + i * dim, dim, base64)))) {
+            json_decref(data);
+            data = NULL;
+        }
+    return data ? dump(json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data", data,
+                                 "model", model, "usage", "prompt_tokens",
+                                 (json_int_t)prompt_tokens, "total_tokens",
+                                 (json_int_t)prompt_tokens))
+                : NULL;
+}
+
 char *resp_models(const char *model, int64_t created)
 {
     return dump(json_pack("{s:s,s:[{s:s,s:s,s:I,s:s}]}", "object", "list", "data", "id", model,

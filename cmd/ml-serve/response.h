@@ -33,6 +33,10 @@ char *resp_health(void);
 /* GET /metrics: Prometheus's text format with llama-server's names. */
 char *resp_metrics(const srv_stats *st);
 char *resp_models(const char *model, int64_t created);
+/* POST /v1/embeddings: vecs[0..n) of dim floats each, as lists of numbers
+ * or (base64) the base64 of their little-endian float32 bytes. */
+char *resp_embeddings(const char *model, const float *vecs, size_t n, uint32_t dim, int base64,
+                      size_t prompt_tokens);
 char *resp_tokens(const ml_token *ids, size_t n);
 char *resp_content(const char *text, size_t len);
 

@@ -17,6 +17,8 @@ typedef struct srv_opts {
     ml_cache_type cache_k, cache_v;
     int no_mmap; /* --no-mmap: the model read into memory, not mapped */
     int reasoning; /* --reasoning-format deepseek: think blocks to reasoning_content */
+    int embeddings;     /* --embeddings: POST /v1/embeddings served */
+    ml_pooling pooling; /* --pooling */
 } srv_opts;
 
 typedef struct srv_server {
@@ -28,6 +30,8 @@ typedef struct srv_server {
     pthread_mutex_t tok_lock;
     ml_jinja *tmpl;         /* the chat template, or NULL (chat completions refused) */
     srv_sched *sched;
+    ml_ctx *embed_ctx;      /* --embeddings: a context of its own, used under embed_lock */
+    pthread_mutex_t embed_lock;
     char model_id[128];     /* the model's file name without .mlb */
     int64_t created;        /* when the server started (Unix seconds) */
     uint64_t n_requests;    /* for ids and default seeds */

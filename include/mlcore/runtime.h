@@ -146,6 +146,19 @@ ML_API ml_status ml_ctx_eval_seqs(ml_ctx *c, const uint32_t *seq, const ml_token
  * only for the tokens whose logits are computed.  imatrix must fit the
  * model (ML_E_MISMATCH otherwise, see ml_mli_check_model); the context
  * borrows it until it is freed or given NULL, which stops collecting. */
+/* How ml_ctx_embed pools the positions' hidden states (the final norm's
+ * output, dim floats each): their mean, the first token's (CLS), or the
+ * last token's (what causal embedding models such as Qwen3-Embedding are
+ * trained for). */
+typedef enum ml_pooling { ML_POOL_MEAN = 1, ML_POOL_CLS = 2, ML_POOL_LAST = 3 } ml_pooling;
+
+/* An embedding of tokens[0..n) into out (the model's dim floats, not
+ * normalized): sequence 0 is reset, evaluated over the tokens (causal
+ * attention, as the model generates) and keeps them.  ML_E_INVAL for no
+ * tokens, an unknown pooling, or what ml_ctx_eval refuses. */
+ML_API ml_status ml_ctx_embed(ml_ctx *c, const ml_token *tokens, size_t n, ml_pooling pooling,
+                              float *out, ml_error *err);
+
 ML_API ml_status ml_ctx_set_imatrix(ml_ctx *c, ml_mli *imatrix, ml_error *err);
 
 ML_API uint32_t ml_ctx_n_batch(const ml_ctx *c);

@@ -3,7 +3,8 @@
  *     x += post_attn_norm(attention(attn_norm(x)))   (or linear attention)
  *     x += post_ffn_norm(ffn(ffn_norm(x)))
  *
- * then the final norm and the classifier.  Attention is GQA with RoPE on
+ * then the final norm and the classifier (or, for an embedding, the final
+ * norm's output pooled over the positions).  Attention is GQA with RoPE on
  * interleaved pairs, biases, q/k norms, a window, a softcap and a gate;
  * the FFN is gated.  Matrices multiply Q8_0-quantized activations (the
  * spec's rule, bit for bit); everything else is float32, computed in one
@@ -403,4 +404,51 @@ ml_status ml_ctx_eval_seqs(ml_ctx *c, const uint32_t *seq, const ml_token *token
                            float *logits, int all_logits, ml_error *err)
 {
     return eval(c, seq, tokens, n, logits, all_logits, err);
+}
+
+/* ---------------------------------------------------------------------------
+ * Embeddings: the final norm's output, pooled over the positions
+ * ------------------------------------------------------------------------- */
+
+/* Rows [0, n_tok) of the batch that starts at token `done` of n into out:
+ * summed (mean), the first token's (cls) or the last's (last). */
+static void pool_batch(ml_ctx *c, size_t n_tok, size_t done, size_t n, ml_pooling pooling,
+                       float *out)
+{
+    const ml_model *m = c->m;
+    uint32_t dim = m->h.dim;
+    for (size_t t = 0; t < n_tok; t++) {
+        size_t i = done + t;
+        if ((pooling == ML_POOL_CLS && i != 0) || (pooling == ML_POOL_LAST && i + 1 != n))
+            continue;
+        ml__rmsnorm(c->xb, c->x + t * dim, m->final_norm, dim, m->h.norm_eps);
+        for (uint32_t k = 0; k < dim; k++)
+            out[k] = pooling == ML_POOL_MEAN ? out[k] + c->xb[k] : c->xb[k];
+    }
+}
+
+ml_status ml_ctx_embed(ml_ctx *c, const ml_token *tokens, size_t n, ml_pooling pooling,
+                       float *out, ml_error *err)
+{
+    if (n == 0)
+        return ml__err(err, ML_E_INVAL, "", -1, "no tokens to embed");
+    if (pooling != ML_POOL_MEAN && pooling != ML_POOL_CLS && pooling != ML_POOL_LAST)
+        return ml__err(err, ML_E_INVAL, "", -1, "unknown pooling %d", (int)pooling);
+    ml_status st = ml_ctx_seq_reset(c, 0, err);
+    if (!st)
+        st = eval_check(c, NULL, tokens, n, err);
+    if (st)
+        return st;
+    memset(out, 0, c->m->h.dim * sizeof *out);
+    for (size_t done = 0; done < n;) {
+        size_t b = n - done < c->n_batch ? n - done : c->n_batch;
+        batch_rows(c, NULL, n, done, b, 0);
+        eval_batch(c, tokens + done, b, NULL, 0);
+        pool_batch(c, b, done, n, pooling, out);
+        done += b;
+    }
+    if (pooling == ML_POOL_MEAN)
+        for (uint32_t k = 0; k < c->m->h.dim; k++)
+            out[k] /= (float)n;
+    return ML_OK;
 }

@@ -218,6 +218,61 @@ think_server() {
     refused 400 logprobs invalid_type '{"prompt":"a","logprobs":"5"}' /v1/completions
 }
 
+# tests/fixtures/embed (tools/make-embed-fixture.sh): llama-embedding's
+# vectors for the Qwen 3-shaped fixture, each pooling; ours agree to the
+# activations' quantization (cosine above 0.9995, no component off by 0.02).
+@test "POST /v1/embeddings with --embeddings: llama.cpp's vectors for mean, cls and last pooling" {
+    local d=$BATS_TEST_TMPDIR p line
+    gguf2mlb -q -o "$d/q.mlb" -t "$d/q.mlt" "$FIX/models/qwen3/qwen3-q8_0.gguf"
+    for p in mean cls last; do
+        start_server "$d/log-$p" -m "$d/q.mlb" -t 1 --embeddings --pooling "$p"
+        while read -r line; do
+            post /v1/embeddings "$(jq -c '{input: .input}' <<<"$line")" |
+                jq -e --argjson ref "$line" '.object == "list" and .data[0].object == "embedding" and
+                    .data[0].index == 0 and (.usage.prompt_tokens | . > 0) and
+                    ([.data[0].embedding, $ref.embedding] | transpose |
+                     (map(.[0] * .[1]) | add) > 0.9995 and (map(.[0] - .[1] | fabs) | max) < 0.02)' ||
+                fail_with "$p: $(jq -c .input <<<"$line")"
+        done <"$FIX/embed/qwen3-q8_0-$p.jsonl"
+        [[ $p == last ]] || stop_server
+    done
+    # several inputs: each as alone, in order; token ids as their text's
+    local one two both ids
+    one=$(post /v1/embeddings '{"input":"Hello world"}' | jq -c .data[0].embedding)
+    two=$(post /v1/embeddings '{"input":"x y z"}' | jq -c .data[0].embedding)
+    both=$(post /v1/embeddings '{"input":["Hello world","x y z"],"encoding_format":"float"}')
+    jq -e --argjson a "$one" --argjson b "$two" '[.data[].index] == [0,1] and
+        .data[0].embedding == $a and .data[1].embedding == $b' <<<"$both"
+    ids=$(post /tokenize '{"content":"Hello world","add_special":true}' | jq -c .tokens)
+    [[ $(post /v1/embeddings "{\"input\":$ids}" | jq -c .data[0].embedding) == "$one" ]]
+    [[ $(post /v1/embeddings "{\"input\":[$ids,$ids]}" | jq -c '[.data[].embedding] | unique | length') == 1 ]]
+    # base64: the same float32 values, little-endian
+    post /v1/embeddings '{"input":"Hello world","encoding_format":"base64"}' | jq -r .data[0].embedding |
+        base64 -d >"$d/b64"
+    (($(stat -c %s "$d/b64") == 64 * 4))
+    paste <(od -An -v -t f4 -w4 "$d/b64") <(jq -r '.[]' <<<"$one") |
+        awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-6 * ($2 < 0 ? -$2 : $2) + 1e-12) bad = 1 }
+             END { exit bad || NR != 64 }'
+    # a vector of unit length
+    jq -e 'map(. * .) | add | . > 0.99999 and . < 1.00001' <<<"$one"
+    refused 400 input missing_required_parameter '{}' /v1/embeddings
+    refused 400 input invalid_value '{"input":""}' /v1/embeddings
+    refused 400 input invalid_type '{"input":5}' /v1/embeddings
+    refused 400 input invalid_value '{"input":[1,999999]}' /v1/embeddings
+    refused 400 input invalid_type '{"input":["a",5]}' /v1/embeddings
+    refused 400 encoding_format invalid_value '{"input":"a","encoding_format":"hex"}' /v1/embeddings
+    refused 400 dimensions invalid_value '{"input":"a","dimensions":32}' /v1/embeddings
+    refused 400 messages unknown_parameter '{"input":"a","messages":[]}' /v1/embeddings
+    run -0 post /v1/embeddings '{"input":"a","dimensions":64,"model":"q","user":"u"}'
+    stop_server
+    # without --embeddings: 501, named
+    start_server "$d/log-no" -m "$d/q.mlb" -t 1
+    refused 501 - not_supported '{"input":"a"}' /v1/embeddings
+    stop_server
+    run -2 --separate-stderr ml-serve -m "$d/q.mlb" --pooling rank
+    [[ ${stderr_lines[0]} == "ml-serve: --pooling: unknown pooling 'rank' (expected mean, cls or last)" ]]
+}
+
 # tests/fixtures/continue (tools/make-continue-fixture.sh): what llama.cpp
 # prints for a prompt on a SentencePiece vocabulary with a ▁ prefix; up to
 # its first byte that is not ASCII (a token of a partial character, which

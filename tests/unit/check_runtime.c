@@ -186,6 +186,66 @@ START_TEST(test_invariance)
 }
 END_TEST
 
+/* fx's tokens pooled with ctx params p. */
+static void embed_with(fixture *fx, ml_ctx_params p, ml_pooling pool, size_t n, float *out)
+{
+    ml_ctx *c;
+    ml_error err;
+    ck_assert(ml_ctx_new(fx->model, &p, &c, &err) == ML_OK);
+    ck_assert_msg(ml_ctx_embed(c, fx->ids, n, pool, out, &err) == ML_OK, "%s", err.msg);
+    ck_assert_uint_eq(ml_ctx_pos(c), n); /* sequence 0 holds them */
+    /* embedding again resets the sequence first: the same bits */
+    float *again = malloc(ml_model_header(fx->model)->dim * sizeof *again);
+    ck_assert(ml_ctx_embed(c, fx->ids, n, pool, again, &err) == ML_OK);
+    ck_assert(memcmp(again, out, ml_model_header(fx->model)->dim * sizeof *out) == 0);
+    free(again);
+    ml_ctx_free(c);
+}
+
+/* Embeddings: batches and threads change no bit; cls pooling is the first
+ * position's vector; mean pooling is the mean of every position's, which
+ * last pooling of each prefix gives (attention is causal). */
+START_TEST(test_embed)
+{
+    fixture fx;
+    fixture_open(&fx, models[_i]);
+    uint32_t dim = ml_model_header(fx.model)->dim;
+    size_t n = fx.n < 12 ? fx.n : 12;
+    float *ref = malloc(dim * sizeof *ref), *x = malloc(dim * sizeof *x);
+    float *sum = calloc(dim, sizeof *sum);
+    ml_ctx_params p = {.n_ctx = 64, .n_batch = 64, .n_threads = 1};
+    embed_with(&fx, p, ML_POOL_MEAN, n, ref);
+    ml_ctx_params q = {.n_ctx = 64, .n_batch = 5, .n_threads = 3};
+    embed_with(&fx, q, ML_POOL_MEAN, n, x);
+    ck_assert_msg(memcmp(x, ref, dim * sizeof *x) == 0, "%s: batch/threads differ", models[_i]);
+    for (size_t k = 1; k <= n; k++) { /* position k-1's vector: the last of k tokens */
+        embed_with(&fx, p, ML_POOL_LAST, k, x);
+        for (uint32_t j = 0; j < dim; j++)
+            sum[j] += x[j];
+        if (k == 1) {
+            float *y = malloc(dim * sizeof *y);
+            embed_with(&fx, p, ML_POOL_CLS, n, y);
+            ck_assert_msg(memcmp(x, y, dim * sizeof *y) == 0, "%s: cls is not position 0",
+                          models[_i]);
+            free(y);
+        }
+    }
+    for (uint32_t j = 0; j < dim; j++)
+        ck_assert_msg(sum[j] / (float)n == ref[j], "%s: mean %u: %g, positions give %g",
+                      models[_i], j, (double)ref[j], (double)(sum[j] / (float)n));
+    ml_ctx *c;
+    ml_error err;
+    ck_assert(ml_ctx_new(fx.model, &p, &c, &err) == ML_OK);
+    ck_assert_int_eq(ml_ctx_embed(c, fx.ids, 0, ML_POOL_MEAN, x, &err), ML_E_INVAL);
+    ck_assert_int_eq(ml_ctx_embed(c, fx.ids, 1, (ml_pooling)9, x, &err), ML_E_INVAL);
+    ml_token bad = ml_model_header(fx.model)->vocab;
+    ck_assert_int_eq(ml_ctx_embed(c, &bad, 1, ML_POOL_MEAN, x, &err), ML_E_INVAL);
+    ml_ctx_free(c);
+    free(ref), free(x), free(sum);
+    fixture_close(&fx);
+}
+END_TEST
+
 /* Every kernel variant this CPU runs gives the scalar reference's bits. */
 START_TEST(test_kernel_variants)
 {
@@ -747,6 +807,7 @@ Suite *suite_runtime(void)
     TCase *tc = tcase_create("forward");
     tcase_add_loop_test(tc, test_matches_reference, 0, N_MODELS);
     tcase_add_loop_test(tc, test_invariance, 0, N_MODELS);
+    tcase_add_loop_test(tc, test_embed, 0, N_MODELS);
     tcase_add_test(tc, test_kernel_variants);
     tcase_add_test(tc, test_kernel_combinations);
     tcase_add_test(tc, test_kernel_slots);
