@@ -12,6 +12,8 @@
 #include <stdlib.h>
 
 enum { TOK_NONE, TOK_TEXT, TOK_EOG };
+enum { CP_NONE, CP_SELF, CP_DEAD, CP_OTHER };
+#define CP_CACHE 65536 /* a power of two; filled to 3/4 at most */
 
 /* The state after the first d bytes of the token being walked. */
 typedef struct level {
@@ -38,6 +40,13 @@ struct ml_grammar_proc {
     gutf8 u;
     int started;
     level *lv;           /* max_len + 1 */
+    /* During apply, what a code point does to the kept set (by far the
+     * most stepped one: inside a JSON string most characters lead back
+     * to it): CP_SELF, CP_DEAD or CP_OTHER, valid where stamp is now. */
+    uint32_t *cp_key, *cp_stamp;  /* CP_CACHE each */
+    uint8_t *cp_val;
+    uint32_t now, cp_used;
+    int caching;
     ml_status failed;    /* accept's failure, reported by the next apply */
     ml_error why;
 };
@@ -164,6 +173,7 @@ void ml_grammar_proc_free(ml_grammar_proc *p)
         return;
     ml__gengine_free(&p->e);
     free(p->text), free(p->off), free(p->cls), free(p->order), free(p->lcp), free(p->lv);
+    free(p->cp_key), free(p->cp_stamp), free(p->cp_val);
     free(p);
 }
 
@@ -187,7 +197,10 @@ static ml_status start_state(ml_grammar_proc *p, ml_error *err)
         return s;
     uint32_t *v = ml_array_reserve(p->e.pool, &p->e.cap, 2 * p->start.len + 1, sizeof *v);
     p->lv = calloc((size_t)p->max_len + 1, sizeof *p->lv);
-    if (!v || !p->lv)
+    p->cp_key = malloc(CP_CACHE * sizeof *p->cp_key);
+    p->cp_stamp = calloc(CP_CACHE, sizeof *p->cp_stamp);
+    p->cp_val = malloc(CP_CACHE);
+    if (!v || !p->lv || !p->cp_key || !p->cp_stamp || !p->cp_val)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
     p->e.pool = v;
     return ML_OK;
@@ -225,6 +238,43 @@ ml_status ml_grammar_proc_new(const ml_grammar *g, const ml_mlt *t, ml_grammar_p
  * ------------------------------------------------------------------------ */
 /* Level `to` from level `from` by byte b: the start space skipped, else a
  * byte through the engine (its set appended to the pool). */
+/* The cache slot of code point cp (NULL when the table is full). */
+static uint32_t *cp_slot(ml_grammar_proc *p, uint32_t cp)
+{
+    uint32_t h = (cp * 0x9e3779b1u) >> 16;
+    for (;; h = (h + 1) & (CP_CACHE - 1)) {
+        if (p->cp_stamp[h] == p->now && p->cp_key[h] == cp)
+            return &p->cp_key[h];
+        if (p->cp_stamp[h] != p->now)
+            return p->cp_used < CP_CACHE / 4 * 3 ? &p->cp_key[h] : NULL;
+    }
+}
+
+/* A step of the kept set by code point cp, through the cache: a result
+ * equal to the kept set is the kept set itself (nothing appended). */
+static ml_status cur_step(ml_grammar_proc *p, uint32_t cp, level *to, ml_error *err)
+{
+    uint32_t *slot = cp_slot(p, cp);
+    size_t h = slot ? (size_t)(slot - p->cp_key) : 0;
+    int known = slot && p->cp_stamp[h] == p->now;
+    if (known && p->cp_val[h] != CP_OTHER) {
+        to->set = p->cur, to->dead = p->cp_val[h] == CP_DEAD;
+        return ML_OK;
+    }
+    size_t end = p->e.n;
+    ml_status s = ml__gengine_step(&p->e, p->cur, cp, &to->set, err);
+    if (s)
+        return s;
+    to->dead = to->set.n == 0;
+    uint8_t v = to->dead ? CP_DEAD : CP_OTHER;
+    if (to->set.len == p->cur.len && to->set.n == p->cur.n &&
+        !memcmp(p->e.pool + to->set.off, p->e.pool + p->cur.off, p->cur.len * sizeof *p->e.pool))
+        v = CP_SELF, to->set = p->cur, p->e.n = end;
+    if (slot)
+        p->cp_key[h] = cp, p->cp_stamp[h] = p->now, p->cp_val[h] = v, p->cp_used++;
+    return ML_OK;
+}
+
 static ml_status level_step(ml_grammar_proc *p, const level *from, level *to, uint8_t b,
                             ml_error *err)
 {
@@ -234,9 +284,21 @@ static ml_status level_step(ml_grammar_proc *p, const level *from, level *to, ui
         return ML_OK;
     }
     to->started = 1;
-    int dead;
-    ml_status s = ml__gengine_byte(&p->e, from->set, &to->u, b, &to->set, &dead, err);
-    to->dead = (uint8_t)dead;
+    ml_status s = ML_OK;
+    int kept = p->caching && from->set.off == p->cur.off && from->set.len == p->cur.len;
+    uint32_t cp = 0, lo = 0, hi = 0;
+    int r = kept ? ml__gutf8_byte(&to->u, b, &cp, &lo, &hi) : 2;
+    if (r < 0)
+        to->dead = 1;
+    else if (r == 0)
+        to->dead = !ml__gengine_can(&p->e, from->set, lo, hi);
+    else if (r == 1)
+        s = cur_step(p, cp, to, err);
+    else { /* another set: the engine's own byte step */
+        int dead;
+        s = ml__gengine_byte(&p->e, from->set, &to->u, b, &to->set, &dead, err);
+        to->dead = (uint8_t)dead;
+    }
     to->pool_end = p->e.n;
     return s;
 }
@@ -289,15 +351,24 @@ ml_status ml_grammar_proc_apply(void *ctx, float *logits, uint32_t vocab, const 
     p->lv[0] = (level){p->cur, p->cur.off + p->cur.len, p->u, (uint8_t)p->started,
                        p->cur.n == 0};
     uint32_t have = 0, n_ok = 0;
+    if (++p->now == 0) { /* the stamps wrapped: forget them all */
+        memset(p->cp_stamp, 0, CP_CACHE * sizeof *p->cp_stamp);
+        p->now = 1;
+    }
+    p->cp_used = 0;
+    p->caching = 1;
     for (uint32_t i = 0; i < p->n_order; i++) {
         int ok;
         ml_status s = walk_token(p, i, &have, &ok, err);
-        if (s)
+        if (s) {
+            p->caching = 0;
             return s;
+        }
         n_ok += (uint32_t)ok;
         if (!ok && p->order[i] < vocab)
             logits[p->order[i]] = -INFINITY;
     }
+    p->caching = 0;
     p->e.n = p->cur.off + p->cur.len;
     if (!n_ok && !done)
         return ml__err(err, ML_E_MISMATCH, "grammar", -1, "no token of the vocabulary continues "
