@@ -51,6 +51,11 @@ extern "C" {
 #define ML_GRAMMAR_MAX_DEPTH 4096
 #define ML_GRAMMAR_MAX_STATE (1u << 18)
 #define ML_GRAMMAR_MAX_WORK (1u << 16)
+/* Cap on the processor's work for one token (apply, accept): stack
+ * positions it may copy, all steps together (a JSON grammar over a
+ * 262k-token vocabulary needs a few million); beyond it ML_E_UNSUPPORTED,
+ * so that a costly grammar cannot stall a generation. */
+#define ML_GRAMMAR_MAX_TOKEN_WORK (1u << 28)
 
 /* ------------------------------------------------------------------------
  * Grammars

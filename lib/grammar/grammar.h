@@ -74,6 +74,7 @@ typedef struct gengine {
     uint32_t now;        /* the step's stamp */
     size_t tab_cap;      /* a power of two */
     uint32_t tab_used, work;
+    uint64_t budget;     /* positions the steps may still copy */
 } gengine;
 
 void ml__gengine_init(gengine *e, const ml_grammar *g);

@@ -21,6 +21,7 @@ void ml__gengine_init(gengine *e, const ml_grammar *g)
 {
     memset(e, 0, sizeof *e);
     e->g = g;
+    e->budget = UINT64_MAX;
 }
 
 void ml__gengine_free(gengine *e)
@@ -208,7 +209,8 @@ static ml_status todo_push(gengine *e, const uint32_t *base, uint32_t n, uint32_
     e->todo = v;
     uint32_t *w = e->todo + e->tn;
     w[0] = len;
-    memcpy(w + 1, base, n * sizeof *base);
+    if (n)
+        memcpy(w + 1, base, n * sizeof *base);
     if (p1 != UINT32_MAX)
         w[1 + n++] = p1;
     if (p2 != UINT32_MAX)
@@ -283,6 +285,11 @@ static ml_status drain(gengine *e, gset *out, ml_error *err)
                            "visited for one character", ML_GRAMMAR_MAX_WORK);
         int was;
         uint32_t len = e->cur[0];
+        if (e->budget < 1 + (uint64_t)len)
+            return ml__err(err, ML_E_UNSUPPORTED, "grammar", -1, "more than %u stack positions "
+                           "stepped for one token (a grammar too costly to follow)",
+                           ML_GRAMMAR_MAX_TOKEN_WORK);
+        e->budget -= 1 + (uint64_t)len;
         if ((s = seen_add(e, &was, err)) || was)
             continue;
         if (len == 0 || g_is_char(e->g->el[e->cur[len]].type))

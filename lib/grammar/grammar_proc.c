@@ -357,6 +357,7 @@ ml_status ml_grammar_proc_apply(void *ctx, float *logits, uint32_t vocab, const 
     }
     p->cp_used = 0;
     p->caching = 1;
+    p->e.budget = ML_GRAMMAR_MAX_TOKEN_WORK;
     for (uint32_t i = 0; i < p->n_order; i++) {
         int ok;
         ml_status s = walk_token(p, i, &have, &ok, err);
@@ -385,6 +386,7 @@ static ml_status accept_token(ml_grammar_proc *p, ml_token id, ml_error *err)
                        "allows", id);
     size_t after = p->cur.off + p->cur.len;
     level a = {p->cur, after, p->u, (uint8_t)p->started, 0}, b;
+    p->e.budget = ML_GRAMMAR_MAX_TOKEN_WORK;
     p->e.n = after;
     for (size_t k = p->off[id]; k < p->off[id + 1]; k++) {
         ml_status s = level_step(p, &a, &b, p->text[k], err);
