@@ -557,6 +557,60 @@ START_TEST(test_proc_qwen3)
 }
 END_TEST
 
+/* Through the generator with random logits: the text it prints (start
+ * space dropped, characters split over byte tokens) is always the start
+ * of a sentence, and a whole one when the end of generation was drawn. */
+START_TEST(test_proc_in_generator)
+{
+    static const char *grammars[] = {"root ::= [0-9]+ (\",\" [0-9]+)* \".\"", "root ::= \"€\"+ | [a-z ]+ \"!\"", NULL};
+    grammars[2] = JSON;
+    ml_mlt *t;
+    ml_tok *k;
+    tf_load("llama2", &t, &k);
+    uint32_t vocab = ml_mlt_get_header(t)->n_vocab;
+    float *logits = malloc(vocab * sizeof *logits);
+    tu_rng r = {(uint64_t)_i + 1};
+    for (size_t gi = 0; gi < 3; gi++) {
+        ml_grammar *g = parse_ok(grammars[gi]);
+        ml_grammar_proc *p;
+        ml_error err;
+        ck_assert_int_eq(ml_grammar_proc_new(g, t, &p, &err), ML_OK);
+        ml_logits_proc lp = {ml_grammar_proc_apply, ml_grammar_proc_accept, p};
+        tu_mem mem;
+        tu_mem_init(&mem);
+        ml_gen_params gp = {.vocab = vocab, .sampler = {1.0f, 0, 1.0f, 0, 1, 0, (uint64_t)_i},
+                            .mlt = t, .max_tokens = 40, .on_text = tu_mem_sink, .text_ctx = &mem,
+                            .procs = &lp, .n_procs = 1};
+        ml_gen *gen;
+        ck_assert_int_eq(ml_gen_new(&gp, &gen, &err), ML_OK);
+        ml_gen_result res = {ML_GEN_GOING, 0};
+        while (res.end == ML_GEN_GOING) {
+            for (uint32_t i = 0; i < vocab; i++)
+                logits[i] = (float)tu_below(&r, 1000) / 100.0f;
+            if (gi == 1) /* make the end likely where it is allowed */
+                logits[2] = 12;
+            ml_gen_input in = {logits, NULL, 0, 100};
+            ck_assert_int_eq(ml_gen_next(gen, &in, &res, &err), ML_OK);
+        }
+        ck_assert_int_eq(ml_gen_finish(gen, &err), ML_OK);
+        ml_grammar_match *m;
+        ck_assert_int_eq(ml_grammar_match_new(g, &m, &err), ML_OK);
+        ck_assert_msg(ml_grammar_match_feed(m, mem.p, mem.len, &err) == ML_OK, "\"%.*s\"",
+                      (int)mem.len, mem.p);
+        if (res.end == ML_GEN_EOG)
+            ck_assert(ml_grammar_match_complete(m));
+        ml_grammar_match_free(m);
+        ml_gen_free(gen);
+        tu_mem_free(&mem);
+        ml_grammar_proc_free(p);
+        ml_grammar_free(g);
+    }
+    free(logits);
+    ml_tok_free(k);
+    ml_mlt_close(t);
+}
+END_TEST
+
 /* A tokenizer of four tokens in memory: "a", "b", "ab" and an EOS. */
 static ml_mlt *tiny_mlt(tu_mem *mem)
 {
@@ -625,6 +679,7 @@ Suite *suite_grammar(void)
     tcase_add_test(tc, test_match_caps);
     tcase_add_test(tc, test_proc_llama2);
     tcase_add_test(tc, test_proc_qwen3);
+    tcase_add_loop_test(tc, test_proc_in_generator, 0, 4);
     tcase_add_test(tc, test_proc_errors);
     suite_add_tcase(s, tc);
     return s;
