@@ -21,7 +21,8 @@
  * rule defined twice (llama.cpp keeps the last), a repetition bound above
  * ML_GRAMMAR_MAX_REPEAT (llama.cpp turns {m,n} with n above 2000 into
  * {m,}), invalid UTF-8 or NUL in the text, a code point above U+10FFFF;
- * token references (<[id]>, <think>) are not supported. */
+ * token references (<[id]>, <think>) are not supported (ML_E_UNSUPPORTED
+ * at the '<'). */
 #ifndef MLCORE_GRAMMAR_H
 #define MLCORE_GRAMMAR_H
 
@@ -70,7 +71,7 @@ typedef struct ml_grammar ml_grammar;
  * ML_E_FORMAT for a syntax error (what was expected), a rule defined
  * twice, an undefined rule (at its first use), no start rule;
  * ML_E_UNSUPPORTED for left recursion (the rule named, at its
- * definition) and any cap above exceeded; ML_E_INVAL for a NULL text or
+ * definition), a token reference and any cap above exceeded; ML_E_INVAL for a NULL text or
  * out; ML_E_NOMEM. */
 ML_API ml_status ml_grammar_parse(const char *text, size_t len, const char *root,
                                   ml_grammar **out, ml_error *err);

@@ -474,6 +474,9 @@ static ml_status parse_item(parser *p, size_t rule, size_t *sym, int nested, int
         else
             s = parse_ref(p, rule);
         *sym = here;
+    } else if (c == '<' || (c == '!' && at(p, 1) == '<')) {
+        return perr(p, ML_E_UNSUPPORTED, p->i, "token references (<[id]>, <token>) are not "
+                    "supported");
     } else {
         *done = 1;
         return ML_OK;

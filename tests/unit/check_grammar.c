@@ -134,6 +134,8 @@ START_TEST(test_parse_refuses)
          "'root' is left-recursive"},
         {"root ::= (\"a\"?)*", ML_E_UNSUPPORTED, "line 1, column 1", "left-recursive"},
         {"root ::= (\"a\" | \"\") root", ML_E_UNSUPPORTED, "line 1, column 1", "left-recursive"},
+        {"root ::= <think> \"a\"", ML_E_UNSUPPORTED, "line 1, column 10", "token references"},
+        {"root ::= \"a\" !<[12]>", ML_E_UNSUPPORTED, "line 1, column 14", "token references"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const bad *c = &cases[i];
