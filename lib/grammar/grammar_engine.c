@@ -241,9 +241,12 @@ static ml_status output(gengine *e, gset *out, ml_error *err)
     if (out->n >= ML_GRAMMAR_MAX_STACKS)
         return ml__err(err, ML_E_UNSUPPORTED, "grammar", -1, "more than %d parse stacks at once "
                        "(an ambiguous grammar)", ML_GRAMMAR_MAX_STACKS);
-    if (out->len + 1 + w[0] > ML_GRAMMAR_MAX_STATE || e->n + 1 + w[0] > POOL_MAX)
+    if (out->len + 1 + w[0] > ML_GRAMMAR_MAX_STATE)
         return ml__err(err, ML_E_UNSUPPORTED, "grammar", -1, "a parse state over %u positions",
                        ML_GRAMMAR_MAX_STATE);
+    if (e->n + 1 + w[0] > POOL_MAX)
+        return ml__err(err, ML_E_UNSUPPORTED, "grammar", -1, "the states of one token's bytes "
+                       "over %zu positions", POOL_MAX);
     uint32_t *v = ml_array_reserve(e->pool, &e->cap, e->n + 1 + w[0], sizeof *v);
     if (!v)
         return nomem(err);
