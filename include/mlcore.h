@@ -26,6 +26,7 @@
 #include <mlcore/quant.h>
 #include <mlcore/gguf.h>
 #include <mlcore/mlt.h>
+#include <mlcore/grammar.h>
 #include <mlcore/jinja.h>
 #include <mlcore/chat.h>
 #include <mlcore/convert_tok.h>

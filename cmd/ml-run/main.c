@@ -25,7 +25,8 @@ enum {
     OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_REPEAT, OPT_SEED, OPT_LOGITS, OPT_PPL, OPT_NOBOS,
     OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET, OPT_IMATRIX, OPT_STOP, OPT_REPEAT_LAST, OPT_ESCAPE,
     OPT_NO_ESCAPE, OPT_CHAT, OPT_INTERACTIVE, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_CHAT_TEMPLATE_FILE,
-    OPT_CACHE, OPT_CACHE_K, OPT_CACHE_V, OPT_NO_MMAP, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS
+    OPT_CACHE, OPT_CACHE_K, OPT_CACHE_V, OPT_NO_MMAP, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS,
+    OPT_GRAMMAR, OPT_GRAMMAR_FILE
 };
 
 /* Defaults: parse() starts from them and --help shows them. */
@@ -84,6 +85,9 @@ static const cli_opt opts[] = {
     {OPT_BIAS, 'l', "logit-bias", "ID+B",
      "add B to token ID's logit, ID-B subtracts, ID-inf bans it (repeatable)"},
     {OPT_STOP, 'r', "stop", "TEXT", "end the text before TEXT, which is not printed (repeatable)"},
+    {OPT_GRAMMAR, 0, "grammar", "TEXT",
+     "generate only text the GBNF grammar TEXT allows (llama.cpp's notation)"},
+    {OPT_GRAMMAR_FILE, 0, "grammar-file", "FILE", "the same with the grammar read from FILE"},
     {OPT_ESCAPE, 'e', "escape", NULL, "turn \\n \\r \\t \\' \\\" \\\\ \\xHH in -p and -r into bytes (default)"},
     {OPT_NO_ESCAPE, 0, "no-escape", NULL, "take -p and -r as they are"},
     {OPT_SEED, 's', "seed", "S", "random seed (default: from the clock; printed with -v)"},
@@ -245,6 +249,8 @@ static void parse(int argc, char **argv, options *o)
         case OPT_SYSTEM: o->system = arg, o->chat = 1; break;
         case OPT_CHAT_TEMPLATE: o->chat_template = arg, o->chat = 1; break;
         case OPT_CHAT_TEMPLATE_FILE: o->chat_template_file = arg, o->chat = 1; break;
+        case OPT_GRAMMAR: o->grammar = arg; break;
+        case OPT_GRAMMAR_FILE: o->grammar_file = arg; break;
         }
     }
     if (first < argc)
@@ -272,6 +278,11 @@ static void parse(int argc, char **argv, options *o)
     }
     if (o->n_stops && (o->ids || o->ppl || o->logits))
         cli_usage_error("--stop works on generated text (not with --ids, --perplexity or --logits)");
+    if (o->grammar && o->grammar_file)
+        cli_usage_error("--grammar and --grammar-file exclude each other");
+    if ((o->grammar || o->grammar_file) && (o->ids || o->ppl || o->logits || o->imatrix))
+        cli_usage_error("--grammar works on generated text (not with --ids, --perplexity, "
+                        "--logits or --imatrix)");
     if (!o->seed_set)
         o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 }

@@ -21,6 +21,7 @@ typedef struct options {
     int chat, interactive;              /* --chat, -i */
     const char *system;                 /* -sys TEXT */
     const char *chat_template, *chat_template_file;
+    const char *grammar, *grammar_file; /* --grammar TEXT, --grammar-file FILE */
     char *stops[MAX_STOPS];
     size_t n_stops;
     uint64_t n_predict, ctx, threads, batch;
@@ -41,6 +42,8 @@ typedef struct run {
     ml_tok *tok;
     ml_ctx *ctx;
     ml_gen *gen;         /* the sampler, stop strings and decoder of a generation */
+    ml_grammar *grammar; /* --grammar, --grammar-file */
+    ml_grammar_proc *gproc; /* its logit processor, reset at each generation */
     ml_outfile *logits;
     ml_mli *imatrix;
     const ml_mlb_header *h;

@@ -4,6 +4,7 @@
  * generating through the library's generator (mlcore/generate.h), and the
  * timings line. */
 #include "cli.h"
+#include "input.h"
 #include "output.h"
 #include "score.h"
 #include "signals.h"
@@ -90,11 +91,13 @@ static ml_status open_generator(run *r, ml_error *err)
 {
     unsigned flags = (r->o.ignore_eos ? ML_GEN_IGNORE_EOS : 0) | (r->o.ids ? ML_GEN_NO_TEXT : 0) |
                      (r->o.chat ? 0 : ML_GEN_CONTINUE);
+    ml_logits_proc grammar = {ml_grammar_proc_apply, ml_grammar_proc_accept, r->gproc};
     ml_gen_params p = {.vocab = r->h->vocab, .sampler = r->o.sp, .mlt = r->mlt, .flags = flags,
                        .stops = (const char *const *)r->o.stops, .n_stops = r->o.n_stops,
                        .max_tokens = r->o.n_predict, .on_text = print_text, .text_ctx = r,
                        .on_token = keep_token, .token_ctx = r, .bias = r->o.bias,
-                       .n_bias = r->o.n_bias};
+                       .n_bias = r->o.n_bias, .procs = r->gproc ? &grammar : NULL,
+                       .n_procs = r->gproc != NULL};
     return ml_gen_new(&p, &r->gen, err);
 }
 
@@ -105,6 +108,7 @@ int run_generate(run *r)
     ml_status s = ML_OK;
     int e = 0;
     ml_gen_restart(r->gen);
+    ml_grammar_proc_reset(r->gproc);
     r->reply.len = 0;
     double t0 = cli_seconds();
     while (!e && cli_stdout_ok() && !cli_stop_signal()) {
@@ -136,6 +140,38 @@ static int tokenizer_beside(const run *r)
     return found;
 }
 
+/* --grammar or --grammar-file, parsed before the model is read so that a
+ * bad grammar fails at once; errors name the file (or "--grammar"). */
+static int parse_grammar(run *r)
+{
+    const char *name = r->o.grammar_file ? r->o.grammar_file : "--grammar";
+    char *text = (char *)r->o.grammar;
+    size_t len = text ? strlen(text) : 0;
+    ml_error err;
+    if (!text && !r->o.grammar_file)
+        return 0;
+    if (r->o.grammar_file) {
+        int e = cli_read_text(r->o.grammar_file, &text, &len);
+        if (e)
+            return e;
+    }
+    ml_status s = ml_grammar_parse(text, len, NULL, &r->grammar, &err);
+    if (text != r->o.grammar)
+        free(text);
+    return s ? cli_fail(name, s, &err) : 0;
+}
+
+/* The grammar's processor over the tokenizer's texts, as the generator
+ * prints them (plain text continues the prompt: open_generator). */
+static int open_grammar_proc(run *r)
+{
+    ml_error err;
+    ml_status s = r->grammar ? ml_grammar_proc_new(r->grammar, r->mlt, &r->gproc, &err) : ML_OK;
+    if (!s && r->gproc && !r->o.chat)
+        ml_grammar_proc_continue(r->gproc);
+    return s ? cli_fail(r->o.grammar_file ? r->o.grammar_file : "--grammar", s, &err) : 0;
+}
+
 static int open_tokenizer(run *r)
 {
     return cli_open_tokenizer(r->o.tok, r->o.model, r->h->vocab, &r->mlt, &r->tok);
@@ -155,6 +191,9 @@ int run_open(run *r)
 {
     ml_error err;
     double t0 = cli_seconds();
+    int e = parse_grammar(r);
+    if (e)
+        return e;
     ml_status s = ml_mlb_open_ex(r->o.model, r->o.no_mmap ? ML_MLB_READ : 0, &r->mlb, &err);
     if (s)
         return cli_fail(r->o.model, s, &err);
@@ -184,10 +223,11 @@ int run_open(run *r)
     if (!r->row)
         return cli_fail(r->o.model, ML_E_NOMEM, NULL);
     if (!r->o.ids || r->o.ppl || r->o.tok || tokenizer_beside(r)) {
-        int e = open_tokenizer(r);
-        if (e)
+        if ((e = open_tokenizer(r)))
             return e;
     }
+    if ((e = open_grammar_proc(r)))
+        return e;
     if ((s = open_generator(r, &err)))
         return cli_fail(r->o.model, s, &err);
     r->t_load = cli_seconds() - t0;
@@ -227,6 +267,8 @@ void run_close(run *r)
     ml_mli_close(r->imatrix);
     ml_outfile_abort(r->logits);
     ml_gen_free(r->gen);
+    ml_grammar_proc_free(r->gproc);
+    ml_grammar_free(r->grammar);
     ml_ctx_free(r->ctx);
     ml_tok_free(r->tok);
     ml_mlt_close(r->mlt);

@@ -187,6 +187,11 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
         n=$((n + 1))
     done <"$FIX/continue/llama-simple.tsv"
     ((n == 4 && spaced == 3))
+    # a grammar sees that space too: words of " t" and digits, from the first
+    run -0 ml-run -m "$d/tiny.mlb" -p "t1 t2" -n 5 --temp 0 -q --grammar 'root ::= (" t" [0-9]+)+'
+    [[ $output =~ ^(\ t[0-9]+)+$ ]] || fail_with "'$output'"
+    run -0 ml-run -m "$d/tiny.mlb" -p "t1 t2" -n 5 --temp 0 -q --grammar 'root ::= "t" [0-9]+'
+    [[ $output == "" ]] || [[ $output =~ ^t[0-9]+$ ]] || fail_with "'$output'"
 }
 
 @test "--presence-penalty, --frequency-penalty, --logit-bias (-l) as llama.cpp spells them" {
@@ -353,4 +358,33 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     echo "some text to collect from" >"$d/corpus.txt"
     run -0 --separate-stderr ml-imatrix -m "$d/k.mlb" -f "$d/corpus.txt" -o "$d/k.mli" -c 16
     [[ -s $d/k.mli ]]
+}
+
+@test "--grammar, --grammar-file: the text follows the grammar, the same on any threads and batch; bad grammars fail at their line and column" {
+    run -0 --separate-stderr ml-run -m "$(M)" -p Hello -n 20 --temp 0 -q --grammar 'root ::= "yes" | "no"'
+    [[ $output == yes || $output == no ]]
+    # sampled, so that many tokens are tried: every text is digits and commas
+    printf 'root ::= num ("," num)*\nnum ::= [0-9]+ # digits\n' > "$BATS_TEST_TMPDIR/digits.gbnf"
+    for seed in 1 2 3 4 5; do
+        run -0 --separate-stderr ml-run -m "$(M)" -p Hello -n 24 --seed $seed -q \
+            --grammar-file "$BATS_TEST_TMPDIR/digits.gbnf"
+        [[ $output =~ ^[0-9]+(,[0-9]+)*,?$ ]]
+        a=$output
+        run -0 --separate-stderr ml-run -m "$(M)" -p Hello -n 24 --seed $seed -q -t 3 -b 1 \
+            --grammar-file "$BATS_TEST_TMPDIR/digits.gbnf"
+        [[ $output == "$a" ]]
+    done
+    run -1 --separate-stderr ml-run -m "$(M)" -p hi --grammar 'root ::= x'
+    [[ ${stderr_lines[0]} == "ml-run: --grammar: ML_E_FORMAT: line 1, column 10 (offset 9): undefined rule 'x'" ]]
+    run -1 --separate-stderr ml-run -m "$(M)" -p hi --grammar $'root ::= "a"\n  "b"'
+    [[ ${stderr_lines[0]} == "ml-run: --grammar: ML_E_FORMAT: line 2, column 3 (offset 15): expected a rule name, found '\"'" ]]
+    printf 'root ::= x "a"\nx ::= root | ""\n' > "$BATS_TEST_TMPDIR/left.gbnf"
+    run -4 --separate-stderr ml-run -m "$(M)" -p hi --grammar-file "$BATS_TEST_TMPDIR/left.gbnf"
+    [[ ${stderr_lines[0]} == "ml-run: $BATS_TEST_TMPDIR/left.gbnf: ML_E_UNSUPPORTED: line 1, column 1 (offset 0): rule 'root' is left-recursive (it can reach itself before a character)" ]]
+    run -3 --separate-stderr ml-run -m "$(M)" -p hi --grammar-file "$BATS_TEST_TMPDIR/none"
+    [[ ${stderr_lines[0]} == "ml-run: $BATS_TEST_TMPDIR/none: ML_E_IO: cannot open: No such file or directory" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi --grammar 'root ::= "a"' --grammar-file x
+    [[ ${stderr_lines[0]} == "ml-run: --grammar and --grammar-file exclude each other" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" --ids -p 1 --grammar 'root ::= "a"'
+    [[ ${stderr_lines[0]} == "ml-run: --grammar works on generated text (not with --ids, --perplexity, --logits or --imatrix)" ]]
 }
