@@ -26,6 +26,7 @@ static void check_ok(const srv_request *r)
     FUZZ_CHECK(r->n_stops <= SRV_MAX_STOPS);
     FUZZ_CHECK(r->top_logprobs <= 20 && (r->logprobs || !r->top_logprobs));
     FUZZ_CHECK(r->n_bias <= VOCAB);
+    FUZZ_CHECK(!r->grammar == !r->grammar_text && (!r->grammar || r->grammar_len));
     for (size_t i = 0; i < r->n_bias; i++)
         FUZZ_CHECK(r->bias[i].id < VOCAB && !isnan(r->bias[i].bias) && r->bias[i].bias <= 100);
     for (size_t i = 0; i < r->n_stops; i++)

@@ -35,7 +35,8 @@ $(B)/bin/ml-serve: $(SERVE_OBJ) $(CMD_COMMON_OBJ) $(B)/libmlcore.a
 # with the parser's object and jansson added).
 $(B)/fuzz/fuzz_serve_request.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve
 $(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: $(B)/cmd/ml-serve/request.o
-$(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: LDLIBS_LIB += $(JANSSON_LIBS)
+# (the library again after the parser's object, which uses its grammars)
+$(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: LDLIBS_LIB += $(B)/libmlcore.a $(JANSSON_LIBS)
 
 .PHONY: check-serve-load check-openai check-serve-nginx bench-serve
 check-serve-load: all $(TEST_TOOLS)

@@ -284,6 +284,23 @@ static uint64_t mix(uint64_t x)
     return x;
 }
 
+/* A job's own grammar and processor (each job outlives the request);
+ * a completion's text continues its prompt.  0, or -1 (nothing kept). */
+static int job_grammar(srv_server *s, const srv_request *q, srv_job_params *p)
+{
+    ml_error err;
+    p->grammar = NULL, p->gproc = NULL;
+    if (ml_grammar_parse(q->grammar_text, q->grammar_len, NULL, &p->grammar, &err) ||
+        ml_grammar_proc_new(p->grammar, s->mlt, &p->gproc, &err)) {
+        ml_grammar_free(p->grammar);
+        p->grammar = NULL;
+        return -1;
+    }
+    if (q->kind == SRV_COMPLETION)
+        ml_grammar_proc_continue(p->gproc);
+    return 0;
+}
+
 /* The request's n jobs (choice i drawn with seed + i, or a seed of its
  * own); answers the refusals itself (0 then: none was left submitted). */
 static size_t submit(srv_server *s, http_req *r, srv_request *q, uint64_t nr, srv_job **jobs)
@@ -298,19 +315,24 @@ static size_t submit(srv_server *s, http_req *r, srv_request *q, uint64_t nr, sr
     }
     srv_job_params p = {ids.v, ids.n, max, q->sp, (const char *const *)q->stops, q->n_stops,
                          q->ignore_eos, q->bias, q->n_bias, q->kind == SRV_COMPLETION,
-                         q->logprobs, q->top_logprobs};
+                         q->logprobs, q->top_logprobs, NULL, NULL};
     srv_submit_status st = SRV_SUBMITTED;
-    size_t n = 0;
-    for (; n < q->n && st == SRV_SUBMITTED; n++) {
+    size_t n = 0; /* jobs submitted */
+    while (n < q->n && st == SRV_SUBMITTED) {
         p.sp.seed = q->seed_set ? q->sp.seed + n /* a different draw for every request */
                                 : mix((uint64_t)time(NULL) ^ (nr << 20) ^ (n << 8) ^
                                       (uint64_t)(uintptr_t)r);
-        st = srv_submit(s->sched, &p, &jobs[n]);
+        if (q->grammar && job_grammar(s, q, &p)) {
+            st = SRV_NOMEM; /* only memory fails: the grammar parsed once already */
+            break;
+        }
+        if ((st = srv_submit(s->sched, &p, &jobs[n])) == SRV_SUBMITTED)
+            n++;
     }
     ml_ids_free(&ids);
     if (st == SRV_SUBMITTED)
         return n;
-    for (size_t i = 0; i + 1 < n; i++) { /* the choices already submitted */
+    for (size_t i = 0; i < n; i++) { /* the choices already submitted */
         srv_job_cancel(jobs[i]);
         srv_job_release(jobs[i]);
     }

@@ -443,6 +443,69 @@ static int get_tokens(const json_t *o, uint32_t vocab, srv_request *r, srv_error
 }
 
 /* ------------------------------------------------------------------------
+ * Structured output
+ * ------------------------------------------------------------------------ */
+/* A JSON value as RFC 8259 writes it, an object at the top (OpenAI's
+ * json_object), with spaces between tokens allowed but not after the
+ * end, so that the text ends with the object. */
+static const char JSON_GRAMMAR[] =
+    "root ::= object\n"
+    "value ::= object | array | string | number | (\"true\" | \"false\" | \"null\")\n"
+    "object ::= \"{\" ws (string ws \":\" ws value ws (\",\" ws string ws \":\" ws value ws)*)? \"}\"\n"
+    "array ::= \"[\" ws (value ws (\",\" ws value ws)*)? \"]\"\n"
+    "string ::= \"\\\"\" (char)* \"\\\"\"\n"
+    "char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" hex hex hex hex)\n"
+    "hex ::= [0-9a-fA-F]\n"
+    "number ::= \"-\"? (\"0\" | [1-9] [0-9]*) (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)?\n"
+    "ws ::= [ \\t\\n]{0,20}\n";
+
+static int set_grammar(srv_request *r, const char *param, const char *text, size_t len,
+                       srv_error *e)
+{
+    ml_error err;
+    r->grammar_text = text, r->grammar_len = len;
+    ml_status st = ml_grammar_parse(text, len, NULL, &r->grammar, &err);
+    if (st == ML_E_NOMEM)
+        return srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+    if (st)
+        return srv_fail(e, 400, "invalid_request_error", param, "invalid_grammar",
+                        "Invalid grammar in '%s': %s: %s", param, err.field, err.msg);
+    return 0;
+}
+
+/* llama-server's grammar (GBNF text) or OpenAI's response_format: text,
+ * json_object (JSON_GRAMMAR); json_schema is refused by name until its
+ * translation exists. */
+static int get_grammar(const json_t *o, srv_request *r, srv_error *e)
+{
+    json_t *g = member(o, "grammar"), *f = member(o, "response_format");
+    const char *type = json_string_value(json_object_get(f, "type"));
+    if (g && !json_is_string(g))
+        return bad_type(e, "grammar", "a string (GBNF)", g);
+    if (f && (!json_is_object(f) || !type))
+        return bad_type(e, "response_format", "an object with a type", f);
+    if (f && strcmp(type, "text") && strcmp(type, "json_object")) {
+        if (!strcmp(type, "json_schema"))
+            return srv_fail(e, 400, "invalid_request_error", "response_format",
+                            "unsupported_parameter",
+                            "Unsupported value for 'response_format': json_schema is not "
+                            "supported by ml-serve yet (json_object and grammar are).");
+        return out_of_range(e, "response_format", "a type of text, json_object or json_schema");
+    }
+    int json = f && !strcmp(type, "json_object");
+    if (g && json)
+        return srv_fail(e, 400, "invalid_request_error", "grammar", "invalid_value",
+                        "'grammar' and a response_format of json_object exclude each other.");
+    if (g && json_string_length(g)) {
+        char *text;
+        size_t len;
+        return copy_string(g, &text, &len, e) || (r->grammar_own = text, 0) ||
+               set_grammar(r, "grammar", text, len, e);
+    }
+    return json ? set_grammar(r, "response_format", JSON_GRAMMAR, sizeof JSON_GRAMMAR - 1, e) : 0;
+}
+
+/* ------------------------------------------------------------------------
  * Embeddings
  * ------------------------------------------------------------------------ */
 static int check_labels(const json_t *o, srv_error *e);
@@ -510,11 +573,6 @@ static int is_empty(const json_t *v)
            (json_is_string(v) && !json_string_length(v));
 }
 static int is_bool(const json_t *v) { return json_is_boolean(v); }
-static int is_text_format(const json_t *v)
-{
-    const char *t = json_string_value(json_object_get(v, "type"));
-    return json_is_object(v) && json_object_size(v) == 1 && t && !strcmp(t, "text");
-}
 static int is_text_modality(const json_t *v)
 {
     const char *t = json_string_value(json_array_get(v, 0));
@@ -579,7 +637,8 @@ static const struct field {
     {"parallel_tool_calls", K_CHAT, is_bool},
     {"functions", K_CHAT, is_empty},
     {"function_call", K_CHAT, is_no_tool},
-    {"response_format", K_CHAT, is_text_format},
+    {"response_format", K_CHAT, NULL},
+    {"grammar", K_GEN, NULL},
     {"modalities", K_CHAT, is_text_modality},
     {"audio", K_CHAT, no_value},
     {"prediction", K_CHAT, no_value},
@@ -652,7 +711,7 @@ static int parse_generation(const json_t *o, uint32_t vocab, srv_request *r, srv
         return -1;
     return get_sampling(o, r, e) || get_max_tokens(o, r, e) || get_stops(o, r, e) ||
                    get_stream(o, r, e) || get_logit_bias(o, vocab, r, e) ||
-                   get_logprobs(o, r, e)
+                   get_logprobs(o, r, e) || get_grammar(o, r, e)
                ? -1
                : 0;
 }
@@ -705,6 +764,8 @@ void srv_request_free(srv_request *r)
     json_decref(r->messages);
     json_decref(r->template_vars);
     json_decref(r->inputs);
+    ml_grammar_free(r->grammar);
+    free(r->grammar_own);
     free(r->text);
     free(r->tokens);
     free(r->bias);

@@ -64,6 +64,10 @@ typedef struct srv_request {
     size_t n;            /* choices: 1 .. SRV_MAX_N */
     int think_open;      /* chat: the rendered prompt ends inside a think block */
     json_t *inputs;      /* embeddings: an array (a reference) of strings or of token-id arrays */
+    ml_grammar *grammar; /* the output's grammar (grammar, response_format), or NULL */
+    const char *grammar_text; /* its text (in the request or static), for the jobs' own */
+    size_t grammar_len;
+    char *grammar_own;   /* grammar_text when it is the request's (freed with it) */
     int base64;          /* embeddings: encoding_format "base64" */
     int64_t dimensions;  /* embeddings: asked for (-1: not given) */
     int stream;          /* Server-Sent Events */

@@ -36,6 +36,8 @@ struct srv_job {
     int continues;
     int logprobs;
     unsigned top_logprobs;
+    ml_grammar *grammar;
+    ml_grammar_proc *gproc;
     /* under the scheduler's lock */
     srv_tokprob *probs;  /* one per generated token, with logprobs */
     size_t n_probs, cap_probs;
@@ -103,6 +105,8 @@ static void job_free(srv_job *j)
     free(j->stops);
     free(j->bias);
     free(j->probs);
+    ml_grammar_proc_free(j->gproc);
+    ml_grammar_free(j->grammar);
     free(j->prompt);
     free(j->text);
     pthread_cond_destroy(&j->grew);
@@ -119,8 +123,12 @@ static void job_unref(srv_job *j)
 static srv_job *job_new(const srv_job_params *p)
 {
     srv_job *j = calloc(1, sizeof *j);
-    if (!j)
+    if (!j) {
+        ml_grammar_proc_free(p->gproc);
+        ml_grammar_free(p->grammar);
         return NULL;
+    }
+    j->grammar = p->grammar, j->gproc = p->gproc; /* taken, whatever becomes of the job */
     pthread_cond_init(&j->grew, NULL);
     j->prompt = malloc(p->n_prompt * sizeof *j->prompt);
     j->stops = p->n_stops ? calloc(p->n_stops, sizeof *j->stops) : NULL;
@@ -383,6 +391,9 @@ static void slot_start(srv_sched *s, slot *sl, srv_job *j)
                         .max_tokens = j->max_tokens, .on_text = release_text, .text_ctx = sl,
                         .on_token = count_token, .token_ctx = sl, .bias = j->bias,
                         .n_bias = j->n_bias};
+    ml_logits_proc grammar = {ml_grammar_proc_apply, ml_grammar_proc_accept, j->gproc};
+    if (j->gproc)
+        gp.procs = &grammar, gp.n_procs = 1;
     ml_status st = ml_gen_new(&gp, &sl->gen, &err);
     if (st) {
         job_end(j, NULL, st, err.msg);

@@ -79,6 +79,9 @@ typedef struct srv_job_params {
     int continues;             /* a completion: the text goes on from the prompt */
     int logprobs;              /* keep an srv_tokprob per generated token */
     unsigned top_logprobs;     /* 0 .. SRV_MAX_TOP_LOGPROBS */
+    ml_grammar *grammar;       /* the output's grammar and its processor, or NULL;
+                                * srv_submit takes both, whatever it answers */
+    ml_grammar_proc *gproc;
 } srv_job_params;
 
 typedef enum srv_submit_status {

@@ -142,6 +142,43 @@ think_server() {
     [[ ${stderr_lines[0]} == "ml-serve: --reasoning-format: unknown format 'r1' (expected deepseek, auto or none)" ]]
 }
 
+@test "structured output: response_format json_object and llama-server's grammar hold the text to them" {
+    local i out m='"messages":[{"role":"user","content":"Give me JSON"}]'
+    for i in 1 2 3 4 5; do
+        out=$(post /v1/chat/completions "{$m,\"max_tokens\":60,\"temperature\":1.2,\"seed\":$i,\"response_format\":{\"type\":\"json_object\"}}")
+        # a whole object when the model ended it; always the start of one
+        if [[ $(jq -r .choices[0].finish_reason <<<"$out") == stop ]]; then
+            jq -e '.choices[0].message.content | fromjson | type == "object"' <<<"$out" ||
+                fail_with "seed $i: $out"
+        else
+            [[ $(jq -r .choices[0].message.content <<<"$out") == "{"* ]] || fail_with "seed $i: $out"
+        fi
+    done
+    # streamed: the same text
+    local whole streamed body="{$m,\"max_tokens\":40,\"temperature\":1.2,\"seed\":2,\"response_format\":{\"type\":\"json_object\"}"
+    whole=$(post /v1/chat/completions "$body}" | jq -j .choices[0].message.content)
+    streamed=$(post /v1/chat/completions "$body,\"stream\":true}" -N | sed -n 's/^data: {/{/p' |
+               jq -sj 'map(.choices[0].delta.content // empty) | add')
+    [[ $streamed == "$whole" ]]
+    # a grammar on a completion: the text continues the prompt, its first space included
+    local g='root ::= " yes" | " no"'
+    for i in 1 2 3 4; do
+        out=$(post /v1/completions "$(jq -n --arg g "$g" --argjson s "$i" '{prompt: "Is it", max_tokens: 5, temperature: 1.5, seed: $s, grammar: $g}')")
+        [[ $(jq -r .choices[0].text <<<"$out") =~ ^\ (yes|no)$ ]] || fail_with "seed $i: $out"
+    done
+    # n choices, each with a grammar of its own
+    post /v1/chat/completions "{$m,\"max_tokens\":3,\"n\":3,\"seed\":1,\"temperature\":1,\"grammar\":\"root ::= [0-9]+\"}" |
+        jq -e '[.choices[].message.content | test("^[0-9]+$")] == [true, true, true]'
+    refused 400 grammar invalid_grammar "{$m,\"grammar\":\"root ::= x\"}"
+    jq -e '.error.message | test("line 1, column 10")' "$BATS_TEST_TMPDIR/body"
+    refused 400 grammar invalid_grammar "$(jq -nc --argjson m "[{\"role\":\"user\",\"content\":\"Hi\"}]" '{messages: $m, grammar: "root ::= root \"a\""}')"
+    refused 400 grammar invalid_type "{$m,\"grammar\":5}"
+    refused 400 grammar invalid_value "{$m,\"grammar\":\"root ::= [a]\",\"response_format\":{\"type\":\"json_object\"}}"
+    refused 400 response_format invalid_value "{$m,\"response_format\":{\"type\":\"xml\"}}"
+    refused 400 response_format invalid_type "{$m,\"response_format\":\"json\"}"
+    refused 400 response_format unsupported_parameter "{$m,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":{}}}}"
+}
+
 @test "n: choices drawn as requests of their own with seed, seed + 1, ...; whole and streamed" {
     local body='{"prompt":"Once upon a time","max_tokens":6,"temperature":1,"seed":5'
     run -0 post /v1/completions "$body,\"n\":3}"
@@ -560,12 +597,15 @@ refused() {
         '"logit_bias":{"5":-100}' '"ignore_eos":true' '"user":"u"' '"safety_identifier":"s"'
         '"prompt_cache_key":"k"' '"parallel_tool_calls":false' '"logprobs":true'
         '"logprobs":true,"top_logprobs":2' '"reasoning_effort":"low"'
+        '"response_format":{"type":"json_object"}' '"response_format":{"type":"text"}'
+        '"grammar":"root ::= [a-z]+"'
         '"chat_template_kwargs":{"enable_thinking":false}'
     )
     local refused_chat=(
         '"tools":[{"type":"function","function":{"name":"f"}}]'
         '"tool_choice":"required"' '"functions":[{"name":"f"}]' '"function_call":{"name":"f"}'
-        '"response_format":{"type":"json_object"}' '"modalities":["text","audio"]'
+        '"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}'
+        '"modalities":["text","audio"]'
         '"audio":{"voice":"alloy","format":"wav"}' '"prediction":{"type":"content","content":"x"}'
         '"verbosity":"low"' '"web_search_options":{}' '"store":true'
         '"metadata":{"a":"b"}' '"service_tier":"flex"'

@@ -2,7 +2,8 @@
 (make check-openai): chat and text completions, whole and streamed, the
 usage, stop strings, a seed, logprobs, n choices, the model list, and the
 client's own errors for a 400 (a bad value, a field not supported) and a
-401.  Usage: openai-client.py BASE_URL API_KEY"""
+401, and response_format json_object.  Usage: openai-client.py BASE_URL API_KEY"""
+import json
 import sys
 
 import openai
@@ -73,11 +74,20 @@ def main(base, key):
     assert many.choices[2].text == client.completions.create(
         model=model, prompt="Seeded", max_tokens=8, seed=9, temperature=1).choices[0].text
 
-    # fields the server cannot honour yet are refused by name, never ignored
+    # structured output: json_object holds the text to JSON (an object when
+    # the model ends it); json_schema is refused by name, never ignored
+    js = client.chat.completions.create(model=model, messages=messages, max_tokens=40,
+                                        seed=1, temperature=1.2,
+                                        response_format={"type": "json_object"})
+    content = js.choices[0].message.content
+    assert content.startswith("{"), content
+    if js.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(content), dict), content
     try:
-        client.chat.completions.create(model=model, messages=messages,
-                                       response_format={"type": "json_object"})
-        raise AssertionError("response_format was accepted")
+        client.chat.completions.create(
+            model=model, messages=messages,
+            response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": {}}})
+        raise AssertionError("json_schema was accepted")
     except openai.BadRequestError as e:
         assert e.status_code == 400 and e.body["param"] == "response_format", e.body
 
