@@ -22,7 +22,7 @@ M32_LIB = $(abspath $(M32_SYSROOT))/usr/lib/i386-linux-gnu
 M32_CFLAGS = -O2 -g -m32 -msse2 -mfpmath=sse -Wno-psabi -I$(abspath $(M32_SYSROOT))/usr/include
 # The suites that read, validate and write the file formats.
 M32_SUITES ?= mlb_header mlb_flags mlb_load mlb_stream mlb_roundtrip mlb_write overflow f16 \
-              gguf gguf_hostile gguf_dequant mlt mli mli_read pool quant kquant
+              gguf gguf_hostile gguf_dequant mlt mli mli_read pool quant kquant grammar
 M32_UNIT_SRC = $(wildcard tests/unit/main.c tests/unit/testutil.c tests/unit/gguf_build.c \
                  tests/unit/check_tok_util.c tests/unit/check_convert_util.c \
                  $(M32_SUITES:%=tests/unit/check_%.c))

@@ -9,6 +9,9 @@
 #   make check-openai       the official openai Python client against
 #                           ml-serve, streaming and not (pip install openai;
 #                           tests/serve/openai-client.py)
+#   make check-json-schema  response_format json_schema over a corpus of
+#                           schemas, every answer validated by the
+#                           jsonschema package (tests/serve/json-schema.sh)
 #   make check-serve-nginx  docs/deploy/nginx-ml-serve.conf run by nginx
 #                           (apt-get install nginx) in front of two
 #                           replicas: answers equal to direct ones, none
@@ -34,16 +37,19 @@ $(B)/bin/ml-serve: $(SERVE_OBJ) $(CMD_COMMON_OBJ) $(B)/libmlcore.a
 # The request parser under the fuzzer and in the replay (fuzz.mk's rules
 # with the parser's object and jansson added).
 $(B)/fuzz/fuzz_serve_request.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve
-$(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: $(B)/cmd/ml-serve/request.o
+$(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: $(B)/cmd/ml-serve/request.o $(B)/cmd/ml-serve/schema.o
 # (the library again after the parser's object, which uses its grammars)
 $(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: LDLIBS_LIB += $(B)/libmlcore.a $(JANSSON_LIBS)
 
-.PHONY: check-serve-load check-openai check-serve-nginx bench-serve
+.PHONY: check-serve-load check-openai check-json-schema check-serve-nginx bench-serve
 check-serve-load: all $(TEST_TOOLS)
 	MLCORE_BUILD=$(abspath $(B)) bash tests/serve/load.sh
 
 check-openai: all $(TEST_TOOLS)
 	MLCORE_BUILD=$(abspath $(B)) bash tests/serve/openai.sh
+
+check-json-schema: all $(TEST_TOOLS)
+	MLCORE_BUILD=$(abspath $(B)) bash tests/serve/json-schema.sh
 
 check-serve-nginx: all $(TEST_TOOLS)
 	MLCORE_BUILD=$(abspath $(B)) bash tests/serve/nginx.sh

@@ -5,6 +5,7 @@
  * one is refused, as OpenAI's API refuses it; null counts as absent,
  * since clients send it for "not set". */
 #include "request.h"
+#include "schema.h"
 
 #include <errno.h>
 #include <math.h>
@@ -473,9 +474,27 @@ static int set_grammar(srv_request *r, const char *param, const char *text, size
     return 0;
 }
 
+/* response_format's json_schema: {name, schema, strict}; the schema's
+ * grammar (schema.c) is the request's own text. */
+static int schema_grammar(srv_request *r, const json_t *js, srv_error *e)
+{
+    json_t *schema = json_object_get(js, "schema"), *strict = json_object_get(js, "strict");
+    if (!json_is_object(js))
+        return bad_type(e, "response_format", "a json_schema object", js ? js : json_null());
+    if (schema && !json_is_object(schema) && !json_is_true(schema))
+        return bad_type(e, "response_format", "a schema (json_schema.schema) that is an object",
+                        schema);
+    if (strict && !json_is_boolean(strict) && !json_is_null(strict))
+        return bad_type(e, "response_format", "a boolean json_schema.strict", strict);
+    char *text = srv_schema_grammar(schema, e);
+    if (!text)
+        return -1;
+    r->grammar_own = text;
+    return set_grammar(r, "response_format", text, strlen(text), e);
+}
+
 /* llama-server's grammar (GBNF text) or OpenAI's response_format: text,
- * json_object (JSON_GRAMMAR); json_schema is refused by name until its
- * translation exists. */
+ * json_object (JSON_GRAMMAR), json_schema (schema.c). */
 static int get_grammar(const json_t *o, srv_request *r, srv_error *e)
 {
     json_t *g = member(o, "grammar"), *f = member(o, "response_format");
@@ -484,14 +503,12 @@ static int get_grammar(const json_t *o, srv_request *r, srv_error *e)
         return bad_type(e, "grammar", "a string (GBNF)", g);
     if (f && (!json_is_object(f) || !type))
         return bad_type(e, "response_format", "an object with a type", f);
-    if (f && strcmp(type, "text") && strcmp(type, "json_object")) {
-        if (!strcmp(type, "json_schema"))
-            return srv_fail(e, 400, "invalid_request_error", "response_format",
-                            "unsupported_parameter",
-                            "Unsupported value for 'response_format': json_schema is not "
-                            "supported by ml-serve yet (json_object and grammar are).");
+    if (f && strcmp(type, "text") && strcmp(type, "json_object") && strcmp(type, "json_schema"))
         return out_of_range(e, "response_format", "a type of text, json_object or json_schema");
-    }
+    if (f && !strcmp(type, "json_schema"))
+        return g ? srv_fail(e, 400, "invalid_request_error", "grammar", "invalid_value",
+                            "'grammar' and a response_format exclude each other.")
+                 : schema_grammar(r, json_object_get(f, "json_schema"), e);
     int json = f && !strcmp(type, "json_object");
     if (g && json)
         return srv_fail(e, 400, "invalid_request_error", "grammar", "invalid_value",

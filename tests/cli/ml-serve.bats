@@ -176,7 +176,31 @@ think_server() {
     refused 400 grammar invalid_value "{$m,\"grammar\":\"root ::= [a]\",\"response_format\":{\"type\":\"json_object\"}}"
     refused 400 response_format invalid_value "{$m,\"response_format\":{\"type\":\"xml\"}}"
     refused 400 response_format invalid_type "{$m,\"response_format\":\"json\"}"
-    refused 400 response_format unsupported_parameter "{$m,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":{}}}}"
+    # json_schema: the schema as a grammar (make check-json-schema validates
+    # a corpus with the jsonschema package; here the shape with jq)
+    local schema='{"type":"object","properties":{"ok":{"type":"boolean"},"n":{"type":"integer"},"c":{"enum":["x","y"]}},"required":["ok","c"]}'
+    for i in 1 2 3 4; do
+        out=$(post /v1/chat/completions "{$m,\"max_tokens\":60,\"temperature\":1,\"seed\":$i,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"t\",\"strict\":true,\"schema\":$schema}}}")
+        jq -e '.choices[0].finish_reason == "stop" and (.choices[0].message.content | fromjson |
+               (.ok | type) == "boolean" and (.c == "x" or .c == "y") and
+               ((has("n") | not) or (.n | type) == "number") and (keys - ["ok", "n", "c"]) == [])' <<<"$out" ||
+            fail_with "seed $i: $out"
+    done
+    local bad
+    for bad in '{"type":"string","pattern":"a+"}' '{"type":"string","format":"date"}' \
+        '{"type":"integer","minimum":1}' '{"allOf":[{}]}' '{"$ref":"#/$defs/none"}' \
+        '{"type":"object","properties":{},"required":["a"]}' '{"type":"thing"}' \
+        '{"type":"array","minItems":3,"maxItems":2}' '{"type":"string","maxLength":5000}'; do
+        refused 400 response_format invalid_schema "{$m,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":$bad}}}"
+    done
+    refused 400 response_format invalid_type "{$m,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":[1]}}}"
+    refused 400 response_format invalid_type "{$m,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":5}}"
+    jq -e '.error.message | test("json_schema")' "$BATS_TEST_TMPDIR/body"
+    refused 400 grammar invalid_value "{$m,\"grammar\":\"root ::= [a]\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":{}}}}"
+    # a schema nested past the cap
+    local deep='{"type":"boolean"}'
+    for i in $(seq 70); do deep="{\"type\":\"array\",\"items\":$deep}"; done
+    refused 400 response_format invalid_schema "{$m,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":$deep}}}"
 }
 
 @test "n: choices drawn as requests of their own with seed, seed + 1, ...; whole and streamed" {
@@ -599,12 +623,12 @@ refused() {
         '"logprobs":true,"top_logprobs":2' '"reasoning_effort":"low"'
         '"response_format":{"type":"json_object"}' '"response_format":{"type":"text"}'
         '"grammar":"root ::= [a-z]+"'
+        '"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"boolean"}}}'
         '"chat_template_kwargs":{"enable_thinking":false}'
     )
     local refused_chat=(
         '"tools":[{"type":"function","function":{"name":"f"}}]'
         '"tool_choice":"required"' '"functions":[{"name":"f"}]' '"function_call":{"name":"f"}'
-        '"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}'
         '"modalities":["text","audio"]'
         '"audio":{"voice":"alloy","format":"wav"}' '"prediction":{"type":"content","content":"x"}'
         '"verbosity":"low"' '"web_search_options":{}' '"store":true'

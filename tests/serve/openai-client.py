@@ -5,8 +5,10 @@ client's own errors for a 400 (a bad value, a field not supported) and a
 401, and response_format json_object.  Usage: openai-client.py BASE_URL API_KEY"""
 import json
 import sys
+import typing
 
 import openai
+import pydantic
 
 
 def main(base, key):
@@ -83,11 +85,25 @@ def main(base, key):
     assert content.startswith("{"), content
     if js.choices[0].finish_reason == "stop":
         assert isinstance(json.loads(content), dict), content
+    # json_schema through the client's parse() with a Pydantic model: every
+    # answer is an instance
+    class Answer(pydantic.BaseModel):
+        ok: bool
+        color: typing.Literal["red", "blue"]
+        count: typing.Optional[int] = None
+
+    chat_api = getattr(client.chat.completions, "parse", None) or client.beta.chat.completions.parse
+    for seed in range(1, 4):
+        parsed = chat_api(model=model, messages=messages, max_tokens=60, seed=seed,
+                          temperature=1, response_format=Answer)
+        assert isinstance(parsed.choices[0].message.parsed, Answer), parsed
     try:
         client.chat.completions.create(
             model=model, messages=messages,
-            response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": {}}})
-        raise AssertionError("json_schema was accepted")
+            response_format={"type": "json_schema",
+                             "json_schema": {"name": "a", "schema": {"type": "string",
+                                                                     "pattern": "a+"}}})
+        raise AssertionError("a pattern was accepted")
     except openai.BadRequestError as e:
         assert e.status_code == 400 and e.body["param"] == "response_format", e.body
 
@@ -102,7 +118,7 @@ def main(base, key):
     except openai.AuthenticationError as e:
         assert e.status_code == 401
     print(f"openai {openai.__version__}: chat, completions, streams, stop, seed, logprobs, n, "
-          "400 and 401: OK")
+          "json_object, parse() with a Pydantic model, 400 and 401: OK")
 
 
 if __name__ == "__main__":
