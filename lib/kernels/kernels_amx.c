@@ -14,13 +14,13 @@
  * (token, row) a conversion, two multiplications and an addition, 16 rows
  * a register.  So the order, and every bit, is the reference's.
  *
- * Measured per block of a 16 x 16 tile: the tile work (zero, two loads,
- * TDPBSSD, the store of the sums) and the float steps take about as long
- * as each other and barely overlap (issuing several blocks' tile work
- * ahead of their float steps was slower than one block after the other).
- * So the gain over the AVX-512 tiles is far below the raw instruction's
- * (docs/speed-history.md): the per-block scales cost more than the
- * integer products once those are fast.
+ * Per block of a 16 x 16 tile the tile work (zero, two loads, TDPBSSD,
+ * the store of the sums) and the float steps take about as long as each
+ * other, so one block's tile work is issued, on a second set of tiles,
+ * before the previous block's float steps (several blocks ahead was
+ * slower; docs/speed-history.md).  The gain over the AVX-512 tiles stays
+ * far below the raw instruction's: the per-block scales cost more than
+ * the integer products once those are fast.
  *
  * Rule 3 keeps eight strided partial sums per output, so a tile visits
  * its blocks chain by chain (b = j, j + 8, ... for j = 0..7) with one
@@ -103,6 +103,24 @@ static const struct {
              [T_X_LO] = TILE, [T_W_LO] = BLOCK / 8, [T_X_HI] = TILE, [T_W_HI] = BLOCK / 8},
 };
 
+/* The same for the products without halves: a second set of sums, A and
+ * B tiles (3, 4, 5) with the first set's shapes, so that one block's tile
+ * work runs while the vector units do the previous block's float steps. */
+#define T_SUMS2 3
+#define T_X2 4
+#define T_W2 5
+static const struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((aligned(64))) tile_config_pair = {
+    .palette = 1,
+    .colsb = {[T_SUMS] = TILE * 4, [T_X] = BLOCK, [T_W] = TILE * 4, [T_SUMS2] = TILE * 4,
+              [T_X2] = BLOCK, [T_W2] = TILE * 4},
+    .rows = {[T_SUMS] = TILE, [T_X] = TILE, [T_W] = BLOCK / 4, [T_SUMS2] = TILE, [T_X2] = TILE,
+             [T_W2] = BLOCK / 4},
+};
+
 /* ---- the operands ---- */
 
 /* A panel of nr <= 16 weight rows from r in B order: block b's 512
@@ -172,6 +190,17 @@ ALWAYS_INLINE void block_sums(const int8_t *x, size_t cols, const int8_t *wb, si
     _tile_loadd(T_W, wb + WB_BLOCK * b, TILE * 4);
     _tile_dpbssd(T_SUMS, T_X, T_W);
     _tile_stored(T_SUMS, sums, TILE * 4);
+}
+
+/* block_sums on the second set of tiles. */
+ALWAYS_INLINE void block_sums2(const int8_t *x, size_t cols, const int8_t *wb, size_t b,
+                               int32_t sums[TILE][TILE])
+{
+    _tile_zero(T_SUMS2);
+    _tile_loadd(T_X2, x + BLOCK * b, (long)cols);
+    _tile_loadd(T_W2, wb + WB_BLOCK * b, TILE * 4);
+    _tile_dpbssd(T_SUMS2, T_X2, T_W2);
+    _tile_stored(T_SUMS2, sums, TILE * 4);
 }
 
 /* Block b's exact sums of its two 16-element halves (Q6_K), lo and hi:
@@ -250,12 +279,25 @@ ALWAYS_INLINE void tile_any(const int8_t *x, const float *xdt, const float *xst,
         UNROLL
         for (int m = 0; m < TILE; m++)
             acc[m] = _mm512_setzero_ps();
-        for (size_t b = j; b < nb; b += 8) {
-            if (wsh)
+        if (wsh) {
+            for (size_t b = j; b < nb; b += 8) {
                 half_sums(x, cols, wb, b, sums, sums_hi);
-            else
-                block_sums(x, cols, wb, b, sums);
-            scale_add(sums, sums_hi, wdt, xdt, wmt, xst, wst, wnt, wsh, b, acc);
+                scale_add(sums, sums_hi, wdt, xdt, wmt, xst, wst, wnt, wsh, b, acc);
+            }
+        } else if (j < nb) {
+            /* two blocks in flight: b + 8's tile work is issued before
+             * b's float steps, on the other set of tiles */
+            block_sums(x, cols, wb, j, sums);
+            for (size_t b = j; b < nb; b += 16) {
+                if (b + 8 < nb)
+                    block_sums2(x, cols, wb, b + 8, sums_hi);
+                scale_add(sums, NULL, wdt, xdt, wmt, xst, wst, wnt, NULL, b, acc);
+                if (b + 8 >= nb)
+                    break;
+                if (b + 16 < nb)
+                    block_sums(x, cols, wb, b + 16, sums);
+                scale_add(sums_hi, NULL, wdt, xdt, wmt, xst, wst, wnt, NULL, b + 8, acc);
+            }
         }
         memcpy(part[j], acc, sizeof acc);
     }
@@ -381,7 +423,10 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
     size_t chunk = CHUNK_BYTES / cols / TILE * TILE;
     if (chunk < TILE)
         chunk = TILE;
-    _tile_loadconfig(&tile_config);
+    if (q6)
+        _tile_loadconfig(&tile_config);
+    else
+        _tile_loadconfig(&tile_config_pair);
     for (size_t c = 0; c < n_tok; c += chunk) {
         const size_t ce = n_tok - c < chunk ? n_tok : c + chunk;
         for (size_t r = r0; r < r1; r += TILE) {
