@@ -90,11 +90,13 @@ extern const ml_kernels ml__kernels_avx512;
  * stack: gcc need not see LDTILECFG read it and may drop the stores that
  * would fill it (llama.cpp's SIGILL on this machine: its pull request
  * 26954). */
-static const struct {
+typedef struct {
     uint8_t palette, start_row, reserved[14];
     uint16_t colsb[16];
     uint8_t rows[16];
-} __attribute__((aligned(64))) tile_config = {
+} __attribute__((aligned(64))) tile_cfg;
+
+static const tile_cfg tile_config = {
     .palette = 1,
     .colsb = {[T_SUMS] = TILE * 4, [T_X] = BLOCK, [T_W] = TILE * 4, [T_SUMS_HI] = TILE * 4,
               [T_X_LO] = BLOCK / 2, [T_W_LO] = TILE * 4, [T_X_HI] = BLOCK / 2,
@@ -109,11 +111,7 @@ static const struct {
 #define T_SUMS2 3
 #define T_X2 4
 #define T_W2 5
-static const struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} __attribute__((aligned(64))) tile_config_pair = {
+static const tile_cfg tile_config_pair = {
     .palette = 1,
     .colsb = {[T_SUMS] = TILE * 4, [T_X] = BLOCK, [T_W] = TILE * 4, [T_SUMS2] = TILE * 4,
               [T_X2] = BLOCK, [T_W2] = TILE * 4},
