@@ -86,7 +86,7 @@ static void fixture_free(fixture *f)
 /* Greedy text generation over f's tokenizer, at most max_tokens. */
 static ml_gen_params text_params(fixture *f, uint64_t max_tokens)
 {
-    return (ml_gen_params){.vocab = VOCAB, .sampler = {0, 0, 1, 0, 1, 64, 1}, .mlt = f->mlt,
+    return (ml_gen_params){.vocab = VOCAB, .sampler = {0, 0, 1, 0, 1, 64, 1, 0, 0}, .mlt = f->mlt,
                            .max_tokens = max_tokens, .on_text = tu_mem_sink, .text_ctx = &f->text,
                            .on_token = record_token, .token_ctx = f};
 }

@@ -580,7 +580,7 @@ START_TEST(test_proc_in_generator)
         ml_logits_proc lp = {ml_grammar_proc_apply, ml_grammar_proc_accept, p};
         tu_mem mem;
         tu_mem_init(&mem);
-        ml_gen_params gp = {.vocab = vocab, .sampler = {1.0f, 0, 1.0f, 0, 1, 0, (uint64_t)_i},
+        ml_gen_params gp = {.vocab = vocab, .sampler = {1.0f, 0, 1.0f, 0, 1, 0, (uint64_t)_i, 0, 0},
                             .mlt = t, .max_tokens = 40, .on_text = tu_mem_sink, .text_ctx = &mem,
                             .procs = &lp, .n_procs = 1};
         ml_gen *gen;
