@@ -514,10 +514,9 @@ static int get_grammar(const json_t *o, srv_request *r, srv_error *e)
         return srv_fail(e, 400, "invalid_request_error", "grammar", "invalid_value",
                         "'grammar' and a response_format of json_object exclude each other.");
     if (g && json_string_length(g)) {
-        char *text;
         size_t len;
-        return copy_string(g, &text, &len, e) || (r->grammar_own = text, 0) ||
-               set_grammar(r, "grammar", text, len, e);
+        return copy_string(g, &r->grammar_own, &len, e) ||
+               set_grammar(r, "grammar", r->grammar_own, len, e);
     }
     return json ? set_grammar(r, "response_format", JSON_GRAMMAR, sizeof JSON_GRAMMAR - 1, e) : 0;
 }

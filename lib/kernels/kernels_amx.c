@@ -179,27 +179,21 @@ static void prepare_panel(int q4, const void *wq, ml_wscales wd, size_t cols, si
 
 /* ---- one 16 x 16 tile ---- */
 
-/* Block b's exact sums into sums[16][16] (token m, row n). */
-ALWAYS_INLINE void block_sums(const int8_t *x, size_t cols, const int8_t *wb, size_t b,
-                              int32_t sums[TILE][TILE])
-{
-    _tile_zero(T_SUMS);
-    _tile_loadd(T_X, x + BLOCK * b, (long)cols);
-    _tile_loadd(T_W, wb + WB_BLOCK * b, TILE * 4);
-    _tile_dpbssd(T_SUMS, T_X, T_W);
-    _tile_stored(T_SUMS, sums, TILE * 4);
-}
-
-/* block_sums on the second set of tiles. */
-ALWAYS_INLINE void block_sums2(const int8_t *x, size_t cols, const int8_t *wb, size_t b,
-                               int32_t sums[TILE][TILE])
-{
-    _tile_zero(T_SUMS2);
-    _tile_loadd(T_X2, x + BLOCK * b, (long)cols);
-    _tile_loadd(T_W2, wb + WB_BLOCK * b, TILE * 4);
-    _tile_dpbssd(T_SUMS2, T_X2, T_W2);
-    _tile_stored(T_SUMS2, sums, TILE * 4);
-}
+/* Block b's exact sums into sums[16][16] (token m, row n), on one set of
+ * tiles (their numbers are the instructions' immediates: one function per
+ * set, block_sums on the first and block_sums2 on the second). */
+#define BLOCK_SUMS(name, S, X, W)                                                              \
+    ALWAYS_INLINE void name(const int8_t *x, size_t cols, const int8_t *wb, size_t b,           \
+                            int32_t sums[TILE][TILE])                                          \
+    {                                                                                          \
+        _tile_zero(S);                                                                         \
+        _tile_loadd(X, x + BLOCK * b, (long)cols);                                             \
+        _tile_loadd(W, wb + WB_BLOCK * b, TILE * 4);                                           \
+        _tile_dpbssd(S, X, W);                                                                 \
+        _tile_stored(S, sums, TILE * 4);                                                       \
+    }
+BLOCK_SUMS(block_sums, T_SUMS, T_X, T_W)
+BLOCK_SUMS(block_sums2, T_SUMS2, T_X2, T_W2)
 
 /* Block b's exact sums of its two 16-element halves (Q6_K), lo and hi:
  * B's rows 0-3 hold elements 0-15, rows 4-7 the rest. */

@@ -218,40 +218,34 @@ static void grid_levels(const float *restrict x, int n, const grid *g, float inv
     }
 }
 
+/* grid_terms' loop with one nearest-level rule (IQ4_NEAREST or
+ * INT_NEAREST, which set l and k from t). */
+#define TERMS_LOOP(NEAREST)                                                                    \
+    for (int b = 0; b < n; b += CHUNK)                                                         \
+        for (int j = b; j < b + CHUNK; j++) {                                                  \
+            float t = x[j] * inv;                                                              \
+            NEAREST                                                                            \
+            float d = x[j] - step * l;                                                         \
+            kk[j] = k;                                                                         \
+            e[j] = w[j] * d * d;                                                               \
+        }
+
 /* grid_quant's terms w[j] (x[j] - step v)^2 into e[j], with the levels
  * (step != 0). */
 static void grid_terms(const float *restrict x, const float *restrict w, int n, float step,
                        const grid *g, uint8_t *restrict idx, float *restrict e)
 {
     float inv = 1.0f / step;
+    int32_t kk[QKK / 8];
     if (g->mid) {
-        int32_t kk[QKK / 8];
-        for (int b = 0; b < n; b += CHUNK)
-            for (int j = b; j < b + CHUNK; j++) {
-                float t = x[j] * inv;
-                IQ4_NEAREST
-                float d = x[j] - step * l;
-                kk[j] = k;
-                e[j] = w[j] * d * d;
-            }
-        for (int b = 0; b < n; b += CHUNK)
-            for (int j = b; j < b + CHUNK; j++)
-                idx[j] = (uint8_t)kk[j];
+        TERMS_LOOP(IQ4_NEAREST)
     } else {
         float v0 = g->v[0], top = (float)(g->n - 1);
-        int32_t kk[QKK / 8];
-        for (int b = 0; b < n; b += CHUNK)
-            for (int j = b; j < b + CHUNK; j++) {
-                float t = x[j] * inv;
-                INT_NEAREST
-                float d = x[j] - step * l;
-                kk[j] = k;
-                e[j] = w[j] * d * d;
-            }
-        for (int b = 0; b < n; b += CHUNK)
-            for (int j = b; j < b + CHUNK; j++)
-                idx[j] = (uint8_t)kk[j];
+        TERMS_LOOP(INT_NEAREST)
     }
+    for (int b = 0; b < n; b += CHUNK)
+        for (int j = b; j < b + CHUNK; j++)
+            idx[j] = (uint8_t)kk[j];
 }
 
 /* The sum of e[0..n) in order, or a number >= limit when that sum is
