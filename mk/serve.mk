@@ -56,3 +56,15 @@ check-serve-nginx: all $(TEST_TOOLS)
 
 bench-serve: all
 	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-serve.sh
+
+# tests/serve/tool-split.c: the tool-call split and probe alone, for
+# ml-serve.bats (built with ml-serve, linked with its objects).
+ifneq ($(filter ml-serve,$(TOOLS)),)
+TOOL_SPLIT := $(B)/tests/tool-split
+cli: $(TOOL_SPLIT)
+$(B)/tests/serve/tool-split.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve
+$(TOOL_SPLIT): $(B)/tests/serve/tool-split.o $(B)/cmd/ml-serve/tools.o $(B)/cmd/ml-serve/schema.o \
+               $(B)/cmd/ml-serve/request.o $(B)/libmlcore.a
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(JANSSON_LIBS) $(LDLIBS_LIB)
+endif

@@ -5,6 +5,7 @@
 #include "server.h"
 #include "stream.h"
 #include "think.h"
+#include "tools.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -198,7 +199,7 @@ static char *chat_vars(const srv_server *s, const srv_request *q)
 {
     const ml_mlt_header *h = ml_mlt_get_header(s->mlt);
     json_t *v = q->template_vars ? json_deep_copy(q->template_vars) : json_object();
-    if (v && (json_object_set(v, "messages", q->messages) ||
+    if (v && (srv_tools_vars(&s->tools, q, v) ||
               json_object_set_new(v, "add_generation_prompt", json_true()) ||
               json_object_set_new(v, "bos_token", piece(s->mlt, h->bos)) ||
               json_object_set_new(v, "eos_token", piece(s->mlt, h->eos)))) {
@@ -254,11 +255,30 @@ static int completion_prompt(srv_server *s, const srv_request *q, ml_ids *ids, s
     return st ? srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.") : 0;
 }
 
+/* A request with tools: the grammar its calls are held to, when they are
+ * (tools.h), as the request's own. */
+static int tools_grammar(srv_server *s, srv_request *q, srv_error *e)
+{
+    char *text = srv_tools_grammar(&s->tools, q, e);
+    ml_error err;
+    if (!text)
+        return e->status ? -1 : 0;
+    if (ml_grammar_parse(text, strlen(text), NULL, &q->grammar, &err)) {
+        free(text);
+        return srv_fail(e, 400, "invalid_request_error", "tools", "invalid_schema",
+                        "Invalid value for 'tools': the calls' grammar: %s", err.msg);
+    }
+    q->grammar_own = text;
+    q->grammar_text = text, q->grammar_len = strlen(text);
+    return 0;
+}
+
 /* The prompt's tokens, and the tokens to generate within the context. */
 static int prepare(srv_server *s, srv_request *q, ml_ids *ids, uint32_t *max, srv_error *e)
 {
     const char *param = q->kind == SRV_CHAT ? "messages" : "prompt";
-    if (q->kind == SRV_CHAT ? chat_prompt(s, q, ids, e) : completion_prompt(s, q, ids, e))
+    if (q->kind == SRV_CHAT ? tools_grammar(s, q, e) || chat_prompt(s, q, ids, e)
+                            : completion_prompt(s, q, ids, e))
         return -1;
     uint32_t n_ctx = srv_sched_n_ctx(s->sched);
     if (ids->n == 0)
@@ -387,16 +407,25 @@ static int whole_choice(http_req *r, srv_job *job, const resp_meta *m, unsigned 
     if (p->finish) {
         json_t *lp = m->logprobs ? resp_logprobs(m->kind, m->mlt, probs, n_probs, 0) : NULL;
         srv_think t;
-        ml_buf reasoning = {0}, content = {0};
+        srv_tool_split ts;
+        ml_buf reasoning = {0}, said = {0}, content = {0};
+        json_t *calls = NULL;
         srv_think_init(&t, m->think, m->think_open);
-        int ok = !srv_think_put(&t, text, len, &reasoning, &content) &&
-                 !srv_think_end(&t, &reasoning, &content);
+        srv_tool_split_init(&ts, m->tool_format, m->tools, m->tool_seed ^ i);
+        int ok = !srv_think_put(&t, text, len, &reasoning, &said) &&
+                 !srv_think_end(&t, &reasoning, &said) &&
+                 !srv_tool_split_put(&ts, said.data, said.len, &content) &&
+                 !srv_tool_split_end(&ts, &content, &reasoning, &calls);
+        int reasoned = t.reasoned || reasoning.len;
         *choice = !ok || (m->logprobs && !lp)
                       ? (json_decref(lp), NULL)
-                      : resp_choice(m, i, content.data, content.len, t.reasoned ? &reasoning : NULL,
+                      : resp_choice(m, i, content.data, content.len, reasoned ? &reasoning : NULL,
                                     lp, p->finish);
+        if (calls)
+            *choice = resp_tool_calls(*choice, calls);
         srv_think_free(&t);
-        ml_buf_free(&reasoning), ml_buf_free(&content);
+        srv_tool_split_free(&ts);
+        ml_buf_free(&reasoning), ml_buf_free(&said), ml_buf_free(&content);
     }
     free(probs);
     free(text);
@@ -464,7 +493,9 @@ static int generate(srv_server *s, http_req *r, srv_kind kind)
     snprintf(id, sizeof id, "%s-%016llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)mix(nr ^ ((uint64_t)s->created << 24)));
     resp_meta m = {kind, id, (int64_t)time(NULL), s->model_id, q.logprobs, s->mlt,
-                   kind == SRV_CHAT && s->o.reasoning, q.think_open};
+                   kind == SRV_CHAT && s->o.reasoning, q.think_open,
+                   kind == SRV_CHAT && srv_tools_active(&s->tools, &q), (int)s->tools.format,
+                   mix(nr ^ 0x7001)};
     int stream = q.stream, usage = q.include_usage;
     srv_request_free(&q);
     http_set_waiting(r, 1);

@@ -184,6 +184,8 @@ static int open_template(srv_server *s)
     int e = cli_chat_template(tok ? tok : beside, s->mlt, s->o.chat_template,
                               s->o.chat_template_file, &s->tmpl);
     free(beside);
+    if (!e && s->tmpl)
+        srv_tools_probe(s->tmpl, &s->tools);
     return e;
 }
 

@@ -356,6 +356,47 @@ static int check_content(const json_t *c, srv_error *e)
     return 0;
 }
 
+/* A function's name as OpenAI takes it: [a-zA-Z0-9_-]{1,64}. */
+static int is_name(const json_t *v)
+{
+    const char *s = json_string_value(v);
+    size_t n = s ? strlen(s) : 0;
+    return n >= 1 && n <= 64 &&
+           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == n;
+}
+
+/* An assistant message's tool_calls: [{id?, type?: "function", function:
+ * {name, arguments: a string of JSON (or the object)}}]; a tool
+ * message's tool_call_id. */
+static int check_tool_calls(const json_t *msg, srv_error *e)
+{
+    json_t *calls = member(msg, "tool_calls"), *c, *id = member(msg, "tool_call_id");
+    size_t i;
+    if (id && !json_is_string(id))
+        return bad_type(e, "messages.tool_call_id", "a string", id);
+    if (!calls)
+        return 0;
+    if (!json_is_array(calls))
+        return bad_type(e, "messages.tool_calls", "an array", calls);
+    json_array_foreach(calls, i, c) {
+        json_t *f = json_object_get(c, "function"), *type = member(c, "type");
+        json_t *args = json_object_get(f, "arguments");
+        if (!json_is_object(c) || !json_is_object(f))
+            return bad_type(e, "messages.tool_calls.function", "an object", f ? f : c);
+        if (type && !(json_is_string(type) && !strcmp(json_string_value(type), "function")))
+            return out_of_range(e, "messages.tool_calls.type", "\"function\"");
+        if (!json_is_string(json_object_get(f, "name")))
+            return bad_type(e, "messages.tool_calls.function.name", "a string",
+                            json_object_get(f, "name") ? json_object_get(f, "name") : json_null());
+        if (!json_is_string(args) && !json_is_object(args))
+            return bad_type(e, "messages.tool_calls.function.arguments", "a string",
+                            args ? args : json_null());
+        if (member(c, "id") && !json_is_string(member(c, "id")))
+            return bad_type(e, "messages.tool_calls.id", "a string", member(c, "id"));
+    }
+    return 0;
+}
+
 static int get_messages(const json_t *o, srv_request *r, srv_error *e)
 {
     json_t *m = member(o, "messages"), *msg;
@@ -373,7 +414,7 @@ static int get_messages(const json_t *o, srv_request *r, srv_error *e)
             return bad_type(e, "messages", "an array of objects", msg);
         if (!json_is_string(role) || json_string_length(role) == 0)
             return bad_type(e, "messages.role", "a non-empty string", role ? role : json_null());
-        if (check_content(member(msg, "content"), e))
+        if (check_content(member(msg, "content"), e) || check_tool_calls(msg, e))
             return -1;
     }
     r->messages = json_incref(m);
@@ -574,6 +615,121 @@ static int parse_embeddings(const json_t *o, uint32_t vocab, srv_request *r, srv
 }
 
 /* ------------------------------------------------------------------------
+ * Tools
+ * ------------------------------------------------------------------------ */
+/* One tool: {"type": "function", "function": {"name", "description"?,
+ * "parameters"?, "strict"?}}, nothing else. */
+static int check_tool(const json_t *t, srv_error *e)
+{
+    static const char *const keys[] = {"name", "description", "parameters", "strict"};
+    json_t *type = json_object_get(t, "type"), *f = json_object_get(t, "function"), *v;
+    const char *key;
+    if (!json_is_object(t))
+        return bad_type(e, "tools", "an array of objects", t);
+    if (!json_is_string(type) || strcmp(json_string_value(type), "function"))
+        return out_of_range(e, "tools.type", "\"function\"");
+    if (!json_is_object(f) || json_object_size(t) != 2)
+        return out_of_range(e, "tools", "objects {\"type\": \"function\", \"function\": {...}}");
+    json_object_foreach(f, key, v) {
+        size_t k = 0;
+        while (k < 4 && strcmp(key, keys[k]))
+            k++;
+        if (k == 4)
+            return out_of_range(e, "tools.function",
+                                "only name, description, parameters and strict");
+    }
+    if (!is_name(json_object_get(f, "name")))
+        return out_of_range(e, "tools.function.name",
+                            "a name of 1 to 64 letters, digits, underscores and dashes");
+    if ((v = member(f, "description")) && !json_is_string(v))
+        return bad_type(e, "tools.function.description", "a string", v);
+    if ((v = member(f, "parameters")) && !json_is_object(v))
+        return bad_type(e, "tools.function.parameters", "an object (a JSON Schema)", v);
+    if ((v = member(f, "strict")) && !json_is_boolean(v))
+        return bad_type(e, "tools.function.strict", "a boolean", v);
+    return 0;
+}
+
+/* The tool called name in r->tools. */
+static int has_tool(const srv_request *r, const char *name)
+{
+    json_t *t;
+    size_t i;
+    json_array_foreach(r->tools, i, t) {
+        const char *n = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+        if (n && !strcmp(n, name))
+            return 1;
+    }
+    return 0;
+}
+
+/* tool_choice: "none", "auto", "required" or {"type": "function",
+ * "function": {"name": N}} naming one of the tools. */
+static int get_tool_choice(const json_t *o, srv_request *r, srv_error *e)
+{
+    json_t *c = member(o, "tool_choice");
+    const char *s = json_string_value(c);
+    r->tool_choice = SRV_TOOL_AUTO;
+    if (!c)
+        return 0;
+    if (s && !strcmp(s, "none"))
+        r->tool_choice = SRV_TOOL_NONE;
+    else if (s && !strcmp(s, "auto"))
+        r->tool_choice = SRV_TOOL_AUTO;
+    else if (s && !strcmp(s, "required"))
+        r->tool_choice = SRV_TOOL_REQUIRED;
+    else if (json_is_object(c)) {
+        json_t *name = json_object_get(json_object_get(c, "function"), "name");
+        json_t *type = json_object_get(c, "type");
+        if (!json_is_string(type) || strcmp(json_string_value(type), "function") ||
+            !is_name(name))
+            return out_of_range(e, "tool_choice",
+                                "{\"type\": \"function\", \"function\": {\"name\": NAME}}");
+        snprintf(r->tool_name, sizeof r->tool_name, "%s", json_string_value(name));
+        r->tool_choice = SRV_TOOL_NAMED;
+    } else
+        return out_of_range(e, "tool_choice", "\"none\", \"auto\", \"required\" or a named function");
+    if (r->tool_choice >= SRV_TOOL_REQUIRED && !r->tools)
+        return out_of_range(e, "tool_choice", "\"none\" or \"auto\" when no tools are given");
+    if (r->tool_choice == SRV_TOOL_NAMED && !has_tool(r, r->tool_name))
+        return srv_fail(e, 400, "invalid_request_error", "tool_choice", "invalid_value",
+                        "Invalid value for 'tool_choice': no tool is called '%s'.", r->tool_name);
+    return 0;
+}
+
+static int get_tools(const json_t *o, srv_request *r, srv_error *e)
+{
+    json_t *tools = member(o, "tools"), *t;
+    size_t i;
+    r->parallel_tools = 1;
+    if (tools && !json_is_array(tools))
+        return bad_type(e, "tools", "an array", tools);
+    if (json_array_size(tools) > SRV_MAX_TOOLS)
+        return out_of_range(e, "tools", "at most 128 tools");
+    json_array_foreach(tools, i, t) {
+        if (check_tool(t, e))
+            return -1;
+        const char *name = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+        for (size_t k = 0; k < i; k++)
+            if (!strcmp(name, json_string_value(json_object_get(
+                                  json_object_get(json_array_get(tools, k), "function"), "name"))))
+                return srv_fail(e, 400, "invalid_request_error", "tools", "invalid_value",
+                                "Invalid value for 'tools': two tools are called '%s'.", name);
+    }
+    if (json_array_size(tools))
+        r->tools = json_incref(tools);
+    if (get_tool_choice(o, r, e) || get_bool(o, "parallel_tool_calls", &r->parallel_tools, e))
+        return -1;
+    if (r->tools && r->tool_choice != SRV_TOOL_NONE && r->grammar)
+        return srv_fail(e, 400, "invalid_request_error", member(o, "grammar") ? "grammar"
+                                                                              : "response_format",
+                        "invalid_value",
+                        "Tools cannot be combined with a grammar or response_format: a call "
+                        "has its own.");
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
  * Every field a request may name
  * ------------------------------------------------------------------------ */
 /* "Off" values of the fields this server cannot honour: what a client
@@ -588,7 +744,6 @@ static int is_empty(const json_t *v)
            (json_is_object(v) && !json_object_size(v)) ||
            (json_is_string(v) && !json_string_length(v));
 }
-static int is_bool(const json_t *v) { return json_is_boolean(v); }
 static int is_text_modality(const json_t *v)
 {
     const char *t = json_string_value(json_array_get(v, 0));
@@ -648,9 +803,9 @@ static const struct field {
     {"echo", K_COMPL, is_false},
     {"suffix", K_COMPL, is_empty},
     {"best_of", K_COMPL, is_one},
-    {"tools", K_CHAT, is_empty},
-    {"tool_choice", K_CHAT, is_no_tool},
-    {"parallel_tool_calls", K_CHAT, is_bool},
+    {"tools", K_CHAT, NULL},
+    {"tool_choice", K_CHAT, NULL},
+    {"parallel_tool_calls", K_CHAT, NULL},
     {"functions", K_CHAT, is_empty},
     {"function_call", K_CHAT, is_no_tool},
     {"response_format", K_CHAT, NULL},
@@ -727,7 +882,8 @@ static int parse_generation(const json_t *o, uint32_t vocab, srv_request *r, srv
         return -1;
     return get_sampling(o, r, e) || get_max_tokens(o, r, e) || get_stops(o, r, e) ||
                    get_stream(o, r, e) || get_logit_bias(o, vocab, r, e) ||
-                   get_logprobs(o, r, e) || get_grammar(o, r, e)
+                   get_logprobs(o, r, e) || get_grammar(o, r, e) ||
+                   (r->kind == SRV_CHAT && get_tools(o, r, e))
                ? -1
                : 0;
 }
@@ -780,6 +936,7 @@ void srv_request_free(srv_request *r)
     json_decref(r->messages);
     json_decref(r->template_vars);
     json_decref(r->inputs);
+    json_decref(r->tools);
     ml_grammar_free(r->grammar);
     free(r->grammar_own);
     free(r->text);

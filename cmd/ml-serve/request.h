@@ -45,6 +45,16 @@ typedef struct srv_error {
 int srv_fail(srv_error *e, int status, const char *type, const char *param, const char *code,
              const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
+/* tool_choice. */
+typedef enum srv_tool_choice {
+    SRV_TOOL_AUTO,     /* the model decides (the default with tools) */
+    SRV_TOOL_NONE,     /* no call: the tools are not shown to the model */
+    SRV_TOOL_REQUIRED, /* at least one call, of any tool */
+    SRV_TOOL_NAMED     /* a call of tool_name */
+} srv_tool_choice;
+
+#define SRV_MAX_TOOLS 128 /* tools of one request (OpenAI's limit) */
+
 typedef struct srv_request {
     srv_kind kind;
     json_t *messages;    /* chat: the messages array (a reference), as the template reads it */
@@ -75,6 +85,10 @@ typedef struct srv_request {
     int ignore_eos;      /* llama-server's: no end-of-generation token is drawn */
     ml_logit_bias *bias; /* logit_bias: ids below the vocabulary */
     size_t n_bias;
+    json_t *tools;       /* chat: the tools (a reference), or NULL */
+    srv_tool_choice tool_choice;
+    char tool_name[65];  /* SRV_TOOL_NAMED: the tool */
+    int parallel_tools;  /* parallel_tool_calls: more than one call may come */
     int logprobs;        /* the generated tokens' log-probabilities asked for */
     unsigned top_logprobs; /* and the most likely tokens' at each (0..20) */
 } srv_request;

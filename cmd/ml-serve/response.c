@@ -336,6 +336,46 @@ json_t *resp_choice(const resp_meta *m, unsigned index, const char *text, size_t
                      "finish_reason", finish);
 }
 
+json_t *resp_tool_calls(json_t *choice, json_t *calls)
+{
+    json_t *msg = json_object_get(choice, "message");
+    const char *content = json_string_value(json_object_get(msg, "content"));
+    const char *why = json_string_value(json_object_get(choice, "finish_reason"));
+    if (!choice || !calls || !msg)
+        goto fail;
+    if ((content && !*content && json_object_set_new(msg, "content", json_null())) ||
+        json_object_set_new(msg, "tool_calls", calls) ||
+        (why && !strcmp(why, "stop") &&
+         json_object_set_new(choice, "finish_reason", json_string("tool_calls"))))
+        goto fail_choice;
+    return choice;
+fail:
+    json_decref(calls);
+fail_choice:
+    json_decref(choice);
+    return NULL;
+}
+
+char *resp_tool_chunk(const resp_meta *m, unsigned index, json_t *calls)
+{
+    json_t *list = json_array(), *c;
+    size_t k;
+    json_array_foreach(calls, k, c) {
+        json_t *d = json_deep_copy(c);
+        if (!d || json_object_set_new(d, "index", json_integer((json_int_t)k)) ||
+            json_array_append_new(list, d)) {
+            json_decref(list);
+            list = NULL;
+            break;
+        }
+    }
+    json_decref(calls);
+    json_t *choice = list ? json_pack("{s:i,s:{s:o},s:n,s:n}", "index", (int)index, "delta",
+                                      "tool_calls", list, "logprobs", "finish_reason")
+                          : NULL;
+    return event(with_choices(head(m, "chat.completion.chunk"), choice));
+}
+
 char *resp_reasoning_chunk(const resp_meta *m, unsigned index, const char *text, size_t len,
                            json_t *logprobs)
 {

@@ -22,6 +22,9 @@ typedef struct resp_meta {
     const ml_mlt *mlt;  /* whose pieces name the tokens */
     int think;          /* a chat whose reasoning is split off (think.h) */
     int think_open;     /* its prompt ends inside a think block */
+    int tools;          /* a chat whose reply is split by tools.h */
+    int tool_format;    /* srv_tool_format */
+    uint64_t tool_seed; /* the calls' ids are made from it (and the choice) */
 } resp_meta;
 
 typedef struct resp_usage {
@@ -64,6 +67,13 @@ char *resp_completion(const resp_meta *m, json_t *choices, const resp_usage *u);
  * and the finish_reason. */
 char *resp_chunk(const resp_meta *m, unsigned index, int first, const char *text, size_t len,
                  json_t *logprobs, const char *finish);
+/* choice (a chat's, taken) with the calls (taken) as its message's
+ * tool_calls: content null when it is empty, finish_reason "tool_calls"
+ * when it was "stop".  NULL when memory runs out. */
+json_t *resp_tool_calls(json_t *choice, json_t *calls);
+/* A chat chunk whose delta is the tool calls (taken), each with its index
+ * and whole. */
+char *resp_tool_chunk(const resp_meta *m, unsigned index, json_t *calls);
 /* A chat chunk whose delta is reasoning_content text[0..len). */
 char *resp_reasoning_chunk(const resp_meta *m, unsigned index, const char *text, size_t len,
                            json_t *logprobs);

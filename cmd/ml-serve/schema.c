@@ -35,14 +35,15 @@ typedef struct gen {
     json_t *refs;        /* "$ref" text -> its rule's number */
     unsigned n_rules;
     srv_error *e;
+    const char *param;   /* the request field the schema came in */
 } gen;
 
 static int fail(gen *g, const char *fmt, const char *what)
 {
     char msg[200];
     snprintf(msg, sizeof msg, fmt, what);
-    return srv_fail(g->e, 400, "invalid_request_error", "response_format", "invalid_schema",
-                    "Invalid value for 'response_format': json_schema: %s", msg);
+    return srv_fail(g->e, 400, "invalid_request_error", g->param, "invalid_schema",
+                    "Invalid value for '%s': json_schema: %s", g->param, msg);
 }
 
 static int new_rule(gen *g, unsigned *id)
@@ -374,24 +375,43 @@ static int rule(gen *g, const json_t *s, int depth, unsigned *id)
     return 0;
 }
 
-char *srv_schema_grammar(const json_t *schema, srv_error *e)
+char *srv_schema_rules(const json_t *const *schemas, size_t n, const char *param, srv_error *e)
 {
     char *text = NULL;
     size_t len = 0;
-    gen g = {open_memstream(&text, &len), schema, json_object(), 0, e};
-    unsigned root = 0;
-    int rc = g.out && g.refs ? 0 : srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
-    if (!rc) {
+    gen g = {open_memstream(&text, &len), NULL, NULL, 0, e, param};
+    int rc = g.out ? 0 : srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+    if (!rc)
         fputs(BASE, g.out);
-        rc = rule(&g, schema, 0, &root);
-        fprintf(g.out, "root ::= r%u\n", root);
+    for (size_t i = 0; i < n && !rc; i++) {
+        unsigned id = 0;
+        g.root = schemas[i];
+        if (!(g.refs = json_object())) /* "#/$defs/..." names this schema's */
+            rc = srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+        if (!rc && !(rc = rule(&g, schemas[i], 0, &id)))
+            fprintf(g.out, "schema%zu ::= r%u\n", i, id);
+        json_decref(g.refs);
     }
-    json_decref(g.refs);
     if (g.out && fclose(g.out) && !rc)
         rc = srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
     if (rc) {
         free(text);
         return NULL;
     }
+    return text;
+}
+
+char *srv_schema_grammar(const json_t *schema, srv_error *e)
+{
+    char *rules = srv_schema_rules(&schema, 1, "response_format", e);
+    size_t n = rules ? strlen(rules) : 0;
+    char *text = rules ? realloc(rules, n + sizeof "root ::= schema0\n") : NULL;
+    if (!text) {
+        free(rules);
+        if (rules)
+            srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+        return NULL;
+    }
+    memcpy(text + n, "root ::= schema0\n", sizeof "root ::= schema0\n");
     return text;
 }

@@ -17,5 +17,9 @@
  * new NUL-terminated text (free it), or NULL with e filled (400 naming
  * the keyword and where it is, param "response_format"; 500 for memory). */
 char *srv_schema_grammar(const json_t *schema, srv_error *e);
+/* The rules of several schemas in one grammar text: the shared ones once,
+ * and "schemaI ::= ..." the value of schemas[I] (NULL: any value), no
+ * root; errors as above, naming param. */
+char *srv_schema_rules(const json_t *const *schemas, size_t n, const char *param, srv_error *e);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "http.h"
 #include "slots.h"
+#include "tools.h"
 
 #include <mlcore.h>
 
@@ -29,6 +30,7 @@ typedef struct srv_server {
     ml_tok *tok;            /* not thread-safe: used under tok_lock */
     pthread_mutex_t tok_lock;
     ml_jinja *tmpl;         /* the chat template, or NULL (chat completions refused) */
+    srv_tool_caps tools;    /* how the template writes tool calls */
     srv_sched *sched;
     ml_ctx *embed_ctx;      /* --embeddings: a context of its own, used under embed_lock */
     pthread_mutex_t embed_lock;

@@ -4,6 +4,7 @@
  * libmicrohttpd piece by piece. */
 #include "stream.h"
 #include "think.h"
+#include "tools.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,8 @@ typedef struct choice {
     size_t n_probs;       /* tokens whose log-probabilities were sent */
     int ended;            /* its last chunk sent */
     srv_think think;      /* a chat's reasoning apart from its content */
+    srv_tool_split tools; /* and its tool calls apart from the rest */
+    int called;           /* tool calls were sent */
 } choice;
 
 typedef struct stream {
@@ -80,10 +83,16 @@ static json_t *new_logprobs(stream *s, choice *c, size_t at, int *bad)
 static int put_text(stream *s, size_t i, const char *text, size_t len, int end)
 {
     choice *c = &s->c[i];
-    ml_buf reasoning = {0}, content = {0};
-    ml_status st = srv_think_put(&c->think, text, len, &reasoning, &content);
+    ml_buf reasoning = {0}, said = {0}, content = {0};
+    json_t *calls = NULL;
+    ml_status st = srv_think_put(&c->think, text, len, &reasoning, &said);
     if (!st && end)
-        st = srv_think_end(&c->think, &reasoning, &content);
+        st = srv_think_end(&c->think, &reasoning, &said);
+    if (!st)
+        st = srv_tool_split_put(&c->tools, said.data, said.len, &content);
+    if (!st && end)
+        st = srv_tool_split_end(&c->tools, &content, &reasoning, &calls);
+    ml_buf_free(&said);
     int bad = 0;
     json_t *lp = !st && (reasoning.len || content.len) ? new_logprobs(s, c, c->have, &bad) : NULL;
     int rc = st || bad ? -1 : 0;
@@ -95,6 +104,12 @@ static int put_text(stream *s, size_t i, const char *text, size_t len, int end)
         rc = put(s, resp_chunk(&s->meta, (unsigned)i, 0, content.data, content.len, lp, NULL));
         lp = NULL;
     }
+    if (!rc && calls) {
+        c->called = 1;
+        rc = put(s, resp_tool_chunk(&s->meta, (unsigned)i, calls));
+        calls = NULL;
+    }
+    json_decref(calls);
     json_decref(lp);
     ml_buf_free(&reasoning), ml_buf_free(&content);
     return rc;
@@ -125,7 +140,8 @@ static int put_end(stream *s, size_t i, const srv_progress *p)
     if (put_text(s, i, NULL, 0, 1))
         return -1;
     json_t *lp = new_logprobs(s, c, c->have, &bad);
-    if (bad || put(s, resp_chunk(&s->meta, (unsigned)i, 0, NULL, 0, lp, p->finish)))
+    const char *why = c->called && !strcmp(p->finish, "stop") ? "tool_calls" : p->finish;
+    if (bad || put(s, resp_chunk(&s->meta, (unsigned)i, 0, NULL, 0, lp, why)))
         return -1;
     c->ended = 1;
     s->usage.prompt_tokens = p->n_prompt, s->usage.completion_tokens += p->n_gen;
@@ -223,6 +239,7 @@ static void stream_free(void *ctx)
     for (size_t i = 0; i < s->n; i++) {
         srv_job_release(s->c[i].job);
         srv_think_free(&s->c[i].think);
+        srv_tool_split_free(&s->c[i].tools);
     }
     ml_buf_free(&s->out);
     free(s);
@@ -244,7 +261,9 @@ int srv_stream_reply(http_req *r, srv_job **jobs, size_t n, const resp_meta *met
     snprintf(s->model, sizeof s->model, "%s", meta->model);
     s->meta = *meta;
     s->meta.id = s->id, s->meta.model = s->model;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         srv_think_init(&s->c[i].think, meta->think, meta->think_open);
+        srv_tool_split_init(&s->c[i].tools, meta->tool_format, meta->tools, meta->tool_seed ^ i);
+    }
     return http_reply_stream(r, next, s, stream_free);
 }

@@ -1,0 +1,731 @@
+/* tools.c - tool calling (tools.h).  The template is asked, not guessed
+ * from its text: a probe conversation with one tool, one call and one
+ * result is rendered through it, and the markers it writes name the
+ * format the model was trained on.  Parsing is forgiving where the model
+ * is (white space, a missing closing tag) and strict where a client
+ * depends on it: a call is reported only when its JSON parses, else the
+ * text stays content. */
+#include "tools.h"
+#include "schema.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROBE_FN "mlprobe_fn"
+#define PROBE_ARGS "{\"mlprobe_arg\": \"mlprobe_value\"}"
+
+/* ------------------------------------------------------------------------
+ * The probe
+ * ------------------------------------------------------------------------ */
+static json_t *probe_vars(int tools, int call, int result, int string_args)
+{
+    json_t *args = string_args ? json_string(PROBE_ARGS) : json_loads(PROBE_ARGS, 0, NULL);
+    json_t *msgs = json_pack("[{s:s,s:s}]", "role", "user", "content", "MLPROBE_USER");
+    if (call)
+        json_array_append_new(
+            msgs, json_pack("{s:s,s:s,s:[{s:s,s:s,s:{s:s,s:O}}]}", "role", "assistant", "content",
+                            "", "tool_calls", "id", "call00001", "type", "function", "function",
+                            "name", PROBE_FN, "arguments", args));
+    if (call && result)
+        json_array_append_new(msgs, json_pack("{s:s,s:s,s:s,s:s}", "role", "tool", "tool_call_id",
+                                              "call00001", "name", PROBE_FN, "content",
+                                              "MLPROBE_RESULT"));
+    json_t *v = json_pack("{s:o,s:b,s:s,s:s}", "messages", msgs, "add_generation_prompt", 1,
+                          "bos_token", "", "eos_token", "");
+    if (v && tools)
+        json_object_set_new(
+            v, "tools",
+            json_pack("[{s:s,s:{s:s,s:s,s:{s:s,s:{s:{s:s}},s:[s]}}}]", "type", "function",
+                      "function", "name", PROBE_FN, "description", "MLPROBE_DESC", "parameters",
+                      "type", "object", "properties", "mlprobe_arg", "type", "string",
+                      "required", "mlprobe_arg"));
+    json_decref(args);
+    return v;
+}
+
+/* The probe rendered, or NULL when the template refuses it. */
+static char *probe(const ml_jinja *t, int tools, int call, int result, int string_args)
+{
+    json_t *v = probe_vars(tools, call, result, string_args);
+    char *vars = v ? json_dumps(v, JSON_COMPACT) : NULL, *out = NULL;
+    ml_error err;
+    json_decref(v);
+    if (vars && ml_jinja_render_json(t, vars, strlen(vars), &out, NULL, &err))
+        out = NULL;
+    free(vars);
+    return out;
+}
+
+/* A call written in the probe's text, by its markers. */
+static srv_tool_format format_of(const char *r)
+{
+    const char *h = strstr(r, "<tool_call>");
+    if (strstr(r, "to=functions." PROBE_FN))
+        return SRV_TOOLS_GPT_OSS;
+    if (strstr(r, "[TOOL_CALLS]" PROBE_FN "["))
+        return SRV_TOOLS_MISTRAL_ARGS;
+    if (strstr(r, "[TOOL_CALLS]["))
+        return SRV_TOOLS_MISTRAL;
+    for (; h; h = strstr(h, "<tool_call>")) { /* the call's, not the instructions' */
+        h += strlen("<tool_call>");
+        h += strspn(h, " \n");
+        if (!strncmp(h, "{\"name\": \"" PROBE_FN "\"", strlen(PROBE_FN) + 10))
+            return SRV_TOOLS_HERMES;
+    }
+    if (strstr(r, "{\"name\": \"" PROBE_FN "\", \"parameters\"") || strstr(r, "<|python_tag|>"))
+        return SRV_TOOLS_LLAMA3;
+    return SRV_TOOLS_GENERIC;
+}
+
+void srv_tools_probe(const ml_jinja *t, srv_tool_caps *c)
+{
+    memset(c, 0, sizeof *c);
+    char *r = probe(t, 1, 1, 1, 0);
+    if (r) {
+        c->tool_role = strstr(r, "MLPROBE_RESULT") != NULL;
+    } else if (!(r = probe(t, 1, 1, 0, 0))) {
+        r = probe(t, 1, 0, 0, 0);
+    }
+    if (!r)
+        return;
+    c->format = format_of(r);
+    c->renders_tools = strstr(r, "MLPROBE_DESC") != NULL;
+    free(r);
+    if ((r = probe(t, 1, 1, c->tool_role, 1)))
+        c->string_args = strstr(r, PROBE_ARGS) != NULL;
+    free(r);
+}
+
+const char *srv_tool_format_name(srv_tool_format f)
+{
+    static const char *const names[] = {"generic", "hermes", "llama3", "mistral", "mistral-args",
+                                        "gpt-oss"};
+    return names[f];
+}
+
+int srv_tools_active(const srv_tool_caps *c, const srv_request *q)
+{
+    return (q->tools && q->tool_choice != SRV_TOOL_NONE) || c->format == SRV_TOOLS_GPT_OSS;
+}
+
+static int tools_on(const srv_request *q)
+{
+    return q->tools && q->tool_choice != SRV_TOOL_NONE;
+}
+
+/* ------------------------------------------------------------------------
+ * The template's variables
+ * ------------------------------------------------------------------------ */
+/* Our own instructions, for templates that have no format of their own. */
+static json_t *generic_system(const srv_request *q)
+{
+    char *list = json_dumps(q->tools, JSON_INDENT(2));
+    const char *calls = q->parallel_tools
+                            ? "{\"tool_calls\": [{\"name\": NAME, \"arguments\": {...}}, ...]}"
+                            : "{\"tool_call\": {\"name\": NAME, \"arguments\": {...}}}";
+    const char *answer = q->tool_choice == SRV_TOOL_AUTO
+                             ? ", or {\"response\": TEXT} to answer the user directly"
+                             : "";
+    json_t *s = NULL;
+    if (list) {
+        size_t n = strlen(list) + strlen(calls) + strlen(answer) + 200;
+        char *text = malloc(n);
+        if (text) {
+            snprintf(text, n,
+                     "You can call these tools:\n%s\n\nReply with one JSON object and nothing "
+                     "else: %s to call tools%s.",
+                     list, calls, answer);
+            s = json_string(text);
+        }
+        free(text);
+    }
+    free(list);
+    return s;
+}
+
+/* An assistant turn's calls as our generic JSON reply, its content. */
+static json_t *generic_calls_text(const json_t *calls)
+{
+    json_t *list = json_array(), *c;
+    size_t i;
+    json_array_foreach(calls, i, c) {
+        json_t *f = json_object_get(c, "function"), *a = json_object_get(f, "arguments");
+        json_t *obj = json_is_string(a) ? json_loads(json_string_value(a), 0, NULL) : NULL;
+        json_array_append_new(list, json_pack("{s:O,s:O}", "name", json_object_get(f, "name"),
+                                              "arguments", obj ? obj : a));
+        json_decref(obj);
+    }
+    json_t *reply = json_array_size(list) == 1
+                        ? json_pack("{s:O}", "tool_call", json_array_get(list, 0))
+                        : json_pack("{s:O}", "tool_calls", list);
+    char *text = reply ? json_dumps(reply, 0) : NULL;
+    json_t *s = text ? json_string(text) : NULL;
+    free(text);
+    json_decref(reply);
+    json_decref(list);
+    return s;
+}
+
+/* Arguments given as a JSON string, as objects for templates that write
+ * them with tojson (most do). */
+static void object_args(json_t *calls)
+{
+    json_t *c;
+    size_t i;
+    json_array_foreach(calls, i, c) {
+        json_t *f = json_object_get(c, "function"), *a = json_object_get(f, "arguments");
+        json_t *obj = json_is_string(a) ? json_loads(json_string_value(a), 0, NULL) : NULL;
+        if (json_is_object(obj))
+            json_object_set(f, "arguments", obj);
+        json_decref(obj);
+    }
+}
+
+/* One message as the template takes it (m is a copy, changed in place). */
+static int message(const srv_tool_caps *c, json_t *m)
+{
+    const char *role = json_string_value(json_object_get(m, "role"));
+    json_t *calls = json_object_get(m, "tool_calls");
+    if (json_is_array(calls) && c->format == SRV_TOOLS_GENERIC) {
+        json_t *text = generic_calls_text(calls);
+        if (!text || json_object_set_new(m, "content", text))
+            return -1;
+        json_object_del(m, "tool_calls");
+    } else if (json_is_array(calls) && !c->string_args) {
+        object_args(calls);
+    }
+    if (role && !strcmp(role, "tool") && !c->tool_role) {
+        json_t *reply = json_pack("{s:{s:O?,s:O?}}", "tool_response", "tool_call_id",
+                                  json_object_get(m, "tool_call_id"), "content",
+                                  json_object_get(m, "content"));
+        char *text = reply ? json_dumps(reply, 0) : NULL;
+        json_decref(reply);
+        int bad = !text || json_object_set_new(m, "role", json_string("user")) ||
+                  json_object_set_new(m, "content", json_string(text));
+        free(text);
+        return bad ? -1 : 0;
+    }
+    return 0;
+}
+
+int srv_tools_vars(const srv_tool_caps *c, const srv_request *q, json_t *vars)
+{
+    json_t *msgs = json_deep_copy(q->messages), *m;
+    size_t i;
+    int bad = !msgs;
+    json_array_foreach(msgs, i, m)
+        bad = bad || message(c, m);
+    if (!bad && tools_on(q) && c->format == SRV_TOOLS_GENERIC) {
+        json_t *sys = generic_system(q), *first = json_array_get(msgs, 0);
+        const char *role = json_string_value(json_object_get(first, "role"));
+        const char *had = json_string_value(json_object_get(first, "content"));
+        if (sys && role && !strcmp(role, "system") && had) { /* ours after theirs */
+            size_t n = strlen(had) + json_string_length(sys) + 3;
+            char *both = malloc(n);
+            if (both)
+                snprintf(both, n, "%s\n\n%s", had, json_string_value(sys));
+            bad = !both || json_object_set_new(first, "content", json_string(both));
+            free(both);
+            json_decref(sys);
+        } else {
+            bad = !sys || json_array_insert_new(
+                              msgs, 0, json_pack("{s:s,s:o}", "role", "system", "content", sys));
+        }
+    }
+    if (!bad && tools_on(q) && c->format != SRV_TOOLS_GENERIC)
+        bad = json_object_set(vars, "tools", q->tools);
+    bad = bad || json_object_set(vars, "messages", msgs);
+    json_decref(msgs);
+    return bad ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The grammar of a call
+ * ------------------------------------------------------------------------ */
+/* A GBNF string literal of s (JSON's escapes are GBNF's). */
+static void lit(FILE *f, const char *s)
+{
+    json_t *j = json_string(s);
+    char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+    fputs(t ? t : "\"\"", f);
+    free(t);
+    json_decref(j);
+}
+
+/* The tools a call may name: all, or the one tool_choice names. */
+static int callable(const srv_request *q, size_t i)
+{
+    const char *name = json_string_value(
+        json_object_get(json_object_get(json_array_get(q->tools, i), "function"), "name"));
+    return q->tool_choice != SRV_TOOL_NAMED || (name && !strcmp(name, q->tool_name));
+}
+
+/* The rule "call": one call's text (its arguments: rule schemaI). */
+static void call_rule(FILE *f, srv_tool_format fmt, const srv_request *q)
+{
+    fputs("call ::= ", f);
+    int first = 1;
+    for (size_t i = 0; i < json_array_size(q->tools); i++) {
+        if (!callable(q, i))
+            continue;
+        const char *name = json_string_value(
+            json_object_get(json_object_get(json_array_get(q->tools, i), "function"), "name"));
+        char key[100];
+        fputs(first ? "" : " | ", f);
+        first = 0;
+        switch (fmt) {
+        case SRV_TOOLS_MISTRAL_ARGS:
+            lit(f, name);
+            fprintf(f, " (\"[CALL_ID]\" [a-zA-Z0-9]{9})? \"[ARGS]\" schema%zu", i);
+            break;
+        case SRV_TOOLS_GPT_OSS:
+            snprintf(key, sizeof key, "<|channel|>commentary to=functions.%s <|constrain|>json<|message|>", name);
+            lit(f, key);
+            fprintf(f, " schema%zu", i);
+            break;
+        default: {
+            const char *args = fmt == SRV_TOOLS_LLAMA3 ? "parameters" : "arguments";
+            snprintf(key, sizeof key, "{\"name\": \"%s\", \"%s\": ", name, args);
+            lit(f, key);
+            fprintf(f, " schema%zu", i);
+            lit(f, fmt == SRV_TOOLS_MISTRAL ? ", \"id\": \"" : "}");
+            if (fmt == SRV_TOOLS_MISTRAL)
+                fputs(" [a-zA-Z0-9]{9} \"\\\"}\"", f);
+        }
+        }
+    }
+    fputc('\n', f);
+}
+
+/* The rule "root" around the calls, per format. */
+static void root_rule(FILE *f, srv_tool_format fmt, const srv_request *q)
+{
+    int many = q->parallel_tools;
+    switch (fmt) {
+    case SRV_TOOLS_HERMES:
+        fprintf(f, "one ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\nroot ::= one%s\n",
+                many ? " (\"\\n\" one)*" : "");
+        break;
+    case SRV_TOOLS_LLAMA3:
+    case SRV_TOOLS_GPT_OSS:
+        fputs("root ::= call\n", f);
+        break;
+    case SRV_TOOLS_MISTRAL:
+        fprintf(f, "root ::= \"[TOOL_CALLS][\" call%s \"]\"\n", many ? " (\", \" call)*" : "");
+        break;
+    case SRV_TOOLS_MISTRAL_ARGS:
+        fprintf(f, "root ::= \"[TOOL_CALLS]\" call%s\n", many ? " (\"[TOOL_CALLS]\" call)*" : "");
+        break;
+    case SRV_TOOLS_GENERIC:
+        fprintf(f, "calls ::= %s\n",
+                many ? "\"{\\\"tool_calls\\\": [\" call (\", \" call)* \"]}\""
+                     : "\"{\\\"tool_call\\\": \" call \"}\"");
+        fprintf(f, "root ::= calls%s\n",
+                q->tool_choice == SRV_TOOL_AUTO ? " | \"{\\\"response\\\": \" string \"}\"" : "");
+        break;
+    }
+}
+
+char *srv_tools_grammar(const srv_tool_caps *c, const srv_request *q, srv_error *e)
+{
+    size_t n = json_array_size(q->tools);
+    e->status = 0;
+    if (!tools_on(q))
+        return NULL;
+    const json_t **schemas = calloc(n ? n : 1, sizeof *schemas);
+    if (!schemas) {
+        srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        schemas[i] = json_object_get(json_object_get(json_array_get(q->tools, i), "function"),
+                                     "parameters");
+    char *rules = srv_schema_rules(schemas, n, "tools", e);
+    free(schemas);
+    int wanted = q->tool_choice != SRV_TOOL_AUTO || c->format == SRV_TOOLS_GENERIC;
+    if (!rules || !wanted) {
+        free(rules);
+        return NULL;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f) {
+        fputs(rules, f);
+        call_rule(f, c->format, q);
+        root_rule(f, c->format, q);
+    }
+    free(rules);
+    if (!f || fclose(f)) {
+        free(text);
+        srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+        return NULL;
+    }
+    return text;
+}
+
+/* ------------------------------------------------------------------------
+ * Parsing a reply
+ * ------------------------------------------------------------------------ */
+static size_t skip_ws(const char *s, size_t n, size_t i)
+{
+    while (i < n && strchr(" \t\r\n", s[i]) && s[i])
+        i++;
+    return i;
+}
+
+static size_t find(const char *h, size_t n, size_t from, const char *tag)
+{
+    size_t m = strlen(tag);
+    for (size_t i = from; i + m <= n; i++)
+        if (memcmp(h + i, tag, m) == 0)
+            return i;
+    return n;
+}
+
+/* The JSON value at s[i..n) (its end in *end), or NULL. */
+static json_t *json_at(const char *s, size_t n, size_t i, size_t *end)
+{
+    json_error_t err;
+    json_t *v = json_loadb(s + i, n - i, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &err);
+    if (v)
+        *end = i + (size_t)err.position;
+    return v;
+}
+
+/* An id for call k: "call_" and 24 letters and digits (9 for Mistral's
+ * templates, which refuse any other). */
+static json_t *call_id(const srv_tool_split *t, size_t k)
+{
+    static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    int mistral = t->format == SRV_TOOLS_MISTRAL || t->format == SRV_TOOLS_MISTRAL_ARGS;
+    char id[32] = "call_";
+    char *p = mistral ? id : id + 5;
+    uint64_t x = t->seed ^ (k + 1) * 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < (mistral ? 9 : 24); i++) {
+        x ^= x >> 31, x *= 0xbf58476d1ce4e5b9ull, x ^= x >> 29;
+        *p++ = abc[x % 62];
+    }
+    *p = 0;
+    return json_string(id);
+}
+
+/* Appends a call of name with arguments (an object, or a string of
+ * JSON) to calls; 0, or -1 when the call is not one. */
+static int add_call(const srv_tool_split *t, json_t *calls, const json_t *name, const json_t *args,
+                    const json_t *id)
+{
+    if (!json_is_string(name) || !(json_is_object(args) || json_is_string(args)))
+        return -1;
+    char *a = json_is_string(args) ? NULL : json_dumps(args, JSON_COMPACT);
+    const char *at = a ? a : json_string_value(args);
+    int mistral_id = json_is_string(id) && json_string_length(id) == 9;
+    json_t *c = json_pack("{s:o,s:s,s:{s:O,s:s}}", "id",
+                          mistral_id ? json_incref((json_t *)id) : call_id(t, json_array_size(calls)),
+                          "type", "function", "function", "name", name, "arguments", at ? at : "");
+    free(a);
+    return c && at && !json_array_append_new(calls, c) ? 0 : -1;
+}
+
+/* A call object {"name", "arguments"|"parameters", "id"?}. */
+static int add_object(const srv_tool_split *t, json_t *calls, const json_t *o)
+{
+    const json_t *args = json_object_get(o, "arguments");
+    return add_call(t, calls, json_object_get(o, "name"),
+                    args ? args : json_object_get(o, "parameters"), json_object_get(o, "id"));
+}
+
+/* <tool_call>{...}</tool_call>, any number, text around them content. */
+static void parse_hermes(const srv_tool_split *t, const char *s, size_t n, ml_buf *content,
+                         json_t *calls)
+{
+    static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>";
+    size_t i = 0;
+    while (i < n) {
+        size_t at = find(s, n, i, OPEN), end;
+        ml_buf_append(content, s + i, at - i);
+        if (at == n)
+            return;
+        json_t *o = json_at(s, n, skip_ws(s, n, at + strlen(OPEN)), &end);
+        if (!json_is_object(o) || add_object(t, calls, o)) {
+            json_decref(o);
+            ml_buf_append(content, s + at, n - at);
+            return;
+        }
+        json_decref(o);
+        end = skip_ws(s, n, end);
+        if (n - end >= strlen(CLOSE) && !memcmp(s + end, CLOSE, strlen(CLOSE)))
+            end += strlen(CLOSE);
+        i = skip_ws(s, n, end);
+    }
+}
+
+/* key="value" or key=number pairs of name.call(...), as an object. */
+static json_t *call_kwargs(const char *s, size_t n)
+{
+    json_t *o = json_object();
+    size_t i = 0;
+    while (o && i < n) {
+        i = skip_ws(s, n, i);
+        size_t k = i, end;
+        while (i < n && s[i] != '=')
+            i++;
+        if (i == n || i == k)
+            break;
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)(i - k) < 127 ? (int)(i - k) : 127, s + k);
+        json_t *v = json_at(s, n, i + 1, &end);
+        if (!v || json_object_set_new(o, key, v))
+            break;
+        i = skip_ws(s, n, end);
+        if (i < n && s[i] == ',')
+            i++;
+    }
+    if (o && i < n) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Llama 3.x: the reply is one call {"name", "parameters"}, or a built-in
+ * call after <|python_tag|>: JSON, or name.call(key="value", ...). */
+static void parse_llama3(const srv_tool_split *t, const char *s, size_t n, ml_buf *content,
+                         json_t *calls)
+{
+    static const char TAG[] = "<|python_tag|>";
+    size_t i = skip_ws(s, n, 0), end;
+    size_t tag = find(s, n, 0, TAG);
+    if (tag < n)
+        i = skip_ws(s, n, tag + strlen(TAG));
+    json_t *o = i < n && s[i] == '{' ? json_at(s, n, i, &end) : NULL;
+    if (json_is_object(o) && !add_object(t, calls, o) && skip_ws(s, n, end) == n) {
+        ml_buf_append(content, s, tag < n ? tag : 0);
+        json_decref(o);
+        return;
+    }
+    json_decref(o);
+    json_array_clear(calls);
+    size_t dot = find(s, n, i, ".call("), close = n;
+    while (close > i && s[close - 1] != ')')
+        close--;
+    if (tag < n && dot < n && close > dot + 6) {
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(dot - i) < 127 ? (int)(dot - i) : 127, s + i);
+        json_t *args = call_kwargs(s + dot + 6, close - 1 - (dot + 6)), *nm = json_string(name);
+        int ok = args && nm && !add_call(t, calls, nm, args, NULL);
+        json_decref(args), json_decref(nm);
+        if (ok) {
+            ml_buf_append(content, s, tag);
+            return;
+        }
+    }
+    ml_buf_append(content, s, n);
+}
+
+/* [TOOL_CALLS][{...}, ...] or [TOOL_CALLS]name[ARGS]{...}... */
+static void parse_mistral(const srv_tool_split *t, const char *s, size_t n, ml_buf *content,
+                          json_t *calls)
+{
+    static const char TAG[] = "[TOOL_CALLS]", ARGS[] = "[ARGS]", ID[] = "[CALL_ID]";
+    size_t at = find(s, n, 0, TAG), i = at, end = at;
+    ml_buf_append(content, s, at);
+    while (i < n && n - i >= strlen(TAG) && !memcmp(s + i, TAG, strlen(TAG))) {
+        i = skip_ws(s, n, i + strlen(TAG));
+        if (t->format == SRV_TOOLS_MISTRAL) {
+            json_t *list = json_at(s, n, i, &end), *o;
+            size_t k;
+            int bad = !json_is_array(list) || !json_array_size(list);
+            json_array_foreach(list, k, o) bad = bad || add_object(t, calls, o);
+            json_decref(list);
+            if (bad)
+                break;
+        } else {
+            size_t a = find(s, n, i, ARGS), b = find(s, a, i, "["), c = find(s, a, i, ID);
+            char name[128], id[16];
+            snprintf(name, sizeof name, "%.*s", (int)(b - i) < 127 ? (int)(b - i) : 127, s + i);
+            c += c < a ? strlen(ID) : 0; /* Mistral Small 3.2's [CALL_ID]id */
+            snprintf(id, sizeof id, "%.*s", (int)(a - c) < 15 ? (int)(a - c) : 15, s + c);
+            json_t *args = a < n ? json_at(s, n, a + strlen(ARGS), &end) : NULL;
+            json_t *nm = json_string(name), *jid = c < a ? json_string(id) : NULL;
+            int bad = a == n || (b < a && c == a) || !json_is_object(args) ||
+                      add_call(t, calls, nm, args, jid);
+            json_decref(args), json_decref(nm), json_decref(jid);
+            if (bad)
+                break;
+        }
+        i = skip_ws(s, n, end);
+    }
+    if (i < n) { /* not calls after all: all of it stays text */
+        json_array_clear(calls);
+        ml_buf_append(content, s + at, n - at);
+    }
+}
+
+/* Harmony: messages <|channel|>C[ to=functions.N]...<|message|>B ended by
+ * <|end|>, <|call|>, <|return|> or the text's end, <|start|>assistant
+ * between them: analysis is reasoning, final is content, a commentary to
+ * a function is a call. */
+static void parse_harmony(const srv_tool_split *t, const char *s, size_t n, ml_buf *content,
+                          ml_buf *reasoning, json_t *calls)
+{
+    static const char CH[] = "<|channel|>", MSG[] = "<|message|>", START[] = "<|start|>assistant";
+    size_t i = find(s, n, 0, CH);
+    if (i == n) {
+        ml_buf_append(content, s, n);
+        return;
+    }
+    ml_buf_append(content, s, i);
+    while (i < n) {
+        size_t m = find(s, n, i, MSG);
+        if (m == n) /* a header never ended: the text is lost as it was */
+            break;
+        size_t body = m + strlen(MSG), stop = n;
+        static const char *const ends[] = {"<|end|>", "<|call|>", "<|return|>", "<|start|>"};
+        for (size_t k = 0; k < 4; k++) {
+            size_t e = find(s, n, body, ends[k]);
+            stop = e < stop ? e : stop;
+        }
+        size_t to = find(s, m, i, "to=functions.");
+        if (to < m) {
+            size_t a = to + strlen("to=functions."), b = a;
+            while (b < m && !strchr(" <", s[b]))
+                b++;
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)(b - a) < 127 ? (int)(b - a) : 127, s + a);
+            size_t end;
+            json_t *args = json_at(s, stop, body, &end), *nm = json_string(name);
+            if (add_call(t, calls, nm, args, NULL))
+                ml_buf_append(content, s + body, stop - body);
+            json_decref(args), json_decref(nm);
+        } else {
+            int analysis = find(s, m, i, "analysis") < m;
+            ml_buf_append(analysis ? reasoning : content, s + body, stop - body);
+        }
+        i = stop;
+        for (size_t k = 0; k < 4 && i < n; k++) /* past the end marker and the next start */
+            if (n - i >= strlen(ends[k]) && !memcmp(s + i, ends[k], strlen(ends[k])) && k < 3)
+                i += strlen(ends[k]);
+        if (n - i >= strlen(START) && !memcmp(s + i, START, strlen(START)))
+            i += strlen(START);
+        size_t next = find(s, n, i, CH);
+        if (next == n)
+            break;
+        i = next;
+    }
+}
+
+/* Our JSON reply: {"tool_call": C}, {"tool_calls": [C...]} or
+ * {"response": TEXT}; anything else is content. */
+static void parse_generic(const srv_tool_split *t, const char *s, size_t n, ml_buf *content,
+                          json_t *calls)
+{
+    size_t end;
+    json_t *o = json_at(s, n, skip_ws(s, n, 0), &end), *one, *many, *text, *c;
+    size_t k;
+    int ok = json_is_object(o) && skip_ws(s, n, end) == n;
+    if (ok && (one = json_object_get(o, "tool_call")))
+        ok = !add_object(t, calls, one);
+    else if (ok && json_is_array(many = json_object_get(o, "tool_calls")))
+        json_array_foreach(many, k, c) ok = ok && !add_object(t, calls, c);
+    else if (ok && json_is_string(text = json_object_get(o, "response")))
+        ml_buf_append(content, json_string_value(text), json_string_length(text));
+    else
+        ok = 0;
+    json_decref(o);
+    if (!ok) {
+        json_array_clear(calls);
+        ml_buf_append(content, s, n);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * The split, whole or streamed
+ * ------------------------------------------------------------------------ */
+void srv_tool_split_init(srv_tool_split *t, srv_tool_format format, int active, uint64_t seed)
+{
+    memset(t, 0, sizeof *t);
+    t->format = format, t->active = active, t->seed = seed;
+}
+
+void srv_tool_split_free(srv_tool_split *t)
+{
+    ml_buf_free(&t->hold);
+}
+
+/* Where a call begins in the format's text, for the streaming split. */
+static const char *marker(srv_tool_format f)
+{
+    switch (f) {
+    case SRV_TOOLS_HERMES: return "<tool_call>";
+    case SRV_TOOLS_LLAMA3: return "<|python_tag|>";
+    case SRV_TOOLS_MISTRAL:
+    case SRV_TOOLS_MISTRAL_ARGS: return "[TOOL_CALLS]";
+    default: return NULL; /* the whole reply is held */
+    }
+}
+
+/* The length of the longest end of h[0..n) that begins tag. */
+static size_t partial(const char *h, size_t n, const char *tag)
+{
+    size_t k = strlen(tag) - 1;
+    for (k = k < n ? k : n; k > 0; k--)
+        if (memcmp(h + n - k, tag, k) == 0)
+            return k;
+    return 0;
+}
+
+ml_status srv_tool_split_put(srv_tool_split *t, const char *s, size_t n, ml_buf *content)
+{
+    if (!t->active)
+        return n ? ml_buf_append(content, s, n) : ML_OK;
+    if (n && ml_buf_append(&t->hold, s, n))
+        return ML_E_NOMEM;
+    const char *tag = marker(t->format), *h = t->hold.data;
+    size_t len = t->hold.len;
+    if (t->holding || !tag)
+        return ML_OK;
+    /* Llama 3 writes a call as the reply's first text: held from its '{' */
+    size_t first = skip_ws(h, len, 0);
+    if (t->format == SRV_TOOLS_LLAMA3 && !t->seen && (first == len || h[first] == '{')) {
+        t->holding = first < len;
+        return ML_OK;
+    }
+    t->seen = 1;
+    size_t at = find(h, len, 0, tag), out = at < len ? at : len - partial(h, len, tag);
+    ml_status st = out ? ml_buf_append(content, h, out) : ML_OK;
+    if (!st) {
+        memmove(t->hold.data, h + out, len - out);
+        t->hold.len = len - out;
+        t->holding = at < len;
+    }
+    return st;
+}
+
+ml_status srv_tool_split_end(srv_tool_split *t, ml_buf *content, ml_buf *reasoning,
+                             json_t **calls)
+{
+    *calls = NULL;
+    if (!t->active || !t->hold.len)
+        return ML_OK;
+    json_t *list = json_array();
+    if (!list)
+        return ML_E_NOMEM;
+    const char *s = t->hold.data;
+    size_t n = t->hold.len;
+    switch (t->format) {
+    case SRV_TOOLS_HERMES: parse_hermes(t, s, n, content, list); break;
+    case SRV_TOOLS_LLAMA3: parse_llama3(t, s, n, content, list); break;
+    case SRV_TOOLS_MISTRAL:
+    case SRV_TOOLS_MISTRAL_ARGS: parse_mistral(t, s, n, content, list); break;
+    case SRV_TOOLS_GPT_OSS: parse_harmony(t, s, n, content, reasoning, list); break;
+    case SRV_TOOLS_GENERIC: parse_generic(t, s, n, content, list); break;
+    }
+    t->hold.len = 0;
+    if (json_array_size(list))
+        *calls = list;
+    else
+        json_decref(list);
+    return ML_OK;
+}
