@@ -7,7 +7,7 @@
 #                           every answer complete and equal to the same
 #                           request run alone (tests/serve/load.sh)
 #   make check-openai       the official openai Python client against
-#                           ml-serve, streaming and not (pip install openai;
+#                           ml-serve, streaming and not, and an agent framework on it (pip install openai openai-agents;
 #                           tests/serve/openai-client.py)
 #   make check-json-schema  response_format json_schema over a corpus of
 #                           schemas, every answer validated by the
@@ -40,6 +40,11 @@ $(B)/fuzz/fuzz_serve_request.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve
 $(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: $(B)/cmd/ml-serve/request.o $(B)/cmd/ml-serve/schema.o
 # (the library again after the parser's object, which uses its grammars)
 $(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: LDLIBS_LIB += $(B)/libmlcore.a $(JANSSON_LIBS)
+# The tool-call split, the same way.
+$(B)/fuzz/fuzz_serve_tools.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve
+$(B)/fuzz/lf_serve_tools $(B)/fuzz/replay_serve_tools: $(B)/cmd/ml-serve/tools.o $(B)/cmd/ml-serve/schema.o \
+                                                      $(B)/cmd/ml-serve/request.o
+$(B)/fuzz/lf_serve_tools $(B)/fuzz/replay_serve_tools: LDLIBS_LIB += $(B)/libmlcore.a $(JANSSON_LIBS) -lutf8proc -lm
 
 .PHONY: check-serve-load check-openai check-json-schema check-serve-nginx bench-serve
 check-serve-load: all $(TEST_TOOLS)

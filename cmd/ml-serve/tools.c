@@ -185,7 +185,6 @@ static void object_args(json_t *calls)
 /* One message as the template takes it (m is a copy, changed in place). */
 static int message(const srv_tool_caps *c, json_t *m)
 {
-    const char *role = json_string_value(json_object_get(m, "role"));
     json_t *calls = json_object_get(m, "tool_calls");
     if (json_is_array(calls) && c->format == SRV_TOOLS_GENERIC) {
         json_t *text = generic_calls_text(calls);
@@ -195,27 +194,66 @@ static int message(const srv_tool_caps *c, json_t *m)
     } else if (json_is_array(calls) && !c->string_args) {
         object_args(calls);
     }
-    if (role && !strcmp(role, "tool") && !c->tool_role) {
-        json_t *reply = json_pack("{s:{s:O?,s:O?}}", "tool_response", "tool_call_id",
-                                  json_object_get(m, "tool_call_id"), "content",
-                                  json_object_get(m, "content"));
-        char *text = reply ? json_dumps(reply, 0) : NULL;
-        json_decref(reply);
-        int bad = !text || json_object_set_new(m, "role", json_string("user")) ||
-                  json_object_set_new(m, "content", json_string(text));
-        free(text);
-        return bad ? -1 : 0;
-    }
     return 0;
+}
+
+static int is_tool(const json_t *m)
+{
+    const char *role = json_string_value(json_object_get(m, "role"));
+    return role && !strcmp(role, "tool");
+}
+
+/* Tool messages msgs[i..) in a row, for a template without the role, as
+ * one user message (templates that take only user and assistant turns
+ * want them to alternate): {"tool_response": {...}} or, for several,
+ * {"tool_responses": [...]}.  Appends it to out; the count taken in *n. */
+static int tool_results(const json_t *msgs, size_t i, json_t *out, size_t *n)
+{
+    json_t *list = json_array(), *m;
+    for (*n = 0; list && is_tool(m = json_array_get(msgs, i + *n)); ++*n)
+        if (json_array_append_new(list, json_pack("{s:O?,s:O?}", "tool_call_id",
+                                                  json_object_get(m, "tool_call_id"), "content",
+                                                  json_object_get(m, "content"))))
+            break;
+    json_t *reply = !list ? NULL
+                    : *n == 1 ? json_pack("{s:O}", "tool_response", json_array_get(list, 0))
+                              : json_pack("{s:O}", "tool_responses", list);
+    char *text = reply ? json_dumps(reply, 0) : NULL;
+    int bad = !text || json_array_append_new(out, json_pack("{s:s,s:s}", "role", "user",
+                                                            "content", text));
+    free(text);
+    json_decref(reply), json_decref(list);
+    return bad ? -1 : 0;
+}
+
+/* The messages as the template takes them (a new array, or NULL). */
+static json_t *messages(const srv_tool_caps *c, const json_t *msgs)
+{
+    json_t *out = json_array();
+    size_t i = 0, n;
+    while (out && i < json_array_size(msgs)) {
+        json_t *m = json_deep_copy(json_array_get(msgs, i));
+        int bad = !m;
+        if (!bad && is_tool(m) && !c->tool_role) {
+            bad = tool_results(msgs, i, out, &n);
+            i += n;
+        } else {
+            bad = bad || message(c, m) || json_array_append(out, m);
+            i++;
+        }
+        json_decref(m);
+        if (bad) {
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    return out;
 }
 
 int srv_tools_vars(const srv_tool_caps *c, const srv_request *q, json_t *vars)
 {
-    json_t *msgs = json_deep_copy(q->messages), *m;
-    size_t i;
+    json_t *msgs = messages(c, q->messages);
     int bad = !msgs;
-    json_array_foreach(msgs, i, m)
-        bad = bad || message(c, m);
     if (!bad && tools_on(q) && c->format == SRV_TOOLS_GENERIC) {
         json_t *sys = generic_system(q), *first = json_array_get(msgs, 0);
         const char *role = json_string_value(json_object_get(first, "role"));
@@ -288,7 +326,7 @@ static void call_rule(FILE *f, srv_tool_format fmt, const srv_request *q)
             const char *args = fmt == SRV_TOOLS_LLAMA3 ? "parameters" : "arguments";
             snprintf(key, sizeof key, "{\"name\": \"%s\", \"%s\": ", name, args);
             lit(f, key);
-            fprintf(f, " schema%zu", i);
+            fprintf(f, " schema%zu ", i);
             lit(f, fmt == SRV_TOOLS_MISTRAL ? ", \"id\": \"" : "}");
             if (fmt == SRV_TOOLS_MISTRAL)
                 fputs(" [a-zA-Z0-9]{9} \"\\\"}\"", f);

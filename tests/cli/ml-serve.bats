@@ -602,6 +602,37 @@ refused() {
         '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}'
     refused 400 prompt missing_required_parameter '{"max_tokens":3}' /v1/completions
     refused 400 prompt invalid_type '{"prompt":7}' /v1/completions
+    # tools (ml-serve-tools.bats has the calls themselves)
+    local f='{"type":"function","function":{"name":"f"}}'
+    refused 400 tools invalid_type "{$m,\"tools\":{}}"
+    refused 400 tools invalid_type "{$m,\"tools\":[5]}"
+    refused 400 tools.type invalid_value "{$m,\"tools\":[{\"type\":\"code\",\"function\":{\"name\":\"f\"}}]}"
+    refused 400 tools invalid_value "{$m,\"tools\":[{\"type\":\"function\"}]}"
+    refused 400 tools invalid_value "{$m,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"},\"x\":1}]}"
+    refused 400 tools.function invalid_value "{$m,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"x\":1}}]}"
+    refused 400 tools.function.name invalid_value "{$m,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]}"
+    refused 400 tools.function.name invalid_value "{$m,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"$(printf 'x%.0s' {1..65})\"}}]}"
+    refused 400 tools.function.description invalid_type "{$m,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":5}}]}"
+    refused 400 tools.function.parameters invalid_type "{$m,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]}"
+    refused 400 tools.function.strict invalid_type "{$m,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"strict\":1}}]}"
+    refused 400 tools invalid_value "{$m,\"tools\":[$f,$f]}"
+    refused 400 tools invalid_value "{$m,\"tools\":[$(for i in $(seq 129); do printf '{"type":"function","function":{"name":"f%d"}},' "$i"; done | sed 's/,$//')]}"
+    refused 400 tools invalid_schema "{$m,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"if\":{}}}}]}"
+    refused 400 tool_choice invalid_value "{$m,\"tool_choice\":\"required\"}"
+    refused 400 tool_choice invalid_value "{$m,\"tools\":[$f],\"tool_choice\":\"always\"}"
+    refused 400 tool_choice invalid_value "{$m,\"tools\":[$f],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}"
+    refused 400 tool_choice invalid_value "{$m,\"tools\":[$f],\"tool_choice\":{\"function\":{\"name\":\"f\"}}}"
+    refused 400 parallel_tool_calls invalid_type "{$m,\"tools\":[$f],\"parallel_tool_calls\":1}"
+    refused 400 response_format invalid_value "{$m,\"tools\":[$f],\"response_format\":{\"type\":\"json_object\"}}"
+    refused 400 grammar invalid_value "{$m,\"tools\":[$f],\"grammar\":\"root ::= [a]\"}"
+    local call='{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}'
+    refused 400 messages.tool_calls invalid_type "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":{}}]}"
+    refused 400 messages.tool_calls.function invalid_type "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\"}]}]}"
+    refused 400 messages.tool_calls.type invalid_value "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"x\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}"
+    refused 400 messages.tool_calls.function.name invalid_type "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"arguments\":\"{}\"}}]}]}"
+    refused 400 messages.tool_calls.function.arguments invalid_type "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":5}}]}]}"
+    refused 400 messages.tool_calls.id invalid_type "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":5,\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}"
+    refused 400 messages.tool_call_id invalid_type "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},$call,{\"role\":\"tool\",\"tool_call_id\":5,\"content\":\"x\"}]}"
     # The llama2 template's own refusal (roles must alternate).
     refused 400 messages template_error \
         '{"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}'
@@ -625,10 +656,12 @@ refused() {
         '"grammar":"root ::= [a-z]+"'
         '"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"boolean"}}}'
         '"chat_template_kwargs":{"enable_thinking":false}'
+        '"tools":[{"type":"function","function":{"name":"f"}}]'
+        '"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"'
+        '"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"'
     )
     local refused_chat=(
-        '"tools":[{"type":"function","function":{"name":"f"}}]'
-        '"tool_choice":"required"' '"functions":[{"name":"f"}]' '"function_call":{"name":"f"}'
+        '"functions":[{"name":"f"}]' '"function_call":{"name":"f"}'
         '"modalities":["text","audio"]'
         '"audio":{"voice":"alloy","format":"wav"}' '"prediction":{"type":"content","content":"x"}'
         '"verbosity":"low"' '"web_search_options":{}' '"store":true'

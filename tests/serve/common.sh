@@ -15,5 +15,5 @@ fail_with() {
 }
 
 "$MLCORE_BUILD/tests/mkmodel" -o "$WORK/m.mlb" --seed 3 vocab=32000 wtype=2 scale_f16=1 \
-    shared_classifier=1 max_seq=512
+    shared_classifier=1 max_seq=2048
 cp "$HERE/../fixtures/tok/llama2.mlt" "$WORK/m.mlt"

@@ -107,6 +107,8 @@ def main(base, key):
     except openai.BadRequestError as e:
         assert e.status_code == 400 and e.body["param"] == "response_format", e.body
 
+    tool_calls(client, model)
+
     try:
         client.chat.completions.create(model=model, messages=messages, temperature=5)
         raise AssertionError("temperature 5 was accepted")
@@ -118,7 +120,47 @@ def main(base, key):
     except openai.AuthenticationError as e:
         assert e.status_code == 401
     print(f"openai {openai.__version__}: chat, completions, streams, stop, seed, logprobs, n, "
-          "json_object, parse() with a Pydantic model, 400 and 401: OK")
+          "json_object, parse() with a Pydantic model, tool calls, 400 and 401: OK")
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}},
+                   "required": ["city"]}}}
+
+
+def tool_calls(client, model):
+    """A two-step loop: a call (required), its result, a final answer; and
+    the same call streamed, its deltas gathered as a client gathers them."""
+    messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+    first = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER],
+                                           tool_choice="required", parallel_tool_calls=False,
+                                           max_tokens=200, seed=1)
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    call = choice.message.tool_calls[0]
+    assert call.type == "function" and call.function.name == "get_weather", call
+    assert json.loads(call.function.arguments)["city"] in ("Paris", "Rome"), call
+    messages.append(choice.message)
+    messages.append({"role": "tool", "tool_call_id": call.id, "content": "21 C and sunny"})
+    final = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER],
+                                           tool_choice="none", max_tokens=20, seed=1)
+    assert isinstance(final.choices[0].message.content, str), final
+    assert not final.choices[0].message.tool_calls, final
+    gathered = {}
+    finish = None
+    for chunk in client.chat.completions.create(model=model, messages=messages[:1],
+                                                tools=[WEATHER], tool_choice="required",
+                                                parallel_tool_calls=False, max_tokens=200,
+                                                seed=1, stream=True):
+        for d in chunk.choices[0].delta.tool_calls or []:
+            g = gathered.setdefault(d.index, {"name": "", "arguments": ""})
+            g["name"] += d.function.name or ""
+            g["arguments"] += d.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert finish == "tool_calls", finish
+    assert gathered == {0: {"name": call.function.name, "arguments": call.function.arguments}}, \
+        gathered
 
 
 if __name__ == "__main__":
