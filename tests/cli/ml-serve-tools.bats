@@ -126,9 +126,11 @@ split() {
     [[ $g == "400 tools Invalid value for 'tools': json_schema: "*"'not'"* ]] || fail_with "$g"
 }
 
-# serve TEMPLATE: ml-serve with that template file on the random model.
+# serve OPTION...: ml-serve on the random model.
+# A log of its own each time: start_server waits for the "listening" line
+# of its log, which an earlier server's would fake.
 serve() {
-    start_server "$BATS_TEST_TMPDIR/log" -m "$BATS_FILE_TMPDIR/m.mlb" -t 1 "$@"
+    start_server "$(mktemp "$BATS_TEST_TMPDIR/log.XXXXXX")" -m "$BATS_FILE_TMPDIR/m.mlb" -t 1 "$@"
 }
 
 @test "required and named calls parse and meet the schema, in every format" {
