@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0 || size > 4096)
         return 0;
-    srv_tool_format f = (srv_tool_format)(data[0] % (SRV_TOOLS_GPT_OSS + 1));
+    srv_tool_format f = (srv_tool_format)(data[0] % (SRV_TOOLS_LAST + 1));
     const char *s = (const char *)data + 1;
     size_t n = size - 1;
     char *whole = split(f, s, n, n ? n : 1), *one = split(f, s, n, 1), *seven = split(f, s, n, 7);

@@ -277,7 +277,7 @@ static int tools_grammar(srv_server *s, srv_request *q, srv_error *e)
 static int prepare(srv_server *s, srv_request *q, ml_ids *ids, uint32_t *max, srv_error *e)
 {
     const char *param = q->kind == SRV_CHAT ? "messages" : "prompt";
-    if (q->kind == SRV_CHAT ? tools_grammar(s, q, e) || chat_prompt(s, q, ids, e)
+    if (q->kind == SRV_CHAT ? chat_prompt(s, q, ids, e) || tools_grammar(s, q, e)
                             : completion_prompt(s, q, ids, e))
         return -1;
     uint32_t n_ctx = srv_sched_n_ctx(s->sched);

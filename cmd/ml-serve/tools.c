@@ -67,6 +67,8 @@ static srv_tool_format format_of(const char *r)
         return SRV_TOOLS_MISTRAL_ARGS;
     if (strstr(r, "[TOOL_CALLS]["))
         return SRV_TOOLS_MISTRAL;
+    if (strstr(r, "<function=" PROBE_FN ">\n<parameter=mlprobe_arg>"))
+        return SRV_TOOLS_XML;
     for (; h; h = strstr(h, "<tool_call>")) { /* the call's, not the instructions' */
         h += strlen("<tool_call>");
         h += strspn(h, " \n");
@@ -100,7 +102,7 @@ void srv_tools_probe(const ml_jinja *t, srv_tool_caps *c)
 const char *srv_tool_format_name(srv_tool_format f)
 {
     static const char *const names[] = {"generic", "hermes", "llama3", "mistral", "mistral-args",
-                                        "gpt-oss"};
+                                        "gpt-oss", "xml"};
     return names[f];
 }
 
@@ -336,51 +338,152 @@ static void call_rule(FILE *f, srv_tool_format fmt, const srv_request *q)
     fputc('\n', f);
 }
 
-/* The rule "root" around the calls, per format. */
+/* The rule "root": the calls, per format ("answer"), after the rest of
+ * a think block the prompt left open (reasoning without "</": the text
+ * cannot end the block early). */
 static void root_rule(FILE *f, srv_tool_format fmt, const srv_request *q)
 {
     int many = q->parallel_tools;
+    fputs(q->think_open ? "root ::= ([^<] | \"<\" [^/<])* \"</think>\" [ \\n]* answer\n"
+                        : "root ::= answer\n",
+          f);
     switch (fmt) {
     case SRV_TOOLS_HERMES:
-        fprintf(f, "one ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\nroot ::= one%s\n",
+        fprintf(f, "one ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\nanswer ::= one%s\n",
                 many ? " (\"\\n\" one)*" : "");
         break;
     case SRV_TOOLS_LLAMA3:
     case SRV_TOOLS_GPT_OSS:
-        fputs("root ::= call\n", f);
+        fputs("answer ::= call\n", f);
         break;
     case SRV_TOOLS_MISTRAL:
-        fprintf(f, "root ::= \"[TOOL_CALLS][\" call%s \"]\"\n", many ? " (\", \" call)*" : "");
+        fprintf(f, "answer ::= \"[TOOL_CALLS][\" call%s \"]\"\n", many ? " (\", \" call)*" : "");
         break;
     case SRV_TOOLS_MISTRAL_ARGS:
-        fprintf(f, "root ::= \"[TOOL_CALLS]\" call%s\n", many ? " (\"[TOOL_CALLS]\" call)*" : "");
+        fprintf(f, "answer ::= \"[TOOL_CALLS]\" call%s\n", many ? " (\"[TOOL_CALLS]\" call)*" : "");
+        break;
+    case SRV_TOOLS_XML:
+        fprintf(f, "answer ::= call%s\n", many ? " (\"\\n\" call)*" : "");
         break;
     case SRV_TOOLS_GENERIC:
         fprintf(f, "calls ::= %s\n",
                 many ? "\"{\\\"tool_calls\\\": [\" call (\", \" call)* \"]}\""
                      : "\"{\\\"tool_call\\\": \" call \"}\"");
-        fprintf(f, "root ::= calls%s\n",
+        fprintf(f, "answer ::= calls%s\n",
                 q->tool_choice == SRV_TOOL_AUTO ? " | \"{\\\"response\\\": \" string \"}\"" : "");
         break;
     }
 }
 
+/* A parameter's value as the XML format writes it: a string raw (up to
+ * the next '<'), an enum of strings as its raw values, anything else as
+ * JSON (rule schemaK). */
+static void xml_value(FILE *f, const json_t *prop, size_t k)
+{
+    const json_t *type = json_object_get(prop, "type"), *list = json_object_get(prop, "enum"), *v;
+    size_t i;
+    int strings = json_is_array(list) && json_array_size(list) > 0;
+    json_array_foreach(list, i, v) strings = strings && json_is_string(v);
+    if (strings) {
+        fputs("(", f);
+        json_array_foreach(list, i, v) {
+            fputs(i ? " | " : "", f);
+            lit(f, json_string_value(v));
+        }
+        fputs(")", f);
+    } else if (json_is_string(type) && !strcmp(json_string_value(type), "string") &&
+               !json_object_get(prop, "const") && !list)
+        fputs("[^<]*", f);
+    else
+        fprintf(f, "schema%zu", k);
+}
+
+/* The rule "call" of the XML format: each callable tool's parameters in
+ * its schema's order, the required ones always, the others optional;
+ * props[] lists every property's schema in that order (rule schemaK). */
+static void xml_call_rule(FILE *f, const srv_request *q)
+{
+    size_t k = 0;
+    int first = 1;
+    fputs("call ::= ", f);
+    for (size_t i = 0; i < json_array_size(q->tools); i++) {
+        const json_t *fn = json_object_get(json_array_get(q->tools, i), "function");
+        const json_t *params = json_object_get(fn, "parameters");
+        const json_t *props = json_object_get(params, "properties"), *req, *prop, *r;
+        const char *key;
+        size_t j;
+        req = json_object_get(params, "required");
+        if (!callable(q, i)) {
+            k += json_object_size(props);
+            continue;
+        }
+        char head[100];
+        snprintf(head, sizeof head, "<tool_call>\n<function=%s>\n",
+                 json_string_value(json_object_get(fn, "name")));
+        fputs(first ? "" : " | ", f);
+        first = 0;
+        lit(f, head);
+        json_object_foreach((json_t *)props, key, prop) {
+            int required = 0;
+            json_array_foreach(req, j, r) required |= json_is_string(r) &&
+                                                    !strcmp(json_string_value(r), key);
+            char open[160];
+            snprintf(open, sizeof open, "<parameter=%s>\n", key);
+            fputs(required ? " " : " (", f);
+            lit(f, open);
+            fputs(" ", f);
+            xml_value(f, prop, k++);
+            fputs(" \"\\n</parameter>\\n\"", f);
+            fputs(required ? "" : ")?", f);
+        }
+        fputs(" \"</function>\\n</tool_call>\"", f);
+    }
+    fputc('\n', f);
+}
+
+/* The schemas the grammar's rules are made of: each tool's parameters,
+ * or for the XML format each tool's properties (a new array); object
+ * stands for a tool without parameters. */
+static const json_t **grammar_schemas(const srv_tool_caps *c, const srv_request *q,
+                                      const json_t *object, size_t *n)
+{
+    size_t cap = 0;
+    for (size_t i = 0; i < json_array_size(q->tools); i++)
+        cap += c->format == SRV_TOOLS_XML
+                   ? json_object_size(json_object_get(
+                         json_object_get(json_object_get(json_array_get(q->tools, i), "function"),
+                                         "parameters"),
+                         "properties"))
+                   : 1;
+    const json_t **s = calloc(cap ? cap : 1, sizeof *s);
+    *n = 0;
+    for (size_t i = 0; s && i < json_array_size(q->tools); i++) {
+        const json_t *params = json_object_get(
+            json_object_get(json_array_get(q->tools, i), "function"), "parameters");
+        const char *key;
+        json_t *prop;
+        if (c->format != SRV_TOOLS_XML) {
+            s[(*n)++] = params ? params : object;
+            continue;
+        }
+        json_object_foreach(json_object_get(params, "properties"), key, prop) s[(*n)++] = prop;
+    }
+    return s;
+}
+
 char *srv_tools_grammar(const srv_tool_caps *c, const srv_request *q, srv_error *e)
 {
-    size_t n = json_array_size(q->tools);
+    size_t n;
     e->status = 0;
     if (!tools_on(q))
         return NULL;
-    const json_t **schemas = calloc(n ? n : 1, sizeof *schemas);
-    if (!schemas) {
+    json_t *object = json_pack("{s:s}", "type", "object");
+    const json_t **schemas = object ? grammar_schemas(c, q, object, &n) : NULL;
+    char *rules = schemas ? srv_schema_rules(schemas, n, "tools", e) : NULL;
+    if (!schemas)
         srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++)
-        schemas[i] = json_object_get(json_object_get(json_array_get(q->tools, i), "function"),
-                                     "parameters");
-    char *rules = srv_schema_rules(schemas, n, "tools", e);
     free(schemas);
+    json_decref(object);
     int wanted = q->tool_choice != SRV_TOOL_AUTO || c->format == SRV_TOOLS_GENERIC;
     if (!rules || !wanted) {
         free(rules);
@@ -391,7 +494,10 @@ char *srv_tools_grammar(const srv_tool_caps *c, const srv_request *q, srv_error 
     FILE *f = open_memstream(&text, &len);
     if (f) {
         fputs(rules, f);
-        call_rule(f, c->format, q);
+        if (c->format == SRV_TOOLS_XML)
+            xml_call_rule(f, q);
+        else
+            call_rule(f, c->format, q);
         root_rule(f, c->format, q);
     }
     free(rules);
@@ -496,6 +602,68 @@ static void parse_hermes(const srv_tool_split *t, const char *s, size_t n, ml_bu
         if (n - end >= strlen(CLOSE) && !memcmp(s + end, CLOSE, strlen(CLOSE)))
             end += strlen(CLOSE);
         i = skip_ws(s, n, end);
+    }
+}
+
+/* A parameter's value in the XML format: JSON where it is a number,
+ * boolean, null, object or array, else the text as a string (the
+ * templates write strings raw, the rest with tojson). */
+static json_t *xml_value_of(const char *s, size_t n)
+{
+    if (n && s[0] == '\n')
+        s++, n--;
+    if (n && s[n - 1] == '\n')
+        n--;
+    json_error_t err;
+    json_t *v = json_loadb(s, n, JSON_DECODE_ANY, &err);
+    if (v && !json_is_string(v))
+        return v;
+    json_decref(v);
+    return json_stringn(s, n);
+}
+
+/* <tool_call><function=N><parameter=K>V</parameter>...</function></tool_call>,
+ * any number, the text around them content. */
+static void parse_xml(const srv_tool_split *t, const char *s, size_t n, ml_buf *content,
+                      json_t *calls)
+{
+    static const char OPEN[] = "<tool_call>", FN[] = "<function=", PARAM[] = "<parameter=",
+                      END_PARAM[] = "</parameter>", END_FN[] = "</function>",
+                      CLOSE[] = "</tool_call>";
+    size_t i = 0;
+    while (i < n) {
+        size_t at = find(s, n, i, OPEN);
+        ml_buf_append(content, s + i, at - i);
+        if (at == n)
+            return;
+        size_t j = skip_ws(s, n, at + strlen(OPEN)), name_end = find(s, n, j, ">");
+        json_t *args = json_object(), *name = NULL;
+        int ok = args && n - j > strlen(FN) && !memcmp(s + j, FN, strlen(FN)) && name_end < n &&
+                 (name = json_stringn(s + j + strlen(FN), name_end - j - strlen(FN)));
+        for (j = ok ? skip_ws(s, n, name_end + 1) : n;
+             ok && n - j > strlen(PARAM) && !memcmp(s + j, PARAM, strlen(PARAM));) {
+            size_t key_end = find(s, n, j, ">"), v_end = find(s, n, key_end, END_PARAM);
+            char key[128];
+            ok = key_end < n && v_end < n;
+            if (ok) {
+                size_t kl = key_end - j - strlen(PARAM);
+                snprintf(key, sizeof key, "%.*s", (int)(kl < 127 ? kl : 127), s + j + strlen(PARAM));
+                ok = !json_object_set_new(args, key, xml_value_of(s + key_end + 1,
+                                                                  v_end - key_end - 1));
+                j = skip_ws(s, n, v_end + strlen(END_PARAM));
+            }
+        }
+        ok = ok && n - j >= strlen(END_FN) && !memcmp(s + j, END_FN, strlen(END_FN)) &&
+             !add_call(t, calls, name, args, NULL);
+        json_decref(args), json_decref(name);
+        if (!ok) {
+            ml_buf_append(content, s + at, n - at);
+            return;
+        }
+        j = skip_ws(s, n, j + strlen(END_FN));
+        if (n - j >= strlen(CLOSE) && !memcmp(s + j, CLOSE, strlen(CLOSE)))
+            j += strlen(CLOSE);
+        i = skip_ws(s, n, j);
     }
 }
 
@@ -696,7 +864,8 @@ void srv_tool_split_free(srv_tool_split *t)
 static const char *marker(srv_tool_format f)
 {
     switch (f) {
-    case SRV_TOOLS_HERMES: return "<tool_call>";
+    case SRV_TOOLS_HERMES:
+    case SRV_TOOLS_XML: return "<tool_call>";
     case SRV_TOOLS_LLAMA3: return "<|python_tag|>";
     case SRV_TOOLS_MISTRAL:
     case SRV_TOOLS_MISTRAL_ARGS: return "[TOOL_CALLS]";
@@ -759,6 +928,7 @@ ml_status srv_tool_split_end(srv_tool_split *t, ml_buf *content, ml_buf *reasoni
     case SRV_TOOLS_MISTRAL_ARGS: parse_mistral(t, s, n, content, list); break;
     case SRV_TOOLS_GPT_OSS: parse_harmony(t, s, n, content, reasoning, list); break;
     case SRV_TOOLS_GENERIC: parse_generic(t, s, n, content, list); break;
+    case SRV_TOOLS_XML: parse_xml(t, s, n, content, list); break;
     }
     t->hold.len = 0;
     if (json_array_size(list))

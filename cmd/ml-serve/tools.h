@@ -22,8 +22,11 @@ typedef enum srv_tool_format {
     SRV_TOOLS_LLAMA3,       /* {"name": N, "parameters": A}, or after <|python_tag|> */
     SRV_TOOLS_MISTRAL,      /* [TOOL_CALLS][{"name": N, "arguments": A, "id": I}, ...] */
     SRV_TOOLS_MISTRAL_ARGS, /* [TOOL_CALLS]N[ARGS]A */
-    SRV_TOOLS_GPT_OSS       /* harmony: <|channel|>commentary to=functions.N ...<|message|>A */
+    SRV_TOOLS_GPT_OSS,      /* harmony: <|channel|>commentary to=functions.N ...<|message|>A */
+    SRV_TOOLS_XML           /* <tool_call><function=N><parameter=K>V</parameter>...
+                             * (Qwen3-Coder, Qwen 3.5, Nemotron 3) */
 } srv_tool_format;
+#define SRV_TOOLS_LAST SRV_TOOLS_XML
 
 /* What the template does with tools, from the probe. */
 typedef struct srv_tool_caps {

@@ -56,8 +56,9 @@ valid_calls() {
         unsloth-mistral-Devstral-Small-2507:mistral-args
         mistralai-Ministral-3-14B-Reasoning-2512:mistral-args
         openai-gpt-oss-120b:gpt-oss
+        Qwen3-Coder:xml Qwen3.5-4B:xml NVIDIA-Nemotron-3-Nano-30B-A3B-BF16:xml
         SmolLM2-135M-Instruct:generic google-gemma-3-1b-it:generic
-        meta-llama-Llama-2-7b-chat-hf:generic Qwen3-Coder:generic
+        meta-llama-Llama-2-7b-chat-hf:generic GLM-4.6:generic
     )
     local w out
     for w in "${want[@]}"; do
@@ -104,6 +105,11 @@ split() {
     split gpt-oss '<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Hello!' \
         '.tool_calls == [] and .reasoning == "Easy." and .content == "Hello!"'
     split gpt-oss 'no channels' '.content == "no channels" and .reasoning == ""'
+    split xml $'Checking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n<parameter=opts>\n{"a": [1]}\n</parameter>\n</function>\n</tool_call>' \
+        "$c1 and .content == \"Checking.\\n\" and .tool_calls[0].function == {name: \"get_weather\", arguments: \"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":3,\\\"opts\\\":{\\\"a\\\":[1]}}\"}"
+    split xml $'<tool_call>\n<function=a>\n</function>\n</tool_call>\n<tool_call>\n<function=b>\n<parameter=x>\ntwo\nlines\n</parameter>\n</function>\n</tool_call>' \
+        '[.tool_calls[].function] == [{name: "a", arguments: "{}"}, {name: "b", arguments: "{\"x\":\"two\\nlines\"}"}]'
+    split xml $'<tool_call>\n<function=a>\n<parameter=x>\nno end' '.tool_calls == [] and .content == "<tool_call>\n<function=a>\n<parameter=x>\nno end"'
     split generic '{"tool_call": {"name": "get_time", "arguments": {"zone": "UTC"}}}' "$c1 and .content == \"\""
     split generic '{"tool_calls": [{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": null}}]}' '(.tool_calls | length) == 2'
     split generic '{"response": "It is sunny."}' '.tool_calls == [] and .content == "It is sunny."'
@@ -113,15 +119,25 @@ split() {
 @test "the grammar of a request's calls: one rule set per tool, bad schemas refused by name" {
     local body="{$ASK,$TOOLS,\"tool_choice\":\"required\"}" g
     g=$(printf '%s' "$body" | "$SPLIT" --grammar hermes)
-    [[ $g == *'schema0 ::= '* && $g == *'schema1 ::= '* && $g == *'root ::= one ("\n" one)*'* ]] || fail_with "$g"
+    [[ $g == *'schema0 ::= '* && $g == *'schema1 ::= '* && $g == *'answer ::= one ("\n" one)*'* ]] || fail_with "$g"
     g=$(printf '%s' "${body%\}},\"parallel_tool_calls\":false}" | "$SPLIT" --grammar hermes)
-    [[ $g == *$'\nroot ::= one' ]] || fail_with "$g"
+    [[ $g == *$'\nanswer ::= one' ]] || fail_with "$g"
     # auto with a format of the model's own: no grammar
     g=$(printf '%s' "{$ASK,$TOOLS}" | "$SPLIT" --grammar hermes)
     [[ -z $g ]]
     # auto with ours: a call or a response
     g=$(printf '%s' "{$ASK,$TOOLS}" | "$SPLIT" --grammar generic)
-    [[ $g == *'root ::= calls | "{\"response\": " string "}"'* ]] || fail_with "$g"
+    [[ $g == *'answer ::= calls | "{\"response\": " string "}"'* ]] || fail_with "$g"
+    # the XML format: parameters in order, required ones always, strings raw
+    local xb="{$ASK,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"}},\"required\":[\"city\"]}}}],\"tool_choice\":\"required\"}"
+    local call=$'<tool_call>\n<function=f>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>'
+    [[ $(printf '%s' "$xb" | "$SPLIT" --grammar xml - "$call") == match ]]
+    [[ $(printf '%s' "$xb" | "$SPLIT" --grammar xml - "${call/Paris/Paris<b>}") == "no match" ]]
+    [[ $(printf '%s' "$xb" | "$SPLIT" --grammar xml - $'<tool_call>\n<function=f>\n<parameter=n>\n1\n</parameter>\n</function>\n</tool_call>') == "no match" ]]
+    # a think block the prompt left open is ended first, then the call
+    [[ $(printf '%s' "$xb" | "$SPLIT" --grammar xml think $'Let me see.</think>\n\n'"$call") == match ]]
+    [[ $(printf '%s' "$xb" | "$SPLIT" --grammar xml think "$call") == "no match" ]]
+    [[ $(printf '%s' "$xb" | "$SPLIT" --grammar xml think $'a</b></think>\n'"$call") == "no match" ]]
     g=$(printf '%s' "{$ASK,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"not\":{}}}}],\"tool_choice\":\"required\"}" | "$SPLIT" --grammar hermes)
     [[ $g == "400 tools Invalid value for 'tools': json_schema: "*"'not'"* ]] || fail_with "$g"
 }
@@ -137,14 +153,16 @@ serve() {
     local t out seed
     for t in Qwen-Qwen2.5-7B-Instruct meta-llama-Llama-3.1-8B-Instruct \
         mistralai-Mistral-Nemo-Instruct-2407 unsloth-mistral-Devstral-Small-2507 \
-        openai-gpt-oss-120b google-gemma-3-1b-it; do
+        openai-gpt-oss-120b google-gemma-3-1b-it Qwen3-Coder Qwen3.5-4B; do
         serve --chat-template-file "$T/$t.jinja"
         for seed in 1 2; do
-            out=$(post /v1/chat/completions "{$ASK,$TOOLS,\"tool_choice\":\"required\",\"parallel_tool_calls\":false,\"max_tokens\":200,\"seed\":$seed}")
+            # (Qwen 3.5 thinks unless told not to: a random model's
+            # thoughts never end)
+            out=$(post /v1/chat/completions "{$ASK,$TOOLS,\"tool_choice\":\"required\",\"parallel_tool_calls\":false,\"max_tokens\":200,\"seed\":$seed,\"chat_template_kwargs\":{\"enable_thinking\":false}}")
             valid_calls "$out"
             jq -e '.choices[0].finish_reason == "tool_calls" and .choices[0].message.content == null and
                    (.choices[0].message.tool_calls | length) == 1' <<<"$out" >/dev/null || fail_with "$t: $out"
-            out=$(post /v1/chat/completions "{$ASK,$TOOLS,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}},\"max_tokens\":300,\"parallel_tool_calls\":false,\"seed\":$seed}")
+            out=$(post /v1/chat/completions "{$ASK,$TOOLS,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}},\"max_tokens\":300,\"parallel_tool_calls\":false,\"seed\":$seed,\"chat_template_kwargs\":{\"enable_thinking\":false}}")
             valid_calls "$out"
             jq -e '[.choices[0].message.tool_calls[].function.name] == ["get_time"]' <<<"$out" >/dev/null ||
                 fail_with "$t: $out"
@@ -204,7 +222,7 @@ serve() {
     jq -e '.choices[0].message.role == "assistant"' <<<"$out" >/dev/null || fail_with "$out"
     stop_server
     for t in Qwen-Qwen2.5-7B-Instruct \
-        mistralai-Mistral-Nemo-Instruct-2407 google-gemma-3-1b-it SmolLM2-135M-Instruct \
+        mistralai-Mistral-Nemo-Instruct-2407 google-gemma-3-1b-it SmolLM2-135M-Instruct Qwen3-Coder \
         meta-llama-Llama-2-7b-chat-hf; do
         serve --chat-template-file "$T/$t.jinja"
         out=$(post /v1/chat/completions "{$hist,$TOOLS,\"max_tokens\":4,\"seed\":1}")

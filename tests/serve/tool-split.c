@@ -5,8 +5,11 @@
  *
  *   tool-split FORMAT            prints {"content", "reasoning", "tool_calls"}
  *   tool-split --probe TEMPLATE  prints the format the template writes calls in
- *   tool-split --grammar FORMAT  prints the grammar of a request's tools
- *                                (the request's JSON body on stdin) */
+ *   tool-split --grammar FORMAT [think|-] [TEXT]
+ *                                prints the grammar of a request's tools
+ *                                (the request's JSON body on stdin; think:
+ *                                its prompt left a think block open), or
+ *                                with TEXT whether the grammar matches it */
 #include "tools.h"
 
 #include <stdio.h>
@@ -30,7 +33,7 @@ static char *slurp(FILE *f, size_t *n)
 
 static int format_named(const char *name)
 {
-    for (int f = SRV_TOOLS_GENERIC; f <= SRV_TOOLS_GPT_OSS; f++)
+    for (int f = SRV_TOOLS_GENERIC; f <= SRV_TOOLS_LAST; f++)
         if (!strcmp(name, srv_tool_format_name((srv_tool_format)f)))
             return f;
     fprintf(stderr, "tool-split: unknown format '%s'\n", name);
@@ -86,7 +89,9 @@ static int probe(const char *path)
     return 0;
 }
 
-static int grammar(int format)
+/* The grammar of the request on stdin (think: its prompt left a think
+ * block open), which must parse; and with a text, whether it matches. */
+static int grammar(int format, int think, const char *text)
 {
     size_t n;
     char *body = slurp(stdin, &n);
@@ -94,25 +99,39 @@ static int grammar(int format)
     srv_error e;
     srv_tool_caps c = {(srv_tool_format)format, 1, 1, 0};
     int rc = srv_request_parse(SRV_CHAT, body, n, 1000, &q, &e);
+    q.think_open = think;
     char *g = rc ? NULL : srv_tools_grammar(&c, &q, &e);
-    if (g)
+    ml_grammar *gr = NULL;
+    ml_grammar_match *m = NULL;
+    ml_error err;
+    if (g && (ml_grammar_parse(g, strlen(g), NULL, &gr, &err) || ml_grammar_match_new(gr, &m, &err))) {
+        printf("the grammar does not parse: %s\n%s", err.msg, g);
+        rc = 1;
+    } else if (g && text) {
+        int ok = !ml_grammar_match_feed(m, text, strlen(text), &err) && ml_grammar_match_complete(m);
+        puts(ok ? "match" : "no match");
+    } else if (g)
         fputs(g, stdout);
     else if (rc || e.status)
         printf("%d %s %s\n", e.status, e.param ? e.param : "-", e.message);
+    ml_grammar_match_free(m);
+    ml_grammar_free(gr);
     free(g);
     srv_request_free(&q);
     free(body);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--probe"))
         return probe(argv[2]);
-    if (argc == 3 && !strcmp(argv[1], "--grammar"))
-        return grammar(format_named(argv[2]));
+    if ((argc == 3 || argc == 4 || argc == 5) && !strcmp(argv[1], "--grammar"))
+        return grammar(format_named(argv[2]), argc >= 4 && !strcmp(argv[3], "think"),
+                       argc == 5 ? argv[4] : NULL);
     if (argc != 2) {
-        fputs("usage: tool-split FORMAT < TEXT | --probe TEMPLATE | --grammar FORMAT < BODY\n",
+        fputs("usage: tool-split FORMAT < TEXT | --probe TEMPLATE |\n"
+              "       --grammar FORMAT [think|-] [TEXT] < BODY\n",
               stderr);
         return 2;
     }
