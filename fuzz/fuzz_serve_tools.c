@@ -18,7 +18,7 @@ static char *split(srv_tool_format f, const char *s, size_t n, size_t step)
     size_t i;
     srv_tool_split_init(&t, f, 1, 7);
     for (i = 0; i < n; i += step)
-        FUZZ_CHECK(!srv_tool_split_put(&t, s + i, n - i < step ? n - i : step, &content));
+        FUZZ_CHECK(!srv_tool_split_put(&t, s + i, n - i < step ? n - i : step, &content, &reasoning));
     FUZZ_CHECK(!srv_tool_split_end(&t, &content, &reasoning, &calls));
     json_array_foreach(calls, i, c) {
         json_t *fn = json_object_get(c, "function");

@@ -42,7 +42,8 @@ $(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: $(B)/cmd/ml-serve/req
 $(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: LDLIBS_LIB += $(B)/libmlcore.a $(JANSSON_LIBS)
 # The tool-call split, the same way.
 $(B)/fuzz/fuzz_serve_tools.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve
-$(B)/fuzz/lf_serve_tools $(B)/fuzz/replay_serve_tools: $(B)/cmd/ml-serve/tools.o $(B)/cmd/ml-serve/schema.o \
+$(B)/fuzz/lf_serve_tools $(B)/fuzz/replay_serve_tools: $(B)/cmd/ml-serve/tools.o $(B)/cmd/ml-serve/tool_split.o \
+                                                      $(B)/cmd/ml-serve/schema.o \
                                                       $(B)/cmd/ml-serve/request.o
 $(B)/fuzz/lf_serve_tools $(B)/fuzz/replay_serve_tools: LDLIBS_LIB += $(B)/libmlcore.a $(JANSSON_LIBS) -lutf8proc -lm
 
@@ -68,7 +69,8 @@ ifneq ($(filter ml-serve,$(TOOLS)),)
 TOOL_SPLIT := $(B)/tests/tool-split
 cli: $(TOOL_SPLIT)
 $(B)/tests/serve/tool-split.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve
-$(TOOL_SPLIT): $(B)/tests/serve/tool-split.o $(B)/cmd/ml-serve/tools.o $(B)/cmd/ml-serve/schema.o \
+$(TOOL_SPLIT): $(B)/tests/serve/tool-split.o $(B)/cmd/ml-serve/tools.o $(B)/cmd/ml-serve/tool_split.o \
+               $(B)/cmd/ml-serve/schema.o \
                $(B)/cmd/ml-serve/request.o $(B)/libmlcore.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(JANSSON_LIBS) $(LDLIBS_LIB)

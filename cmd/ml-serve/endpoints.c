@@ -414,7 +414,7 @@ static int whole_choice(http_req *r, srv_job *job, const resp_meta *m, unsigned 
         srv_tool_split_init(&ts, m->tool_format, m->tools, m->tool_seed ^ i);
         int ok = !srv_think_put(&t, text, len, &reasoning, &said) &&
                  !srv_think_end(&t, &reasoning, &said) &&
-                 !srv_tool_split_put(&ts, said.data, said.len, &content) &&
+                 !srv_tool_split_put(&ts, said.data, said.len, &content, &reasoning) &&
                  !srv_tool_split_end(&ts, &content, &reasoning, &calls);
         int reasoned = t.reasoned || reasoning.len;
         *choice = !ok || (m->logprobs && !lp)

@@ -89,7 +89,7 @@ static int put_text(stream *s, size_t i, const char *text, size_t len, int end)
     if (!st && end)
         st = srv_think_end(&c->think, &reasoning, &said);
     if (!st)
-        st = srv_tool_split_put(&c->tools, said.data, said.len, &content);
+        st = srv_tool_split_put(&c->tools, said.data, said.len, &content, &reasoning);
     if (!st && end)
         st = srv_tool_split_end(&c->tools, &content, &reasoning, &calls);
     ml_buf_free(&said);

@@ -59,7 +59,8 @@ int srv_tools_vars(const srv_tool_caps *c, const srv_request *q, json_t *vars);
 char *srv_tools_grammar(const srv_tool_caps *c, const srv_request *q, srv_error *e);
 
 /* A reply's text split as it comes: content passes through until a call
- * may begin; from there the text is held and parsed at the end. */
+ * may begin; from there the text is held and parsed at the end (gpt-oss's
+ * channels are followed as they come). */
 typedef struct srv_tool_split {
     srv_tool_format format;
     int active;     /* 0: everything is content */
@@ -67,11 +68,16 @@ typedef struct srv_tool_split {
     int seen;       /* private: some text that is not white space came */
     ml_buf hold;    /* private */
     uint64_t seed;  /* the calls' ids are made from it */
+    int h_state, h_to;  /* private: gpt-oss's message and where its body goes */
+    char h_name[128];   /* private: the function a commentary is to */
+    ml_buf body;        /* private: that call's arguments so far */
+    json_t *calls;      /* private: calls found as the text came */
 } srv_tool_split;
 
 void srv_tool_split_init(srv_tool_split *t, srv_tool_format format, int active, uint64_t seed);
-/* Feeds s[0..n); appends the content that is decided. */
-ml_status srv_tool_split_put(srv_tool_split *t, const char *s, size_t n, ml_buf *content);
+/* Feeds s[0..n); appends the content and reasoning that are decided. */
+ml_status srv_tool_split_put(srv_tool_split *t, const char *s, size_t n, ml_buf *content,
+                             ml_buf *reasoning);
 /* The end: the held text parsed; content and reasoning appended, and
  * *calls a new array of OpenAI tool calls (NULL when there are none). */
 ml_status srv_tool_split_end(srv_tool_split *t, ml_buf *content, ml_buf *reasoning,

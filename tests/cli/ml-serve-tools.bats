@@ -105,6 +105,13 @@ split() {
     split gpt-oss '<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Hello!' \
         '.tool_calls == [] and .reasoning == "Easy." and .content == "Hello!"'
     split gpt-oss 'no channels' '.content == "no channels" and .reasoning == ""'
+    # several messages: reasoning, a preamble, a call; a channel right after a body
+    split gpt-oss '<|channel|>analysis<|message|>A<|end|><|start|>assistant<|channel|>analysis<|message|>B<|end|><|start|>assistant<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"x": 1}<|call|>' \
+        "$c1 and .reasoning == \"AB\" and .content == \"Checking.\" and .tool_calls[0].function == {name: \"f\", arguments: \"{\\\"x\\\":1}\"}"
+    split gpt-oss '<|channel|>analysis<|message|>t<|channel|>final<|message|>ok' '.reasoning == "t" and .content == "ok"'
+    split gpt-oss '<|channel|>final<|message|>Hi <|chan' '.content == "Hi <|chan"'
+    split gpt-oss 'x<|channel|>analysis' '.content == "x<|channel|>analysis"'
+    split gpt-oss '<|channel|>commentary to=functions.f<|message|>{bad' '.tool_calls == [] and .content == "{bad"'
     split xml $'Checking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n<parameter=opts>\n{"a": [1]}\n</parameter>\n</function>\n</tool_call>' \
         "$c1 and .content == \"Checking.\\n\" and .tool_calls[0].function == {name: \"get_weather\", arguments: \"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":3,\\\"opts\\\":{\\\"a\\\":[1]}}\"}"
     split xml $'<tool_call>\n<function=a>\n</function>\n</tool_call>\n<tool_call>\n<function=b>\n<parameter=x>\ntwo\nlines\n</parameter>\n</function>\n</tool_call>' \

@@ -48,7 +48,7 @@ static char *split(int format, const char *text, size_t n, size_t step)
     json_t *calls = NULL;
     srv_tool_split_init(&t, (srv_tool_format)format, 1, 42);
     for (size_t i = 0; i < n; i += step)
-        if (srv_tool_split_put(&t, text + i, n - i < step ? n - i : step, &content))
+        if (srv_tool_split_put(&t, text + i, n - i < step ? n - i : step, &content, &reasoning))
             exit(3);
     if (srv_tool_split_end(&t, &content, &reasoning, &calls))
         exit(3);
