@@ -494,7 +494,8 @@ static int generate(srv_server *s, http_req *r, srv_kind kind)
              (unsigned long long)mix(nr ^ ((uint64_t)s->created << 24)));
     resp_meta m = {kind, id, (int64_t)time(NULL), s->model_id, q.logprobs, s->mlt,
                    kind == SRV_CHAT && s->o.reasoning, q.think_open,
-                   kind == SRV_CHAT && srv_tools_active(&s->tools, &q), (int)s->tools.format,
+                   kind == SRV_CHAT && srv_tools_active(&s->tools, &q, s->o.reasoning),
+                   (int)s->tools.format,
                    mix(nr ^ 0x7001)};
     int stream = q.stream, usage = q.include_usage;
     srv_request_free(&q);

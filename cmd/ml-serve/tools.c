@@ -105,9 +105,10 @@ const char *srv_tool_format_name(srv_tool_format f)
     return names[f];
 }
 
-int srv_tools_active(const srv_tool_caps *c, const srv_request *q)
+int srv_tools_active(const srv_tool_caps *c, const srv_request *q, int reasoning)
 {
-    return (q->tools && q->tool_choice != SRV_TOOL_NONE) || c->format == SRV_TOOLS_GPT_OSS;
+    return (q->tools && q->tool_choice != SRV_TOOL_NONE) ||
+           (c->format == SRV_TOOLS_GPT_OSS && reasoning);
 }
 
 static int tools_on(const srv_request *q)

@@ -43,8 +43,9 @@ void srv_tools_probe(const ml_jinja *t, srv_tool_caps *c);
 const char *srv_tool_format_name(srv_tool_format f);
 
 /* The split of a reply is needed: the request has tools to call, or the
- * template's format has channels (gpt-oss) that are never content. */
-int srv_tools_active(const srv_tool_caps *c, const srv_request *q);
+ * template's format has channels (gpt-oss) whose reasoning is split off
+ * (reasoning: --reasoning-format is not none). */
+int srv_tools_active(const srv_tool_caps *c, const srv_request *q, int reasoning);
 
 /* Sets vars' "messages" (q's, with tool calls and results as the
  * template takes them) and, when tools are on, "tools"; 0, or -1 when
