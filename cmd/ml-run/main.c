@@ -26,7 +26,8 @@ enum {
     OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET, OPT_IMATRIX, OPT_STOP, OPT_REPEAT_LAST, OPT_ESCAPE,
     OPT_NO_ESCAPE, OPT_CHAT, OPT_INTERACTIVE, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_CHAT_TEMPLATE_FILE,
     OPT_CACHE, OPT_CACHE_K, OPT_CACHE_V, OPT_NO_MMAP, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS,
-    OPT_GRAMMAR, OPT_GRAMMAR_FILE
+    OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_SPEC_TYPE, OPT_SPEC_MAX, OPT_SPEC_MIN, OPT_SPEC_N,
+    OPT_SPEC_M
 };
 
 /* Defaults: parse() starts from them and --help shows them. */
@@ -88,6 +89,15 @@ static const cli_opt opts[] = {
     {OPT_GRAMMAR, 0, "grammar", "TEXT",
      "generate only text the GBNF grammar TEXT allows (llama.cpp's notation)"},
     {OPT_GRAMMAR_FILE, 0, "grammar-file", "FILE", "the same with the grammar read from FILE"},
+    {OPT_SPEC_TYPE, 0, "spec-type", "TYPE",
+     "ngram-simple: guess the next tokens from the text so far and check them in one\n"
+     "                           step (the output is the same, bit for bit)"},
+    {OPT_SPEC_N, 0, "spec-ngram-simple-size-n", "N",
+     "the last N tokens are looked up (default " CLI_STR(DEFAULT_SPEC_N) ")"},
+    {OPT_SPEC_M, 0, "spec-ngram-simple-size-m", "M",
+     "up to M tokens that followed them are guessed (default " CLI_STR(DEFAULT_SPEC_M) ")"},
+    {OPT_SPEC_MAX, 0, "spec-draft-n-max", "N", "guess at most N tokens a step (default: M)"},
+    {OPT_SPEC_MIN, 0, "spec-draft-n-min", "N", "guess only when N or more are found (default 0)"},
     {OPT_ESCAPE, 'e', "escape", NULL, "turn \\n \\r \\t \\' \\\" \\\\ \\xHH in -p and -r into bytes (default)"},
     {OPT_NO_ESCAPE, 0, "no-escape", NULL, "take -p and -r as they are"},
     {OPT_SEED, 's', "seed", "S", "random seed (default: from the clock; printed with -v)"},
@@ -196,6 +206,35 @@ static void add_bias(options *o, const char *arg)
     o->bias[o->n_bias++] = (ml_logit_bias){(ml_token)id, minus ? -b : b};
 }
 
+/* --spec-type, llama.cpp's names: the one taken here, or a usage error
+ * naming what is not. */
+static void spec_type(options *o, const char *arg)
+{
+    if (strcmp(arg, "ngram-simple"))
+        cli_usage_error("--spec-type: '%s' is not supported (ngram-simple is)", arg);
+    o->spec = 1;
+}
+
+/* The speculation options together: sizes in order, and only where tokens
+ * are generated one after another. */
+static void check_spec(options *o)
+{
+    if (!o->spec && (o->spec_n || o->spec_m || o->spec_max || o->spec_min))
+        cli_usage_error("--spec-draft-n-max, --spec-draft-n-min and --spec-ngram-simple-* need "
+                        "--spec-type");
+    if (!o->spec)
+        return;
+    if (o->ppl || o->logits || o->imatrix)
+        cli_usage_error("--spec-type speculates on generated tokens (not with --perplexity, "
+                        "--logits or --imatrix, which see every evaluated position)");
+    o->spec_n = o->spec_n ? o->spec_n : DEFAULT_SPEC_N;
+    o->spec_m = o->spec_m ? o->spec_m : DEFAULT_SPEC_M;
+    o->spec_max = o->spec_max && o->spec_max < o->spec_m ? o->spec_max : o->spec_m;
+    if (o->spec_min > o->spec_max)
+        cli_usage_error("--spec-draft-n-min %" PRIu64 " is above the draft's most, %" PRIu64,
+                        o->spec_min, o->spec_max);
+}
+
 static void parse(int argc, char **argv, options *o)
 {
     const char *arg;
@@ -251,6 +290,11 @@ static void parse(int argc, char **argv, options *o)
         case OPT_CHAT_TEMPLATE_FILE: o->chat_template_file = arg, o->chat = 1; break;
         case OPT_GRAMMAR: o->grammar = arg; break;
         case OPT_GRAMMAR_FILE: o->grammar_file = arg; break;
+        case OPT_SPEC_TYPE: spec_type(o, arg); break;
+        case OPT_SPEC_N: o->spec_n = cli_u64("--spec-ngram-simple-size-n", arg, 1, 1024); break;
+        case OPT_SPEC_M: o->spec_m = cli_u64("--spec-ngram-simple-size-m", arg, 1, 1024); break;
+        case OPT_SPEC_MAX: o->spec_max = cli_u64("--spec-draft-n-max", arg, 1, 1024); break;
+        case OPT_SPEC_MIN: o->spec_min = cli_u64("--spec-draft-n-min", arg, 0, 1024); break;
         }
     }
     if (first < argc)
@@ -283,6 +327,7 @@ static void parse(int argc, char **argv, options *o)
     if ((o->grammar || o->grammar_file) && (o->ids || o->ppl || o->logits || o->imatrix))
         cli_usage_error("--grammar works on generated text (not with --ids, --perplexity, "
                         "--logits or --imatrix)");
+    check_spec(o);
     if (!o->seed_set)
         o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 }

@@ -31,7 +31,14 @@ typedef struct options {
     ml_sampler_params sp;
     ml_logit_bias bias[MAX_BIAS]; /* --logit-bias */
     size_t n_bias;
+    int spec;                      /* --spec-type ngram-simple */
+    uint64_t spec_n, spec_m;       /* --spec-ngram-simple-size-n, -size-m */
+    uint64_t spec_max, spec_min;   /* --spec-draft-n-max, --spec-draft-n-min */
 } options;
+
+/* Speculation's defaults, llama.cpp's for ngram-simple. */
+#define DEFAULT_SPEC_N 12
+#define DEFAULT_SPEC_M 48
 
 /* Everything one run holds; released by run_close. */
 typedef struct run {
@@ -57,6 +64,9 @@ typedef struct run {
     size_t n_turns;      /* chat: turns answered so far */
     ml_buf reply;        /* chat: the text generated, as printed */
     int timings_shown;   /* chat: each turn printed its own */
+    ml_token *draft;     /* --spec-type: the guesses and the token before them */
+    float *rows;         /* and their logits, a row each */
+    size_t n_drafted, n_accepted; /* guesses made and kept, all turns */
 } run;
 
 /* session.c: the model, its context, the tokenizer (with --ids only when

@@ -101,6 +101,55 @@ static ml_status open_generator(run *r, ml_error *err)
     return ml_gen_new(&p, &r->gen, err);
 }
 
+/* One draw from logits, the next token going at position pos (the room
+ * left is counted from there, as without speculation). */
+static ml_status draw(run *r, float *logits, uint32_t pos, ml_gen_result *res, ml_error *err)
+{
+    ml_gen_input in = {logits, r->ids, r->n_ids, ml_ctx_n_ctx(r->ctx) - pos};
+    return ml_gen_next(r->gen, &in, res, err);
+}
+
+/* --spec-type: guesses of what follows ids into draft[1..], as many as
+ * the options and the context's room to take them back allow (0: none). */
+static size_t guess(run *r)
+{
+    uint32_t room = r->o.spec ? ml_ctx_seq_rewind_room(r->ctx, 0) : 0;
+    if (room < 2)
+        return 0;
+    size_t most = r->o.spec_max < room - 1 ? (size_t)r->o.spec_max : room - 1;
+    size_t n = ml_draft_ngram(r->ids, r->n_ids, (size_t)r->o.spec_n, r->draft + 1, most);
+    return n >= r->o.spec_min ? n : 0;
+}
+
+/* Evaluates the token drawn last (the last of ids) and draws the next.
+ * With guesses: that token and the guesses in one step, then a draw per
+ * row for as long as each draw is the next guess; the context keeps what
+ * was kept.  The rows are bit for bit the single-token ones and the draws
+ * are the same draws in the same order, so the text is the same. */
+static ml_status advance(run *r, ml_gen_result *res, int *e, ml_error *err)
+{
+    uint32_t pos = ml_ctx_pos(r->ctx);
+    size_t k = guess(r);
+    if (!k) {
+        *e = run_eval(r, r->n_ids - 1, r->n_ids);
+        return *e ? ML_OK : draw(r, r->row, pos + 1, res, err);
+    }
+    r->draft[0] = r->ids[r->n_ids - 1];
+    ml_status s = ml_ctx_eval(r->ctx, r->draft, k + 1, r->rows, 1, err);
+    if (s) {
+        *e = cli_fail(r->o.model, s, err);
+        return ML_OK;
+    }
+    r->n_drafted += k;
+    size_t i = 0;
+    while (!(s = draw(r, r->rows + i * r->h->vocab, pos + (uint32_t)i + 1, res, err)) &&
+           res->end == ML_GEN_GOING && i < k && res->token == r->draft[i + 1])
+        i++, r->n_accepted++;
+    /* within the rewind room: cannot fail */
+    ml_ctx_truncate(r->ctx, pos + (uint32_t)i + 1, NULL);
+    return s;
+}
+
 int run_generate(run *r)
 {
     ml_error err;
@@ -111,12 +160,9 @@ int run_generate(run *r)
     ml_grammar_proc_reset(r->gproc);
     r->reply.len = 0;
     double t0 = cli_seconds();
-    while (!e && cli_stdout_ok() && !cli_stop_signal()) {
-        ml_gen_input in = {r->row, r->ids, r->n_ids, ml_ctx_n_ctx(r->ctx) - ml_ctx_pos(r->ctx)};
-        if ((s = ml_gen_next(r->gen, &in, &res, &err)) || res.end != ML_GEN_GOING)
-            break;
-        e = run_eval(r, r->n_ids - 1, r->n_ids);
-    }
+    s = draw(r, r->row, ml_ctx_pos(r->ctx), &res, &err);
+    while (!s && !e && res.end == ML_GEN_GOING && cli_stdout_ok() && !cli_stop_signal())
+        s = advance(r, &res, &e, &err);
     if (!s && res.end == ML_GEN_CTX_FULL)
         cli_warn(NULL, "the context is full (%u positions; --ctx); stopping", ml_ctx_n_ctx(r->ctx));
     if (!s) /* the text held back; also after a signal or a failed evaluation */
@@ -172,6 +218,27 @@ static int open_grammar_proc(run *r)
     return s ? cli_fail(r->o.grammar_file ? r->o.grammar_file : "--grammar", s, &err) : 0;
 }
 
+/* --spec-type: room for the guesses and their rows.  A step checks at
+ * most a batch's tokens, with its rows near 64 MB (ml_logits_batch); a
+ * model whose state cannot go back gets none. */
+static int open_speculation(run *r)
+{
+    if (!r->o.spec)
+        return 0;
+    if (!ml_ctx_seq_rewind_room(r->ctx, 0)) {
+        cli_warn(r->o.model, "--spec-type: the model's linear-attention state cannot be taken "
+                             "back; generating without speculation");
+        r->o.spec = 0;
+        return 0;
+    }
+    size_t most = ml_logits_batch(r->h->vocab) < r->nb ? ml_logits_batch(r->h->vocab) : r->nb;
+    if (r->o.spec_max + 1 > most)
+        r->o.spec_max = most > 1 ? most - 1 : 1;
+    r->draft = malloc((r->o.spec_max + 1) * sizeof *r->draft);
+    r->rows = malloc((r->o.spec_max + 1) * r->h->vocab * sizeof *r->rows);
+    return r->draft && r->rows ? 0 : cli_fail(r->o.model, ML_E_NOMEM, NULL);
+}
+
 static int open_tokenizer(run *r)
 {
     return cli_open_tokenizer(r->o.tok, r->o.model, r->h->vocab, &r->mlt, &r->tok);
@@ -222,6 +289,8 @@ int run_open(run *r)
     r->row = malloc(rows * r->h->vocab * sizeof(float));
     if (!r->row)
         return cli_fail(r->o.model, ML_E_NOMEM, NULL);
+    if ((e = open_speculation(r)))
+        return e;
     if (!r->o.ids || r->o.ppl || r->o.tok || tokenizer_beside(r)) {
         if ((e = open_tokenizer(r)))
             return e;
@@ -260,6 +329,10 @@ void run_timings(const run *r)
                     "%.1f tokens/s\n",
             first, r->n_prompt, reused, r->t_prompt > 0 ? r->n_prompt / r->t_prompt : 0.0,
             r->n_gen, r->t_gen > 0 ? r->n_gen / r->t_gen : 0.0);
+    if (r->o.spec)
+        fprintf(stderr, "ml-run: speculation: %zu tokens guessed, %zu kept (%.0f%%)\n",
+                r->n_drafted, r->n_accepted,
+                r->n_drafted ? 100.0 * (double)r->n_accepted / (double)r->n_drafted : 0.0);
 }
 
 void run_close(run *r)
@@ -276,6 +349,8 @@ void run_close(run *r)
     ml_mlb_close(r->mlb);
     free(r->ids);
     free(r->row);
+    free(r->draft);
+    free(r->rows);
     ml_buf_free(&r->reply);
     for (size_t i = 0; i < r->o.n_stops; i++)
         free(r->o.stops[i]);

@@ -170,6 +170,20 @@ ML_API void ml_gen_restart(ml_gen *g);
 /* Tokens kept since the generator was made or restarted. */
 ML_API uint64_t ml_gen_n_tokens(const ml_gen *g);
 
+/* ------------------------------------------------------------------------
+ * Speculation: guesses the model then checks in one batched evaluation
+ * (the batched rows are bit for bit the single-token ones, so a guess
+ * kept is exactly the token the generator would have drawn)
+ * ------------------------------------------------------------------------ */
+/* The max_draft tokens that followed the most recent earlier occurrence
+ * of the last size_n tokens of hist[0..n_hist) (llama.cpp's ngram-simple
+ * lookup), into draft; where they reach the end of hist, the text from the
+ * occurrence on is repeated (a period shorter than the draft goes on).
+ * Returns max_draft, or 0 when there is no earlier occurrence (or for a
+ * NULL argument). */
+ML_API size_t ml_draft_ngram(const ml_token *hist, size_t n_hist, size_t size_n, ml_token *draft,
+                             size_t max_draft);
+
 #ifdef __cplusplus
 }
 #endif

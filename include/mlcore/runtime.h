@@ -115,6 +115,13 @@ ML_API ml_status ml_ctx_seq_truncate(ml_ctx *c, uint32_t seq, uint32_t pos, ml_e
  * that is less, or 0); 0 for a sequence outside 0 .. n_seq-1. */
 ML_API uint32_t ml_ctx_seq_keep(ml_ctx *c, uint32_t seq, uint32_t pos);
 
+/* Tokens that may be evaluated for sequence seq and all still be taken
+ * back with ml_ctx_seq_truncate to the current position (speculation
+ * guesses and takes back): the context's room, or less where a sliding
+ * window's ring would wrap; 0 with linear-attention layers, whose state
+ * cannot go back, and for a sequence outside 0 .. n_seq-1. */
+ML_API uint32_t ml_ctx_seq_rewind_room(const ml_ctx *c, uint32_t seq);
+
 /* Evaluates n tokens at the next n positions.  logits (may be NULL)
  * receives vocab floats per token: for all n tokens when all_logits is
  * non-zero (n x vocab, row t for token t), else for the last token only.

@@ -336,6 +336,22 @@ uint32_t ml_ctx_seq_keep(ml_ctx *c, uint32_t seq, uint32_t pos)
     return 0;
 }
 
+uint32_t ml_ctx_seq_rewind_room(const ml_ctx *c, uint32_t seq)
+{
+    if (seq >= c->n_seq)
+        return 0;
+    const ml_seq *sq = &c->seqs[seq];
+    uint32_t room = c->n_ctx - sq->pos;
+    for (uint32_t l = 0; l < c->m->h.n_layers; l++) {
+        if (sq->lin[l])
+            return 0;
+        /* a window's ring may fill up to its capacity, not past it */
+        uint32_t left = c->cap[l] > sq->pos ? c->cap[l] - sq->pos : 0;
+        room = left < room ? left : room;
+    }
+    return room;
+}
+
 ml_status ml_ctx_truncate(ml_ctx *c, uint32_t pos, ml_error *err)
 {
     return ml_ctx_seq_truncate(c, 0, pos, err);

@@ -388,3 +388,57 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     run -2 --separate-stderr ml-run -m "$(M)" --ids -p 1 --grammar 'root ::= "a"'
     [[ ${stderr_lines[0]} == "ml-run: --grammar works on generated text (not with --ids, --perplexity, --logits or --imatrix)" ]]
 }
+
+# --spec-type: the text with speculation is the text without, whatever the
+# sampler, threads, batch, cache window or constraint; what the model
+# cannot take back is generated plainly, with a warning.
+same_with_spec() {
+    local plain spec
+    plain=$(ml-run "$@" -q) || fail_with "plain: $*"
+    spec=$(ml-run "$@" -q --spec-type ngram-simple --spec-ngram-simple-size-n 2 \
+        --spec-draft-n-max 8) || fail_with "spec: $*"
+    [[ $spec == "$plain" ]] || fail_with "$*: with speculation: $spec / without: $plain"
+}
+
+@test "--spec-type ngram-simple: the same text, bit for bit, and guesses kept" {
+    local m=(-m "$(M)" -p "Once upon a time" -n 120) o
+    for o in "--temp 0" "--temp 0.8 -s 7" "--temp 1.3 --top-k 0 --top-p 1 --min-p 0 -s 3" \
+        "--temp 0.7 -s 5 --repeat-penalty 1.2 --presence-penalty 0.5" "--temp 0 -t 2" \
+        "--temp 0 -b 3" "--temp 0 -t 2 --cache-type f16" "--temp 0 --ignore-eos -c 40"; do
+        # shellcheck disable=SC2086
+        same_with_spec "${m[@]}" $o
+    done
+    same_with_spec "${m[@]}" --temp 0 --ids -p "1 2 3 4"
+    same_with_spec "${m[@]}" --temp 0 --grammar 'root ::= [a-z ]+ "."'
+    same_with_spec "${m[@]}" --temp 0 --chat --chat-template llama2 -p "Hi there"
+    # the random model repeats itself: most guesses are kept
+    run -0 --separate-stderr ml-run "${m[@]}" --temp 0 --spec-type ngram-simple --spec-ngram-simple-size-n 2
+    [[ ${stderr_lines[-1]} =~ ^ml-run:\ speculation:\ ([0-9]+)\ tokens\ guessed,\ ([0-9]+)\ kept ]] ||
+        fail_with "${stderr_lines[*]}"
+    ((BASH_REMATCH[2] > 40)) || fail_with "${stderr_lines[-1]}"
+}
+
+@test "--spec-type: sliding windows and linear attention give the same text" {
+    local d=$BATS_TEST_TMPDIR
+    gguf2mlb -q -o "$d/g.mlb" -t "$d/g.mlt" "$FIX/models/gemma3/gemma3-q8_0.gguf"
+    same_with_spec -m "$d/g.mlb" -p "The cat" -n 150 --temp 0
+    same_with_spec -m "$d/g.mlb" -p "The cat" -n 150 --temp 0.9 -s 11 -c 64
+    gguf2mlb -q -o "$d/l.mlb" -t "$d/l.mlt" "$FIX/models/qwen35/qwen35-q8_0.gguf"
+    same_with_spec -m "$d/l.mlb" -p "The cat" -n 60 --temp 0
+    run -0 --separate-stderr ml-run -m "$d/l.mlb" -p "The cat" -n 4 --spec-type ngram-simple -q
+    [[ ${stderr_lines[0]} == "ml-run: $d/l.mlb: --spec-type: the model's linear-attention state cannot be taken back; generating without speculation" ]] ||
+        fail_with "${stderr_lines[*]}"
+}
+
+@test "--spec-type: usage errors" {
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi --spec-type draft
+    [[ ${stderr_lines[0]} == "ml-run: --spec-type: 'draft' is not supported (ngram-simple is)" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi --spec-draft-n-max 4
+    [[ ${stderr_lines[0]} == "ml-run: --spec-draft-n-max, --spec-draft-n-min and --spec-ngram-simple-* need --spec-type" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi --spec-type ngram-simple --spec-draft-n-max 4 --spec-draft-n-min 5
+    [[ ${stderr_lines[0]} == "ml-run: --spec-draft-n-min 5 is above the draft's most, 4" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi --spec-type ngram-simple --spec-ngram-simple-size-n 0
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi --spec-type ngram-simple --spec-draft-n-max 2000
+    run -2 --separate-stderr ml-run -m "$(M)" --perplexity /dev/null --spec-type ngram-simple
+    [[ ${stderr_lines[0]} == "ml-run: --spec-type speculates on generated tokens (not with --perplexity, --logits or --imatrix, which see every evaluated position)" ]]
+}

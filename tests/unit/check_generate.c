@@ -684,6 +684,40 @@ START_TEST(test_bad_steps)
 }
 END_TEST
 
+/* Speculation's n-gram guess: what followed the last size_n tokens the
+ * last time, repeated where it reaches the present; none without an
+ * earlier occurrence. */
+START_TEST(test_draft_ngram)
+{
+    ml_token d[8];
+    const ml_token a[] = {1, 2, 3, 4, 5, 1, 2, 3};
+    /* "2 3" occurred at 1: 4 5 1 2 3 follow, then 4 5 1 again */
+    ck_assert_uint_eq(ml_draft_ngram(a, 8, 2, d, 8), 8);
+    const ml_token want[] = {4, 5, 1, 2, 3, 4, 5, 1};
+    ck_assert(memcmp(d, want, sizeof want) == 0);
+    ck_assert_uint_eq(ml_draft_ngram(a, 8, 2, d, 3), 3);
+    ck_assert(memcmp(d, want, 3 * sizeof *d) == 0);
+    /* the most recent occurrence wins */
+    const ml_token b[] = {7, 1, 9, 7, 1, 8, 7, 1};
+    ck_assert_uint_eq(ml_draft_ngram(b, 8, 2, d, 2), 2);
+    ck_assert_int_eq(d[0], 8);
+    ck_assert_int_eq(d[1], 7);
+    /* a period of one */
+    const ml_token c[] = {5, 5, 5};
+    ck_assert_uint_eq(ml_draft_ngram(c, 3, 1, d, 4), 4);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(d[i], 5);
+    /* none */
+    ck_assert_uint_eq(ml_draft_ngram(a, 8, 3, d, 8) , 8); /* "1 2 3" at 0 */
+    ck_assert_uint_eq(ml_draft_ngram(a, 8, 4, d, 8), 0);
+    ck_assert_uint_eq(ml_draft_ngram(a, 8, 8, d, 8), 0);
+    ck_assert_uint_eq(ml_draft_ngram(a, 8, 0, d, 8), 0);
+    ck_assert_uint_eq(ml_draft_ngram(a, 8, 2, d, 0), 0);
+    ck_assert_uint_eq(ml_draft_ngram(NULL, 8, 2, d, 8), 0);
+    ck_assert_uint_eq(ml_draft_ngram(a, 8, 2, NULL, 8), 0);
+}
+END_TEST
+
 Suite *suite_generate(void)
 {
     Suite *s = suite_create("generate");
@@ -703,6 +737,7 @@ Suite *suite_generate(void)
     tcase_add_loop_test(tc, test_same_ids_as_sampler, 0, 2);
     tcase_add_test(tc, test_bad_params);
     tcase_add_test(tc, test_bad_steps);
+    tcase_add_test(tc, test_draft_ngram);
     suite_add_tcase(s, tc);
     return s;
 }

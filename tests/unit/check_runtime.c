@@ -520,6 +520,40 @@ START_TEST(test_truncate)
 }
 END_TEST
 
+/* Speculation's room: that many tokens evaluated can all be taken back;
+ * one more wraps a sliding window's ring (where the window is what
+ * limits it); linear attention has none. */
+START_TEST(test_rewind_room)
+{
+    fixture fx;
+    fixture_open(&fx, models[_i]);
+    ml_ctx_params p = {.n_ctx = 64, .n_batch = 16, .n_threads = 2};
+    ml_ctx *c;
+    ml_error err;
+    ck_assert(ml_ctx_new(fx.model, &p, &c, &err) == ML_OK);
+    ck_assert(ml_ctx_eval(c, fx.ids, 2, NULL, 0, &err) == ML_OK);
+    uint32_t room = ml_ctx_seq_rewind_room(c, 0);
+    ck_assert_uint_eq(ml_ctx_seq_rewind_room(c, 1), 0);
+    int linear = strcmp(models[_i], "qwen35") == 0 || strcmp(models[_i], "linear") == 0;
+    if (linear) {
+        ck_assert_uint_eq(room, 0);
+    } else {
+        ck_assert(room >= 1 && room <= 62);
+        ml_token one = 1;
+        for (uint32_t i = 0; i < room; i++)
+            ck_assert(ml_ctx_eval(c, &one, 1, NULL, 0, &err) == ML_OK);
+        ck_assert_msg(ml_ctx_truncate(c, 2, &err) == ML_OK, "%s: %s", models[_i], err.msg);
+        if (room < 62) { /* a window: one more wraps it */
+            for (uint32_t i = 0; i <= room; i++)
+                ck_assert(ml_ctx_eval(c, &one, 1, NULL, 0, &err) == ML_OK);
+            ck_assert_int_eq(ml_ctx_truncate(c, 2, &err), ML_E_UNSUPPORTED);
+        }
+    }
+    ml_ctx_free(c);
+    fixture_close(&fx);
+}
+END_TEST
+
 /* Greedy sampling is argmax; a fixed seed reproduces a sequence. */
 START_TEST(test_sampler)
 {
@@ -813,6 +847,7 @@ Suite *suite_runtime(void)
     tcase_add_test(tc, test_kernel_slots);
     tcase_add_test(tc, test_state_bytes_and_errors);
     tcase_add_loop_test(tc, test_truncate, 0, N_MODELS);
+    tcase_add_loop_test(tc, test_rewind_room, 0, N_MODELS);
     tcase_add_test(tc, test_sampler);
     tcase_add_test(tc, test_sampler_reference);
     tcase_add_test(tc, test_greedy_argmax);
