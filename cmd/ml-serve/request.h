@@ -56,7 +56,7 @@ typedef struct srv_request {
     int ids_prompt;      /* completion: the prompt was given as token ids */
     size_t n_tokens;
     int add_special;     /* tokenize: BOS as the tokenizer adds it */
-    int64_t max_tokens;  /* -1: not given (the rest of the context) */
+    int64_t max_tokens;  /* -1: not given (the rest of the context); 0 only with echo */
     ml_sampler_params sp;
     int seed_set;        /* sp.seed came from the request */
     char *stops[SRV_MAX_STOPS];
@@ -75,6 +75,8 @@ typedef struct srv_request {
     int ignore_eos;      /* llama-server's: no end-of-generation token is drawn */
     ml_logit_bias *bias; /* logit_bias: ids below the vocabulary */
     size_t n_bias;
+    int echo;            /* completion: the prompt comes back before the text (and
+                          * with logprobs, its tokens' log-probabilities) */
     int logprobs;        /* the generated tokens' log-probabilities asked for */
     unsigned top_logprobs; /* and the most likely tokens' at each (0..20) */
 } srv_request;
