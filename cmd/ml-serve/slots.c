@@ -298,7 +298,9 @@ srv_submit_status srv_submit(srv_sched *s, const srv_job_params *p, srv_job **ou
  * Slots
  * ------------------------------------------------------------------------ */
 /* Under the lock: the free slot whose sequence shares the longest start
- * with the prompt, the one used longest ago among equals; NULL if none. */
+ * with the prompt, the one used longest ago among equals; NULL if none.
+ * A job that scores its prompt reuses nothing: it takes the slot used
+ * longest ago, leaving the others' prefixes to later requests. */
 static slot *pick_slot(srv_sched *s, const srv_job *j)
 {
     slot *best = NULL;
@@ -307,7 +309,7 @@ static slot *pick_slot(srv_sched *s, const srv_job *j)
         slot *sl = &s->slots[i];
         if (sl->job)
             continue;
-        size_t c = srv_ctx_common(s->ctx, sl->seq, j->prompt, j->n_prompt);
+        size_t c = j->score_prompt ? 0 : srv_ctx_common(s->ctx, sl->seq, j->prompt, j->n_prompt);
         if (!best || c > best_common || (c == best_common && sl->used < best->used))
             best = sl, best_common = c;
     }

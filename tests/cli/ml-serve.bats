@@ -428,6 +428,14 @@ long_ids() {
                    jq -sc 'map(.choices[0].logprobs // empty | .token_logprobs[])')
     [[ $together == "$alone" ]] || fail_with "alone $alone, together $together"
     [[ $gen_together == "$gen_alone" ]]
+    # It takes the slot used longest ago, not the one holding its start,
+    # which the next request with that start still finds.
+    local kept='Kept for later: the slot holds this prefix' n
+    n=$(post /tokenize "{\"content\":\"$kept\",\"add_special\":true}" | jq '.tokens | length')
+    post /v1/completions "{\"prompt\":\"$kept\",\"max_tokens\":2,\"temperature\":0}" >/dev/null
+    post /v1/completions "{\"prompt\":\"Kept for something else\",\"max_tokens\":1,\"echo\":true,\"logprobs\":1}" >/dev/null
+    post /v1/completions "{\"prompt\":\"$kept\",\"max_tokens\":2,\"temperature\":0}" >/dev/null
+    wait_for_log "$BATS_FILE_TMPDIR/log" "prompt $n tokens \\($((n - 1)) reused\\), completion 2 tokens"
 }
 
 # tests/fixtures/embed (tools/make-embed-fixture.sh): llama-embedding's
