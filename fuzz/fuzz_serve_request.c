@@ -4,7 +4,8 @@
  *
  * Oracles besides the sanitizers: the parser succeeds or fails with an
  * HTTP status of 400 or 500, a terminated non-empty message and, on
- * success, fields within their documented ranges (sampling values, at
+ * success, fields within their documented ranges (sampling values,
+ * max_tokens 0 only with a completion's echo, at
  * most SRV_MAX_STOPS non-empty stop strings, token ids below the
  * vocabulary, a message list for a chat, a NUL-terminated prompt or
  * token ids for a completion); the
@@ -22,7 +23,8 @@ static void check_ok(const srv_request *r)
     FUZZ_CHECK(r->sp.temperature >= 0 && r->sp.temperature <= 2);
     FUZZ_CHECK(r->sp.top_p >= 0 && r->sp.top_p <= 1);
     FUZZ_CHECK(r->sp.min_p >= 0 && r->sp.min_p <= 1);
-    FUZZ_CHECK(r->max_tokens == -1 || r->max_tokens >= 1);
+    FUZZ_CHECK(r->max_tokens == -1 || r->max_tokens >= 1 || (r->max_tokens == 0 && r->echo));
+    FUZZ_CHECK(!r->echo || r->kind == SRV_COMPLETION);
     FUZZ_CHECK(r->n_stops <= SRV_MAX_STOPS);
     FUZZ_CHECK(r->top_logprobs <= 20 && (r->logprobs || !r->top_logprobs));
     FUZZ_CHECK(r->n_bias <= VOCAB);

@@ -333,9 +333,12 @@ static size_t submit(srv_server *s, http_req *r, srv_request *q, uint64_t nr, sr
         reply_error(r, q, &e);
         return 0;
     }
-    srv_job_params p = {ids.v, ids.n, max, q->sp, (const char *const *)q->stops, q->n_stops,
-                         q->ignore_eos, q->bias, q->n_bias, q->kind == SRV_COMPLETION,
-                         q->logprobs, q->top_logprobs, NULL, NULL};
+    srv_job_params p = {.prompt = ids.v, .n_prompt = ids.n, .max_tokens = max, .sp = q->sp,
+                        .stops = (const char *const *)q->stops, .n_stops = q->n_stops,
+                        .ignore_eos = q->ignore_eos, .bias = q->bias, .n_bias = q->n_bias,
+                        .continues = q->kind == SRV_COMPLETION, .logprobs = q->logprobs,
+                        .top_logprobs = q->top_logprobs,
+                        .score_prompt = q->echo && q->logprobs};
     srv_submit_status st = SRV_SUBMITTED;
     size_t n = 0; /* jobs submitted */
     while (n < q->n && st == SRV_SUBMITTED) {
@@ -391,6 +394,49 @@ static char *wait_whole(http_req *r, srv_job *job, size_t *len, srv_progress *p)
     }
 }
 
+/* A completion's echo before choice text[0..len) (a new *text) and, with
+ * logprobs, its prompt tokens' before the generated ones' in *lp (left
+ * as they are when a shutdown cut the prompt short).  -1 when memory ran
+ * out (*lp then NULL). */
+static int add_echo(srv_job *job, const resp_meta *m, char **text, size_t *len, json_t **lp)
+{
+    char *t = malloc(m->echo_len + *len + 1);
+    if (!t)
+        return -1;
+    memcpy(t, m->echo, m->echo_len);
+    memcpy(t + m->echo_len, *text, *len);
+    t[m->echo_len + *len] = '\0';
+    free(*text);
+    *text = t, *len += m->echo_len;
+    srv_tokprob *pp = NULL;
+    size_t n = m->logprobs ? srv_job_prompt_logprobs(job, &pp) : 0;
+    json_t *a = n ? resp_prompt_logprobs(m->mlt, pp, n, m->echo_len) : NULL;
+    free(pp);
+    if (!n)
+        return 0;
+    int bad = resp_logprobs_join(a, *lp);
+    *lp = bad ? (json_decref(a), NULL) : a;
+    return bad ? -1 : 0;
+}
+
+/* The text a completion's echo gives back: the prompt as written, or its
+ * token ids decoded (BOS and EOS left out, as a written prompt has none).
+ * 0, or -1 with e filled. */
+static int echo_text(const srv_server *s, const srv_request *q, char **out, size_t *len,
+                     srv_error *e)
+{
+    ml_error err;
+    if (q->ids_prompt && !ml_tok_decode(s->mlt, q->tokens, q->n_tokens, ML_TOK_SKIP_BOS_EOS, out,
+                                        len, &err))
+        return 0;
+    if (!q->ids_prompt && (*out = malloc(q->text_len + 1))) {
+        memcpy(*out, q->text, q->text_len + 1);
+        *len = q->text_len;
+        return 0;
+    }
+    return srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+}
+
 /* Choice i: its whole text as a choice object in *choice (NULL when
  * memory ran out); 0 when the client left, -1 when the job failed (*p
  * says how), 1 when done. */
@@ -405,14 +451,16 @@ static int whole_choice(http_req *r, srv_job *job, const resp_meta *m, unsigned 
     if (!text)
         return 0;
     if (p->finish) {
-        json_t *lp = m->logprobs ? resp_logprobs(m->kind, m->mlt, probs, n_probs, 0) : NULL;
+        json_t *lp = m->logprobs ? resp_logprobs(m->kind, m->mlt, probs, n_probs, m->echo_len)
+                                 : NULL;
         srv_think t;
         srv_tool_split ts;
         ml_buf reasoning = {0}, said = {0}, content = {0};
         json_t *calls = NULL;
         srv_think_init(&t, m->think, m->think_open);
         srv_tool_split_init(&ts, m->tool_format, m->tools, m->tool_seed ^ i);
-        int ok = !srv_think_put(&t, text, len, &reasoning, &said) &&
+        int ok = (!m->echo || !add_echo(job, m, &text, &len, &lp)) &&
+                 !srv_think_put(&t, text, len, &reasoning, &said) &&
                  !srv_think_end(&t, &reasoning, &said) &&
                  !srv_tool_split_put(&ts, said.data, said.len, &content, &reasoning) &&
                  !srv_tool_split_end(&ts, &content, &reasoning, &calls);
@@ -484,9 +532,14 @@ static int generate(srv_server *s, http_req *r, srv_kind kind)
         return 1;
     uint64_t nr = __atomic_add_fetch(&s->n_requests, 1, __ATOMIC_RELAXED);
     srv_job *jobs[SRV_MAX_N];
-    size_t n = submit(s, r, &q, nr, jobs);
-    if (!n) {
+    char *echo = NULL;
+    size_t echo_len = 0, n = 0;
+    srv_error e;
+    if (q.echo && echo_text(s, &q, &echo, &echo_len, &e))
+        return reply_error(r, &q, &e);
+    if (!(n = submit(s, r, &q, nr, jobs))) {
         srv_request_free(&q);
+        free(echo);
         return 1;
     }
     char id[48];
@@ -496,11 +549,13 @@ static int generate(srv_server *s, http_req *r, srv_kind kind)
                    kind == SRV_CHAT && s->o.reasoning, q.think_open,
                    kind == SRV_CHAT && srv_tools_active(&s->tools, &q, s->o.reasoning),
                    (int)s->tools.format,
-                   mix(nr ^ 0x7001)};
+                   mix(nr ^ 0x7001), echo, echo_len};
     int stream = q.stream, usage = q.include_usage;
     srv_request_free(&q);
     http_set_waiting(r, 1);
-    return stream ? srv_stream_reply(r, jobs, n, &m, usage) : reply_whole(r, jobs, n, &m);
+    int rc = stream ? srv_stream_reply(r, jobs, n, &m, usage) : reply_whole(r, jobs, n, &m);
+    free(echo);
+    return rc;
 }
 
 static int on_chat(void *app, http_req *r)

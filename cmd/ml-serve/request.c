@@ -186,13 +186,14 @@ static int get_sampling(const json_t *o, srv_request *r, srv_error *e)
     return 0;
 }
 
-/* max_tokens, or its newer name max_completion_tokens (which wins). */
+/* max_tokens, or its newer name max_completion_tokens (which wins); 0
+ * (nothing generated) with a completion's echo: the prompt is only scored. */
 static int get_max_tokens(const json_t *o, srv_request *r, srv_error *e)
 {
     int given;
-    int64_t n = -1;
-    if (get_integer(o, "max_tokens", 1, INT32_MAX, &n, NULL, e) ||
-        get_integer(o, "max_completion_tokens", 1, INT32_MAX, &n, &given, e))
+    int64_t n = -1, lo = r->echo ? 0 : 1;
+    if (get_integer(o, "max_tokens", lo, INT32_MAX, &n, NULL, e) ||
+        get_integer(o, "max_completion_tokens", lo, INT32_MAX, &n, &given, e))
         return -1;
     r->max_tokens = n;
     return 0;
@@ -800,7 +801,7 @@ static const struct field {
     {"prompt_cache_key", K_CHAT, NULL},
     {"logprobs", K_GEN, NULL},
     {"top_logprobs", K_CHAT, NULL},
-    {"echo", K_COMPL, is_false},
+    {"echo", K_COMPL, NULL},
     {"suffix", K_COMPL, is_empty},
     {"best_of", K_COMPL, is_one},
     {"tools", K_CHAT, NULL},
@@ -878,7 +879,8 @@ static int parse_generation(const json_t *o, uint32_t vocab, srv_request *r, srv
     if (check_labels(o, e))
         return -1;
     if (r->kind == SRV_CHAT ? get_messages(o, r, e) || get_template_vars(o, r, e)
-                            : get_prompt(o, "prompt", vocab, r, e))
+                            : get_prompt(o, "prompt", vocab, r, e) ||
+                                  get_bool(o, "echo", &r->echo, e))
         return -1;
     return get_sampling(o, r, e) || get_max_tokens(o, r, e) || get_stops(o, r, e) ||
                    get_stream(o, r, e) || get_logit_bias(o, vocab, r, e) ||

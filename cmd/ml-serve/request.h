@@ -66,7 +66,7 @@ typedef struct srv_request {
     int ids_prompt;      /* completion: the prompt was given as token ids */
     size_t n_tokens;
     int add_special;     /* tokenize: BOS as the tokenizer adds it */
-    int64_t max_tokens;  /* -1: not given (the rest of the context) */
+    int64_t max_tokens;  /* -1: not given (the rest of the context); 0 only with echo */
     ml_sampler_params sp;
     int seed_set;        /* sp.seed came from the request */
     char *stops[SRV_MAX_STOPS];
@@ -89,6 +89,8 @@ typedef struct srv_request {
     srv_tool_choice tool_choice;
     char tool_name[65];  /* SRV_TOOL_NAMED: the tool */
     int parallel_tools;  /* parallel_tool_calls: more than one call may come */
+    int echo;            /* completion: the prompt comes back before the text (and
+                          * with logprobs, its tokens' log-probabilities) */
     int logprobs;        /* the generated tokens' log-probabilities asked for */
     unsigned top_logprobs; /* and the most likely tokens' at each (0..20) */
 } srv_request;

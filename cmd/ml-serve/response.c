@@ -2,6 +2,7 @@
  * every string is escaped as JSON requires. */
 #include "response.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,12 +295,14 @@ static json_t *completion_logprobs(const ml_mlt *t, const srv_tokprob *p, size_t
     json_t *o = json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs",
                           "text_offset");
     for (size_t i = 0; o && i < n; i++) {
-        json_t *text = NULL, *tok = token_object(t, p[i].id, p[i].logprob, &text);
+        int none = isnan(p[i].logprob); /* an echoed prompt's first token: no context */
+        json_t *text = NULL, *tok = token_object(t, p[i].id, none ? 0 : p[i].logprob, &text);
         int bad = !tok || !text ||
                   json_array_append(json_object_get(o, "tokens"), text) ||
                   json_array_append_new(json_object_get(o, "token_logprobs"),
-                                        json_real(p[i].logprob)) ||
-                  json_array_append_new(json_object_get(o, "top_logprobs"), top_map(t, &p[i])) ||
+                                        none ? json_null() : json_real(p[i].logprob)) ||
+                  json_array_append_new(json_object_get(o, "top_logprobs"),
+                                        none ? json_null() : top_map(t, &p[i])) ||
                   json_array_append_new(json_object_get(o, "text_offset"),
                                         json_integer((json_int_t)offset));
         if (!bad)
@@ -317,6 +320,32 @@ json_t *resp_logprobs(srv_kind kind, const ml_mlt *t, const srv_tokprob *p, size
                       size_t offset)
 {
     return kind == SRV_CHAT ? chat_logprobs(t, p, n) : completion_logprobs(t, p, n, offset);
+}
+
+json_t *resp_prompt_logprobs(const ml_mlt *t, const srv_tokprob *p, size_t n, size_t len)
+{
+    json_t *o = completion_logprobs(t, p, n, 0), *offs = json_object_get(o, "text_offset");
+    json_t *toks = json_object_get(o, "tokens");
+    if (!o || !n)
+        return o;
+    size_t end = (size_t)json_integer_value(json_array_get(offs, n - 1)) +
+                 json_string_length(json_array_get(toks, n - 1));
+    size_t shift = end > len ? end - len : 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t at = (size_t)json_integer_value(json_array_get(offs, i));
+        json_integer_set(json_array_get(offs, i), (json_int_t)(at > shift ? at - shift : 0));
+    }
+    return o;
+}
+
+int resp_logprobs_join(json_t *a, json_t *b)
+{
+    static const char *const keys[] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+    int bad = !a || !b;
+    for (size_t k = 0; !bad && k < sizeof keys / sizeof *keys; k++)
+        bad = json_array_extend(json_object_get(a, keys[k]), json_object_get(b, keys[k]));
+    json_decref(b);
+    return bad ? -1 : 0;
 }
 
 json_t *resp_choice(const resp_meta *m, unsigned index, const char *text, size_t len,

@@ -25,6 +25,8 @@ typedef struct resp_meta {
     int tools;          /* a chat whose reply is split by tools.h */
     int tool_format;    /* srv_tool_format */
     uint64_t tool_seed; /* the calls' ids are made from it (and the choice) */
+    const char *echo;   /* a completion's echo: the prompt's text, before each choice's */
+    size_t echo_len;
 } resp_meta;
 
 typedef struct resp_usage {
@@ -50,6 +52,15 @@ char *resp_content(const char *text, size_t len);
  * decodes it alone.  NULL when memory runs out. */
 json_t *resp_logprobs(srv_kind kind, const ml_mlt *t, const srv_tokprob *p, size_t n,
                       size_t offset);
+
+/* An echoed prompt's "logprobs" (a completion's, tokens p[0..n); p[0]
+ * with a NaN logprob: null, and null top_logprobs): each token's
+ * text_offset counts back from the end of the echoed text's len bytes, so
+ * that a space the tokenizer put before the first word falls at 0. */
+json_t *resp_prompt_logprobs(const ml_mlt *t, const srv_tokprob *p, size_t n, size_t len);
+/* Appends the entries of completion logprobs b (taken) to a's; -1 when
+ * memory ran out or either is NULL. */
+int resp_logprobs_join(json_t *a, json_t *b);
 
 /* Choice `index` of an answer: text[0..len) (a message for a chat), its
  * logprobs (taken; NULL: null), finish_reason ("stop" or "length");

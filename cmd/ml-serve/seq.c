@@ -14,6 +14,13 @@ struct srv_ctx {
     uint32_t *seqs;  /* n_chunk + n_seq: a step's tokens' sequences */
     ml_token *toks;  /* n_chunk + n_seq: a step's tokens */
     float *logits;   /* n_seq x vocab: a row per run of the last step */
+    /* Scoring: when a run of the step has all_logits, every token of the
+     * step has its row (the others' too, as ml_ctx_eval_seqs gives them). */
+    int all;         /* the last step kept every token's row */
+    float *rows;     /* (n_score + n_seq) x vocab, allocated at the first need */
+    uint32_t n_score;
+    size_t *first_row; /* n_seq + 1: where each run of the last step starts in
+                        * rows, and (after the last run's) where they end */
 };
 
 ml_status srv_ctx_new(const ml_model *m, const ml_ctx_params *base, uint32_t n_chunk,
@@ -40,7 +47,10 @@ ml_status srv_ctx_new(const ml_model *m, const ml_ctx_params *base, uint32_t n_c
         c->seqs = malloc(sizeof *c->seqs * n_step);
         c->toks = malloc(sizeof *c->toks * n_step);
         c->logits = malloc(sizeof *c->logits * c->vocab * n_seq);
-        if (!c->held || !c->n_held || !c->seqs || !c->toks || !c->logits)
+        c->first_row = calloc((size_t)n_seq + 1, sizeof *c->first_row);
+        uint32_t fit = ml_logits_batch(c->vocab);
+        c->n_score = fit < n_chunk ? fit : n_chunk;
+        if (!c->held || !c->n_held || !c->seqs || !c->toks || !c->logits || !c->first_row)
             s = ML_E_NOMEM;
     }
     if (s == ML_E_NOMEM && err) {
@@ -67,6 +77,8 @@ void srv_ctx_free(srv_ctx *c)
     free(c->seqs);
     free(c->toks);
     free(c->logits);
+    free(c->rows);
+    free(c->first_row);
     free(c);
 }
 
@@ -115,9 +127,31 @@ static void hold(srv_ctx *c, const srv_run *r)
     c->n_held[r->seq] += r->n;
 }
 
+/* Whether the step keeps every token's row: a run asks, and the rows are
+ * there (srv_ctx_score_ready); the rows each run starts at. */
+static int all_rows(srv_ctx *c, const srv_run *runs, size_t n_runs)
+{
+    int all = 0;
+    for (size_t i = 0; i < n_runs; i++)
+        all |= runs[i].all_logits;
+    size_t row = 0;
+    for (size_t i = 0; i < n_runs && i < c->n_seq; row += runs[i++].n)
+        c->first_row[i] = row;
+    c->first_row[n_runs < c->n_seq ? n_runs : c->n_seq] = row;
+    return all && c->rows;
+}
+
+/* Where run i's logits go: its rows when every token keeps one, else
+ * its one row. */
+static float *run_out(srv_ctx *c, size_t i)
+{
+    return c->all ? c->rows + c->first_row[i] * c->vocab : c->logits + i * (size_t)c->vocab;
+}
+
 ml_status srv_ctx_step(srv_ctx *c, srv_run *runs, size_t n_runs)
 {
-    size_t n = 0, cap = (size_t)c->n_chunk + c->n_seq;
+    c->all = all_rows(c, runs, n_runs);
+    size_t n = 0, cap = c->all ? (size_t)c->n_score + c->n_seq : (size_t)c->n_chunk + c->n_seq;
     int fits = n_runs <= c->n_seq;
     for (size_t i = 0; fits && i < n_runs; i++) {
         memset(&runs[i].err, 0, sizeof runs[i].err);
@@ -130,7 +164,9 @@ ml_status srv_ctx_step(srv_ctx *c, srv_run *runs, size_t n_runs)
             c->seqs[n] = runs[i].seq, c->toks[n] = runs[i].tokens[t];
     }
     ml_error err;
-    if (fits && n_runs && ml_ctx_eval_seqs(c->ctx, c->seqs, c->toks, n, c->logits, 0, &err) == ML_OK) {
+    if (fits && n_runs &&
+        ml_ctx_eval_seqs(c->ctx, c->seqs, c->toks, n, c->all ? c->rows : c->logits, c->all,
+                         &err) == ML_OK) {
         for (size_t i = 0; i < n_runs; i++)
             hold(c, &runs[i]);
         return ML_OK;
@@ -144,14 +180,14 @@ ml_status srv_ctx_step(srv_ctx *c, srv_run *runs, size_t n_runs)
         if (r->status) {
             r->err.code = r->status, r->err.offset = -1;
             strcpy(r->err.msg, "too many runs in one step");
-        } else if (r->n > cap) {
+        } else if (r->n > cap || (c->all && c->first_row[i] + r->n > cap)) {
             r->status = r->err.code = ML_E_INVAL, r->err.offset = -1;
             strcpy(r->err.msg, "a run longer than a step");
         } else {
             for (size_t t = 0; t < r->n; t++)
                 c->seqs[t] = r->seq;
-            r->status = ml_ctx_eval_seqs(c->ctx, c->seqs, r->tokens, r->n,
-                                         c->logits + i * (size_t)c->vocab, 0, &r->err);
+            r->status = ml_ctx_eval_seqs(c->ctx, c->seqs, r->tokens, r->n, run_out(c, i), c->all,
+                                         &r->err);
         }
         if (!r->status)
             hold(c, r);
@@ -163,5 +199,23 @@ ml_status srv_ctx_step(srv_ctx *c, srv_run *runs, size_t n_runs)
 
 float *srv_ctx_logits(srv_ctx *c, size_t i)
 {
-    return c->logits + i * (size_t)c->vocab;
+    return c->all ? c->rows + (c->first_row[i + 1] - 1) * c->vocab
+                  : c->logits + i * (size_t)c->vocab;
+}
+
+uint32_t srv_ctx_n_score_chunk(const srv_ctx *c)
+{
+    return c->n_score;
+}
+
+int srv_ctx_score_ready(srv_ctx *c)
+{
+    if (!c->rows)
+        c->rows = malloc(((size_t)c->n_score + c->n_seq) * c->vocab * sizeof *c->rows);
+    return c->rows ? 0 : -1;
+}
+
+const float *srv_ctx_rows(const srv_ctx *c, size_t i)
+{
+    return c->all ? c->rows + c->first_row[i] * c->vocab : NULL;
 }

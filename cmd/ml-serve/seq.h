@@ -41,6 +41,8 @@ typedef struct srv_run {
     uint32_t seq;
     const ml_token *tokens;
     size_t n;
+    int all_logits;  /* keep the logits of every token of the run (srv_ctx_rows);
+                      * n at most srv_ctx_n_score_chunk */
     ml_status status;
     ml_error err;
 } srv_run;
@@ -55,5 +57,18 @@ ml_status srv_ctx_step(srv_ctx *c, srv_run *runs, size_t n_runs);
 /* The logits (vocab floats, which a sampler may change in place) of the
  * last token of runs[i] in the last step; valid until the next step. */
 float *srv_ctx_logits(srv_ctx *c, size_t i);
+
+/* Scoring a prompt (every position's logits, an echo's log-probabilities):
+ * the most tokens a run with all_logits may have, so that a step's rows
+ * stay near ML_LOGITS_BATCH_MB (ml_logits_batch), and n_chunk at most. */
+uint32_t srv_ctx_n_score_chunk(const srv_ctx *c);
+/* Allocates the rows a step with all_logits needs (once, by the thread
+ * that steps); 0, or -1 when memory runs out (a step then keeps one row
+ * per run, and srv_ctx_rows gives NULL). */
+int srv_ctx_score_ready(srv_ctx *c);
+/* The logits of every token of runs[i] in the last step, when it had
+ * all_logits (n x vocab floats, row t for its token t; NULL otherwise);
+ * valid until the next step.  Each row is the bits ml_ctx_eval gives. */
+const float *srv_ctx_rows(const srv_ctx *c, size_t i);
 
 #endif

@@ -38,7 +38,11 @@ struct srv_job {
     unsigned top_logprobs;
     ml_grammar *grammar;
     ml_grammar_proc *gproc;
+    int score_prompt;
+    srv_tokprob *prompt_probs; /* score_prompt: one per prompt token, filled by
+                                * the scheduler up to n_prompt_probs */
     /* under the scheduler's lock */
+    size_t n_prompt_probs;
     srv_tokprob *probs;  /* one per generated token, with logprobs */
     size_t n_probs, cap_probs;
     srv_sched *s;
@@ -105,6 +109,7 @@ static void job_free(srv_job *j)
     free(j->stops);
     free(j->bias);
     free(j->probs);
+    free(j->prompt_probs);
     ml_grammar_proc_free(j->gproc);
     ml_grammar_free(j->grammar);
     free(j->prompt);
@@ -133,7 +138,9 @@ static srv_job *job_new(const srv_job_params *p)
     j->prompt = malloc(p->n_prompt * sizeof *j->prompt);
     j->stops = p->n_stops ? calloc(p->n_stops, sizeof *j->stops) : NULL;
     j->bias = p->n_bias ? malloc(p->n_bias * sizeof *j->bias) : NULL;
-    int ok = j->prompt && (!p->n_stops || j->stops) && (!p->n_bias || j->bias);
+    j->prompt_probs = p->score_prompt ? malloc(p->n_prompt * sizeof *j->prompt_probs) : NULL;
+    int ok = j->prompt && (!p->n_stops || j->stops) && (!p->n_bias || j->bias) &&
+             (!p->score_prompt || j->prompt_probs);
     for (size_t i = 0; ok && i < p->n_stops; i++, j->n_stops++)
         ok = (j->stops[i] = strdup(p->stops[i])) != NULL;
     if (!ok) {
@@ -149,6 +156,10 @@ static srv_job *job_new(const srv_job_params *p)
     j->top_logprobs = p->top_logprobs < SRV_MAX_TOP_LOGPROBS ? p->top_logprobs
                                                               : SRV_MAX_TOP_LOGPROBS;
     j->n_prompt = p->n_prompt;
+    if ((j->score_prompt = p->score_prompt)) { /* the first token: nothing before it */
+        j->prompt_probs[0] = (srv_tokprob){.id = p->prompt[0], .logprob = NAN};
+        j->n_prompt_probs = 1;
+    }
     j->max_tokens = p->max_tokens;
     j->sp = p->sp;
     j->ignore_eos = p->ignore_eos;
@@ -223,6 +234,17 @@ size_t srv_job_logprobs(srv_job *j, size_t from, srv_tokprob **out)
     return *out ? n : 0;
 }
 
+size_t srv_job_prompt_logprobs(srv_job *j, srv_tokprob **out)
+{
+    pthread_mutex_lock(&j->s->lock);
+    size_t n = j->score_prompt && j->n_prompt_probs == j->n_prompt ? j->n_prompt : 0;
+    *out = n ? malloc(n * sizeof **out) : NULL;
+    if (*out)
+        memcpy(*out, j->prompt_probs, n * sizeof **out);
+    pthread_mutex_unlock(&j->s->lock);
+    return *out ? n : 0;
+}
+
 void srv_job_cancel(srv_job *j)
 {
     pthread_mutex_lock(&j->s->lock);
@@ -276,7 +298,9 @@ srv_submit_status srv_submit(srv_sched *s, const srv_job_params *p, srv_job **ou
  * Slots
  * ------------------------------------------------------------------------ */
 /* Under the lock: the free slot whose sequence shares the longest start
- * with the prompt, the one used longest ago among equals; NULL if none. */
+ * with the prompt, the one used longest ago among equals; NULL if none.
+ * A job that scores its prompt reuses nothing: it takes the slot used
+ * longest ago, leaving the others' prefixes to later requests. */
 static slot *pick_slot(srv_sched *s, const srv_job *j)
 {
     slot *best = NULL;
@@ -285,7 +309,7 @@ static slot *pick_slot(srv_sched *s, const srv_job *j)
         slot *sl = &s->slots[i];
         if (sl->job)
             continue;
-        size_t c = srv_ctx_common(s->ctx, sl->seq, j->prompt, j->n_prompt);
+        size_t c = j->score_prompt ? 0 : srv_ctx_common(s->ctx, sl->seq, j->prompt, j->n_prompt);
         if (!best || c > best_common || (c == best_common && sl->used < best->used))
             best = sl, best_common = c;
     }
@@ -337,6 +361,25 @@ static void token_logprob(const float *raw, uint32_t vocab, ml_token id, unsigne
         out->top_logprob[k] = raw[out->top[k]] - lse;
 }
 
+/* Without the lock, by the scheduler's thread: the log-probabilities of
+ * the prompt tokens after each of a scoring prefill's n tokens, from
+ * their rows (the entries past n_prompt_probs are this thread's alone),
+ * then counted under the lock.  -1 when the rows are missing (memory). */
+static int score_chunk(srv_sched *s, slot *sl, const float *rows, size_t n)
+{
+    srv_job *j = sl->job;
+    if (!rows)
+        return -1;
+    size_t end = sl->fed + n + 1 < j->n_prompt ? sl->fed + n + 1 : j->n_prompt;
+    for (size_t k = sl->fed + 1; k < end; k++)
+        token_logprob(rows + (k - 1 - sl->fed) * (size_t)s->vocab, s->vocab, j->prompt[k],
+                      j->top_logprobs, &j->prompt_probs[k]);
+    pthread_mutex_lock(&s->lock);
+    j->n_prompt_probs = end;
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+}
+
 /* Under the lock: the kept token's log-probabilities for the job. */
 static int keep_logprob(srv_job *j, const slot *sl, uint32_t vocab, ml_token id)
 {
@@ -368,13 +411,21 @@ static ml_status count_token(void *ctx, ml_token id, ml_error *err)
 }
 
 /* Under the lock: gives a slot its job.  At least the last prompt token
- * is evaluated again, for the logits of the first generated one. */
+ * is evaluated again, for the logits of the first generated one; a job
+ * that scores its prompt evaluates all of it (the cached positions'
+ * logits are gone). */
 static void slot_start(srv_sched *s, slot *sl, srv_job *j)
 {
     ml_error err;
     size_t keep = srv_ctx_common(s->ctx, sl->seq, j->prompt, j->n_prompt);
     if (keep >= j->n_prompt)
         keep = j->n_prompt - 1;
+    if (j->score_prompt)
+        keep = 0;
+    if (j->score_prompt && srv_ctx_score_ready(s->ctx)) {
+        job_end(j, NULL, ML_E_NOMEM, "out of memory for the prompt's logits");
+        return;
+    }
     sl->fed = srv_ctx_keep(s->ctx, sl->seq, keep);
     sl->logits = NULL;
     j->n_cached = sl->fed;
@@ -505,9 +556,12 @@ static void sched_step(srv_sched *s)
         if (sl->fed < j->n_prompt) {
             if (sl != pre)
                 continue;
-            size_t n = j->n_prompt - sl->fed, nc = srv_ctx_n_chunk(s->ctx);
+            size_t n = j->n_prompt - sl->fed, nc = j->score_prompt
+                                                      ? srv_ctx_n_score_chunk(s->ctx)
+                                                      : srv_ctx_n_chunk(s->ctx);
             r->tokens = j->prompt + sl->fed;
             r->n = n < nc ? n : nc;
+            r->all_logits = j->score_prompt;
         } else {
             ml_error err;
             ml_status st = ML_OK;
@@ -519,6 +573,7 @@ static void sched_step(srv_sched *s)
             }
             r->tokens = &sl->next;
             r->n = 1;
+            r->all_logits = 0;
         }
         r->seq = sl->seq;
         s->run_slot[n_runs++] = sl;
@@ -533,6 +588,11 @@ static void sched_step(srv_sched *s)
         if (r->status) {
             sl->logits = NULL;
             slot_end(s, sl, NULL, r->status, &r->err);
+            continue;
+        }
+        if (r->all_logits && score_chunk(s, sl, srv_ctx_rows(s->ctx, i), r->n)) {
+            sl->logits = NULL;
+            slot_end(s, sl, NULL, ML_E_NOMEM, &r->err);
             continue;
         }
         if (sl->fed < sl->job->n_prompt)

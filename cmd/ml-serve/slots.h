@@ -69,7 +69,7 @@ typedef struct srv_tokprob {
 typedef struct srv_job_params {
     const ml_token *prompt;    /* copied */
     size_t n_prompt;           /* 1 .. n_ctx - 1 */
-    uint32_t max_tokens;       /* 1 .. n_ctx - n_prompt */
+    uint32_t max_tokens;       /* 0 .. n_ctx - n_prompt (0: the prompt alone, scored) */
     ml_sampler_params sp;
     const char *const *stops;  /* copied */
     size_t n_stops;
@@ -82,6 +82,9 @@ typedef struct srv_job_params {
     ml_grammar *grammar;       /* the output's grammar and its processor, or NULL;
                                 * srv_submit takes both, whatever it answers */
     ml_grammar_proc *gproc;
+    int score_prompt;          /* keep an srv_tokprob per prompt token too (an echo's
+                                * logprobs), with top_logprobs alternatives; the prompt
+                                * is then evaluated whole, no cached prefix reused */
 } srv_job_params;
 
 typedef enum srv_submit_status {
@@ -113,6 +116,12 @@ void srv_job_wait(srv_job *j, size_t have, int timeout_ms, char **text, size_t *
  * on, as many as are known now, in a new array *out (NULL when none; free
  * it); returns their count. */
 size_t srv_job_logprobs(srv_job *j, size_t from, srv_tokprob **out);
+/* With score_prompt: the prompt tokens' log-probabilities, each under
+ * the tokens before it (the first's logprob is NaN and it has no
+ * alternatives: nothing comes before it), in a new array *out (free it);
+ * returns n_prompt once the whole prompt was evaluated (always so when the
+ * job generated a token or finished), else 0 and *out NULL. */
+size_t srv_job_prompt_logprobs(srv_job *j, srv_tokprob **out);
 /* The client went away: the job ends at its next step, freeing its slot. */
 void srv_job_cancel(srv_job *j);
 /* The caller is done with the job. */

@@ -18,6 +18,7 @@ typedef struct choice {
     size_t have;          /* bytes of its text sent */
     size_t n_probs;       /* tokens whose log-probabilities were sent */
     int ended;            /* its last chunk sent */
+    int echoed;           /* a completion's echo: the prompt's chunk sent */
     srv_think think;      /* a chat's reasoning apart from its content */
     srv_tool_split tools; /* and its tool calls apart from the rest */
     int called;           /* tool calls were sent */
@@ -29,6 +30,7 @@ typedef struct stream {
     size_t n, n_ended;
     resp_meta meta;
     char id[48], model[128];
+    char *echo;           /* meta.echo's copy */
     int include_usage;
     enum phase phase;
     resp_usage usage;     /* the prompt once, every choice's tokens */
@@ -68,7 +70,7 @@ static json_t *new_logprobs(stream *s, choice *c, size_t at, int *bad)
         return NULL;
     srv_tokprob *p;
     size_t n = srv_job_logprobs(c->job, c->n_probs, &p);
-    json_t *lp = n ? resp_logprobs(s->meta.kind, s->meta.mlt, p, n, at) : NULL;
+    json_t *lp = n ? resp_logprobs(s->meta.kind, s->meta.mlt, p, n, s->meta.echo_len + at) : NULL;
     free(p);
     if (n && !lp)
         *bad = 1;
@@ -113,6 +115,27 @@ static int put_text(stream *s, size_t i, const char *text, size_t len, int end)
     json_decref(lp);
     ml_buf_free(&reasoning), ml_buf_free(&content);
     return rc;
+}
+
+/* A completion's echo: choice i's first chunk is the prompt's text and,
+ * with logprobs, its tokens' (all scored once the job generates or ends;
+ * null when a shutdown cut the prompt short). */
+static int put_echo(stream *s, size_t i)
+{
+    choice *c = &s->c[i];
+    if (!s->meta.echo || c->echoed)
+        return 0;
+    c->echoed = 1;
+    json_t *lp = NULL;
+    if (s->meta.logprobs) {
+        srv_tokprob *p;
+        size_t n = srv_job_prompt_logprobs(c->job, &p);
+        lp = n ? resp_prompt_logprobs(s->meta.mlt, p, n, s->meta.echo_len) : NULL;
+        free(p);
+        if (n && !lp)
+            return -1;
+    }
+    return put(s, resp_chunk(&s->meta, (unsigned)i, 0, s->meta.echo, s->meta.echo_len, lp, NULL));
 }
 
 /* A failed job: an error event and [DONE]; the other choices stop. */
@@ -166,11 +189,11 @@ static int poll_choice(stream *s, size_t i, int timeout_ms)
     size_t len;
     srv_progress p;
     srv_job_wait(c->job, c->have, timeout_ms, &text, &len, &p);
-    int rc = text ? put_text(s, i, text, len, 0) : 0;
+    int rc = text ? put_echo(s, i) || put_text(s, i, text, len, 0) : 0;
     c->have += len;
     free(text);
     if (!rc && p.done)
-        rc = p.finish ? put_end(s, i, &p) : put_failure(s, &p);
+        rc = p.finish ? put_echo(s, i) || put_end(s, i, &p) : put_failure(s, &p);
     else if (!rc) /* what the log says if the client leaves now */
         http_note(s->r, "prompt %zu tokens (%zu reused), completion %zu tokens so far",
                   p.n_prompt, p.n_cached, p.n_gen);
@@ -242,6 +265,7 @@ static void stream_free(void *ctx)
         srv_tool_split_free(&s->c[i].tools);
     }
     ml_buf_free(&s->out);
+    free(s->echo);
     free(s);
 }
 
@@ -249,6 +273,10 @@ int srv_stream_reply(http_req *r, srv_job **jobs, size_t n, const resp_meta *met
                      int include_usage)
 {
     stream *s = calloc(1, sizeof *s);
+    if (s && meta->echo && !(s->echo = malloc(meta->echo_len + 1))) {
+        free(s);
+        s = NULL;
+    }
     if (!s) {
         for (size_t i = 0; i < n; i++)
             srv_job_release(jobs[i]);
@@ -261,6 +289,11 @@ int srv_stream_reply(http_req *r, srv_job **jobs, size_t n, const resp_meta *met
     snprintf(s->model, sizeof s->model, "%s", meta->model);
     s->meta = *meta;
     s->meta.id = s->id, s->meta.model = s->model;
+    if (s->echo) {
+        memcpy(s->echo, meta->echo, meta->echo_len);
+        s->echo[meta->echo_len] = '\0';
+        s->meta.echo = s->echo;
+    }
     for (size_t i = 0; i < n; i++) {
         srv_think_init(&s->c[i].think, meta->think, meta->think_open);
         srv_tool_split_init(&s->c[i].tools, meta->tool_format, meta->tools, meta->tool_seed ^ i);

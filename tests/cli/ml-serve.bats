@@ -279,6 +279,165 @@ think_server() {
     refused 400 logprobs invalid_type '{"prompt":"a","logprobs":"5"}' /v1/completions
 }
 
+# ref_logprobs LOGITS "ID ID ...": each token after the first, its
+# log-probability under ml-run's row of the token before it (the
+# log-softmax of the 32000 logits of that position), one a line.
+ref_logprobs() {
+    od -An -v -f -w128000 "$1" | awk -v ids="$2" 'BEGIN { n = split(ids, id, " ") }
+        NR < n { m = $1; for (i = 2; i <= NF; i++) if ($i > m) m = $i
+                 s = 0; for (i = 1; i <= NF; i++) s += exp($i - m)
+                 printf "%.9g\n", $(id[NR + 1] + 1) - m - log(s) }'
+}
+
+# A prompt of 150 token ids (BOS first): longer than a step's scored chunk
+# (128 here), so that its scores come from two steps.
+long_ids() {
+    local t i
+    for i in $(seq 12); do t+="The quick brown fox jumps over the lazy dog, said teacher $i. "; done
+    post /tokenize "{\"content\":\"$t\",\"add_special\":true}" | jq -c '.tokens[:150]'
+}
+
+@test "echo: the prompt before the text, its tokens' log-probabilities ml-run's logits' (the first null)" {
+    local ids ref echoed plain
+    ids=$(long_ids)
+    [[ $(jq length <<<"$ids") == 150 ]]
+    ml-run -m "$BATS_FILE_TMPDIR/m.mlb" --ids -p "$(jq -r 'join(" ")' <<<"$ids")" -n 0 -q \
+        --logits "$BATS_TEST_TMPDIR/l"
+    ref=$(ref_logprobs "$BATS_TEST_TMPDIR/l" "$(jq -r 'join(" ")' <<<"$ids")" | jq -sc .)
+    [[ $(jq length <<<"$ref") == 149 ]]
+    run -0 post /v1/completions "{\"prompt\":$ids,\"max_tokens\":3,\"temperature\":0,\"echo\":true,\"logprobs\":2}"
+    echoed=$output
+    jq -e --argjson r "$ref" '.choices[0].logprobs as $l | ($l.tokens | length) == 153 and
+        $l.token_logprobs[0] == null and $l.top_logprobs[0] == null and
+        ([range(149) | ($l.token_logprobs[. + 1] - $r[.]) | fabs < 1e-5] | all) and
+        ([range(1; 153) | $l.top_logprobs[.] | length == 2 and (map(.) | . == (sort | reverse))] | all) and
+        .usage.prompt_tokens == 150 and .usage.completion_tokens == 3' <<<"$echoed" ||
+        fail_with "ml-run's rows give $ref: $(jq -c .choices[0].logprobs.token_logprobs <<<"$echoed")"
+    # The generated part: the text, tokens and log-probabilities of the same
+    # request without echo, its offsets after the echoed text.
+    run -0 post /v1/completions "{\"prompt\":$ids,\"max_tokens\":3,\"temperature\":0,\"logprobs\":2}"
+    plain=$output
+    run -0 post /detokenize "{\"tokens\":$(jq -c '.[1:]' <<<"$ids")}"
+    local prompt
+    prompt=$(jq -r .content <<<"$output")
+    jq -e --argjson p "$plain" --arg prompt "$prompt" '.choices[0] as $c | $p.choices[0] as $q |
+        $c.text == $prompt + $q.text and
+        $c.logprobs.tokens[150:] == $q.logprobs.tokens and
+        $c.logprobs.token_logprobs[150:] == $q.logprobs.token_logprobs and
+        $c.logprobs.top_logprobs[150:] == $q.logprobs.top_logprobs and
+        $c.logprobs.text_offset[150:] == ($q.logprobs.text_offset | map(. + ($prompt | utf8bytelength)))' <<<"$echoed"
+    # text_offset: each prompt token's text where it stands in the echoed
+    # text (the first word's ▁ space at 0), then the generated tokens'.
+    jq -e '.choices[0] as $c | $c.logprobs as $l |
+        ([range(2; 150) | $c.text[$l.text_offset[.]:][:($l.tokens[.] | length)] == $l.tokens[.]] | all) and
+        $l.text_offset[0] == 0 and $l.text_offset[1] == 0 and
+        ($l.text_offset | . == sort)' <<<"$echoed"
+    # without logprobs: the text alone
+    run -0 post /v1/completions "{\"prompt\":$ids,\"max_tokens\":3,\"temperature\":0,\"echo\":true}"
+    jq -e --argjson e "$echoed" '.choices[0].text == $e.choices[0].text and .choices[0].logprobs == null' <<<"$output"
+    # a written prompt comes back as written
+    run -0 post /v1/completions '{"prompt":"Once upon a time","max_tokens":2,"temperature":0,"echo":true,"logprobs":1}'
+    jq -e '(.choices[0].text | startswith("Once upon a time")) and
+        .choices[0].logprobs.tokens[:5] == ["<s>", " Once", " upon", " a", " time"] and
+        .choices[0].logprobs.text_offset[:7] == [0, 0, 4, 9, 11, 16, 16 + (.choices[0].logprobs.tokens[5] | utf8bytelength)]' <<<"$output"
+}
+
+# lm-evaluation-harness's local-completions: prompts as lists of token
+# ids, echo, logprobs 1, max_tokens 0 or 1; the prompt only scored.
+@test "echo with max_tokens 0: only the prompt, scored as ml-run --perplexity scores it" {
+    local t="" i ids
+    for i in $(seq 5); do t+="The quick brown fox jumps over the lazy dog, said the teacher number $i."$'\n'; done
+    printf '%s' "$t" >"$BATS_TEST_TMPDIR/t.txt"
+    ids=$(post /tokenize "{\"content\":$(jq -Rs . <"$BATS_TEST_TMPDIR/t.txt"),\"add_special\":true}" | jq -c '.tokens[:64]')
+    run -0 post /v1/completions "{\"prompt\":[$ids],\"max_tokens\":0,\"temperature\":0,\"echo\":true,\"logprobs\":1,\"seed\":1234}"
+    local whole=$output
+    jq -e '.choices[0].finish_reason == "length" and .usage.completion_tokens == 0 and
+        .usage.prompt_tokens == 64 and (.choices[0].logprobs.tokens | length) == 64 and
+        .choices[0].logprobs.token_logprobs[0] == null and
+        ([.choices[0].logprobs.token_logprobs[1:][] | type == "number" and . < 0] | all)' <<<"$whole"
+    # One chunk of 64 tokens (BOS first), its second half scored: the same
+    # perplexity from the echoed log-probabilities of tokens 33..63.
+    run -0 ml-run -m "$BATS_FILE_TMPDIR/m.mlb" --perplexity "$BATS_TEST_TMPDIR/t.txt" --ctx 64 -q
+    [[ $output == *": 1 chunks of 64 tokens, 31 scored: PPL = "* ]]
+    local ppl=${output##*PPL = }
+    ppl=${ppl%% *}
+    jq -e --argjson p "$ppl" '.choices[0].logprobs.token_logprobs[33:] | (map(-.) | add / length) - ($p | log) | fabs < 1e-5' <<<"$whole" ||
+        fail_with "ml-run: PPL $ppl; the echo's: $(jq '.choices[0].logprobs.token_logprobs[33:] | (map(-.) | add / length) | exp' <<<"$whole")"
+    # max_tokens 1 (lm-eval's): the same scores, one token after them
+    run -0 post /v1/completions "{\"prompt\":[$ids],\"max_tokens\":1,\"temperature\":0,\"echo\":true,\"logprobs\":1}"
+    jq -e --argjson w "$whole" '(.choices[0].logprobs.tokens | length) == 65 and
+        .choices[0].logprobs.token_logprobs[:64] == $w.choices[0].logprobs.token_logprobs and
+        .choices[0].logprobs.top_logprobs[:64] == $w.choices[0].logprobs.top_logprobs' <<<"$output"
+    # streamed: the echo is the first chunk, then the finish
+    run -0 post /v1/completions "{\"prompt\":$ids,\"max_tokens\":0,\"echo\":true,\"logprobs\":1,\"stream\":true}" -N
+    grep '^data: {' <<<"$output" | sed 's/^data: //' | jq -se --argjson w "$whole" 'length == 2 and
+        .[0].choices[0].text == $w.choices[0].text and .[0].choices[0].logprobs == $w.choices[0].logprobs and
+        .[0].choices[0].finish_reason == null and .[1].choices[0].finish_reason == "length"'
+    # without echo, max_tokens 0 asks for nothing
+    refused 400 max_tokens invalid_value "{\"prompt\":$ids,\"max_tokens\":0}" /v1/completions
+}
+
+@test "echo streamed: the prompt's chunk first with its logprobs, then the text's" {
+    local body='{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"echo":true,"logprobs":2'
+    local whole events
+    whole=$(post /v1/completions "$body}")
+    run -0 post /v1/completions "$body,\"stream\":true}" -N
+    events=$(grep '^data: {' <<<"$output" | sed 's/^data: //')
+    jq -se --argjson w "$whole" '.[0].choices[0].text == "Once upon a time" and
+        (.[0].choices[0].logprobs.tokens | length) == 5 and .[0].choices[0].logprobs.token_logprobs[0] == null and
+        (map(.choices[0].text) | add) == $w.choices[0].text and
+        (map(.choices[0].logprobs // empty) | {tokens: map(.tokens[]), token_logprobs: map(.token_logprobs[]),
+          top_logprobs: map(.top_logprobs[]), text_offset: map(.text_offset[])}) == $w.choices[0].logprobs' <<<"$events" ||
+        fail_with "whole $whole, streamed $events"
+    # n choices: each echoes the prompt with its scores
+    run -0 post /v1/completions '{"prompt":"Once upon a time","max_tokens":2,"temperature":1,"seed":5,"n":2,"echo":true,"logprobs":1}'
+    jq -e '(.choices | length) == 2 and
+        ([.choices[] | .text | startswith("Once upon a time")] | all) and
+        .choices[0].logprobs.token_logprobs[:5] == .choices[1].logprobs.token_logprobs[:5] and
+        .usage.completion_tokens == 4' <<<"$output"
+    local m='"prompt":"Hi","max_tokens":2'
+    refused 400 echo invalid_type "{$m,\"echo\":\"yes\"}" /v1/completions
+    refused 400 echo invalid_type "{$m,\"echo\":1}" /v1/completions
+    refused 400 max_tokens invalid_value "{$m,\"echo\":true,\"max_tokens\":-1}" /v1/completions
+    refused 400 echo unknown_parameter '{"messages":[{"role":"user","content":"Hi"}],"echo":true}'
+}
+
+# The scores of a prompt do not depend on the other slot (which keeps its
+# own bits), nor on a cached prefix: a scoring request evaluates all of
+# its prompt.
+@test "echo's scores: the same alone, with another slot generating, and again (no prefix reused)" {
+    local ids alone again together gen_alone gen_together
+    local gen='{"prompt":"Once upon a time","max_tokens":240,"ignore_eos":true,"temperature":0,"logprobs":1,"stream":true}'
+    ids=$(long_ids)
+    local body="{\"prompt\":$ids,\"max_tokens\":4,\"temperature\":0,\"echo\":true,\"logprobs\":5}"
+    local line='prompt 150 tokens (0 reused), completion 4 tokens' before end=$((SECONDS + 300))
+    before=$(grep -cF "$line" "$BATS_FILE_TMPDIR/log" || true)
+    alone=$(post /v1/completions "$body" | jq -c .choices)
+    gen_alone=$(post /v1/completions "$gen" -N | grep '^data: {' | sed 's/^data: //' |
+                jq -sc 'map(.choices[0].logprobs // empty | .token_logprobs[])')
+    again=$(post /v1/completions "$body" | jq -c .choices)
+    [[ $again == "$alone" ]]
+    until (($(grep -cF "$line" "$BATS_FILE_TMPDIR/log" || true) >= before + 2)); do
+        ((SECONDS < end)) || fail_with "the second request reused a prefix: $(cat "$BATS_FILE_TMPDIR/log")"
+        sleep 0.01
+    done
+    stream_until_text "$BATS_FILE_TMPDIR/log" "$BATS_TEST_TMPDIR/g" "$gen"
+    together=$(post /v1/completions "$body" | jq -c .choices)
+    wait "$STREAM_PID"
+    gen_together=$(grep '^data: {' "$BATS_TEST_TMPDIR/g" | sed 's/^data: //' |
+                   jq -sc 'map(.choices[0].logprobs // empty | .token_logprobs[])')
+    [[ $together == "$alone" ]] || fail_with "alone $alone, together $together"
+    [[ $gen_together == "$gen_alone" ]]
+    # It takes the slot used longest ago, not the one holding its start,
+    # which the next request with that start still finds.
+    local kept='Kept for later: the slot holds this prefix' n
+    n=$(post /tokenize "{\"content\":\"$kept\",\"add_special\":true}" | jq '.tokens | length')
+    post /v1/completions "{\"prompt\":\"$kept\",\"max_tokens\":2,\"temperature\":0}" >/dev/null
+    post /v1/completions "{\"prompt\":\"Kept for something else\",\"max_tokens\":1,\"echo\":true,\"logprobs\":1}" >/dev/null
+    post /v1/completions "{\"prompt\":\"$kept\",\"max_tokens\":2,\"temperature\":0}" >/dev/null
+    wait_for_log "$BATS_FILE_TMPDIR/log" "prompt $n tokens \\($((n - 1)) reused\\), completion 2 tokens"
+}
+
 # tests/fixtures/embed (tools/make-embed-fixture.sh): llama-embedding's
 # vectors for the Qwen 3-shaped fixture, each pooling; ours agree to the
 # activations' quantization (cosine above 0.9995, no component off by 0.02).
@@ -670,9 +829,10 @@ refused() {
     local honoured_completion=(
         '"model":"x"' '"temperature":0.5' '"top_p":0.5' '"n":1' '"seed":7' '"stop":["x"]'
         '"stream":false' '"presence_penalty":-1' '"frequency_penalty":0.5' '"logit_bias":{"5":10}'
-        '"user":"u"' '"best_of":1' '"echo":false' '"logprobs":0' '"logprobs":2' '"suffix":""'
+        '"user":"u"' '"best_of":1' '"echo":false' '"echo":true' '"logprobs":0' '"logprobs":2'
+        '"suffix":""' '"echo":true,"logprobs":1'
     )
-    local refused_completion=('"echo":true' '"suffix":"end"' '"best_of":2')
+    local refused_completion=('"suffix":"end"' '"best_of":2')
     local f
     for f in "${honoured_chat[@]}"; do
         run -0 post /v1/chat/completions "{$m,$f}"

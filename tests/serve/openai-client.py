@@ -1,6 +1,7 @@
 """openai-client.py - the official openai Python client against ml-serve
 (make check-openai): chat and text completions, whole and streamed, the
-usage, stop strings, a seed, logprobs, n choices, the model list, and the
+usage, stop strings, a seed, logprobs, echo with the prompt's logprobs,
+n choices, the model list, and the
 client's own errors for a 400 (a bad value, a field not supported) and a
 401, and response_format json_object.  Usage: openai-client.py BASE_URL API_KEY"""
 import json
@@ -69,6 +70,21 @@ def main(base, key):
     assert "".join(clp.tokens) == whole and len(clp.token_logprobs) == 10
     assert all(len(m) == 3 for m in clp.top_logprobs) and clp.text_offset[0] == 0
 
+    # echo, as lm-evaluation-harness's local-completions scores a text: the
+    # prompt's token ids, echoed with their log-probabilities (the first
+    # None), max_tokens 0; and echo before a completion
+    ids = [1, 9038, 2501, 263, 931]  # "Once upon a time" with BOS
+    sc = client.completions.create(model=model, prompt=[ids], max_tokens=0, echo=True,
+                                   logprobs=1, temperature=0).choices[0]
+    assert sc.text == "Once upon a time" and sc.finish_reason == "length", sc
+    assert sc.logprobs.token_logprobs[0] is None and sc.logprobs.top_logprobs[0] is None
+    assert len(sc.logprobs.tokens) == 5 and all(v < 0 for v in sc.logprobs.token_logprobs[1:])
+    ec = client.completions.create(model=model, prompt="Once upon a time", max_tokens=10,
+                                   temperature=0, echo=True, logprobs=3).choices[0]
+    assert ec.text == "Once upon a time" + whole, ec.text
+    assert ec.logprobs.token_logprobs[:5] == sc.logprobs.token_logprobs
+    assert ec.logprobs.tokens[5:] == clp.tokens and ec.logprobs.token_logprobs[5:] == clp.token_logprobs
+
     # n choices, each as the request with seed + i would draw it
     many = client.completions.create(model=model, prompt="Seeded", max_tokens=8, seed=7,
                                      temperature=1, n=3)
@@ -119,8 +135,8 @@ def main(base, key):
         raise AssertionError("a wrong key was accepted")
     except openai.AuthenticationError as e:
         assert e.status_code == 401
-    print(f"openai {openai.__version__}: chat, completions, streams, stop, seed, logprobs, n, "
-          "json_object, parse() with a Pydantic model, tool calls, 400 and 401: OK")
+    print(f"openai {openai.__version__}: chat, completions, streams, stop, seed, logprobs, "
+          "echo, n, json_object, parse() with a Pydantic model, tool calls, 400 and 401: OK")
 
 
 WEATHER = {"type": "function", "function": {
