@@ -1,17 +1,20 @@
 /* schema.h - a JSON Schema (response_format's json_schema) as a GBNF
  * grammar whose texts are exactly the JSON values the schema describes,
  * as far as the keywords it takes go; a keyword it cannot express is
- * refused by name, never ignored. */
+ * refused by name, never ignored.  The translation is
+ * cmd/common/json_schema.c's (shared with ml-run --json-schema); this is
+ * its error in ml-serve's terms. */
 #ifndef ML_SERVE_SCHEMA_H
 #define ML_SERVE_SCHEMA_H
 
+#include "json_schema.h"
 #include "request.h"
 
 #include <jansson.h>
 
 /* Caps: nesting of the schema, and rules made from it. */
-#define SRV_SCHEMA_MAX_DEPTH 64
-#define SRV_SCHEMA_MAX_RULES 4096
+#define SRV_SCHEMA_MAX_DEPTH JSON_SCHEMA_MAX_DEPTH
+#define SRV_SCHEMA_MAX_RULES JSON_SCHEMA_MAX_RULES
 
 /* The grammar of schema (root: the value, no white space around it) as a
  * new NUL-terminated text (free it), or NULL with e filled (400 naming
