@@ -26,7 +26,7 @@ enum {
     OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET, OPT_IMATRIX, OPT_STOP, OPT_REPEAT_LAST, OPT_ESCAPE,
     OPT_NO_ESCAPE, OPT_CHAT, OPT_INTERACTIVE, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_CHAT_TEMPLATE_FILE,
     OPT_CACHE, OPT_CACHE_K, OPT_CACHE_V, OPT_NO_MMAP, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS,
-    OPT_GRAMMAR, OPT_GRAMMAR_FILE
+    OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA, OPT_JSON_SCHEMA_FILE
 };
 
 /* Defaults: parse() starts from them and --help shows them. */
@@ -88,6 +88,9 @@ static const cli_opt opts[] = {
     {OPT_GRAMMAR, 0, "grammar", "TEXT",
      "generate only text the GBNF grammar TEXT allows (llama.cpp's notation)"},
     {OPT_GRAMMAR_FILE, 0, "grammar-file", "FILE", "the same with the grammar read from FILE"},
+    {OPT_JSON_SCHEMA, 0, "json-schema", "SCHEMA",
+     "generate only JSON the JSON Schema SCHEMA accepts (llama.cpp's keywords)"},
+    {OPT_JSON_SCHEMA_FILE, 0, "json-schema-file", "FILE", "the same with the schema read from FILE"},
     {OPT_ESCAPE, 'e', "escape", NULL, "turn \\n \\r \\t \\' \\\" \\\\ \\xHH in -p and -r into bytes (default)"},
     {OPT_NO_ESCAPE, 0, "no-escape", NULL, "take -p and -r as they are"},
     {OPT_SEED, 's', "seed", "S", "random seed (default: from the clock; printed with -v)"},
@@ -251,6 +254,8 @@ static void parse(int argc, char **argv, options *o)
         case OPT_CHAT_TEMPLATE_FILE: o->chat_template_file = arg, o->chat = 1; break;
         case OPT_GRAMMAR: o->grammar = arg; break;
         case OPT_GRAMMAR_FILE: o->grammar_file = arg; break;
+        case OPT_JSON_SCHEMA: o->json_schema = arg; break;
+        case OPT_JSON_SCHEMA_FILE: o->json_schema_file = arg; break;
         }
     }
     if (first < argc)
@@ -278,11 +283,24 @@ static void parse(int argc, char **argv, options *o)
     }
     if (o->n_stops && (o->ids || o->ppl || o->logits))
         cli_usage_error("--stop works on generated text (not with --ids, --perplexity or --logits)");
-    if (o->grammar && o->grammar_file)
-        cli_usage_error("--grammar and --grammar-file exclude each other");
-    if ((o->grammar || o->grammar_file) && (o->ids || o->ppl || o->logits || o->imatrix))
-        cli_usage_error("--grammar works on generated text (not with --ids, --perplexity, "
-                        "--logits or --imatrix)");
+    /* one constraint on the text: a grammar or a schema, given once */
+    const char *given[4], *constraint = NULL;
+    int n_given = 0;
+    if (o->grammar)
+        given[n_given++] = "--grammar";
+    if (o->grammar_file)
+        given[n_given++] = "--grammar-file";
+    if (o->json_schema)
+        given[n_given++] = "--json-schema";
+    if (o->json_schema_file)
+        given[n_given++] = "--json-schema-file";
+    if (n_given > 1)
+        cli_usage_error("%s and %s exclude each other", given[0], given[1]);
+    if (n_given)
+        constraint = o->grammar || o->grammar_file ? "--grammar" : "--json-schema";
+    if (constraint && (o->ids || o->ppl || o->logits || o->imatrix))
+        cli_usage_error("%s works on generated text (not with --ids, --perplexity, "
+                        "--logits or --imatrix)", constraint);
     if (!o->seed_set)
         o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 }
