@@ -35,14 +35,15 @@ PCDIR ?= $(LIBDIR)/pkgconfig
 
 LIB_SRC := $(wildcard lib/*.c lib/*/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
-# json_schema.c (JSON Schema to GBNF) reads its schemas with jansson, so
-# it goes only into the commands that take schemas: ml-run's
+# json_schema*.c (JSON Schema to GBNF) read their schemas with jansson, so
+# they go only into the commands that take schemas: ml-run's
 # --json-schema and ml-serve (jansson is already ml-serve's dependency:
 # tools/setup.sh installs it; a second JSON parser would be one more to
 # trust, and the schema code is written once for both).
-CMD_COMMON_SRC := $(filter-out cmd/common/json_schema.c,$(wildcard cmd/common/*.c))
+JSON_SCHEMA_SRC := $(wildcard cmd/common/json_schema*.c)
+CMD_COMMON_SRC := $(filter-out $(JSON_SCHEMA_SRC),$(wildcard cmd/common/*.c))
 CMD_COMMON_OBJ := $(CMD_COMMON_SRC:%.c=$(B)/%.o)
-JSON_SCHEMA_OBJ := $(B)/cmd/common/json_schema.o
+JSON_SCHEMA_OBJ := $(JSON_SCHEMA_SRC:%.c=$(B)/%.o)
 JANSSON_CFLAGS := $(shell pkg-config --cflags jansson 2>/dev/null)
 JANSSON_LIBS := $(shell pkg-config --libs jansson 2>/dev/null)
 # SKIP_TOOLS: commands a build leaves out (check-m32 cannot link ml-serve's
