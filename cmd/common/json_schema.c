@@ -1028,6 +1028,125 @@ static int untyped(gen *g, const json_t *s, int depth, unsigned id)
     return 0;
 }
 
+/* keyword's siblings in s say nothing more (annotations; and the type,
+ * when allow_type: enum's values are filtered by it). */
+static int only_beside(gen *g, const json_t *s, const char *keyword, int allow_type)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)s, key, v) {
+        if (strcmp(key, keyword) && !IN(key, ANNOTATIONS) && (!allow_type || strcmp(key, "type")))
+            return refuse(g, key, "'%s' beside '%s' is not supported", key, keyword);
+    }
+    return 0;
+}
+
+/* The schema s names, $refs followed (NULL: none found). */
+static const json_t *deref(gen *g, const json_t *s)
+{
+    for (int i = 0; i < JSON_SCHEMA_MAX_DEPTH && json_is_object(s) && has(s, "$ref"); i++) {
+        const char *ref = json_string_value(json_object_get(s, "$ref"));
+        s = ref ? resolve(g->root, ref) : NULL;
+    }
+    return s;
+}
+
+/* The JSON types s allows, one bit each (a number is an integer or has a
+ * fraction); all of them when s does not say. */
+enum { T_NULL = 1, T_BOOL = 2, T_OBJECT = 4, T_ARRAY = 8, T_STRING = 16, T_INTEGER = 32,
+       T_FRACTION = 64, T_NUMBER = T_INTEGER | T_FRACTION, T_ANY = 127 };
+
+static unsigned type_bit(const char *name)
+{
+    static const char *const NAMES[] = {"null", "boolean", "object", "array", "string", "integer"};
+    for (unsigned i = 0; i < 6; i++)
+        if (name && !strcmp(name, NAMES[i]))
+            return 1u << i;
+    return name && !strcmp(name, "number") ? T_NUMBER : T_ANY;
+}
+
+static unsigned value_types(const json_t *v)
+{
+    return json_is_null(v) ? T_NULL : json_is_boolean(v) ? T_BOOL : json_is_object(v) ? T_OBJECT
+           : json_is_array(v) ? T_ARRAY : json_is_string(v) ? T_STRING
+           : json_is_integer(v) || json_real_value(v) == floor(json_real_value(v)) ? T_INTEGER
+                                                                                 : T_FRACTION;
+}
+
+static unsigned types_of(const json_t *s)
+{
+    json_t *type = json_object_get(s, "type"), *values = json_object_get(s, "enum");
+    unsigned bits = 0;
+    if (has(s, "const"))
+        return value_types(json_object_get(s, "const"));
+    if (json_is_array(values)) {
+        for (size_t i = 0; i < json_array_size(values); i++)
+            bits |= value_types(json_array_get(values, i));
+        return bits;
+    }
+    if (json_is_string(type))
+        return type_bit(json_string_value(type));
+    for (size_t i = 0; json_is_array(type) && i < json_array_size(type); i++)
+        bits |= type_bit(json_string_value(json_array_get(type, i)));
+    return bits ? bits : T_ANY;
+}
+
+/* The values a const or enum schema allows (a new list), or NULL. */
+static json_t *values_of(const json_t *s)
+{
+    if (has(s, "const"))
+        return json_pack("[O]", json_object_get(s, "const"));
+    json_t *values = json_object_get(s, "enum");
+    return json_is_array(values) ? json_incref(values) : NULL;
+}
+
+static int values_disjoint(const json_t *a, const json_t *b)
+{
+    json_t *va = values_of(a), *vb = values_of(b);
+    int disjoint = va && vb;
+    for (size_t i = 0; disjoint && i < json_array_size(va); i++)
+        for (size_t j = 0; disjoint && j < json_array_size(vb); j++)
+            disjoint = !json_equal(json_array_get(va, i), json_array_get(vb, j));
+    json_decref(va);
+    json_decref(vb);
+    return disjoint;
+}
+
+/* No value can match both a and b: their types differ, their values
+ * differ, or both are objects that require a property whose values
+ * differ (a discriminator). */
+static int disjoint(gen *g, const json_t *a, const json_t *b)
+{
+    if (!a || !b)
+        return 0;
+    if (!(types_of(a) & types_of(b)) || values_disjoint(a, b))
+        return 1;
+    if (types_of(a) != T_OBJECT || types_of(b) != T_OBJECT)
+        return 0;
+    json_t *req = json_object_get(a, "required");
+    for (size_t i = 0; i < json_array_size(req); i++) {
+        const char *name = json_string_value(json_array_get(req, i));
+        if (name && is_required(json_object_get(b, "required"), name) &&
+            values_disjoint(deref(g, json_object_get(json_object_get(a, "properties"), name)),
+                            deref(g, json_object_get(json_object_get(b, "properties"), name))))
+            return 1;
+    }
+    return 0;
+}
+
+/* oneOf: a value must match exactly one alternative, which a grammar
+ * keeps only when no value can match two. */
+static int oneof_disjoint(gen *g, const json_t *list)
+{
+    for (size_t i = 0; i < json_array_size(list); i++)
+        for (size_t j = i + 1; j < json_array_size(list); j++)
+            if (!disjoint(g, deref(g, json_array_get(list, i)), deref(g, json_array_get(list, j))))
+                return refuse(g, "oneOf",
+                              "'oneOf' alternatives %zu and %zu may match the same value, which "
+                              "a grammar cannot exclude (anyOf can be kept)", i, j);
+    return 0;
+}
+
 /* The rule of schema s (NULL, true or {}: any JSON value) into *id. */
 static int rule(gen *g, const json_t *s, int depth, unsigned *id)
 {
@@ -1057,11 +1176,15 @@ static int rule(gen *g, const json_t *s, int depth, unsigned *id)
         emit(g, "@r%u ::= @r%u\n", *id, inner);
         return 0;
     }
-    if (has(s, "const") || has(s, "enum"))
-        return enum_rule(g, s, depth, *id);
-    if (has(s, "anyOf") || has(s, "oneOf"))
-        return alternatives(g, has(s, "anyOf") ? "anyOf" : "oneOf",
-                            json_object_get(s, has(s, "anyOf") ? "anyOf" : "oneOf"), depth, *id);
+    const char *values = has(s, "const") ? "const" : has(s, "enum") ? "enum" : NULL;
+    if (values)
+        return only_beside(g, s, values, 1) ? -1 : enum_rule(g, s, depth, *id);
+    const char *union_kw = has(s, "anyOf") ? "anyOf" : has(s, "oneOf") ? "oneOf" : NULL;
+    if (union_kw && (only_beside(g, s, union_kw, 0) ||
+                     (!strcmp(union_kw, "oneOf") && oneof_disjoint(g, json_object_get(s, "oneOf")))))
+        return -1;
+    if (union_kw)
+        return alternatives(g, union_kw, json_object_get(s, union_kw), depth, *id);
     if (json_is_string(type))
         return typed(g, s, json_string_value(type), depth, *id);
     if (json_is_array(type) && json_array_size(type))

@@ -81,6 +81,16 @@ START_TEST(test_basics)
     TEXTS("{\"properties\":{\"p\":{\"type\":\"integer\"}},\"items\":[{\"$ref\":\"#/properties/p\"}]}",
           "{\"p\":1}", NULL, "[1]"); /* a pointer anywhere; an object rather than an array */
     TEXTS("{\"minLength\":1}", "\"a\"", NULL, "\"\"", "1");
+    /* oneOf where no value can match two alternatives: types, values, a
+     * discriminating property */
+    TEXTS("{\"oneOf\":[{\"type\":\"integer\"},{\"type\":[\"string\",\"null\"]},{\"const\":1.5}]}",
+          "3", "\"x\"", "null", "1.5", NULL, "2.5", "true");
+    TEXTS("{\"oneOf\":[{\"$ref\":\"#/$defs/a\"},{\"type\":\"object\",\"properties\":{\"kind\":"
+          "{\"enum\":[\"b\",\"c\"]},\"n\":{\"type\":\"integer\"}},\"required\":[\"kind\",\"n\"]}],"
+          "\"$defs\":{\"a\":{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"a\"}},"
+          "\"required\":[\"kind\"]}}}",
+          "{\"kind\":\"a\"}", "{\"kind\":\"c\",\"n\":1}", NULL, "{\"kind\":\"a\",\"n\":1}",
+          "{\"kind\":\"b\"}");
 }
 END_TEST
 
@@ -325,6 +335,23 @@ START_TEST(test_refusals)
          JSON_SCHEMA_INVALID},
         {"{\"type\":\"string\",\"const\":1}", "#/const: no value of 'const' is of the schema's type",
          JSON_SCHEMA_INVALID},
+        {"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}",
+         "#/oneOf: 'oneOf' alternatives 0 and 1 may match the same value, which a grammar cannot "
+         "exclude (anyOf can be kept)",
+         JSON_SCHEMA_UNSUPPORTED},
+        {"{\"oneOf\":[{\"enum\":[\"a\",1]},{\"type\":\"null\"},{\"type\":\"string\"}]}",
+         "#/oneOf: 'oneOf' alternatives 0 and 2 may match the same value, which a grammar cannot "
+         "exclude (anyOf can be kept)",
+         JSON_SCHEMA_UNSUPPORTED},
+        {"{\"type\":\"string\",\"anyOf\":[{\"maxLength\":1},{\"format\":\"date\"}]}",
+         "#/type: 'type' beside 'anyOf' is not supported",
+         JSON_SCHEMA_UNSUPPORTED},
+        {"{\"enum\":[\"a\",\"bbbb\"],\"maxLength\":3}",
+         "#/maxLength: 'maxLength' beside 'enum' is not supported",
+         JSON_SCHEMA_UNSUPPORTED},
+        {"{\"const\":1,\"enum\":[1]}",
+         "#/enum: 'enum' beside 'const' is not supported",
+         JSON_SCHEMA_UNSUPPORTED},
         {"false", "#: the schema false accepts no value",
          JSON_SCHEMA_INVALID},
     };
