@@ -24,6 +24,7 @@ static const char BASE[] =
     "@string ::= \"\\\"\" @char* \"\\\"\"\n"
     "@char ::= @kchar | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" @hex @hex @hex @hex)\n"
     "@kchar ::= [^\"\\\\\\x00-\\x1f]\n"
+    "@schar ::= @kchar | \"\\\\\" [\"\\\\/bfnrt]\n"
     "@hex ::= [0-9a-fA-F]\n"
     "@integer ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n"
     "@number ::= @integer (\".\" [0-9]{1,15})? ([eE] [-+]? [0-9]{1,3})?\n"
@@ -33,8 +34,9 @@ static const char BASE[] =
     "@object ::= \"{\" @ws (@string @ws \":\" @ws @value (@ws \",\" @ws @string @ws \":\" @ws "
     "@value)*)? @ws \"}\"\n"
     "@array ::= \"[\" @ws (@value (@ws \",\" @ws @value)*)? @ws \"]\"\n";
-static const char *const SHARED[] = {"ws",     "string", "char",    "kchar", "hex",   "integer",
-                                     "number", "boolean", "null", "value", "object", "array"};
+static const char *const SHARED[] = {"ws",      "string", "char",  "kchar",  "schar", "hex",
+                                     "integer", "number", "boolean", "null", "value", "object",
+                                     "array"};
 
 /* The keywords taken; any other is refused by name. */
 static const char *const KNOWN[] = {
@@ -42,10 +44,11 @@ static const char *const KNOWN[] = {
     "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions",
     "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
     "exclusiveMaximum", "title", "description", "$schema", "$id", "$comment", "default",
-    "examples"};
+    "examples", "deprecated", "readOnly", "writeOnly"};
 /* Those that say nothing about the value. */
-static const char *const ANNOTATIONS[] = {"title",   "description", "$schema", "$id", "$comment",
-                                          "default", "examples",    "$defs",   "definitions"};
+static const char *const ANNOTATIONS[] = {"title",      "description", "$schema",  "$id",
+                                          "$comment",   "default",     "examples", "$defs",
+                                          "definitions", "deprecated", "readOnly", "writeOnly"};
 static const char *const INT_BOUNDS[] = {"minimum", "exclusiveMinimum", "maximum",
                                          "exclusiveMaximum"};
 
@@ -355,7 +358,9 @@ static int string_rule(gen *g, const json_t *s)
         emit(g, "@string");
         return 0;
     }
-    emit(g, "\"\\\"\" @char");
+    /* characters without \u escapes: a surrogate pair would be two
+     * characters here and one in the schema's count */
+    emit(g, "\"\\\"\" @schar");
     repeat(g, lo < 0 ? 0 : lo, hi);
     emit(g, " \"\\\"\"");
     return 0;
@@ -944,6 +949,8 @@ static int ref_rule(gen *g, const json_t *s, int depth, unsigned *id)
         *id = (unsigned)json_integer_value(known);
         return 0;
     }
+    if (text[0] != '#')
+        return refuse(g, "$ref", "the $ref '%.64s' is not into this schema (\"#...\")", text);
     const json_t *target = resolve(g->root, text);
     if (!target)
         return fail(g, "$ref", "the $ref '%.64s' names nothing in this schema", text);

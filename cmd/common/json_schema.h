@@ -4,20 +4,22 @@
  * llama.cpp's json-schema-to-grammar; a keyword, or a use of one, that a
  * grammar cannot guarantee is refused by name, never ignored.
  *
- * Taken: type (a name or a list), const, enum, anyOf, oneOf (as anyOf:
- * the grammar cannot make alternatives exclusive), allOf (objects merged,
- * enums intersected), $ref ("#/..." pointers into the same document, with
+ * Taken: type (a name or a list), const, enum, anyOf, oneOf (when no
+ * value can match two alternatives: a grammar cannot keep "exactly
+ * one"), allOf (objects merged, enums intersected), $ref ("#/..." pointers into the same document, with
  * $defs and definitions), properties, required, additionalProperties (a
  * boolean or a schema), items, prefixItems, minItems, maxItems,
  * minLength, maxLength, pattern (an ECMA-262 subset anchored with ^ and
  * $), format (date, time, date-time, uuid), and an integer's minimum,
  * maximum, exclusiveMinimum and exclusiveMaximum; the annotations title,
- * description, default, examples, $schema, $id, $comment.
+ * description, default, examples, deprecated, readOnly, writeOnly,
+ * $schema, $id, $comment.
  *
  * Texts are stricter than the schema where that keeps them short and
  * sure: no white space but one optional space between tokens, optional
- * properties in the schema's order, extra keys without escapes, dates
- * without 29 February. */
+ * properties in the schema's order, extra keys and length-bounded strings
+ * without \u escapes, dates without 29 February, integers without a
+ * bound at most 16 digits long. */
 #ifndef MLCORE_CLI_JSON_SCHEMA_H
 #define MLCORE_CLI_JSON_SCHEMA_H
 
@@ -51,7 +53,7 @@ char *json_schema_grammar(const json_t *schema, json_schema_error *e);
  * name starts with prefix, so that schemas given different prefixes never
  * share a name.  Names are letters, digits, '-' and '_'; root_name must
  * not be one this makes (prefix then "r" and digits, or one of the
- * shared rules: ws, string, char, kchar, hex, integer, number, boolean,
+ * shared rules: ws, string, char, kchar, schar, hex, integer, number, boolean,
  * null, value, object, array).  As json_schema_grammar otherwise. */
 char *json_schema_rules(const json_t *schema, const char *root_name, const char *prefix,
                         json_schema_error *e);

@@ -71,8 +71,8 @@ START_TEST(test_basics)
           "{\"a\":true}", "{\"a\": false, \"b\": 3}", "{\"a\":true,\"b\":\"x\"}", NULL, "{}",
           "{\"b\":3}", "{\"a\":1}", "{\"a\":true,\"b\":4}", "{\"a\":true,\"c\":1}");
     TEXTS("{\"type\":[\"integer\",\"null\"]}", "12", "-3", "null", NULL, "1.5", "\"1\"");
-    TEXTS("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"ab\"", "\"a\\\"c\"", NULL,
-          "\"a\"", "\"abcd\"");
+    TEXTS("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"ab\"", "\"a\\\"c\"",
+          "\"\\n\\t\"", "\"😀é\"", NULL, "\"a\"", "\"abcd\"", "\"\\ud83d\\ude00\"");
     TEXTS("{\"type\":\"string\",\"enum\":[\"a\",1,\"b\"]}", "\"a\"", "\"b\"", NULL, "1");
     TEXTS("{\"const\":{\"k\":[1,2]}}", "{\"k\":[1,2]}", NULL, "{\"k\":[1]}");
     TEXTS("{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"next\":{\"$ref\":\"#/$defs/n\"}}}},"
@@ -351,6 +351,9 @@ START_TEST(test_refusals)
          JSON_SCHEMA_UNSUPPORTED},
         {"{\"const\":1,\"enum\":[1]}",
          "#/enum: 'enum' beside 'const' is not supported",
+         JSON_SCHEMA_UNSUPPORTED},
+        {"{\"$ref\":\"other.json#/a\"}",
+         "#/$ref: the $ref 'other.json#/a' is not into this schema (\"#...\")",
          JSON_SCHEMA_UNSUPPORTED},
         {"false", "#: the schema false accepts no value",
          JSON_SCHEMA_INVALID},
