@@ -1080,9 +1080,10 @@ static unsigned value_types(const json_t *v)
                                                                                  : T_FRACTION;
 }
 
-static unsigned types_of(const json_t *s)
+static unsigned types_of(const json_t *s, int generated)
 {
     json_t *type = json_object_get(s, "type"), *values = json_object_get(s, "enum");
+    json_t *extra = json_object_get(s, "additionalProperties");
     unsigned bits = 0;
     if (has(s, "const"))
         return value_types(json_object_get(s, "const"));
@@ -1095,7 +1096,16 @@ static unsigned types_of(const json_t *s)
         return type_bit(json_string_value(type));
     for (size_t i = 0; json_is_array(type) && i < json_array_size(type); i++)
         bits |= type_bit(json_string_value(json_array_get(type, i)));
-    return bits ? bits : T_ANY;
+    if (bits || !generated)
+        return bits ? bits : T_ANY;
+    /* what untyped() makes of a schema without a type */
+    if (has(s, "properties") || has(s, "required") || (extra && !json_is_true(extra)))
+        return T_OBJECT;
+    if (has(s, "items") || has(s, "prefixItems") || has(s, "minItems") || has(s, "maxItems"))
+        return T_ARRAY;
+    if (has(s, "pattern") || has(s, "format") || has(s, "minLength") || has(s, "maxLength"))
+        return T_STRING;
+    return T_ANY;
 }
 
 /* The values a const or enum schema allows (a new list), or NULL. */
@@ -1126,9 +1136,9 @@ static int disjoint(gen *g, const json_t *a, const json_t *b)
 {
     if (!a || !b)
         return 0;
-    if (!(types_of(a) & types_of(b)) || values_disjoint(a, b))
+    if (!(types_of(a, 0) & types_of(b, 0)) || values_disjoint(a, b))
         return 1;
-    if (types_of(a) != T_OBJECT || types_of(b) != T_OBJECT)
+    if (types_of(a, 0) != T_OBJECT || types_of(b, 0) != T_OBJECT)
         return 0;
     json_t *req = json_object_get(a, "required");
     for (size_t i = 0; i < json_array_size(req); i++) {
@@ -1151,6 +1161,30 @@ static int oneof_disjoint(gen *g, const json_t *list)
                 return refuse(g, "oneOf",
                               "'oneOf' alternatives %zu and %zu may match the same value, which "
                               "a grammar cannot exclude (anyOf can be kept)", i, j);
+    return 0;
+}
+
+/* A type beside anyOf or oneOf: every alternative must make only values
+ * of it. */
+static int alternatives_typed(gen *g, const json_t *s, const char *keyword)
+{
+    json_t *type = json_object_get(s, "type"), *list = json_object_get(s, keyword);
+    if (!type)
+        return 0;
+    unsigned allowed = types_of(s, 0);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *alt = deref(g, json_array_get(list, i));
+        if (alt && !json_is_object(alt) && !json_is_true(alt))
+            continue; /* the alternative's own rule says what is wrong */
+        if (!alt || !json_is_object(alt) || (types_of(alt, 1) & ~allowed)) {
+            size_t old = push(g, keyword);
+            push_index(g, i);
+            int rc = refuse(g, NULL, "this alternative may make a value of another type than "
+                                     "the 'type' beside '%s'", keyword);
+            pop(g, old);
+            return rc;
+        }
+    }
     return 0;
 }
 
@@ -1187,7 +1221,7 @@ static int rule(gen *g, const json_t *s, int depth, unsigned *id)
     if (values)
         return only_beside(g, s, values, 1) ? -1 : enum_rule(g, s, depth, *id);
     const char *union_kw = has(s, "anyOf") ? "anyOf" : has(s, "oneOf") ? "oneOf" : NULL;
-    if (union_kw && (only_beside(g, s, union_kw, 0) ||
+    if (union_kw && (only_beside(g, s, union_kw, 1) || alternatives_typed(g, s, union_kw) ||
                      (!strcmp(union_kw, "oneOf") && oneof_disjoint(g, json_object_get(s, "oneOf")))))
         return -1;
     if (union_kw)

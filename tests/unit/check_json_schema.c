@@ -81,6 +81,9 @@ START_TEST(test_basics)
     TEXTS("{\"properties\":{\"p\":{\"type\":\"integer\"}},\"items\":[{\"$ref\":\"#/properties/p\"}]}",
           "{\"p\":1}", NULL, "[1]"); /* a pointer anywhere; an object rather than an array */
     TEXTS("{\"minLength\":1}", "\"a\"", NULL, "\"\"", "1");
+    /* a type beside anyOf that each alternative keeps */
+    TEXTS("{\"type\":\"string\",\"anyOf\":[{\"maxLength\":1},{\"format\":\"date\"}]}", "\"a\"",
+          "\"2000-01-01\"", NULL, "\"ab\"", "1");
     /* oneOf where no value can match two alternatives: types, values, a
      * discriminating property */
     TEXTS("{\"oneOf\":[{\"type\":\"integer\"},{\"type\":[\"string\",\"null\"]},{\"const\":1.5}]}",
@@ -343,8 +346,11 @@ START_TEST(test_refusals)
          "#/oneOf: 'oneOf' alternatives 0 and 2 may match the same value, which a grammar cannot "
          "exclude (anyOf can be kept)",
          JSON_SCHEMA_UNSUPPORTED},
-        {"{\"type\":\"string\",\"anyOf\":[{\"maxLength\":1},{\"format\":\"date\"}]}",
-         "#/type: 'type' beside 'anyOf' is not supported",
+        {"{\"type\":\"object\",\"anyOf\":[{\"properties\":{}},{\"type\":\"string\"}]}",
+         "#/anyOf/1: this alternative may make a value of another type than the 'type' beside "
+         "'anyOf'",
+         JSON_SCHEMA_UNSUPPORTED},
+        {"{\"anyOf\":[{}],\"minLength\":1}", "#/minLength: 'minLength' beside 'anyOf' is not supported",
          JSON_SCHEMA_UNSUPPORTED},
         {"{\"enum\":[\"a\",\"bbbb\"],\"maxLength\":3}",
          "#/maxLength: 'maxLength' beside 'enum' is not supported",
