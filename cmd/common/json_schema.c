@@ -1258,6 +1258,24 @@ static int name_taken(const char *root_name, const char *prefix)
     return IN(rest, SHARED);
 }
 
+/* The grammar parses: a schema that reaches its own $ref before any text
+ * (through anyOf, allOf or $ref alone) makes a left-recursive rule, and a
+ * large one may pass the grammar's caps; either is refused here, so that
+ * every text given out is one ml_grammar_parse takes. */
+static int usable(gen *g, const char *text, size_t len, const char *root_name)
+{
+    ml_grammar *grammar = NULL;
+    ml_error err;
+    ml_status s = ml_grammar_parse(text, len, root_name, &grammar, &err);
+    ml_grammar_free(grammar);
+    if (s == ML_E_NOMEM)
+        return nomem(g);
+    if (s && strstr(err.msg, "left-recursive"))
+        return refuse(g, NULL, "the schema can reach its own $ref before any text of a value "
+                               "(a grammar cannot follow that)");
+    return s ? refuse(g, NULL, "the schema's grammar is beyond its limits: %s", err.msg) : 0;
+}
+
 char *json_schema_rules(const json_t *schema, const char *root_name, const char *prefix,
                         json_schema_error *e)
 {
@@ -1288,6 +1306,8 @@ char *json_schema_rules(const json_t *schema, const char *root_name, const char 
     json_decref(g.refs);
     if (g.out && fclose(g.out) && !rc)
         rc = nomem(&g);
+    if (!rc)
+        rc = usable(&g, text, len, root_name);
     if (rc) {
         free(text);
         return NULL;

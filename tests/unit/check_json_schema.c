@@ -361,6 +361,10 @@ START_TEST(test_refusals)
         {"{\"$ref\":\"other.json#/a\"}",
          "#/$ref: the $ref 'other.json#/a' is not into this schema (\"#...\")",
          JSON_SCHEMA_UNSUPPORTED},
+        {"{\"$defs\":{\"a\":{\"anyOf\":[{\"type\":\"null\"},{\"$ref\":\"#/$defs/a\"}]}},\"$ref\":\"#/$defs/a\"}",
+         "#: the schema can reach its own $ref before any text of a value (a grammar cannot follow "
+         "that)",
+         JSON_SCHEMA_UNSUPPORTED},
         {"false", "#: the schema false accepts no value",
          JSON_SCHEMA_INVALID},
     };
