@@ -419,6 +419,95 @@ static int integer_rule(gen *g, const json_t *s)
     return 0;
 }
 
+/* ---- numbers between bounds ----
+ * A number is written without an exponent, its integer part in a digit
+ * range and its fraction free, absent or not all zeros, as the bound at
+ * each end needs.  A bound with a fraction is rounded inward to an
+ * integer: the texts stay inside, a few values near it are left out. */
+
+static int number_bound(gen *g, const json_t *s, int which, int64_t *v, int *exclusive, int *set,
+                        int *rounded)
+{
+    const char *key = INT_BOUNDS[which];
+    json_t *x = json_object_get(s, key);
+    int lower = which < 2;
+    *exclusive = which % 2;
+    *set = 0;
+    if (!x)
+        return 0;
+    if (json_is_integer(x)) {
+        *v = json_integer_value(x);
+    } else if (json_is_real(x)) {
+        double d = json_real_value(x);
+        if (!(d > -9.2e18 && d < 9.2e18))
+            return refuse(g, key, "'%s' is beyond the 64-bit integers", key);
+        if (d != floor(d))
+            *exclusive = 0, *rounded = 1;
+        *v = (int64_t)(lower ? ceil(d) : floor(d));
+    } else {
+        return fail(g, key, "'%s' must be a number", key);
+    }
+    *set = 1;
+    return 0;
+}
+
+/* Magnitudes m from a to b (b only when bounded), each end exclusive or
+ * not: integer parts between with any fraction, a itself with a fraction
+ * that is not zero, b itself with none. */
+static void magnitude_region(FILE *o, uint64_t a, int a_ex, uint64_t b, int b_ex, int bounded)
+{
+    const char *sep = "";
+    fputc('(', o);
+    if (!bounded || (b >= 1 && a + (uint64_t)a_ex <= b - 1)) {
+        json_schema_uint_range(o, a + (uint64_t)a_ex, bounded ? b - 1 : 0, bounded);
+        fputs(" (\".\" [0-9]{1,15})?", o);
+        sep = " | ";
+    }
+    if (a_ex && (!bounded || a < b)) {
+        fprintf(o, "%s\"%llu\" \".\" [0-9]{0,14} [1-9]", sep, (unsigned long long)a);
+        sep = " | ";
+    }
+    if (bounded && !b_ex && (a < b || !a_ex))
+        fprintf(o, "%s\"%llu\"", sep, (unsigned long long)b);
+    fputc(')', o);
+}
+
+static int number_rule(gen *g, const json_t *s)
+{
+    int64_t lo = 0, hi = 0, v;
+    int has_lo = 0, has_hi = 0, lo_ex = 0, hi_ex = 0, ex, set, rounded = 0;
+    for (int i = 0; i < 4; i++) {
+        if (number_bound(g, s, i, &v, &ex, &set, &rounded))
+            return -1;
+        if (set && i < 2 && (!has_lo || v > lo || (v == lo && ex)))
+            lo = v, lo_ex = ex, has_lo = 1;
+        if (set && i >= 2 && (!has_hi || v < hi || (v == hi && ex)))
+            hi = v, hi_ex = ex, has_hi = 1;
+    }
+    if (!has_lo && !has_hi) {
+        emit(g, "@number");
+        return 0;
+    }
+    if (has_lo && has_hi && (lo > hi || (lo == hi && (lo_ex || hi_ex))))
+        return (rounded ? refuse : fail)(g, NULL, "no number lies between the bounds%s",
+                                         rounded ? " once rounded inward to integers" : "");
+    int alts = 0;
+    if (!has_lo || lo < 0) { /* "-" and magnitudes from -hi (or above 0) to -lo */
+        int below = has_hi && hi < 0;
+        fputs("\"-\" ", g->out);
+        magnitude_region(g->out, below ? 0 - (uint64_t)hi : 0, below ? hi_ex : 1,
+                         has_lo ? 0 - (uint64_t)lo : 0, lo_ex, has_lo);
+        alts++;
+    }
+    if (!has_hi || hi > 0 || (hi == 0 && !hi_ex)) {
+        int above = has_lo && lo >= 0;
+        fputs(alts ? " | " : "", g->out);
+        magnitude_region(g->out, above ? (uint64_t)lo : 0, above && lo_ex, has_hi ? (uint64_t)hi : 0,
+                         hi_ex, has_hi);
+    }
+    return 0;
+}
+
 /* ---- arrays ---- */
 
 static int array_rule(gen *g, const json_t *s, int depth, unsigned id)
@@ -910,19 +999,15 @@ static int typed(gen *g, const json_t *s, const char *type, int depth, unsigned 
         return object_rule(g, s, depth, id);
     if (!strcmp(type, "array"))
         return array_rule(g, s, depth, id);
-    if (!strcmp(type, "number"))
-        for (size_t i = 0; i < 4; i++)
-            if (json_object_get(s, INT_BOUNDS[i]))
-                return refuse(g, INT_BOUNDS[i],
-                            "'%s' on a number is not supported (a grammar cannot bound "
-                            "decimals; type integer can be bounded)", INT_BOUNDS[i]);
     emit(g, "@r%u ::= ", id);
     int rc = 0;
     if (!strcmp(type, "string"))
         rc = string_rule(g, s);
     else if (!strcmp(type, "integer"))
         rc = integer_rule(g, s);
-    else if (!strcmp(type, "number") || !strcmp(type, "boolean") || !strcmp(type, "null"))
+    else if (!strcmp(type, "number"))
+        rc = number_rule(g, s);
+    else if (!strcmp(type, "boolean") || !strcmp(type, "null"))
         emit(g, "@%s", type);
     else
         return fail(g, "type", "the type '%.32s' is not a JSON Schema type", type);
@@ -1029,8 +1114,7 @@ static int untyped(gen *g, const json_t *s, int depth, unsigned id)
         return typed(g, s, "string", depth, id);
     for (size_t i = 0; i < 4; i++)
         if (has(s, INT_BOUNDS[i]))
-            return refuse(g, INT_BOUNDS[i], "'%s' needs \"type\": \"integer\" (a number's bounds "
-                        "cannot be kept by a grammar)", INT_BOUNDS[i]);
+            return typed(g, s, "number", depth, id);
     emit(g, "@r%u ::= @value\n", id);
     return 0;
 }
@@ -1105,6 +1189,9 @@ static unsigned types_of(const json_t *s, int generated)
         return T_ARRAY;
     if (has(s, "pattern") || has(s, "format") || has(s, "minLength") || has(s, "maxLength"))
         return T_STRING;
+    for (size_t i = 0; i < 4; i++)
+        if (has(s, INT_BOUNDS[i]))
+            return T_NUMBER;
     return T_ANY;
 }
 

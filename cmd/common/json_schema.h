@@ -10,8 +10,9 @@
  * $defs and definitions), properties, required, additionalProperties (a
  * boolean or a schema), items, prefixItems, minItems, maxItems,
  * minLength, maxLength, pattern (an ECMA-262 subset anchored with ^ and
- * $), format (date, time, date-time, uuid), and an integer's minimum,
- * maximum, exclusiveMinimum and exclusiveMaximum; the annotations title,
+ * $), format (date, time, date-time, uuid), and the minimum, maximum,
+ * exclusiveMinimum and exclusiveMaximum of an integer or a number (whose
+ * fractional bounds are rounded inward to integers); the annotations title,
  * description, default, examples, deprecated, readOnly, writeOnly,
  * $schema, $id, $comment.
  *
@@ -19,7 +20,7 @@
  * sure: no white space but one optional space between tokens, optional
  * properties in the schema's order, extra keys and length-bounded strings
  * without \u escapes, dates without 29 February, integers without a
- * bound at most 16 digits long. */
+ * bound at most 16 digits long, bounded numbers without an exponent. */
 #ifndef MLCORE_CLI_JSON_SCHEMA_H
 #define MLCORE_CLI_JSON_SCHEMA_H
 

@@ -79,6 +79,11 @@ static void magnitudes(FILE *o, uint64_t lo, uint64_t hi, int bounded)
     fputc(')', o);
 }
 
+void json_schema_uint_range(FILE *out, uint64_t lo, uint64_t hi, int bounded)
+{
+    magnitudes(out, lo, hi, bounded);
+}
+
 void json_schema_int_range(FILE *out, int64_t lo, int has_lo, int64_t hi, int has_hi)
 {
     int alts = 0;

@@ -12,5 +12,8 @@
 /* Writes to out a GBNF alternative list of those texts; lo <= hi when
  * both are bounded (has_lo, has_hi), and at least one is. */
 void json_schema_int_range(FILE *out, int64_t lo, int has_lo, int64_t hi, int has_hi);
+/* The same for the magnitudes from lo to hi, or up when !bounded (a
+ * group, for the integer part of a bounded number). */
+void json_schema_uint_range(FILE *out, uint64_t lo, uint64_t hi, int bounded);
 
 #endif

@@ -188,7 +188,7 @@ think_server() {
     done
     local bad
     for bad in '{"type":"string","pattern":"a+"}' '{"type":"string","format":"email"}' \
-        '{"type":"number","minimum":1}' '{"allOf":[{"type":"string"}]}' '{"$ref":"#/$defs/none"}' \
+        '{"type":"object","minProperties":1}' '{"allOf":[{"type":"string"}]}' '{"$ref":"#/$defs/none"}' \
         '{"type":"object","properties":{},"required":["a"]}' '{"type":"thing"}' \
         '{"type":"array","minItems":3,"maxItems":2}' '{"type":"string","maxLength":5000}'; do
         refused 400 response_format invalid_schema "{$m,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":$bad}}}"

@@ -8,6 +8,7 @@
 #include "suites.h"
 #include "testutil.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 static ml_grammar *grammar_of(const char *schema_text)
@@ -170,6 +171,48 @@ START_TEST(test_integer_bounds)
 }
 END_TEST
 
+/* Every quarter of a span, as its shortest decimal text, against
+ * integer bounds (ex: which ends are exclusive). */
+static void check_number_range(const char *bounds, double lo, double hi, int lo_ex, int hi_ex)
+{
+    char schema[256], text[64];
+    snprintf(schema, sizeof schema, "{\"type\":\"number\"%s}", bounds);
+    ml_grammar *g = grammar_of(schema);
+    for (int k = -1300; k <= 1300; k++) {
+        double x = k / 4.0;
+        snprintf(text, sizeof text, "%.2f", x);
+        char *end = text + strlen(text);
+        while (end[-1] == '0')
+            *--end = 0;
+        if (end[-1] == '.')
+            end[-1] = 0;
+        if (!strcmp(text, "-0"))
+            continue;
+        int want = (lo_ex ? x > lo : x >= lo) && (hi_ex ? x < hi : x <= hi);
+        ck_assert_msg(whole(g, text) == want, "%s: %s", schema, text);
+    }
+    ml_grammar_free(g);
+}
+
+START_TEST(test_number_bounds)
+{
+    check_number_range(",\"minimum\":0", 0, INFINITY, 0, 0);
+    check_number_range(",\"exclusiveMinimum\":0", 0, INFINITY, 1, 0);
+    check_number_range(",\"minimum\":-3,\"maximum\":7", -3, 7, 0, 0);
+    check_number_range(",\"exclusiveMinimum\":-3,\"exclusiveMaximum\":7", -3, 7, 1, 1);
+    check_number_range(",\"minimum\":-300,\"exclusiveMaximum\":-2", -300, -2, 0, 1);
+    check_number_range(",\"exclusiveMinimum\":-300,\"maximum\":-2", -300, -2, 1, 0);
+    check_number_range(",\"maximum\":0", -INFINITY, 0, 0, 0);
+    check_number_range(",\"exclusiveMaximum\":0", -INFINITY, 0, 0, 1);
+    check_number_range(",\"minimum\":12,\"maximum\":12", 12, 12, 0, 0);
+    check_number_range(",\"minimum\":1,\"exclusiveMinimum\":1,\"maximum\":2,\"exclusiveMaximum\":9",
+                       1, 2, 1, 0);
+    /* a fraction in a bound rounds it inward: fewer values, none outside */
+    check_number_range(",\"minimum\":-2.5,\"exclusiveMaximum\":4.5", -2, 4, 0, 0);
+    TEXTS("{\"minimum\":0.1}", "1", "2.5", NULL, "0.5", "-1", "\"a\"");
+}
+END_TEST
+
 START_TEST(test_arrays)
 {
     TEXTS("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":2}",
@@ -276,14 +319,11 @@ START_TEST(test_refusals)
         {"{\"type\":\"string\",\"format\":\"date\",\"maxLength\":12}",
          "#/maxLength: 'maxLength' together with 'format' is not supported",
          JSON_SCHEMA_UNSUPPORTED},
-        {"{\"type\":\"number\",\"minimum\":0}",
-         "#/minimum: 'minimum' on a number is not supported (a grammar cannot bound decimals; "
-         "type integer can be bounded)",
+        {"{\"type\":\"number\",\"minimum\":0.5,\"maximum\":0.7}",
+         "#: no number lies between the bounds once rounded inward to integers",
          JSON_SCHEMA_UNSUPPORTED},
-        {"{\"maximum\":3}",
-         "#/maximum: 'maximum' needs \"type\": \"integer\" (a number's bounds cannot be kept by "
-         "a grammar)",
-         JSON_SCHEMA_UNSUPPORTED},
+        {"{\"minimum\":2,\"exclusiveMaximum\":2}", "#: no number lies between the bounds",
+         JSON_SCHEMA_INVALID},
         {"{\"type\":\"integer\",\"minimum\":5,\"exclusiveMaximum\":5}",
          "#: no integer lies between the bounds ('minimum' 5, 'maximum' 4)",
          JSON_SCHEMA_INVALID},
@@ -399,6 +439,7 @@ Suite *suite_json_schema(void)
     tcase_add_test(tc, test_pattern);
     tcase_add_test(tc, test_format);
     tcase_add_test(tc, test_integer_bounds);
+    tcase_add_test(tc, test_number_bounds);
     tcase_add_test(tc, test_arrays);
     tcase_add_test(tc, test_objects);
     tcase_add_test(tc, test_combined_rules);
