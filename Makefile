@@ -35,8 +35,17 @@ PCDIR ?= $(LIBDIR)/pkgconfig
 
 LIB_SRC := $(wildcard lib/*.c lib/*/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
-CMD_COMMON_SRC := $(wildcard cmd/common/*.c)
+# json_schema*.c (JSON Schema to GBNF) read their schemas with jansson, so
+# they go only into the commands that take schemas: ml-run's
+# --json-schema and ml-serve (jansson is already ml-serve's dependency:
+# tools/setup.sh installs it; a second JSON parser would be one more to
+# trust, and the schema code is written once for both).
+JSON_SCHEMA_SRC := $(wildcard cmd/common/json_schema*.c)
+CMD_COMMON_SRC := $(filter-out $(JSON_SCHEMA_SRC),$(wildcard cmd/common/*.c))
 CMD_COMMON_OBJ := $(CMD_COMMON_SRC:%.c=$(B)/%.o)
+JSON_SCHEMA_OBJ := $(JSON_SCHEMA_SRC:%.c=$(B)/%.o)
+JANSSON_CFLAGS := $(shell pkg-config --cflags jansson 2>/dev/null)
+JANSSON_LIBS := $(shell pkg-config --libs jansson 2>/dev/null)
 # SKIP_TOOLS: commands a build leaves out (check-m32 cannot link ml-serve's
 # libraries for i386).
 TOOLS := $(filter-out $(SKIP_TOOLS),$(notdir $(patsubst %/,%,$(filter-out cmd/common/,$(wildcard cmd/*/)))))
@@ -102,13 +111,24 @@ $(B)/bin/%: $$(addprefix $(B)/,$$(addsuffix .o,$$(basename $$(wildcard cmd/$$*/*
             $(CMD_COMMON_OBJ) $(B)/libmlcore.a
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_LIB)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_CMD) $(LDLIBS_LIB)
+
+$(B)/bin/ml-run: $(JSON_SCHEMA_OBJ)
+$(B)/bin/ml-run: LDLIBS_CMD = $(JANSSON_LIBS)
+$(B)/cmd/ml-run/%.o $(JSON_SCHEMA_OBJ): ALL_CFLAGS += $(JANSSON_CFLAGS)
 
 $(UNIT): $(UNIT_OBJ) $(B)/libmlcore.a
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS_LIB)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS_UNIT) $(LDLIBS_LIB)
 $(UNIT_OBJ): ALL_CFLAGS += $(CHECK_CFLAGS) -I$(B)/tests
+# The JSON Schema suite tests cmd/common/json_schema.c with jansson (builds
+# whose suite list leaves it out, as check-arm64's, need neither).
+ifneq ($(filter tests/unit/check_json_schema.c,$(UNIT_SRC)),)
+$(UNIT): $(JSON_SCHEMA_OBJ)
+$(UNIT): LDLIBS_UNIT = $(JANSSON_LIBS)
+$(B)/tests/unit/check_json_schema.o: ALL_CFLAGS += -Icmd/common $(JANSSON_CFLAGS)
+endif
 $(UNIT_OBJ): $(B)/tests/suites.inc
 
 # The suite list, from the definitions in the check files.

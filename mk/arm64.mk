@@ -5,7 +5,7 @@
 # what the bit-identity tests need (speed on ARM is not measured here).
 #
 # Needs gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user
-# (apt-get install).  The arm64 libraries (libdeflate, utf8proc, zlib,
+# (apt-get install).  The arm64 libraries (libdeflate, utf8proc, zlib, jansson,
 # check, subunit) come from Debian's arm64 packages, fetched and checked by
 # tools/cross-deps.sh into build-arm64/sysroot and linked statically.
 #

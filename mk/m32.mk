@@ -5,7 +5,7 @@
 # above 4 GiB fails cleanly instead of wrapping.
 #
 # Needs gcc-12-multilib (apt-get install gcc-12-multilib).  The i386 libraries
-# (libdeflate, utf8proc, zlib, check, subunit) come from Debian's i386
+# (libdeflate, utf8proc, zlib, check, subunit, jansson) come from Debian's i386
 # packages, fetched and checked by tools/cross-deps.sh into build-m32/sysroot
 # and linked statically, so nothing is installed for i386.  -msse2
 # -mfpmath=sse keeps float arithmetic in SSE registers as on x86-64
@@ -22,7 +22,7 @@ M32_LIB = $(abspath $(M32_SYSROOT))/usr/lib/i386-linux-gnu
 M32_CFLAGS = -O2 -g -m32 -msse2 -mfpmath=sse -Wno-psabi -I$(abspath $(M32_SYSROOT))/usr/include
 # The suites that read, validate and write the file formats.
 M32_SUITES ?= mlb_header mlb_flags mlb_load mlb_stream mlb_roundtrip mlb_write overflow f16 \
-              gguf gguf_hostile gguf_dequant mlt mli mli_read pool quant kquant grammar
+              gguf gguf_hostile gguf_dequant mlt mli mli_read pool quant kquant grammar json_schema
 M32_UNIT_SRC = $(wildcard tests/unit/main.c tests/unit/testutil.c tests/unit/gguf_build.c \
                  tests/unit/check_tok_util.c tests/unit/check_convert_util.c \
                  $(M32_SUITES:%=tests/unit/check_%.c))
@@ -36,6 +36,7 @@ check-m32: $(M32_SYSROOT)/.complete
 	$(MAKE) B=$(M32_B) CFLAGS="$(M32_CFLAGS)" LDFLAGS=-m32 \
 	  CHECK_CFLAGS=-pthread CHECK_LIBS="$(M32_LIB)/libcheck.a $(M32_LIB)/libsubunit.a -lrt -lm -pthread" \
 	  LDLIBS_LIB="$(M32_LIB)/libutf8proc.a $(M32_LIB)/libdeflate.a $(M32_LIB)/libz.a -lm -lpthread" \
+	  JANSSON_CFLAGS= JANSSON_LIBS=$(M32_LIB)/libjansson.a \
 	  UNIT_SRC="$(M32_UNIT_SRC)" SKIP_TOOLS=ml-serve all tests
 	$(M32_B)/tests/unit-tests
 

@@ -24,12 +24,11 @@
 SERVE_PKGS := libmicrohttpd jansson
 SERVE_CFLAGS := $(shell pkg-config --cflags $(SERVE_PKGS) 2>/dev/null)
 SERVE_LIBS := $(shell pkg-config --libs $(SERVE_PKGS) 2>/dev/null)
-JANSSON_LIBS := $(shell pkg-config --libs jansson 2>/dev/null)
 SERVE_OBJ := $(patsubst %.c,$(B)/%.o,$(wildcard cmd/ml-serve/*.c))
 
 $(SERVE_OBJ): ALL_CFLAGS += $(SERVE_CFLAGS)
 
-$(B)/bin/ml-serve: $(SERVE_OBJ) $(CMD_COMMON_OBJ) $(B)/libmlcore.a
+$(B)/bin/ml-serve: $(SERVE_OBJ) $(CMD_COMMON_OBJ) $(JSON_SCHEMA_OBJ) $(B)/libmlcore.a
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SERVE_LIBS) $(LDLIBS_LIB)
@@ -37,14 +36,15 @@ $(B)/bin/ml-serve: $(SERVE_OBJ) $(CMD_COMMON_OBJ) $(B)/libmlcore.a
 # The request parser under the fuzzer and in the replay (fuzz.mk's rules
 # with the parser's object and jansson added).
 $(B)/fuzz/fuzz_serve_request.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve
-$(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: $(B)/cmd/ml-serve/request.o $(B)/cmd/ml-serve/schema.o
+$(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: $(B)/cmd/ml-serve/request.o $(B)/cmd/ml-serve/schema.o \
+    $(JSON_SCHEMA_OBJ)
 # (the library again after the parser's object, which uses its grammars)
 $(B)/fuzz/lf_serve_request $(B)/fuzz/replay_serve_request: LDLIBS_LIB += $(B)/libmlcore.a $(JANSSON_LIBS)
 # The tool-call split, the same way.
-$(B)/fuzz/fuzz_serve_tools.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve
+$(B)/fuzz/fuzz_serve_tools.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve -Icmd/common
 $(B)/fuzz/lf_serve_tools $(B)/fuzz/replay_serve_tools: $(B)/cmd/ml-serve/tools.o $(B)/cmd/ml-serve/tool_split.o \
                                                       $(B)/cmd/ml-serve/schema.o \
-                                                      $(B)/cmd/ml-serve/request.o
+                                                      $(B)/cmd/ml-serve/request.o $(JSON_SCHEMA_OBJ)
 $(B)/fuzz/lf_serve_tools $(B)/fuzz/replay_serve_tools: LDLIBS_LIB += $(B)/libmlcore.a $(JANSSON_LIBS) -lutf8proc -lm
 
 .PHONY: check-serve-load check-openai check-json-schema check-serve-nginx bench-serve
@@ -68,10 +68,10 @@ bench-serve: all
 ifneq ($(filter ml-serve,$(TOOLS)),)
 TOOL_SPLIT := $(B)/tests/tool-split
 cli: $(TOOL_SPLIT)
-$(B)/tests/serve/tool-split.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve
+$(B)/tests/serve/tool-split.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve -Icmd/common
 $(TOOL_SPLIT): $(B)/tests/serve/tool-split.o $(B)/cmd/ml-serve/tools.o $(B)/cmd/ml-serve/tool_split.o \
-               $(B)/cmd/ml-serve/schema.o \
-               $(B)/cmd/ml-serve/request.o $(B)/libmlcore.a
+               $(B)/cmd/ml-serve/schema.o $(B)/cmd/ml-serve/request.o $(JSON_SCHEMA_OBJ) \
+               $(B)/libmlcore.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(JANSSON_LIBS) $(LDLIBS_LIB)
 endif

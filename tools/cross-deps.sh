@@ -1,7 +1,8 @@
 #!/bin/bash
 # cross-deps.sh - the libraries a build for another architecture links
 # against, unpacked into a private sysroot: Debian's -dev packages of
-# libdeflate, utf8proc, zlib, check and subunit (check's dependency) for
+# libdeflate, utf8proc, zlib, check, subunit (check's dependency) and
+# jansson (ml-run's and ml-serve's JSON) for
 # i386 (make check-m32) or arm64 (make check-arm64), fetched from
 # deb.debian.org and checked against the SHA-256 sums below.
 #
@@ -41,6 +42,7 @@ i386)
         "pool/main/z/zlib/zlib1g-dev_1.2.13.dfsg-1_i386.deb b2adaed3da68fd50f463407eda78b3d658932f675c99d979d0fbfcb4584457b9"
         "pool/main/c/check/check_0.15.2-2+b1_i386.deb 348ecbc26121813ebfaac7b6d08b16f05cdbe8a0a8821d2da3667261c8dd786d"
         "pool/main/s/subunit/libsubunit-dev_1.4.0-3_i386.deb adbfc76c2a8bd383035cf72c720cd372d494880b9f169522192f5d0762df5366"
+        "pool/main/j/jansson/libjansson-dev_2.14-2_i386.deb f958a64799d1cc1bc53f2ab2f16445cdcc8f70e87a822648d1118cae4655bb13"
     )
     ;;
 arm64)
@@ -53,6 +55,7 @@ arm64)
         "pool/main/z/zlib/zlib1g-dev_1.2.13.dfsg-1_arm64.deb afb60f0bae432f2f0edfe2d674e99c1a13a147c9aa2b52f2f23e3df19ece76f5"
         "pool/main/c/check/check_0.15.2-2+b1_arm64.deb e9764cca2f2ac61b1e79aa60d22b9178e760831c946093acc5cfa9beca3142d1"
         "pool/main/s/subunit/libsubunit-dev_1.4.0-3_arm64.deb 76def1d89a306d4e4b08aff0e6b25f031e968efd8e457951c87f51915530be7b"
+        "pool/main/j/jansson/libjansson-dev_2.14-2_arm64.deb e13afbd4a4bdcdc7a2c9b8409c551a20fb79b164c46ff0f97e2c8117c60ce982"
     )
     ;;
 *)
@@ -106,6 +109,6 @@ fi
 # targets are in the runtime packages, not fetched), so no linker can pick
 # a dangling .so over the .a.
 find "$sysroot/usr/lib/$triplet" -maxdepth 1 -name '*.so' -delete
-for lib in libdeflate libutf8proc libz libcheck libsubunit; do
+for lib in libdeflate libutf8proc libz libcheck libsubunit libjansson; do
     [[ -f $sysroot/usr/lib/$triplet/$lib.a ]] || die "$lib.a missing from $sysroot"
 done

@@ -26,8 +26,8 @@ enum {
     OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET, OPT_IMATRIX, OPT_STOP, OPT_REPEAT_LAST, OPT_ESCAPE,
     OPT_NO_ESCAPE, OPT_CHAT, OPT_INTERACTIVE, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_CHAT_TEMPLATE_FILE,
     OPT_CACHE, OPT_CACHE_K, OPT_CACHE_V, OPT_NO_MMAP, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS,
-    OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_SPEC_TYPE, OPT_SPEC_MAX, OPT_SPEC_MIN, OPT_SPEC_N,
-    OPT_SPEC_M
+    OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA, OPT_JSON_SCHEMA_FILE, OPT_SPEC_TYPE,
+    OPT_SPEC_MAX, OPT_SPEC_MIN, OPT_SPEC_N, OPT_SPEC_M
 };
 
 /* Defaults: parse() starts from them and --help shows them. */
@@ -89,6 +89,9 @@ static const cli_opt opts[] = {
     {OPT_GRAMMAR, 0, "grammar", "TEXT",
      "generate only text the GBNF grammar TEXT allows (llama.cpp's notation)"},
     {OPT_GRAMMAR_FILE, 0, "grammar-file", "FILE", "the same with the grammar read from FILE"},
+    {OPT_JSON_SCHEMA, 0, "json-schema", "SCHEMA",
+     "generate only JSON the JSON Schema SCHEMA accepts (llama.cpp's keywords)"},
+    {OPT_JSON_SCHEMA_FILE, 0, "json-schema-file", "FILE", "the same with the schema read from FILE"},
     {OPT_SPEC_TYPE, 0, "spec-type", "TYPE",
      "ngram-simple: guess the next tokens from the text so far and check them in one\n"
      "                           step (the output is the same, bit for bit)"},
@@ -290,6 +293,8 @@ static void parse(int argc, char **argv, options *o)
         case OPT_CHAT_TEMPLATE_FILE: o->chat_template_file = arg, o->chat = 1; break;
         case OPT_GRAMMAR: o->grammar = arg; break;
         case OPT_GRAMMAR_FILE: o->grammar_file = arg; break;
+        case OPT_JSON_SCHEMA: o->json_schema = arg; break;
+        case OPT_JSON_SCHEMA_FILE: o->json_schema_file = arg; break;
         case OPT_SPEC_TYPE: spec_type(o, arg); break;
         case OPT_SPEC_N: o->spec_n = cli_u64("--spec-ngram-simple-size-n", arg, 1, 1024); break;
         case OPT_SPEC_M: o->spec_m = cli_u64("--spec-ngram-simple-size-m", arg, 1, 1024); break;
@@ -322,11 +327,24 @@ static void parse(int argc, char **argv, options *o)
     }
     if (o->n_stops && (o->ids || o->ppl || o->logits))
         cli_usage_error("--stop works on generated text (not with --ids, --perplexity or --logits)");
-    if (o->grammar && o->grammar_file)
-        cli_usage_error("--grammar and --grammar-file exclude each other");
-    if ((o->grammar || o->grammar_file) && (o->ids || o->ppl || o->logits || o->imatrix))
-        cli_usage_error("--grammar works on generated text (not with --ids, --perplexity, "
-                        "--logits or --imatrix)");
+    /* one constraint on the text: a grammar or a schema, given once */
+    const char *given[4], *constraint = NULL;
+    int n_given = 0;
+    if (o->grammar)
+        given[n_given++] = "--grammar";
+    if (o->grammar_file)
+        given[n_given++] = "--grammar-file";
+    if (o->json_schema)
+        given[n_given++] = "--json-schema";
+    if (o->json_schema_file)
+        given[n_given++] = "--json-schema-file";
+    if (n_given > 1)
+        cli_usage_error("%s and %s exclude each other", given[0], given[1]);
+    if (n_given)
+        constraint = o->grammar || o->grammar_file ? "--grammar" : "--json-schema";
+    if (constraint && (o->ids || o->ppl || o->logits || o->imatrix))
+        cli_usage_error("%s works on generated text (not with --ids, --perplexity, "
+                        "--logits or --imatrix)", constraint);
     check_spec(o);
     if (!o->seed_set)
         o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);

@@ -22,6 +22,7 @@ typedef struct options {
     const char *system;                 /* -sys TEXT */
     const char *chat_template, *chat_template_file;
     const char *grammar, *grammar_file; /* --grammar TEXT, --grammar-file FILE */
+    const char *json_schema, *json_schema_file; /* --json-schema TEXT, --json-schema-file */
     char *stops[MAX_STOPS];
     size_t n_stops;
     uint64_t n_predict, ctx, threads, batch;

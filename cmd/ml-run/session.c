@@ -5,6 +5,7 @@
  * timings line. */
 #include "cli.h"
 #include "input.h"
+#include "json_schema.h"
 #include "output.h"
 #include "score.h"
 #include "signals.h"
@@ -186,25 +187,70 @@ static int tokenizer_beside(const run *r)
     return found;
 }
 
-/* --grammar or --grammar-file, parsed before the model is read so that a
- * bad grammar fails at once; errors name the file (or "--grammar"). */
+/* Where the constraint on the text came from, for messages: the file, or
+ * the option that held it. */
+static const char *constraint_name(const run *r)
+{
+    return r->o.grammar_file       ? r->o.grammar_file
+           : r->o.json_schema_file ? r->o.json_schema_file
+           : r->o.json_schema      ? "--json-schema"
+                                   : "--grammar";
+}
+
+/* The grammar of --json-schema's text (json_schema.c): a new text, or
+ * NULL with the failure reported (*e: the exit status).  Not JSON or not
+ * a schema is invalid input; a keyword the grammar cannot keep is
+ * unsupported; both name the keyword's place. */
+static char *schema_grammar(const run *r, const char *text, size_t len, int *e)
+{
+    json_error_t jerr;
+    json_t *schema = json_loadb(text, len, JSON_DECODE_ANY, &jerr);
+    if (!schema) {
+        *e = cli_failf(constraint_name(r), ML_E_FORMAT, "line %d, column %d: %s", jerr.line,
+                       jerr.column, jerr.text);
+        return NULL;
+    }
+    json_schema_error err;
+    char *grammar = json_schema_grammar(schema, &err);
+    json_decref(schema);
+    if (!grammar)
+        *e = cli_failf(constraint_name(r),
+                       err.status == JSON_SCHEMA_NOMEM         ? ML_E_NOMEM
+                       : err.status == JSON_SCHEMA_UNSUPPORTED ? ML_E_UNSUPPORTED
+                                                               : ML_E_FORMAT,
+                       "%s", err.message);
+    return grammar;
+}
+
+/* --grammar, --grammar-file, --json-schema or --json-schema-file, parsed
+ * before the model is read so that a bad one fails at once; errors name
+ * the file (or the option). */
 static int parse_grammar(run *r)
 {
-    const char *name = r->o.grammar_file ? r->o.grammar_file : "--grammar";
-    char *text = (char *)r->o.grammar;
+    const char *file = r->o.grammar_file ? r->o.grammar_file : r->o.json_schema_file;
+    const char *given = r->o.grammar ? r->o.grammar : r->o.json_schema;
+    int schema = r->o.json_schema || r->o.json_schema_file;
+    char *text = (char *)given;
     size_t len = text ? strlen(text) : 0;
     ml_error err;
-    if (!text && !r->o.grammar_file)
+    int e = 0;
+    if (!text && !file)
         return 0;
-    if (r->o.grammar_file) {
-        int e = cli_read_text(r->o.grammar_file, &text, &len);
-        if (e)
+    if (file && (e = cli_read_text(file, &text, &len)))
+        return e;
+    if (schema) {
+        char *grammar = schema_grammar(r, text, len, &e);
+        if (text != given)
+            free(text);
+        if (!grammar)
             return e;
+        text = grammar;
+        len = strlen(text);
     }
     ml_status s = ml_grammar_parse(text, len, NULL, &r->grammar, &err);
-    if (text != r->o.grammar)
+    if (text != given)
         free(text);
-    return s ? cli_fail(name, s, &err) : 0;
+    return s ? cli_fail(constraint_name(r), s, &err) : 0;
 }
 
 /* The grammar's processor over the tokenizer's texts, as the generator
@@ -215,7 +261,7 @@ static int open_grammar_proc(run *r)
     ml_status s = r->grammar ? ml_grammar_proc_new(r->grammar, r->mlt, &r->gproc, &err) : ML_OK;
     if (!s && r->gproc && !r->o.chat)
         ml_grammar_proc_continue(r->gproc);
-    return s ? cli_fail(r->o.grammar_file ? r->o.grammar_file : "--grammar", s, &err) : 0;
+    return s ? cli_fail(constraint_name(r), s, &err) : 0;
 }
 
 /* --spec-type: room for the guesses and their rows.  A step checks at

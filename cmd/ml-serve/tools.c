@@ -370,7 +370,10 @@ static void root_rule(FILE *f, srv_tool_format fmt, const srv_request *q)
                 many ? "\"{\\\"tool_calls\\\": [\" call (\", \" call)* \"]}\""
                      : "\"{\\\"tool_call\\\": \" call \"}\"");
         fprintf(f, "answer ::= calls%s\n",
-                q->tool_choice == SRV_TOOL_AUTO ? " | \"{\\\"response\\\": \" string \"}\"" : "");
+                q->tool_choice == SRV_TOOL_AUTO ? " | \"{\\\"response\\\": \" text \"}\"" : "");
+        /* a JSON string (the schemas' own rules are each theirs) */
+        fputs("text ::= \"\\\"\" ([^\"\\\\\\x00-\\x1f] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
+              "[0-9a-fA-F]{4}))* \"\\\"\"\n", f);
         break;
     }
 }

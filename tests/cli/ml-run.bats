@@ -442,3 +442,43 @@ same_with_spec() {
     run -2 --separate-stderr ml-run -m "$(M)" --perplexity /dev/null --spec-type ngram-simple
     [[ ${stderr_lines[0]} == "ml-run: --spec-type speculates on generated tokens (not with --perplexity, --logits or --imatrix, which see every evaluated position)" ]]
 }
+
+@test "--json-schema, --json-schema-file: every text is JSON the schema accepts (checked with jq); bad schemas fail naming the keyword's place" {
+    local schema='{"type":"object","properties":{"n":{"type":"integer","minimum":3,"maximum":7},"d":{"type":"string","format":"date"},"c":{"type":"string","pattern":"^[a-c]{2}x?$"},"t":{"prefixItems":[{"type":"boolean"},{"enum":["u","v"]}]}},"required":["n","d","c","t"]}'
+    for seed in 1 2 3 4; do
+        run -0 --separate-stderr ml-run -m "$(M)" -p Hello -n 80 --seed $seed -q --json-schema "$schema"
+        jq -e '(keys == ["c","d","n","t"]) and (.n >= 3 and .n <= 7) and (.n | floor == .) and
+               (.d | test("^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$")) and
+               (.c | test("^[a-c]{2}x?$")) and (.t | length == 2) and (.t[0] | type == "boolean") and
+               (.t[1] == "u" or .t[1] == "v")' <<<"$output" || fail_with "seed $seed: $output"
+    done
+    printf '%s' '{"type":"array","items":{"type":"integer","exclusiveMinimum":-3,"exclusiveMaximum":3},"minItems":2,"maxItems":4}' \
+        >"$BATS_TEST_TMPDIR/s.json"
+    run -0 --separate-stderr ml-run -m "$(M)" -p Hello -n 40 --seed 5 -q --json-schema-file "$BATS_TEST_TMPDIR/s.json"
+    jq -e 'length >= 2 and length <= 4 and all(.[]; . > -3 and . < 3 and floor == .)' <<<"$output" ||
+        fail_with "$output"
+    run -0 --separate-stderr ml-run -m "$(M)" -p Hello -n 40 --seed 6 -q \
+        --json-schema '{"type":"number","exclusiveMinimum":-2,"maximum":1}'
+    jq -e 'type == "number" and . > -2 and . <= 1' <<<"$output" || fail_with "$output"
+    # not JSON, not a schema: 1; a keyword the grammar cannot keep: 4; a missing file: 3
+    run -1 --separate-stderr ml-run -m "$(M)" -p hi --json-schema '{"type":'
+    [[ ${stderr_lines[0]} == "ml-run: --json-schema: ML_E_FORMAT: line 1, column 8: unexpected token near end of file" ]]
+    run -1 --separate-stderr ml-run -m "$(M)" -p hi --json-schema '{"properties":{"a":{"required":"a"}}}'
+    [[ ${stderr_lines[0]} == "ml-run: --json-schema: ML_E_FORMAT: #/properties/a/required: 'required' must be a list of names" ]]
+    run -4 --separate-stderr ml-run -m "$(M)" -p hi --json-schema '{"type":"string","format":"email"}'
+    [[ ${stderr_lines[0]} == "ml-run: --json-schema: ML_E_UNSUPPORTED: #/format: the format 'email' is not supported (date, time, date-time and uuid are)" ]]
+    printf '{"items":{"type":"object","minProperties":1}}' >"$BATS_TEST_TMPDIR/bad.json"
+    run -4 --separate-stderr ml-run -m "$(M)" -p hi --json-schema-file "$BATS_TEST_TMPDIR/bad.json"
+    [[ ${stderr_lines[0]} == "ml-run: $BATS_TEST_TMPDIR/bad.json: ML_E_UNSUPPORTED: #/items/minProperties: the keyword 'minProperties' is not supported" ]]
+    run -3 --separate-stderr ml-run -m "$(M)" -p hi --json-schema-file "$BATS_TEST_TMPDIR/none"
+    [[ ${stderr_lines[0]} == "ml-run: $BATS_TEST_TMPDIR/none: ML_E_IO: cannot open: No such file or directory" ]]
+    # one constraint at a time, on generated text only
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi --grammar 'root ::= "a"' --json-schema '{}'
+    [[ ${stderr_lines[0]} == "ml-run: --grammar and --json-schema exclude each other" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi --grammar-file x --json-schema-file y
+    [[ ${stderr_lines[0]} == "ml-run: --grammar-file and --json-schema-file exclude each other" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi --json-schema '{}' --json-schema-file y
+    [[ ${stderr_lines[0]} == "ml-run: --json-schema and --json-schema-file exclude each other" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" --perplexity x --json-schema '{}'
+    [[ ${stderr_lines[0]} == "ml-run: --json-schema works on generated text (not with --ids, --perplexity, --logits or --imatrix)" ]]
+}

@@ -134,7 +134,7 @@ split() {
     [[ -z $g ]]
     # auto with ours: a call or a response
     g=$(printf '%s' "{$ASK,$TOOLS}" | "$SPLIT" --grammar generic)
-    [[ $g == *'answer ::= calls | "{\"response\": " string "}"'* ]] || fail_with "$g"
+    [[ $g == *'answer ::= calls | "{\"response\": " text "}"'* ]] || fail_with "$g"
     # the XML format: parameters in order, required ones always, strings raw
     local xb="{$ASK,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"}},\"required\":[\"city\"]}}}],\"tool_choice\":\"required\"}"
     local call=$'<tool_call>\n<function=f>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>'

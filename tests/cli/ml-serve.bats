@@ -187,12 +187,15 @@ think_server() {
             fail_with "seed $i: $out"
     done
     local bad
-    for bad in '{"type":"string","pattern":"a+"}' '{"type":"string","format":"date"}' \
-        '{"type":"integer","minimum":1}' '{"allOf":[{}]}' '{"$ref":"#/$defs/none"}' \
+    for bad in '{"type":"string","pattern":"a+"}' '{"type":"string","format":"email"}' \
+        '{"type":"object","minProperties":1}' '{"allOf":[{"type":"string"}]}' '{"$ref":"#/$defs/none"}' \
         '{"type":"object","properties":{},"required":["a"]}' '{"type":"thing"}' \
         '{"type":"array","minItems":3,"maxItems":2}' '{"type":"string","maxLength":5000}'; do
         refused 400 response_format invalid_schema "{$m,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":$bad}}}"
     done
+    # the message names the keyword's place
+    refused 400 response_format invalid_schema "{$m,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":{\"properties\":{\"a\":{\"type\":\"string\",\"format\":\"email\"}}}}}}"
+    jq -e '.error.message == "Invalid value for '"'"'response_format'"'"': json_schema: #/properties/a/format: the format '"'"'email'"'"' is not supported (date, time, date-time and uuid are)"' "$BATS_TEST_TMPDIR/body"
     refused 400 response_format invalid_type "{$m,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":[1]}}}"
     refused 400 response_format invalid_type "{$m,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":5}}"
     jq -e '.error.message | test("json_schema")' "$BATS_TEST_TMPDIR/body"

@@ -1,8 +1,8 @@
 """json-schema.py - make check-json-schema: every schema of
 schema-corpus.json as a chat's response_format json_schema, six seeds
 each, against ml-serve; every answer that ends (finish_reason "stop")
-must validate with the jsonschema package, and with these bounded
-schemas every answer must end.  Usage: json-schema.py BASE_URL"""
+must validate with the jsonschema package (formats checked too), and
+with these bounded schemas every answer must end.  Usage: json-schema.py BASE_URL"""
 import json
 import os
 import sys
@@ -30,7 +30,8 @@ def main(base):
             choice = json.load(urllib.request.urlopen(req))["choices"][0]
             text = choice["message"]["content"]
             assert choice["finish_reason"] == "stop", (i, seed, text)
-            jsonschema.validate(json.loads(text), schema)
+            jsonschema.validate(json.loads(text), schema,
+                                format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
             n += 1
     print(f"check-json-schema: {n} answers over {len(schemas)} schemas, each valid")
 
