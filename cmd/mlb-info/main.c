@@ -5,6 +5,8 @@
 #include "model_input.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 enum { OPT_TENSORS, OPT_JSON, OPT_CTX, OPT_CACHE, OPT_CACHE_K, OPT_CACHE_V, OPT_TEMPLATE, OPT_ARRAYS };
 
@@ -29,18 +31,55 @@ static const cli cmd = {
     "mlb-info", "[options] FILE...",
     "Validate .mlb models and print their header, layers, sizes and tensors;\n"
     "inspect GGUF files: metadata, tensors, and what gguf2mlb would make of them.\n"
-    "FILE may be - for standard input.",
+    "FILE may be - for standard input.  A split GGUF is described whole from its\n"
+    "first part; its other parts named after it are not described again.",
     NULL, opts, sizeof opts / sizeof opts[0],
 };
 
-static int describe(const char *path, const options *o)
+/* The other parts of the split model described last (at most this many
+ * are remembered): named after its first part (as a shell lists
+ * m-*.gguf), they were described with it, not on their own. */
+#define SEEN_MAX 256
+typedef struct seen_parts {
+    dev_t dev[SEEN_MAX];
+    ino_t ino[SEEN_MAX];
+    size_t n;
+} seen_parts;
+
+static void remember_parts(const ml_gguf *g, seen_parts *seen)
+{
+    seen->n = 0;
+    for (size_t i = 1; i < ml_gguf_n_parts(g) && seen->n < SEEN_MAX; i++) {
+        struct stat st;
+        if (stat(ml_gguf_part_at(g, i)->path, &st) == 0) {
+            seen->dev[seen->n] = st.st_dev;
+            seen->ino[seen->n++] = st.st_ino;
+        }
+    }
+}
+
+static int was_seen(const char *path, const seen_parts *seen)
+{
+    struct stat st;
+    if (!seen->n || strcmp(path, "-") == 0 || stat(path, &st) != 0)
+        return 0;
+    for (size_t i = 0; i < seen->n; i++)
+        if (seen->dev[i] == st.st_dev && seen->ino[i] == st.st_ino)
+            return 1;
+    return 0;
+}
+
+static int describe(const char *path, const options *o, seen_parts *seen)
 {
     model_input in;
     int rc = model_input_open(path, &in);
-    if (!rc && in.gguf)
+    seen->n = 0;
+    if (!rc && in.gguf) {
+        remember_parts(in.gguf, seen);
         rc = gguf_print(path, in.gguf, o);
-    else if (!rc)
+    } else if (!rc) {
         mlb_print(path, in.mlb, o);
+    }
     model_input_close(&in);
     return rc;
 }
@@ -66,10 +105,18 @@ int main(int argc, char **argv)
     }
     if (first >= argc)
         cli_usage_error("no FILE given");
+    seen_parts *seen = calloc(1, sizeof *seen);
+    if (!seen) {
+        fprintf(stderr, "mlb-info: out of memory\n");
+        return EXIT_IO;
+    }
     for (int i = first; i < argc && cli_stdout_ok(); i++) {
-        int e = describe(argv[i], &o);
+        if (was_seen(argv[i], seen))
+            continue;
+        int e = describe(argv[i], &o, seen);
         if (!status)
             status = e;
     }
+    free(seen);
     return cli_finish(status);
 }
