@@ -272,11 +272,25 @@ static void print_metadata(const ml_gguf *g)
     }
 }
 
+/* The GGUF line: a split model's counts are the whole model's, its size
+ * that of all its parts. */
+static void dry_run_source(const options *o, const ml_gguf *g)
+{
+    size_t parts = ml_gguf_n_parts(g);
+    uint64_t size = 0;
+    for (size_t i = 0; i < parts; i++)
+        size += ml_gguf_part_at(g, i)->file_size;
+    printf("%s\n  %-22s version %u, %zu tensors, %zu keys, alignment %u, %" PRIu64 " bytes",
+           cli_name(o->in), "GGUF", ml_gguf_version(g), ml_gguf_n_tensors(g), ml_gguf_n_kv(g),
+           ml_gguf_alignment(g), size);
+    if (parts > 1)
+        printf(" in %zu parts", parts);
+    printf("\n");
+}
+
 static void dry_run(const options *o, const ml_gguf *g, const ml_convert_plan *p)
 {
-    printf("%s\n  %-22s version %u, %zu tensors, %zu keys, alignment %u, %" PRIu64 " bytes\n",
-           cli_name(o->in), "GGUF", ml_gguf_version(g), ml_gguf_n_tensors(g), ml_gguf_n_kv(g),
-           ml_gguf_alignment(g), ml_gguf_file_size(g));
+    dry_run_source(o, g);
     print_metadata(g);
     printf("architecture\n  %-22s %s\n", ml_convert_plan_arch(p), ml_convert_plan_arch_desc(p));
     plan_print_header(p);

@@ -184,8 +184,8 @@ static ml_status open_parts(ml_gguf *g, const char *const *names, const split_ke
     }
     if (!s && total != k->tensors)
         s = ml__err(err, ML_E_FORMAT, "split.tensors.count", value_at(k->tensors_kv),
-                    "%llu, but the %zu parts hold %llu tensors", (unsigned long long)k->tensors, n,
-                    (unsigned long long)total);
+                    "%llu, but the %zu parts hold %llu tensor%s", (unsigned long long)k->tensors,
+                    n, (unsigned long long)total, total == 1 ? "" : "s");
     if (!s)
         return ml__gguf_join(g, parts, n, err);
     for (size_t i = 1; i < n; i++)
@@ -194,14 +194,20 @@ static ml_status open_parts(ml_gguf *g, const char *const *names, const split_ke
     return s;
 }
 
+/* Standard input or a buffer has no name to find the other parts by. */
+static ml_status not_from_a_file(const split_keys *k, ml_error *err)
+{
+    return ml__err(err, ML_E_UNSUPPORTED, "split.count", value_at(k->count_kv),
+                   "part 1 of %u of a split model, not read from a file: the other parts "
+                   "cannot be found (give the file's name)",
+                   k->count);
+}
+
 /* Part 1 was given alone: the other names come from its own. */
 static ml_status open_by_name(ml_gguf *g, const char *path, const split_keys *k, ml_error *err)
 {
     if (strcmp(path, "-") == 0)
-        return ml__err(err, ML_E_UNSUPPORTED, "split.count", value_at(k->count_kv),
-                       "part 1 of %u of a split model, read from standard input: the other "
-                       "parts cannot be found (give its file name)",
-                       k->count);
+        return not_from_a_file(k, err);
     size_t pre = name_prefix(path, 0, k->count);
     if (!pre)
         return ml__err(err, ML_E_FORMAT, "split.count", value_at(k->count_kv),
@@ -245,10 +251,7 @@ ml_status ml__gguf_split(ml_gguf *g, const char *const *paths, size_t n, ml_erro
     if (k.count == 1)
         return check_single(g, &k, err);
     if (!paths)
-        return ml__err(err, ML_E_UNSUPPORTED, "split.count", value_at(k.count_kv),
-                       "part 1 of %u of a split model, read from memory: the other parts "
-                       "cannot be found",
-                       k.count);
+        return not_from_a_file(&k, err);
     if (n == 1)
         return open_by_name(g, paths[0], &k, err);
     return open_parts(g, paths, &k, err);

@@ -205,7 +205,7 @@ static const refusal refusals[] = {
     {"a tensor in two parts", {ALIGN "1", ALIGN "2", "split/bad/twice.gguf"}, ML_E_FORMAT, "x",
      106, "tensor also in part 2 ("},
     {"fewer tensors than split.tensors.count", {ALIGN "1", ALIGN "2", "split/bad/empty.gguf"},
-     ML_E_FORMAT, "split.tensors.count", 155, "2, but the 3 parts hold 1 tensors"},
+     ML_E_FORMAT, "split.tensors.count", 155, "2, but the 3 parts hold 1 tensor"},
     {"a missing part", {ALIGN "1", "split/absent-00002-of-00003.gguf", ALIGN "3"}, ML_E_IO, "",
      -1, "part 2 of 3 ("},
     {"fewer parts named than split.count", {ALIGN "1", ALIGN "2"}, ML_E_INVAL, "split.count", 182,
@@ -278,7 +278,7 @@ START_TEST(first_part_from_memory)
     ck_assert_int_eq(s, ML_E_UNSUPPORTED);
     ck_assert_ptr_null(g);
     ck_assert_str_eq(e.field, "split.count");
-    ck_assert_msg(strstr(e.msg, "part 1 of 3 of a split model, read from memory") != NULL, "%s",
+    ck_assert_msg(strstr(e.msg, "part 1 of 3 of a split model, not read from a file") != NULL, "%s",
                   e.msg);
 }
 END_TEST
