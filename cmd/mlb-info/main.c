@@ -36,25 +36,35 @@ static const cli cmd = {
     NULL, opts, sizeof opts / sizeof opts[0],
 };
 
-/* The other parts of the split model described last (at most this many
- * are remembered): named after its first part (as a shell lists
- * m-*.gguf), they were described with it, not on their own. */
-#define SEEN_MAX 256
+/* The other parts of the split model described last, by device and
+ * inode: named after its first part (as a shell lists m-*.gguf), they
+ * were described with it, not on their own. */
+typedef struct file_id {
+    dev_t dev;
+    ino_t ino;
+} file_id;
+
 typedef struct seen_parts {
-    dev_t dev[SEEN_MAX];
-    ino_t ino[SEEN_MAX];
+    file_id *id;
     size_t n;
 } seen_parts;
 
+/* Out of memory, fewer are remembered: a part then described alone is
+ * refused as a part other than the first, which is still true. */
 static void remember_parts(const ml_gguf *g, seen_parts *seen)
 {
+    size_t parts = ml_gguf_n_parts(g);
     seen->n = 0;
-    for (size_t i = 1; i < ml_gguf_n_parts(g) && seen->n < SEEN_MAX; i++) {
+    if (parts < 2)
+        return;
+    file_id *id = realloc(seen->id, (parts - 1) * sizeof *id);
+    if (!id)
+        return;
+    seen->id = id;
+    for (size_t i = 1; i < parts; i++) {
         struct stat st;
-        if (stat(ml_gguf_part_at(g, i)->path, &st) == 0) {
-            seen->dev[seen->n] = st.st_dev;
-            seen->ino[seen->n++] = st.st_ino;
-        }
+        if (stat(ml_gguf_part_at(g, i)->path, &st) == 0)
+            id[seen->n++] = (file_id){.dev = st.st_dev, .ino = st.st_ino};
     }
 }
 
@@ -64,7 +74,7 @@ static int was_seen(const char *path, const seen_parts *seen)
     if (!seen->n || strcmp(path, "-") == 0 || stat(path, &st) != 0)
         return 0;
     for (size_t i = 0; i < seen->n; i++)
-        if (seen->dev[i] == st.st_dev && seen->ino[i] == st.st_ino)
+        if (seen->id[i].dev == st.st_dev && seen->id[i].ino == st.st_ino)
             return 1;
     return 0;
 }
@@ -105,18 +115,14 @@ int main(int argc, char **argv)
     }
     if (first >= argc)
         cli_usage_error("no FILE given");
-    seen_parts *seen = calloc(1, sizeof *seen);
-    if (!seen) {
-        fprintf(stderr, "mlb-info: out of memory\n");
-        return EXIT_IO;
-    }
+    seen_parts seen = {0};
     for (int i = first; i < argc && cli_stdout_ok(); i++) {
-        if (was_seen(argv[i], seen))
+        if (was_seen(argv[i], &seen))
             continue;
-        int e = describe(argv[i], &o, seen);
+        int e = describe(argv[i], &o, &seen);
         if (!status)
             status = e;
     }
-    free(seen);
+    free(seen.id);
     return cli_finish(status);
 }
