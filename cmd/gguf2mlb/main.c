@@ -388,7 +388,9 @@ static int convert(const options *o, const ml_gguf *g, const ml_convert_plan *p)
 {
     int rc;
     if ((rc = cli_check_output(o->in, o->out, o->force)) ||
-        (o->tok && (rc = cli_check_output(o->in, o->tok, o->force))))
+        (rc = cli_check_output_parts(g, o->out)) ||
+        (o->tok && (rc = cli_check_output(o->in, o->tok, o->force))) ||
+        (o->tok && (rc = cli_check_output_parts(g, o->tok))))
         return rc;
     cli_catch_signals();
     ml_outfile *mf, *tf = NULL;
@@ -409,6 +411,8 @@ static int convert(const options *o, const ml_gguf *g, const ml_convert_plan *p)
 static int tokenizer_only(const options *o, const ml_gguf *g)
 {
     int rc = cli_check_output(o->in, o->tok, o->force);
+    if (!rc)
+        rc = cli_check_output_parts(g, o->tok);
     if (rc)
         return rc;
     cli_catch_signals();

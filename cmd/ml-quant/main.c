@@ -342,6 +342,8 @@ int main(int argc, char **argv)
     int rc = o.dry_run ? 0 : cli_check_output(o.in, o.out, o.force);
     if (!rc)
         rc = model_input_open_parts(o.parts, o.n_parts, &in);
+    if (!rc && in.gguf && !o.dry_run)
+        rc = cli_check_output_parts(in.gguf, o.out);
     if (!rc && o.q.imatrix) {
         ml_error e;
         ml_status s = ml_mli_open(o.q.imatrix, &mli, &e);

@@ -253,3 +253,15 @@ refuse() {
     cp "$SPLIT/bad/single-00001-of-00001.gguf" s-00001-of-00001.gguf
     refuse 1 "s-00001-of-00001.gguf: ML_E_FORMAT: split.tensors.count (offset 147): 3, but the file holds 2 tensors" s-00001-of-00001.gguf
 }
+
+@test "an output that is a later part of the input is refused (exit 2); the part is left as it was" {
+    run -2 --separate-stderr gguf2mlb -q -f -o m-00002-of-00003.gguf "$M1"
+    [[ $stderr == "gguf2mlb: m-00002-of-00003.gguf: is the input file; choose another output" ]]
+    run -2 --separate-stderr gguf2mlb -q -f -t m-00003-of-00003.gguf -o m.mlb "$M1"
+    [[ $stderr == "gguf2mlb: m-00003-of-00003.gguf: is the input file; choose another output" ]]
+    run -2 --separate-stderr ml-quant -q -f -o m-00003-of-00003.gguf "$M1"
+    [[ $stderr == "ml-quant: m-00003-of-00003.gguf: is the input file; choose another output" ]]
+    cmp m-00002-of-00003.gguf "$SPLIT/smollm2-q4_0-00002-of-00003.gguf"
+    cmp m-00003-of-00003.gguf "$SPLIT/smollm2-q4_0-00003-of-00003.gguf"
+    [[ ! -e m.mlb ]]
+}
