@@ -5,8 +5,10 @@
  * array element and tensor points inside the input; lookups by key and by
  * name find what iteration found; a tensor dequantized whole equals the
  * same rows dequantized one at a time and ml_gguf_dequantize_raw on its
- * bytes; types outside ml_gguf_type_supported are ML_E_UNSUPPORTED.  The
- * work per input is bounded (floats dequantized, array elements read). */
+ * bytes; types outside ml_gguf_type_supported are ML_E_UNSUPPORTED; a
+ * buffer opens as one part (part 1 of a split model is refused, its other
+ * parts out of reach).  The work per input is bounded (floats
+ * dequantized, array elements read). */
 #include "fuzz.h"
 
 #include <math.h>
@@ -151,7 +153,7 @@ static void check_tensors(const ml_gguf *g, const bounds *b)
         FUZZ_CHECK(t->file_offset == data_off + t->offset);
         FUZZ_CHECK(t->file_offset % ml_gguf_alignment(g) == 0);
         check_inside(b, t->data, t->nbytes, t->file_offset);
-        FUZZ_CHECK(t->info_offset < data_off);
+        FUZZ_CHECK(t->info_offset < data_off && t->part == 0);
         ml_error err;
         fuzz_err_init(&err);
         if (!ml_gguf_type_supported(t->type)) {
@@ -188,6 +190,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     bounds b = {data, size};
     FUZZ_CHECK(ml_gguf_file_data(g) == data && ml_gguf_file_size(g) == size);
+    /* A buffer is one part: the first part of a split model is refused. */
+    FUZZ_CHECK(ml_gguf_n_parts(g) == 1 && ml_gguf_part_at(g, 1) == NULL);
+    FUZZ_CHECK(ml_gguf_part_at(g, 0)->file_size == size &&
+               ml_gguf_part_at(g, 0)->n_tensors == ml_gguf_n_tensors(g));
     FUZZ_CHECK(ml_gguf_version(g) >= 1 && ml_gguf_version(g) <= 3);
     check_kvs(g, &b);
     check_tensors(g, &b);

@@ -219,6 +219,12 @@ def corpus_convert(out):
 def corpus_gguf(out):
     for f in ("writer.gguf", "writer_align.gguf", "dequant.gguf"):
         shutil.copy(f"{FIX}/gguf/{f}", f"{out}/gguf/{f}")
+    # The split keys: part 1 of three (refused from a buffer), a merged
+    # file (split.count 0) and a one-part model with a wrong tensor count.
+    for src, dst in (("align-00001-of-00003.gguf", "split-first.gguf"),
+                     ("merged.gguf", "split-merged.gguf"),
+                     ("bad/single-00001-of-00001.gguf", "split-single.gguf")):
+        shutil.copy(f"{FIX}/split/{src}", f"{out}/gguf/{dst}")
     for arch in ("llama3", "qwen35", "gemma3"):
         for a, path in models():
             if a == arch and path.endswith("q4_0.gguf"):

@@ -1,4 +1,5 @@
-/* model_input.c - see model_input.h: a GGUF or an .mlb, by its magic. */
+/* model_input.c - see model_input.h: a GGUF or an .mlb, by its magic; the
+ * parts of a split GGUF. */
 #include "model_input.h"
 
 #include "cli.h"
@@ -77,6 +78,26 @@ int model_input_open(const char *path, model_input *in)
     close(fd);
     /* A short or unreadable file is the loader's to report. */
     return open_path(path, got == 4 && is_gguf(magic, 4), in);
+}
+
+int model_input_open_parts(const char *const *paths, size_t n, model_input *in)
+{
+    if (n == 1)
+        return model_input_open(paths[0], in);
+    memset(in, 0, sizeof *in);
+    char magic[4];
+    int fd = open(paths[0], O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd < 0 ? -1 : pread(fd, magic, sizeof magic, 0);
+    if (fd >= 0)
+        close(fd);
+    if (got == 4 && !is_gguf(magic, 4))
+        return cli_failf(paths[0], ML_E_INVAL,
+                         "one input at a time ('%s' is extra): only the parts of a split GGUF "
+                         "are named together",
+                         paths[1]);
+    ml_error e;
+    ml_status s = ml_gguf_open_parts(paths, n, &in->gguf, &e);
+    return s ? cli_fail(paths[0], s, &e) : 0;
 }
 
 void model_input_close(model_input *in)

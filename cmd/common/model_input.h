@@ -18,6 +18,10 @@ typedef struct model_input {
  * messages say what the file looks like.  Reports a failure (cli_fail)
  * and returns its exit status; 0 on success. */
 int model_input_open(const char *path, model_input *in);
+/* The parts of a split GGUF named one by one (paths[0] first), or with
+ * n == 1 model_input_open.  A model split by gguf-split opens whole from
+ * its first part alone (mlcore/gguf.h). */
+int model_input_open_parts(const char *const *paths, size_t n, model_input *in);
 /* Accepts a zeroed or failed input. */
 void model_input_close(model_input *in);
 

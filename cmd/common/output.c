@@ -29,6 +29,14 @@ int cli_check_output(const char *in, const char *path, int force)
     return 0;
 }
 
+int cli_check_output_parts(const ml_gguf *g, const char *path)
+{
+    int rc = 0;
+    for (size_t i = 1; i < ml_gguf_n_parts(g) && !rc; i++)
+        rc = cli_check_output(ml_gguf_part_at(g, i)->path, path, 1);
+    return rc;
+}
+
 int cli_output_open(const char *path, ml_outfile **f)
 {
     ml_error err;

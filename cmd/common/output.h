@@ -11,6 +11,9 @@
  * without --force: says so and returns the usage status.  0 when path may
  * be written (- and NULL always may). */
 int cli_check_output(const char *in, const char *path, int force);
+/* The same for the other parts of a split GGUF (its first part is the
+ * `in` of cli_check_output): an output that is one of them is refused. */
+int cli_check_output_parts(const ml_gguf *g, const char *path);
 
 /* ml_outfile_open and ml_outfile_commit with the failure reported;
  * return 0 or the exit status. */

@@ -51,9 +51,11 @@ static const cli_opt opts[] = {
 
 static const cli cmd = {
     "gguf2mlb",
-    "[options] IN.gguf",
+    "[options] IN.gguf [PART.gguf...]",
     "Convert a GGUF model (llama.cpp) into an .mlb model and an .mlt tokenizer.\n"
-    "IN may be - for standard input (then -o is needed).",
+    "IN may be - for standard input (then -o is needed).  A split GGUF is read\n"
+    "whole from its first part (NAME-00001-of-0000N.gguf), or from all its parts\n"
+    "named in order.",
     "Defaults: the model is written beside the input (m.gguf -> m.mlb), the\n"
     "tokenizer beside the model (m.mlt; none with -o - unless -t is given),\n"
     "with f16 scales.  The weight type keeps the source's size class: Q4_0 when\n"
@@ -69,6 +71,8 @@ static const cli cmd = {
 
 typedef struct options {
     const char *in, *out, *tok;
+    const char *const *parts; /* in, then a split GGUF's other parts */
+    size_t n_parts;
     int tok_explicit, no_tok, tok_only, dry_run, force, quiet;
     quant_opts q;
     char *owned[2]; /* default names made here */
@@ -79,10 +83,35 @@ typedef struct options {
  * Options
  * ========================================================================= */
 
+/* The length of gguf-split's "-00001-of-00003.gguf" at the end of name
+ * (five digits or more each), else 0. */
+static size_t split_suffix(const char *name)
+{
+    size_t n = strlen(name), i = n;
+    if (n < 5 || strcasecmp(name + n - 5, ".gguf") != 0)
+        return 0;
+    i -= 5;
+    for (int field = 0; field < 2; field++) {
+        size_t digits = 0;
+        while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9')
+            i--, digits++;
+        const char *sep = field == 0 ? "-of-" : "-";
+        size_t l = strlen(sep);
+        if (digits < 5 || i < l || strncmp(name + i - l, sep, l) != 0)
+            return 0;
+        i -= l;
+    }
+    return i > 0 ? n - i : 0;
+}
+
+/* Beside the input with another extension; a split model's parts name it
+ * by their common prefix (m-00001-of-00003.gguf -> m.mlb). */
 static char *default_name(const char *in, const char *ext)
 {
     size_t n = strlen(in);
-    if (n > 5 && strcasecmp(in + n - 5, ".gguf") == 0)
+    if (split_suffix(in))
+        n -= split_suffix(in);
+    else if (n > 5 && strcasecmp(in + n - 5, ".gguf") == 0)
         n -= 5;
     else if (n > 4 && strcasecmp(in + n - 4, ".mlb") == 0)
         n -= 4;
@@ -144,9 +173,9 @@ static void parse(int argc, char **argv, options *o)
         o->conv.scale_f16 = o->q.scale_f16;
     if (first >= argc)
         cli_usage_error("no input file given");
-    if (argc - first > 1)
-        cli_usage_error("one input file at a time ('%s' is extra)", argv[first + 1]);
     o->in = argv[first];
+    o->parts = (const char *const *)argv + first; /* a split GGUF's parts */
+    o->n_parts = (size_t)(argc - first);
     quant_opts_check(&o->q);
     if (o->no_tok && o->tok)
         cli_usage_error("--tokenizer and --no-tokenizer contradict each other");
@@ -243,11 +272,25 @@ static void print_metadata(const ml_gguf *g)
     }
 }
 
+/* The GGUF line: a split model's counts are the whole model's, its size
+ * that of all its parts. */
+static void dry_run_source(const options *o, const ml_gguf *g)
+{
+    size_t parts = ml_gguf_n_parts(g);
+    uint64_t size = 0;
+    for (size_t i = 0; i < parts; i++)
+        size += ml_gguf_part_at(g, i)->file_size;
+    printf("%s\n  %-22s version %u, %zu tensors, %zu keys, alignment %u, %" PRIu64 " bytes",
+           cli_name(o->in), "GGUF", ml_gguf_version(g), ml_gguf_n_tensors(g), ml_gguf_n_kv(g),
+           ml_gguf_alignment(g), size);
+    if (parts > 1)
+        printf(" in %zu parts", parts);
+    printf("\n");
+}
+
 static void dry_run(const options *o, const ml_gguf *g, const ml_convert_plan *p)
 {
-    printf("%s\n  %-22s version %u, %zu tensors, %zu keys, alignment %u, %" PRIu64 " bytes\n",
-           cli_name(o->in), "GGUF", ml_gguf_version(g), ml_gguf_n_tensors(g), ml_gguf_n_kv(g),
-           ml_gguf_alignment(g), ml_gguf_file_size(g));
+    dry_run_source(o, g);
     print_metadata(g);
     printf("architecture\n  %-22s %s\n", ml_convert_plan_arch(p), ml_convert_plan_arch_desc(p));
     plan_print_header(p);
@@ -345,7 +388,9 @@ static int convert(const options *o, const ml_gguf *g, const ml_convert_plan *p)
 {
     int rc;
     if ((rc = cli_check_output(o->in, o->out, o->force)) ||
-        (o->tok && (rc = cli_check_output(o->in, o->tok, o->force))))
+        (rc = cli_check_output_parts(g, o->out)) ||
+        (o->tok && (rc = cli_check_output(o->in, o->tok, o->force))) ||
+        (o->tok && (rc = cli_check_output_parts(g, o->tok))))
         return rc;
     cli_catch_signals();
     ml_outfile *mf, *tf = NULL;
@@ -366,6 +411,8 @@ static int convert(const options *o, const ml_gguf *g, const ml_convert_plan *p)
 static int tokenizer_only(const options *o, const ml_gguf *g)
 {
     int rc = cli_check_output(o->in, o->tok, o->force);
+    if (!rc)
+        rc = cli_check_output_parts(g, o->tok);
     if (rc)
         return rc;
     cli_catch_signals();
@@ -390,7 +437,7 @@ int main(int argc, char **argv)
     cli_progress_line pr = {o.out ? o.out : o.in, !o.quiet};
     o.conv.progress = cli_progress_or_stop; /* stops at SIGINT/SIGTERM/SIGHUP */
     o.conv.progress_ctx = &pr;
-    if ((s = ml_gguf_open(o.in, &g, &e))) {
+    if ((s = ml_gguf_open_parts(o.parts, o.n_parts, &g, &e))) {
         rc = cli_fail(o.in, s, &e);
         goto done;
     }

@@ -37,9 +37,10 @@ static const cli_opt opts[] = {
 
 static const cli cmd = {
     "ml-quant",
-    "IN.gguf|IN.mlb -o OUT.mlb [options]",
+    "IN.gguf [PART.gguf...]|IN.mlb -o OUT.mlb [options]",
     "Requantize a model into an .mlb, from a GGUF (best: one quantization) or an .mlb.\n"
-    "IN may be - for standard input.",
+    "IN may be - for standard input.  A split GGUF is read whole from its first\n"
+    "part (NAME-00001-of-0000N.gguf), or from all its parts named in order.",
     "From a GGUF the defaults are gguf2mlb's (the weight type of the source's size\n"
     "class, the automatic q8_mask, f16 scales, the round rule for gemma3).  From\n"
     "an .mlb they are the source's (type, mask, scales) and the fit rule; a\n"
@@ -57,6 +58,8 @@ static const cli cmd = {
 
 typedef struct options {
     const char *in, *out;
+    const char *const *parts; /* in, then a split GGUF's other parts */
+    size_t n_parts;
     quant_opts q;
     unsigned threads;
     int stats, dry_run, force, quiet, allow_requantize;
@@ -87,9 +90,9 @@ static void parse(int argc, char **argv, options *o)
     }
     if (first >= argc)
         cli_usage_error("no input file given");
-    if (argc - first > 1)
-        cli_usage_error("one input file at a time ('%s' is extra)", argv[first + 1]);
     o->in = argv[first];
+    o->parts = (const char *const *)argv + first; /* a split GGUF's parts */
+    o->n_parts = (size_t)(argc - first);
     if (!o->out && !o->dry_run)
         cli_usage_error("name the output with -o OUT.mlb (or - for standard output)");
     quant_opts_check(&o->q);
@@ -338,7 +341,9 @@ int main(int argc, char **argv)
                 {o.out, !o.quiet && cli_stderr_is_tty()}};
     int rc = o.dry_run ? 0 : cli_check_output(o.in, o.out, o.force);
     if (!rc)
-        rc = model_input_open(o.in, &in);
+        rc = model_input_open_parts(o.parts, o.n_parts, &in);
+    if (!rc && in.gguf && !o.dry_run)
+        rc = cli_check_output_parts(in.gguf, o.out);
     if (!rc && o.q.imatrix) {
         ml_error e;
         ml_status s = ml_mli_open(o.q.imatrix, &mli, &e);

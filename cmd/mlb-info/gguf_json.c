@@ -107,8 +107,24 @@ static void json_tensors(const ml_gguf *g)
         for (uint32_t d = 0; d < t->n_dims; d++)
             printf("%s%" PRIu64, d ? "," : "", t->dims[d]);
         printf("],\"offset\":%" PRIu64 ",\"file_offset\":%" PRIu64 ",\"info_offset\":%" PRIu64
-               ",\"bytes\":%" PRIu64 "}",
-               t->offset, t->file_offset, t->info_offset, t->nbytes);
+               ",\"bytes\":%" PRIu64 ",\"part\":%u}",
+               t->offset, t->file_offset, t->info_offset, t->nbytes, t->part);
+    }
+    printf("]");
+}
+
+/* The files the model was read from: one, or a split model's parts. */
+static void json_parts(const ml_gguf *g)
+{
+    printf("[");
+    for (size_t i = 0; i < ml_gguf_n_parts(g); i++) {
+        const ml_gguf_part *p = ml_gguf_part_at(g, i);
+        printf("%s{\"file\":", i ? "," : "");
+        json_str(stdout, cli_name(p->path[0] ? p->path : "-"));
+        printf(",\"version\":%u,\"size\":%" PRIu64 ",\"alignment\":%u,\"data_offset\":%" PRIu64
+               ",\"first_tensor\":%zu,\"tensor_count\":%zu}",
+               p->version, p->file_size, p->alignment, p->data_offset, p->first_tensor,
+               p->n_tensors);
     }
     printf("]");
 }
@@ -214,6 +230,8 @@ void gguf_print_json(const char *path, const ml_gguf *g, const prospect *p, cons
            ml_gguf_version(g), ml_gguf_file_size(g), ml_gguf_alignment(g),
            ml_gguf_data_offset(g), ml_gguf_n_kv(g), ml_gguf_n_tensors(g));
     json_metadata(g, o);
+    printf(",\"parts\":");
+    json_parts(g);
     printf(",\"tensors\":");
     json_tensors(g);
     printf(",\"conversion\":");

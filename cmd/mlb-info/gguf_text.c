@@ -140,16 +140,24 @@ static void gguf_shape(const ml_gguf_tensor *t, char *buf, size_t n)
         snprintf(buf + w, n - w, "]");
 }
 
+/* A split model's tensors say which part holds them (their offsets are
+ * within it). */
 static void text_tensors(const ml_gguf *g)
 {
-    printf("tensors (data offset from the start of the file; shape fastest dimension first)\n");
-    printf("  %-32s %-7s %-22s %12s %12s\n", "name", "type", "shape", "offset", "bytes");
+    int split = ml_gguf_n_parts(g) > 1;
+    printf("tensors (data offset from the start of the %s; shape fastest dimension first)\n",
+           split ? "part" : "file");
+    printf("  %-32s %-7s %-22s %12s %12s%s\n", "name", "type", "shape", "offset", "bytes",
+           split ? "  part" : "");
     for (size_t i = 0; i < ml_gguf_n_tensors(g); i++) {
         const ml_gguf_tensor *t = ml_gguf_tensor_at(g, i);
         char sh[96];
         gguf_shape(t, sh, sizeof sh);
-        printf("  %-32s %-7s %-22s %12" PRIu64 " %12" PRIu64 "\n", t->name, t->type_name, sh,
+        printf("  %-32s %-7s %-22s %12" PRIu64 " %12" PRIu64, t->name, t->type_name, sh,
                t->file_offset, t->nbytes);
+        if (split)
+            printf("  %5u", t->part + 1);
+        printf("\n");
     }
 }
 
@@ -212,6 +220,26 @@ static void text_conversion(const prospect *p)
     plan_print_notes(p->plan);
 }
 
+/* A split model: how many parts, then one line per part. */
+static void text_parts(const ml_gguf *g)
+{
+    char buf[64];
+    size_t n = ml_gguf_n_parts(g);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += ml_gguf_part_at(g, i)->file_size;
+    human_size(total, buf, sizeof buf);
+    printf("  %-22s %zu parts (gguf-split), %s in all, read as one model\n", "split", n, buf);
+    for (size_t i = 0; i < n; i++) {
+        const ml_gguf_part *pt = ml_gguf_part_at(g, i);
+        char name[32];
+        snprintf(name, sizeof name, "part %zu", i + 1);
+        printf("  %-22s %s: %" PRIu64 " bytes, %zu tensor%s, data offset %" PRIu64 "\n", name,
+               pt->path, pt->file_size, pt->n_tensors, pt->n_tensors == 1 ? "" : "s",
+               pt->data_offset);
+    }
+}
+
 void gguf_print_text(const char *path, const ml_gguf *g, const prospect *p, const options *o)
 {
     char buf[64];
@@ -220,8 +248,12 @@ void gguf_print_text(const char *path, const ml_gguf *g, const prospect *p, cons
         data += ml_gguf_tensor_at(g, i)->nbytes;
     printf("%s\n", cli_name(path));
     printf("  %-22s GGUF version %u\n", "format", ml_gguf_version(g));
-    human_size(ml_gguf_file_size(g), buf, sizeof buf);
-    printf("  %-22s %s\n", "file size", buf);
+    if (ml_gguf_n_parts(g) > 1) {
+        text_parts(g);
+    } else {
+        human_size(ml_gguf_file_size(g), buf, sizeof buf);
+        printf("  %-22s %s\n", "file size", buf);
+    }
     printf("  %-22s %u\n", "alignment", ml_gguf_alignment(g));
     printf("  %-22s %" PRIu64 "\n", "data offset", ml_gguf_data_offset(g));
     printf("  %-22s %zu\n", "metadata keys", ml_gguf_n_kv(g));

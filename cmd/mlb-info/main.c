@@ -5,6 +5,8 @@
 #include "model_input.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 enum { OPT_TENSORS, OPT_JSON, OPT_CTX, OPT_CACHE, OPT_CACHE_K, OPT_CACHE_V, OPT_TEMPLATE, OPT_ARRAYS };
 
@@ -29,18 +31,65 @@ static const cli cmd = {
     "mlb-info", "[options] FILE...",
     "Validate .mlb models and print their header, layers, sizes and tensors;\n"
     "inspect GGUF files: metadata, tensors, and what gguf2mlb would make of them.\n"
-    "FILE may be - for standard input.",
+    "FILE may be - for standard input.  A split GGUF is described whole from its\n"
+    "first part; its other parts named after it are not described again.",
     NULL, opts, sizeof opts / sizeof opts[0],
 };
 
-static int describe(const char *path, const options *o)
+/* The other parts of the split model described last, by device and
+ * inode: named after its first part (as a shell lists m-*.gguf), they
+ * were described with it, not on their own. */
+typedef struct file_id {
+    dev_t dev;
+    ino_t ino;
+} file_id;
+
+typedef struct seen_parts {
+    file_id *id;
+    size_t n;
+} seen_parts;
+
+/* Out of memory, fewer are remembered: a part then described alone is
+ * refused as a part other than the first, which is still true. */
+static void remember_parts(const ml_gguf *g, seen_parts *seen)
+{
+    size_t parts = ml_gguf_n_parts(g);
+    seen->n = 0;
+    if (parts < 2)
+        return;
+    file_id *id = realloc(seen->id, (parts - 1) * sizeof *id);
+    if (!id)
+        return;
+    seen->id = id;
+    for (size_t i = 1; i < parts; i++) {
+        struct stat st;
+        if (stat(ml_gguf_part_at(g, i)->path, &st) == 0)
+            id[seen->n++] = (file_id){.dev = st.st_dev, .ino = st.st_ino};
+    }
+}
+
+static int was_seen(const char *path, const seen_parts *seen)
+{
+    struct stat st;
+    if (!seen->n || strcmp(path, "-") == 0 || stat(path, &st) != 0)
+        return 0;
+    for (size_t i = 0; i < seen->n; i++)
+        if (seen->id[i].dev == st.st_dev && seen->id[i].ino == st.st_ino)
+            return 1;
+    return 0;
+}
+
+static int describe(const char *path, const options *o, seen_parts *seen)
 {
     model_input in;
     int rc = model_input_open(path, &in);
-    if (!rc && in.gguf)
+    seen->n = 0;
+    if (!rc && in.gguf) {
+        remember_parts(in.gguf, seen);
         rc = gguf_print(path, in.gguf, o);
-    else if (!rc)
+    } else if (!rc) {
         mlb_print(path, in.mlb, o);
+    }
     model_input_close(&in);
     return rc;
 }
@@ -66,10 +115,14 @@ int main(int argc, char **argv)
     }
     if (first >= argc)
         cli_usage_error("no FILE given");
+    seen_parts seen = {0};
     for (int i = first; i < argc && cli_stdout_ok(); i++) {
-        int e = describe(argv[i], &o);
+        if (was_seen(argv[i], &seen))
+            continue;
+        int e = describe(argv[i], &o, &seen);
         if (!status)
             status = e;
     }
+    free(seen.id);
     return cli_finish(status);
 }

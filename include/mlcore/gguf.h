@@ -154,14 +154,23 @@ ML_API int ml_gguf_type_supported(uint32_t type);
 typedef struct ml_gguf ml_gguf;
 
 /* Maps the file read-only and validates it (rules above).  A path of "-",
- * or a pipe, is read whole into memory. */
+ * or a pipe, is read whole into memory.  The first part of a split model
+ * opens the whole model (below). */
 ML_API ml_status ml_gguf_open(const char *path, ml_gguf **out, ml_error *err);
 /* The same over a buffer the caller keeps alive, unchanged, until
- * ml_gguf_close. */
+ * ml_gguf_close.  A part of a split model of two or more parts is
+ * ML_E_UNSUPPORTED here: its other parts cannot be found. */
 ML_API ml_status ml_gguf_open_memory(const void *buf, size_t len, ml_gguf **out, ml_error *err);
+/* A split model from all its parts, named in order (part 1 first), for
+ * parts whose names do not follow gguf-split's pattern.  n == 1 is
+ * ml_gguf_open.  More than one path for a file that is not split, or a
+ * number of paths other than split.count: ML_E_INVAL. */
+ML_API ml_status ml_gguf_open_parts(const char *const *paths, size_t n, ml_gguf **out,
+                                    ml_error *err);
 /* Accepts NULL. */
 ML_API void ml_gguf_close(ml_gguf *g);
 
+/* Of the first part (the only file of a model that is not split): */
 ML_API uint32_t ml_gguf_version(const ml_gguf *g);
 /* general.alignment, or 32. */
 ML_API uint32_t ml_gguf_alignment(const ml_gguf *g);
@@ -169,6 +178,56 @@ ML_API uint32_t ml_gguf_alignment(const ml_gguf *g);
 ML_API uint64_t ml_gguf_data_offset(const ml_gguf *g);
 ML_API uint64_t ml_gguf_file_size(const ml_gguf *g);
 ML_API const uint8_t *ml_gguf_file_data(const ml_gguf *g);
+
+/* ------------------------------------------------------------------------
+ * Split models (llama.cpp's gguf-split)
+ *
+ * gguf-split cuts a model into NAME-00001-of-0000N.gguf ... -0000N-of-
+ * 0000N.gguf, each a whole GGUF file.  The first holds all the metadata
+ * and may hold tensors; the others hold tensors and three keys.  Every
+ * part has split.no (its index from 0), split.count (N) and
+ * split.tensors.count (the model's tensors).  Opening a file whose
+ * split.count is 2 or more opens the whole model, as llama.cpp's loader
+ * does, checking more than it does (ML_E_FORMAT unless noted):
+ *   - the file is part 1: split.no 0;
+ *   - ml_gguf_open finds the other parts by the file's name, which must
+ *     end in -00001-of-0000N.gguf (N = split.count, five digits at least):
+ *     part i is the same name with -0000i-of-0000N.gguf.  A part that
+ *     cannot be opened is that error (ML_E_IO for a missing file);
+ *   - each part is validated whole as a file of its own (its version,
+ *     alignment and data section are its own);
+ *   - in every part split.no is its index (one equal to an earlier part's
+ *     is a part given twice), split.count and split.tensors.count are
+ *     part 1's, all three any integer type; split.count at most 65535
+ *     (gguf-split writes u16); split.tensors.count at most
+ *     ML_GGUF_MAX_TENSORS (ML_E_UNSUPPORTED);
+ *   - no tensor name is in two parts, and the parts hold
+ *     split.tensors.count tensors in all.
+ * The metadata is part 1's: other parts' keys are not read (as in
+ * llama.cpp).  Tensors are listed part after part, in each part's order;
+ * each points into its part's mapping (nothing is copied) and its offsets
+ * are within its part.  split.count 1 is a model in one file (split.no
+ * must be 0 and split.tensors.count its tensors); 0 (a file merged by
+ * gguf-split) or no split.count: an ordinary file, split keys unread.
+ *
+ * Errors about a part other than the first start with "part I of N
+ * (PATH): "; err->field and err->offset are then that part's.
+ * ------------------------------------------------------------------------ */
+#define ML_GGUF_MAX_PARTS 65535
+
+typedef struct ml_gguf_part {
+    const char *path;       /* as opened; "" for memory */
+    uint32_t version, alignment;
+    uint64_t file_size;
+    uint64_t data_offset;   /* of this part's data section */
+    size_t first_tensor;    /* its tensors: ml_gguf_tensor_at(first_tensor ..) */
+    size_t n_tensors;
+} ml_gguf_part;
+
+/* 1 for a model in one file, else split.count. */
+ML_API size_t ml_gguf_n_parts(const ml_gguf *g);
+/* Part i (0: the first, or the only file); NULL past the end. */
+ML_API const ml_gguf_part *ml_gguf_part_at(const ml_gguf *g, size_t i);
 
 /* ------------------------------------------------------------------------
  * Metadata
@@ -275,6 +334,8 @@ typedef struct ml_gguf_tensor {
     uint64_t file_offset;   /* absolute offset of the data */
     uint64_t info_offset;   /* file offset of the tensor info (name length) */
     const uint8_t *data;    /* in the mapping; see the alignment note above */
+    uint32_t part;          /* the part that holds it (0: the first, or the
+                               only file); offsets are that part's */
 } ml_gguf_tensor;
 
 /* Tensors in info order. */

@@ -116,20 +116,13 @@ static ml_status read_arch(ml__conv_build *b)
                    (int)(n > 40 ? 40 : n), s);
 }
 
-/* Containers and features no architecture here can have in .mlb. */
+/* Features no architecture here can have in .mlb.  (A split model is no
+ * longer one of them: its parts were joined when it was opened.) */
 static ml_status check_container(ml__conv_build *b)
 {
     uint32_t v = 0;
     int found;
     ml_status s;
-    if ((s = ml_gguf_get_u32(b->g, "split.count", &v, &found, b->err)))
-        return s;
-    if (found && v > 1)
-        return ml__conv_refuse(b, "split.count",
-                               "the model is split over %u files; merge them first "
-                               "(llama-gguf-split --merge)",
-                               v);
-    v = 0;
     if ((s = get_u32(b, "expert_count", &v, &found)))
         return s;
     if (found && v > 0)

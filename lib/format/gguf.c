@@ -10,6 +10,7 @@
  * hostile file costs at most a walk over its own bytes and allocations
  * proportional to them. */
 #include "base/io.h"
+#include "gguf_impl.h"
 
 #include <float.h>
 #include <math.h>
@@ -49,6 +50,11 @@ struct ml_gguf {
     ml_gguf_tensor *tensors;
     size_t n_tensors;
     name_table kv_names, tensor_names;
+    char *path;            /* as opened, a copy; "" for memory */
+    ml_gguf_part *part_info; /* n_parts: this file, then the other parts */
+    size_t n_parts;
+    ml_gguf **parts;       /* [1..n_parts): the other parts, owning their
+                              mappings (their tensors are listed here) */
 };
 
 /* ===========================================================================
@@ -746,9 +752,31 @@ static ml_status parse(ml_gguf *g, ml_error *err)
     return check_overlap(g, err);
 }
 
-static ml_status open_input(ml_gguf *g, ml_gguf **out, ml_error *err)
+/* The one-part view of a file just parsed. */
+static ml_status own_part(ml_gguf *g, const char *path, ml_error *err)
+{
+    g->path = strdup(path);
+    g->part_info = calloc(1, sizeof *g->part_info);
+    if (!g->path || !g->part_info)
+        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    g->n_parts = 1;
+    g->part_info[0] = (ml_gguf_part){
+        .path = g->path,
+        .version = g->version,
+        .alignment = g->alignment,
+        .file_size = g->size,
+        .data_offset = g->data_offset,
+        .first_tensor = 0,
+        .n_tensors = g->n_tensors,
+    };
+    return ML_OK;
+}
+
+static ml_status open_input(ml_gguf *g, const char *path, ml_gguf **out, ml_error *err)
 {
     ml_status s = parse(g, err);
+    if (!s)
+        s = own_part(g, path, err);
     if (s) {
         ml_gguf_close(g);
         return s;
@@ -757,10 +785,8 @@ static ml_status open_input(ml_gguf *g, ml_gguf **out, ml_error *err)
     return ML_OK;
 }
 
-ml_status ml_gguf_open(const char *path, ml_gguf **out, ml_error *err)
+ml_status ml__gguf_open_file(const char *path, ml_gguf **out, ml_error *err)
 {
-    if (!out || !path)
-        return ml__err(err, ML_E_INVAL, "", -1, "NULL argument");
     *out = NULL;
     ml_gguf *g = calloc(1, sizeof *g);
     if (!g)
@@ -772,7 +798,29 @@ ml_status ml_gguf_open(const char *path, ml_gguf **out, ml_error *err)
     }
     g->p = g->in.data;
     g->size = g->in.size;
-    return open_input(g, out, err);
+    return open_input(g, path, out, err);
+}
+
+ml_status ml_gguf_open_parts(const char *const *paths, size_t n, ml_gguf **out, ml_error *err)
+{
+    if (!out || !paths || n == 0)
+        return ml__err(err, ML_E_INVAL, "", -1, "NULL argument");
+    for (size_t i = 0; i < n; i++)
+        if (!paths[i])
+            return ml__err(err, ML_E_INVAL, "", -1, "NULL argument");
+    ml_gguf *g;
+    ml_status s = ml__gguf_open_file(paths[0], &g, err);
+    if (!s && (s = ml__gguf_split(g, paths, n, err))) {
+        ml_gguf_close(g);
+        g = NULL;
+    }
+    *out = g;
+    return s;
+}
+
+ml_status ml_gguf_open(const char *path, ml_gguf **out, ml_error *err)
+{
+    return ml_gguf_open_parts(&path, 1, out, err);
 }
 
 ml_status ml_gguf_open_memory(const void *buf, size_t len, ml_gguf **out, ml_error *err)
@@ -785,13 +833,94 @@ ml_status ml_gguf_open_memory(const void *buf, size_t len, ml_gguf **out, ml_err
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
     g->p = buf;
     g->size = len;
-    return open_input(g, out, err);
+    ml_gguf *opened = NULL;
+    ml_status s = open_input(g, "", &opened, err);
+    if (!s && (s = ml__gguf_split(opened, NULL, 0, err))) {
+        ml_gguf_close(opened);
+        opened = NULL;
+    }
+    *out = opened;
+    return s;
+}
+
+/* ===========================================================================
+ * The parts of a split model, joined into one view
+ * ========================================================================= */
+
+/* The name table over every tensor listed, rebuilt; a name seen twice is
+ * in two parts (each part's names were unique), and both are named. */
+static ml_status index_tensor_names(ml_gguf *g, ml_error *err)
+{
+    free(g->tensor_names.slot);
+    g->tensor_names.slot = NULL;
+    ml_status s = table_init(&g->tensor_names, g->n_tensors, err);
+    for (size_t i = 0; i < g->n_tensors && !s; i++) {
+        const ml_gguf_tensor *t = &g->tensors[i];
+        size_t *slot = table_slot(&g->tensor_names, t->name, strlen(t->name), tensor_name, g);
+        if (!*slot) {
+            *slot = i + 1;
+            continue;
+        }
+        const ml_gguf_tensor *first = &g->tensors[*slot - 1];
+        ml__err(err, ML_E_FORMAT, t->name, (int64_t)t->info_offset,
+                "tensor also in part %u (%s) at offset %llu", first->part + 1,
+                g->part_info[first->part].path, (unsigned long long)first->info_offset);
+        s = ml__gguf_part_err(err, ML_E_FORMAT, t->part, g->n_parts, g->part_info[t->part].path);
+    }
+    return s;
+}
+
+ml_status ml__gguf_join(ml_gguf *g, ml_gguf **parts, size_t n, ml_error *err)
+{
+    ml_gguf_part *info = realloc(g->part_info, n * sizeof *info);
+    if (!info) {
+        for (size_t i = 1; i < n; i++)
+            ml_gguf_close(parts[i]);
+        free(parts);
+        return ml__err(err, ML_E_NOMEM, "", -1, "cannot list %zu parts", n);
+    }
+    g->part_info = info;
+    g->parts = parts;
+    g->n_parts = n;
+    size_t total = g->n_tensors; /* at most 2^20 per part, 65535 parts */
+    for (size_t i = 1; i < n; i++) {
+        info[i] = parts[i]->part_info[0];
+        info[i].first_tensor = total;
+        total += parts[i]->n_tensors;
+    }
+    ml_gguf_tensor *t = realloc(g->tensors, (total ? total : 1) * sizeof *t);
+    if (!t)
+        return ml__err(err, ML_E_NOMEM, "", -1, "cannot list %zu tensors", total);
+    g->tensors = t;
+    for (size_t i = 1; i < n; i++) {
+        memcpy(t + info[i].first_tensor, parts[i]->tensors,
+               parts[i]->n_tensors * sizeof *t);
+        for (size_t k = 0; k < parts[i]->n_tensors; k++)
+            t[info[i].first_tensor + k].part = (uint32_t)i;
+    }
+    g->n_tensors = total;
+    return index_tensor_names(g, err);
+}
+
+size_t ml_gguf_n_parts(const ml_gguf *g)
+{
+    return g->n_parts;
+}
+
+const ml_gguf_part *ml_gguf_part_at(const ml_gguf *g, size_t i)
+{
+    return i < g->n_parts ? &g->part_info[i] : NULL;
 }
 
 void ml_gguf_close(ml_gguf *g)
 {
     if (!g)
         return;
+    for (size_t i = 1; g->parts && i < g->n_parts; i++)
+        ml_gguf_close(g->parts[i]);
+    free(g->parts);
+    free(g->part_info);
+    free(g->path);
     if (g->tables)
         for (size_t i = 0; i < g->n_kv; i++)
             free(g->tables[i]);

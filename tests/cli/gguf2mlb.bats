@@ -36,7 +36,7 @@ in_dir() {
 @test "--help: usage, every option and the defaults on stdout, exit 0" {
     run -0 --separate-stderr gguf2mlb --help
     [[ -z $stderr ]]
-    [[ ${lines[0]} == "Usage: gguf2mlb [options] IN.gguf" ]]
+    [[ ${lines[0]} == "Usage: gguf2mlb [options] IN.gguf [PART.gguf...]" ]]
     local o
     for o in --output --tokenizer --no-tokenizer --wtype --q8-mask --scale-f16 --scale-f32 \
         --q4-rule --imatrix --threads --dry-run --force --quiet --help --version; do
@@ -58,7 +58,6 @@ in_dir() {
         [[ ${stderr_lines[1]} == "Try 'gguf2mlb --help' for more information." ]]
     done <<EOF
 |no input file given
-$Q8 $F16|one input file at a time ('$F16' is extra)
 --wtype q5_0 $Q8|--wtype: 'q5_0' is not q8_0, q4_0 or source
 --q4-rule best $Q8|--q4-rule: 'best' is not fit or round
 --threads 0 $Q8|--threads: 0 is outside 1..1024

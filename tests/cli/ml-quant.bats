@@ -35,7 +35,7 @@ setup_file() {
 
 @test "--help, --version, usage errors" {
     run -0 ml-quant --help
-    [[ ${lines[0]} == "Usage: ml-quant IN.gguf|IN.mlb -o OUT.mlb [options]" ]]
+    [[ ${lines[0]} == "Usage: ml-quant IN.gguf [PART.gguf...]|IN.mlb -o OUT.mlb [options]" ]]
     run -0 ml-quant --version
     [[ $output == "ml-quant (mlcore) 0.1.0" ]]
     run -2 --separate-stderr ml-quant "$G"

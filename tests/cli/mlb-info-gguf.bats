@@ -124,7 +124,9 @@ setup_file() {
             .count == 384 and (.values | length) == 384 and .values[1] == "<s>" and
             has("truncated") == false) and
         .tensors[0] == {name: "output.weight", type: "Q6_K", shape: [256, 384], offset: 0,
-                        file_offset: 10400, info_offset: 9180, bytes: 80640} and
+                        file_offset: 10400, info_offset: 9180, bytes: 80640, part: 0} and
+        .parts == [{file: $f, version: 3, size: $size, alignment: 32, data_offset: 10400,
+                    first_tensor: 0, tensor_count: 21}] and
         (.conversion | .convertible and .model and .architecture == "llama" and
             .wtype == "table" and .scale_f16 and .q4_rule == "fit" and (.arrays | length) == 21 and
             .arrays[0].source == "token_embd.weight" and .arrays[0].name == "tok_emb" and

@@ -771,10 +771,6 @@ static void e_longrope(cg *g)
 {
     cg_str(g, "llama.rope.scaling.type", "longrope");
 }
-static void e_split(cg *g)
-{
-    cg_u32(g, "split.count", 2);
-}
 static void e_causal(cg *g)
 {
     cg_bool(g, "llama.attention.causal", 0);
@@ -832,7 +828,6 @@ static const refusal refusals[] = {
     {"unknown architecture", "llama", e_arch, ML_E_UNSUPPORTED, "general.architecture", 1},
     {"experts", "llama", e_experts, ML_E_UNSUPPORTED, "llama.expert_count", 1},
     {"longrope", "llama", e_longrope, ML_E_UNSUPPORTED, "llama.rope.scaling.type", 1},
-    {"split", "llama", e_split, ML_E_UNSUPPORTED, "split.count", 1},
     {"non-causal", "llama", e_causal, ML_E_UNSUPPORTED, "llama.attention.causal", 1},
     {"attn factor without yarn", "llama", e_attn_factor, ML_E_UNSUPPORTED,
      "llama.rope.scaling.attn_factor", 1},
