@@ -296,6 +296,8 @@ static const char *const H_ENDS[] = {"<|end|>", "<|call|>", "<|return|>", "<|sta
 /* Drops the first n held bytes. */
 static void drop(srv_tool_split *t, size_t n)
 {
+    if (!n) /* (the buffer may not be there yet) */
+        return;
     memmove(t->hold.data, t->hold.data + n, t->hold.len - n);
     t->hold.len -= n;
 }
@@ -503,11 +505,12 @@ ml_status srv_tool_split_put(srv_tool_split *t, const char *s, size_t n, ml_buf 
     t->seen = 1;
     size_t at = find(h, len, 0, tag), out = at < len ? at : len - partial(h, len, tag);
     ml_status st = out ? ml_buf_append(content, h, out) : ML_OK;
-    if (!st) {
+    if (!st && out) {
         memmove(t->hold.data, h + out, len - out);
         t->hold.len = len - out;
-        t->holding = at < len;
     }
+    if (!st)
+        t->holding = at < len;
     return st;
 }
 

@@ -218,6 +218,8 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     done
     run -2 --separate-stderr ml-run -m "$(M)" -p hi --presence-penalty 3
     [[ ${stderr_lines[0]} == "ml-run: --presence-penalty: '3' is not a number in [-2, 2]" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi --frequency-penalty -2.5
+    [[ ${stderr_lines[0]} == "ml-run: --frequency-penalty: '-2.5' is not a number in [-2, 2]" ]]
     # an id the model does not have: the generator's refusal, naming it
     run -2 --separate-stderr ml-run -m "$(M)" -p hi -l 4000000000+1
     [[ ${stderr_lines[0]} == *"ML_E_INVAL: logit bias for token 4000000000"* ]] || fail_with "${stderr_lines[0]}"
