@@ -2,6 +2,7 @@
  * decision (a start that may still become "<think>", an end that may
  * still become "</think>") is held back, never guessed. */
 #include "think.h"
+#include "marks.h"
 
 #include <string.h>
 
@@ -43,26 +44,6 @@ static ml_status move(srv_think *t, size_t n, ml_buf *out)
     return s;
 }
 
-/* The length of the longest end of h[0..n) that begins tag (held back). */
-static size_t partial_tag(const char *h, size_t n, const char *tag)
-{
-    size_t k = strlen(tag) - 1;
-    for (k = k < n ? k : n; k > 0; k--)
-        if (memcmp(h + n - k, tag, k) == 0)
-            return k;
-    return 0;
-}
-
-/* Where tag first starts in h[0..n), or n. */
-static size_t find(const char *h, size_t n, const char *tag)
-{
-    size_t m = strlen(tag);
-    for (size_t i = 0; i + m <= n; i++)
-        if (memcmp(h + i, tag, m) == 0)
-            return i;
-    return n;
-}
-
 /* One decision on the held bytes; 1 when another may follow. */
 static int step(srv_think *t, ml_buf *reasoning, ml_buf *content, ml_status *st)
 {
@@ -95,9 +76,9 @@ static int step(srv_think *t, ml_buf *reasoning, ml_buf *content, ml_status *st)
         *st = move(t, n, content);
         return 0;
     }
-    size_t k = find(h, n, CLOSE);
+    size_t k = srv_mark_find(h, n, 0, CLOSE);
     if (k == n) {
-        *st = move(t, n - partial_tag(h, n, CLOSE), reasoning);
+        *st = move(t, n - srv_mark_partial(h, n, CLOSE), reasoning);
         return 0;
     }
     if ((*st = move(t, k, reasoning)))

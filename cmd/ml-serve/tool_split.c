@@ -5,6 +5,7 @@
  * content.  gpt-oss's channels are followed as they come, so that its
  * reasoning and answer stream; the other formats pass text through until
  * a call may begin and parse the rest at the end. */
+#include "marks.h"
 #include "tools.h"
 
 #include <stdio.h>
@@ -19,25 +20,6 @@ static size_t skip_ws(const char *s, size_t n, size_t i)
     while (i < n && strchr(" \t\r\n", s[i]) && s[i])
         i++;
     return i;
-}
-
-static size_t find(const char *h, size_t n, size_t from, const char *tag)
-{
-    size_t m = strlen(tag);
-    for (size_t i = from; i + m <= n; i++)
-        if (memcmp(h + i, tag, m) == 0)
-            return i;
-    return n;
-}
-
-/* The length of the longest end of h[0..n) that begins tag. */
-static size_t partial(const char *h, size_t n, const char *tag)
-{
-    size_t k = strlen(tag) - 1;
-    for (k = k < n ? k : n; k > 0; k--)
-        if (memcmp(h + n - k, tag, k) == 0)
-            return k;
-    return 0;
 }
 
 /* The JSON value at s[i..n) (its end in *end), or NULL. */
@@ -99,7 +81,7 @@ static void parse_hermes(const srv_tool_split *t, const char *s, size_t n, ml_bu
     static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>";
     size_t i = 0;
     while (i < n) {
-        size_t at = find(s, n, i, OPEN), end;
+        size_t at = srv_mark_find(s, n, i, OPEN), end;
         ml_buf_append(content, s + i, at - i);
         if (at == n)
             return;
@@ -144,17 +126,17 @@ static void parse_xml(const srv_tool_split *t, const char *s, size_t n, ml_buf *
                       CLOSE[] = "</tool_call>";
     size_t i = 0;
     while (i < n) {
-        size_t at = find(s, n, i, OPEN);
+        size_t at = srv_mark_find(s, n, i, OPEN);
         ml_buf_append(content, s + i, at - i);
         if (at == n)
             return;
-        size_t j = skip_ws(s, n, at + strlen(OPEN)), name_end = find(s, n, j, ">");
+        size_t j = skip_ws(s, n, at + strlen(OPEN)), name_end = srv_mark_find(s, n, j, ">");
         json_t *args = json_object(), *name = NULL;
         int ok = args && n - j > strlen(FN) && !memcmp(s + j, FN, strlen(FN)) && name_end < n &&
                  (name = json_stringn(s + j + strlen(FN), name_end - j - strlen(FN)));
         for (j = ok ? skip_ws(s, n, name_end + 1) : n;
              ok && n - j > strlen(PARAM) && !memcmp(s + j, PARAM, strlen(PARAM));) {
-            size_t key_end = find(s, n, j, ">"), v_end = find(s, n, key_end, END_PARAM);
+            size_t key_end = srv_mark_find(s, n, j, ">"), v_end = srv_mark_find(s, n, key_end, END_PARAM);
             char key[128];
             ok = key_end < n && v_end < n;
             if (ok) {
@@ -214,7 +196,7 @@ static void parse_llama3(const srv_tool_split *t, const char *s, size_t n, ml_bu
 {
     static const char TAG[] = "<|python_tag|>";
     size_t i = skip_ws(s, n, 0), end;
-    size_t tag = find(s, n, 0, TAG);
+    size_t tag = srv_mark_find(s, n, 0, TAG);
     if (tag < n)
         i = skip_ws(s, n, tag + strlen(TAG));
     json_t *o = i < n && s[i] == '{' ? json_at(s, n, i, &end) : NULL;
@@ -225,7 +207,7 @@ static void parse_llama3(const srv_tool_split *t, const char *s, size_t n, ml_bu
     }
     json_decref(o);
     json_array_clear(calls);
-    size_t dot = find(s, n, i, ".call("), close = n;
+    size_t dot = srv_mark_find(s, n, i, ".call("), close = n;
     while (close > i && s[close - 1] != ')')
         close--;
     if (tag < n && dot < n && close > dot + 6) {
@@ -247,7 +229,7 @@ static void parse_mistral(const srv_tool_split *t, const char *s, size_t n, ml_b
                           json_t *calls)
 {
     static const char TAG[] = "[TOOL_CALLS]", ARGS[] = "[ARGS]", ID[] = "[CALL_ID]";
-    size_t at = find(s, n, 0, TAG), i = at, end = at;
+    size_t at = srv_mark_find(s, n, 0, TAG), i = at, end = at;
     ml_buf_append(content, s, at);
     while (i < n && n - i >= strlen(TAG) && !memcmp(s + i, TAG, strlen(TAG))) {
         i = skip_ws(s, n, i + strlen(TAG));
@@ -260,7 +242,7 @@ static void parse_mistral(const srv_tool_split *t, const char *s, size_t n, ml_b
             if (bad)
                 break;
         } else {
-            size_t a = find(s, n, i, ARGS), b = find(s, a, i, "["), c = find(s, a, i, ID);
+            size_t a = srv_mark_find(s, n, i, ARGS), b = srv_mark_find(s, a, i, "["), c = srv_mark_find(s, a, i, ID);
             char name[128], id[16];
             snprintf(name, sizeof name, "%.*s", (int)(b - i) < 127 ? (int)(b - i) : 127, s + i);
             c += c < a ? strlen(ID) : 0; /* Mistral Small 3.2's [CALL_ID]id */
@@ -306,7 +288,7 @@ static void drop(srv_tool_split *t, size_t n)
 static void harmony_header(srv_tool_split *t, const char *h, size_t n)
 {
     static const char TO[] = "to=functions.";
-    size_t to = find(h, n, 0, TO);
+    size_t to = srv_mark_find(h, n, 0, TO);
     t->h_to = TO_CONTENT;
     if (to < n) {
         size_t a = to + strlen(TO), b = a;
@@ -314,7 +296,7 @@ static void harmony_header(srv_tool_split *t, const char *h, size_t n)
             b++;
         snprintf(t->h_name, sizeof t->h_name, "%.*s", (int)(b - a < 127 ? b - a : 127), h + a);
         t->h_to = TO_CALL;
-    } else if (find(h, n, 0, "analysis") < n) {
+    } else if (srv_mark_find(h, n, 0, "analysis") < n) {
         t->h_to = TO_REASONING;
     }
 }
@@ -349,7 +331,7 @@ static size_t harmony_end(const char *h, size_t n, size_t *which)
 {
     size_t best = n;
     for (size_t k = 0; k < sizeof H_ENDS / sizeof *H_ENDS; k++) {
-        size_t e = find(h, n, 0, H_ENDS[k]);
+        size_t e = srv_mark_find(h, n, 0, H_ENDS[k]);
         if (e < best)
             best = e, *which = k;
     }
@@ -361,7 +343,7 @@ static size_t harmony_partial(const char *h, size_t n)
 {
     size_t most = 0;
     for (size_t k = 0; k < sizeof H_ENDS / sizeof *H_ENDS; k++) {
-        size_t p = partial(h, n, H_ENDS[k]);
+        size_t p = srv_mark_partial(h, n, H_ENDS[k]);
         most = p > most ? p : most;
     }
     return most;
@@ -377,9 +359,9 @@ static int harmony_step(srv_tool_split *t, int end, ml_buf *content, ml_buf *rea
     switch (t->h_state) {
     case H_START:
     case H_BETWEEN:
-        at = find(h, n, 0, H_CHANNEL);
+        at = srv_mark_find(h, n, 0, H_CHANNEL);
         if (at == n) { /* before the first channel: content; between: the role */
-            size_t keep = end ? 0 : partial(h, n, H_CHANNEL);
+            size_t keep = end ? 0 : srv_mark_partial(h, n, H_CHANNEL);
             if (t->h_state == H_START)
                 *st = ml_buf_append(content, h, n - keep);
             drop(t, n - keep);
@@ -391,7 +373,7 @@ static int harmony_step(srv_tool_split *t, int end, ml_buf *content, ml_buf *rea
         t->h_state = H_HEADER;
         return 1;
     case H_HEADER:
-        at = find(h, n, 0, H_MESSAGE);
+        at = srv_mark_find(h, n, 0, H_MESSAGE);
         if (at == n) {
             if (end) { /* a header that never ended: kept as it was */
                 *st = ml_buf_append(content, H_CHANNEL, strlen(H_CHANNEL));
@@ -503,7 +485,7 @@ ml_status srv_tool_split_put(srv_tool_split *t, const char *s, size_t n, ml_buf 
         return ML_OK;
     }
     t->seen = 1;
-    size_t at = find(h, len, 0, tag), out = at < len ? at : len - partial(h, len, tag);
+    size_t at = srv_mark_find(h, len, 0, tag), out = at < len ? at : len - srv_mark_partial(h, len, tag);
     ml_status st = out ? ml_buf_append(content, h, out) : ML_OK;
     if (!st && out) {
         memmove(t->hold.data, h + out, len - out);
