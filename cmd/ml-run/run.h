@@ -68,6 +68,7 @@ typedef struct run {
     ml_token *draft;     /* --spec-type: the guesses and the token before them */
     float *rows;         /* and their logits, a row each */
     size_t n_drafted, n_accepted; /* guesses made and kept, all turns */
+    size_t spec_cap;     /* guesses the next step may make: backs off after a miss */
 } run;
 
 /* session.c: the model, its context, the tokenizer (with --ids only when

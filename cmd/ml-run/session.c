@@ -117,7 +117,7 @@ static size_t guess(run *r)
     uint32_t room = r->o.spec ? ml_ctx_seq_rewind_room(r->ctx, 0) : 0;
     if (room < 2)
         return 0;
-    size_t most = r->o.spec_max < room - 1 ? (size_t)r->o.spec_max : room - 1;
+    size_t most = r->spec_cap < room - 1 ? r->spec_cap : room - 1;
     size_t n = ml_draft_ngram(r->ids, r->n_ids, (size_t)r->o.spec_n, r->draft + 1, most);
     return n >= r->o.spec_min ? n : 0;
 }
@@ -146,6 +146,9 @@ static ml_status advance(run *r, ml_gen_result *res, int *e, ml_error *err)
     while (!(s = draw(r, r->rows + i * r->h->vocab, pos + (uint32_t)i + 1, res, err)) &&
            res->end == ML_GEN_GOING && i < k && res->token == r->draft[i + 1])
         i++, r->n_accepted++;
+    /* Back off after a miss, so that text that does not repeat costs
+     * little; grow again while the guesses hold. */
+    r->spec_cap = i == k ? (2 * k < r->o.spec_max ? 2 * k : (size_t)r->o.spec_max) : i + 1;
     /* within the rewind room: cannot fail */
     ml_ctx_truncate(r->ctx, pos + (uint32_t)i + 1, NULL);
     return s;
@@ -280,6 +283,7 @@ static int open_speculation(run *r)
     size_t most = ml_logits_batch(r->h->vocab) < r->nb ? ml_logits_batch(r->h->vocab) : r->nb;
     if (r->o.spec_max + 1 > most)
         r->o.spec_max = most > 1 ? most - 1 : 1;
+    r->spec_cap = (size_t)r->o.spec_max;
     r->draft = malloc((r->o.spec_max + 1) * sizeof *r->draft);
     r->rows = malloc((r->o.spec_max + 1) * r->h->vocab * sizeof *r->rows);
     return r->draft && r->rows ? 0 : cli_fail(r->o.model, ML_E_NOMEM, NULL);
