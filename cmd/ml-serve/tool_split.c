@@ -26,6 +26,8 @@ static size_t skip_ws(const char *s, size_t n, size_t i)
 static json_t *json_at(const char *s, size_t n, size_t i, size_t *end)
 {
     json_error_t err;
+    if (i >= n) /* nothing there (s may even be NULL) */
+        return NULL;
     json_t *v = json_loadb(s + i, n - i, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &err);
     if (v)
         *end = i + (size_t)err.position;
