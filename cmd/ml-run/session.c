@@ -267,6 +267,10 @@ static int open_grammar_proc(run *r)
     return s ? cli_fail(constraint_name(r), s, &err) : 0;
 }
 
+/* Guesses of the first step: few, until guesses have held (a step of many
+ * tokens costs several single steps when they miss). */
+#define SPEC_FIRST_CAP 4
+
 /* --spec-type: room for the guesses and their rows.  A step checks at
  * most a batch's tokens, with its rows near 64 MB (ml_logits_batch); a
  * model whose state cannot go back gets none. */
@@ -283,7 +287,7 @@ static int open_speculation(run *r)
     size_t most = ml_logits_batch(r->h->vocab) < r->nb ? ml_logits_batch(r->h->vocab) : r->nb;
     if (r->o.spec_max + 1 > most)
         r->o.spec_max = most > 1 ? most - 1 : 1;
-    r->spec_cap = (size_t)r->o.spec_max;
+    r->spec_cap = r->o.spec_max < SPEC_FIRST_CAP ? (size_t)r->o.spec_max : SPEC_FIRST_CAP;
     r->draft = malloc((r->o.spec_max + 1) * sizeof *r->draft);
     r->rows = malloc((r->o.spec_max + 1) * r->h->vocab * sizeof *r->rows);
     return r->draft && r->rows ? 0 : cli_fail(r->o.model, ML_E_NOMEM, NULL);
