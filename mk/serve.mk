@@ -67,7 +67,7 @@ bench-serve: all
 # ml-serve.bats (built with ml-serve, linked with its objects).
 ifneq ($(filter ml-serve,$(TOOLS)),)
 TOOL_SPLIT := $(B)/tests/tool-split
-cli: $(TOOL_SPLIT)
+cli tests: $(TOOL_SPLIT)
 $(B)/tests/serve/tool-split.o: ALL_CFLAGS += $(SERVE_CFLAGS) -Icmd/ml-serve -Icmd/common
 $(TOOL_SPLIT): $(B)/tests/serve/tool-split.o $(B)/cmd/ml-serve/tools.o $(B)/cmd/ml-serve/tool_split.o \
                $(B)/cmd/ml-serve/schema.o $(B)/cmd/ml-serve/request.o $(JSON_SCHEMA_OBJ) \
