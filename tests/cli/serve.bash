@@ -8,7 +8,11 @@
 start_server() {
     local log=$1 end=$((SECONDS + 300))
     shift
-    ml-serve --port 0 "$@" </dev/null >/dev/null 2>"$log" 3>&- &
+    # emptied here, not only by the server's redirection (which happens
+    # later, in the background): a log of an earlier server must not be
+    # read for this one's port
+    : >"$log"
+    ml-serve --port 0 "$@" </dev/null >/dev/null 2>>"$log" 3>&- &
     SERVER_PID=$!
     until grep -qs 'listening on http://' "$log"; do
         if ! kill -0 "$SERVER_PID" 2>/dev/null; then
