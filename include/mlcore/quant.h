@@ -51,6 +51,12 @@ extern "C" {
  * q receives n quants, d receives n / 32 scales. */
 ML_API void ml_quantize_row_q8_0(const float *x, size_t n, int8_t *q, float *d);
 
+/* The same recipe over blocks of 256 (the activations the kernels multiply
+ * with matrices of the 256-element block types, Q2_K to Q6_K and IQ4_XS):
+ * amax, d and q as above, one d per 256 elements.  n % 256 == 0; q
+ * receives n quants, d receives n / 256 scales. */
+ML_API void ml_quantize_row_q8_k(const float *x, size_t n, int8_t *q, float *d);
+
 /* Q8_0 with f16 scales: d16 = f16(amax / 127) (round to nearest even), then
  * q = trunc(x * (1 / d) + copysign(0.5, x)) clamped to [-127, 127], with d
  * the f16 value d16 widened to f32.  amax < 1e-30f gives d16 = 0 and q = 0,

@@ -1,7 +1,8 @@
 /* blocks_scalar.c - the reference kernels for ggml's block types (and F32,
- * F16, BF16 matrices) against Q8_0 activations: kernels.h's rule 5, one
- * function per type giving the s_b of one block or super-block, and one
- * row loop that adds them into rule 3's eight accumulators.  The per-ISA
+ * F16, BF16 matrices): kernels.h's rules 5 (Q8_0 activations) and 6 (K
+ * activations), one function per type giving the s of one block or
+ * super-block, and one row loop that adds them into rule 3's eight
+ * accumulators.  The per-ISA
  * variants (blocks_x86.h) reproduce these bits.  Block layouts are
  * ggml's (ggml-common.h), as lib/format/gguf_dequant.c reads them. */
 #include "kernels/kernels.h"
@@ -130,7 +131,8 @@ static void blk_bf16(const uint8_t *w, const int8_t *x, const float *xd, float *
     s[0] = float_block(f, x, xd[0]);
 }
 
-/* ---- the 256-element types: s[0..8) of one super-block ---- */
+/* ---- the 256-element types (rule 6): s of one super-block, xd its one
+ * activation scale ---- */
 
 /* Sub-block j's 6-bit scale and min of Q4_K / Q5_K (gguf_dequant.c's
  * k4_scale_min). */
@@ -149,33 +151,37 @@ static void k4_scale_min(const uint8_t *q, int j, int32_t *sc, int32_t *mn)
  * (j even) or high nibbles of qs[32 (j / 2) ..]. */
 static void blk_q4_k(const uint8_t *w, const int8_t *x, const float *xd, float *s)
 {
-    const float d = f16_at(w), dmin = f16_at(w + 2);
+    int32_t isum = 0, msum = 0;
     for (int j = 0; j < 8; j++, x += 32) {
         const uint8_t *q = w + 16 + 32 * (j / 2);
         const int shift = 4 * (j % 2);
-        int32_t sc, mn, isum = 0;
+        int32_t sc, mn, dot = 0;
         k4_scale_min(w + 4, j, &sc, &mn);
         for (int l = 0; l < 32; l++)
-            isum += ((q[l] >> shift) & 15) * x[l];
-        s[j] = (float)(sc * isum) * (d * xd[j]) - (float)(mn * xsum(x, 32)) * (dmin * xd[j]);
+            dot += ((q[l] >> shift) & 15) * x[l];
+        isum += sc * dot;
+        msum += mn * xsum(x, 32);
     }
+    s[0] = (float)isum * (f16_at(w) * xd[0]) - (float)msum * (f16_at(w + 2) * xd[0]);
 }
 
 /* Q5_K, 176 bytes: d, dmin, scales[12], qh[32], qs[128]; as Q4_K, bit j
  * of qh[l] the fifth bit. */
 static void blk_q5_k(const uint8_t *w, const int8_t *x, const float *xd, float *s)
 {
-    const float d = f16_at(w), dmin = f16_at(w + 2);
     const uint8_t *qh = w + 16;
+    int32_t isum = 0, msum = 0;
     for (int j = 0; j < 8; j++, x += 32) {
         const uint8_t *q = w + 48 + 32 * (j / 2);
         const int shift = 4 * (j % 2);
-        int32_t sc, mn, isum = 0;
+        int32_t sc, mn, dot = 0;
         k4_scale_min(w + 4, j, &sc, &mn);
         for (int l = 0; l < 32; l++)
-            isum += (((q[l] >> shift) & 15) | ((qh[l] >> j) & 1) << 4) * x[l];
-        s[j] = (float)(sc * isum) * (d * xd[j]) - (float)(mn * xsum(x, 32)) * (dmin * xd[j]);
+            dot += (((q[l] >> shift) & 15) | ((qh[l] >> j) & 1) << 4) * x[l];
+        isum += sc * dot;
+        msum += mn * xsum(x, 32);
     }
+    s[0] = (float)isum * (f16_at(w) * xd[0]) - (float)msum * (f16_at(w + 2) * xd[0]);
 }
 
 /* Q6_K, 210 bytes: ql[128], qh[64], int8 scales[16], d.  Sub-block j =
@@ -184,7 +190,7 @@ static void blk_q5_k(const uint8_t *w, const int8_t *x, const float *xd, float *
 static void blk_q6_k(const uint8_t *w, const int8_t *x, const float *xd, float *s)
 {
     const int8_t *sc = (const int8_t *)(w + 192);
-    const float d = f16_at(w + 208);
+    int32_t isum = 0;
     for (int j = 0; j < 8; j++, x += 32) {
         const int h = j / 4, u = j % 4;
         const uint8_t *lo = w + 64 * h + 32 * (u % 2), *qh = w + 128 + 32 * h;
@@ -194,8 +200,9 @@ static void blk_q6_k(const uint8_t *w, const int8_t *x, const float *xd, float *
             int32_t q = (((lo[l] >> nshift) & 15) | ((qh[l] >> (2 * u)) & 3) << 4) - 32;
             half[l / 16] += q * x[l];
         }
-        s[j] = (float)(sc[2 * j] * half[0] + sc[2 * j + 1] * half[1]) * (d * xd[j]);
+        isum += sc[2 * j] * half[0] + sc[2 * j + 1] * half[1];
     }
+    s[0] = (float)isum * (f16_at(w + 208) * xd[0]);
 }
 
 /* The sixteen 6-bit scales of a Q3_K block (gguf_dequant.c's q3_scales),
@@ -213,8 +220,7 @@ static void q3_scales(const uint8_t *s, int32_t out[16])
  * bits 2u, 2u+1 of qs[32h + l]; a clear bit j of hmask[l] subtracts 4. */
 static void blk_q3_k(const uint8_t *w, const int8_t *x, const float *xd, float *s)
 {
-    int32_t sc[16];
-    const float d = f16_at(w + 108);
+    int32_t sc[16], isum = 0;
     q3_scales(w + 96, sc);
     for (int j = 0; j < 8; j++, x += 32) {
         const uint8_t *q = w + 32 + 32 * (j / 4);
@@ -224,25 +230,26 @@ static void blk_q3_k(const uint8_t *w, const int8_t *x, const float *xd, float *
             int32_t v = ((q[l] >> shift) & 3) - ((w[l] >> j) & 1 ? 0 : 4);
             half[l / 16] += v * x[l];
         }
-        s[j] = (float)(sc[2 * j] * half[0] + sc[2 * j + 1] * half[1]) * (d * xd[j]);
+        isum += sc[2 * j] * half[0] + sc[2 * j + 1] * half[1];
     }
+    s[0] = (float)isum * (f16_at(w + 108) * xd[0]);
 }
 
 /* Q2_K, 84 bytes: scales[16], qs[64], d, dmin.  Block j = 4h + u: bits
  * 2u, 2u+1 of qs[32h + l]; scale byte 2j (first 16) or 2j + 1. */
 static void blk_q2_k(const uint8_t *w, const int8_t *x, const float *xd, float *s)
 {
-    const float d = f16_at(w + 80), dmin = f16_at(w + 82);
+    int32_t isum = 0, msum = 0;
     for (int j = 0; j < 8; j++, x += 32) {
         const uint8_t *q = w + 16 + 32 * (j / 4), *sc = w + 2 * j;
         const int shift = 2 * (j % 4);
         int32_t half[2] = {0, 0};
         for (int l = 0; l < 32; l++)
             half[l / 16] += ((q[l] >> shift) & 3) * x[l];
-        const int32_t isum = (sc[0] & 15) * half[0] + (sc[1] & 15) * half[1];
-        const int32_t msum = (sc[0] >> 4) * xsum(x, 16) + (sc[1] >> 4) * xsum(x + 16, 16);
-        s[j] = (float)isum * (d * xd[j]) - (float)msum * (dmin * xd[j]);
+        isum += (sc[0] & 15) * half[0] + (sc[1] & 15) * half[1];
+        msum += (sc[0] >> 4) * xsum(x, 16) + (sc[1] >> 4) * xsum(x + 16, 16);
     }
+    s[0] = (float)isum * (f16_at(w + 80) * xd[0]) - (float)msum * (f16_at(w + 82) * xd[0]);
 }
 
 /* IQ4_XS, 136 bytes: d, scales_h (u16), scales_l[4], qs[128]; block j's
@@ -250,13 +257,14 @@ static void blk_q2_k(const uint8_t *w, const int8_t *x, const float *xd, float *
  * IQ4_NL. */
 static void blk_iq4_xs(const uint8_t *w, const int8_t *x, const float *xd, float *s)
 {
-    const float d = f16_at(w);
     const unsigned sh = (unsigned)(w[2] | w[3] << 8);
+    int32_t isum = 0;
     for (int j = 0; j < 8; j++, x += 32) {
         const int32_t ls =
             ((w[4 + j / 2] >> (4 * (j % 2))) & 15) | (int32_t)((sh >> (2 * j)) & 3) << 4;
-        s[j] = (float)((ls - 32) * nibble_dot(w + 8 + 16 * j, iq4nl_values, x)) * (d * xd[j]);
+        isum += (ls - 32) * nibble_dot(w + 8 + 16 * j, iq4nl_values, x);
     }
+    s[0] = (float)isum * (f16_at(w) * xd[0]);
 }
 
 /* ---- the table and the row loop ---- */
@@ -285,15 +293,15 @@ size_t ml__blk_row_bytes(ml_type t, size_t cols)
     return cols / blk_types[t].elems * blk_types[t].bytes;
 }
 
+/* Rules 5 and 6: one s per unit (a block of 32, or a super-block of 256
+ * with its one activation scale) into acc[u % 8]. */
 static float row_dot(const blk_type *bt, const uint8_t *w, size_t cols, const int8_t *x,
                      const float *xd)
 {
-    const size_t per = bt->elems / 32; /* blocks a unit gives */
-    float acc[8] = {0}, s[8];
-    for (size_t u = 0, b = 0; u < cols / bt->elems; u++) {
-        bt->fn(w + u * bt->bytes, x + u * bt->elems, xd + u * per, s);
-        for (size_t j = 0; j < per; j++, b++)
-            acc[b % 8] += s[j];
+    float acc[8] = {0}, s;
+    for (size_t u = 0; u < cols / bt->elems; u++) {
+        bt->fn(w + u * bt->bytes, x + u * bt->elems, xd + u, &s);
+        acc[u % 8] += s;
     }
     return ml__fold8(acc);
 }
@@ -317,8 +325,8 @@ void ml__matmul_blk_scalar(ml_type t, const uint8_t *w, size_t cols, size_t r0, 
     const size_t row_bytes = ml__blk_row_bytes(t, cols);
     for (size_t r = r0; r < r1; r++)
         for (size_t k = 0; k < n_tok; k++)
-            y[k * ldy + r] =
-                row_dot(bt, w + r * row_bytes, cols, xq + k * cols, xd + k * cols / 32);
+            y[k * ldy + r] = row_dot(bt, w + r * row_bytes, cols, xq + k * cols,
+                                     xd + k * ml__blk_xd_count(t, cols));
 }
 
 /* Q5_0, IQ4_NL and MXFP4 as the spec's Q8_0 (blk_to_q8_0 in kernels.h). */

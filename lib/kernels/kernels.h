@@ -6,7 +6,8 @@
  * Every variant is bit-identical to the scalar reference.  The rules that
  * make it possible:
  *  1. Activations are quantized to Q8_0 by the spec's float32 recipe
- *     (ml_quantize_row_q8_0), operation for operation.
+ *     (ml_quantize_row_q8_0), operation for operation (rule 6's types:
+ *     the same recipe per 256).
  *  2. Integer block sums are exact: each 32-element block's Σ wq·xq is an
  *     int32 (|sum| <= 32·127·127), whatever instructions compute it.
  *  3. Float accumulation has one canonical order.  For block b of a row,
@@ -19,44 +20,51 @@
  *  4. Threads split rows (outputs), never a reduction, so the thread count
  *     cannot change a result; matmul computes each (token, row) dot the
  *     same way as matvec, so prefill and decode agree bit for bit.
- *  5. Block-type weights (ggml's layouts, ml_type 4..16, and F32 matrices)
- *     keep rules 1-4: the activations are the same Q8_0 row whatever the
- *     weight type (one quantized input serves q, k and v of different
- *     types), and every weight row is cut into 32-element blocks b (in a
- *     256-element super-block k, sub-block j is block 8k+j).  Each block
- *     gives one float s_b, computed exactly as below (the integers exact,
- *     the float operations in the order written, no FMA), then
- *     acc[b % 8] += s_b and the row's result is rule 3's fold.  isum is
- *     Σ (integer weight)·xq over the block (or a 16-element half: _lo,
- *     _hi), asum Σ xq over the same elements; d, dmin, m are the block's
- *     f16 fields widened exactly; xd the activation block's scale.
+ *  5. The 32-element block types (ggml's layouts: Q4_1, Q5_0, Q5_1, IQ4_NL,
+ *     MXFP4) and F32, F16, BF16 matrices keep rules 1-4: every weight row
+ *     is cut into 32-element blocks b, each giving one float s_b computed
+ *     exactly as below (the integers exact, the float operations in the
+ *     order written, no FMA), then acc[b % 8] += s_b and the row's result
+ *     is rule 3's fold.  isum is Σ (integer weight)·xq over the block,
+ *     asum Σ xq over the same elements; d, m are the block's f16 fields
+ *     widened exactly; xd the activation block's scale.
  *       Q5_0:   v = q5 - 16;                 s = (float)isum * (d * xd)
  *       IQ4_NL: v = kvalues_iq4nl[nibble];  s = (float)isum * (d * xd)
  *       MXFP4:  v = kvalues_mxfp4[nibble] (ggml's doubled table
  *               {0,1,2,3,4,6,8,12,0,-1,-2,-3,-4,-6,-8,-12}), d = ggml's
  *               ggml_e8m0_to_fp32_half(e);  s = (float)isum * (d * xd)
  *       Q4_1, Q5_1: q unsigned;  s = (float)isum * (d * xd) + (float)asum * (m * xd)
- *       Q4_K, Q5_K: q unsigned, sub-block j's 6-bit sc_j and m_j;
- *               s = (float)(sc_j * isum) * (d * xd) - (float)(m_j * asum) * (dmin * xd)
- *       Q6_K:   v = q6 - 32, int8 scales per half;
- *               isum = sc_lo * isum_lo + sc_hi * isum_hi;  s = (float)isum * (d * xd)
- *       Q3_K:   v in -4..3 (ggml's hmask rule), 6-bit scales sc (sc - 32);
- *               isum = (sc_lo - 32) * isum_lo + (sc_hi - 32) * isum_hi;
- *               s = (float)isum * (d * xd)
- *       Q2_K:   q in 0..3; scale byte: low 4 bits sc, high 4 bits mn;
- *               isum = sc_lo * isum_lo + sc_hi * isum_hi;
- *               msum = mn_lo * asum_lo + mn_hi * asum_hi;
- *               s = (float)isum * (d * xd) - (float)msum * (dmin * xd)
- *       IQ4_XS: v = kvalues_iq4nl[nibble], sub-block j's 6-bit ls_j;
- *               isum = (ls_j - 32) * Σ v·xq;  s = (float)isum * (d * xd)
  *       F32, F16, BF16: w widened exactly to f32;
  *               p[l] = Σ over m = 0..3 in order of w[8m+l] * (float)xq[8m+l]
  *               (p[l] starting at +0.0f);  s = ml__fold8(p) * xd
  *     Every integer is exact in int32 and below 2^24 in magnitude before
- *     it becomes a float, so the conversion is exact too.  The largest:
- *     IQ4_XS, 32·(32·127·127) = 16516096, and Q6_K,
- *     2·128·(16·32·127) = 16646144 (int8 scales reach -128, q6 - 32
- *     reaches -32); 2^24 = 16777216.
+ *     it becomes a float, so the conversion is exact too.
+ *  6. The 256-element types (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) take
+ *     K activations: the same recipe over 256 elements
+ *     (ml_quantize_row_q8_k), one scale xd per super-block, as llama.cpp
+ *     multiplies them (its Q8_K).  A super-block k gives one float s_k:
+ *     all its integer products are summed exactly in int32 first, so the
+ *     float work is per 256 weights, not per 32 (the prefill's cost once
+ *     the integer products are fast).  Sub-block j (32 elements) or half
+ *     h (16 elements) has isum_j = Σ (integer weight)·xq and asum_j = Σ xq;
+ *     d, dmin are the super-block's f16 fields widened exactly:
+ *       Q4_K, Q5_K: q unsigned, sub-block j's 6-bit sc_j and m_j;
+ *               isum = Σ_j sc_j * isum_j;  msum = Σ_j m_j * asum_j;
+ *               s = (float)isum * (d * xd) - (float)msum * (dmin * xd)
+ *       Q6_K:   v = q6 - 32, int8 scales sc_h per half;
+ *               isum = Σ_h sc_h * isum_h;  s = (float)isum * (d * xd)
+ *       Q3_K:   v in -4..3 (ggml's hmask rule), 6-bit scales sc_h;
+ *               isum = Σ_h (sc_h - 32) * isum_h;  s = (float)isum * (d * xd)
+ *       Q2_K:   q in 0..3; scale byte h: low 4 bits sc_h, high 4 bits mn_h;
+ *               isum = Σ_h sc_h * isum_h;  msum = Σ_h mn_h * asum_h;
+ *               s = (float)isum * (d * xd) - (float)msum * (dmin * xd)
+ *       IQ4_XS: v = kvalues_iq4nl[nibble], sub-block j's 6-bit ls_j;
+ *               isum = Σ_j (ls_j - 32) * isum_j;  s = (float)isum * (d * xd)
+ *     then acc[k % 8] += s_k and the row's result is rule 3's fold.  The
+ *     sums stay inside int32 (the largest, IQ4_XS: 8·32·(32·127·127) =
+ *     528449536 < 2^31); they may pass 2^24, so their conversion to float
+ *     rounds (to nearest, ties to even: C's and cvtdq2ps's), and every
+ *     variant rounds the same integer the same way.
  * Weights: Q8_0 quants int8 (never -128; the loader checks) or Q4_0 nibble
  * bytes (byte j of a block: element j low nibble, j+16 high; value
  * nibble - 8), with f32 or f16 scales (ml_wscales): an f16 scale is
@@ -153,9 +161,12 @@ typedef struct ml_kernels {
      * takes it with that matmul. */
     ml_matmul_x matmul_x[2];
 
-    /* Block-type matrices (rule 5): ml_type t among those
+    /* Block-type matrices (rules 5 and 6): ml_type t among those
      * ml__blk_row_bytes knows; row r starts at w + r * row_bytes, row_bytes
-     * = ml__blk_row_bytes(t, cols).  The same contract as matvec_q8_0 and
+     * = ml__blk_row_bytes(t, cols).  The activations are Q8_0 (xd: one
+     * scale per 32) or, for the types ml__blk_acts_k names, K activations
+     * (rule 6: one per 256; token t's at xd + t * cols / 256).  The same
+     * contract as matvec_q8_0 and
      * matmul_q8_0: y[r] (matvec) or y[t*ldy + r] (matmul) for r in
      * [r0, r1), every (token, row) result equal to matvec's.  Never NULL: a
      * variant without its own code for a type passes it to the scalar
@@ -175,6 +186,20 @@ typedef struct ml_kernels {
     int (*blk_to_q8_0)(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1, int8_t *q,
                        float *d);
 } ml_kernels;
+
+/* The types whose activations are rule 6's K activations. */
+static inline int ml__blk_acts_k(ml_type t)
+{
+    return t == ML_TYPE_Q2_K || t == ML_TYPE_Q3_K || t == ML_TYPE_Q4_K || t == ML_TYPE_Q5_K ||
+           t == ML_TYPE_Q6_K || t == ML_TYPE_IQ4_XS;
+}
+
+/* The activation scales of one token for a row of `cols` weights of
+ * type t: token k's start at xd + k * ml__blk_xd_count(t, cols). */
+static inline size_t ml__blk_xd_count(ml_type t, size_t cols)
+{
+    return ml__blk_acts_k(t) ? cols / 256 : cols / 32;
+}
 
 /* The block types blk_to_q8_0 turns into Q8_0. */
 static inline int ml__blk_as_q8_0(ml_type t)

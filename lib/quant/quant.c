@@ -23,15 +23,20 @@
 
 /* amax by fabsf and compare; a NaN never compares greater, so it is
  * ignored, in the scalar code and in a SIMD max that keeps the old value. */
-static float block_amax(const float *x)
+static float amax_of(const float *x, int n)
 {
     float amax = 0.0f;
-    for (int j = 0; j < QK; j++) {
+    for (int j = 0; j < n; j++) {
         float a = fabsf(x[j]);
         if (a > amax)
             amax = a;
     }
     return amax;
+}
+
+static float block_amax(const float *x)
+{
+    return amax_of(x, QK);
 }
 
 /* trunc(x * id + copysign(0.5, x)) clamped to [-127, 127]; a NaN product
@@ -98,6 +103,23 @@ void ml_quantize_row_q8_0(const float *x, size_t n, int8_t *q, float *d)
 {
     for (size_t b = 0; b < n / QK; b++)
         ml__q8_block(x + b * QK, q + b * QK, d + b);
+}
+
+/* The Q8_0 recipe over 256 elements: kernels.h's K activations. */
+void ml_quantize_row_q8_k(const float *x, size_t n, int8_t *q, float *d)
+{
+    for (size_t k = 0; k < n / 256; k++, x += 256, q += 256) {
+        const float amax = amax_of(x, 256);
+        if (amax < 1e-30f) {
+            d[k] = 0.0f;
+            memset(q, 0, 256);
+            continue;
+        }
+        d[k] = amax / 127.0f;
+        const float id = 127.0f / amax;
+        for (int j = 0; j < 256; j++)
+            q[j] = q8_round(x[j], id);
+    }
 }
 
 ml_status ml_quantize_row_q8_0_f16(const float *x, size_t n, int8_t *q, uint16_t *d16,

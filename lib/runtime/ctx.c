@@ -59,6 +59,8 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
         {(void **)&c->g, B * q_dim * 4}, {(void **)&c->hb, B * hid * 4},
         {(void **)&c->hb2, B * hid * 4}, {(void **)&c->o, B * dim * 4},
         {(void **)&c->aq, B * in},       {(void **)&c->ad, B * (in / 32) * 4},
+        {(void **)&c->kq, m->acts & ML_ACTS_K ? B * in : 0},
+        {(void **)&c->kd, m->acts & ML_ACTS_K ? B * (in / 256) * 4 : 0},
         {&c->mm_x, c->mm_x_cap},
         {(void **)&c->att, att},
         {(void **)&c->rope_cs, 2 * B * m->d.rot_dim * 4},

@@ -55,6 +55,8 @@ struct ml_ctx {
     float *o;             /* (B, dim) block output before the residual */
     int8_t *aq;           /* (B, max input) quantized activations */
     float *ad;            /* (B, max input / 32) their scales */
+    int8_t *kq;           /* (B, max input) the same as K activations (kernels.h's */
+    float *kd;            /* (B, max input / 256) rule 6), where the model has such products */
     void *mm_x;           /* (mm_x_cap bytes) aq rearranged for the kernels' matmul_x
                            * (parallel.c), or 0 bytes where they have none */
     size_t mm_x_cap;
@@ -117,12 +119,17 @@ void ml__ctx_observe(ml_ctx *c, ml_mli_slot slot, uint32_t l, const float *x, si
 /* Most matrices one ml__matmuls call multiplies. */
 #define ML_MM_PARTS 4
 
-/* Quantizes n_tok rows of n floats (stride n) to Q8_0 into c->aq, c->ad,
- * the input of the next products. */
+/* Quantizes n_tok rows of n floats (stride n) into the input of the next
+ * products: to Q8_0 into c->aq, c->ad, and to K activations into c->kq,
+ * c->kd (ml__quantize_rows) as the model's products need. */
 void ml__quantize(ml_ctx *c, float *x, size_t n_tok, uint32_t n);
-/* x = act(x) · gate over n floats (the gated FFN's activation), then
- * quantizes x as ml__quantize does. */
-void ml__glu_quantize(ml_ctx *c, float *x, const float *gate, size_t n);
+/* x = act(x) · gate over n_tok rows of n floats (the gated FFN's
+ * activation), then quantizes x as ml__quantize does. */
+void ml__glu_quantize(ml_ctx *c, float *x, const float *gate, size_t n_tok, uint32_t n);
+/* Quantizes n floats at x, which start `off` floats into the batch's rows
+ * of `row` (off and n multiples of 32, and of 256 where row is), into the
+ * products' inputs at the same place, as ml__quantize does. */
+void ml__quantize_rows(ml_ctx *c, const float *x, size_t off, size_t n, uint32_t row);
 /* ys[i] (n_tok rows of ws[i]->rows, stride ldys[i]) = ws[i] · the
  * quantized input, for n <= ML_MM_PARTS matrices, in one pool job. */
 void ml__matmuls(ml_ctx *c, size_t n_tok, unsigned n, const ml_mat *const *ws,

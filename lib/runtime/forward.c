@@ -178,7 +178,7 @@ static void ffn(ml_ctx *c, uint32_t l, size_t n_tok)
     float *ys[] = {c->hb, c->hb2};
     const size_t ld[] = {hidden, hidden};
     ml__matmuls(c, n_tok, 2, ws, ys, ld);
-    ml__glu_quantize(c, c->hb, c->hb2, n_tok * hidden);
+    ml__glu_quantize(c, c->hb, c->hb2, n_tok, hidden);
     ml__ctx_observe(c, ML_MLI_W2_IN, l, c->hb, n_tok, hidden);
     ml__matmul(c, &L->w2, n_tok, c->o, m->h.dim);
 }
@@ -212,7 +212,7 @@ static void seam_rows(void *arg, size_t b, size_t e, unsigned ith)
     if (s->norm) {
         float *xb = s->c->xb + b * dim;
         fm->rmsnorm_rows(xb, dim, x, dim, s->norm, dim, e - b, eps);
-        k->quantize_q8_0(xb, (e - b) * dim, s->c->aq + b * dim, s->c->ad + b * dim / 32);
+        ml__quantize_rows(s->c, xb, b * dim, (e - b) * dim, dim);
     }
 }
 

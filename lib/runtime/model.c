@@ -99,6 +99,21 @@ static void bind_layer(const ml_mlb *mlb, const ml_model *m, uint32_t l, ml_laye
     }
 }
 
+/* The activation forms the model's products read (ML_ACTS_*). */
+static uint8_t model_acts(const ml_model *m)
+{
+    unsigned acts = ml__mat_acts(&m->wcls);
+    for (uint32_t l = 0; l < m->h.n_layers; l++) {
+        const ml_layer *L = &m->layers[l];
+        const ml_mat *ws[] = {&L->wq, &L->wk,   &L->wv, &L->wo, &L->wg, &L->w1, &L->w2,
+                              &L->w3, &L->lqkv, &L->lz, &L->lb, &L->la, &L->lout};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (ws[i]->q)
+                acts |= ml__mat_acts(ws[i]);
+    }
+    return (uint8_t)acts;
+}
+
 ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
 {
     *out = NULL;
@@ -136,6 +151,7 @@ ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
     m->final_norm = vec_of(ml_mlb_get(mlb, ML_R_FINAL_NORM, -1));
     for (uint32_t l = 0; l < h->n_layers; l++)
         bind_layer(mlb, m, l, &m->layers[l]);
+    m->acts = model_acts(m);
     *out = m;
     return ML_OK;
 }

@@ -39,6 +39,8 @@ typedef struct mm_job {
     const ml_kernels *k;
     const int8_t *xq;
     const float *xd;
+    const int8_t *kq;                      /* the K activations (kernels.h's rule 6) */
+    const float *kd;
     size_t n_tok;
     const void *xt;                        /* xq rearranged (matmul_x), or NULL */
     int xt_q4;                             /* for Q4_0 weights (1) or Q8_0 */
@@ -89,10 +91,13 @@ static void mm_rows(const mm_job *j, const mm_part *p, size_t b, size_t e)
         if (ml__blk_as_q8_0(w->type) && j->n_tok >= MM_AS_Q8_MIN_TOK &&
             mm_rows_as_q8_0(j, p, b, e))
             return;
+        const int k = ml__mat_acts(w) == ML_ACTS_K;
+        const int8_t *xq = k ? j->kq : j->xq;
+        const float *xd = k ? j->kd : j->xd;
         if (j->n_tok == 1)
-            j->k->matvec_blk(w->type, w->q, w->cols, b, e, j->xq, j->xd, p->y);
+            j->k->matvec_blk(w->type, w->q, w->cols, b, e, xq, xd, p->y);
         else
-            j->k->matmul_blk(w->type, w->q, w->cols, b, e, j->xq, j->xd, j->n_tok, p->y, p->ldy);
+            j->k->matmul_blk(w->type, w->q, w->cols, b, e, xq, xd, j->n_tok, p->y, p->ldy);
         return;
     }
     if (j->xt && q4 == j->xt_q4 && w->cols == j->xt_cols) {
@@ -224,7 +229,8 @@ static void prepare_input(ml_ctx *c, mm_job *j, const ml_mat *w)
 void ml__matmuls(ml_ctx *c, size_t n_tok, unsigned n, const ml_mat *const *ws,
                  float *const *ys, const size_t *ldys)
 {
-    mm_job j = {.k = c->m->k, .xq = c->aq, .xd = c->ad, .n_tok = n_tok, .n_parts = n};
+    mm_job j = {.k = c->m->k, .xq = c->aq, .xd = c->ad, .kq = c->kq, .kd = c->kd,
+                .n_tok = n_tok, .n_parts = n};
     /* one input, so every part has its columns; one type in every model
      * we know (a part of another type or length rearranges for itself) */
     prepare_input(c, &j, ws[0]);
@@ -267,7 +273,8 @@ typedef struct act_job {
     ml_ctx *c;
     float *x;
     const float *gate; /* x = act(x) · gate first, or NULL */
-    size_t n;          /* floats, a multiple of 32 */
+    size_t n;          /* floats, whole rows */
+    uint32_t row;      /* floats a row */
 } act_job;
 
 /* Floats per step of act_run: the product is quantized while it is in
@@ -279,19 +286,29 @@ static void act_run(void *ctx, unsigned ith, unsigned nth)
     const act_job *j = ctx;
     const ml_model *m = j->c->m;
     size_t b, e;
-    ml__pool_split(j->n, 32, ith, nth, &b, &e);
+    ml__pool_split(j->n, j->row % 256 ? 32 : 256, ith, nth, &b, &e);
     for (size_t c0 = b, c1; c0 < e; c0 = c1) {
         c1 = e - c0 < ACT_CHUNK ? e : c0 + ACT_CHUNK;
         if (j->gate)
             m->k->fmath->glu(j->x + c0, j->gate + c0, c1 - c0, m->h.act == ML_ACT_GELU_TANH);
-        m->k->quantize_q8_0(j->x + c0, c1 - c0, j->c->aq + c0, j->c->ad + c0 / 32);
+        ml__quantize_rows(j->c, j->x + c0, c0, c1 - c0, j->row);
     }
 }
 
-void ml__glu_quantize(ml_ctx *c, float *x, const float *gate, size_t n)
+void ml__quantize_rows(ml_ctx *c, const float *x, size_t off, size_t n, uint32_t row)
 {
-    act_job j = {c, x, gate, n};
-    if (n >= ACT_POOL_MIN)
+    const ml_model *m = c->m;
+    if (m->acts & ML_ACTS_Q8)
+        m->k->quantize_q8_0(x, n, c->aq + off, c->ad + off / 32);
+    /* a row that is no whole number of 256s is no K-type product's input */
+    if ((m->acts & ML_ACTS_K) && row % 256 == 0)
+        ml_quantize_row_q8_k(x, n, c->kq + off, c->kd + off / 256);
+}
+
+void ml__glu_quantize(ml_ctx *c, float *x, const float *gate, size_t n_tok, uint32_t n)
+{
+    act_job j = {c, x, gate, n_tok * n, n};
+    if (j.n >= ACT_POOL_MIN)
         ml__pool_run(c->pool, act_run, &j);
     else
         act_run(&j, 0, 1);
@@ -299,7 +316,7 @@ void ml__glu_quantize(ml_ctx *c, float *x, const float *gate, size_t n)
 
 void ml__quantize(ml_ctx *c, float *x, size_t n_tok, uint32_t n)
 {
-    ml__glu_quantize(c, x, NULL, n_tok * n);
+    ml__glu_quantize(c, x, NULL, n_tok, n);
 }
 
 /* ---------------------------------------------------------------------------

@@ -56,7 +56,20 @@ struct ml_model {
     float attn_scale;                /* 1/sqrt(head_dim) when the header says 0 */
     const ml_kernels *k;
     ml_kernels composed;             /* k's, when ML_KERNELS names a kernel's own variant */
+    uint8_t acts;                    /* ML_ACTS_*: the activation forms its products take */
 };
+
+/* The quantized activations a model's products read (kernels.h's rules 1
+ * and 6): Q8_0 for every matrix but those of the 256-element types, which
+ * take K activations. */
+#define ML_ACTS_Q8 1
+#define ML_ACTS_K 2
+
+/* The form w's products read. */
+static inline unsigned ml__mat_acts(const ml_mat *w)
+{
+    return !ml__mat_spec(w) && ml__blk_acts_k(w->type) ? ML_ACTS_K : ML_ACTS_Q8;
+}
 
 /* RoPE inverse frequencies for pairs 0..rot_dim/2-1 (rope.c). */
 void ml__rope_freqs(const ml_mlb_header *h, const ml_mlb_derived *d, int local, float *inv);

@@ -118,20 +118,26 @@ static void blk_mat_new(blk_mat *m, ml_type t, size_t rows, size_t cols, tu_rng 
 }
 
 /* n_tok quantized activation rows of random floats (large ones when
- * extreme). */
+ * extreme), in the form type t's products take: Q8_0, or K activations
+ * (kernels.h's rule 6), `per` elements a scale. */
 typedef struct acts {
     int8_t *q;
     float *d;
+    size_t per;
 } acts;
 
-static void acts_new(acts *a, size_t n_tok, size_t cols, tu_rng *r, int extreme)
+static void acts_new(acts *a, ml_type t, size_t n_tok, size_t cols, tu_rng *r, int extreme)
 {
     float *x = xmalloc(n_tok * cols * sizeof *x);
     for (size_t i = 0; i < n_tok * cols; i++)
         x[i] = ((float)tu_below(r, 20001) - 10000.0f) * (extreme && i % 64 < 32 ? 1.0f : 1e-4f);
+    a->per = ml__blk_acts_k(t) ? 256 : 32;
     a->q = xmalloc(n_tok * cols);
-    a->d = xmalloc(n_tok * cols / 32 * sizeof *a->d);
-    ml__kernels_scalar.quantize_q8_0(x, n_tok * cols, a->q, a->d);
+    a->d = xmalloc(n_tok * cols / a->per * sizeof *a->d);
+    if (a->per == 256)
+        ml_quantize_row_q8_k(x, n_tok * cols, a->q, a->d);
+    else
+        ml__kernels_scalar.quantize_q8_0(x, n_tok * cols, a->q, a->d);
     free(x);
 }
 
@@ -173,7 +179,7 @@ static void check_matmul(const blk_mat *m, const acts *a, size_t n_tok, size_t r
     float *want = sentinel(n_tok * ldy), *got = sentinel(n_tok * ldy);
     for (size_t k = 0; k < n_tok; k++)
         ml__matvec_blk_scalar(m->t, m->w, m->cols, r0, r1, a->q + k * m->cols,
-                              a->d + k * m->cols / 32, want + k * ldy);
+                              a->d + k * m->cols / a->per, want + k * ldy);
     for (size_t v = 0; v < n_variants; v++) {
         memset(got, 0x5a, n_tok * ldy * sizeof *got);
         variants[v]->matmul_blk(m->t, m->w, m->cols, r0, r1, a->q, a->d, n_tok, got, ldy);
@@ -201,7 +207,7 @@ START_TEST(variants_match_scalar)
             blk_mat m;
             acts a;
             blk_mat_new(&m, t, 23, units[u] * elems, &r, extreme);
-            acts_new(&a, 33, m.cols, &r, extreme);
+            acts_new(&a, t, 33, m.cols, &r, extreme);
             for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++)
                 check_matvec(&m, &a, ranges[k][0], ranges[k][1]);
             size_t i = 0; /* rows 1..22, then the ranges in turn */
@@ -262,7 +268,7 @@ START_TEST(as_q8_0_matches_matvec)
             blk_mat m;
             acts a;
             blk_mat_new(&m, t, 23, units[u] * 32, &r, extreme);
-            acts_new(&a, 33, m.cols, &r, extreme);
+            acts_new(&a, t, 33, m.cols, &r, extreme);
             int8_t *q0 = xmalloc(23 * m.cols), *q1 = xmalloc(23 * m.cols);
             float *d0 = xmalloc(23 * units[u] * sizeof *d0), *d1 = xmalloc(23 * units[u] * sizeof *d1);
             ck_assert_int_eq(ml__blk_to_q8_0_scalar(t, m.w, m.cols, 0, 23, q0, d0), 1);
@@ -332,14 +338,14 @@ START_TEST(scalar_matches_ggml)
     blk_mat m;
     acts a;
     blk_mat_new(&m, t, 16, 8 * elems, &r, 0);
-    acts_new(&a, 1, m.cols, &r, 0);
+    acts_new(&a, t, 1, m.cols, &r, 0);
     float *y = xmalloc(m.rows * sizeof *y), *w = xmalloc(m.cols * sizeof *w);
     ml__matvec_blk_scalar(t, m.w, m.cols, 0, m.rows, a.q, a.d, y);
     for (size_t row = 0; row < m.rows; row++) {
         dequant_row(&m, row, w);
         double dot = 0, mag = 0;
         for (size_t i = 0; i < m.cols; i++) {
-            const double p = (double)w[i] * ((double)a.q[i] * (double)a.d[i / 32]);
+            const double p = (double)w[i] * ((double)a.q[i] * (double)a.d[i / a.per]);
             dot += p, mag += fabs(p);
         }
         ck_assert_msg(fabs((double)y[row] - dot) <= 1e-5 * mag + 1e-30,
