@@ -147,7 +147,10 @@ static const variant *find(const char *name)
 void ml__kernels_take(ml_kernels *to, ml_kslot s, const ml_kernels *from)
 {
     switch (s) {
-    case ML_KS_QUANTIZE_Q8_0: to->quantize_q8_0 = from->quantize_q8_0; break;
+    case ML_KS_QUANTIZE_Q8_0:
+        to->quantize_q8_0 = from->quantize_q8_0;
+        to->quantize_q8_k = from->quantize_q8_k;
+        break;
     case ML_KS_MATVEC_Q8_0: to->matvec_q8_0 = from->matvec_q8_0; break;
     case ML_KS_MATVEC_Q4_0: to->matvec_q4_0 = from->matvec_q4_0; break;
     case ML_KS_MATMUL_Q8_0:

@@ -131,6 +131,9 @@ typedef struct ml_kernels {
 
     /* The spec's Q8_0 rule on n floats (n % 32 == 0): q[n], d[n/32]. */
     void (*quantize_q8_0)(const float *x, size_t n, int8_t *q, float *d);
+    /* The same per 256 (rule 6's K activations, ml_quantize_row_q8_k;
+     * n % 256 == 0): q[n], d[n/256].  Taken with quantize_q8_0. */
+    void (*quantize_q8_k)(const float *x, size_t n, int8_t *q, float *d);
 
     /* y[r] = row r of W · x for r in [r0, r1); W has `cols` columns;
      * x is given quantized (xq, xd).  wq points at the matrix's quants

@@ -119,6 +119,24 @@ static const tile_cfg tile_config_pair = {
              [T_W2] = BLOCK / 4},
 };
 
+/* Q4_K and Q5_K (rule 6 with the scales folded into the weights, below):
+ * two pairs of sums tiles, A, and two B tiles, all 16 rows x 64 bytes
+ * (K = 64: two blocks a product). */
+#define F_LO 0
+#define F_HI 1
+#define F_LO2 2
+#define F_HI2 3
+#define F_X 4
+#define F_W 5
+#define F_W2 6
+static const tile_cfg tile_config_fold = {
+    .palette = 1,
+    .colsb = {[F_LO] = 64, [F_HI] = 64, [F_LO2] = 64, [F_HI2] = 64, [F_X] = 64, [F_W] = 64,
+              [F_W2] = 64},
+    .rows = {[F_LO] = TILE, [F_HI] = TILE, [F_LO2] = TILE, [F_HI2] = TILE, [F_X] = TILE,
+             [F_W] = TILE, [F_W2] = TILE},
+};
+
 /* ---- the operands ---- */
 
 /* A panel of nr <= 16 weight rows from r in B order: block b's 512
@@ -215,39 +233,18 @@ ALWAYS_INLINE void half_sums(const int8_t *x, size_t cols, const int8_t *wb, siz
 /* Rule 3 for block b: acc[m] += (float)sum * (wd * xd), lane n = row n;
  * the rows' scales at wdt + 16 b, the tokens' at xdt + 16 b.  With mins
  * (Q4_1, Q5_1: rule 5) the block's s adds (float)asum * (m * xd), the
- * rows' mins at wmt + 16 b, the tokens' sums (as floats) at xst + 16 b.
- * With sub-block scales (Q4_K, Q5_K: wst, the rows' 6-bit scales, and
- * wnt, their mins as floats) s = (float)(sc * sum) * (d * xd) -
- * (float)(mn * asum) * (dmin * xd), d at wdt and dmin at wmt; mn * asum
- * is below 2^24, so the float product is the integer one.  IQ4_XS: wst
- * holds ls - 32 and there is no mins' term.  Q6_K: sums and sums_hi are
- * the halves' and isum = sc_lo * sum + sc_hi * sum_hi, sc_lo at wst and
- * sc_hi at wsh. */
-ALWAYS_INLINE void scale_add(int32_t sums[TILE][TILE], int32_t sums_hi[TILE][TILE],
-                             const float *wdt, const float *xdt, const float *wmt,
-                             const float *xst, const int32_t *wst, const float *wnt,
-                             const int32_t *wsh, size_t b, __m512 acc[TILE])
+ * rows' mins at wmt + 16 b, the tokens' sums (as floats) at xst + 16 b. */
+ALWAYS_INLINE void scale_add(int32_t sums[TILE][TILE], const float *wdt, const float *xdt,
+                             const float *wmt, const float *xst, size_t b, __m512 acc[TILE])
 {
     const __m512 wv = _mm512_load_ps(wdt + TILE * b);
     const __m512 mv = wmt ? _mm512_load_ps(wmt + TILE * b) : wv;
-    const __m512 sc = wst ? _mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *)(wst + TILE * b)))
-                          : _mm512_setzero_ps();
-    const __m512 mn = wnt ? _mm512_load_ps(wnt + TILE * b) : wv;
-    const __m512 sh = wsh ? _mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *)(wsh + TILE * b))) : sc;
     UNROLL
     for (int m = 0; m < TILE; m++) {
         const __m512 xdv = _mm512_set1_ps(xdt[TILE * b + m]);
-        __m512 fsum = _mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *)sums[m]));
-        if (wst)
-            fsum = _mm512_mul_ps(fsum, sc);
-        if (wsh)
-            fsum = _mm512_add_ps(
-                fsum, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *)sums_hi[m])), sh));
+        const __m512 fsum = _mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *)sums[m]));
         __m512 p = _mm512_mul_ps(fsum, _mm512_mul_ps(wv, xdv));
-        if (wnt)
-            p = _mm512_sub_ps(p, _mm512_mul_ps(_mm512_mul_ps(mn, _mm512_set1_ps(xst[TILE * b + m])),
-                                               _mm512_mul_ps(mv, xdv)));
-        else if (wmt)
+        if (wmt)
             p = _mm512_add_ps(p, _mm512_mul_ps(_mm512_set1_ps(xst[TILE * b + m]),
                                                _mm512_mul_ps(mv, xdv)));
         acc[m] = _mm512_add_ps(acc[m], p);
@@ -256,39 +253,32 @@ ALWAYS_INLINE void scale_add(int32_t sums[TILE][TILE], int32_t sums_hi[TILE][TIL
 
 /* Tokens t0 .. t0 + nt (activations at x, stride cols; scales xdt,
  * sums xst) against rows r .. r + nr of a panel (wb, wdt, mins wmt or
- * NULL, sub-block scales wst and mins wnt or NULL):
- * y[(t0 + m) ldy + r + n]. */
+ * NULL): y[(t0 + m) ldy + r + n]. */
 ALWAYS_INLINE void tile_any(const int8_t *x, const float *xdt, const float *xst, size_t cols,
-                            const int8_t *wb, const float *wdt, const float *wmt,
-                            const int32_t *wst, const float *wnt, const int32_t *wsh, float *y,
+                            const int8_t *wb, const float *wdt, const float *wmt, float *y,
                             size_t ldy, size_t t0, size_t nt, size_t r, size_t nr)
 {
     const size_t nb = cols / BLOCK;
-    _Alignas(64) int32_t sums[TILE][TILE], sums_hi[TILE][TILE];
+    _Alignas(64) int32_t sums[TILE][TILE], sums2[TILE][TILE];
     __m512 part[8][TILE];
     for (size_t j = 0; j < 8; j++) {
         __m512 acc[TILE];
         UNROLL
         for (int m = 0; m < TILE; m++)
             acc[m] = _mm512_setzero_ps();
-        if (wsh) {
-            for (size_t b = j; b < nb; b += 8) {
-                half_sums(x, cols, wb, b, sums, sums_hi);
-                scale_add(sums, sums_hi, wdt, xdt, wmt, xst, wst, wnt, wsh, b, acc);
-            }
-        } else if (j < nb) {
+        if (j < nb) {
             /* two blocks in flight: b + 8's tile work is issued before
              * b's float steps, on the other set of tiles */
             block_sums(x, cols, wb, j, sums);
             for (size_t b = j; b < nb; b += 16) {
                 if (b + 8 < nb)
-                    block_sums2(x, cols, wb, b + 8, sums_hi);
-                scale_add(sums, NULL, wdt, xdt, wmt, xst, wst, wnt, NULL, b, acc);
+                    block_sums2(x, cols, wb, b + 8, sums2);
+                scale_add(sums, wdt, xdt, wmt, xst, b, acc);
                 if (b + 8 >= nb)
                     break;
                 if (b + 16 < nb)
                     block_sums(x, cols, wb, b + 16, sums);
-                scale_add(sums_hi, NULL, wdt, xdt, wmt, xst, wst, wnt, NULL, b + 8, acc);
+                scale_add(sums2, wdt, xdt, wmt, xst, b + 8, acc);
             }
         }
         memcpy(part[j], acc, sizeof acc);
@@ -308,29 +298,240 @@ static void tile_product(const int8_t *x, const float *xdt, size_t cols, const i
                          const float *wdt, float *y, size_t ldy, size_t t0, size_t nt, size_t r,
                          size_t nr)
 {
-    tile_any(x, xdt, NULL, cols, wb, wdt, NULL, NULL, NULL, NULL, y, ldy, t0, nt, r, nr);
+    tile_any(x, xdt, NULL, cols, wb, wdt, NULL, y, ldy, t0, nt, r, nr);
 }
 
 static void tile_product_mins(const int8_t *x, const float *xdt, const float *xst, size_t cols,
                               const int8_t *wb, const float *wdt, const float *wmt, float *y,
                               size_t ldy, size_t t0, size_t nt, size_t r, size_t nr)
 {
-    tile_any(x, xdt, xst, cols, wb, wdt, wmt, NULL, NULL, NULL, y, ldy, t0, nt, r, nr);
+    tile_any(x, xdt, xst, cols, wb, wdt, wmt, y, ldy, t0, nt, r, nr);
 }
 
-static void tile_product_k(const int8_t *x, const float *xdt, const float *xst, size_t cols,
-                           const int8_t *wb, const float *wdt, const float *wmt,
-                           const int32_t *wst, const float *wnt, float *y, size_t ldy, size_t t0,
-                           size_t nt, size_t r, size_t nr)
+/* Rule 6 (Q4_K, Q5_K, Q6_K, IQ4_XS; K activations, one scale per 256):
+ * the tiles give each block's exact sums (Q6_K: each half's), the vector
+ * units multiply them by the rows' integer scales and add them in int32
+ * (vpmulld, exact), and only the super-block's end has float steps.  The
+ * mins' term msum = Σ_j m_j · asum_j pairs the sub-blocks as int16
+ * (m < 64, |asum| <= 32·127) for vpdpwssd: the rows' pairs at wmp, the
+ * tokens' at xsp.  Per panel: d at wdt + 16·8k (and dmin at wmt), scales
+ * at wst + 16 b (Q6_K's second halves' at wsh); per token tile: the
+ * scales at xdt + 16 k, the sums' pairs at xsp + 16 (4k + p). */
+ALWAYS_INLINE void super_add(__m512i isum[TILE], const float *wdt, const float *wmt,
+                             const int32_t *wmp, const float *xdt, const int32_t *xsp, size_t k,
+                             __m512 part[TILE])
 {
-    tile_any(x, xdt, xst, cols, wb, wdt, wmt, wst, wnt, NULL, y, ldy, t0, nt, r, nr);
+    const __m512 dv = _mm512_load_ps(wdt + TILE * 8 * k);
+    UNROLL
+    for (int m = 0; m < TILE; m++) {
+        const __m512 xdv = _mm512_set1_ps(xdt[TILE * k + m]);
+        __m512 s = _mm512_mul_ps(_mm512_cvtepi32_ps(isum[m]), _mm512_mul_ps(dv, xdv));
+        if (wmp) {
+            __m512i msum = _mm512_setzero_si512();
+            UNROLL
+            for (int p = 0; p < 4; p++)
+                msum = _mm512_dpwssd_epi32(
+                    msum, _mm512_load_si512((const __m512i *)(wmp + TILE * (4 * k + p))),
+                    _mm512_set1_epi32(xsp[TILE * (4 * k + p) + m]));
+            const __m512 mv = _mm512_load_ps(wmt + TILE * 8 * k);
+            s = _mm512_sub_ps(s, _mm512_mul_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(mv, xdv)));
+        }
+        part[m] = _mm512_add_ps(part[m], s);
+    }
 }
 
-static void tile_product_q6(const int8_t *x, const float *xdt, size_t cols, const int8_t *wb,
-                            const float *wdt, const int32_t *wst, const int32_t *wsh, float *y,
-                            size_t ldy, size_t t0, size_t nt, size_t r, size_t nr)
+/* isum[m] += sums[m] · sc, row by row (lane n: row n). */
+ALWAYS_INLINE void scale_sums(int32_t sums[TILE][TILE], const int32_t *sc, __m512i isum[TILE])
 {
-    tile_any(x, xdt, NULL, cols, wb, wdt, NULL, wst, NULL, wsh, y, ldy, t0, nt, r, nr);
+    const __m512i scv = _mm512_load_si512((const __m512i *)sc);
+    UNROLL
+    for (int m = 0; m < TILE; m++)
+        isum[m] = _mm512_add_epi32(
+            isum[m], _mm512_mullo_epi32(_mm512_load_si512((const __m512i *)sums[m]), scv));
+}
+
+ALWAYS_INLINE void tile_rule6(int q6, const int8_t *x, const float *xdt, const int32_t *xsp,
+                              size_t cols, const int8_t *wb, const float *wdt, const float *wmt,
+                              const int32_t *wst, const int32_t *wsh, const int32_t *wmp,
+                              float *y, size_t ldy, size_t t0, size_t nt, size_t r, size_t nr)
+{
+    const size_t nb = cols / BLOCK;
+    _Alignas(64) int32_t sums[TILE][TILE], sums2[TILE][TILE];
+    __m512 part[8][TILE];
+    for (int j = 0; j < 8; j++)
+        UNROLL
+        for (int m = 0; m < TILE; m++)
+            part[j][m] = _mm512_setzero_ps();
+    if (!q6)
+        block_sums(x, cols, wb, 0, sums);
+    for (size_t k = 0; k < nb / 8; k++) {
+        __m512i isum[TILE];
+        UNROLL
+        for (int m = 0; m < TILE; m++)
+            isum[m] = _mm512_setzero_si512();
+        for (size_t b = 8 * k; b < 8 * k + 8; b++) {
+            if (q6) {
+                half_sums(x, cols, wb, b, sums, sums2);
+                scale_sums(sums, wst + TILE * b, isum);
+                scale_sums(sums2, wsh + TILE * b, isum);
+            } else if (b % 2 == 0) {
+                /* block b + 1's tile work is issued before b's vector
+                 * work, on the other set of tiles */
+                block_sums2(x, cols, wb, b + 1, sums2);
+                scale_sums(sums, wst + TILE * b, isum);
+            } else {
+                if (b + 1 < nb)
+                    block_sums(x, cols, wb, b + 1, sums);
+                scale_sums(sums2, wst + TILE * b, isum);
+            }
+        }
+        super_add(isum, wdt, wmt, wmp, xdt, xsp, k, part[k % 8]);
+    }
+    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    for (size_t m = 0; m < nt; m++) {
+        const __m512 v = _mm512_add_ps(
+            _mm512_add_ps(_mm512_add_ps(part[0][m], part[4][m]),
+                          _mm512_add_ps(part[2][m], part[6][m])),
+            _mm512_add_ps(_mm512_add_ps(part[1][m], part[5][m]),
+                          _mm512_add_ps(part[3][m], part[7][m])));
+        _mm512_mask_storeu_ps(y + (t0 + m) * ldy + r, rows, v);
+    }
+}
+
+static void tile_product_rule6(const int8_t *x, const float *xdt, const int32_t *xsp,
+                               size_t cols, const int8_t *wb, const float *wdt, const float *wmt,
+                               const int32_t *wst, const int32_t *wmp, float *y, size_t ldy,
+                               size_t t0, size_t nt, size_t r, size_t nr)
+{
+    tile_rule6(0, x, xdt, xsp, cols, wb, wdt, wmt, wst, NULL, wmp, y, ldy, t0, nt, r, nr);
+}
+
+static void tile_product_rule6_q6(const int8_t *x, const float *xdt, size_t cols,
+                                  const int8_t *wb, const float *wdt, const int32_t *wst,
+                                  const int32_t *wsh, float *y, size_t ldy, size_t t0, size_t nt,
+                                  size_t r, size_t nr)
+{
+    tile_rule6(1, x, xdt, NULL, cols, wb, wdt, NULL, wst, wsh, NULL, y, ldy, t0, nt, r, nr);
+}
+
+/* Q4_K and Q5_K: q·sc, up to 31·63, is no byte, but with sc = 8 sc_hi +
+ * sc_lo (3 bits each) both q·sc_lo and q·sc_hi are (unsigned, at most
+ * 217), and isum = 8 Σ (q·sc_hi)·xq + Σ (q·sc_lo)·xq exactly.  So the
+ * panel is two panels, the tiles sum a whole super-block (four products
+ * of K = 64, TDPBSUD: signed activations, unsigned weights), and a
+ * super-block costs two tile stores instead of eight blocks' stores,
+ * loads and integer scalings. */
+#define FOLD_SUMS(name, LO, HI)                                                                \
+    ALWAYS_INLINE void name(const int8_t *x, size_t cols, const int8_t *wlo, const int8_t *whi, \
+                            size_t k, int32_t lo[TILE][TILE], int32_t hi[TILE][TILE])          \
+    {                                                                                          \
+        _tile_zero(LO);                                                                        \
+        _tile_zero(HI);                                                                        \
+        for (size_t s = 0; s < 4; s++) {                                                       \
+            _tile_loadd(F_X, x + 256 * k + 64 * s, (long)cols);                                \
+            _tile_loadd(F_W, wlo + WB_BLOCK * (8 * k + 2 * s), 64);                            \
+            _tile_dpbsud(LO, F_X, F_W);                                                        \
+            _tile_loadd(F_W2, whi + WB_BLOCK * (8 * k + 2 * s), 64);                           \
+            _tile_dpbsud(HI, F_X, F_W2);                                                       \
+        }                                                                                      \
+        _tile_stored(LO, lo, TILE * 4);                                                        \
+        _tile_stored(HI, hi, TILE * 4);                                                        \
+    }
+FOLD_SUMS(fold_sums, F_LO, F_HI)
+FOLD_SUMS(fold_sums2, F_LO2, F_HI2)
+
+/* isum[m] = 8 hi[m] + lo[m]. */
+ALWAYS_INLINE void fold_isum(int32_t lo[TILE][TILE], int32_t hi[TILE][TILE], __m512i isum[TILE])
+{
+    UNROLL
+    for (int m = 0; m < TILE; m++)
+        isum[m] = _mm512_add_epi32(
+            _mm512_slli_epi32(_mm512_load_si512((const __m512i *)hi[m]), 3),
+            _mm512_load_si512((const __m512i *)lo[m]));
+}
+
+static void tile_product_fold(const int8_t *x, const float *xdt, const int32_t *xsp, size_t cols,
+                              const int8_t *wlo, const int8_t *whi, const float *wdt,
+                              const float *wmt, const int32_t *wmp, float *y, size_t ldy,
+                              size_t t0, size_t nt, size_t r, size_t nr)
+{
+    const size_t nsb = cols / 256;
+    _Alignas(64) int32_t lo[TILE][TILE], hi[TILE][TILE], lo2[TILE][TILE], hi2[TILE][TILE];
+    __m512 part[8][TILE];
+    for (int j = 0; j < 8; j++)
+        UNROLL
+        for (int m = 0; m < TILE; m++)
+            part[j][m] = _mm512_setzero_ps();
+    /* super-block k + 1's tile work is issued before k's vector work, on
+     * the other pair of sums tiles */
+    fold_sums(x, cols, wlo, whi, 0, lo, hi);
+    for (size_t k = 0; k < nsb; k++) {
+        __m512i isum[TILE];
+        if (k % 2 == 0) {
+            if (k + 1 < nsb)
+                fold_sums2(x, cols, wlo, whi, k + 1, lo2, hi2);
+            fold_isum(lo, hi, isum);
+        } else {
+            if (k + 1 < nsb)
+                fold_sums(x, cols, wlo, whi, k + 1, lo, hi);
+            fold_isum(lo2, hi2, isum);
+        }
+        super_add(isum, wdt, wmt, wmp, xdt, xsp, k, part[k % 8]);
+    }
+    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    for (size_t m = 0; m < nt; m++) {
+        const __m512 v = _mm512_add_ps(
+            _mm512_add_ps(_mm512_add_ps(part[0][m], part[4][m]),
+                          _mm512_add_ps(part[2][m], part[6][m])),
+            _mm512_add_ps(_mm512_add_ps(part[1][m], part[5][m]),
+                          _mm512_add_ps(part[3][m], part[7][m])));
+        _mm512_mask_storeu_ps(y + (t0 + m) * ldy + r, rows, v);
+    }
+}
+
+/* The unpacked panel uq (nr rows of cols unsigned quants; sub-block
+ * scales in usm as blk_unpack_k leaves them) times the scales' low and
+ * high three bits, into ulo and uhi. */
+static void fold_scales(const int8_t *uq, const uint8_t *usm, size_t cols, size_t nr, int8_t *ulo,
+                        int8_t *uhi)
+{
+    const size_t nb = cols / BLOCK;
+    for (size_t i = 0; i < nr * nb; i++) {
+        const __m512i q = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(uq + 32 * i)));
+        const int16_t sc = usm[2 * i];
+        _mm256_storeu_si256((__m256i *)(ulo + 32 * i),
+                            _mm512_cvtepi16_epi8(_mm512_mullo_epi16(q, _mm512_set1_epi16(sc & 7))));
+        _mm256_storeu_si256((__m256i *)(uhi + 32 * i),
+                            _mm512_cvtepi16_epi8(_mm512_mullo_epi16(q, _mm512_set1_epi16(sc >> 3))));
+    }
+}
+
+/* The tokens' sub-block sums Σ xq as int16 pairs (sub-blocks 2p and
+ * 2p + 1 of super-block k, low half first), xsp[((i nsb + k) 4 + p) 16 +
+ * m] for token 16 i + m (zeros past n_tok).  vpsadbw sums eight bytes
+ * made unsigned (+128 each: 32·128 taken off again). */
+static void transpose_sum_pairs(const int8_t *xq, size_t nsb, size_t n_tok, int32_t *xsp)
+{
+    const size_t cols = 256 * nsb, tiles = (n_tok + TILE - 1) / TILE;
+    memset(xsp, 0, tiles * nsb * 4 * TILE * sizeof *xsp);
+    const __m512i flip = _mm512_set1_epi8(-128);
+    for (size_t t = 0; t < n_tok; t++)
+        for (size_t k = 0; k < nsb; k++)
+            for (size_t p = 0; p < 4; p++) {
+                const __m512i v = _mm512_xor_si512(
+                    _mm512_loadu_si512((const void *)(xq + t * cols + 256 * k + 64 * p)), flip);
+                const __m512i sad = _mm512_sad_epu8(v, _mm512_setzero_si512());
+                const __m256i lo4 = _mm512_castsi512_si256(sad), hi4 = _mm512_extracti64x4_epi64(sad, 1);
+                /* lanes 0-3: sub-block 2p, 4-7: 2p + 1 (64-bit lanes) */
+                const int32_t s0 = (int32_t)(_mm256_extract_epi64(lo4, 0) + _mm256_extract_epi64(lo4, 1) +
+                                             _mm256_extract_epi64(lo4, 2) + _mm256_extract_epi64(lo4, 3)) -
+                                   4096;
+                const int32_t s1 = (int32_t)(_mm256_extract_epi64(hi4, 0) + _mm256_extract_epi64(hi4, 1) +
+                                             _mm256_extract_epi64(hi4, 2) + _mm256_extract_epi64(hi4, 3)) -
+                                   4096;
+                xsp[(((t / TILE) * nsb + k) * 4 + p) * TILE + t % TILE] =
+                    (int32_t)((uint32_t)(uint16_t)s0 | (uint32_t)(uint16_t)s1 << 16);
+            }
 }
 
 /* ---- the table's products ---- */
@@ -371,7 +572,8 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
                       size_t ldy)
 {
     const int q4 = type == ML_TYPE_Q4_0, iq = type == ML_TYPE_IQ4_XS, q6 = type == ML_TYPE_Q6_K;
-    const int kq = type == ML_TYPE_Q4_K || type == ML_TYPE_Q5_K || iq || q6;
+    const int fold = type == ML_TYPE_Q4_K || type == ML_TYPE_Q5_K;
+    const int kq = fold || iq || q6;
     const int unpack = type == ML_TYPE_Q4_1 || type == ML_TYPE_Q5_1 || kq;
     const size_t nb = cols / BLOCK, full = n_tok / TILE * TILE, tail = n_tok - full;
     const size_t tiles = (n_tok + TILE - 1) / TILE;
@@ -384,8 +586,12 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
      * (Q6_K: the halves' scales wst and wsh), and the unpacked panel's
      * (blk_unpack_k) usm */
     const size_t k_bytes = kq ? 3 * scales + 2 * nb * TILE : 0;
+    /* Q4_K, Q5_K: the second panel in B order, and the two unpacked
+     * panels with their scales folded in */
+    const size_t fold_bytes = fold ? wb_bytes + 2 * TILE * cols : 0;
     int8_t *base =
-        aligned_alloc(64, wb_bytes + scales * (1 + tiles) + pad_bytes + mins_bytes + k_bytes);
+        aligned_alloc(64, wb_bytes + scales * (1 + tiles) + pad_bytes + mins_bytes + k_bytes +
+                              fold_bytes);
     if (!base)
         return 0;
     int8_t *wb = base;
@@ -398,11 +604,20 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
     float *wnt = (float *)(wst + nb * TILE);
     int32_t *wsh = (int32_t *)(wnt + nb * TILE);
     uint8_t *usm = (uint8_t *)(wsh + nb * TILE);
-    transpose_scales(xd, nb, n_tok, xdt);
-    if (unpack) {
+    int8_t *wbh = (int8_t *)(usm + (kq ? 2 * nb * TILE : 0));
+    int8_t *ulo = wbh + (fold ? wb_bytes : 0), *uhi = ulo + (fold ? TILE * cols : 0);
+    /* rule 6's types: the tokens' one scale per super-block, their sums
+     * as pairs (in xst's room: half its size), the rows' mins as pairs
+     * (in wnt's) */
+    const size_t nsb = cols / 256;
+    int32_t *xsp = (int32_t *)xst, *wmp = (int32_t *)wnt;
+    transpose_scales(xd, kq ? nsb : nb, n_tok, xdt);
+    if (kq && !q6 && !iq)
+        transpose_sum_pairs(xq, nsb, n_tok, xsp);
+    else if (unpack)
         transpose_sums(xq, nb, n_tok, xst);
+    if (unpack)
         memset(wmt, 0, scales);
-    }
     if (kq) {
         memset(wst, 0, scales);
         memset(wnt, 0, scales);
@@ -417,6 +632,8 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
         chunk = TILE;
     if (q6)
         _tile_loadconfig(&tile_config);
+    else if (fold)
+        _tile_loadconfig(&tile_config_fold);
     else
         _tile_loadconfig(&tile_config_pair);
     for (size_t c = 0; c < n_tok; c += chunk) {
@@ -425,15 +642,24 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
             const size_t nr = r1 - r < TILE ? r1 - r : TILE;
             if (unpack) {
                 ml__blk_unpack_avx512(type, wq, cols, r, r + nr, uq, ud, um, usm);
-                prepare_panel(0, uq, (ml_wscales){ud, 0}, cols, 0, nr, wb, wdt);
+                if (fold) {
+                    fold_scales(uq, usm, cols, nr, ulo, uhi);
+                    prepare_panel(0, ulo, (ml_wscales){ud, 0}, cols, 0, nr, wb, wdt);
+                    prepare_panel(0, uhi, (ml_wscales){ud, 0}, cols, 0, nr, wbh, wdt);
+                } else {
+                    prepare_panel(0, uq, (ml_wscales){ud, 0}, cols, 0, nr, wb, wdt);
+                }
                 for (size_t n = 0; n < nr; n++)
                     for (size_t b = 0; b < nb; b++) {
                         wmt[TILE * b + n] = um[n * nb + b];
                         if (kq) { /* Q6_K's int8 scales, the others' below 64 */
                             const int8_t *sm = (const int8_t *)usm + 2 * (n * nb + b);
                             wst[TILE * b + n] = sm[0] - (iq ? 32 : 0);
-                            wnt[TILE * b + n] = (float)sm[1];
                             wsh[TILE * b + n] = sm[1];
+                            if (b % 2) /* the mins of sub-blocks b - 1 and b */
+                                wmp[TILE * (b / 2) + n] =
+                                    (int32_t)(usm[2 * (n * nb + b) - 1] |
+                                              (uint32_t)usm[2 * (n * nb + b) + 1] << 16);
                         }
                     }
             } else {
@@ -442,12 +668,16 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
             for (size_t t = c; t < ce; t += TILE) {
                 const int8_t *x = t < full ? xq + t * cols : xpad;
                 const size_t nt = t < full ? TILE : tail;
-                if (q6)
-                    tile_product_q6(x, xdt + t * nb, cols, wb, wdt, wst, wsh, y, ldy, t, nt, r,
-                                    nr);
+                if (fold)
+                    tile_product_fold(x, xdt + t * nsb, xsp + t * nsb * 4, cols, wb, wbh, wdt,
+                                      wmt, wmp, y, ldy, t, nt, r, nr);
+                else if (q6)
+                    tile_product_rule6_q6(x, xdt + t * nsb, cols, wb, wdt, wst, wsh, y, ldy, t,
+                                          nt, r, nr);
                 else if (kq)
-                    tile_product_k(x, xdt + t * nb, xst + t * nb, cols, wb, wdt, iq ? NULL : wmt,
-                                   wst, iq ? NULL : wnt, y, ldy, t, nt, r, nr);
+                    tile_product_rule6(x, xdt + t * nsb, xsp + t * nsb * 4, cols, wb, wdt,
+                                       iq ? NULL : wmt, wst, iq ? NULL : wmp, y, ldy, t, nt, r,
+                                       nr);
                 else if (unpack)
                     tile_product_mins(x, xdt + t * nb, xst + t * nb, cols, wb, wdt, wmt, y, ldy, t,
                                       nt, r, nr);
@@ -505,6 +735,11 @@ static void quantize_q8_0(const float *x, size_t n, int8_t *q, float *d)
     ml__kernels_avx512.quantize_q8_0(x, n, q, d);
 }
 
+static void quantize_q8_k(const float *x, size_t n, int8_t *q, float *d)
+{
+    ml__kernels_avx512.quantize_q8_k(x, n, q, d);
+}
+
 static void matvec_q8_0(const int8_t *wq, ml_wscales wd, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, float *y)
 {
@@ -521,6 +756,7 @@ const ml_kernels ml__kernels_amx = {
     .name = "amx",
     .fmath = &ml__fmath_avx512,
     .quantize_q8_0 = quantize_q8_0,
+    .quantize_q8_k = quantize_q8_k,
     .matvec_q8_0 = matvec_q8_0,
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,

@@ -92,6 +92,35 @@ static void quantize_q8_0(const float *x, size_t n, int8_t *q, float *d)
     }
 }
 
+/* The same per 256 (rule 6's K activations): quantize_q8_0's steps with
+ * one scale for eight blocks. */
+static void quantize_q8_k(const float *x, size_t n, int8_t *q, float *d)
+{
+    for (size_t k = 0; k < n / 256; k++, x += 256, q += 256) {
+        __m256 m = _mm256_setzero_ps();
+        for (int i = 0; i < 32; i++)
+            m = _mm256_max_ps(m, abs_no_nan(_mm256_loadu_ps(x + 8 * i)));
+        const float amax = hmax8(m);
+        if (amax < 1e-30f) {
+            d[k] = 0.0f;
+            memset(q, 0, 256);
+            continue;
+        }
+        d[k] = amax / 127.0f;
+        const __m256 scale = _mm256_set1_ps(127.0f / amax);
+        const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        for (int b = 0; b < 8; b++) {
+            const float *xb = x + 32 * b;
+            const __m256i p01 = _mm256_packs_epi32(round_q(_mm256_loadu_ps(xb), scale),
+                                                   round_q(_mm256_loadu_ps(xb + 8), scale));
+            const __m256i p23 = _mm256_packs_epi32(round_q(_mm256_loadu_ps(xb + 16), scale),
+                                                   round_q(_mm256_loadu_ps(xb + 24), scale));
+            _mm256_storeu_si256((__m256i *)(q + 32 * b),
+                                _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), order));
+        }
+    }
+}
+
 /* ======================================================================
  * Shared pieces of the dot products
  * ====================================================================== */
@@ -484,6 +513,7 @@ const ml_kernels ml__kernels_avx2 = {
     .name = "avx2",
     .fmath = &ml__fmath_avx2,
     .quantize_q8_0 = quantize_q8_0,
+    .quantize_q8_k = quantize_q8_k,
     .matvec_q8_0 = matvec_q8_0,
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,

@@ -79,6 +79,27 @@ static void quantize_q8_0(const float *x, size_t n, int8_t *q, float *d)
     }
 }
 
+/* The same per 256 (rule 6's K activations). */
+static void quantize_q8_k(const float *x, size_t n, int8_t *q, float *d)
+{
+    for (size_t k = 0; k < n / 256; k++, x += 256, q += 256) {
+        __m512 m = _mm512_setzero_ps();
+        for (int i = 0; i < 16; i++)
+            m = _mm512_max_ps(m, abs_no_nan(_mm512_loadu_ps(x + 16 * i)));
+        const float amax = _mm512_reduce_max_ps(m);
+        if (amax < 1e-30f) {
+            d[k] = 0.0f;
+            memset(q, 0, 256);
+            continue;
+        }
+        d[k] = amax / 127.0f;
+        const __m512 scale = _mm512_set1_ps(127.0f / amax);
+        for (int i = 0; i < 16; i++)
+            _mm_storeu_si128((__m128i *)(q + 16 * i),
+                             _mm512_cvtepi32_epi8(round_q(_mm512_loadu_ps(x + 16 * i), scale)));
+    }
+}
+
 /* ======================================================================
  * Shared pieces of the dot products
  * ====================================================================== */
@@ -953,6 +974,7 @@ const ml_kernels ml__kernels_avx512 = {
      * avx2 with the AVX-512 features). */
     .fmath = &ml__fmath_avx512,
     .quantize_q8_0 = quantize_q8_0,
+    .quantize_q8_k = quantize_q8_k,
     .matvec_q8_0 = matvec_q8_0,
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,

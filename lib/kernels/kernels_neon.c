@@ -179,6 +179,7 @@ const ml_kernels TABLE = {
      * by a silent fallback in the choice. */
     .fmath = &ml__fmath_scalar,
     .quantize_q8_0 = quantize_q8_0,
+    .quantize_q8_k = ml_quantize_row_q8_k, /* the reference: no NEON one yet */
     .matvec_q8_0 = matvec_q8_0,
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,

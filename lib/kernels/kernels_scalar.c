@@ -98,6 +98,7 @@ const ml_kernels ml__kernels_scalar = {
     .name = "scalar",
     .fmath = &ml__fmath_scalar,
     .quantize_q8_0 = ml_quantize_row_q8_0,
+    .quantize_q8_k = ml_quantize_row_q8_k,
     .matvec_q8_0 = matvec_q8_0,
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,

@@ -302,7 +302,7 @@ void ml__quantize_rows(ml_ctx *c, const float *x, size_t off, size_t n, uint32_t
         m->k->quantize_q8_0(x, n, c->aq + off, c->ad + off / 32);
     /* a row that is no whole number of 256s is no K-type product's input */
     if ((m->acts & ML_ACTS_K) && row % 256 == 0)
-        ml_quantize_row_q8_k(x, n, c->kq + off, c->kd + off / 256);
+        m->k->quantize_q8_k(x, n, c->kq + off, c->kd + off / 256);
 }
 
 void ml__glu_quantize(ml_ctx *c, float *x, const float *gate, size_t n_tok, uint32_t n)

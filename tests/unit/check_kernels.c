@@ -70,45 +70,59 @@ static void *xmalloc(size_t n)
 
 /* The spec's recipe, written out from mlb(5) and mlcore/quant.h without
  * looking at lib/quant/quant.c: NaN is ignored by the maximum and gives q = 0. */
-static void spec_quantize(const float *x, size_t n, int8_t *q, float *d)
+static void spec_quantize(const float *x, size_t n, size_t per, int8_t *q, float *d)
 {
-    for (size_t b = 0; b < n / 32; b++) {
-        const float *xb = x + 32 * b;
+    for (size_t b = 0; b < n / per; b++) {
+        const float *xb = x + per * b;
         float amax = 0.0f;
-        for (int i = 0; i < 32; i++)
+        for (size_t i = 0; i < per; i++)
             if (fabsf(xb[i]) > amax)
                 amax = fabsf(xb[i]);
         if (amax < 1e-30f) {
             d[b] = 0.0f;
-            memset(q + 32 * b, 0, 32);
+            memset(q + per * b, 0, per);
             continue;
         }
         d[b] = amax / 127.0f;
         const float s = 127.0f / amax;
-        for (int i = 0; i < 32; i++) {
+        for (size_t i = 0; i < per; i++) {
             float v = truncf(xb[i] * s + copysignf(0.5f, xb[i]));
-            q[32 * b + i] = isnan(v) ? 0 : v > 127.0f ? 127 : v < -127.0f ? -127 : (int8_t)v;
+            q[per * b + i] = isnan(v) ? 0 : v > 127.0f ? 127 : v < -127.0f ? -127 : (int8_t)v;
         }
     }
 }
 
-/* Quantizes x with the recipe above and with every variant; all must
- * agree on every byte of q and every bit of d. */
+/* Quantizes x with the recipe above and with every variant, per 32
+ * (quantize_q8_0) and, where n allows, per 256 (quantize_q8_k, and the
+ * library's ml_quantize_row_q8_k); all must agree on every byte of q and
+ * every bit of d. */
 static void check_quantize(const float *x, size_t n, const char *what)
 {
     int8_t *q0 = xmalloc(n), *q1 = xmalloc(n);
     float *d0 = xmalloc(n / 32 * sizeof(float)), *d1 = xmalloc(n / 32 * sizeof(float));
-    spec_quantize(x, n, q0, d0);
-    for (size_t v = 0; v < n_variants; v++) {
-        memset(q1, 0x55, n);
-        memset(d1, 0x55, n / 32 * sizeof(float));
-        variants[v]->quantize_q8_0(x, n, q1, d1);
-        for (size_t b = 0; b < n / 32; b++)
-            TU_REQUIRE(fbits(d0[b]) == fbits(d1[b]), "%s, %s: n %zu, d[%zu] %a, expected %a", what,
-                       variants[v]->name, n, b, (double)d1[b], (double)d0[b]);
-        for (size_t i = 0; i < n; i++)
-            TU_REQUIRE(q0[i] == q1[i], "%s, %s: n %zu, q[%zu] %d, expected %d (x %a, d %a)", what,
-                       variants[v]->name, n, i, q1[i], q0[i], (double)x[i], (double)d0[i / 32]);
+    for (size_t per = 32; per <= 256; per *= 8) {
+        if (n % per)
+            continue;
+        spec_quantize(x, n, per, q0, d0);
+        for (size_t v = 0; v <= n_variants; v++) {
+            const char *name = v < n_variants ? variants[v]->name : "ml_quantize_row_q8_k";
+            memset(q1, 0x55, n);
+            memset(d1, 0x55, n / 32 * sizeof(float));
+            if (v == n_variants && per == 32)
+                continue;
+            if (v == n_variants)
+                ml_quantize_row_q8_k(x, n, q1, d1);
+            else if (per == 32)
+                variants[v]->quantize_q8_0(x, n, q1, d1);
+            else
+                variants[v]->quantize_q8_k(x, n, q1, d1);
+            for (size_t b = 0; b < n / per; b++)
+                TU_REQUIRE(fbits(d0[b]) == fbits(d1[b]), "%s, %s, per %zu: n %zu, d[%zu] %a, expected %a",
+                           what, name, per, n, b, (double)d1[b], (double)d0[b]);
+            for (size_t i = 0; i < n; i++)
+                TU_REQUIRE(q0[i] == q1[i], "%s, %s, per %zu: n %zu, q[%zu] %d, expected %d (x %a, d %a)",
+                           what, name, per, n, i, q1[i], q0[i], (double)x[i], (double)d0[i / per]);
+        }
     }
     free(q0);
     free(q1);
