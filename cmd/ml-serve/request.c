@@ -652,12 +652,17 @@ static int check_tool(const json_t *t, srv_error *e)
 }
 
 /* The tool called name in r->tools. */
+const char *srv_tool_name(const json_t *tool)
+{
+    return json_string_value(json_object_get(json_object_get(tool, "function"), "name"));
+}
+
 static int has_tool(const srv_request *r, const char *name)
 {
     json_t *t;
     size_t i;
     json_array_foreach(r->tools, i, t) {
-        const char *n = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+        const char *n = srv_tool_name(t);
         if (n && !strcmp(n, name))
             return 1;
     }
@@ -710,10 +715,9 @@ static int get_tools(const json_t *o, srv_request *r, srv_error *e)
     json_array_foreach(tools, i, t) {
         if (check_tool(t, e))
             return -1;
-        const char *name = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+        const char *name = srv_tool_name(t);
         for (size_t k = 0; k < i; k++)
-            if (!strcmp(name, json_string_value(json_object_get(
-                                  json_object_get(json_array_get(tools, k), "function"), "name"))))
+            if (!strcmp(name, srv_tool_name(json_array_get(tools, k))))
                 return srv_fail(e, 400, "invalid_request_error", "tools", "invalid_value",
                                 "Invalid value for 'tools': two tools are called '%s'.", name);
     }

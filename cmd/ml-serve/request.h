@@ -103,4 +103,7 @@ int srv_request_parse(srv_kind kind, const char *body, size_t len, uint32_t voca
                       srv_error *e);
 void srv_request_free(srv_request *r);
 
+/* A tool's name (tool.function.name), or NULL where it has none. */
+const char *srv_tool_name(const json_t *tool);
+
 #endif

@@ -296,8 +296,7 @@ static void lit(FILE *f, const char *s)
 /* The tools a call may name: all, or the one tool_choice names. */
 static int callable(const srv_request *q, size_t i)
 {
-    const char *name = json_string_value(
-        json_object_get(json_object_get(json_array_get(q->tools, i), "function"), "name"));
+    const char *name = srv_tool_name(json_array_get(q->tools, i));
     return q->tool_choice != SRV_TOOL_NAMED || (name && !strcmp(name, q->tool_name));
 }
 
@@ -309,8 +308,7 @@ static void call_rule(FILE *f, srv_tool_format fmt, const srv_request *q)
     for (size_t i = 0; i < json_array_size(q->tools); i++) {
         if (!callable(q, i))
             continue;
-        const char *name = json_string_value(
-            json_object_get(json_object_get(json_array_get(q->tools, i), "function"), "name"));
+        const char *name = srv_tool_name(json_array_get(q->tools, i));
         char key[100];
         fputs(first ? "" : " | ", f);
         first = 0;
