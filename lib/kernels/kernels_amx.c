@@ -489,20 +489,23 @@ static void tile_product_fold(const int8_t *x, const float *xdt, const int32_t *
     }
 }
 
-/* The unpacked panel uq (nr rows of cols unsigned quants; sub-block
- * scales in usm as blk_unpack_k leaves them) times the scales' low and
- * high three bits, into ulo and uhi. */
-static void fold_scales(const int8_t *uq, const uint8_t *usm, size_t cols, size_t nr, int8_t *ulo,
-                        int8_t *uhi)
+/* A panel in B order (unsigned quants, wb) split into its quants times
+ * the sub-blocks' scales' low three bits (in place) and high three bits
+ * (whi); the scales at wst + 16 b, lane n for row n.  A B-order dword
+ * holds four quants of one row, and each product is below 256, so one
+ * 32-bit multiply scales the four bytes without a carry between them. */
+static void fold_scales(int8_t *wb, int8_t *whi, const int32_t *wst, size_t nb)
 {
-    const size_t nb = cols / BLOCK;
-    for (size_t i = 0; i < nr * nb; i++) {
-        const __m512i q = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(uq + 32 * i)));
-        const int16_t sc = usm[2 * i];
-        _mm256_storeu_si256((__m256i *)(ulo + 32 * i),
-                            _mm512_cvtepi16_epi8(_mm512_mullo_epi16(q, _mm512_set1_epi16(sc & 7))));
-        _mm256_storeu_si256((__m256i *)(uhi + 32 * i),
-                            _mm512_cvtepi16_epi8(_mm512_mullo_epi16(q, _mm512_set1_epi16(sc >> 3))));
+    for (size_t b = 0; b < nb; b++) {
+        const __m512i sc = _mm512_load_si512((const __m512i *)(wst + TILE * b));
+        const __m512i lo = _mm512_and_si512(sc, _mm512_set1_epi32(7));
+        const __m512i hi = _mm512_srli_epi32(sc, 3);
+        for (size_t k = 0; k < BLOCK / 4; k++) {
+            __m512i *w = (__m512i *)(wb + WB_BLOCK * b + 64 * k);
+            const __m512i q = _mm512_load_si512(w);
+            _mm512_store_si512((__m512i *)(whi + WB_BLOCK * b + 64 * k), _mm512_mullo_epi32(q, hi));
+            _mm512_store_si512(w, _mm512_mullo_epi32(q, lo));
+        }
     }
 }
 
@@ -586,9 +589,8 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
      * (Q6_K: the halves' scales wst and wsh), and the unpacked panel's
      * (blk_unpack_k) usm */
     const size_t k_bytes = kq ? 3 * scales + 2 * nb * TILE : 0;
-    /* Q4_K, Q5_K: the second panel in B order, and the two unpacked
-     * panels with their scales folded in */
-    const size_t fold_bytes = fold ? wb_bytes + 2 * TILE * cols : 0;
+    /* Q4_K, Q5_K: the second panel in B order */
+    const size_t fold_bytes = fold ? wb_bytes : 0;
     int8_t *base =
         aligned_alloc(64, wb_bytes + scales * (1 + tiles) + pad_bytes + mins_bytes + k_bytes +
                               fold_bytes);
@@ -605,7 +607,6 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
     int32_t *wsh = (int32_t *)(wnt + nb * TILE);
     uint8_t *usm = (uint8_t *)(wsh + nb * TILE);
     int8_t *wbh = (int8_t *)(usm + (kq ? 2 * nb * TILE : 0));
-    int8_t *ulo = wbh + (fold ? wb_bytes : 0), *uhi = ulo + (fold ? TILE * cols : 0);
     /* rule 6's types: the tokens' one scale per super-block, their sums
      * as pairs (in xst's room: half its size), the rows' mins as pairs
      * (in wnt's) */
@@ -642,13 +643,7 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
             const size_t nr = r1 - r < TILE ? r1 - r : TILE;
             if (unpack) {
                 ml__blk_unpack_avx512(type, wq, cols, r, r + nr, uq, ud, um, usm);
-                if (fold) {
-                    fold_scales(uq, usm, cols, nr, ulo, uhi);
-                    prepare_panel(0, ulo, (ml_wscales){ud, 0}, cols, 0, nr, wb, wdt);
-                    prepare_panel(0, uhi, (ml_wscales){ud, 0}, cols, 0, nr, wbh, wdt);
-                } else {
-                    prepare_panel(0, uq, (ml_wscales){ud, 0}, cols, 0, nr, wb, wdt);
-                }
+                prepare_panel(0, uq, (ml_wscales){ud, 0}, cols, 0, nr, wb, wdt);
                 for (size_t n = 0; n < nr; n++)
                     for (size_t b = 0; b < nb; b++) {
                         wmt[TILE * b + n] = um[n * nb + b];
@@ -662,6 +657,8 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
                                               (uint32_t)usm[2 * (n * nb + b) + 1] << 16);
                         }
                     }
+                if (fold)
+                    fold_scales(wb, wbh, wst, nb);
             } else {
                 prepare_panel(q4, wq, wd, cols, r, nr, wb, wdt);
             }
