@@ -1,16 +1,23 @@
-/* blocks_neon.c - the block-type kernels (kernels.h's rule 5) for AArch64
- * NEON, bit-identical to blocks_scalar.c.  blocks_neondot.c compiles this
- * file again with NEON_DOTPROD, where the byte dot products are sdot.
+/* blocks_neon.c - the block-type kernels (kernels.h's rules 5 and 6) for
+ * AArch64 NEON, bit-identical to blocks_scalar.c.  blocks_neondot.c
+ * compiles this file again with NEON_DOTPROD, where the byte dot products
+ * are sdot.
  *
  * Every type's weights are unpacked to their signed integer values (all
  * of them fit in an int8: q5 - 16, q6 - 32, Q3_K's -4..3, the IQ4 and
  * MXFP4 levels, the unsigned quants below 64), so one signed byte dot
  * product serves all, with no offsets to take off afterwards.  A block's
- * (or half-block's) products land in an int32x4 of partial sums, exact;
- * pairwise adds gather eight blocks' sums into two vectors, lane j block
- * 8k + j, which is rule 3's acc[b % 8]: the float steps of rule 5 then
- * run on those lanes in the reference's order, with separate multiplies
- * and adds (-ffp-contract=off; no vfmaq, no vmlaq on floats).
+ * (or half-block's) products land in an int32x4 of partial sums, exact.
+ * Rule 5's 32-element types: pairwise adds gather eight blocks' sums into
+ * two vectors, lane j block 8k + j, which is rule 3's acc[b % 8], and the
+ * float steps run on those lanes in the reference's order, with separate
+ * multiplies and adds (-ffp-contract=off; no vfmaq, no vmlaq on floats).
+ * Rule 6's 256-element types (K activations, one xd a super-block): the
+ * sixteen halves' sums times their scales, and the mins times the
+ * activation's half sums, are added across lanes into one int32 each
+ * (exact: int32 addition wraps, so any order gives the reference's sum,
+ * which fits), then the one float step per super-block is plain C,
+ * into acc[k % 8].
  *
  * The 32-element types go eight blocks at a time; a last partial group
  * gives its missing lanes +0 (zero sums, zero scales), and adding +0 to
@@ -23,7 +30,8 @@
  * matmul (the integer types, two tokens or more) unpacks a weight row
  * once for a chunk of tokens into its int8 weights and per-half scales,
  * then each token's dot is byte dot products and the scales' step, the
- * same integers and float steps as matvec's. */
+ * same integers and float steps as matvec's; token k's activation scales
+ * are at xd + k * ml__blk_xd_count(t, cols) (one per 32, or per 256). */
 #include "kernels/kernels.h"
 
 #if defined(__aarch64__)
@@ -378,16 +386,18 @@ ALWAYS_INLINE void sub_scales(ml_type T, const uint8_t *w, int32_t sc[16], int32
     }
 }
 
-/* ---- rule 5's s of eight blocks from half sums ---- */
+/* ---- the s of a block (rule 5) or super-block (rule 6) from half sums ---- */
 
-/* How a type's s uses its sums (kernels.h's rule 5):
+/* How a type's s uses its sums (kernels.h's rules 5 and 6):
  *   PLAIN  s = (float)isum * (d * xd)
  *   MINUS  s = (float)isum * (d * xd) - (float)msum * (dmin * xd)
  *   PLUS   s = (float)isum * (d * xd) + (float)msum * (dmin * xd)
- * with isum = Σ over the halves of sc·(Σ v·x), msum = Σ mn·(Σ x): Q4_K's
- * and Q5_K's sc·isum and m·asum (both halves carry sub-block j's scale),
- * Q2_K's and Q6_K's and Q3_K's per-half lines, IQ4_XS's (ls - 32)·Σ v·x,
- * and for the 32-element types sc = 1 (Q4_1, Q5_1: mn = 1, dmin = m). */
+ * with isum = Σ over the halves of sc·(Σ v·x), msum = Σ mn·(Σ x): for the
+ * 32-element types over one block with sc = 1 (Q4_1, Q5_1: mn = 1,
+ * dmin = m); for the 256-element types over a super-block's sixteen
+ * halves with sub_scales' values (Q4_K's and Q5_K's sc_j and m_j on both
+ * halves of sub-block j, Q2_K's, Q6_K's and Q3_K's per-half lines,
+ * IQ4_XS's ls_j - 32). */
 enum { PLAIN, MINUS, PLUS };
 
 ALWAYS_INLINE int kind_of(ml_type T)
@@ -405,9 +415,9 @@ ALWAYS_INLINE void load16_s32(const int32_t *p, int32x4_t v[4])
         v[i] = vld1q_s32(p + 4 * i);
 }
 
-/* s of eight blocks: hs their sixteen halves' partial sums Σ v·x, xh the
- * activation's sixteen half sums Σ x, sc and mn the halves' scales, d,
- * dmin and xd lanes (lane j block j). */
+/* s of eight 32-element blocks: hs their sixteen halves' partial sums
+ * Σ v·x, xh the activation's sixteen half sums Σ x, sc and mn the halves'
+ * scales, d, dmin and xd lanes (lane j block j). */
 ALWAYS_INLINE void s_of8(int kind, const int32x4_t hs[16], const int32_t *xh, const int32_t *sc,
                          const int32_t *mn, const float32x4_t d[2], const float32x4_t dmin[2],
                          const float32x4_t xd[2], float32x4_t s[2])
@@ -432,10 +442,38 @@ ALWAYS_INLINE void s_of8(int kind, const int32x4_t hs[16], const int32_t *xh, co
                              : s_offset(isum[h], msum[h], d[h], dmin[h], xd[h]);
 }
 
+/* Rule 6's isum of a super-block: Σ over its sixteen halves of sc·hs
+ * (hs the halves' partial sums), added across lanes. */
+ALWAYS_INLINE int32_t k_isum(const int32x4_t hs[16], const int32_t sc[16])
+{
+    int32x4_t scv[4], sub[2];
+    load16_s32(sc, scv);
+    halves_scaled(hs, scv, sub);
+    return vaddvq_s32(vaddq_s32(sub[0], sub[1]));
+}
+
+/* Rule 6's msum of a super-block: Σ over its sixteen halves of mn·xh. */
+ALWAYS_INLINE int32_t k_msum(const int32_t *xh, const int32_t mn[16])
+{
+    int32x4_t m = vmulq_s32(vld1q_s32(xh), vld1q_s32(mn));
+    UNROLL
+    for (int i = 1; i < 4; i++)
+        m = vmlaq_s32(m, vld1q_s32(xh + 4 * i), vld1q_s32(mn + 4 * i));
+    return vaddvq_s32(m);
+}
+
+/* Rule 6's one float step of a super-block (kind PLAIN or MINUS), in the
+ * reference's order. */
+ALWAYS_INLINE float s_k(int kind, int32_t isum, int32_t msum, float d, float dmin, float xd)
+{
+    const float s = (float)isum * (d * xd);
+    return kind == MINUS ? s - (float)msum * (dmin * xd) : s;
+}
+
 /* s of one super-block of a 256-element type T (x its 256 activations,
- * xh their half sums, xd their 8 scales). */
-ALWAYS_INLINE void superblock(ml_type T, const uint8_t *w, const int8_t *x, const int32_t *xh,
-                              const float *xd, float32x4_t s[2])
+ * xh their half sums, xd their one scale). */
+ALWAYS_INLINE float superblock(ml_type T, const uint8_t *w, const int8_t *x, const int32_t *xh,
+                               float xd)
 {
     int32x4_t hs[16];
     UNROLL
@@ -448,10 +486,8 @@ ALWAYS_INLINE void superblock(ml_type T, const uint8_t *w, const int8_t *x, cons
     int32_t sc[16], mn[16];
     float d, dmin;
     sub_scales(T, w, sc, mn, &d, &dmin);
-    const float32x4_t dv[2] = {vdupq_n_f32(d), vdupq_n_f32(d)};
-    const float32x4_t mv[2] = {vdupq_n_f32(dmin), vdupq_n_f32(dmin)};
-    const float32x4_t xdv[2] = {vld1q_f32(xd), vld1q_f32(xd + 4)};
-    s_of8(kind_of(T), hs, xh, sc, mn, dv, mv, xdv, s);
+    const int kind = kind_of(T);
+    return s_k(kind, k_isum(hs, sc), kind == MINUS ? k_msum(xh, mn) : 0, d, dmin, xd);
 }
 
 /* ---- rows of the integer types ---- */
@@ -504,19 +540,18 @@ ALWAYS_INLINE size_t bytes256(ml_type T)
                              : 136; /* IQ4_XS */
 }
 
-/* A row of a 256-element type, super-block k's sub-block j in lane j. */
+/* A row of a 256-element type: super-block k's s into acc[k % 8] (xd
+ * one scale a super-block). */
 ALWAYS_INLINE float row256(ml_type T, const uint8_t *w, size_t cols, const int8_t *x,
                            const int32_t *xh, const float *xd)
 {
     const size_t bytes = bytes256(T);
-    float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}, s[2];
+    float acc[8] = {0};
     for (size_t k = 0; k < cols / 256; k++) {
         __builtin_prefetch(w + k * bytes + 1024);
-        superblock(T, w + k * bytes, x + 256 * k, xh + 16 * k, xd + 8 * k, s);
-        acc[0] = vaddq_f32(acc[0], s[0]);
-        acc[1] = vaddq_f32(acc[1], s[1]);
+        acc[k % 8] += superblock(T, w + k * bytes, x + 256 * k, xh + 16 * k, xd[k]);
     }
-    return fold(acc[0], acc[1]);
+    return ml__fold8(acc);
 }
 
 /* ---- F32, F16, BF16 ---- */
@@ -564,8 +599,9 @@ ALWAYS_INLINE float row_floats(ml_type T, const uint8_t *w, size_t cols, const i
 
 /* A row unpacked: every block's 32 signed weights, its halves' scales
  * and mins (sub_scales; 1 and, for Q4_1 and Q5_1, 1 for the 32-element
- * types), its d and dmin (Q4_1, Q5_1: m); zeros after the row up to a
- * whole group of eight blocks. */
+ * types), and d and dmin (Q4_1, Q5_1: m) per block (32-element types) or
+ * per super-block (256-element types); zeros after the row up to a whole
+ * group of eight blocks. */
 typedef struct drow {
     int8_t *q;
     int32_t *sc, *mn;
@@ -599,15 +635,13 @@ ALWAYS_INLINE void decode(ml_type T, const uint8_t *w, size_t cols, const drow *
             vst1q_s8(o->q + 256 * k + 32 * j, q[0]);
             vst1q_s8(o->q + 256 * k + 32 * j + 16, q[1]);
         }
-        float d, dmin;
-        sub_scales(T, w, o->sc + 16 * k, o->mn + 16 * k, &d, &dmin);
-        for (int j = 0; j < 8; j++)
-            o->d[8 * k + j] = d, o->dmin[8 * k + j] = dmin;
+        sub_scales(T, w, o->sc + 16 * k, o->mn + 16 * k, o->d + k, o->dmin + k);
     }
 }
 
-/* A decoded row's dot with one token: rule 5's s by s_of8, eight blocks
- * at a time (a last partial group's missing lanes +0, as row32's). */
+/* A decoded row of a 32-element type's dot with one token: rule 5's s by
+ * s_of8, eight blocks at a time (a last partial group's missing lanes +0,
+ * as row32's). */
 ALWAYS_INLINE float decoded_dot(int kind, const drow *o, size_t cols, const int8_t *x,
                                 const int32_t *xh, const float *xd)
 {
@@ -642,6 +676,25 @@ ALWAYS_INLINE float decoded_dot(int kind, const drow *o, size_t cols, const int8
     return fold(acc[0], acc[1]);
 }
 
+/* A decoded row of a 256-element type's dot with one token: rule 6's s of
+ * each super-block, as row256's. */
+ALWAYS_INLINE float decoded_dot256(int kind, const drow *o, size_t cols, const int8_t *x,
+                                   const int32_t *xh, const float *xd)
+{
+    float acc[8] = {0};
+    for (size_t k = 0; k < cols / 256; k++) {
+        const int8_t *q = o->q + 256 * k, *xk = x + 256 * k;
+        int32x4_t hs[16];
+        UNROLL
+        for (int i = 0; i < 16; i++)
+            hs[i] = dot16(vdupq_n_s32(0), vld1q_s8(q + 16 * i), vld1q_s8(xk + 16 * i));
+        const int32_t isum = k_isum(hs, o->sc + 16 * k);
+        const int32_t msum = kind == MINUS ? k_msum(xh + 16 * k, o->mn + 16 * k) : 0;
+        acc[k % 8] += s_k(kind, isum, msum, o->d[k], o->dmin[k], xd[k]);
+    }
+    return ml__fold8(acc);
+}
+
 #define TOK_CHUNK 16 /* tokens per decoding of a row: their activations stay in L2 */
 
 /* Rows [r0, r1) x n_tok tokens through decoded rows; 0 when out of
@@ -650,8 +703,9 @@ ALWAYS_INLINE int matmul_decoded(ml_type T, const uint8_t *w, size_t cols, size_
                                  const int8_t *xq, const float *xd, size_t n_tok, float *y,
                                  size_t ldy)
 {
-    const int kind = kind_of(T);
+    const int kind = kind_of(T), k_acts = ml__blk_acts_k(T);
     const size_t nb8 = (cols / 32 + 7) / 8 * 8, row_bytes = ml__blk_row_bytes(T, cols);
+    const size_t per_tok = ml__blk_xd_count(T, cols);
     /* zeroed once: the padding after the row is never written */
     uint8_t *buf = calloc(1, 32 * nb8 + 4 * (2 * nb8) * (2 + TOK_CHUNK) + 4 * 2 * nb8);
     if (!buf)
@@ -670,10 +724,13 @@ ALWAYS_INLINE int matmul_decoded(ml_type T, const uint8_t *w, size_t cols, size_
                 half_sums(xq + (t0 + k) * cols, cols, xh + 2 * nb8 * k);
         for (size_t r = r0; r < r1; r++) {
             decode(T, w + r * row_bytes, cols, &o);
-            for (size_t k = 0; k < nt; k++)
-                y[(t0 + k) * ldy + r] =
-                    decoded_dot(kind, &o, cols, xq + (t0 + k) * cols, xh + 2 * nb8 * k,
-                                xd + (t0 + k) * (cols / 32));
+            for (size_t k = 0; k < nt; k++) {
+                const int8_t *x = xq + (t0 + k) * cols;
+                const int32_t *xhk = xh + 2 * nb8 * k;
+                const float *xdk = xd + (t0 + k) * per_tok;
+                y[(t0 + k) * ldy + r] = k_acts ? decoded_dot256(kind, &o, cols, x, xhk, xdk)
+                                               : decoded_dot(kind, &o, cols, x, xhk, xdk);
+            }
         }
     }
     free(buf);
@@ -783,8 +840,8 @@ void BLK_NAME(ml__matmul_blk)(ml_type t, const uint8_t *w, size_t cols, size_t r
     if (mm && n_tok >= 2 && mm(w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
     for (size_t k = 0; k < n_tok; k++)
-        BLK_NAME(ml__matvec_blk)(t, w, cols, r0, r1, xq + k * cols, xd + k * (cols / 32),
-                                 y + k * ldy);
+        BLK_NAME(ml__matvec_blk)(t, w, cols, r0, r1, xq + k * cols,
+                                 xd + k * ml__blk_xd_count(t, cols), y + k * ldy);
 }
 
 /* Q5_0, IQ4_NL and MXFP4 as the spec's Q8_0: weights32's values are the

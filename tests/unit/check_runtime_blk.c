@@ -175,6 +175,14 @@ static void q8_row(const ml_mat *w, size_t r, float *x)
         x[i] = (float)q[i] * d[i / 32];
 }
 
+/* ml_model_new saw the file's Q8_0 matrices only: a context made after a
+ * swap must also quantize the activations w's products read (K
+ * activations for the 256-element types, kernels.h's rule 6). */
+static void note_acts(blk_model *b, const ml_mat *w)
+{
+    b->model->acts |= (uint8_t)ml__mat_acts(w);
+}
+
 /* Replaces *w (Q8_0) by its weights in type t; with `dequantized`, by
  * F32 rows holding what ggml's dequantizer makes of those blocks. */
 static void swap_to(blk_model *b, ml_mat *w, ml_type t, int dequantized)
@@ -206,6 +214,7 @@ static void swap_to(blk_model *b, ml_mat *w, ml_type t, int dequantized)
     b->owned[b->n_owned++] = blocks;
     *w = (ml_mat){.type = t, .rows = w->rows, .cols = w->cols, .q = blocks,
                   .row_bytes = ml__blk_row_bytes(t, w->cols)};
+    note_acts(b, w);
 }
 
 /* Every matrix of the model to type t, or each to one of `types` in turn
@@ -465,6 +474,7 @@ static void swap_random(blk_model *b, ml_mat *w, ml_type t, uint64_t seed, int d
     b->owned[b->n_owned++] = blocks;
     *w = (ml_mat){.type = t, .rows = w->rows, .cols = w->cols, .q = blocks,
                   .row_bytes = ml__blk_row_bytes(t, w->cols)};
+    note_acts(b, w);
 }
 
 /* Every matrix to types[k % n] in turn, random blocks. */
