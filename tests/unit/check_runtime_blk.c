@@ -465,6 +465,10 @@ static void swap_random(blk_model *b, ml_mat *w, ml_type t, uint64_t seed, int d
     b->owned[b->n_owned++] = blocks;
     *w = (ml_mat){.type = t, .rows = w->rows, .cols = w->cols, .q = blocks,
                   .row_bytes = ml__blk_row_bytes(t, w->cols)};
+    /* ml_model_new noted the activation forms the bound matrices read
+     * (model->acts: which inputs the context allocates and fills); a
+     * matrix swapped in afterwards adds its own */
+    b->model->acts |= (uint8_t)ml__mat_acts(w);
 }
 
 /* Every matrix to types[k % n] in turn, random blocks. */
