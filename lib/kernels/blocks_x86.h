@@ -1,11 +1,14 @@
-/* blocks_x86.h - private: the x86 block-type kernels (kernels.h's rule 5),
- * compiled once for AVX2 (blocks_avx2.c) and once for AVX-512 VNNI
- * (blocks_avx512.c, where the unsigned-by-signed byte dot products are
- * one vpdpbusd).  Bit-identical to blocks_scalar.c: each sub-block's
- * integer sums are exact whatever instructions make them, the eight
- * sub-blocks of a super-block (or eight consecutive blocks) land in the
- * eight lanes of one vector (lane j = block 8k+j, rule 3's acc[b % 8]),
- * and the float operations per lane are the reference's, in its order.
+/* blocks_x86.h - private: the x86 block-type kernels (kernels.h's rules 5
+ * and 6), compiled once for AVX2 (blocks_avx2.c) and once for AVX-512
+ * VNNI (blocks_avx512.c, where the unsigned-by-signed byte dot products
+ * are one vpdpbusd).  Bit-identical to blocks_scalar.c: the integer sums
+ * are exact whatever instructions make them, and the float operations
+ * per lane are the reference's, in its order.  Rule 5's types put eight
+ * consecutive blocks in the eight lanes of one vector (lane j = block
+ * 8g+j, rule 3's acc[b % 8]); rule 6's sum a super-block's integers
+ * first (sc_j·isum_j and m_j·asum_j over its sub-blocks, in int32) and
+ * put eight super-blocks in the lanes (lane j = super-block 8g+j) for
+ * the one float step each.
  *
  * The activation's per-block sums (Σ xq, for the mins and the offsets of
  * unsigned quants) are the same for every row: they are computed once
@@ -82,6 +85,14 @@ static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
     }
 }
 
+/* ---- the 256-element types (rule 6): one super-block's integer sums ----
+ *
+ * Each sums_* below gives, for one super-block, two vectors whose lanes
+ * add up to its isum and msum (lane j: sub-block j's sc_j·isum_j, m_j·
+ * asum_j; msum +0 where the type has no mins).  row_k (after IQ4_XS) adds
+ * the lanes of eight super-blocks at once (hsum8x8: lane j = super-block
+ * 8g + j, rule 3's acc[k % 8]) and takes the one float step per lane. */
+
 /* ---- Q4_K ---- */
 
 /* The 6-bit scales (bytes 0-7) and mins (8-15) of a Q4_K / Q5_K block in
@@ -102,70 +113,57 @@ ALWAYS_INLINE void k4_scales_mins(const uint8_t *q, __m256i *sc, __m256i *mn)
     *mn = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
 }
 
-/* s of the eight sub-blocks (rule 5's Q4_K / Q5_K line), lane j. */
-ALWAYS_INLINE __m256 k4_s(const uint8_t *blk, __m256i isum, const int32_t *asum, const float *xd)
+/* Rule 6's Q4_K / Q5_K lanes: sc_j·isum_j and m_j·asum_j (exact: the
+ * products stay far inside int32). */
+ALWAYS_INLINE void k4_sums(const uint8_t *blk, __m256i isum, const int32_t *asum, __m256i *is,
+                           __m256i *ms)
 {
     __m256i sc, mn;
     k4_scales_mins(blk + 4, &sc, &mn);
-    const __m256 xdv = _mm256_loadu_ps(xd);
-    const __m256 dx = _mm256_mul_ps(_mm256_set1_ps(f16_at(blk)), xdv);
-    const __m256 mx = _mm256_mul_ps(_mm256_set1_ps(f16_at(blk + 2)), xdv);
-    const __m256i si = _mm256_mullo_epi32(sc, isum);
-    const __m256i mi = _mm256_mullo_epi32(mn, _mm256_loadu_si256((const __m256i *)asum));
-    return _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(si), dx),
-                         _mm256_mul_ps(_mm256_cvtepi32_ps(mi), mx));
+    *is = _mm256_mullo_epi32(sc, isum);
+    *ms = _mm256_mullo_epi32(mn, _mm256_loadu_si256((const __m256i *)asum));
 }
 
-static float row_q4_k(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
-                      const xsums *xs)
+ALWAYS_INLINE void sums_q4_k(const uint8_t *w, const int8_t *x, const int32_t *asum, __m256i *is,
+                             __m256i *ms)
 {
     const __m256i low = _mm256_set1_epi8(15);
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t k = 0; k < nsb; k++, w += 144, x += 256) {
-        prefetch_ahead(w, PREFETCH_Q4, 3);
-        __m256i v[8];
-        UNROLL
-        for (int g = 0; g < 4; g++) {
-            const __m256i q = load256(w + 16 + 32 * g);
-            v[2 * g] = dot_u8s8(_mm256_and_si256(q, low), load256(x + 64 * g));
-            v[2 * g + 1] =
-                dot_u8s8(_mm256_and_si256(_mm256_srli_epi16(q, 4), low), load256(x + 64 * g + 32));
-        }
-        acc = _mm256_add_ps(acc, k4_s(w, hsum8x8(v), xs->s32 + 8 * k, xd + 8 * k));
+    prefetch_ahead(w, PREFETCH_Q4, 3);
+    __m256i v[8];
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+        const __m256i q = load256(w + 16 + 32 * g);
+        v[2 * g] = dot_u8s8(_mm256_and_si256(q, low), load256(x + 64 * g));
+        v[2 * g + 1] =
+            dot_u8s8(_mm256_and_si256(_mm256_srli_epi16(q, 4), low), load256(x + 64 * g + 32));
     }
-    return fold8(acc);
+    k4_sums(w, hsum8x8(v), asum, is, ms);
 }
 
 /* ---- Q5_K: Q4_K with a fifth bit, bit j of qh[l] for sub-block j ---- */
 
-static float row_q5_k(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
-                      const xsums *xs)
+ALWAYS_INLINE void sums_q5_k(const uint8_t *w, const int8_t *x, const int32_t *asum, __m256i *is,
+                             __m256i *ms)
 {
     const __m256i low = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(16);
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t k = 0; k < nsb; k++, w += 176, x += 256) {
-        prefetch_ahead(w, PREFETCH_Q4, 3);
-        const __m256i qh = load256(w + 16);
-        __m256i v[8];
-        UNROLL
-        for (int g = 0; g < 4; g++) {
-            const __m256i q = load256(w + 48 + 32 * g);
-            /* bits 2g and 2g+1 of each qh byte to bit 4: shift the 16-bit
-             * lanes, mask per byte (no bit crosses into the masked one) */
-            const __m256i h0 = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 4 - 2 * g)
-                                                      : _mm256_srli_epi16(qh, 2 * g - 4),
-                                                bit);
-            const __m256i h1 = _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 3 - 2 * g)
-                                                      : _mm256_srli_epi16(qh, 2 * g - 3),
-                                                bit);
-            v[2 * g] = dot_u8s8(_mm256_or_si256(_mm256_and_si256(q, low), h0), load256(x + 64 * g));
-            v[2 * g + 1] = dot_u8s8(
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low), h1),
-                load256(x + 64 * g + 32));
-        }
-        acc = _mm256_add_ps(acc, k4_s(w, hsum8x8(v), xs->s32 + 8 * k, xd + 8 * k));
+    prefetch_ahead(w, PREFETCH_Q4, 3);
+    const __m256i qh = load256(w + 16);
+    __m256i v[8];
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+        const __m256i q = load256(w + 48 + 32 * g);
+        /* bits 2g and 2g+1 of each qh byte to bit 4: shift the 16-bit
+         * lanes, mask per byte (no bit crosses into the masked one) */
+        const __m256i h0 = _mm256_and_si256(
+            g < 2 ? _mm256_slli_epi16(qh, 4 - 2 * g) : _mm256_srli_epi16(qh, 2 * g - 4), bit);
+        const __m256i h1 = _mm256_and_si256(
+            g < 2 ? _mm256_slli_epi16(qh, 3 - 2 * g) : _mm256_srli_epi16(qh, 2 * g - 3), bit);
+        v[2 * g] = dot_u8s8(_mm256_or_si256(_mm256_and_si256(q, low), h0), load256(x + 64 * g));
+        v[2 * g + 1] =
+            dot_u8s8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low), h1),
+                     load256(x + 64 * g + 32));
     }
-    return fold8(acc);
+    k4_sums(w, hsum8x8(v), asum, is, ms);
 }
 
 /* ---- Q6_K ---- */
@@ -179,44 +177,37 @@ ALWAYS_INLINE __m256i q6_scaled(__m256i q, const int8_t *x, const int8_t *sc)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(x)), s);
 }
 
-static float row_q6_k(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
-                      const xsums *xs)
+/* a16: the super-block's sixteen half sums of x. */
+ALWAYS_INLINE void sums_q6_k(const uint8_t *w, const int8_t *x, const int16_t *a16, __m256i *is)
 {
     const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(3 << 4);
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t k = 0; k < nsb; k++, w += 210, x += 256) {
-        prefetch_ahead(w, PREFETCH_Q4, 4);
-        const int8_t *sc = (const int8_t *)(w + 192);
-        __m256i v[8];
-        UNROLL
-        for (int h = 0; h < 2; h++) {
-            const __m256i l0 = load256(w + 64 * h), l1 = load256(w + 64 * h + 32);
-            const __m256i qh = load256(w + 128 + 32 * h);
-            /* bits 2u, 2u+1 of qh to bits 4, 5 */
-            const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(qh, 4), two);
-            const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(qh, 2), two);
-            const __m256i h2 = _mm256_and_si256(qh, two);
-            const __m256i h3 = _mm256_and_si256(_mm256_srli_epi16(qh, 2), two);
-            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, low), h0);
-            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, low), h1);
-            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low), h2);
-            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low), h3);
-            const int8_t *xh = x + 128 * h, *sh = sc + 8 * h;
-            v[4 * h] = q6_scaled(q0, xh, sh);
-            v[4 * h + 1] = q6_scaled(q1, xh + 32, sh + 2);
-            v[4 * h + 2] = q6_scaled(q2, xh + 64, sh + 4);
-            v[4 * h + 3] = q6_scaled(q3, xh + 96, sh + 6);
-        }
-        /* isum_j = Σ sc·q6u·x - 32 (sc_lo·asum_lo + sc_hi·asum_hi): exact */
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-        const __m256i a16 = _mm256_loadu_si256((const __m256i *)(xs->s16 + 16 * k));
-        const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(a16, sc16), 5);
-        const __m256i isum = _mm256_sub_epi32(hsum8x8(v), corr);
-        const __m256 dx =
-            _mm256_mul_ps(_mm256_set1_ps(f16_at(w + 208)), _mm256_loadu_ps(xd + 8 * k));
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dx));
+    prefetch_ahead(w, PREFETCH_Q4, 4);
+    const int8_t *sc = (const int8_t *)(w + 192);
+    __m256i v[8];
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = load256(w + 64 * h), l1 = load256(w + 64 * h + 32);
+        const __m256i qh = load256(w + 128 + 32 * h);
+        /* bits 2u, 2u+1 of qh to bits 4, 5 */
+        const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(qh, 4), two);
+        const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(qh, 2), two);
+        const __m256i h2 = _mm256_and_si256(qh, two);
+        const __m256i h3 = _mm256_and_si256(_mm256_srli_epi16(qh, 2), two);
+        const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, low), h0);
+        const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, low), h1);
+        const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low), h2);
+        const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low), h3);
+        const int8_t *xh = x + 128 * h, *sh = sc + 8 * h;
+        v[4 * h] = q6_scaled(q0, xh, sh);
+        v[4 * h + 1] = q6_scaled(q1, xh + 32, sh + 2);
+        v[4 * h + 2] = q6_scaled(q2, xh + 64, sh + 4);
+        v[4 * h + 3] = q6_scaled(q3, xh + 96, sh + 6);
     }
-    return fold8(acc);
+    /* sc_h·isum_h = Σ sc·q6u·x - 32 (sc_lo·asum_lo + sc_hi·asum_hi): exact */
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+    const __m256i corr =
+        _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a16), sc16), 5);
+    *is = _mm256_sub_epi32(hsum8x8(v), corr);
 }
 
 /* ---- Q2_K and Q3_K: 2-bit quants with a scale per 16 elements ---- */
@@ -230,39 +221,33 @@ ALWAYS_INLINE __m256i halves_scaled(__m256i q, const int8_t *x, int16_t lo, int1
 }
 
 /* Lane j: Σ over block j's halves of sc·(the half's Σ x) (vpmaddwd pairs
- * the halves), from 16 int16 scales. */
-ALWAYS_INLINE __m256i halves_xsum(const xsums *xs, size_t k, __m256i sc16)
+ * the halves), from the super-block's 16 half sums a16 and 16 int16
+ * scales. */
+ALWAYS_INLINE __m256i halves_xsum(const int16_t *a16, __m256i sc16)
 {
-    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xs->s16 + 16 * k)), sc16);
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a16), sc16);
 }
 
-static float row_q2_k(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
-                      const xsums *xs)
+ALWAYS_INLINE void sums_q2_k(const uint8_t *w, const int8_t *x, const int16_t *a16, __m256i *is,
+                             __m256i *ms)
 {
     const __m256i three = _mm256_set1_epi8(3);
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t k = 0; k < nsb; k++, w += 84, x += 256) {
-        prefetch_ahead(w, PREFETCH_Q4, 2);
-        const __m256i b16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)w));
-        const __m256i sc16 = _mm256_and_si256(b16, _mm256_set1_epi16(15));
-        const __m256i mn16 = _mm256_srli_epi16(b16, 4);
-        int16_t sc[16];
-        _mm256_storeu_si256((__m256i *)sc, sc16);
-        __m256i v[8];
-        UNROLL
-        for (int j = 0; j < 8; j++) {
-            const __m256i q = load256(w + 16 + 32 * (j / 4));
-            const __m256i qj = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (j % 4)), three);
-            v[j] = halves_scaled(qj, x + 32 * j, sc[2 * j], sc[2 * j + 1]);
-        }
-        const __m256i isum = hsum8x8(v), msum = halves_xsum(xs, k, mn16);
-        const __m256 xdv = _mm256_loadu_ps(xd + 8 * k);
-        const __m256 dx = _mm256_mul_ps(_mm256_set1_ps(f16_at(w + 80)), xdv);
-        const __m256 mx = _mm256_mul_ps(_mm256_set1_ps(f16_at(w + 82)), xdv);
-        acc = _mm256_add_ps(acc, _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), dx),
-                                               _mm256_mul_ps(_mm256_cvtepi32_ps(msum), mx)));
+    prefetch_ahead(w, PREFETCH_Q4, 2);
+    const __m256i b16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)w));
+    const __m256i sc16 = _mm256_and_si256(b16, _mm256_set1_epi16(15));
+    const __m256i mn16 = _mm256_srli_epi16(b16, 4);
+    /* a wide store read back narrow: forwarded */
+    int16_t sc[16];
+    _mm256_storeu_si256((__m256i *)sc, sc16);
+    __m256i v[8];
+    UNROLL
+    for (int j = 0; j < 8; j++) {
+        const __m256i q = load256(w + 16 + 32 * (j / 4));
+        const __m256i qj = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (j % 4)), three);
+        v[j] = halves_scaled(qj, x + 32 * j, sc[2 * j], sc[2 * j + 1]);
     }
-    return fold8(acc);
+    *is = hsum8x8(v);
+    *ms = halves_xsum(a16, mn16);
 }
 
 /* Q3_K's sixteen scales minus 32 (blocks_scalar.c's q3_scales) as int16
@@ -288,34 +273,25 @@ ALWAYS_INLINE __m256i q3_scales16(const uint8_t *s)
 
 /* v = q + 4·hbit - 4: the quants taken unsigned (q + 4·hbit, < 8) and
  * 4·(Σ sc·asum) taken off, an exact integer identity. */
-static float row_q3_k(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
-                      const xsums *xs)
+ALWAYS_INLINE void sums_q3_k(const uint8_t *w, const int8_t *x, const int16_t *a16, __m256i *is)
 {
     const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t k = 0; k < nsb; k++, w += 110, x += 256) {
-        prefetch_ahead(w, PREFETCH_Q4, 2);
-        const __m256i sc16 = q3_scales16(w + 96);
-        int16_t sc[16];
-        _mm256_storeu_si256((__m256i *)sc, sc16);
-        const __m256i hm = load256(w);
-        __m256i v[8];
-        UNROLL
-        for (int j = 0; j < 8; j++) {
-            const __m256i q = load256(w + 32 + 32 * (j / 4));
-            const __m256i qj = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (j % 4)), three);
-            /* bit j of each hmask byte to bit 2 (no bit crosses into it) */
-            const __m256i hb = _mm256_and_si256(
-                j <= 2 ? _mm256_slli_epi16(hm, 2 - j) : _mm256_srli_epi16(hm, j - 2), four);
-            v[j] = halves_scaled(_mm256_or_si256(qj, hb), x + 32 * j, sc[2 * j], sc[2 * j + 1]);
-        }
-        const __m256i corr = _mm256_slli_epi32(halves_xsum(xs, k, sc16), 2);
-        const __m256i isum = _mm256_sub_epi32(hsum8x8(v), corr);
-        const __m256 dx =
-            _mm256_mul_ps(_mm256_set1_ps(f16_at(w + 108)), _mm256_loadu_ps(xd + 8 * k));
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dx));
+    prefetch_ahead(w, PREFETCH_Q4, 2);
+    const __m256i sc16 = q3_scales16(w + 96);
+    int16_t sc[16];
+    _mm256_storeu_si256((__m256i *)sc, sc16);
+    const __m256i hm = load256(w);
+    __m256i v[8];
+    UNROLL
+    for (int j = 0; j < 8; j++) {
+        const __m256i q = load256(w + 32 + 32 * (j / 4));
+        const __m256i qj = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (j % 4)), three);
+        /* bit j of each hmask byte to bit 2 (no bit crosses into it) */
+        const __m256i hb = _mm256_and_si256(
+            j <= 2 ? _mm256_slli_epi16(hm, 2 - j) : _mm256_srli_epi16(hm, j - 2), four);
+        v[j] = halves_scaled(_mm256_or_si256(qj, hb), x + 32 * j, sc[2 * j], sc[2 * j + 1]);
     }
-    return fold8(acc);
+    *is = _mm256_sub_epi32(hsum8x8(v), _mm256_slli_epi32(halves_xsum(a16, sc16), 2));
 }
 
 /* ---- the 32-element types: eight blocks a group, lane j block 8g+j ---- */
@@ -633,34 +609,126 @@ static inline int blk_unpack_k(ml_type t, const uint8_t *w, size_t cols, size_t 
 
 /* ---- IQ4_XS: IQ4_NL's levels with a 6-bit scale per sub-block ---- */
 
-static float row_iq4_xs(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,
-                        const xsums *xs)
+/* IQ4_XS's sub-block scales minus 32: nibble j of scales_l
+ * (little-endian), bits 2j, 2j+1 of scales_h. */
+ALWAYS_INLINE __m256i iq4_xs_scales(const uint8_t *b)
 {
-    (void)xs;
+    uint32_t sl, sh = (uint32_t)(b[2] | b[3] << 8);
+    memcpy(&sl, b + 4, 4);
+    const __m256i nib = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m256i pair = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), nib),
+                                        _mm256_set1_epi32(15));
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sh), pair),
+                                        _mm256_set1_epi32(3));
+    return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+}
+
+ALWAYS_INLINE void sums_iq4_xs(const uint8_t *w, const int8_t *x, __m256i *is)
+{
+    prefetch_ahead(w, PREFETCH_Q4, 3);
+    __m256i v[8];
+    UNROLL
+    for (int j = 0; j < 8; j++)
+        v[j] = dot_s8s8(levels(nibbles32(w + 8 + 16 * j), iq4nl_levels), load256(x + 32 * j));
+    *is = _mm256_mullo_epi32(hsum8x8(v), iq4_xs_scales(w));
+}
+
+/* ---- the 256-element types' rows (rule 6) ---- */
+
+/* A super-block's bytes, and where its f16 d and dmin are (-1: none). */
+ALWAYS_INLINE size_t k_bytes(ml_type T)
+{
+    return T == ML_TYPE_Q4_K   ? 144
+           : T == ML_TYPE_Q5_K ? 176
+           : T == ML_TYPE_Q6_K ? 210
+           : T == ML_TYPE_Q2_K ? 84
+           : T == ML_TYPE_Q3_K ? 110
+                               : 136; /* IQ4_XS */
+}
+
+ALWAYS_INLINE int k_d_at(ml_type T)
+{
+    return T == ML_TYPE_Q6_K ? 208 : T == ML_TYPE_Q2_K ? 80 : T == ML_TYPE_Q3_K ? 108 : 0;
+}
+
+ALWAYS_INLINE int k_dmin_at(ml_type T)
+{
+    return T == ML_TYPE_Q4_K || T == ML_TYPE_Q5_K ? 2 : T == ML_TYPE_Q2_K ? 82 : -1;
+}
+
+/* Super-block k of type T against x (its 256 activations) and the
+ * activation's sums xs: *is, *ms (see the top of the 256-element types). */
+ALWAYS_INLINE void sums_k(ml_type T, const uint8_t *w, const int8_t *x, const xsums *xs, size_t k,
+                          __m256i *is, __m256i *ms)
+{
+    *ms = _mm256_setzero_si256();
+    switch (T) {
+    case ML_TYPE_Q4_K: sums_q4_k(w, x, xs->s32 + 8 * k, is, ms); break;
+    case ML_TYPE_Q5_K: sums_q5_k(w, x, xs->s32 + 8 * k, is, ms); break;
+    case ML_TYPE_Q6_K: sums_q6_k(w, x, xs->s16 + 16 * k, is); break;
+    case ML_TYPE_Q2_K: sums_q2_k(w, x, xs->s16 + 16 * k, is, ms); break;
+    case ML_TYPE_Q3_K: sums_q3_k(w, x, xs->s16 + 16 * k, is); break;
+    default: sums_iq4_xs(w, x, is); break; /* IQ4_XS */
+    }
+}
+
+/* Rule 6's float step for the super-blocks in the lanes of isum and msum
+ * (exact integers), d, dmin and xd as lanes too:
+ * s = (float)isum * (d * xd) - (float)msum * (dmin * xd), or without mins
+ * s = (float)isum * (d * xd). */
+ALWAYS_INLINE __m256 k_s(ml_type T, __m256i isum, __m256i msum, __m256 d, __m256 dmin, __m256 xdv)
+{
+    const __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, xdv));
+    if (k_dmin_at(T) < 0)
+        return s;
+    return _mm256_sub_ps(s, _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, xdv)));
+}
+
+/* Eight super-blocks a group: lane j of the two hsum8x8 is super-block
+ * 8g + j's isum and msum, so the float step is one vector op per eight
+ * super-blocks and lands in rule 3's acc[k % 8].  A last partial group's
+ * missing lanes are +0 throughout (zero sums, d and xd) and add +0: acc,
+ * which starts at +0, never holds -0, so that changes nothing. */
+ALWAYS_INLINE float row_k(ml_type T, const uint8_t *w, size_t nsb, const int8_t *x,
+                          const float *xd, const xsums *xs)
+{
+    const size_t bytes = k_bytes(T);
     __m256 acc = _mm256_setzero_ps();
-    for (size_t k = 0; k < nsb; k++, w += 136, x += 256) {
-        prefetch_ahead(w, PREFETCH_Q4, 3);
-        __m256i v[8];
-        UNROLL
-        for (int j = 0; j < 8; j++)
-            v[j] = dot_s8s8(levels(nibbles32(w + 8 + 16 * j), iq4nl_levels), load256(x + 32 * j));
-        /* ls_j - 32: nibble j of scales_l (little-endian), bits 2j, 2j+1 of scales_h */
-        uint32_t sl, sh = (uint32_t)(w[2] | w[3] << 8);
-        memcpy(&sl, w + 4, 4);
-        const __m256i nib = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-        const __m256i pair = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), nib),
-                                            _mm256_set1_epi32(15));
-        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sh), pair),
-                                            _mm256_set1_epi32(3));
-        const __m256i ls =
-            _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
-        const __m256i isum = _mm256_mullo_epi32(hsum8x8(v), ls);
-        const __m256 dx = _mm256_mul_ps(_mm256_set1_ps(f16_at(w)), _mm256_loadu_ps(xd + 8 * k));
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dx));
+    for (size_t g = 0; g < nsb; g += 8) {
+        const size_t m = nsb - g < 8 ? nsb - g : 8;
+        const uint8_t *wg = w + g * bytes;
+        __m256i is[8], ms[8];
+        for (size_t j = 0; j < 8; j++) {
+            if (j < m) {
+                sums_k(T, wg + j * bytes, x + 256 * (g + j), xs, g + j, &is[j], &ms[j]);
+            } else {
+                is[j] = _mm256_setzero_si256();
+                ms[j] = _mm256_setzero_si256();
+            }
+        }
+        const __m256 d = f16_lanes(wg, bytes, k_d_at(T), m);
+        const __m256 dmin =
+            k_dmin_at(T) < 0 ? _mm256_setzero_ps() : f16_lanes(wg, bytes, k_dmin_at(T), m);
+        const __m256i msum = k_dmin_at(T) < 0 ? _mm256_setzero_si256() : hsum8x8(ms);
+        acc = _mm256_add_ps(acc, k_s(T, hsum8x8(is), msum, d, dmin, xd_lanes(xd + g, m)));
     }
     return fold8(acc);
 }
+
+#define ROW_K(name, T)                                                                          \
+    static float row_##name(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,   \
+                            const xsums *xs)                                                  \
+    {                                                                                         \
+        return row_k(T, w, nsb, x, xd, xs);                                                   \
+    }
+ROW_K(q4_k, ML_TYPE_Q4_K)
+ROW_K(q5_k, ML_TYPE_Q5_K)
+ROW_K(q6_k, ML_TYPE_Q6_K)
+ROW_K(q2_k, ML_TYPE_Q2_K)
+ROW_K(q3_k, ML_TYPE_Q3_K)
+ROW_K(iq4_xs, ML_TYPE_IQ4_XS)
+#undef ROW_K
 
 /* ---- F32, F16, BF16: rule 5's eight float sums per block ---- */
 
@@ -791,14 +859,16 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
  * sub-block j), so that eight byte dot products leave isum_j in lane j
  * with no horizontal sums (Q6_K: registers 0-3 the first half, 4-7 the
  * second).  The weights of TILE_ROWS rows are decoded and transposed once
- * for TILE_TOK tokens, the activations once per call for all rows.  Per
- * lane the integer sums are exact and the float operations matvec's:
- * Q4_K's and Q5_K's products sc·isum and m·asum are taken in floats, which is exact
- * (both factors exact, the product below 2^24: rule 5's bound), so each
- * (token, row) result is matvec's bits.  Q4_1 and Q5_1 take eight
- * consecutive blocks for a super-block (row_32's groups, lane j block
- * 8k + j), a last partial group padded with zero quants, activations,
- * scales and sums, whose lanes add +0 as in row_32. */
+ * for TILE_TOK tokens, the activations once per call for all rows.
+ * The 256-element types (rule 6): lane j then holds sc_j·isum_j (and
+ * m_j·asum_j), exact integers; the TILE_TOK = 8 tokens' vectors of one
+ * row are added up by one hsum8x8 (lane t: token t's isum of the
+ * super-block), and the float step is taken for the eight tokens at
+ * once, into acc[row][k % 8] (lane t), folded lane by lane at the end:
+ * each (token, row) result is matvec's bits.  Q4_1 and Q5_1 (rule 5)
+ * take eight consecutive blocks for a super-block (row_32's groups, lane
+ * j block 8k + j), a last partial group padded with zero quants,
+ * activations, scales and sums, whose lanes add +0 as in row_32. */
 #define TILE_ROWS 4
 #define TILE_TOK 8
 
@@ -848,7 +918,7 @@ static void x_transposed(const int8_t *x, size_t cols, int8_t *xt)
 /* A super-block of a row, decoded for the tile. */
 typedef struct tile_row {
     __m256i q[8];         /* the unsigned quants, transposed (IQ4_XS: below) */
-    __m256 sc, mn;        /* Q4_K, Q5_K: the sub-blocks' scales and mins as floats */
+    __m256i sc, mn;       /* Q4_K, Q5_K: the sub-blocks' scales and mins */
     __m256i sc_lo, sc_hi; /* Q6_K, Q3_K, Q2_K: the halves' scales, */
     __m256i sc16;         /* and all sixteen as int16 */
     __m256i mn16;         /* Q2_K: the halves' mins as int16 */
@@ -856,20 +926,6 @@ typedef struct tile_row {
     __m256i mag[8];       /* IQ4_XS without VNNI: |level| (q: the signed levels) */
     __m256 d, dmin;       /* broadcast */
 } tile_row;
-
-/* IQ4_XS's sub-block scales minus 32 (row_iq4_xs's unpacking). */
-ALWAYS_INLINE __m256i iq4_xs_scales(const uint8_t *b)
-{
-    uint32_t sl, sh = (uint32_t)(b[2] | b[3] << 8);
-    memcpy(&sl, b + 4, 4);
-    const __m256i nib = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-    const __m256i pair = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), nib),
-                                        _mm256_set1_epi32(15));
-    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sh), pair),
-                                        _mm256_set1_epi32(3));
-    return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
-}
 
 /* m: Q4_1's and Q5_1's blocks in the group (row_32's decoding), d and
  * dmin their d and m as lanes, +0 from m on. */
@@ -913,7 +969,7 @@ ALWAYS_INLINE void tile_decode(ml_type T, const uint8_t *b, size_t m, tile_row *
         }
         __m256i sc, mn;
         k4_scales_mins(b + 4, &sc, &mn);
-        t->sc = _mm256_cvtepi32_ps(sc), t->mn = _mm256_cvtepi32_ps(mn);
+        t->sc = sc, t->mn = mn;
         t->d = _mm256_set1_ps(f16_at(b)), t->dmin = _mm256_set1_ps(f16_at(b + 2));
     } else if (T == ML_TYPE_Q2_K || T == ML_TYPE_Q3_K) { /* row_q2_k's and row_q3_k's decoding */
         const int q3 = T == ML_TYPE_Q3_K;
@@ -981,25 +1037,63 @@ ALWAYS_INLINE void tile_decode(ml_type T, const uint8_t *b, size_t m, tile_row *
     transpose8x8(t->q);
 }
 
-/* Rule 5's s of the eight sub-blocks of a decoded row and a token. */
-ALWAYS_INLINE __m256 tile_s(ml_type T, const tile_row *w, const __m256i *x, __m256 xdv,
-                            const xsums *xs, size_t k)
+/* Rule 5's s of Q4_1's or Q5_1's eight blocks of a decoded row and a
+ * token (group_s's line). */
+ALWAYS_INLINE __m256 tile_s32(ml_type T, const tile_row *w, const __m256i *x, __m256 xdv,
+                              const xsums *xs, size_t k)
 {
-    if (T == ML_TYPE_Q4_1 || T == ML_TYPE_Q5_1) { /* group_s's line */
-        const __m256i isum = tile_dot(w->q, x, 8, T == ML_TYPE_Q4_1 ? 8 : 4);
-        const __m256 asum =
-            _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(xs->s32 + 8 * k)));
-        return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w->d, xdv)),
-                             _mm256_mul_ps(asum, _mm256_mul_ps(w->dmin, xdv)));
+    const __m256i isum = tile_dot(w->q, x, 8, T == ML_TYPE_Q4_1 ? 8 : 4);
+    const __m256 asum = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(xs->s32 + 8 * k)));
+    return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w->d, xdv)),
+                         _mm256_mul_ps(asum, _mm256_mul_ps(w->dmin, xdv)));
+}
+
+/* Rows [rb, rb + nr) of Q4_1 or Q5_1 x the nt tokens whose transposed
+ * activations are at xt (256 · nsb apart), sums at xs and scales at xd
+ * (a row's blocks apart): groups of eight blocks for super-blocks, the
+ * last one partial (m blocks). */
+ALWAYS_INLINE void tile_32(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb,
+                           size_t nr, const int8_t *xt, const xsums *xs, const float *xd,
+                           size_t nt, float *y, size_t ldy)
+{
+    const size_t cols = 256 * nsb;
+    const size_t bb = T == ML_TYPE_Q4_1 ? 20 : 24;
+    const size_t nb = row_bytes / bb;
+    __m256 acc[TILE_ROWS][TILE_TOK];
+    for (size_t r = 0; r < nr; r++)
+        for (size_t t = 0; t < nt; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    for (size_t k = 0; k < nsb; k++) {
+        const size_t m = nb - 8 * k < 8 ? nb - 8 * k : 8;
+        tile_row rows[TILE_ROWS];
+        for (size_t r = 0; r < nr; r++)
+            tile_decode(T, w + (rb + r) * row_bytes + 8 * bb * k, m, &rows[r]);
+        for (size_t t = 0; t < nt; t++) {
+            __m256i x[8];
+            UNROLL
+            for (int g = 0; g < 8; g++)
+                x[g] = load256(xt + t * cols + 256 * k + 32 * g);
+            const __m256 xdv = xd_lanes(xd + t * nb + 8 * k, m);
+            for (size_t r = 0; r < nr; r++)
+                acc[r][t] = _mm256_add_ps(acc[r][t], tile_s32(T, &rows[r], x, xdv, &xs[t], k));
+        }
     }
+    for (size_t r = 0; r < nr; r++)
+        for (size_t t = 0; t < nt; t++)
+            y[t * ldy + rb + r] = fold8(acc[r][t]);
+}
+
+/* Rule 6's sums of super-block k of a decoded row and a token: lane j
+ * sc_j·isum_j (*is) and Q4_K's, Q5_K's, Q2_K's m_j·asum_j (*ms). */
+ALWAYS_INLINE void tile_sums(ml_type T, const tile_row *w, const __m256i *x, const xsums *xs,
+                             size_t k, __m256i *is, __m256i *ms)
+{
+    *ms = _mm256_setzero_si256();
     if (T == ML_TYPE_Q4_K || T == ML_TYPE_Q5_K) {
-        const __m256 asum =
-            _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(xs->s32 + 8 * k)));
-        const __m256i isum = tile_dot(w->q, x, 8, T == ML_TYPE_Q4_K ? 8 : 4);
-        const __m256 si = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), w->sc);
-        const __m256 mi = _mm256_mul_ps(asum, w->mn);
-        return _mm256_sub_ps(_mm256_mul_ps(si, _mm256_mul_ps(w->d, xdv)),
-                             _mm256_mul_ps(mi, _mm256_mul_ps(w->dmin, xdv)));
+        const __m256i asum = _mm256_loadu_si256((const __m256i *)(xs->s32 + 8 * k));
+        *is = _mm256_mullo_epi32(tile_dot(w->q, x, 8, T == ML_TYPE_Q4_K ? 8 : 4), w->sc);
+        *ms = _mm256_mullo_epi32(asum, w->mn);
+        return;
     }
     if (T == ML_TYPE_IQ4_XS) {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
@@ -1011,94 +1105,114 @@ ALWAYS_INLINE __m256 tile_s(ml_type T, const tile_row *w, const __m256i *x, __m2
         for (int g = 0; g < 8; g++)
             sum = _mm256_add_epi32(sum, dot_u8s8(w->mag[g], _mm256_sign_epi8(x[g], w->q[g])));
 #endif
-        const __m256i isum = _mm256_mullo_epi32(sum, w->ls);
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w->d, xdv));
+        *is = _mm256_mullo_epi32(sum, w->ls);
+        return;
     }
+    const __m256i a16 = _mm256_loadu_si256((const __m256i *)(xs->s16 + 16 * k));
     if (T == ML_TYPE_Q2_K || T == ML_TYPE_Q3_K) {
         /* isum = sc_lo·Σ q·x (first half) + sc_hi·(second), Q3_K's q
          * unsigned (q + 4·hbit) and 4·(Σ sc·asum) taken off; Q2_K's mins
          * msum = Σ mn·asum */
         const __m256i lo = tile_dot(w->q, x, 4, 4), hi = tile_dot(w->q + 4, x + 4, 4, 4);
-        const __m256i a16 = _mm256_loadu_si256((const __m256i *)(xs->s16 + 16 * k));
-        __m256i isum =
-            _mm256_add_epi32(_mm256_mullo_epi32(lo, w->sc_lo), _mm256_mullo_epi32(hi, w->sc_hi));
-        if (T == ML_TYPE_Q3_K) {
-            isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_madd_epi16(a16, w->sc16), 2));
-            return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w->d, xdv));
-        }
-        const __m256i msum = _mm256_madd_epi16(a16, w->mn16);
-        return _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w->d, xdv)),
-                             _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(w->dmin, xdv)));
+        *is = _mm256_add_epi32(_mm256_mullo_epi32(lo, w->sc_lo), _mm256_mullo_epi32(hi, w->sc_hi));
+        if (T == ML_TYPE_Q3_K)
+            *is = _mm256_sub_epi32(*is, _mm256_slli_epi32(_mm256_madd_epi16(a16, w->sc16), 2));
+        else
+            *ms = _mm256_madd_epi16(a16, w->mn16);
+        return;
     }
     /* Q6_K: isum = sc_lo·Σ q6u·x (first half) + sc_hi·(second) - 32·(Σ sc·asum) */
     const __m256i lo = tile_dot(w->q, x, 4, 2), hi = tile_dot(w->q + 4, x + 4, 4, 2);
-    const __m256i a16 = _mm256_loadu_si256((const __m256i *)(xs->s16 + 16 * k));
     const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(a16, w->sc16), 5);
-    const __m256i isum = _mm256_sub_epi32(
+    *is = _mm256_sub_epi32(
         _mm256_add_epi32(_mm256_mullo_epi32(lo, w->sc_lo), _mm256_mullo_epi32(hi, w->sc_hi)), corr);
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w->d, xdv));
 }
 
-/* Rows [rb, rb + nr) x the nt tokens whose transposed activations are at
- * xt (256 · nsb apart), sums at xs and scales at xd (a row's blocks
- * apart).  Q4_1 and Q5_1: groups of eight blocks for super-blocks, the
- * last one partial (m blocks). */
-ALWAYS_INLINE void tile(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb,
-                        size_t nr, const int8_t *xt, const xsums *xs, const float *xd, size_t nt,
-                        float *y, size_t ldy)
+/* Lane t < nt: token t's activation scale of super-block k (xd: nsb a
+ * token); +0 from nt on. */
+ALWAYS_INLINE float xd_token(const float *xd, size_t nsb, size_t k, size_t t, size_t nt)
 {
-    const size_t cols = 256 * nsb;
-    const size_t bb = T == ML_TYPE_Q4_1 ? 20 : 24; /* Q4_1's, Q5_1's block */
-    const int groups = T == ML_TYPE_Q4_1 || T == ML_TYPE_Q5_1;
-    const size_t nb = groups ? row_bytes / bb : cols / 32;
-    const size_t bytes = groups             ? 8 * bb
-                         : T == ML_TYPE_Q4_K ? 144
-                         : T == ML_TYPE_Q5_K ? 176
-                         : T == ML_TYPE_Q6_K ? 210
-                         : T == ML_TYPE_Q2_K ? 84
-                         : T == ML_TYPE_Q3_K ? 110
-                                             : 136;
-    __m256 acc[TILE_ROWS][TILE_TOK];
+    return t < nt ? xd[t * nsb + k] : 0.0f;
+}
+
+ALWAYS_INLINE __m256 xd_tokens(const float *xd, size_t nsb, size_t k, size_t nt)
+{
+    /* into a register lane by lane (f16_lanes' reason) */
+    return _mm256_setr_ps(xd_token(xd, nsb, k, 0, nt), xd_token(xd, nsb, k, 1, nt),
+                          xd_token(xd, nsb, k, 2, nt), xd_token(xd, nsb, k, 3, nt),
+                          xd_token(xd, nsb, k, 4, nt), xd_token(xd, nsb, k, 5, nt),
+                          xd_token(xd, nsb, k, 6, nt), xd_token(xd, nsb, k, 7, nt));
+}
+
+/* Rows [rb, rb + nr) of a 256-element type T x the nt tokens whose
+ * transposed activations are at xt (256 · nsb apart), sums at xs and
+ * scales at xd (nsb apart: rule 6's one per super-block). */
+ALWAYS_INLINE void tile_k(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb,
+                          size_t nr, const int8_t *xt, const xsums *xs, const float *xd,
+                          size_t nt, float *y, size_t ldy)
+{
+    _Static_assert(TILE_TOK == 8, "a row's tokens are the eight lanes of one hsum8x8");
+    const size_t cols = 256 * nsb, bytes = k_bytes(T);
+    const int mins = k_dmin_at(T) >= 0;
+    __m256 acc[TILE_ROWS][8]; /* [row][k % 8], lane t: token t */
     for (size_t r = 0; r < nr; r++)
-        for (size_t t = 0; t < nt; t++)
-            acc[r][t] = _mm256_setzero_ps();
+        for (int a = 0; a < 8; a++)
+            acc[r][a] = _mm256_setzero_ps();
     for (size_t k = 0; k < nsb; k++) {
-        const size_t m = nb - 8 * k < 8 ? nb - 8 * k : 8;
         tile_row rows[TILE_ROWS];
         for (size_t r = 0; r < nr; r++)
-            tile_decode(T, w + (rb + r) * row_bytes + bytes * k, m, &rows[r]);
-        for (size_t t = 0; t < nt; t++) {
+            tile_decode(T, w + (rb + r) * row_bytes + bytes * k, 8, &rows[r]);
+        __m256i is[TILE_ROWS][TILE_TOK], ms[TILE_ROWS][TILE_TOK];
+        for (size_t t = 0; t < TILE_TOK; t++) {
+            if (t >= nt) {
+                for (size_t r = 0; r < nr; r++)
+                    is[r][t] = ms[r][t] = _mm256_setzero_si256();
+                continue;
+            }
             __m256i x[8];
             UNROLL
             for (int g = 0; g < 8; g++)
                 x[g] = load256(xt + t * cols + 256 * k + 32 * g);
-            const __m256 xdv = xd_lanes(xd + t * nb + 8 * k, m);
             for (size_t r = 0; r < nr; r++)
-                acc[r][t] = _mm256_add_ps(acc[r][t], tile_s(T, &rows[r], x, xdv, &xs[t], k));
+                tile_sums(T, &rows[r], x, &xs[t], k, &is[r][t], &ms[r][t]);
+        }
+        const __m256 xdv = xd_tokens(xd, nsb, k, nt);
+        for (size_t r = 0; r < nr; r++) {
+            const __m256i msum = mins ? hsum8x8(ms[r]) : _mm256_setzero_si256();
+            const __m256 s = k_s(T, hsum8x8(is[r]), msum, rows[r].d, rows[r].dmin, xdv);
+            acc[r][k % 8] = _mm256_add_ps(acc[r][k % 8], s);
         }
     }
-    for (size_t r = 0; r < nr; r++)
+    for (size_t r = 0; r < nr; r++) {
+        /* rule 3's fold, lane by lane */
+        const __m256 f = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][4]),
+                                                     _mm256_add_ps(acc[r][2], acc[r][6])),
+                                       _mm256_add_ps(_mm256_add_ps(acc[r][1], acc[r][5]),
+                                                     _mm256_add_ps(acc[r][3], acc[r][7])));
+        float out[TILE_TOK];
+        _mm256_storeu_ps(out, f);
         for (size_t t = 0; t < nt; t++)
-            y[t * ldy + rb + r] = fold8(acc[r][t]);
+            y[t * ldy + rb + r] = out[t];
+    }
 }
 
 /* One instantiation of the always-inline tile per type, so that each
  * type's decoding is folded into its own loop. */
-#define TILE_OF(name, T)                                                                        \
+#define TILE_OF(name, T, tiles)                                                                 \
     static void tile_##name(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb,        \
                             size_t nr, const int8_t *xt, const xsums *xs, const float *xd,    \
                             size_t nt, float *y, size_t ldy)                                  \
     {                                                                                         \
-        tile(T, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);                           \
+        tiles(T, w, row_bytes, nsb, rb, nr, xt, xs, xd, nt, y, ldy);                          \
     }
-TILE_OF(q4_k, ML_TYPE_Q4_K)
-TILE_OF(q5_k, ML_TYPE_Q5_K)
-TILE_OF(iq4_xs, ML_TYPE_IQ4_XS)
-TILE_OF(q2_k, ML_TYPE_Q2_K)
-TILE_OF(q3_k, ML_TYPE_Q3_K)
-TILE_OF(q6_k, ML_TYPE_Q6_K)
-TILE_OF(q4_1, ML_TYPE_Q4_1)
-TILE_OF(q5_1, ML_TYPE_Q5_1)
+TILE_OF(q4_k, ML_TYPE_Q4_K, tile_k)
+TILE_OF(q5_k, ML_TYPE_Q5_K, tile_k)
+TILE_OF(iq4_xs, ML_TYPE_IQ4_XS, tile_k)
+TILE_OF(q2_k, ML_TYPE_Q2_K, tile_k)
+TILE_OF(q3_k, ML_TYPE_Q3_K, tile_k)
+TILE_OF(q6_k, ML_TYPE_Q6_K, tile_k)
+TILE_OF(q4_1, ML_TYPE_Q4_1, tile_32)
+TILE_OF(q5_1, ML_TYPE_Q5_1, tile_32)
 #undef TILE_OF
 
 typedef void (*tile_fn_t)(const uint8_t *w, size_t row_bytes, size_t nsb, size_t rb, size_t nr,
@@ -1142,8 +1256,8 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
         }
         for (size_t rb = r0; rb < r1; rb += TILE_ROWS) {
             const size_t nr = r1 - rb < TILE_ROWS ? r1 - rb : TILE_ROWS;
-            tile_fn(t)(w, row_bytes, nsb, rb, nr, xt, xs, xd + t0 * (cols / 32), nt, y + t0 * ldy,
-                       ldy);
+            tile_fn(t)(w, row_bytes, nsb, rb, nr, xt, xs, xd + t0 * ml__blk_xd_count(t, cols), nt,
+                       y + t0 * ldy, ldy);
         }
     }
     free(xs);
@@ -1166,7 +1280,8 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
         matmul_tiled(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
     for (size_t k = 0; k < n_tok; k++)
-        matvec_blk(t, w, cols, r0, r1, xq + k * cols, xd + k * cols / 32, y + k * ldy);
+        matvec_blk(t, w, cols, r0, r1, xq + k * cols, xd + k * ml__blk_xd_count(t, cols),
+                   y + k * ldy);
 }
 
 #endif
