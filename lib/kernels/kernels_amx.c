@@ -78,12 +78,6 @@ extern const ml_kernels ml__kernels_avx512;
 #define T_SUMS 0
 #define T_X 1
 #define T_W 2
-/* Q6_K's halves: two sums tiles, A 16 rows x 16 bytes, B 4 rows x 64 */
-#define T_SUMS_HI 3
-#define T_X_LO 4
-#define T_W_LO 5
-#define T_X_HI 6
-#define T_W_HI 7
 
 /* The LDTILECFG operand (palette 1): sums 16 x 16 int32, A 16 rows x 32
  * bytes, B 8 rows x 64 bytes.  A constant in memory, not built on the
@@ -96,18 +90,9 @@ typedef struct {
     uint8_t rows[16];
 } __attribute__((aligned(64))) tile_cfg;
 
-static const tile_cfg tile_config = {
-    .palette = 1,
-    .colsb = {[T_SUMS] = TILE * 4, [T_X] = BLOCK, [T_W] = TILE * 4, [T_SUMS_HI] = TILE * 4,
-              [T_X_LO] = BLOCK / 2, [T_W_LO] = TILE * 4, [T_X_HI] = BLOCK / 2,
-              [T_W_HI] = TILE * 4},
-    .rows = {[T_SUMS] = TILE, [T_X] = TILE, [T_W] = BLOCK / 4, [T_SUMS_HI] = TILE,
-             [T_X_LO] = TILE, [T_W_LO] = BLOCK / 8, [T_X_HI] = TILE, [T_W_HI] = BLOCK / 8},
-};
-
-/* The same for the products without halves: a second set of sums, A and
- * B tiles (3, 4, 5) with the first set's shapes, so that one block's tile
- * work runs while the vector units do the previous block's float steps. */
+/* The blocks' products (Q8_0, Q4_0, Q4_1, Q5_1, IQ4_XS): two sets of
+ * sums, A and B tiles (0-2, 3-5), so that one block's tile work runs
+ * while the vector units do the previous block's float steps. */
 #define T_SUMS2 3
 #define T_X2 4
 #define T_W2 5
@@ -134,6 +119,20 @@ static const tile_cfg tile_config_fold = {
     .colsb = {[F_LO] = 64, [F_HI] = 64, [F_LO2] = 64, [F_HI2] = 64, [F_X] = 64, [F_W] = 64,
               [F_W2] = 64},
     .rows = {[F_LO] = TILE, [F_HI] = TILE, [F_LO2] = TILE, [F_HI2] = TILE, [F_X] = TILE,
+             [F_W] = TILE, [F_W2] = TILE},
+};
+
+/* Q6_K (rule 6 with its scales in four pieces, below): four sums tiles,
+ * A and two B tiles, all 16 rows x 64 bytes. */
+#define P_A 0
+#define P_B 1
+#define P_C 2
+#define P_D 3
+static const tile_cfg tile_config_q6 = {
+    .palette = 1,
+    .colsb = {[P_A] = 64, [P_B] = 64, [P_C] = 64, [P_D] = 64, [F_X] = 64, [F_W] = 64,
+              [F_W2] = 64},
+    .rows = {[P_A] = TILE, [P_B] = TILE, [P_C] = TILE, [P_D] = TILE, [F_X] = TILE,
              [F_W] = TILE, [F_W2] = TILE},
 };
 
@@ -212,23 +211,6 @@ static void prepare_panel(int q4, const void *wq, ml_wscales wd, size_t cols, si
     }
 BLOCK_SUMS(block_sums, T_SUMS, T_X, T_W)
 BLOCK_SUMS(block_sums2, T_SUMS2, T_X2, T_W2)
-
-/* Block b's exact sums of its two 16-element halves (Q6_K), lo and hi:
- * B's rows 0-3 hold elements 0-15, rows 4-7 the rest. */
-ALWAYS_INLINE void half_sums(const int8_t *x, size_t cols, const int8_t *wb, size_t b,
-                             int32_t lo[TILE][TILE], int32_t hi[TILE][TILE])
-{
-    _tile_zero(T_SUMS);
-    _tile_zero(T_SUMS_HI);
-    _tile_loadd(T_X_LO, x + BLOCK * b, (long)cols);
-    _tile_loadd(T_W_LO, wb + WB_BLOCK * b, TILE * 4);
-    _tile_loadd(T_X_HI, x + BLOCK * b + BLOCK / 2, (long)cols);
-    _tile_loadd(T_W_HI, wb + WB_BLOCK * b + WB_BLOCK / 2, TILE * 4);
-    _tile_dpbssd(T_SUMS, T_X_LO, T_W_LO);
-    _tile_dpbssd(T_SUMS_HI, T_X_HI, T_W_HI);
-    _tile_stored(T_SUMS, lo, TILE * 4);
-    _tile_stored(T_SUMS_HI, hi, TILE * 4);
-}
 
 /* Rule 3 for block b: acc[m] += (float)sum * (wd * xd), lane n = row n;
  * the rows' scales at wdt + 16 b, the tokens' at xdt + 16 b.  With mins
@@ -309,14 +291,14 @@ static void tile_product_mins(const int8_t *x, const float *xdt, const float *xs
 }
 
 /* Rule 6 (Q4_K, Q5_K, Q6_K, IQ4_XS; K activations, one scale per 256):
- * the tiles give each block's exact sums (Q6_K: each half's), the vector
- * units multiply them by the rows' integer scales and add them in int32
- * (vpmulld, exact), and only the super-block's end has float steps.  The
- * mins' term msum = Σ_j m_j · asum_j pairs the sub-blocks as int16
- * (m < 64, |asum| <= 32·127) for vpdpwssd: the rows' pairs at wmp, the
- * tokens' at xsp.  Per panel: d at wdt + 16·8k (and dmin at wmt), scales
- * at wst + 16 b (Q6_K's second halves' at wsh); per token tile: the
- * scales at xdt + 16 k, the sums' pairs at xsp + 16 (4k + p). */
+ * the tiles give exact integer sums, the vector units finish each
+ * super-block's isum in int32 and only then take the float steps: per
+ * token m, s = (float)isum * (d * xd) [- (float)msum * (dmin * xd)] into
+ * part[m] (rule 6's acc[k % 8], lane n for row n).  The mins' term msum =
+ * Σ_j m_j · asum_j pairs the sub-blocks as int16 (m < 64, |asum| <=
+ * 32·127) for vpdpwssd: the rows' pairs at wmp + 16 (4k + p), the tokens'
+ * at xsp + 16 (4k + p).  d at wdt + 16·8k (dmin at wmt), the tokens'
+ * scales at xdt + 16 k. */
 ALWAYS_INLINE void super_add(__m512i isum[TILE], const float *wdt, const float *wmt,
                              const int32_t *wmp, const float *xdt, const int32_t *xsp, size_t k,
                              __m512 part[TILE])
@@ -340,53 +322,10 @@ ALWAYS_INLINE void super_add(__m512i isum[TILE], const float *wdt, const float *
     }
 }
 
-/* isum[m] += sums[m] · sc, row by row (lane n: row n). */
-ALWAYS_INLINE void scale_sums(int32_t sums[TILE][TILE], const int32_t *sc, __m512i isum[TILE])
+/* Rule 3's fold of part into y's rows r .. r + nr for tokens t0 .. t0 + nt. */
+ALWAYS_INLINE void store_folded(__m512 part[8][TILE], float *y, size_t ldy, size_t t0, size_t nt,
+                                size_t r, size_t nr)
 {
-    const __m512i scv = _mm512_load_si512((const __m512i *)sc);
-    UNROLL
-    for (int m = 0; m < TILE; m++)
-        isum[m] = _mm512_add_epi32(
-            isum[m], _mm512_mullo_epi32(_mm512_load_si512((const __m512i *)sums[m]), scv));
-}
-
-ALWAYS_INLINE void tile_rule6(int q6, const int8_t *x, const float *xdt, const int32_t *xsp,
-                              size_t cols, const int8_t *wb, const float *wdt, const float *wmt,
-                              const int32_t *wst, const int32_t *wsh, const int32_t *wmp,
-                              float *y, size_t ldy, size_t t0, size_t nt, size_t r, size_t nr)
-{
-    const size_t nb = cols / BLOCK;
-    _Alignas(64) int32_t sums[TILE][TILE], sums2[TILE][TILE];
-    __m512 part[8][TILE];
-    for (int j = 0; j < 8; j++)
-        UNROLL
-        for (int m = 0; m < TILE; m++)
-            part[j][m] = _mm512_setzero_ps();
-    if (!q6)
-        block_sums(x, cols, wb, 0, sums);
-    for (size_t k = 0; k < nb / 8; k++) {
-        __m512i isum[TILE];
-        UNROLL
-        for (int m = 0; m < TILE; m++)
-            isum[m] = _mm512_setzero_si512();
-        for (size_t b = 8 * k; b < 8 * k + 8; b++) {
-            if (q6) {
-                half_sums(x, cols, wb, b, sums, sums2);
-                scale_sums(sums, wst + TILE * b, isum);
-                scale_sums(sums2, wsh + TILE * b, isum);
-            } else if (b % 2 == 0) {
-                /* block b + 1's tile work is issued before b's vector
-                 * work, on the other set of tiles */
-                block_sums2(x, cols, wb, b + 1, sums2);
-                scale_sums(sums, wst + TILE * b, isum);
-            } else {
-                if (b + 1 < nb)
-                    block_sums(x, cols, wb, b + 1, sums);
-                scale_sums(sums2, wst + TILE * b, isum);
-            }
-        }
-        super_add(isum, wdt, wmt, wmp, xdt, xsp, k, part[k % 8]);
-    }
     const __mmask16 rows = (__mmask16)((1u << nr) - 1);
     for (size_t m = 0; m < nt; m++) {
         const __m512 v = _mm512_add_ps(
@@ -398,20 +337,46 @@ ALWAYS_INLINE void tile_rule6(int q6, const int8_t *x, const float *xdt, const i
     }
 }
 
-static void tile_product_rule6(const int8_t *x, const float *xdt, const int32_t *xsp,
-                               size_t cols, const int8_t *wb, const float *wdt, const float *wmt,
-                               const int32_t *wst, const int32_t *wmp, float *y, size_t ldy,
-                               size_t t0, size_t nt, size_t r, size_t nr)
+/* isum[m] += sums[m] · sc, row by row (lane n: row n). */
+ALWAYS_INLINE void scale_sums(int32_t sums[TILE][TILE], const int32_t *sc, __m512i isum[TILE])
 {
-    tile_rule6(0, x, xdt, xsp, cols, wb, wdt, wmt, wst, NULL, wmp, y, ldy, t0, nt, r, nr);
+    const __m512i scv = _mm512_load_si512((const __m512i *)sc);
+    UNROLL
+    for (int m = 0; m < TILE; m++)
+        isum[m] = _mm512_add_epi32(
+            isum[m], _mm512_mullo_epi32(_mm512_load_si512((const __m512i *)sums[m]), scv));
 }
 
-static void tile_product_rule6_q6(const int8_t *x, const float *xdt, size_t cols,
-                                  const int8_t *wb, const float *wdt, const int32_t *wst,
-                                  const int32_t *wsh, float *y, size_t ldy, size_t t0, size_t nt,
-                                  size_t r, size_t nr)
+/* IQ4_XS: a level times ls - 32 is no byte, so each block's sums are
+ * stored and scaled (vpmulld: exact) by ls - 32 (wst + 16 b), block b +
+ * 1's tile work issued before b's, on the other set of tiles. */
+static void tile_product_iq4_xs(const int8_t *x, const float *xdt, size_t cols, const int8_t *wb,
+                                const float *wdt, const int32_t *wst, float *y, size_t ldy,
+                                size_t t0, size_t nt, size_t r, size_t nr)
 {
-    tile_rule6(1, x, xdt, NULL, cols, wb, wdt, NULL, wst, wsh, NULL, y, ldy, t0, nt, r, nr);
+    const size_t nb = cols / BLOCK;
+    _Alignas(64) int32_t sums[TILE][TILE], sums2[TILE][TILE];
+    __m512 part[8][TILE];
+    for (int j = 0; j < 8; j++)
+        UNROLL
+        for (int m = 0; m < TILE; m++)
+            part[j][m] = _mm512_setzero_ps();
+    block_sums(x, cols, wb, 0, sums);
+    for (size_t k = 0; k < nb / 8; k++) {
+        __m512i isum[TILE];
+        UNROLL
+        for (int m = 0; m < TILE; m++)
+            isum[m] = _mm512_setzero_si512();
+        for (size_t b = 8 * k; b < 8 * k + 8; b += 2) {
+            block_sums2(x, cols, wb, b + 1, sums2);
+            scale_sums(sums, wst + TILE * b, isum);
+            if (b + 2 < nb)
+                block_sums(x, cols, wb, b + 2, sums);
+            scale_sums(sums2, wst + TILE * (b + 1), isum);
+        }
+        super_add(isum, wdt, NULL, NULL, xdt, NULL, k, part[k % 8]);
+    }
+    store_folded(part, y, ldy, t0, nt, r, nr);
 }
 
 /* Q4_K and Q5_K: q·sc, up to 31·63, is no byte, but with sc = 8 sc_hi +
@@ -478,15 +443,7 @@ static void tile_product_fold(const int8_t *x, const float *xdt, const int32_t *
         }
         super_add(isum, wdt, wmt, wmp, xdt, xsp, k, part[k % 8]);
     }
-    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
-    for (size_t m = 0; m < nt; m++) {
-        const __m512 v = _mm512_add_ps(
-            _mm512_add_ps(_mm512_add_ps(part[0][m], part[4][m]),
-                          _mm512_add_ps(part[2][m], part[6][m])),
-            _mm512_add_ps(_mm512_add_ps(part[1][m], part[5][m]),
-                          _mm512_add_ps(part[3][m], part[7][m])));
-        _mm512_mask_storeu_ps(y + (t0 + m) * ldy + r, rows, v);
-    }
+    store_folded(part, y, ldy, t0, nt, r, nr);
 }
 
 /* A panel in B order (unsigned quants, wb) split into its quants times
@@ -507,6 +464,125 @@ static void fold_scales(int8_t *wb, int8_t *whi, const int32_t *wst, size_t nb)
             _mm512_store_si512(w, _mm512_mullo_epi32(q, lo));
         }
     }
+}
+
+/* Q6_K: v = q6 - 32 and an int8 scale sc_h per half h.  With q6 (0..63)
+ * and sc = 64 a + 16 b + 4 c + d (b, c, d in 0..3, a in -2..1), every
+ * q6·piece is a byte, and
+ *   isum = Σ_h sc_h Σ v·xq = 64 A + 16 B + 4 C + D - 32 Σ_h sc_h asum_h
+ * with A = Σ (q6·a)·xq over the super-block, and so on: four panels, each
+ * summed over a whole super-block by the tiles (A signed, TDPBSSD; the
+ * others unsigned, TDPBSUD), and the halves' activation sums weighted by
+ * the scales in int16 pairs (vpdpwssd).  The panels are made from the one
+ * B-order panel of v as fold_scales makes Q4_K's; q6·a as q6·(a + 2) -
+ * 2 q6 byte by byte.  The rows' scale pairs (sub-block j's halves) go to
+ * wsp + 16 b. */
+static void fold_q6(int8_t *wb, int8_t *const wp[3], int32_t *wsp, const int32_t *wst,
+                    const int32_t *wsh, size_t nb)
+{
+    const __m512i three = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(128);
+    for (size_t b = 0; b < nb; b++) {
+        const __m512i lo = _mm512_load_si512((const __m512i *)(wst + TILE * b));
+        const __m512i hi = _mm512_load_si512((const __m512i *)(wsh + TILE * b));
+        _mm512_store_si512((__m512i *)(wsp + TILE * b),
+                           _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi32(0xffff)),
+                                           _mm512_slli_epi32(hi, 16)));
+        for (size_t k = 0; k < BLOCK / 4; k++) {
+            const __m512i u = _mm512_add_epi32(k < 4 ? lo : hi, bias); /* sc + 128: 0..255 */
+            __m512i *w = (__m512i *)(wb + WB_BLOCK * b + 64 * k);
+            const __m512i q = _mm512_add_epi8(_mm512_load_si512(w), _mm512_set1_epi8(32));
+            const size_t at = WB_BLOCK * b + 64 * k;
+            _mm512_store_si512((__m512i *)(wp[0] + at),
+                               _mm512_mullo_epi32(q, _mm512_and_si512(_mm512_srli_epi32(u, 4), three)));
+            _mm512_store_si512((__m512i *)(wp[1] + at),
+                               _mm512_mullo_epi32(q, _mm512_and_si512(_mm512_srli_epi32(u, 2), three)));
+            _mm512_store_si512((__m512i *)(wp[2] + at), _mm512_mullo_epi32(q, _mm512_and_si512(u, three)));
+            _mm512_store_si512(w, _mm512_sub_epi8(_mm512_mullo_epi32(q, _mm512_srli_epi32(u, 6)),
+                                                  _mm512_add_epi8(q, q)));
+        }
+    }
+}
+
+/* Super-block k's four piece sums (panels wa = wb, wp[0..2]) into
+ * a, b, c, d. */
+ALWAYS_INLINE void q6_sums(const int8_t *x, size_t cols, const int8_t *wa, int8_t *const wp[3],
+                           size_t k, int32_t s[4][TILE][TILE])
+{
+    _tile_zero(P_A);
+    _tile_zero(P_B);
+    _tile_zero(P_C);
+    _tile_zero(P_D);
+    for (size_t i = 0; i < 4; i++) {
+        const size_t at = WB_BLOCK * (8 * k + 2 * i);
+        _tile_loadd(F_X, x + 256 * k + 64 * i, (long)cols);
+        _tile_loadd(F_W, wa + at, 64);
+        _tile_dpbssd(P_A, F_X, F_W);
+        _tile_loadd(F_W2, wp[0] + at, 64);
+        _tile_dpbsud(P_B, F_X, F_W2);
+        _tile_loadd(F_W, wp[1] + at, 64);
+        _tile_dpbsud(P_C, F_X, F_W);
+        _tile_loadd(F_W2, wp[2] + at, 64);
+        _tile_dpbsud(P_D, F_X, F_W2);
+    }
+    _tile_stored(P_A, s[0], TILE * 4);
+    _tile_stored(P_B, s[1], TILE * 4);
+    _tile_stored(P_C, s[2], TILE * 4);
+    _tile_stored(P_D, s[3], TILE * 4);
+}
+
+static void tile_product_q6_fold(const int8_t *x, const float *xdt, const int32_t *xsp,
+                                 size_t cols, const int8_t *wa, int8_t *const wp[3],
+                                 const float *wdt, const int32_t *wsp, float *y, size_t ldy,
+                                 size_t t0, size_t nt, size_t r, size_t nr)
+{
+    const size_t nsb = cols / 256;
+    _Alignas(64) int32_t s[4][TILE][TILE];
+    __m512 part[8][TILE];
+    for (int j = 0; j < 8; j++)
+        UNROLL
+        for (int m = 0; m < TILE; m++)
+            part[j][m] = _mm512_setzero_ps();
+    for (size_t k = 0; k < nsb; k++) {
+        q6_sums(x, cols, wa, wp, k, s);
+        __m512i isum[TILE];
+        UNROLL
+        for (int m = 0; m < TILE; m++) {
+            __m512i corr = _mm512_setzero_si512();
+            UNROLL
+            for (int j = 0; j < 8; j++)
+                corr = _mm512_dpwssd_epi32(
+                    corr, _mm512_load_si512((const __m512i *)(wsp + TILE * (8 * k + j))),
+                    _mm512_set1_epi32(xsp[TILE * (8 * k + j) + m]));
+            __m512i v = _mm512_load_si512((const __m512i *)s[0][m]);
+            v = _mm512_add_epi32(_mm512_slli_epi32(v, 2), _mm512_load_si512((const __m512i *)s[1][m]));
+            v = _mm512_add_epi32(_mm512_slli_epi32(v, 2), _mm512_load_si512((const __m512i *)s[2][m]));
+            v = _mm512_add_epi32(_mm512_slli_epi32(v, 2), _mm512_load_si512((const __m512i *)s[3][m]));
+            isum[m] = _mm512_sub_epi32(v, _mm512_slli_epi32(corr, 5));
+        }
+        super_add(isum, wdt, NULL, NULL, xdt, NULL, k, part[k % 8]);
+    }
+    store_folded(part, y, ldy, t0, nt, r, nr);
+}
+
+/* The tokens' half sums Σ xq as int16 pairs (sub-block j's two halves,
+ * the first low), xsp[((i nsb + k) 8 + j) 16 + m] for token 16 i + m
+ * (zeros past n_tok). */
+static void transpose_half_pairs(const int8_t *xq, size_t nsb, size_t n_tok, int32_t *xsp)
+{
+    const size_t cols = 256 * nsb, tiles = (n_tok + TILE - 1) / TILE;
+    memset(xsp, 0, tiles * nsb * 8 * TILE * sizeof *xsp);
+    const __m256i flip = _mm256_set1_epi8(-128);
+    for (size_t t = 0; t < n_tok; t++)
+        for (size_t b = 0; b < cols / BLOCK; b++) {
+            const __m256i v = _mm256_xor_si256(
+                _mm256_loadu_si256((const __m256i *)(xq + t * cols + BLOCK * b)), flip);
+            const __m256i sad = _mm256_sad_epu8(v, _mm256_setzero_si256());
+            /* 64-bit lanes 0, 1: the first half; 2, 3: the second */
+            const int32_t s0 = (int32_t)(_mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1)) - 2048;
+            const int32_t s1 = (int32_t)(_mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3)) - 2048;
+            xsp[((t / TILE) * (cols / BLOCK) + b) * TILE + t % TILE] =
+                (int32_t)((uint32_t)(uint16_t)s0 | (uint32_t)(uint16_t)s1 << 16);
+        }
 }
 
 /* The tokens' sub-block sums Σ xq as int16 pairs (sub-blocks 2p and
@@ -589,8 +665,8 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
      * (Q6_K: the halves' scales wst and wsh), and the unpacked panel's
      * (blk_unpack_k) usm */
     const size_t k_bytes = kq ? 3 * scales + 2 * nb * TILE : 0;
-    /* Q4_K, Q5_K: the second panel in B order */
-    const size_t fold_bytes = fold ? wb_bytes : 0;
+    /* Q4_K, Q5_K: the second panel in B order; Q6_K: three more */
+    const size_t fold_bytes = fold ? wb_bytes : q6 ? 3 * wb_bytes : 0;
     int8_t *base =
         aligned_alloc(64, wb_bytes + scales * (1 + tiles) + pad_bytes + mins_bytes + k_bytes +
                               fold_bytes);
@@ -613,8 +689,11 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
     const size_t nsb = cols / 256;
     int32_t *xsp = (int32_t *)xst, *wmp = (int32_t *)wnt;
     transpose_scales(xd, kq ? nsb : nb, n_tok, xdt);
-    if (kq && !q6 && !iq)
+    int8_t *const wp[3] = {wbh, wbh + wb_bytes, wbh + 2 * wb_bytes};
+    if (fold)
         transpose_sum_pairs(xq, nsb, n_tok, xsp);
+    else if (q6)
+        transpose_half_pairs(xq, nsb, n_tok, xsp);
     else if (unpack)
         transpose_sums(xq, nb, n_tok, xst);
     if (unpack)
@@ -632,7 +711,7 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
     if (chunk < TILE)
         chunk = TILE;
     if (q6)
-        _tile_loadconfig(&tile_config);
+        _tile_loadconfig(&tile_config_q6);
     else if (fold)
         _tile_loadconfig(&tile_config_fold);
     else
@@ -659,6 +738,8 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
                     }
                 if (fold)
                     fold_scales(wb, wbh, wst, nb);
+                else if (q6)
+                    fold_q6(wb, wp, wmp, wst, wsh, nb);
             } else {
                 prepare_panel(q4, wq, wd, cols, r, nr, wb, wdt);
             }
@@ -669,12 +750,11 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
                     tile_product_fold(x, xdt + t * nsb, xsp + t * nsb * 4, cols, wb, wbh, wdt,
                                       wmt, wmp, y, ldy, t, nt, r, nr);
                 else if (q6)
-                    tile_product_rule6_q6(x, xdt + t * nsb, cols, wb, wdt, wst, wsh, y, ldy, t,
-                                          nt, r, nr);
-                else if (kq)
-                    tile_product_rule6(x, xdt + t * nsb, xsp + t * nsb * 4, cols, wb, wdt,
-                                       iq ? NULL : wmt, wst, iq ? NULL : wmp, y, ldy, t, nt, r,
-                                       nr);
+                    tile_product_q6_fold(x, xdt + t * nsb, xsp + t * nsb * 8, cols, wb, wp, wdt,
+                                         wmp, y, ldy, t, nt, r, nr);
+                else if (iq)
+                    tile_product_iq4_xs(x, xdt + t * nsb, cols, wb, wdt, wst, y, ldy, t, nt, r,
+                                        nr);
                 else if (unpack)
                     tile_product_mins(x, xdt + t * nb, xst + t * nb, cols, wb, wdt, wmt, y, ldy, t,
                                       nt, r, nr);
