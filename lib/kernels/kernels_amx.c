@@ -318,14 +318,21 @@ ALWAYS_INLINE void super_add(__m512i isum[TILE], const float *wdt, const float *
             const __m512 mv = _mm512_load_ps(wmt + TILE * 8 * k);
             s = _mm512_sub_ps(s, _mm512_mul_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(mv, xdv)));
         }
-        part[m] = _mm512_add_ps(part[m], s);
+        /* rule 6's acc starts at +0: the first eight super-blocks set
+         * it to +0 + s (not s: -0 + ... differs from +0 + ...) */
+        part[m] = _mm512_add_ps(k < 8 ? _mm512_setzero_ps() : part[m], s);
     }
 }
 
-/* Rule 3's fold of part into y's rows r .. r + nr for tokens t0 .. t0 + nt. */
-ALWAYS_INLINE void store_folded(__m512 part[8][TILE], float *y, size_t ldy, size_t t0, size_t nt,
-                                size_t r, size_t nr)
+/* Rule 3's fold of part (set for the first nsb, zeros for the rest) into
+ * y's rows r .. r + nr for tokens t0 .. t0 + nt. */
+ALWAYS_INLINE void store_folded(__m512 part[8][TILE], size_t nsb, float *y, size_t ldy, size_t t0,
+                                size_t nt, size_t r, size_t nr)
 {
+    for (size_t j = nsb; j < 8; j++)
+        UNROLL
+        for (int m = 0; m < TILE; m++)
+            part[j][m] = _mm512_setzero_ps();
     const __mmask16 rows = (__mmask16)((1u << nr) - 1);
     for (size_t m = 0; m < nt; m++) {
         const __m512 v = _mm512_add_ps(
@@ -356,11 +363,7 @@ static void tile_product_iq4_xs(const int8_t *x, const float *xdt, size_t cols, 
 {
     const size_t nb = cols / BLOCK;
     _Alignas(64) int32_t sums[TILE][TILE], sums2[TILE][TILE];
-    __m512 part[8][TILE];
-    for (int j = 0; j < 8; j++)
-        UNROLL
-        for (int m = 0; m < TILE; m++)
-            part[j][m] = _mm512_setzero_ps();
+    __m512 part[8][TILE]; /* super_add's first eight set them */
     block_sums(x, cols, wb, 0, sums);
     for (size_t k = 0; k < nb / 8; k++) {
         __m512i isum[TILE];
@@ -376,7 +379,7 @@ static void tile_product_iq4_xs(const int8_t *x, const float *xdt, size_t cols, 
         }
         super_add(isum, wdt, NULL, NULL, xdt, NULL, k, part[k % 8]);
     }
-    store_folded(part, y, ldy, t0, nt, r, nr);
+    store_folded(part, nb / 8, y, ldy, t0, nt, r, nr);
 }
 
 /* Q4_K and Q5_K: q·sc, up to 31·63, is no byte, but with sc = 8 sc_hi +
@@ -422,11 +425,7 @@ static void tile_product_fold(const int8_t *x, const float *xdt, const int32_t *
 {
     const size_t nsb = cols / 256;
     _Alignas(64) int32_t lo[TILE][TILE], hi[TILE][TILE], lo2[TILE][TILE], hi2[TILE][TILE];
-    __m512 part[8][TILE];
-    for (int j = 0; j < 8; j++)
-        UNROLL
-        for (int m = 0; m < TILE; m++)
-            part[j][m] = _mm512_setzero_ps();
+    __m512 part[8][TILE]; /* super_add's first eight set them */
     /* super-block k + 1's tile work is issued before k's vector work, on
      * the other pair of sums tiles */
     fold_sums(x, cols, wlo, whi, 0, lo, hi);
@@ -443,7 +442,7 @@ static void tile_product_fold(const int8_t *x, const float *xdt, const int32_t *
         }
         super_add(isum, wdt, wmt, wmp, xdt, xsp, k, part[k % 8]);
     }
-    store_folded(part, y, ldy, t0, nt, r, nr);
+    store_folded(part, nsb, y, ldy, t0, nt, r, nr);
 }
 
 /* A panel in B order (unsigned quants, wb) split into its quants times
@@ -537,11 +536,7 @@ static void tile_product_q6_fold(const int8_t *x, const float *xdt, const int32_
 {
     const size_t nsb = cols / 256;
     _Alignas(64) int32_t s[4][TILE][TILE];
-    __m512 part[8][TILE];
-    for (int j = 0; j < 8; j++)
-        UNROLL
-        for (int m = 0; m < TILE; m++)
-            part[j][m] = _mm512_setzero_ps();
+    __m512 part[8][TILE]; /* super_add's first eight set them */
     for (size_t k = 0; k < nsb; k++) {
         q6_sums(x, cols, wa, wp, k, s);
         __m512i isum[TILE];
@@ -561,7 +556,7 @@ static void tile_product_q6_fold(const int8_t *x, const float *xdt, const int32_
         }
         super_add(isum, wdt, NULL, NULL, xdt, NULL, k, part[k % 8]);
     }
-    store_folded(part, y, ldy, t0, nt, r, nr);
+    store_folded(part, nsb, y, ldy, t0, nt, r, nr);
 }
 
 /* The tokens' half sums Σ xq as int16 pairs (sub-block j's two halves,
