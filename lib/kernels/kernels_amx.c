@@ -559,6 +559,36 @@ static void tile_product_q6_fold(const int8_t *x, const float *xdt, const int32_
     store_folded(part, nsb, y, ldy, t0, nt, r, nr);
 }
 
+/* Sums of eight bytes of a super-block (x, 256 bytes), as 32 64-bit lanes
+ * in order over v[0..3]: vpsadbw of the bytes made unsigned (+128 each,
+ * taken off by the caller). */
+ALWAYS_INLINE void sums8(const int8_t *x, __m512i v[4])
+{
+    const __m512i flip = _mm512_set1_epi8(-128);
+    for (int i = 0; i < 4; i++)
+        v[i] = _mm512_sad_epu8(_mm512_xor_si512(_mm512_loadu_si512((const void *)(x + 64 * i)), flip),
+                               _mm512_setzero_si512());
+}
+
+/* Lane i of the result: lanes 2i and 2i + 1 of a:b (a's eight, then b's)
+ * added. */
+ALWAYS_INLINE __m512i add_pairs(__m512i a, __m512i b)
+{
+    const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m512i odd = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+    return _mm512_add_epi64(_mm512_permutex2var_epi64(a, even, b),
+                            _mm512_permutex2var_epi64(a, odd, b));
+}
+
+/* The four int32 pairs at p (int16 lanes, lane 2i low) written 16 apart. */
+ALWAYS_INLINE void put_pairs(__m128i p, int32_t *at)
+{
+    at[0] = _mm_cvtsi128_si32(p);
+    at[TILE] = _mm_extract_epi32(p, 1);
+    at[2 * TILE] = _mm_extract_epi32(p, 2);
+    at[3 * TILE] = _mm_extract_epi32(p, 3);
+}
+
 /* The tokens' half sums Σ xq as int16 pairs (sub-block j's two halves,
  * the first low), xsp[((i nsb + k) 8 + j) 16 + m] for token 16 i + m
  * (zeros past n_tok). */
@@ -566,46 +596,37 @@ static void transpose_half_pairs(const int8_t *xq, size_t nsb, size_t n_tok, int
 {
     const size_t cols = 256 * nsb, tiles = (n_tok + TILE - 1) / TILE;
     memset(xsp, 0, tiles * nsb * 8 * TILE * sizeof *xsp);
-    const __m256i flip = _mm256_set1_epi8(-128);
+    const __m512i bias = _mm512_set1_epi64(16 * 128);
     for (size_t t = 0; t < n_tok; t++)
-        for (size_t b = 0; b < cols / BLOCK; b++) {
-            const __m256i v = _mm256_xor_si256(
-                _mm256_loadu_si256((const __m256i *)(xq + t * cols + BLOCK * b)), flip);
-            const __m256i sad = _mm256_sad_epu8(v, _mm256_setzero_si256());
-            /* 64-bit lanes 0, 1: the first half; 2, 3: the second */
-            const int32_t s0 = (int32_t)(_mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1)) - 2048;
-            const int32_t s1 = (int32_t)(_mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3)) - 2048;
-            xsp[((t / TILE) * (cols / BLOCK) + b) * TILE + t % TILE] =
-                (int32_t)((uint32_t)(uint16_t)s0 | (uint32_t)(uint16_t)s1 << 16);
+        for (size_t k = 0; k < nsb; k++) {
+            __m512i v[4];
+            sums8(xq + t * cols + 256 * k, v);
+            /* sixteen halves of 16 bytes: two lanes each */
+            const __m512i h0 = _mm512_sub_epi64(add_pairs(v[0], v[1]), bias);
+            const __m512i h1 = _mm512_sub_epi64(add_pairs(v[2], v[3]), bias);
+            int32_t *at = xsp + (((t / TILE) * nsb + k) * 8) * TILE + t % TILE;
+            put_pairs(_mm512_cvtepi64_epi16(h0), at);
+            put_pairs(_mm512_cvtepi64_epi16(h1), at + 4 * TILE);
         }
 }
 
 /* The tokens' sub-block sums Σ xq as int16 pairs (sub-blocks 2p and
  * 2p + 1 of super-block k, low half first), xsp[((i nsb + k) 4 + p) 16 +
- * m] for token 16 i + m (zeros past n_tok).  vpsadbw sums eight bytes
- * made unsigned (+128 each: 32·128 taken off again). */
+ * m] for token 16 i + m (zeros past n_tok). */
 static void transpose_sum_pairs(const int8_t *xq, size_t nsb, size_t n_tok, int32_t *xsp)
 {
     const size_t cols = 256 * nsb, tiles = (n_tok + TILE - 1) / TILE;
     memset(xsp, 0, tiles * nsb * 4 * TILE * sizeof *xsp);
-    const __m512i flip = _mm512_set1_epi8(-128);
+    const __m512i bias = _mm512_set1_epi64(32 * 128);
     for (size_t t = 0; t < n_tok; t++)
-        for (size_t k = 0; k < nsb; k++)
-            for (size_t p = 0; p < 4; p++) {
-                const __m512i v = _mm512_xor_si512(
-                    _mm512_loadu_si512((const void *)(xq + t * cols + 256 * k + 64 * p)), flip);
-                const __m512i sad = _mm512_sad_epu8(v, _mm512_setzero_si512());
-                const __m256i lo4 = _mm512_castsi512_si256(sad), hi4 = _mm512_extracti64x4_epi64(sad, 1);
-                /* lanes 0-3: sub-block 2p, 4-7: 2p + 1 (64-bit lanes) */
-                const int32_t s0 = (int32_t)(_mm256_extract_epi64(lo4, 0) + _mm256_extract_epi64(lo4, 1) +
-                                             _mm256_extract_epi64(lo4, 2) + _mm256_extract_epi64(lo4, 3)) -
-                                   4096;
-                const int32_t s1 = (int32_t)(_mm256_extract_epi64(hi4, 0) + _mm256_extract_epi64(hi4, 1) +
-                                             _mm256_extract_epi64(hi4, 2) + _mm256_extract_epi64(hi4, 3)) -
-                                   4096;
-                xsp[(((t / TILE) * nsb + k) * 4 + p) * TILE + t % TILE] =
-                    (int32_t)((uint32_t)(uint16_t)s0 | (uint32_t)(uint16_t)s1 << 16);
-            }
+        for (size_t k = 0; k < nsb; k++) {
+            __m512i v[4];
+            sums8(xq + t * cols + 256 * k, v);
+            /* eight sub-blocks of 32 bytes: four lanes each */
+            const __m512i s = _mm512_sub_epi64(
+                add_pairs(add_pairs(v[0], v[1]), add_pairs(v[2], v[3])), bias);
+            put_pairs(_mm512_cvtepi64_epi16(s), xsp + ((t / TILE) * nsb + k) * 4 * TILE + t % TILE);
+        }
 }
 
 /* ---- the table's products ---- */
