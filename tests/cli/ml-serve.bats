@@ -282,6 +282,34 @@ think_server() {
     refused 400 logprobs invalid_type '{"prompt":"a","logprobs":"5"}' /v1/completions
 }
 
+# Drawn at temperature 2 from every token, most tokens are not among
+# their step's 2 most likely: the legacy completions API "will always
+# return the logprob of the sampled token", so an entry then has 3; a
+# chat's top_logprobs stay exactly top_logprobs long.
+@test "logprobs N: a completion's top_logprobs add the sampled token (up to N+1), a chat's stay N" {
+    local hot='"max_tokens":8,"temperature":2,"top_k":0,"top_p":1,"min_p":0,"seed":11'
+    run -0 post /v1/completions "{\"prompt\":\"Once upon a time\",$hot,\"logprobs\":2}"
+    local whole=$output
+    jq -e '.choices[0].logprobs as $l | [range(8) | $l.top_logprobs[.] as $t | $l.tokens[.] as $k |
+          $t[$k] == $l.token_logprobs[.] and
+          (($t | length) == 2 or (($t | length) == 3 and ($t | keys_unsorted[2]) == $k and
+                                  ($t | [.[]] | .[2] <= (.[:2] | min))))] | all and
+        ([range(8) | $l.top_logprobs[.] | length] | any(. == 3))' <<<"$whole" ||
+        fail_with "$(jq -c .choices[0].logprobs <<<"$whole")"
+    # streamed: the same entries
+    run -0 post /v1/completions "{\"prompt\":\"Once upon a time\",$hot,\"logprobs\":2,\"stream\":true}" -N
+    [[ $(grep '^data: {' <<<"$output" | sed 's/^data: //' | jq -sc 'map(.choices[0].logprobs // empty | .top_logprobs[]) ') == \
+       "$(jq -c .choices[0].logprobs.top_logprobs <<<"$whole")" ]]
+    # logprobs 0: the sampled token alone
+    run -0 post /v1/completions "{\"prompt\":\"Once upon a time\",$hot,\"logprobs\":0}"
+    jq -e '.choices[0].logprobs as $l | [range(8) | $l.top_logprobs[.] == {($l.tokens[.]): $l.token_logprobs[.]}] | all' <<<"$output"
+    # a chat's: exactly 2, the sampled token missing from some
+    run -0 post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],$hot,\"logprobs\":true,\"top_logprobs\":2}"
+    jq -e '.choices[0].logprobs.content as $c | ($c | length) == 8 and
+        ([$c[] | (.top_logprobs | length) == 2] | all) and
+        ([$c[] | .token as $k | [.top_logprobs[].token] | index($k) == null] | any)' <<<"$output"
+}
+
 # ref_logprobs LOGITS "ID ID ...": each token after the first, its
 # log-probability under ml-run's row of the token before it (the
 # log-softmax of the 32000 logits of that position), one a line.
@@ -313,7 +341,8 @@ long_ids() {
     jq -e --argjson r "$ref" '.choices[0].logprobs as $l | ($l.tokens | length) == 153 and
         $l.token_logprobs[0] == null and $l.top_logprobs[0] == null and
         ([range(149) | ($l.token_logprobs[. + 1] - $r[.]) | fabs < 1e-5] | all) and
-        ([range(1; 153) | $l.top_logprobs[.] | length == 2 and (map(.) | . == (sort | reverse))] | all) and
+        ([range(1; 153) | $l.top_logprobs[.] as $t | $t[$l.tokens[.]] == $l.token_logprobs[.] and
+          ($t | length == 2 or length == 3) and ($t | map(.) | . == (sort | reverse))] | all) and
         .usage.prompt_tokens == 150 and .usage.completion_tokens == 3' <<<"$echoed" ||
         fail_with "ml-run's rows give $ref: $(jq -c .choices[0].logprobs.token_logprobs <<<"$echoed")"
     # The generated part: the text, tokens and log-probabilities of the same
