@@ -199,6 +199,20 @@ char *resp_content(const char *text, size_t len)
     return dump(json_pack("{s:o}", "content", text_value(text, len)));
 }
 
+void resp_echo_free(resp_echo *echo, size_t n)
+{
+    for (size_t k = 0; echo && k < n; k++)
+        free(echo[k].text);
+    free(echo);
+}
+
+void resp_usage_add(resp_usage *u, const resp_meta *m, size_t i, const srv_progress *p)
+{
+    if (i % m->n_each == 0)
+        u->prompt_tokens += p->n_prompt, u->n_cached += p->n_cached;
+    u->completion_tokens += p->n_gen;
+}
+
 static json_t *usage_object(const resp_usage *u)
 {
     return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
