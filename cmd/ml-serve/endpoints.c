@@ -348,7 +348,8 @@ static srv_submit_status submit_jobs(srv_server *s, http_req *r, const srv_reque
                         .score_prompt = q->echo && q->logprobs};
     srv_submit_status st = SRV_SUBMITTED;
     size_t total = n_prompts(q) * q->n;
-    for (*n = 0; *n < total && st == SRV_SUBMITTED;) {
+    *n = 0;
+    while (*n < total && st == SRV_SUBMITTED) {
         size_t i = *n, k = i / q->n;
         p.prompt = ids[k].v, p.n_prompt = ids[k].n, p.max_tokens = max[k];
         p.sp.seed = q->seed_set ? q->sp.seed + i /* a different draw for every request */

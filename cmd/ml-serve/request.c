@@ -947,8 +947,7 @@ static int parse_generation(const json_t *o, uint32_t vocab, srv_request *r, srv
                             : get_prompts(o, vocab, r, e) || get_bool(o, "echo", &r->echo, e))
         return -1;
     return get_sampling(o, r, e) || check_choices(r, e) || get_max_tokens(o, r, e) ||
-                   get_stops(o, r, e) ||
-                   get_stream(o, r, e) || get_logit_bias(o, vocab, r, e) ||
+                   get_stops(o, r, e) || get_stream(o, r, e) || get_logit_bias(o, vocab, r, e) ||
                    get_logprobs(o, r, e) || get_grammar(o, r, e) ||
                    (r->kind == SRV_CHAT && get_tools(o, r, e))
                ? -1
