@@ -7,8 +7,9 @@
  * success, fields within their documented ranges (sampling values,
  * max_tokens 0 only with a completion's echo, at
  * most SRV_MAX_STOPS non-empty stop strings, token ids below the
- * vocabulary, a message list for a chat, a NUL-terminated prompt or
- * token ids for a completion); the
+ * vocabulary, a message list for a chat, 1 to SRV_MAX_PROMPTS prompts for
+ * a completion, each NUL-terminated text or token ids, prompts x n at
+ * most SRV_MAX_CHOICES); the
  * same body parsed twice gives the same result. */
 #include "fuzz.h"
 
@@ -37,11 +38,19 @@ static void check_ok(const srv_request *r)
         FUZZ_CHECK(r->tokens[i] < VOCAB);
     switch (r->kind) {
     case SRV_CHAT: FUZZ_CHECK(json_is_array(r->messages) && json_array_size(r->messages)); break;
-    case SRV_COMPLETION: /* a text, or token ids (by design without a text) */
-        if (r->ids_prompt)
-            FUZZ_CHECK(r->text == NULL);
-        else
-            FUZZ_CHECK(r->text && strlen(r->text) == r->text_len);
+    case SRV_COMPLETION: /* prompts, each a text or token ids (by design without a text) */
+        FUZZ_CHECK(r->n_prompts >= 1 && r->n_prompts <= SRV_MAX_PROMPTS);
+        FUZZ_CHECK(r->n_prompts * r->n <= SRV_MAX_CHOICES && r->text == NULL);
+        for (size_t k = 0; k < r->n_prompts; k++) {
+            const srv_prompt *q = &r->prompts[k];
+            if (q->text)
+                FUZZ_CHECK(strlen(q->text) == q->text_len && !q->tokens &&
+                           (q->text_len || r->n_prompts == 1));
+            else
+                FUZZ_CHECK(q->n_tokens >= 1);
+            for (size_t i = 0; i < q->n_tokens; i++)
+                FUZZ_CHECK(q->tokens[i] < VOCAB);
+        }
         break;
     case SRV_TOKENIZE: FUZZ_CHECK(r->text && strlen(r->text) == r->text_len); break;
     case SRV_DETOKENIZE: FUZZ_CHECK(r->text == NULL); break;

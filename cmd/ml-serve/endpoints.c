@@ -239,10 +239,10 @@ static int chat_prompt(srv_server *s, srv_request *q, ml_ids *ids, srv_error *e)
     return 0;
 }
 
-static int completion_prompt(srv_server *s, const srv_request *q, ml_ids *ids, srv_error *e)
+static int completion_prompt(srv_server *s, const srv_prompt *q, ml_ids *ids, srv_error *e)
 {
     ml_error err;
-    if (q->ids_prompt) { /* as given */
+    if (!q->text) { /* token ids, as given */
         if (!(ids->v = malloc(q->n_tokens * sizeof *ids->v)))
             return srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
         memcpy(ids->v, q->tokens, q->n_tokens * sizeof *ids->v);
@@ -273,22 +273,33 @@ static int tools_grammar(srv_server *s, srv_request *q, srv_error *e)
     return 0;
 }
 
-/* The prompt's tokens, and the tokens to generate within the context. */
-static int prepare(srv_server *s, srv_request *q, ml_ids *ids, uint32_t *max, srv_error *e)
+/* The prompts a request's choices continue: a chat's one, or a
+ * completion's (each with n choices). */
+static size_t n_prompts(const srv_request *q)
+{
+    return q->kind == SRV_CHAT ? 1 : q->n_prompts;
+}
+
+/* Prompt k's tokens, and the tokens to generate within the context. */
+static int prepare(srv_server *s, srv_request *q, size_t k, ml_ids *ids, uint32_t *max,
+                   srv_error *e)
 {
     const char *param = q->kind == SRV_CHAT ? "messages" : "prompt";
     if (q->kind == SRV_CHAT ? chat_prompt(s, q, ids, e) || tools_grammar(s, q, e)
-                            : completion_prompt(s, q, ids, e))
+                            : completion_prompt(s, &q->prompts[k], ids, e))
         return -1;
     uint32_t n_ctx = srv_sched_n_ctx(s->sched);
+    char which[32] = "The prompt"; /* of several, the one at fault */
+    if (n_prompts(q) > 1)
+        snprintf(which, sizeof which, "Prompt %zu", k);
     if (ids->n == 0)
         return srv_fail(e, 400, "invalid_request_error", param, "invalid_value",
-                        "The prompt is empty (and the tokenizer adds no BOS).");
+                        "%s is empty (and the tokenizer adds no BOS).", which);
     if (ids->n >= n_ctx)
         return srv_fail(e, 400, "invalid_request_error", param, "context_length_exceeded",
-                        "The prompt has %zu tokens; the context holds %u (start ml-serve with "
+                        "%s has %zu tokens; the context holds %u (start ml-serve with "
                         "a larger --ctx).",
-                        ids->n, n_ctx);
+                        which, ids->n, n_ctx);
     uint64_t room = n_ctx - ids->n;
     *max = q->max_tokens < 0 || (uint64_t)q->max_tokens > room ? (uint32_t)room
                                                                : (uint32_t)q->max_tokens;
@@ -321,38 +332,57 @@ static int job_grammar(srv_server *s, const srv_request *q, srv_job_params *p)
     return 0;
 }
 
-/* The request's n jobs (choice i drawn with seed + i, or a seed of its
- * own); answers the refusals itself (0 then: none was left submitted). */
+/* The request's jobs, prompt by prompt, n of each: choice i continues
+ * prompt i / n and is drawn with seed + i (or a seed of its own), so
+ * that it equals the one-prompt request with that seed; ids[k] and
+ * max[k] are prompt k's.  *n counts those submitted; the status is the
+ * first failure's. */
+static srv_submit_status submit_jobs(srv_server *s, http_req *r, const srv_request *q,
+                                     uint64_t nr, const ml_ids *ids, const uint32_t *max,
+                                     srv_job **jobs, size_t *n)
+{
+    srv_job_params p = {.sp = q->sp, .stops = (const char *const *)q->stops,
+                        .n_stops = q->n_stops, .ignore_eos = q->ignore_eos, .bias = q->bias,
+                        .n_bias = q->n_bias, .continues = q->kind == SRV_COMPLETION,
+                        .logprobs = q->logprobs, .top_logprobs = q->top_logprobs,
+                        .score_prompt = q->echo && q->logprobs};
+    srv_submit_status st = SRV_SUBMITTED;
+    size_t total = n_prompts(q) * q->n;
+    *n = 0;
+    while (*n < total && st == SRV_SUBMITTED) {
+        size_t i = *n, k = i / q->n;
+        p.prompt = ids[k].v, p.n_prompt = ids[k].n, p.max_tokens = max[k];
+        p.sp.seed = q->seed_set ? q->sp.seed + i /* a different draw for every request */
+                                : mix((uint64_t)time(NULL) ^ (nr << 20) ^ (i << 8) ^
+                                      (uint64_t)(uintptr_t)r);
+        if (q->grammar && job_grammar(s, q, &p))
+            return SRV_NOMEM; /* only memory fails: the grammar parsed once already */
+        if ((st = srv_submit(s->sched, &p, &jobs[i])) == SRV_SUBMITTED)
+            (*n)++;
+    }
+    return st;
+}
+
+/* The request's jobs (every prompt read first, so that a bad one refuses
+ * the request before anything runs); answers the refusals itself (0
+ * then: none was left submitted). */
 static size_t submit(srv_server *s, http_req *r, srv_request *q, uint64_t nr, srv_job **jobs)
 {
-    ml_ids ids = {0};
-    uint32_t max = 0;
+    ml_ids ids[SRV_MAX_PROMPTS];
+    uint32_t max[SRV_MAX_PROMPTS];
     srv_error e;
-    if (prepare(s, q, &ids, &max, &e)) {
-        ml_ids_free(&ids);
+    size_t k = 0, n = 0;
+    int bad = 0;
+    memset(ids, 0, sizeof ids);
+    for (; k < n_prompts(q) && !bad; k++)
+        bad = prepare(s, q, k, &ids[k], &max[k], &e);
+    srv_submit_status st = bad ? SRV_SUBMITTED : submit_jobs(s, r, q, nr, ids, max, jobs, &n);
+    for (size_t j = 0; j < k; j++)
+        ml_ids_free(&ids[j]);
+    if (bad) {
         reply_error(r, q, &e);
         return 0;
     }
-    srv_job_params p = {.prompt = ids.v, .n_prompt = ids.n, .max_tokens = max, .sp = q->sp,
-                        .stops = (const char *const *)q->stops, .n_stops = q->n_stops,
-                        .ignore_eos = q->ignore_eos, .bias = q->bias, .n_bias = q->n_bias,
-                        .continues = q->kind == SRV_COMPLETION, .logprobs = q->logprobs,
-                        .top_logprobs = q->top_logprobs,
-                        .score_prompt = q->echo && q->logprobs};
-    srv_submit_status st = SRV_SUBMITTED;
-    size_t n = 0; /* jobs submitted */
-    while (n < q->n && st == SRV_SUBMITTED) {
-        p.sp.seed = q->seed_set ? q->sp.seed + n /* a different draw for every request */
-                                : mix((uint64_t)time(NULL) ^ (nr << 20) ^ (n << 8) ^
-                                      (uint64_t)(uintptr_t)r);
-        if (q->grammar && job_grammar(s, q, &p)) {
-            st = SRV_NOMEM; /* only memory fails: the grammar parsed once already */
-            break;
-        }
-        if ((st = srv_submit(s->sched, &p, &jobs[n])) == SRV_SUBMITTED)
-            n++;
-    }
-    ml_ids_free(&ids);
     if (st == SRV_SUBMITTED)
         return n;
     for (size_t i = 0; i < n; i++) { /* the choices already submitted */
@@ -394,23 +424,24 @@ static char *wait_whole(http_req *r, srv_job *job, size_t *len, srv_progress *p)
     }
 }
 
-/* A completion's echo before choice text[0..len) (a new *text) and, with
- * logprobs, its prompt tokens' before the generated ones' in *lp (left
- * as they are when a shutdown cut the prompt short).  -1 when memory ran
- * out (*lp then NULL). */
-static int add_echo(srv_job *job, const resp_meta *m, char **text, size_t *len, json_t **lp)
+/* A completion's echo ec before choice text[0..len) (a new *text) and,
+ * with logprobs, its prompt tokens' before the generated ones' in *lp
+ * (left as they are when a shutdown cut the prompt short).  -1 when
+ * memory ran out (*lp then NULL). */
+static int add_echo(srv_job *job, const resp_meta *m, const resp_echo *ec, char **text,
+                    size_t *len, json_t **lp)
 {
-    char *t = malloc(m->echo_len + *len + 1);
+    char *t = malloc(ec->len + *len + 1);
     if (!t)
         return -1;
-    memcpy(t, m->echo, m->echo_len);
-    memcpy(t + m->echo_len, *text, *len);
-    t[m->echo_len + *len] = '\0';
+    memcpy(t, ec->text, ec->len);
+    memcpy(t + ec->len, *text, *len);
+    t[ec->len + *len] = '\0';
     free(*text);
-    *text = t, *len += m->echo_len;
+    *text = t, *len += ec->len;
     srv_tokprob *pp = NULL;
     size_t n = m->logprobs ? srv_job_prompt_logprobs(job, &pp) : 0;
-    json_t *a = n ? resp_prompt_logprobs(m->mlt, pp, n, m->echo_len) : NULL;
+    json_t *a = n ? resp_prompt_logprobs(m->mlt, pp, n, ec->len) : NULL;
     free(pp);
     if (!n)
         return 0;
@@ -419,22 +450,39 @@ static int add_echo(srv_job *job, const resp_meta *m, char **text, size_t *len, 
     return bad ? -1 : 0;
 }
 
-/* The text a completion's echo gives back: the prompt as written, or its
- * token ids decoded (BOS and EOS left out, as a written prompt has none).
- * 0, or -1 with e filled. */
-static int echo_text(const srv_server *s, const srv_request *q, char **out, size_t *len,
-                     srv_error *e)
+/* The text a completion's echo gives back for prompt q: as written, or
+ * its token ids decoded (BOS and EOS left out, as a written prompt has
+ * none).  0, or -1 with e filled. */
+static int echo_text(const srv_server *s, const srv_prompt *q, resp_echo *out, srv_error *e)
 {
     ml_error err;
-    if (q->ids_prompt && !ml_tok_decode(s->mlt, q->tokens, q->n_tokens, ML_TOK_SKIP_BOS_EOS, out,
-                                        len, &err))
+    if (!q->text && !ml_tok_decode(s->mlt, q->tokens, q->n_tokens, ML_TOK_SKIP_BOS_EOS,
+                                   &out->text, &out->len, &err))
         return 0;
-    if (!q->ids_prompt && (*out = malloc(q->text_len + 1))) {
-        memcpy(*out, q->text, q->text_len + 1);
-        *len = q->text_len;
+    if (q->text && (out->text = malloc(q->text_len + 1))) {
+        memcpy(out->text, q->text, q->text_len + 1);
+        out->len = q->text_len;
         return 0;
     }
     return srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+}
+
+/* Every prompt's echo in a new *out (NULL without echo).  0, or -1 with e
+ * filled. */
+static int echo_texts(const srv_server *s, const srv_request *q, resp_echo **out, srv_error *e)
+{
+    *out = NULL;
+    if (!q->echo)
+        return 0;
+    if (!(*out = calloc(q->n_prompts, sizeof **out)))
+        return srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+    for (size_t k = 0; k < q->n_prompts; k++)
+        if (echo_text(s, &q->prompts[k], &(*out)[k], e)) {
+            resp_echo_free(*out, q->n_prompts);
+            *out = NULL;
+            return -1;
+        }
+    return 0;
 }
 
 /* Choice i: its whole text as a choice object in *choice (NULL when
@@ -451,7 +499,9 @@ static int whole_choice(http_req *r, srv_job *job, const resp_meta *m, unsigned 
     if (!text)
         return 0;
     if (p->finish) {
-        json_t *lp = m->logprobs ? resp_logprobs(m->kind, m->mlt, probs, n_probs, m->echo_len)
+        const resp_echo *ec = resp_echo_of(m, i);
+        json_t *lp = m->logprobs ? resp_logprobs(m->kind, m->mlt, probs, n_probs,
+                                                 resp_echo_len(m, i))
                                  : NULL;
         srv_think t;
         srv_tool_split ts;
@@ -459,7 +509,7 @@ static int whole_choice(http_req *r, srv_job *job, const resp_meta *m, unsigned 
         json_t *calls = NULL;
         srv_think_init(&t, m->think, m->think_open);
         srv_tool_split_init(&ts, m->tool_format, m->tools, m->tool_seed ^ i);
-        int ok = (!m->echo || !add_echo(job, m, &text, &len, &lp)) &&
+        int ok = (!ec || !add_echo(job, m, ec, &text, &len, &lp)) &&
                  !srv_think_put(&t, text, len, &reasoning, &said) &&
                  !srv_think_end(&t, &reasoning, &said) &&
                  !srv_tool_split_put(&ts, said.data, said.len, &content, &reasoning) &&
@@ -489,13 +539,13 @@ static int reply_failed(http_req *r, const srv_progress *p)
     return http_reply_error(r, &e);
 }
 
-/* The n choices, whole, once all are done; usage counts the prompt once
+/* The n choices, whole, once all are done; usage counts each prompt once
  * and every choice's tokens. */
 static int reply_whole(http_req *r, srv_job **jobs, size_t n, const resp_meta *m)
 {
     json_t *choices = json_array();
     srv_progress p;
-    resp_usage u = {0, 0};
+    resp_usage u = {0};
     int rc = 1;
     size_t i = 0;
     for (; i < n && rc == 1; i++) {
@@ -504,10 +554,13 @@ static int reply_whole(http_req *r, srv_job **jobs, size_t n, const resp_meta *m
         srv_job_release(jobs[i]);
         if (rc == 1 && (!c || json_array_append_new(choices, c)))
             json_decref(choices), choices = NULL;
-        u.prompt_tokens = p.n_prompt, u.completion_tokens += p.n_gen;
         if (rc == 1)
-            srv_note_job(r, &p);
+            resp_usage_add(&u, m, i, &p);
     }
+    if (rc == 1)
+        srv_note_usage(r, &u);
+    else if (rc == 0) /* the choice the client left during */
+        srv_note_job(r, &p);
     for (size_t k = i; k < n; k++) { /* after a failure or a client gone */
         srv_job_cancel(jobs[k]);
         srv_job_release(jobs[k]);
@@ -531,30 +584,33 @@ static int generate(srv_server *s, http_req *r, srv_kind kind)
     if (read_request(s, r, kind, &q))
         return 1;
     uint64_t nr = __atomic_add_fetch(&s->n_requests, 1, __ATOMIC_RELAXED);
-    srv_job *jobs[SRV_MAX_N];
-    char *echo = NULL;
-    size_t echo_len = 0, n = 0;
+    srv_job *jobs[SRV_MAX_CHOICES];
+    resp_echo *echo = NULL;
+    size_t n_echo = q.n_prompts, n = 0;
     srv_error e;
-    if (q.echo && echo_text(s, &q, &echo, &echo_len, &e))
+    if (echo_texts(s, &q, &echo, &e))
         return reply_error(r, &q, &e);
     if (!(n = submit(s, r, &q, nr, jobs))) {
         srv_request_free(&q);
-        free(echo);
+        resp_echo_free(echo, n_echo);
         return 1;
     }
     char id[48];
     snprintf(id, sizeof id, "%s-%016llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)mix(nr ^ ((uint64_t)s->created << 24)));
-    resp_meta m = {kind, id, (int64_t)time(NULL), s->model_id, q.logprobs, s->mlt,
-                   kind == SRV_CHAT && s->o.reasoning, q.think_open,
-                   kind == SRV_CHAT && srv_tools_active(&s->tools, &q, s->o.reasoning),
-                   (int)s->tools.format,
-                   mix(nr ^ 0x7001), echo, echo_len};
+    resp_meta m = {.kind = kind, .id = id, .created = (int64_t)time(NULL), .model = s->model_id,
+                   .logprobs = q.logprobs, .mlt = s->mlt,
+                   .think = kind == SRV_CHAT && s->o.reasoning, .think_open = q.think_open,
+                   .tools = kind == SRV_CHAT && srv_tools_active(&s->tools, &q, s->o.reasoning),
+                   .tool_format = (int)s->tools.format, .tool_seed = mix(nr ^ 0x7001),
+                   .echo = echo, .n_each = q.n};
     int stream = q.stream, usage = q.include_usage;
     srv_request_free(&q);
     http_set_waiting(r, 1);
-    int rc = stream ? srv_stream_reply(r, jobs, n, &m, usage) : reply_whole(r, jobs, n, &m);
-    free(echo);
+    if (stream) /* the stream outlives this call: it takes the echoes */
+        return srv_stream_reply(r, jobs, n, &m, echo, n_echo, usage);
+    int rc = reply_whole(r, jobs, n, &m);
+    resp_echo_free(echo, n_echo);
     return rc;
 }
 

@@ -422,14 +422,14 @@ static int get_messages(const json_t *o, srv_request *r, srv_error *e)
     return 0;
 }
 
-/* The ids of array t, each below vocab, into r->tokens (name: the field,
- * for errors). */
-static int token_array(const json_t *t, const char *name, uint32_t vocab, srv_request *r,
-                       srv_error *e)
+/* The ids of array t, each below vocab, into a new *ids of *n (name: the
+ * field, for errors). */
+static int token_array(const json_t *t, const char *name, uint32_t vocab, ml_token **ids,
+                       size_t *n, srv_error *e)
 {
     json_t *id;
     size_t i;
-    if (json_array_size(t) && !(r->tokens = malloc(json_array_size(t) * sizeof *r->tokens)))
+    if (json_array_size(t) && !(*ids = malloc(json_array_size(t) * sizeof **ids)))
         return srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
     json_array_foreach(t, i, id) {
         if (!json_is_integer(id))
@@ -440,7 +440,7 @@ static int token_array(const json_t *t, const char *name, uint32_t vocab, srv_re
             snprintf(range, sizeof range, "token ids from 0 to %u", vocab ? vocab - 1 : 0);
             return out_of_range(e, name, range);
         }
-        r->tokens[r->n_tokens++] = (ml_token)v;
+        (*ids)[(*n)++] = (ml_token)v;
     }
     return 0;
 }
@@ -451,27 +451,76 @@ static int is_id_array(const json_t *p)
     return json_is_array(p) && json_array_size(p) && json_is_integer(json_array_get(p, 0));
 }
 
-/* A string, or (as the OpenAI API allows) an array holding one; a
- * completion's prompt may also be token ids, an array of integers or an
- * array holding one (taken as they are: no BOS is added).  vocab is 0
- * where ids are not allowed. */
-static int get_prompt(const json_t *o, const char *name, uint32_t vocab, srv_request *r,
-                      srv_error *e)
+/* tokenize's content: a string, or (as the OpenAI API allows for a
+ * prompt) an array holding one. */
+static int get_content(const json_t *o, srv_request *r, srv_error *e)
 {
-    json_t *p = member(o, name);
+    json_t *p = member(o, "content");
     if (!p)
-        return srv_fail(e, 400, "invalid_request_error", name, "missing_required_parameter",
-                        "Missing required parameter: '%s'.", name);
-    if (json_is_array(p) && json_array_size(p) == 1 &&
-        (json_is_string(json_array_get(p, 0)) || (vocab && is_id_array(json_array_get(p, 0)))))
+        return srv_fail(e, 400, "invalid_request_error", "content", "missing_required_parameter",
+                        "Missing required parameter: 'content'.");
+    if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
         p = json_array_get(p, 0);
-    if (vocab && is_id_array(p)) {
-        r->ids_prompt = 1;
-        return token_array(p, name, vocab, r, e);
-    }
     if (!json_is_string(p))
-        return bad_type(e, name, vocab ? "a string or an array of token ids" : "a string", p);
+        return bad_type(e, "content", "a string", p);
     return copy_string(p, &r->text, &r->text_len, e);
+}
+
+/* One prompt, a string or an array of token ids, as r's next. */
+static int add_prompt(const json_t *p, uint32_t vocab, srv_request *r, srv_error *e)
+{
+    srv_prompt *q = &r->prompts[r->n_prompts++];
+    if (json_is_string(p))
+        return copy_string(p, &q->text, &q->text_len, e);
+    return token_array(p, "prompt", vocab, &q->tokens, &q->n_tokens, e);
+}
+
+/* An element of an array of prompts: of the first one's kind (strings or
+ * id arrays, never both: a mix is most likely a client's mistake) and
+ * not empty (nothing to continue or to score; a lone "" keeps its
+ * meaning: the tokenizer's BOS alone). */
+static int check_listed_prompt(const json_t *v, const json_t *first, srv_error *e)
+{
+    if (!json_is_string(v) && !json_is_array(v))
+        return bad_type(e, "prompt", "an array of strings or of token-id arrays", v);
+    if (json_typeof(v) != json_typeof(first))
+        return bad_type(e, "prompt",
+                        json_is_string(first) ? "an array of strings (not mixed with token ids)"
+                                              : "an array of token-id arrays (not mixed with "
+                                                "strings)",
+                        v);
+    if (json_is_string(v) ? !json_string_length(v) : !json_array_size(v))
+        return out_of_range(e, "prompt", "non-empty prompts");
+    return 0;
+}
+
+/* A completion's prompt, in the OpenAI API's four forms: a string, an
+ * array of strings, an array of token ids or an array of such arrays
+ * (ids taken as given: no BOS is added).  Each prompt of an array is
+ * answered by n choices of its own, as OpenAI, vLLM and llama-server
+ * answer it (lm-evaluation-harness's local-completions sends a batch so). */
+static int get_prompts(const json_t *o, uint32_t vocab, srv_request *r, srv_error *e)
+{
+    json_t *p = member(o, "prompt"), *v;
+    size_t i, n = json_is_array(p) && !is_id_array(p) ? json_array_size(p) : 1;
+    if (!p)
+        return srv_fail(e, 400, "invalid_request_error", "prompt", "missing_required_parameter",
+                        "Missing required parameter: 'prompt'.");
+    if (!json_is_string(p) && !json_is_array(p))
+        return bad_type(e, "prompt", "a string, an array of strings or of token ids", p);
+    if (n == 0)
+        return out_of_range(e, "prompt", "at least one prompt");
+    if (n > SRV_MAX_PROMPTS)
+        return out_of_range(e, "prompt", "at most 64 prompts");
+    if (!(r->prompts = calloc(n, sizeof *r->prompts)))
+        return srv_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+    if (json_is_string(p) || is_id_array(p))
+        return add_prompt(p, vocab, r, e);
+    json_array_foreach(p, i, v) {
+        if (check_listed_prompt(v, json_array_get(p, 0), e) || add_prompt(v, vocab, r, e))
+            return -1;
+    }
+    return 0;
 }
 
 static int get_tokens(const json_t *o, uint32_t vocab, srv_request *r, srv_error *e)
@@ -482,7 +531,7 @@ static int get_tokens(const json_t *o, uint32_t vocab, srv_request *r, srv_error
                         "Missing required parameter: 'tokens'.");
     if (!json_is_array(t))
         return bad_type(e, "tokens", "an array of token ids", t);
-    return token_array(t, "tokens", vocab, r, e);
+    return token_array(t, "tokens", vocab, &r->tokens, &r->n_tokens, e);
 }
 
 /* ------------------------------------------------------------------------
@@ -878,16 +927,27 @@ static int check_labels(const json_t *o, srv_error *e)
     return 0;
 }
 
+/* The jobs a request makes, prompts x n, bounded as the default queue
+ * holds them (a larger n alone is refused by its own range). */
+static int check_choices(const srv_request *r, srv_error *e)
+{
+    if (r->n_prompts * r->n <= SRV_MAX_CHOICES)
+        return 0;
+    return srv_fail(e, 400, "invalid_request_error", "n", "invalid_value",
+                    "Invalid value for 'n': %zu prompts with n = %zu make %zu choices; at most "
+                    "64 are allowed.",
+                    r->n_prompts, r->n, r->n_prompts * r->n);
+}
+
 static int parse_generation(const json_t *o, uint32_t vocab, srv_request *r, srv_error *e)
 {
     if (check_labels(o, e))
         return -1;
     if (r->kind == SRV_CHAT ? get_messages(o, r, e) || get_template_vars(o, r, e)
-                            : get_prompt(o, "prompt", vocab, r, e) ||
-                                  get_bool(o, "echo", &r->echo, e))
+                            : get_prompts(o, vocab, r, e) || get_bool(o, "echo", &r->echo, e))
         return -1;
-    return get_sampling(o, r, e) || get_max_tokens(o, r, e) || get_stops(o, r, e) ||
-                   get_stream(o, r, e) || get_logit_bias(o, vocab, r, e) ||
+    return get_sampling(o, r, e) || check_choices(r, e) || get_max_tokens(o, r, e) ||
+                   get_stops(o, r, e) || get_stream(o, r, e) || get_logit_bias(o, vocab, r, e) ||
                    get_logprobs(o, r, e) || get_grammar(o, r, e) ||
                    (r->kind == SRV_CHAT && get_tools(o, r, e))
                ? -1
@@ -927,7 +987,7 @@ int srv_request_parse(srv_kind kind, const char *body, size_t len, uint32_t voca
     switch (rc ? -1 : (int)kind) {
     case -1: break;
     case SRV_TOKENIZE:
-        rc = get_prompt(o, "content", 0, r, e) || get_bool(o, "add_special", &r->add_special, e);
+        rc = get_content(o, r, e) || get_bool(o, "add_special", &r->add_special, e);
         break;
     case SRV_DETOKENIZE: rc = get_tokens(o, vocab, r, e); break;
     case SRV_EMBEDDINGS: rc = parse_embeddings(o, vocab, r, e); break;
@@ -947,6 +1007,11 @@ void srv_request_free(srv_request *r)
     free(r->grammar_own);
     free(r->text);
     free(r->tokens);
+    for (size_t i = 0; i < r->n_prompts; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].tokens);
+    }
+    free(r->prompts);
     free(r->bias);
     for (size_t i = 0; i < r->n_stops; i++)
         free(r->stops[i]);

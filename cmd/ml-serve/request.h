@@ -20,6 +20,8 @@
 
 #define SRV_MAX_STOPS 16 /* stop strings of one request (OpenAI allows 4) */
 #define SRV_MAX_N 16     /* choices of one request (n), each a job of its own */
+#define SRV_MAX_PROMPTS 64 /* prompts of one completion (lm-evaluation-harness's batches) */
+#define SRV_MAX_CHOICES 64 /* jobs of one request: prompts x n, as the default --queue */
 #define SRV_MAX_INPUTS 2048 /* inputs of one embeddings request (OpenAI's limit) */
 
 typedef enum srv_kind {
@@ -55,23 +57,35 @@ typedef enum srv_tool_choice {
 
 #define SRV_MAX_TOOLS 128 /* tools of one request (OpenAI's limit) */
 
+/* One prompt of a completion: its text as written (NUL-terminated), or
+ * token ids taken as given (text NULL; no BOS is added). */
+typedef struct srv_prompt {
+    char *text;
+    size_t text_len;
+    ml_token *tokens;
+    size_t n_tokens;
+} srv_prompt;
+
 typedef struct srv_request {
     srv_kind kind;
     json_t *messages;    /* chat: the messages array (a reference), as the template reads it */
     json_t *template_vars; /* chat: more variables for the template (a new object, or NULL):
                             * chat_template_kwargs' members and reasoning_effort */
-    char *text;          /* completion: the prompt; tokenize: the content (NUL-terminated) */
+    char *text;          /* tokenize: the content (NUL-terminated) */
     size_t text_len;
-    ml_token *tokens;    /* detokenize: the ids; completion: the prompt when ids_prompt */
-    int ids_prompt;      /* completion: the prompt was given as token ids */
+    ml_token *tokens;    /* detokenize: the ids */
     size_t n_tokens;
+    srv_prompt *prompts; /* completion: 1 .. SRV_MAX_PROMPTS prompts, each answered by n
+                          * choices (choice i continues prompt i / n) */
+    size_t n_prompts;
     int add_special;     /* tokenize: BOS as the tokenizer adds it */
     int64_t max_tokens;  /* -1: not given (the rest of the context); 0 only with echo */
     ml_sampler_params sp;
     int seed_set;        /* sp.seed came from the request */
     char *stops[SRV_MAX_STOPS];
     size_t n_stops;
-    size_t n;            /* choices: 1 .. SRV_MAX_N */
+    size_t n;            /* choices of each prompt: 1 .. SRV_MAX_N, and n_prompts * n at
+                          * most SRV_MAX_CHOICES */
     int think_open;      /* chat: the rendered prompt ends inside a think block */
     json_t *inputs;      /* embeddings: an array (a reference) of strings or of token-id arrays */
     ml_grammar *grammar; /* the output's grammar (grammar, response_format), or NULL */

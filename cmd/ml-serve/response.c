@@ -199,6 +199,20 @@ char *resp_content(const char *text, size_t len)
     return dump(json_pack("{s:o}", "content", text_value(text, len)));
 }
 
+void resp_echo_free(resp_echo *echo, size_t n)
+{
+    for (size_t k = 0; echo && k < n; k++)
+        free(echo[k].text);
+    free(echo);
+}
+
+void resp_usage_add(resp_usage *u, const resp_meta *m, size_t i, const srv_progress *p)
+{
+    if (i % m->n_each == 0)
+        u->prompt_tokens += p->n_prompt, u->n_cached += p->n_cached;
+    u->completion_tokens += p->n_gen;
+}
+
 static json_t *usage_object(const resp_usage *u)
 {
     return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
@@ -272,20 +286,34 @@ static json_t *chat_logprobs(const ml_mlt *t, const srv_tokprob *p, size_t n)
     return content ? json_pack("{s:o,s:n}", "content", content, "refusal") : NULL;
 }
 
-/* A completion's top_logprobs entry: {token text: logprob}. */
+/* Adds {id's text: logprob} to map m unless a token of that text is
+ * there already; -1 when memory ran out. */
+static int put_top(json_t *m, const ml_mlt *t, ml_token id, float logprob)
+{
+    json_t *text = NULL, *o = token_object(t, id, logprob, &text);
+    int bad = !o || !text ||
+              (!json_object_get(m, json_string_value(text)) &&
+               json_object_set_new(m, json_string_value(text), json_real(logprob)));
+    json_decref(o), json_decref(text);
+    return bad ? -1 : 0;
+}
+
+/* A completion's top_logprobs entry: {token text: logprob}, the most
+ * likely tokens' and then the token's own when it is not among them: the
+ * legacy API "will always return the logprob of the sampled token", so
+ * up to logprobs + 1 entries (as vLLM does; a chat's top_logprobs stay
+ * exactly top_logprobs long, as OpenAI's chat API defines them). */
 static json_t *top_map(const ml_mlt *t, const srv_tokprob *p)
 {
     json_t *m = json_object();
+    int among = 0;
     for (unsigned k = 0; m && k < p->n_top; k++) {
-        json_t *text = NULL, *o = token_object(t, p->top[k], p->top_logprob[k], &text);
-        int bad = !o || !text ||
-                  json_object_set_new(m, json_string_value(text), json_real(p->top_logprob[k]));
-        json_decref(o), json_decref(text);
-        if (bad) {
-            json_decref(m);
-            return NULL;
-        }
+        among |= p->top[k] == p->id;
+        if (put_top(m, t, p->top[k], p->top_logprob[k]))
+            json_decref(m), m = NULL;
     }
+    if (m && !among && put_top(m, t, p->id, p->logprob))
+        json_decref(m), m = NULL;
     return m;
 }
 

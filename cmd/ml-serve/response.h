@@ -12,6 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A completion's echo of one prompt: its text, which each of its
+ * choices' own text follows. */
+typedef struct resp_echo {
+    char *text;
+    size_t len;
+} resp_echo;
+
 /* What every completion object and chunk of one request shares. */
 typedef struct resp_meta {
     srv_kind kind;      /* SRV_CHAT or SRV_COMPLETION */
@@ -25,13 +32,34 @@ typedef struct resp_meta {
     int tools;          /* a chat whose reply is split by tools.h */
     int tool_format;    /* srv_tool_format */
     uint64_t tool_seed; /* the calls' ids are made from it (and the choice) */
-    const char *echo;   /* a completion's echo: the prompt's text, before each choice's */
-    size_t echo_len;
+    const resp_echo *echo; /* a completion's echo: each prompt's (NULL: no echo) */
+    size_t n_each;      /* choices of each prompt (n): choice i continues prompt i / n_each */
 } resp_meta;
+
+/* Choice i's echo (NULL without echo). */
+static inline const resp_echo *resp_echo_of(const resp_meta *m, size_t i)
+{
+    return m->echo ? &m->echo[i / m->n_each] : NULL;
+}
+
+/* The bytes of choice i's echo, before its generated text (0 without echo). */
+static inline size_t resp_echo_len(const resp_meta *m, size_t i)
+{
+    return m->echo ? m->echo[i / m->n_each].len : 0;
+}
+
+/* Frees echo[0..n) and the array. */
+void resp_echo_free(resp_echo *echo, size_t n);
 
 typedef struct resp_usage {
     size_t prompt_tokens, completion_tokens;
+    size_t n_cached; /* prompt tokens reused from a slot (the log's, not the API's) */
 } resp_usage;
+
+/* Adds choice i's tokens, its job at p: the generated ones, and its
+ * prompt's with the prompt's first choice only (the others read the same
+ * prompt; OpenAI and vLLM count each prompt once). */
+void resp_usage_add(resp_usage *u, const resp_meta *m, size_t i, const srv_progress *p);
 
 char *resp_error(const srv_error *e);
 char *resp_health(void);

@@ -26,15 +26,15 @@ typedef struct choice {
 
 typedef struct stream {
     http_req *r;
-    choice c[SRV_MAX_N];
+    choice c[SRV_MAX_CHOICES];
     size_t n, n_ended;
     resp_meta meta;
     char id[48], model[128];
-    char *echo;           /* meta.echo's copy */
+    resp_echo *echo;      /* meta.echo, the stream's own */
+    size_t n_echo;
     int include_usage;
     enum phase phase;
-    resp_usage usage;     /* the prompt once, every choice's tokens */
-    size_t n_cached;
+    resp_usage usage;     /* each prompt once, every choice's tokens */
     ml_buf out;           /* events formatted, handed over up to out_off */
     size_t out_off;
 } stream;
@@ -43,6 +43,12 @@ void srv_note_job(http_req *r, const srv_progress *p)
 {
     http_note(r, "prompt %zu tokens (%zu reused), completion %zu tokens%s", p->n_prompt,
               p->n_cached, p->n_gen, p->finish ? "" : ", failed");
+}
+
+void srv_note_usage(http_req *r, const resp_usage *u)
+{
+    http_note(r, "prompt %zu tokens (%zu reused), completion %zu tokens", u->prompt_tokens,
+              u->n_cached, u->completion_tokens);
 }
 
 /* Appends an event (taken); -1 when memory ran out. */
@@ -61,16 +67,19 @@ static char *dup_str(const char *t)
     return p ? strcpy(p, t) : NULL;
 }
 
-/* With logprobs: those of choice c's tokens generated since its last
- * chunk, their text at offset `at` (*bad set when memory ran out); NULL
- * when none or without logprobs. */
-static json_t *new_logprobs(stream *s, choice *c, size_t at, int *bad)
+/* With logprobs: those of choice i's tokens generated since its last
+ * chunk, their text at offset `at` after its echo (*bad set when memory
+ * ran out); NULL when none or without logprobs. */
+static json_t *new_logprobs(stream *s, size_t i, size_t at, int *bad)
 {
+    choice *c = &s->c[i];
     if (!s->meta.logprobs)
         return NULL;
     srv_tokprob *p;
     size_t n = srv_job_logprobs(c->job, c->n_probs, &p);
-    json_t *lp = n ? resp_logprobs(s->meta.kind, s->meta.mlt, p, n, s->meta.echo_len + at) : NULL;
+    json_t *lp = n ? resp_logprobs(s->meta.kind, s->meta.mlt, p, n,
+                                   resp_echo_len(&s->meta, i) + at)
+                   : NULL;
     free(p);
     if (n && !lp)
         *bad = 1;
@@ -96,7 +105,7 @@ static int put_text(stream *s, size_t i, const char *text, size_t len, int end)
         st = srv_tool_split_end(&c->tools, &content, &reasoning, &calls);
     ml_buf_free(&said);
     int bad = 0;
-    json_t *lp = !st && (reasoning.len || content.len) ? new_logprobs(s, c, c->have, &bad) : NULL;
+    json_t *lp = !st && (reasoning.len || content.len) ? new_logprobs(s, i, c->have, &bad) : NULL;
     int rc = st || bad ? -1 : 0;
     if (!rc && reasoning.len) {
         rc = put(s, resp_reasoning_chunk(&s->meta, (unsigned)i, reasoning.data, reasoning.len, lp));
@@ -117,25 +126,26 @@ static int put_text(stream *s, size_t i, const char *text, size_t len, int end)
     return rc;
 }
 
-/* A completion's echo: choice i's first chunk is the prompt's text and,
+/* A completion's echo: choice i's first chunk is its prompt's text and,
  * with logprobs, its tokens' (all scored once the job generates or ends;
  * null when a shutdown cut the prompt short). */
 static int put_echo(stream *s, size_t i)
 {
     choice *c = &s->c[i];
-    if (!s->meta.echo || c->echoed)
+    const resp_echo *ec = resp_echo_of(&s->meta, i);
+    if (!ec || c->echoed)
         return 0;
     c->echoed = 1;
     json_t *lp = NULL;
     if (s->meta.logprobs) {
         srv_tokprob *p;
         size_t n = srv_job_prompt_logprobs(c->job, &p);
-        lp = n ? resp_prompt_logprobs(s->meta.mlt, p, n, s->meta.echo_len) : NULL;
+        lp = n ? resp_prompt_logprobs(s->meta.mlt, p, n, ec->len) : NULL;
         free(p);
         if (n && !lp)
             return -1;
     }
-    return put(s, resp_chunk(&s->meta, (unsigned)i, 0, s->meta.echo, s->meta.echo_len, lp, NULL));
+    return put(s, resp_chunk(&s->meta, (unsigned)i, 0, ec->text, ec->len, lp, NULL));
 }
 
 /* A failed job: an error event and [DONE]; the other choices stop. */
@@ -162,17 +172,15 @@ static int put_end(stream *s, size_t i, const srv_progress *p)
     int bad = 0;
     if (put_text(s, i, NULL, 0, 1))
         return -1;
-    json_t *lp = new_logprobs(s, c, c->have, &bad);
+    json_t *lp = new_logprobs(s, i, c->have, &bad);
     const char *why = c->called && !strcmp(p->finish, "stop") ? "tool_calls" : p->finish;
     if (bad || put(s, resp_chunk(&s->meta, (unsigned)i, 0, NULL, 0, lp, why)))
         return -1;
     c->ended = 1;
-    s->usage.prompt_tokens = p->n_prompt, s->usage.completion_tokens += p->n_gen;
-    s->n_cached = p->n_cached;
+    resp_usage_add(&s->usage, &s->meta, i, p);
     if (++s->n_ended < s->n)
         return 0;
-    http_note(s->r, "prompt %zu tokens (%zu reused), completion %zu tokens", p->n_prompt,
-              s->n_cached, s->usage.completion_tokens);
+    srv_note_usage(s->r, &s->usage);
     http_set_waiting(s->r, 0);
     s->phase = ENDED;
     if (s->include_usage && put(s, resp_usage_chunk(&s->meta, &s->usage)))
@@ -265,35 +273,28 @@ static void stream_free(void *ctx)
         srv_tool_split_free(&s->c[i].tools);
     }
     ml_buf_free(&s->out);
-    free(s->echo);
+    resp_echo_free(s->echo, s->n_echo);
     free(s);
 }
 
 int srv_stream_reply(http_req *r, srv_job **jobs, size_t n, const resp_meta *meta,
-                     int include_usage)
+                     resp_echo *echo, size_t n_echo, int include_usage)
 {
     stream *s = calloc(1, sizeof *s);
-    if (s && meta->echo && !(s->echo = malloc(meta->echo_len + 1))) {
-        free(s);
-        s = NULL;
-    }
     if (!s) {
         for (size_t i = 0; i < n; i++)
             srv_job_release(jobs[i]);
+        resp_echo_free(echo, n_echo);
         return http_reply_json(r, 500, NULL);
     }
     s->r = r, s->n = n, s->include_usage = include_usage;
+    s->echo = echo, s->n_echo = n_echo;
     for (size_t i = 0; i < n; i++)
         s->c[i].job = jobs[i];
     snprintf(s->id, sizeof s->id, "%s", meta->id);
     snprintf(s->model, sizeof s->model, "%s", meta->model);
     s->meta = *meta;
     s->meta.id = s->id, s->meta.model = s->model;
-    if (s->echo) {
-        memcpy(s->echo, meta->echo, meta->echo_len);
-        s->echo[meta->echo_len] = '\0';
-        s->meta.echo = s->echo;
-    }
     for (size_t i = 0; i < n; i++) {
         srv_think_init(&s->c[i].think, meta->think, meta->think_open);
         srv_tool_split_init(&s->c[i].tools, meta->tool_format, meta->tools, meta->tool_seed ^ i);

@@ -233,6 +233,96 @@ think_server() {
     jq -e '(.choices | length) == 2 and .choices[1].index == 1 and (.choices[1].message.content | type) == "string"' <<<"$output"
 }
 
+# Several prompts in one completion (OpenAI's array of strings or of
+# token-id arrays; lm-evaluation-harness batches so): P x n choices, choice
+# p x n + j continuing prompt p, each the one-prompt request with seed +
+# its index; usage counts each prompt once, as vLLM does.
+@test "several prompts: P x n choices, each the one-prompt request's with seed + its index; whole, streamed, ids" {
+    local body='"max_tokens":4,"temperature":1,"seed":5' prompts='["Once upon a time","Hello there"]'
+    run -0 post /v1/completions "{\"prompt\":$prompts,$body,\"n\":2}"
+    local whole=$output p j one prompt_tokens=0 completion_tokens=0
+    jq -e '[.choices[].index] == [0,1,2,3] and .object == "text_completion"' <<<"$whole"
+    for p in 0 1; do
+        for j in 0 1; do
+            one=$(post /v1/completions "{\"prompt\":$(jq -c ".[$p]" <<<"$prompts"),${body/5/$((5 + 2 * p + j))}}")
+            jq -e --argjson w "$whole" --argjson i $((2 * p + j)) \
+                '$w.choices[$i] == (.choices[0] | .index = $i)' <<<"$one" ||
+                fail_with "choice $((2 * p + j)): $(jq -c ".choices[$((2 * p + j))]" <<<"$whole"), alone: $one"
+            ((j == 0)) && prompt_tokens=$((prompt_tokens + $(jq .usage.prompt_tokens <<<"$one")))
+            completion_tokens=$((completion_tokens + $(jq .usage.completion_tokens <<<"$one")))
+        done
+    done
+    jq -e --argjson p $prompt_tokens --argjson c $completion_tokens \
+        '.usage == {prompt_tokens: $p, completion_tokens: $c, total_tokens: ($p + $c)} and $p == 8' <<<"$whole"
+    (($(jq '[.choices[].text] | unique | length' <<<"$whole") == 4))
+    # streamed: every chunk names one choice; each index's deltas add up to the whole's
+    run -0 post /v1/completions "{\"prompt\":$prompts,$body,\"n\":2,\"stream\":true,\"stream_options\":{\"include_usage\":true}}" -N
+    local events
+    events=$(grep '^data: {' <<<"$output" | sed 's/^data: //')
+    jq -se --argjson w "$whole" 'map(select(.usage == null) | .choices | length) | all(. == 1)' <<<"$events"
+    [[ $(jq -sc 'map(.choices[]?) | group_by(.index) | map(map(.text) | add)' <<<"$events") == \
+       "$(jq -c '[.choices[].text]' <<<"$whole")" ]]
+    jq -se --argjson w "$whole" 'map(select(.usage)) | length == 1 and .[0].usage == $w.usage' <<<"$events"
+    # the same prompts as token-id arrays (BOS included, as the tokenizer adds it)
+    local a b
+    a=$(post /tokenize '{"content":"Once upon a time","add_special":true}' | jq -c .tokens)
+    b=$(post /tokenize '{"content":"Hello there","add_special":true}' | jq -c .tokens)
+    run -0 post /v1/completions "{\"prompt\":[$a,$b],$body,\"n\":2}"
+    jq -e --argjson w "$whole" '.choices == $w.choices and .usage == $w.usage' <<<"$output"
+    # an array holding one prompt is that prompt
+    run -0 post /v1/completions "{\"prompt\":[\"Hello there\"],${body/5/7}}"
+    jq -e --argjson w "$whole" '.choices == [$w.choices[2] | .index = 0]' <<<"$output"
+}
+
+# lm-evaluation-harness's local-completions scoring a batch: echo,
+# logprobs, max_tokens 0; each choice equals its prompt's request alone.
+@test "several prompts with echo, logprobs and max_tokens 0: each the one-prompt request's scores" {
+    local prompts='["Once upon a time","Hello there, said the fox"]' score='"max_tokens":0,"echo":true,"logprobs":3'
+    run -0 post /v1/completions "{\"prompt\":$prompts,$score}"
+    local whole=$output p one sum=0
+    jq -e '[.choices[].index] == [0,1] and .usage.completion_tokens == 0' <<<"$whole"
+    for p in 0 1; do
+        one=$(post /v1/completions "{\"prompt\":$(jq -c ".[$p]" <<<"$prompts"),$score}")
+        jq -e --argjson w "$whole" --argjson i $p '$w.choices[$i] == (.choices[0] | .index = $i) and
+            $w.choices[$i].text == ($w.choices[$i].logprobs.tokens | add | ltrimstr("<s>") | ltrimstr(" "))' <<<"$one" ||
+            fail_with "prompt $p: $(jq -c ".choices[$p]" <<<"$whole"), alone: $one"
+        sum=$((sum + $(jq .usage.prompt_tokens <<<"$one")))
+    done
+    jq -e --argjson s $sum '.usage.prompt_tokens == $s and .usage.total_tokens == $s' <<<"$whole"
+    # with generated tokens and n 2, streamed: each choice's first chunk is its own prompt's echo
+    run -0 post /v1/completions "{\"prompt\":$prompts,\"max_tokens\":2,\"temperature\":0,\"echo\":true,\"n\":2,\"stream\":true}" -N
+    grep '^data: {' <<<"$output" | sed 's/^data: //' | jq -se --argjson p "$prompts" '
+        [.[].choices[]] | group_by(.index) | map(.[0].text) == [$p[0], $p[0], $p[1], $p[1]]'
+}
+
+@test "several prompts: an empty array, mixed kinds, an empty prompt, ids out of range, too many: 400" {
+    local many
+    refused 400 prompt invalid_value '{"prompt":[]}' /v1/completions
+    refused 400 prompt invalid_type '{"prompt":["a",[1,2]]}' /v1/completions
+    refused 400 prompt invalid_type '{"prompt":[[1,2],"a"]}' /v1/completions
+    refused 400 prompt invalid_type '{"prompt":["a",5]}' /v1/completions
+    refused 400 prompt invalid_type '{"prompt":[["a"]]}' /v1/completions
+    refused 400 prompt invalid_type '{"prompt":[[1],[2,1.5]]}' /v1/completions
+    refused 400 prompt invalid_value '{"prompt":["a",""]}' /v1/completions
+    refused 400 prompt invalid_value '{"prompt":[""]}' /v1/completions
+    refused 400 prompt invalid_value '{"prompt":[[1,2],[]]}' /v1/completions
+    refused 400 prompt invalid_value '{"prompt":[[1,2],[1,32000]]}' /v1/completions
+    refused 400 prompt invalid_value '{"prompt":[[1,2],[-1]]}' /v1/completions
+    many=$(jq -nc '[range(65) | "a"]')
+    refused 400 prompt invalid_value "{\"prompt\":$many}" /v1/completions
+    jq -e '.error.message == "Invalid value for '\''prompt'\'': expected at most 64 prompts."' "$BATS_TEST_TMPDIR/body"
+    refused 400 n invalid_value "{\"prompt\":$(jq -nc '[range(5) | "a"]'),\"n\":13}" /v1/completions
+    jq -e '.error.message | startswith("Invalid value for '\''n'\'': 5 prompts with n = 13 make 65 choices")' "$BATS_TEST_TMPDIR/body"
+    # the limits themselves are served
+    run -0 post /v1/completions "{\"prompt\":$(jq -nc '[range(64) | "a"]'),\"max_tokens\":1}"
+    jq -e '[.choices[].index] == [range(64)]' <<<"$output"
+    run -0 post /v1/completions "{\"prompt\":$(jq -nc '[range(4) | "a"]'),\"n\":16,\"max_tokens\":1}"
+    jq -e '(.choices | length) == 64' <<<"$output"
+    # a prompt too long for the context, second of two: named by its index
+    refused 400 prompt context_length_exceeded "{\"prompt\":[\"a\",\"$(printf 'word %.0s' {1..300})\"]}" /v1/completions
+    jq -e '.error.message | startswith("Prompt 1 has ")' "$BATS_TEST_TMPDIR/body"
+}
+
 @test "logprobs: the generated tokens' log-probabilities, whole and streamed, chat and completion" {
     local body='{"prompt":"Once upon a time","max_tokens":6,"temperature":0,"logprobs":3'
     run -0 post /v1/completions "$body}"
@@ -282,6 +372,34 @@ think_server() {
     refused 400 logprobs invalid_type '{"prompt":"a","logprobs":"5"}' /v1/completions
 }
 
+# Drawn at temperature 2 from every token, most tokens are not among
+# their step's 2 most likely: the legacy completions API "will always
+# return the logprob of the sampled token", so an entry then has 3; a
+# chat's top_logprobs stay exactly top_logprobs long.
+@test "logprobs N: a completion's top_logprobs add the sampled token (up to N+1), a chat's stay N" {
+    local hot='"max_tokens":8,"temperature":2,"top_k":0,"top_p":1,"min_p":0,"seed":11'
+    run -0 post /v1/completions "{\"prompt\":\"Once upon a time\",$hot,\"logprobs\":2}"
+    local whole=$output
+    jq -e '.choices[0].logprobs as $l | [range(8) | $l.top_logprobs[.] as $t | $l.tokens[.] as $k |
+          $t[$k] == $l.token_logprobs[.] and
+          (($t | length) == 2 or (($t | length) == 3 and ($t | keys_unsorted[2]) == $k and
+                                  ($t | [.[]] | .[2] <= (.[:2] | min))))] | all and
+        ([range(8) | $l.top_logprobs[.] | length] | any(. == 3))' <<<"$whole" ||
+        fail_with "$(jq -c .choices[0].logprobs <<<"$whole")"
+    # streamed: the same entries
+    run -0 post /v1/completions "{\"prompt\":\"Once upon a time\",$hot,\"logprobs\":2,\"stream\":true}" -N
+    [[ $(grep '^data: {' <<<"$output" | sed 's/^data: //' | jq -sc 'map(.choices[0].logprobs // empty | .top_logprobs[]) ') == \
+       "$(jq -c .choices[0].logprobs.top_logprobs <<<"$whole")" ]]
+    # logprobs 0: the sampled token alone
+    run -0 post /v1/completions "{\"prompt\":\"Once upon a time\",$hot,\"logprobs\":0}"
+    jq -e '.choices[0].logprobs as $l | [range(8) | $l.top_logprobs[.] == {($l.tokens[.]): $l.token_logprobs[.]}] | all' <<<"$output"
+    # a chat's: exactly 2, the sampled token missing from some
+    run -0 post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],$hot,\"logprobs\":true,\"top_logprobs\":2}"
+    jq -e '.choices[0].logprobs.content as $c | ($c | length) == 8 and
+        ([$c[] | (.top_logprobs | length) == 2] | all) and
+        ([$c[] | .token as $k | [.top_logprobs[].token] | index($k) == null] | any)' <<<"$output"
+}
+
 # ref_logprobs LOGITS "ID ID ...": each token after the first, its
 # log-probability under ml-run's row of the token before it (the
 # log-softmax of the 32000 logits of that position), one a line.
@@ -313,7 +431,8 @@ long_ids() {
     jq -e --argjson r "$ref" '.choices[0].logprobs as $l | ($l.tokens | length) == 153 and
         $l.token_logprobs[0] == null and $l.top_logprobs[0] == null and
         ([range(149) | ($l.token_logprobs[. + 1] - $r[.]) | fabs < 1e-5] | all) and
-        ([range(1; 153) | $l.top_logprobs[.] | length == 2 and (map(.) | . == (sort | reverse))] | all) and
+        ([range(1; 153) | $l.top_logprobs[.] as $t | $t[$l.tokens[.]] == $l.token_logprobs[.] and
+          ($t | length == 2 or length == 3) and ($t | map(.) | . == (sort | reverse))] | all) and
         .usage.prompt_tokens == 150 and .usage.completion_tokens == 3' <<<"$echoed" ||
         fail_with "ml-run's rows give $ref: $(jq -c .choices[0].logprobs.token_logprobs <<<"$echoed")"
     # The generated part: the text, tokens and log-probabilities of the same

@@ -92,6 +92,21 @@ def main(base, key):
     assert many.choices[2].text == client.completions.create(
         model=model, prompt="Seeded", max_tokens=8, seed=9, temperature=1).choices[0].text
 
+    # several prompts in one request (local-completions with batch_size > 1):
+    # choice p * n + j continues prompt p, each as its request alone
+    batch = client.completions.create(model=model, prompt=[ids, [1, 15043]], max_tokens=0,
+                                      echo=True, logprobs=1, temperature=0)
+    assert [c.index for c in batch.choices] == [0, 1] and batch.choices[0].logprobs == sc.logprobs
+    alone = client.completions.create(model=model, prompt=[[1, 15043]], max_tokens=0, echo=True,
+                                      logprobs=1, temperature=0)
+    assert batch.choices[1].text == alone.choices[0].text
+    assert batch.choices[1].logprobs == alone.choices[0].logprobs
+    assert batch.usage.prompt_tokens == 5 + alone.usage.prompt_tokens
+    two = client.completions.create(model=model, prompt=["Other", "Seeded"], max_tokens=8, seed=5,
+                                    temperature=1, n=2)
+    assert [c.index for c in two.choices] == [0, 1, 2, 3]
+    assert [c.text for c in two.choices[2:]] == [c.text for c in many.choices[:2]]
+
     # structured output: json_object holds the text to JSON (an object when
     # the model ends it); json_schema is refused by name, never ignored
     js = client.chat.completions.create(model=model, messages=messages, max_tokens=40,
@@ -136,7 +151,8 @@ def main(base, key):
     except openai.AuthenticationError as e:
         assert e.status_code == 401
     print(f"openai {openai.__version__}: chat, completions, streams, stop, seed, logprobs, "
-          "echo, n, json_object, parse() with a Pydantic model, tool calls, 400 and 401: OK")
+          "echo, n, several prompts, json_object, parse() with a Pydantic model, tool calls, "
+          "400 and 401: OK")
 
 
 WEATHER = {"type": "function", "function": {
