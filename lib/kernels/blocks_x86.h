@@ -88,8 +88,9 @@ static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
 /* ---- the 256-element types (rule 6): one super-block's integer sums ----
  *
  * Each sums_* below gives, for one super-block, two vectors whose lanes
- * add up to its isum and msum (lane j: sub-block j's sc_j·isum_j, m_j·
- * asum_j; msum +0 where the type has no mins).  row_k (after IQ4_XS) adds
+ * add up to its isum and msum (Q4_K, Q5_K, Q2_K, Q3_K: lane j sub-block
+ * j's sc_j·isum_j, m_j·asum_j; Q6_K, IQ4_XS: partial sums of the
+ * sub-blocks added lane by lane; msum +0 where the type has no mins).  row_k (after IQ4_XS) adds
  * the lanes of eight super-blocks at once (hsum8x8: lane j = super-block
  * 8g + j, rule 3's acc[k % 8]) and takes the one float step per lane. */
 
@@ -203,11 +204,15 @@ ALWAYS_INLINE void sums_q6_k(const uint8_t *w, const int8_t *x, const int16_t *a
         v[4 * h + 2] = q6_scaled(q2, xh + 64, sh + 4);
         v[4 * h + 3] = q6_scaled(q3, xh + 96, sh + 6);
     }
-    /* sc_h·isum_h = Σ sc·q6u·x - 32 (sc_lo·asum_lo + sc_hi·asum_hi): exact */
+    /* Σ sc·q6u·x - 32 Σ sc·asum, exact; row_k needs only the lanes'
+     * total, so the sub-blocks are added lane by lane, not transposed */
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
     const __m256i corr =
         _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a16), sc16), 5);
-    *is = _mm256_sub_epi32(hsum8x8(v), corr);
+    const __m256i all = _mm256_add_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3])),
+        _mm256_add_epi32(_mm256_add_epi32(v[4], v[5]), _mm256_add_epi32(v[6], v[7])));
+    *is = _mm256_sub_epi32(all, corr);
 }
 
 /* ---- Q2_K and Q3_K: 2-bit quants with a scale per 16 elements ---- */
@@ -624,14 +629,25 @@ ALWAYS_INLINE __m256i iq4_xs_scales(const uint8_t *b)
     return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
 }
 
+/* IQ4_XS: row_k needs only the lanes' total, so each sub-block's 16-bit
+ * pair sums (at most 2·127·127) are multiplied by its scale in vpmaddwd
+ * and the sub-blocks added lane by lane, with no transposition. */
 ALWAYS_INLINE void sums_iq4_xs(const uint8_t *w, const int8_t *x, __m256i *is)
 {
     prefetch_ahead(w, PREFETCH_Q4, 3);
-    __m256i v[8];
+    const __m256i ls = iq4_xs_scales(w);
+    const __m256i ls16 = _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xffff)),
+                                         _mm256_slli_epi32(ls, 16));
+    __m256i sum = _mm256_setzero_si256();
     UNROLL
-    for (int j = 0; j < 8; j++)
-        v[j] = dot_s8s8(levels(nibbles32(w + 8 + 16 * j), iq4nl_levels), load256(x + 32 * j));
-    *is = _mm256_mullo_epi32(hsum8x8(v), iq4_xs_scales(w));
+    for (int j = 0; j < 8; j++) {
+        const __m256i v = levels(nibbles32(w + 8 + 16 * j), iq4nl_levels);
+        const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(v),
+                                               _mm256_sign_epi8(load256(x + 32 * j), v));
+        sum = _mm256_add_epi32(
+            sum, _mm256_madd_epi16(p, _mm256_permutevar8x32_epi32(ls16, _mm256_set1_epi32(j))));
+    }
+    *is = sum;
 }
 
 /* ---- the 256-element types' rows (rule 6) ---- */

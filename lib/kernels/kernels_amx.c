@@ -39,11 +39,17 @@
  * second term per block: a panel is unpacked (blocks_x86.h's blk_unpack)
  * and put in B order as Q8_0's, and each block's s adds
  * (float)asum * (m * xd) to rule 3's product before it is accumulated,
- * asum the token's block sum (exact as a float).  Q4_K, Q5_K and IQ4_XS
- * likewise (blocks_x86.h's blk_unpack_k), each 32-element sub-block a
- * block, its integer scale multiplying the tile's sum before rule 5's
- * float steps; Q6_K's two 16-element halves have a scale each, so its
- * blocks take two TDPBSSD of K = 16, one a half. */
+ * asum the token's block sum (exact as a float).
+ *
+ * Q4_K, Q5_K, Q6_K and IQ4_XS (rule 6: K activations, one scale per 256)
+ * have one float step per super-block, so their integer work is what
+ * counts.  A panel is unpacked (blocks_x86.h's blk_unpack_k) and put in B
+ * order; where a sub-block scale times a quant fits a byte after
+ * splitting the scale (Q4_K, Q5_K: two panels; Q6_K: four), the panels
+ * carry the scales and the tiles sum whole super-blocks in products of
+ * K = 64, leaving the vector units a few shifts and adds per super-block;
+ * IQ4_XS's scales do not split so, and its blocks' sums are stored and
+ * scaled in int32. */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__)
