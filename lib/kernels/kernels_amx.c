@@ -110,36 +110,25 @@ static const tile_cfg tile_config_pair = {
              [T_W2] = BLOCK / 4},
 };
 
-/* Q4_K and Q5_K (rule 6 with the scales folded into the weights, below):
- * two pairs of sums tiles, A, and two B tiles, all 16 rows x 64 bytes
- * (K = 64: two blocks a product). */
+/* Rule 6's products of K = 64 (Q4_K, Q5_K, Q6_K: the scales folded into
+ * the weights, below): tiles 0-6 all 16 rows x 64 bytes.  Q4_K and Q5_K
+ * use two pairs of sums tiles (F_LO, F_HI; F_LO2, F_HI2), A and two B
+ * tiles; Q6_K four sums tiles (P_A-P_D), the same A and B tiles. */
 #define F_LO 0
 #define F_HI 1
 #define F_LO2 2
 #define F_HI2 3
-#define F_X 4
-#define F_W 5
-#define F_W2 6
-static const tile_cfg tile_config_fold = {
-    .palette = 1,
-    .colsb = {[F_LO] = 64, [F_HI] = 64, [F_LO2] = 64, [F_HI2] = 64, [F_X] = 64, [F_W] = 64,
-              [F_W2] = 64},
-    .rows = {[F_LO] = TILE, [F_HI] = TILE, [F_LO2] = TILE, [F_HI2] = TILE, [F_X] = TILE,
-             [F_W] = TILE, [F_W2] = TILE},
-};
-
-/* Q6_K (rule 6 with its scales in four pieces, below): four sums tiles,
- * A and two B tiles, all 16 rows x 64 bytes. */
 #define P_A 0
 #define P_B 1
 #define P_C 2
 #define P_D 3
-static const tile_cfg tile_config_q6 = {
+#define F_X 4
+#define F_W 5
+#define F_W2 6
+static const tile_cfg tile_config_k64 = {
     .palette = 1,
-    .colsb = {[P_A] = 64, [P_B] = 64, [P_C] = 64, [P_D] = 64, [F_X] = 64, [F_W] = 64,
-              [F_W2] = 64},
-    .rows = {[P_A] = TILE, [P_B] = TILE, [P_C] = TILE, [P_D] = TILE, [F_X] = TILE,
-             [F_W] = TILE, [F_W2] = TILE},
+    .colsb = {64, 64, 64, 64, 64, 64, 64},
+    .rows = {TILE, TILE, TILE, TILE, TILE, TILE, TILE},
 };
 
 /* ---- the operands ---- */
@@ -732,10 +721,8 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
     size_t chunk = CHUNK_BYTES / cols / TILE * TILE;
     if (chunk < TILE)
         chunk = TILE;
-    if (q6)
-        _tile_loadconfig(&tile_config_q6);
-    else if (fold)
-        _tile_loadconfig(&tile_config_fold);
+    if (q6 || fold)
+        _tile_loadconfig(&tile_config_k64);
     else
         _tile_loadconfig(&tile_config_pair);
     for (size_t c = 0; c < n_tok; c += chunk) {
