@@ -374,6 +374,17 @@ static size_t submit(srv_server *s, http_req *r, srv_request *q, uint64_t nr, sr
     size_t k = 0, n = 0;
     int bad = 0;
     memset(ids, 0, sizeof ids);
+    /* more choices than the slots and the queue hold could never run:
+     * refused as the request's fault, not a 503's "try again" */
+    const size_t cap = srv_sched_capacity(s->sched);
+    if (n_prompts(q) * q->n > cap) {
+        srv_fail(&e, 400, "invalid_request_error", q->n > 1 ? "n" : "prompt", "invalid_value",
+                 "The request asks for %zu choices; this server holds at most %zu at once "
+                 "(--parallel plus --queue).",
+                 n_prompts(q) * q->n, cap);
+        reply_error(r, q, &e);
+        return 0;
+    }
     for (; k < n_prompts(q) && !bad; k++)
         bad = prepare(s, q, k, &ids[k], &max[k], &e);
     srv_submit_status st = bad ? SRV_SUBMITTED : submit_jobs(s, r, q, nr, ids, max, jobs, &n);

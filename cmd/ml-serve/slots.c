@@ -691,6 +691,11 @@ uint32_t srv_sched_n_ctx(const srv_sched *s)
     return srv_ctx_n_ctx(s->ctx);
 }
 
+size_t srv_sched_capacity(const srv_sched *s)
+{
+    return s->n_slots + s->max_queue;
+}
+
 void srv_sched_stats(srv_sched *s, srv_stats *out)
 {
     pthread_mutex_lock(&s->lock);

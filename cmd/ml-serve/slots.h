@@ -35,6 +35,8 @@ ml_status srv_sched_new(const ml_model *m, const ml_mlt *mlt, const srv_sched_pa
 void srv_sched_free(srv_sched *s, int cut);
 void srv_sched_drain(srv_sched *s, int cut);
 uint32_t srv_sched_n_ctx(const srv_sched *s);
+/* The most jobs it holds at once: its slots and its queue. */
+size_t srv_sched_capacity(const srv_sched *s);
 
 /* What GET /metrics reports (llama-server's metrics). */
 typedef struct srv_stats {

@@ -1126,15 +1126,40 @@ stream_until_text() {
     until got=$(status POST /v1/completions -d '{"prompt":"b","max_tokens":1}') && [[ $got == 200 ]]; do
         [[ $got == 503 ]] && ((SECONDS < end)) || fail_with "status $got"
     done
-    # n choices need n places: the second finds none and the first is
-    # withdrawn (its slot free again at its next step)
+    # n choices need n places, and this server has one: never, so a 400
+    [[ $(status POST /v1/completions -d '{"prompt":"b","max_tokens":1000,"n":2}') == 400 ]]
+    jq -e '.error.param == "n" and .error.code == "invalid_value" and
+           (.error.message | contains("at most 1 at once"))' "$BATS_TEST_TMPDIR/body"
+    (($(grep -c 'POST /v1/completions 200 .*completion 1 tokens$' "$BATS_TEST_TMPDIR/log") >= 1))
+    stop_server
+}
+
+@test "busy slots: choices beyond the slots and the queue are a 400; ones that fit only later a 503 that leaves nothing queued" {
+    start_server "$BATS_TEST_TMPDIR/log" -m "$BATS_FILE_TMPDIR/long.mlb" -t 1 --parallel 1 --queue 1
+    [[ $(status POST /v1/completions -d '{"prompt":"b","max_tokens":1,"n":3}') == 400 ]]
+    jq -e '.error.param == "n" and .error.code == "invalid_value" and
+           (.error.message | contains("3 choices") and contains("at most 2 at once"))' \
+        "$BATS_TEST_TMPDIR/body"
+    [[ $(status POST /v1/completions -d '{"prompt":["a","b","c"],"max_tokens":1}') == 400 ]]
+    jq -e '.error.param == "prompt" and .error.code == "invalid_value"' "$BATS_TEST_TMPDIR/body"
+    local long='{"prompt":"Once upon a time","temperature":0,"stream":true}'
+    stream_until_text "$BATS_TEST_TMPDIR/log" "$BATS_TEST_TMPDIR/a" "$long"
+    # two places, one busy: the first choice is queued, the second finds
+    # none, and the first is withdrawn
     [[ $(status POST /v1/completions -d '{"prompt":"b","max_tokens":1000,"n":2}') == 503 ]]
     jq -e '.error.code == "queue_full"' "$BATS_TEST_TMPDIR/body"
-    end=$((SECONDS + 300))
+    kill "$STREAM_PID"
+    wait "$STREAM_PID" || true
+    # nothing of the withdrawn request runs: the next request is served
+    # (1 token), and no 1000-token completion appears in the log
+    local end=$((SECONDS + 300)) got
     until got=$(status POST /v1/completions -d '{"prompt":"b","max_tokens":1}') && [[ $got == 200 ]]; do
         [[ $got == 503 ]] && ((SECONDS < end)) || fail_with "status $got"
     done
-    (($(grep -c 'POST /v1/completions 200 .*completion 1 tokens$' "$BATS_TEST_TMPDIR/log") >= 2))
+    grep -q 'POST /v1/completions 200 .*completion 1 tokens$' "$BATS_TEST_TMPDIR/log"
+    if grep -q 'completion 1000 tokens' "$BATS_TEST_TMPDIR/log"; then
+        fail_with "the withdrawn request ran"
+    fi
     stop_server
 }
 
