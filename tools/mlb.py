@@ -45,6 +45,7 @@ FIELDS = [  # name, offset, kind (I u32, f f32)
     ("attn_softcap", 124, "f"), ("final_softcap", 128, "f"), ("rot_dim", 132, "I"),
     ("attn_gate", 136, "I"), ("lin_k_heads", 140, "I"), ("lin_v_heads", 144, "I"),
     ("lin_k_dim", 148, "I"), ("lin_v_dim", 152, "I"), ("lin_conv", 156, "I"),
+    ("pooling", 160, "I"),
 ]
 
 F32 = np.float32

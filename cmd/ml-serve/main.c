@@ -60,7 +60,8 @@ static const cli_opt opts[] = {
     {OPT_EMBEDDINGS, 0, "embeddings", NULL,
      "serve POST /v1/embeddings (a context of its own, --ctx positions)"},
     {OPT_POOLING, 0, "pooling", "TYPE",
-     "how an embedding pools the positions: mean (default), cls or last"},
+     "how an embedding pools the positions: mean, cls or last\n"
+     "                           (default: the model's, from its GGUF, else mean)"},
     {OPT_REASONING, 0, "reasoning-format", "FORMAT",
      "deepseek (default; also auto): a chat reply's <think> block goes to\n"
      "                           reasoning_content; none: it stays in the content"},
@@ -122,7 +123,6 @@ static void parse(int argc, char **argv, srv_opts *o)
     o->timeout = DEFAULT_TIMEOUT, o->max_body = DEFAULT_MAX_BODY, o->queue = DEFAULT_QUEUE;
     o->threads = cli_n_cpus(256);
     o->reasoning = 1;
-    o->pooling = ML_POOL_MEAN;
     while ((id = cli_next(argc, argv, &arg, &first)) != -1) {
         switch (id) {
         case OPT_MODEL: o->model = arg; break;
@@ -213,6 +213,10 @@ static int open_model(srv_server *s)
                         .cache_k = s->o.cache_k, .cache_v = s->o.cache_v};
     if (s->o.embeddings && (st = ml_ctx_new(s->model, &ep, &s->embed_ctx, &err)))
         return cli_fail(s->o.model, st, &err);
+    /* --pooling, else the pooling the model's GGUF stated (mlb(5)), else
+     * mean */
+    if (!s->o.pooling)
+        s->o.pooling = h->pooling ? (ml_pooling)h->pooling : ML_POOL_MEAN;
     return 0;
 }
 

@@ -19,7 +19,7 @@ typedef struct srv_opts {
     int no_mmap; /* --no-mmap: the model read into memory, not mapped */
     int reasoning; /* --reasoning-format deepseek: think blocks to reasoning_content */
     int embeddings;     /* --embeddings: POST /v1/embeddings served */
-    ml_pooling pooling; /* --pooling */
+    ml_pooling pooling; /* --pooling, or the model's (0 until the model is open) */
 } srv_opts;
 
 typedef struct srv_server {

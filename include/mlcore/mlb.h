@@ -89,6 +89,8 @@ typedef struct ml_mlb_header {
     uint32_t lin_k_dim;
     uint32_t lin_v_dim;
     uint32_t lin_conv;
+    uint32_t pooling;             /* embeddings' pooling, GGUF's pooling_type: 0 unstated,
+                                   * 1 mean, 2 CLS (first token), 3 last token */
 } ml_mlb_header;
 
 /* Describes one header field, for printing and tests. */

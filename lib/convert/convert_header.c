@@ -637,6 +637,30 @@ static ml_status read_arch_features(ml__conv_build *b)
     return ML_OK;
 }
 
+/* Embeddings' pooling, as llama.cpp reads {arch}.pooling_type (0 none,
+ * 1 mean, 2 CLS, 3 last, 4 rank): 1-3 kept as they are.  None and rank
+ * (a reranker's score, not a pooled vector) leave it unstated, rank with
+ * a note; another value is refused. */
+static ml_status read_pooling(ml__conv_build *b)
+{
+    uint32_t v = 0;
+    int found = 0;
+    ml_status s = get_u32(b, "pooling_type", &v, &found);
+    if (s || !found || v == 0)
+        return s;
+    if (v <= 3) {
+        b->p->h.pooling = v;
+        return ML_OK;
+    }
+    if (v == 4)
+        return ml__conv_note(b, "%s 4 (rank) is not kept: .mlb pools embeddings by mean, CLS "
+                                "or last token",
+                             b->key);
+    const ml_gguf_kv *kv = ml_gguf_find(b->g, b->key);
+    return ml__err(b->err, ML_E_UNSUPPORTED, b->key, kv ? (int64_t)kv->value.offset : -1,
+                   "pooling type %u (llama.cpp's are 0 none, 1 mean, 2 CLS, 3 last, 4 rank)", v);
+}
+
 /* Vocabulary and the classifier: vocab is token_embd's row count. */
 static ml_status read_vocab(ml__conv_build *b)
 {
@@ -705,7 +729,7 @@ ml_status ml__conv_read_header(ml__conv_build *b)
     ml_status s;
     if ((s = read_arch(b)) || (s = check_container(b)) || (s = read_layers(b)) ||
         (s = read_dims(b)) || (s = read_rope_scaling(b)) || (s = read_vocab(b)) ||
-        (s = read_arch_features(b)))
+        (s = read_arch_features(b)) || (s = read_pooling(b)))
         return s;
     read_bias_flag(b);
     return finish_header(b);

@@ -54,11 +54,12 @@ static const ml_mlb_field fields[] = {
     F(lin_k_dim, 148, ML_FIELD_U32, "linear attention key head size"),
     F(lin_v_dim, 152, ML_FIELD_U32, "linear attention value head size"),
     F(lin_conv, 156, ML_FIELD_U32, "linear attention convolution taps"),
+    F(pooling, 160, ML_FIELD_U32, "embeddings' pooling (0 unstated, 1 mean, 2 CLS, 3 last)"),
 };
 #undef F
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])
-#define RESERVED_START 160u
+#define RESERVED_START 164u
 
 const ml_mlb_field *ml_mlb_fields(size_t *count)
 {
@@ -185,6 +186,9 @@ static ml_status check_flags(const ml_mlb_header *h, ml_error *err)
                            "%u is not 0 or 1", bools[i].v);
     if (h->act != ML_ACT_SILU && h->act != ML_ACT_GELU_TANH)
         return BAD(ML_E_FORMAT, act, "unknown activation %u (0 SiLU, 1 GELU tanh)", h->act);
+    if (h->pooling > 3)
+        return BAD(ML_E_FORMAT, pooling, "unknown pooling %u (0 unstated, 1 mean, 2 CLS, 3 last)",
+                   h->pooling);
     if (h->sliding_window > ML_MLB_VOCAB_LIMIT)
         return BAD(ML_E_FORMAT, sliding_window, "%u is above 2^24", h->sliding_window);
     return ML_OK;

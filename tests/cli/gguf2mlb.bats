@@ -86,6 +86,31 @@ EOF
     no_temps "$BATS_TEST_TMPDIR"
 }
 
+# pooling_type (tools/make-pooling-fixture.py adds qwen3.pooling_type = 3
+# to the Qwen 3 fixture): 1-3 kept in the header's pooling, 0 and 4 (rank,
+# with a note) left unstated, another value refused naming the key.
+@test "pooling_type: kept as the header's pooling; none and rank unstated; an unknown one exits 4" {
+    local d=$BATS_TEST_TMPDIR src=$BATS_TEST_DIRNAME/../fixtures/embed/qwen3-q8_0-pool-last.gguf at
+    gguf2mlb -q -o "$d/p.mlb" -t "$d/p.mlt" "$src"
+    [[ $(mlb-info --json "$d/p.mlb" | jq .header.pooling) == 3 ]]
+    gguf2mlb -q -o "$d/n.mlb" -t "$d/n.mlt" "$MODELS/qwen3/qwen3-q8_0.gguf"
+    [[ $(mlb-info --json "$d/n.mlb" | jq .header.pooling) == 0 ]]
+    # the value: 4 bytes after the key and its u32 type
+    at=$(grep -obUa 'qwen3.pooling_type' "$src" | cut -d: -f1)
+    at=$((at + 18 + 4))
+    cp "$src" "$d/r.gguf"
+    patch_hex "$d/r.gguf" "$at" 04000000
+    run -0 gguf2mlb -n "$d/r.gguf"
+    [[ $output == *"qwen3.pooling_type 4 (rank) is not kept"* ]]
+    gguf2mlb -q -o "$d/r.mlb" -t "$d/r.mlt" "$d/r.gguf"
+    [[ $(mlb-info --json "$d/r.mlb" | jq .header.pooling) == 0 ]]
+    cp "$src" "$d/u.gguf"
+    patch_hex "$d/u.gguf" "$at" 07000000
+    run -4 --separate-stderr gguf2mlb -o "$d/u.mlb" -t "$d/u.mlt" "$d/u.gguf"
+    [[ $stderr == "gguf2mlb: $d/u.gguf: ML_E_UNSUPPORTED: qwen3.pooling_type (offset $at): pooling type 7 "* ]]
+    [[ ! -e $d/u.mlb ]]
+}
+
 # ---------------------------------------------------------------- outputs
 
 @test "default output: m.gguf -> m.mlb beside it, valid, nothing on stdout, no temporaries" {

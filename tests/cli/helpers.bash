@@ -48,6 +48,7 @@ MLB_FIELDS=(
     rope_local_theta:100:f act:104:u post_norms:108:u embed_scale:112:f attn_scale:116:f
     scale_f16:120:u attn_softcap:124:f final_softcap:128:f rot_dim:132:u attn_gate:136:u
     lin_k_heads:140:u lin_v_heads:144:u lin_k_dim:148:u lin_v_dim:152:u lin_conv:156:u
+    pooling:160:u
 )
 
 # field_offset NAME: the header offset of a field.

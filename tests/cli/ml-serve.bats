@@ -560,6 +560,26 @@ long_ids() {
     wait_for_log "$BATS_FILE_TMPDIR/log" "prompt $n tokens \\($((n - 1)) reused\\), completion 2 tokens"
 }
 
+# A model whose GGUF states its pooling (tools/make-pooling-fixture.py:
+# the Qwen 3 fixture with pooling_type 3, last) pools so without
+# --pooling, as llama-server does; --pooling still overrides it.
+@test "POST /v1/embeddings: the model's pooling (pooling_type, kept in the .mlb) without --pooling" {
+    local d=$BATS_TEST_TMPDIR line
+    gguf2mlb -q -o "$d/p.mlb" -t "$d/p.mlt" "$FIX/embed/qwen3-q8_0-pool-last.gguf"
+    start_server "$d/log" -m "$d/p.mlb" -t 1 --embeddings
+    line=$(head -n 1 "$FIX/embed/qwen3-q8_0-last.jsonl")
+    post /v1/embeddings "$(jq -c '{input: .input}' <<<"$line")" |
+        jq -e --argjson ref "$line" '[.data[0].embedding, $ref.embedding] | transpose |
+            (map(.[0] * .[1]) | add) > 0.9995'
+    stop_server
+    start_server "$d/log2" -m "$d/p.mlb" -t 1 --embeddings --pooling mean
+    line=$(head -n 1 "$FIX/embed/qwen3-q8_0-mean.jsonl")
+    post /v1/embeddings "$(jq -c '{input: .input}' <<<"$line")" |
+        jq -e --argjson ref "$line" '[.data[0].embedding, $ref.embedding] | transpose |
+            (map(.[0] * .[1]) | add) > 0.9995'
+    stop_server
+}
+
 # tests/fixtures/embed (tools/make-embed-fixture.sh): llama-embedding's
 # vectors for the Qwen 3-shaped fixture, each pooling; ours agree to the
 # activations' quantization (cosine above 0.9995, no component off by 0.02).

@@ -529,8 +529,21 @@ accepts() { # FILE: both commands accept it
     rejects "$(mutate "$FULL" rope_attn_factor=0)" ML_E_FORMAT 'rope_attn_factor (offset 88): yarn: 0 must be'
 }
 
-@test "rule 11: reserved header bytes 160-255 must be zero (FORMAT)" {
+@test "pooling (offset 160): 0 to 3 read and printed, another value refused (FORMAT)" {
     local f
+    f=$(mutate "$TINY" pooling=3)
+    run mlb-info --json "$f"
+    [[ $status == 0 ]]
+    jq -e '.header.pooling == 3' <<<"$output"
+    rejects "$(mutate "$TINY" pooling=4)" ML_E_FORMAT \
+        'pooling (offset 160): unknown pooling 4 (0 unstated, 1 mean, 2 CLS, 3 last)'
+}
+
+@test "rule 11: reserved header bytes 164-255 must be zero (FORMAT)" {
+    local f
+    f=$(mutant "$TINY" t0.mlb)
+    patch_hex "$f" 164 01
+    rejects "$f" ML_E_FORMAT 'reserved (offset 164): header byte is 0x01, must be 0'
     f=$(mutant "$TINY")
     patch_hex "$f" 200 2a
     rejects "$f" ML_E_FORMAT 'reserved (offset 200): header byte is 0x2a, must be 0'

@@ -90,6 +90,11 @@ static const hcase cases[] = {
     OKC("act 1", "act=1"),
     FMT("act 2", "act=2", "act", 104),
     FMT("act 0xffffffff", "act=0xffffffff", "act", 104),
+    /* 9. pooling: 0 unstated, 1 mean, 2 CLS, 3 last */
+    OKC("pooling 1", "pooling=1"), OKC("pooling 2", "pooling=2"), OKC("pooling 3", "pooling=3"),
+    FMT("pooling 4 (llama.cpp's rank)", "pooling=4", "pooling", 160),
+    FMT("pooling 0xffffffff", "pooling=0xffffffff", "pooling", 160),
+    FMT("order: act before pooling", "act=2 pooling=9", "act", 104),
     /* 8. sliding_window */
     OKC("sliding_window 1", "sliding_window=1"),
     OKC("sliding_window 2^24", "sliding_window=16777216"),
@@ -179,7 +184,7 @@ static const hcase cases[] = {
     FMT("rope_type 4 with yarn parameters", YARN " rope_type=4", "rope_type", 52),
     FMT("rope_type 0xffffffff", "rope_type=0xffffffff", "rope_type", 52),
     /* 11. reserved bytes (every byte is covered by a loop test too) */
-    FMT("reserved byte 160", "raw:160=1", "reserved", 160),
+    FMT("reserved byte 164", "raw:164=1", "reserved", 164),
     FMT("reserved byte 200 = 0x80", "raw:200=0x80", "reserved", 200),
     FMT("reserved byte 255", "raw:255=0xff", "reserved", 255),
     FMT("reserved: the first non-zero byte is named", "raw:255=1 raw:170=2", "reserved", 170),
@@ -300,7 +305,7 @@ static void build_case(const hcase *c, ml_mlb_header *h, uint8_t raw[ML_MLB_HEAD
     ml_mlb_header_encode(h, raw);
     tu_apply(h, raw, c->set);
     ml_mlb_header_encode(h, enc);
-    memcpy(raw, enc, 160); /* fields from h, reserved bytes as mutated */
+    memcpy(raw, enc, 164); /* fields from h, reserved bytes as mutated */
 }
 
 START_TEST(test_validation_row)
@@ -385,7 +390,7 @@ START_TEST(test_reserved_every_byte)
     uint8_t raw[ML_MLB_HEADER_SIZE];
     ml_error err;
     tu_base_header(&h);
-    for (unsigned i = 160; i < 256; i++) {
+    for (unsigned i = 164; i < 256; i++) {
         for (unsigned v = 0; v < 3; v++) {
             ml_mlb_header_encode(&h, raw);
             raw[i] = vals[v];
@@ -478,7 +483,7 @@ START_TEST(test_field_table)
     const ml_mlb_field *f = ml_mlb_fields(&n);
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(n, tu_n_fields);
-    ck_assert_uint_eq(n, 40);
+    ck_assert_uint_eq(n, 41);
     ck_assert_ptr_eq(ml_mlb_fields(NULL), f);
     ml_mlb_header h;
     for (size_t i = 0; i < n; i++) {
@@ -505,7 +510,7 @@ START_TEST(test_field_table)
             ck_assert(memcmp(&x, &y, 4) == 0);
         }
     }
-    ck_assert_uint_eq(f[n - 1].offset + 4, 160);
+    ck_assert_uint_eq(f[n - 1].offset + 4, 164);
 }
 END_TEST
 
@@ -531,7 +536,7 @@ START_TEST(test_encode_decode_every_field)
         ck_assert_msg(got == v, "%s at %u: 0x%08x, expected 0x%08x", tu_fields[i].name,
                       tu_fields[i].offset, got, v);
     }
-    for (unsigned i = 160; i < 256; i++)
+    for (unsigned i = 164; i < 256; i++)
         ck_assert_uint_eq(raw[i], 0);
     memset(&back, 0x77, sizeof back);
     ml_mlb_header_decode(raw, &back);
@@ -550,7 +555,7 @@ START_TEST(test_encode_decode_every_field)
 }
 END_TEST
 
-/* Random bytes decode and re-encode to the same first 160 bytes. */
+/* Random bytes decode and re-encode to the same first 164 bytes. */
 START_TEST(test_decode_random_bytes)
 {
     tu_rng r = {42};
@@ -563,8 +568,8 @@ START_TEST(test_decode_random_bytes)
         TU_REQUIRE(h.dim == ((uint32_t)raw[8] | (uint32_t)raw[9] << 8 |
                              (uint32_t)raw[10] << 16 | (uint32_t)raw[11] << 24), "dim");
         ml_mlb_header_encode(&h, again);
-        TU_REQUIRE(memcmp(again, raw, 160) == 0, "round %d: fields differ", k);
-        for (unsigned i = 160; i < 256; i++)
+        TU_REQUIRE(memcmp(again, raw, 164) == 0, "round %d: fields differ", k);
+        for (unsigned i = 164; i < 256; i++)
             TU_REQUIRE(again[i] == 0, "round %d: reserved byte %u", k, i);
         /* Validation of garbage never crashes and never says OK with
          * non-zero reserved bytes. */

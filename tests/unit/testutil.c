@@ -123,6 +123,7 @@ const tu_field tu_fields[] = {
     SF(attn_gate, 136, TU_U32),      SF(lin_k_heads, 140, TU_U32),
     SF(lin_v_heads, 144, TU_U32),    SF(lin_k_dim, 148, TU_U32),
     SF(lin_v_dim, 152, TU_U32),      SF(lin_conv, 156, TU_U32),
+    SF(pooling, 160, TU_U32),
 };
 #undef SF
 const size_t tu_n_fields = sizeof tu_fields / sizeof tu_fields[0];
