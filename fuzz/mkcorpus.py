@@ -324,7 +324,7 @@ def corpus_mlb(out, build):
             "embed_scale=8 attn_scale=0.0625 scale_f16=1 attn_softcap=50 final_softcap=30 "
             "rot_dim=16 attn_gate=1 lin_k_heads=1 lin_v_heads=4 lin_k_dim=32 lin_v_dim=32 "
             "lin_conv=4 rope_type=3 rope_factor=4 rope_low_freq_factor=32 "
-            "rope_high_freq_factor=1 rope_orig_max_seq=32 rope_attn_factor=1.1386")
+            "rope_high_freq_factor=1 rope_orig_max_seq=32 rope_attn_factor=1.1386 pooling=3")
     run_mkmodel(build, f"{out}/mlb/full", full, "1,2,4,8")
     run_mkmodel(build, f"{out}/mlb/llama3-rope", base + " wtype=1 rope_type=1 rope_factor=8 "
                 "rope_low_freq_factor=1 rope_high_freq_factor=4 rope_orig_max_seq=8")
