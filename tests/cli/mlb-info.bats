@@ -229,7 +229,7 @@ header_text() { # the raw header object of the JSON in $output
     [[ -z $stderr ]]
     [[ ${#lines[@]} -eq 1 ]]
     jq -e --arg f "$TINY" --argjson n "$(file_size "$TINY")" \
-        '.file == $f and .size == $n and (.header | length) == 40 and
+        '.file == $f and .size == $n and (.header | length) == 41 and
          (.tensors | length) == 21 and (.layers | length) == 2' <<<"$output"
     # --tensors changes nothing: the tensors are always there.
     [[ $(mlb-info --json --tensors "$TINY") == "$output" ]]
