@@ -91,9 +91,13 @@ ALWAYS_INLINE void transpose8x8(__m256i v[8])
  * close to it, decoding faster.  Far prefetches seem to hold the core's
  * few line-fill buffers for a whole memory latency there.  Q4_0 stayed at
  * 4 KiB: 2 KiB helped a model read from memory a little but slowed one
- * that sat in that L3.  (The figures: docs/speed-history.md.) */
+ * that sat in that L3.  The 256-element types' row dots (rule 6) went
+ * from 4 KiB to 2 KiB too: their loop leaves fewer instructions between
+ * misses than rule 5's did, and at 4 KiB it waited on memory more, Q6_K
+ * most.  (The figures: docs/speed-history.md.) */
 #define PREFETCH_Q8 2048
 #define PREFETCH_Q4 4096
+#define PREFETCH_K 2048
 
 /* The `lines` cache lines `ahead` bytes after p. */
 ALWAYS_INLINE void prefetch_ahead(const void *p, size_t ahead, int lines)
