@@ -44,12 +44,11 @@
  * Q4_K, Q5_K, Q6_K and IQ4_XS (rule 6: K activations, one scale per 256)
  * have one float step per super-block, so their integer work is what
  * counts.  A panel is unpacked (blocks_x86.h's blk_unpack_k) and put in B
- * order; where a sub-block scale times a quant fits a byte after
- * splitting the scale (Q4_K, Q5_K: two panels; Q6_K: four), the panels
- * carry the scales and the tiles sum whole super-blocks in products of
- * K = 64, leaving the vector units a few shifts and adds per super-block;
- * IQ4_XS's scales do not split so, and its blocks' sums are stored and
- * scaled in int32. */
+ * order; the scales are folded into the panels so that every byte stays
+ * a byte (Q4_K, Q5_K: the scale split, two panels; Q6_K: four; IQ4_XS:
+ * the product split, two), and the tiles sum whole super-blocks in
+ * products of K = 64, leaving the vector units a few shifts and adds per
+ * super-block. */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__)
@@ -96,7 +95,7 @@ typedef struct {
     uint8_t rows[16];
 } __attribute__((aligned(64))) tile_cfg;
 
-/* The blocks' products (Q8_0, Q4_0, Q4_1, Q5_1, IQ4_XS): two sets of
+/* The blocks' products (Q8_0, Q4_0, Q4_1, Q5_1): two sets of
  * sums, A and B tiles (0-2, 3-5), so that one block's tile work runs
  * while the vector units do the previous block's float steps. */
 #define T_SUMS2 3
@@ -110,8 +109,8 @@ static const tile_cfg tile_config_pair = {
              [T_W2] = BLOCK / 4},
 };
 
-/* Rule 6's products of K = 64 (Q4_K, Q5_K, Q6_K: the scales folded into
- * the weights, below): tiles 0-6 all 16 rows x 64 bytes.  Q4_K and Q5_K
+/* Rule 6's products of K = 64 (Q4_K, Q5_K, Q6_K, IQ4_XS: the scales
+ * folded into the weights, below): tiles 0-6 all 16 rows x 64 bytes.  Q4_K and Q5_K
  * use two pairs of sums tiles (F_LO, F_HI; F_LO2, F_HI2), A and two B
  * tiles; Q6_K four sums tiles (P_A-P_D), the same A and B tiles. */
 #define F_LO 0
@@ -339,44 +338,6 @@ ALWAYS_INLINE void store_folded(__m512 part[8][TILE], size_t nsb, float *y, size
     }
 }
 
-/* isum[m] += sums[m] · sc, row by row (lane n: row n). */
-ALWAYS_INLINE void scale_sums(int32_t sums[TILE][TILE], const int32_t *sc, __m512i isum[TILE])
-{
-    const __m512i scv = _mm512_load_si512((const __m512i *)sc);
-    UNROLL
-    for (int m = 0; m < TILE; m++)
-        isum[m] = _mm512_add_epi32(
-            isum[m], _mm512_mullo_epi32(_mm512_load_si512((const __m512i *)sums[m]), scv));
-}
-
-/* IQ4_XS: a level times ls - 32 is no byte, so each block's sums are
- * stored and scaled (vpmulld: exact) by ls - 32 (wst + 16 b), block b +
- * 1's tile work issued before b's, on the other set of tiles. */
-static void tile_product_iq4_xs(const int8_t *x, const float *xdt, size_t cols, const int8_t *wb,
-                                const float *wdt, const int32_t *wst, float *y, size_t ldy,
-                                size_t t0, size_t nt, size_t r, size_t nr)
-{
-    const size_t nb = cols / BLOCK;
-    _Alignas(64) int32_t sums[TILE][TILE], sums2[TILE][TILE];
-    __m512 part[8][TILE]; /* super_add's first eight set them */
-    block_sums(x, cols, wb, 0, sums);
-    for (size_t k = 0; k < nb / 8; k++) {
-        __m512i isum[TILE];
-        UNROLL
-        for (int m = 0; m < TILE; m++)
-            isum[m] = _mm512_setzero_si512();
-        for (size_t b = 8 * k; b < 8 * k + 8; b += 2) {
-            block_sums2(x, cols, wb, b + 1, sums2);
-            scale_sums(sums, wst + TILE * b, isum);
-            if (b + 2 < nb)
-                block_sums(x, cols, wb, b + 2, sums);
-            scale_sums(sums2, wst + TILE * (b + 1), isum);
-        }
-        super_add(isum, wdt, NULL, NULL, xdt, NULL, k, part[k % 8]);
-    }
-    store_folded(part, nb / 8, y, ldy, t0, nt, r, nr);
-}
-
 /* Q4_K and Q5_K: q·sc, up to 31·63, is no byte, but with sc = 8 sc_hi +
  * sc_lo (3 bits each) both q·sc_lo and q·sc_hi are (unsigned, at most
  * 217), and isum = 8 Σ (q·sc_hi)·xq + Σ (q·sc_lo)·xq exactly.  So the
@@ -384,7 +345,7 @@ static void tile_product_iq4_xs(const int8_t *x, const float *xdt, size_t cols, 
  * of K = 64, TDPBSUD: signed activations, unsigned weights), and a
  * super-block costs two tile stores instead of eight blocks' stores,
  * loads and integer scalings. */
-#define FOLD_SUMS(name, LO, HI)                                                                \
+#define FOLD_SUMS(name, LO, HI, DP_HI)                                                         \
     ALWAYS_INLINE void name(const int8_t *x, size_t cols, const int8_t *wlo, const int8_t *whi, \
                             size_t k, int32_t lo[TILE][TILE], int32_t hi[TILE][TILE])          \
     {                                                                                          \
@@ -395,25 +356,29 @@ static void tile_product_iq4_xs(const int8_t *x, const float *xdt, size_t cols, 
             _tile_loadd(F_W, wlo + WB_BLOCK * (8 * k + 2 * s), 64);                            \
             _tile_dpbsud(LO, F_X, F_W);                                                        \
             _tile_loadd(F_W2, whi + WB_BLOCK * (8 * k + 2 * s), 64);                           \
-            _tile_dpbsud(HI, F_X, F_W2);                                                       \
+            DP_HI(HI, F_X, F_W2);                                                              \
         }                                                                                      \
         _tile_stored(LO, lo, TILE * 4);                                                        \
         _tile_stored(HI, hi, TILE * 4);                                                        \
     }
-FOLD_SUMS(fold_sums, F_LO, F_HI)
-FOLD_SUMS(fold_sums2, F_LO2, F_HI2)
+FOLD_SUMS(fold_sums, F_LO, F_HI, _tile_dpbsud)
+FOLD_SUMS(fold_sums2, F_LO2, F_HI2, _tile_dpbsud)
+/* IQ4_XS's high panel is signed (fold_iq4_xs) */
+FOLD_SUMS(fold_sums_iq, F_LO, F_HI, _tile_dpbssd)
+FOLD_SUMS(fold_sums_iq2, F_LO2, F_HI2, _tile_dpbssd)
 
-/* isum[m] = 8 hi[m] + lo[m]. */
-ALWAYS_INLINE void fold_isum(int32_t lo[TILE][TILE], int32_t hi[TILE][TILE], __m512i isum[TILE])
+/* isum[m] = 2^shift hi[m] + lo[m]. */
+ALWAYS_INLINE void fold_isum(int32_t lo[TILE][TILE], int32_t hi[TILE][TILE], int shift,
+                             __m512i isum[TILE])
 {
     UNROLL
     for (int m = 0; m < TILE; m++)
         isum[m] = _mm512_add_epi32(
-            _mm512_slli_epi32(_mm512_load_si512((const __m512i *)hi[m]), 3),
+            _mm512_slli_epi32(_mm512_load_si512((const __m512i *)hi[m]), shift),
             _mm512_load_si512((const __m512i *)lo[m]));
 }
 
-static void tile_product_fold(const int8_t *x, const float *xdt, const int32_t *xsp, size_t cols,
+ALWAYS_INLINE void fold_product(int iq, const int8_t *x, const float *xdt, const int32_t *xsp, size_t cols,
                               const int8_t *wlo, const int8_t *whi, const float *wdt,
                               const float *wmt, const int32_t *wmp, float *y, size_t ldy,
                               size_t t0, size_t nt, size_t r, size_t nr)
@@ -423,21 +388,45 @@ static void tile_product_fold(const int8_t *x, const float *xdt, const int32_t *
     __m512 part[8][TILE]; /* super_add's first eight set them */
     /* super-block k + 1's tile work is issued before k's vector work, on
      * the other pair of sums tiles */
-    fold_sums(x, cols, wlo, whi, 0, lo, hi);
+    if (iq)
+        fold_sums_iq(x, cols, wlo, whi, 0, lo, hi);
+    else
+        fold_sums(x, cols, wlo, whi, 0, lo, hi);
     for (size_t k = 0; k < nsb; k++) {
         __m512i isum[TILE];
         if (k % 2 == 0) {
-            if (k + 1 < nsb)
+            if (k + 1 < nsb && iq)
+                fold_sums_iq2(x, cols, wlo, whi, k + 1, lo2, hi2);
+            else if (k + 1 < nsb)
                 fold_sums2(x, cols, wlo, whi, k + 1, lo2, hi2);
-            fold_isum(lo, hi, isum);
+            fold_isum(lo, hi, iq ? 5 : 3, isum);
         } else {
-            if (k + 1 < nsb)
+            if (k + 1 < nsb && iq)
+                fold_sums_iq(x, cols, wlo, whi, k + 1, lo, hi);
+            else if (k + 1 < nsb)
                 fold_sums(x, cols, wlo, whi, k + 1, lo, hi);
-            fold_isum(lo2, hi2, isum);
+            fold_isum(lo2, hi2, iq ? 5 : 3, isum);
         }
         super_add(isum, wdt, wmt, wmp, xdt, xsp, k, part[k % 8]);
     }
     store_folded(part, nsb, y, ldy, t0, nt, r, nr);
+}
+
+/* Q4_K and Q5_K (with their mins) */
+static void tile_product_fold(const int8_t *x, const float *xdt, const int32_t *xsp, size_t cols,
+                              const int8_t *wlo, const int8_t *whi, const float *wdt,
+                              const float *wmt, const int32_t *wmp, float *y, size_t ldy,
+                              size_t t0, size_t nt, size_t r, size_t nr)
+{
+    fold_product(0, x, xdt, xsp, cols, wlo, whi, wdt, wmt, wmp, y, ldy, t0, nt, r, nr);
+}
+
+/* IQ4_XS (no mins) */
+static void tile_product_iq4_xs(const int8_t *x, const float *xdt, size_t cols, const int8_t *wlo,
+                                const int8_t *whi, const float *wdt, float *y, size_t ldy,
+                                size_t t0, size_t nt, size_t r, size_t nr)
+{
+    fold_product(1, x, xdt, NULL, cols, wlo, whi, wdt, NULL, NULL, y, ldy, t0, nt, r, nr);
 }
 
 /* A panel in B order (unsigned quants, wb) split into its quants times
@@ -456,6 +445,36 @@ static void fold_scales(int8_t *wb, int8_t *whi, const int32_t *wst, size_t nb)
             const __m512i q = _mm512_load_si512(w);
             _mm512_store_si512((__m512i *)(whi + WB_BLOCK * b + 64 * k), _mm512_mullo_epi32(q, hi));
             _mm512_store_si512(w, _mm512_mullo_epi32(q, lo));
+        }
+    }
+}
+
+/* IQ4_XS: a level L (-127..113) times ls - 32 (-32..31) is no byte,
+ * but v = L·(ls - 32), |v| <= 4064, is 32 hi + lo with hi = v >> 5
+ * (-127..127, signed: TDPBSSD) and lo = v & 31 (unsigned: TDPBSUD), so
+ * isum = 32 Σ hi·xq + Σ lo·xq exactly and the tiles sum whole
+ * super-blocks as Q4_K's do, with no block's sums stored and scaled.
+ * The even and odd bytes of a B-order dword (one row's four levels) are
+ * taken in 16-bit lanes, each row's scale in both halves of its dword:
+ * lo in place in wb, hi to whi. */
+static void fold_iq4_xs(int8_t *wb, int8_t *whi, const int32_t *wst, size_t nb)
+{
+    const __m512i five = _mm512_set1_epi16(31), byte = _mm512_set1_epi16(0xff);
+    for (size_t b = 0; b < nb; b++) {
+        const __m512i sc = _mm512_load_si512((const __m512i *)(wst + TILE * b));
+        const __m512i s16 = _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xffff)),
+                                            _mm512_slli_epi32(sc, 16));
+        for (size_t k = 0; k < BLOCK / 4; k++) {
+            __m512i *w = (__m512i *)(wb + WB_BLOCK * b + 64 * k);
+            const __m512i q = _mm512_load_si512(w);
+            const __m512i ve = _mm512_mullo_epi16(_mm512_srai_epi16(_mm512_slli_epi16(q, 8), 8), s16);
+            const __m512i vo = _mm512_mullo_epi16(_mm512_srai_epi16(q, 8), s16);
+            const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srai_epi16(ve, 5), byte),
+                                               _mm512_slli_epi16(_mm512_srai_epi16(vo, 5), 8));
+            const __m512i lo = _mm512_or_si512(_mm512_and_si512(ve, five),
+                                               _mm512_slli_epi16(_mm512_and_si512(vo, five), 8));
+            _mm512_store_si512((__m512i *)(whi + WB_BLOCK * b + 64 * k), hi);
+            _mm512_store_si512(w, lo);
         }
     }
 }
@@ -676,8 +695,8 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
      * (Q6_K: the halves' scales wst and wsh), and the unpacked panel's
      * (blk_unpack_k) usm */
     const size_t k_bytes = kq ? 3 * scales + 2 * nb * TILE : 0;
-    /* Q4_K, Q5_K: the second panel in B order; Q6_K: three more */
-    const size_t fold_bytes = fold ? wb_bytes : q6 ? 3 * wb_bytes : 0;
+    /* Q4_K, Q5_K, IQ4_XS: the second panel in B order; Q6_K: three more */
+    const size_t fold_bytes = fold || iq ? wb_bytes : q6 ? 3 * wb_bytes : 0;
     int8_t *base =
         aligned_alloc(64, wb_bytes + scales * (1 + tiles) + pad_bytes + mins_bytes + k_bytes +
                               fold_bytes);
@@ -721,7 +740,7 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
     size_t chunk = CHUNK_BYTES / cols / TILE * TILE;
     if (chunk < TILE)
         chunk = TILE;
-    if (q6 || fold)
+    if (kq)
         _tile_loadconfig(&tile_config_k64);
     else
         _tile_loadconfig(&tile_config_pair);
@@ -747,6 +766,8 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
                     }
                 if (fold)
                     fold_scales(wb, wbh, wst, nb);
+                else if (iq)
+                    fold_iq4_xs(wb, wbh, wst, nb);
                 else if (q6)
                     fold_q6(wb, wp, wmp, wst, wsh, nb);
             } else {
@@ -762,7 +783,7 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
                     tile_product_q6_fold(x, xdt + t * nsb, xsp + t * nsb * 8, cols, wb, wp, wdt,
                                          wmp, y, ldy, t, nt, r, nr);
                 else if (iq)
-                    tile_product_iq4_xs(x, xdt + t * nsb, cols, wb, wdt, wst, y, ldy, t, nt, r,
+                    tile_product_iq4_xs(x, xdt + t * nsb, cols, wb, wbh, wdt, y, ldy, t, nt, r,
                                         nr);
                 else if (unpack)
                     tile_product_mins(x, xdt + t * nb, xst + t * nb, cols, wb, wdt, wmt, y, ldy, t,

@@ -65,22 +65,29 @@ static uint16_t random_f16(tu_rng *r, int extreme)
     return ml_f32_to_f16((float)(tu_below(r, 2000) + 1) * 1e-6f * (tu_below(r, 2) ? 1 : -1));
 }
 
-/* Random bytes for one unit of t, its scales and floats made finite. */
-static void random_unit(ml_type t, uint8_t *u, size_t bytes, tu_rng *r, int extreme)
+/* The offset of a unit of t's j-th f16 field (its scale, its min), or -1. */
+static int f16_field(ml_type t, int j)
 {
-    for (size_t i = 0; i < bytes; i++)
-        u[i] = (uint8_t)tu_next(r);
-    static const struct { ml_type t; int at[2]; } f16_fields[] = {
+    static const struct { ml_type t; int at[2]; } fields[] = {
         {ML_TYPE_Q4_1, {0, 2}},   {ML_TYPE_Q5_0, {0, -1}},  {ML_TYPE_Q5_1, {0, 2}},
         {ML_TYPE_Q2_K, {80, 82}}, {ML_TYPE_Q3_K, {108, -1}}, {ML_TYPE_Q4_K, {0, 2}},
         {ML_TYPE_Q5_K, {0, 2}},   {ML_TYPE_Q6_K, {208, -1}}, {ML_TYPE_IQ4_NL, {0, -1}},
         {ML_TYPE_IQ4_XS, {0, -1}},
     };
-    for (size_t k = 0; k < sizeof f16_fields / sizeof f16_fields[0]; k++)
-        if (f16_fields[k].t == t)
-            for (int j = 0; j < 2; j++)
-                if (f16_fields[k].at[j] >= 0)
-                    put16(u + f16_fields[k].at[j], random_f16(r, extreme));
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++)
+        if (fields[k].t == t)
+            return fields[k].at[j];
+    return -1;
+}
+
+/* Random bytes for one unit of t, its scales and floats made finite. */
+static void random_unit(ml_type t, uint8_t *u, size_t bytes, tu_rng *r, int extreme)
+{
+    for (size_t i = 0; i < bytes; i++)
+        u[i] = (uint8_t)tu_next(r);
+    for (int j = 0; j < 2; j++)
+        if (f16_field(t, j) >= 0)
+            put16(u + f16_field(t, j), random_f16(r, extreme));
     if (t == ML_TYPE_MXFP4) /* 2^(e-128): about 1e-3, or the extremes */
         u[0] = extreme && tu_below(r, 3) == 0 ? (uint8_t)tu_below(r, 3)
                                               : (uint8_t)(110 + tu_below(r, 20));
@@ -219,6 +226,48 @@ START_TEST(variants_match_scalar)
              * every row in one call (a whole panel and a partial one) */
             for (size_t n_tok = 31; n_tok <= 33; n_tok++)
                 check_matmul(&m, &a, n_tok, 0, 23);
+            acts_free(&a);
+            free(m.w);
+        }
+}
+END_TEST
+
+/* The integer bounds: every byte of the rule-6 types' units but their
+ * f16 fields one pattern (0x00: IQ4_XS's ls 0 and level -127, Q6_K's
+ * q6 0; 0xff, 0x80, 0x7f, 0x08, 0xf0: the other ends), every activation
+ * +-max, so that every product and every split of a scale (the AMX
+ * table's folded panels) meets its largest magnitudes; 33 tokens. */
+START_TEST(k_types_at_their_bounds)
+{
+    static const ml_type k_types[] = {ML_TYPE_Q2_K, ML_TYPE_Q3_K, ML_TYPE_Q4_K,
+                                      ML_TYPE_Q5_K, ML_TYPE_Q6_K, ML_TYPE_IQ4_XS};
+    static const uint8_t patterns[] = {0x00, 0xff, 0x80, 0x7f, 0x08, 0xf0};
+    const ml_type t = k_types[_i];
+    tu_rng r = {0x38100 + (uint64_t)_i};
+    for (size_t p = 0; p < sizeof patterns; p++)
+        for (int sign = -1; sign <= 1; sign += 2) {
+            size_t elems, bytes;
+            unit_of(t, &elems, &bytes);
+            blk_mat m;
+            blk_mat_new(&m, t, 23, 3 * elems, &r, 0);
+            for (size_t i = 0; i < 23 * 3; i++) {
+                uint8_t *u = m.w + i * bytes;
+                memset(u, patterns[p], bytes);
+                for (int j = 0; j < 2; j++)
+                    if (f16_field(t, j) >= 0)
+                        put16(u + f16_field(t, j), random_f16(&r, 0));
+            }
+            acts a;
+            a.per = 256;
+            a.q = xmalloc(33 * m.cols);
+            a.d = xmalloc(33 * m.cols / 256 * sizeof *a.d);
+            float *x = xmalloc(33 * m.cols * sizeof *x);
+            for (size_t i = 0; i < 33 * m.cols; i++)
+                x[i] = (float)sign * (i % 7 == 3 ? -1.0f : 1.0f);
+            ml_quantize_row_q8_k(x, 33 * m.cols, a.q, a.d);
+            free(x);
+            check_matvec(&m, &a, 0, 23);
+            check_matmul(&m, &a, 33, 0, 23);
             acts_free(&a);
             free(m.w);
         }
@@ -418,6 +467,7 @@ Suite *suite_kernels_blk(void)
     tcase_add_loop_test(tc, scalar_matches_ggml, 0, (int)N_TYPES);
     tcase_add_loop_test(tc, as_q8_0_matches_matvec, 0,
                         (int)(sizeof as_q8_types / sizeof as_q8_types[0]));
+    tcase_add_loop_test(tc, k_types_at_their_bounds, 0, 6);
     tcase_add_test(tc, row_bytes);
     tcase_add_test(tc, q4_k_by_hand);
     suite_add_tcase(s, tc);
