@@ -129,7 +129,7 @@ ALWAYS_INLINE void sums_q4_k(const uint8_t *w, const int8_t *x, const int32_t *a
                              __m256i *ms)
 {
     const __m256i low = _mm256_set1_epi8(15);
-    prefetch_ahead(w, PREFETCH_K, 3);
+    prefetch_ahead_l2(w, PREFETCH_K, 3);
     __m256i v[8];
     UNROLL
     for (int g = 0; g < 4; g++) {
@@ -147,7 +147,7 @@ ALWAYS_INLINE void sums_q5_k(const uint8_t *w, const int8_t *x, const int32_t *a
                              __m256i *ms)
 {
     const __m256i low = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(16);
-    prefetch_ahead(w, PREFETCH_K, 3);
+    prefetch_ahead_l2(w, PREFETCH_K, 3);
     const __m256i qh = load256(w + 16);
     __m256i v[8];
     UNROLL
@@ -182,7 +182,7 @@ ALWAYS_INLINE __m256i q6_scaled(__m256i q, const int8_t *x, const int8_t *sc)
 ALWAYS_INLINE void sums_q6_k(const uint8_t *w, const int8_t *x, const int16_t *a16, __m256i *is)
 {
     const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(3 << 4);
-    prefetch_ahead(w, PREFETCH_K, 4);
+    prefetch_ahead_l2(w, PREFETCH_K, 4);
     const int8_t *sc = (const int8_t *)(w + 192);
     __m256i v[8];
     UNROLL
@@ -237,7 +237,7 @@ ALWAYS_INLINE void sums_q2_k(const uint8_t *w, const int8_t *x, const int16_t *a
                              __m256i *ms)
 {
     const __m256i three = _mm256_set1_epi8(3);
-    prefetch_ahead(w, PREFETCH_K, 2);
+    prefetch_ahead_l2(w, PREFETCH_K, 2);
     const __m256i b16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)w));
     const __m256i sc16 = _mm256_and_si256(b16, _mm256_set1_epi16(15));
     const __m256i mn16 = _mm256_srli_epi16(b16, 4);
@@ -281,7 +281,7 @@ ALWAYS_INLINE __m256i q3_scales16(const uint8_t *s)
 ALWAYS_INLINE void sums_q3_k(const uint8_t *w, const int8_t *x, const int16_t *a16, __m256i *is)
 {
     const __m256i three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
-    prefetch_ahead(w, PREFETCH_K, 2);
+    prefetch_ahead_l2(w, PREFETCH_K, 2);
     const __m256i sc16 = q3_scales16(w + 96);
     int16_t sc[16];
     _mm256_storeu_si256((__m256i *)sc, sc16);
@@ -634,7 +634,7 @@ ALWAYS_INLINE __m256i iq4_xs_scales(const uint8_t *b)
  * and the sub-blocks added lane by lane, with no transposition. */
 ALWAYS_INLINE void sums_iq4_xs(const uint8_t *w, const int8_t *x, __m256i *is)
 {
-    prefetch_ahead(w, PREFETCH_K, 3);
+    prefetch_ahead_l2(w, PREFETCH_K, 3);
     const __m256i ls = iq4_xs_scales(w);
     const __m256i ls16 = _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xffff)),
                                          _mm256_slli_epi32(ls, 16));

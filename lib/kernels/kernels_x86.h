@@ -94,18 +94,32 @@ ALWAYS_INLINE void transpose8x8(__m256i v[8])
  * that sat in that L3.  The 256-element types' row dots (rule 6) went
  * from 4 KiB to 2 KiB too: their loop leaves fewer instructions between
  * misses than rule 5's did, and at 4 KiB it waited on memory more, Q6_K
- * most.  (The figures: docs/speed-history.md.) */
+ * most.  Their lines go to L2 (T1), not L1: a prefetch to L1 holds one
+ * of the core's few L1 miss buffers until its line arrives, and with
+ * the lines asked for in L2 one core kept more on the way and decoded
+ * them faster.  Q8_0's and Q4_0's did not gain (a model mostly in L3
+ * lost a little), so they still go to L1.  A CPU that treats the hints
+ * alike loses nothing.  (The figures: docs/speed-history.md.) */
 #define PREFETCH_Q8 2048
 #define PREFETCH_Q4 4096
 #define PREFETCH_K 2048
 
-/* The `lines` cache lines `ahead` bytes after p. */
+/* The `lines` cache lines `ahead` bytes after p, into L1. */
 ALWAYS_INLINE void prefetch_ahead(const void *p, size_t ahead, int lines)
 {
     const char *a = (const char *)p + ahead;
     UNROLL
     for (int i = 0; i < lines; i++)
         _mm_prefetch(a + 64 * i, _MM_HINT_T0);
+}
+
+/* The same into L2 (the 256-element types' decode, above). */
+ALWAYS_INLINE void prefetch_ahead_l2(const void *p, size_t ahead, int lines)
+{
+    const char *a = (const char *)p + ahead;
+    UNROLL
+    for (int i = 0; i < lines; i++)
+        _mm_prefetch(a + 64 * i, _MM_HINT_T1);
 }
 
 /* Rule 3 for one group: acc + (float)isum * (wd * xd), lane by lane. */
