@@ -30,40 +30,58 @@
 
 /* ---- quantization ---- */
 
-static void quantize_q8_0(const float *x, size_t n, int8_t *q, float *d)
+/* 32 floats at x, scaled by id, rounded as the spec says into q. */
+static inline void round32(const float *x, float32x4_t id, int8_t *q)
 {
     const float32x4_t sign = vreinterpretq_f32_u32(vdupq_n_u32(0x80000000u));
     const float32x4_t half = vdupq_n_f32(0.5f);
-    for (size_t b = 0; b < n / 32; b++) {
-        float32x4_t v[8], m = vdupq_n_f32(0.0f);
-        for (int k = 0; k < 8; k++) {
-            v[k] = vld1q_f32(x + 32 * b + 4 * k);
-            m = vmaxnmq_f32(m, vabsq_f32(v[k]));
+    int16x8_t h[4];
+    for (int k = 0; k < 8; k += 2) {
+        int32x4_t r[2];
+        for (int i = 0; i < 2; i++) {
+            const float32x4_t v = vld1q_f32(x + 4 * (k + i));
+            /* x·id + copysign(0.5, x), truncated, clamped to ±127 */
+            const float32x4_t hs = vreinterpretq_f32_u32(
+                vorrq_u32(vandq_u32(vreinterpretq_u32_f32(v), vreinterpretq_u32_f32(sign)),
+                          vreinterpretq_u32_f32(half)));
+            const int32x4_t t = vcvtq_s32_f32(vaddq_f32(vmulq_f32(v, id), hs));
+            r[i] = vmaxq_s32(vminq_s32(t, vdupq_n_s32(127)), vdupq_n_s32(-127));
         }
-        const float amax = vmaxnmvq_f32(m);
-        if (amax < 1e-30f) {
-            d[b] = 0.0f;
-            memset(q + 32 * b, 0, 32);
-            continue;
-        }
-        d[b] = amax / 127.0f;
-        const float32x4_t id = vdupq_n_f32(127.0f / amax);
-        int16x8_t h[4];
-        for (int k = 0; k < 8; k += 2) {
-            int32x4_t r[2];
-            for (int i = 0; i < 2; i++) {
-                /* x·id + copysign(0.5, x), truncated, clamped to ±127 */
-                const float32x4_t hs = vreinterpretq_f32_u32(
-                    vorrq_u32(vandq_u32(vreinterpretq_u32_f32(v[k + i]), vreinterpretq_u32_f32(sign)),
-                              vreinterpretq_u32_f32(half)));
-                const int32x4_t t = vcvtq_s32_f32(vaddq_f32(vmulq_f32(v[k + i], id), hs));
-                r[i] = vmaxq_s32(vminq_s32(t, vdupq_n_s32(127)), vdupq_n_s32(-127));
-            }
-            h[k / 2] = vcombine_s16(vmovn_s32(r[0]), vmovn_s32(r[1]));
-        }
-        vst1q_s8(q + 32 * b, vcombine_s8(vmovn_s16(h[0]), vmovn_s16(h[1])));
-        vst1q_s8(q + 32 * b + 16, vcombine_s8(vmovn_s16(h[2]), vmovn_s16(h[3])));
+        h[k / 2] = vcombine_s16(vmovn_s32(r[0]), vmovn_s32(r[1]));
     }
+    vst1q_s8(q, vcombine_s8(vmovn_s16(h[0]), vmovn_s16(h[1])));
+    vst1q_s8(q + 16, vcombine_s8(vmovn_s16(h[2]), vmovn_s16(h[3])));
+}
+
+/* The spec's Q8_0 recipe over one scale's `len` floats (32, or 256 for
+ * rule 6's K activations). */
+static inline void quantize_span(const float *x, size_t len, int8_t *q, float *d)
+{
+    float32x4_t m = vdupq_n_f32(0.0f);
+    for (size_t k = 0; k < len; k += 4)
+        m = vmaxnmq_f32(m, vabsq_f32(vld1q_f32(x + k)));
+    const float amax = vmaxnmvq_f32(m);
+    if (amax < 1e-30f) {
+        *d = 0.0f;
+        memset(q, 0, len);
+        return;
+    }
+    *d = amax / 127.0f;
+    const float32x4_t id = vdupq_n_f32(127.0f / amax);
+    for (size_t k = 0; k < len; k += 32)
+        round32(x + k, id, q + k);
+}
+
+static void quantize_q8_0(const float *x, size_t n, int8_t *q, float *d)
+{
+    for (size_t b = 0; b < n / 32; b++)
+        quantize_span(x + 32 * b, 32, q + 32 * b, d + b);
+}
+
+static void quantize_q8_k(const float *x, size_t n, int8_t *q, float *d)
+{
+    for (size_t b = 0; b < n / 256; b++)
+        quantize_span(x + 256 * b, 256, q + 256 * b, d + b);
 }
 
 /* ---- block sums (exact int32) ---- */
@@ -179,7 +197,7 @@ const ml_kernels TABLE = {
      * by a silent fallback in the choice. */
     .fmath = &ml__fmath_scalar,
     .quantize_q8_0 = quantize_q8_0,
-    .quantize_q8_k = ml_quantize_row_q8_k, /* the reference: no NEON one yet */
+    .quantize_q8_k = quantize_q8_k,
     .matvec_q8_0 = matvec_q8_0,
     .matvec_q4_0 = matvec_q4_0,
     .matmul_q8_0 = matmul_q8_0,
