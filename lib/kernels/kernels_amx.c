@@ -603,43 +603,29 @@ ALWAYS_INLINE void put_pairs(__m128i p, int32_t *at)
     at[3 * TILE] = _mm_extract_epi32(p, 3);
 }
 
-/* The tokens' half sums Σ xq as int16 pairs (sub-block j's two halves,
- * the first low), xsp[((i nsb + k) 8 + j) 16 + m] for token 16 i + m
- * (zeros past n_tok). */
-static void transpose_half_pairs(const int8_t *xq, size_t nsb, size_t n_tok, int32_t *xsp)
+/* The tokens' sums Σ xq as int16 pairs, P a super-block: with halves
+ * (Q6_K, P = 8) sub-block j's two halves of 16, the first low; without
+ * (Q4_K, Q5_K, P = 4) sub-blocks 2p and 2p + 1, the lower first.  At
+ * xsp[((i nsb + k) P + p) 16 + m] for token 16 i + m (zeros past n_tok). */
+static void transpose_pairs(const int8_t *xq, size_t nsb, size_t n_tok, int halves, int32_t *xsp)
 {
-    const size_t cols = 256 * nsb, tiles = (n_tok + TILE - 1) / TILE;
-    memset(xsp, 0, tiles * nsb * 8 * TILE * sizeof *xsp);
-    const __m512i bias = _mm512_set1_epi64(16 * 128);
+    const size_t cols = 256 * nsb, tiles = (n_tok + TILE - 1) / TILE, P = halves ? 8 : 4;
+    memset(xsp, 0, tiles * nsb * P * TILE * sizeof *xsp);
     for (size_t t = 0; t < n_tok; t++)
         for (size_t k = 0; k < nsb; k++) {
             __m512i v[4];
             sums8(xq + t * cols + 256 * k, v);
-            /* sixteen halves of 16 bytes: two lanes each */
-            const __m512i h0 = _mm512_sub_epi64(add_pairs(v[0], v[1]), bias);
-            const __m512i h1 = _mm512_sub_epi64(add_pairs(v[2], v[3]), bias);
-            int32_t *at = xsp + (((t / TILE) * nsb + k) * 8) * TILE + t % TILE;
-            put_pairs(_mm512_cvtepi64_epi16(h0), at);
-            put_pairs(_mm512_cvtepi64_epi16(h1), at + 4 * TILE);
-        }
-}
-
-/* The tokens' sub-block sums Σ xq as int16 pairs (sub-blocks 2p and
- * 2p + 1 of super-block k, low half first), xsp[((i nsb + k) 4 + p) 16 +
- * m] for token 16 i + m (zeros past n_tok). */
-static void transpose_sum_pairs(const int8_t *xq, size_t nsb, size_t n_tok, int32_t *xsp)
-{
-    const size_t cols = 256 * nsb, tiles = (n_tok + TILE - 1) / TILE;
-    memset(xsp, 0, tiles * nsb * 4 * TILE * sizeof *xsp);
-    const __m512i bias = _mm512_set1_epi64(32 * 128);
-    for (size_t t = 0; t < n_tok; t++)
-        for (size_t k = 0; k < nsb; k++) {
-            __m512i v[4];
-            sums8(xq + t * cols + 256 * k, v);
-            /* eight sub-blocks of 32 bytes: four lanes each */
-            const __m512i s = _mm512_sub_epi64(
-                add_pairs(add_pairs(v[0], v[1]), add_pairs(v[2], v[3])), bias);
-            put_pairs(_mm512_cvtepi64_epi16(s), xsp + ((t / TILE) * nsb + k) * 4 * TILE + t % TILE);
+            int32_t *at = xsp + ((t / TILE) * nsb + k) * P * TILE + t % TILE;
+            if (halves) { /* sixteen halves of 16 bytes: two lanes each */
+                const __m512i bias = _mm512_set1_epi64(16 * 128);
+                put_pairs(_mm512_cvtepi64_epi16(_mm512_sub_epi64(add_pairs(v[0], v[1]), bias)), at);
+                put_pairs(_mm512_cvtepi64_epi16(_mm512_sub_epi64(add_pairs(v[2], v[3]), bias)),
+                          at + 4 * TILE);
+            } else { /* eight sub-blocks of 32 bytes: four lanes each */
+                const __m512i s = add_pairs(add_pairs(v[0], v[1]), add_pairs(v[2], v[3]));
+                put_pairs(_mm512_cvtepi64_epi16(_mm512_sub_epi64(s, _mm512_set1_epi64(32 * 128))),
+                          at);
+            }
         }
 }
 
@@ -720,10 +706,8 @@ static int matmul_amx(ml_type type, const void *wq, ml_wscales wd, size_t cols, 
     int32_t *xsp = (int32_t *)xst, *wmp = (int32_t *)wnt;
     transpose_scales(xd, kq ? nsb : nb, n_tok, xdt);
     int8_t *const wp[3] = {wbh, wbh + wb_bytes, wbh + 2 * wb_bytes};
-    if (fold)
-        transpose_sum_pairs(xq, nsb, n_tok, xsp);
-    else if (q6)
-        transpose_half_pairs(xq, nsb, n_tok, xsp);
+    if (fold || q6)
+        transpose_pairs(xq, nsb, n_tok, q6, xsp);
     else if (unpack)
         transpose_sums(xq, nb, n_tok, xst);
     if (unpack)
