@@ -700,10 +700,16 @@ static int check_tool(const json_t *t, srv_error *e)
     return 0;
 }
 
-/* The tool called name in r->tools. */
+/* A tool's function name. */
 const char *srv_tool_name(const json_t *tool)
 {
     return json_string_value(json_object_get(json_object_get(tool, "function"), "name"));
+}
+
+/* A tool's parameters schema, or NULL. */
+const json_t *srv_tool_params(const json_t *tool)
+{
+    return json_object_get(json_object_get(tool, "function"), "parameters");
 }
 
 static int has_tool(const srv_request *r, const char *name)

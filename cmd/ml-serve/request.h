@@ -119,5 +119,6 @@ void srv_request_free(srv_request *r);
 
 /* A tool's name (tool.function.name), or NULL where it has none. */
 const char *srv_tool_name(const json_t *tool);
+const json_t *srv_tool_params(const json_t *tool);
 
 #endif

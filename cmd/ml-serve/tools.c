@@ -408,8 +408,7 @@ static void xml_call_rule(FILE *f, const srv_request *q)
     int first = 1;
     fputs("call ::= ", f);
     for (size_t i = 0; i < json_array_size(q->tools); i++) {
-        const json_t *fn = json_object_get(json_array_get(q->tools, i), "function");
-        const json_t *params = json_object_get(fn, "parameters");
+        const json_t *params = srv_tool_params(json_array_get(q->tools, i));
         const json_t *props = json_object_get(params, "properties"), *req, *prop, *r;
         const char *key;
         size_t j;
@@ -420,7 +419,7 @@ static void xml_call_rule(FILE *f, const srv_request *q)
         }
         char head[100];
         snprintf(head, sizeof head, "<tool_call>\n<function=%s>\n",
-                 json_string_value(json_object_get(fn, "name")));
+                 srv_tool_name(json_array_get(q->tools, i)));
         fputs(first ? "" : " | ", f);
         first = 0;
         lit(f, head);
@@ -448,22 +447,19 @@ static void xml_call_rule(FILE *f, const srv_request *q)
 static const json_t **grammar_schemas(const srv_tool_caps *c, const srv_request *q,
                                       const json_t *object, size_t *n)
 {
+    const int xml = c->format == SRV_TOOLS_XML;
     size_t cap = 0;
     for (size_t i = 0; i < json_array_size(q->tools); i++)
-        cap += c->format == SRV_TOOLS_XML
-                   ? json_object_size(json_object_get(
-                         json_object_get(json_object_get(json_array_get(q->tools, i), "function"),
-                                         "parameters"),
-                         "properties"))
+        cap += xml ? json_object_size(json_object_get(
+                         srv_tool_params(json_array_get(q->tools, i)), "properties"))
                    : 1;
     const json_t **s = calloc(cap ? cap : 1, sizeof *s);
     *n = 0;
     for (size_t i = 0; s && i < json_array_size(q->tools); i++) {
-        const json_t *params = json_object_get(
-            json_object_get(json_array_get(q->tools, i), "function"), "parameters");
+        const json_t *params = srv_tool_params(json_array_get(q->tools, i));
         const char *key;
         json_t *prop;
-        if (c->format != SRV_TOOLS_XML) {
+        if (!xml) {
             s[(*n)++] = params ? params : object;
             continue;
         }
