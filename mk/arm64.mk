@@ -21,7 +21,7 @@ ARM64_CFLAGS = -O2 -g -I$(abspath $(ARM64_SYSROOT))/usr/include \
                -I$(abspath $(ARM64_SYSROOT))/usr/include/aarch64-linux-gnu
 # The kernels and everything computed with them, and the parsers (an
 # AArch64 build is also the first with unsigned char).
-ARM64_SUITES ?= kernels kernels_blk fmath attention linear_attn runtime runtime_blk pool quant kquant f16 mlb_load mlt gguf grammar
+ARM64_SUITES ?= kernels kernels_blk fmath attention kv_cache linear_attn runtime runtime_blk pool quant kquant f16 mlb_load mlt gguf grammar
 ARM64_UNIT_SRC = $(wildcard tests/unit/main.c tests/unit/testutil.c tests/unit/gguf_build.c \
                    tests/unit/check_tok_util.c tests/unit/check_convert_util.c \
                    $(ARM64_SUITES:%=tests/unit/check_%.c))

@@ -200,8 +200,26 @@ ml_cache_type cli_cache_type(const char *opt, const char *arg)
 {
     ml_cache_type t;
     if (ml_cache_type_parse(arg, &t, NULL))
-        cli_usage_error("%s: unknown cache type '%s' (expected f32 or f16)", opt, arg ? arg : "");
+        cli_usage_error("%s: unknown cache type '%s' (expected f32, f16, q8_0 or q4_0)", opt,
+                        arg ? arg : "");
     return t;
+}
+
+int cli_cache_fits(const char *file, const ml_mlb_header *h, ml_cache_type k, ml_cache_type v)
+{
+    ml_error err;
+    ml_status s = ml_cache_type_check(h, k, &err);
+    const char *opt = s && k == v ? "--cache-type" : "--cache-type-k";
+    ml_cache_type t = k;
+    if (!s) {
+        s = ml_cache_type_check(h, v, &err);
+        opt = "--cache-type-v";
+        t = v;
+    }
+    if (!s)
+        return 0;
+    const char *name = ml_cache_type_name(t);
+    return cli_failf(file, s, "%s %s: %s", opt, name ? name : "?", err.msg);
 }
 
 int cli_exit_status(ml_status s)

@@ -69,10 +69,15 @@ void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), 
 
 /* Strict conversions of option arguments; a bad value is a usage error. */
 uint64_t cli_u64(const char *opt, const char *arg, uint64_t min, uint64_t max);
-/* A KV cache type, llama.cpp's name for it ("f32", "f16"). */
+/* A KV cache type, llama.cpp's name for it ("f32", "f16", "q8_0", "q4_0"). */
 ml_cache_type cli_cache_type(const char *opt, const char *arg);
 /* The types cli_cache_type takes, for --help. */
-#define CLI_CACHE_TYPES "f32 (default) or f16"
+#define CLI_CACHE_TYPES "f32 (default), f16, q8_0 or q4_0"
+/* 0 when the model of header h (file FILE) can cache keys as k and values
+ * as v (ml_cache_type_check); otherwise prints "PROG: FILE: ML_E_...:
+ * --cache-type-k TYPE: why" (--cache-type when both are that type,
+ * --cache-type-v for the values alone) and returns the exit status. */
+int cli_cache_fits(const char *file, const ml_mlb_header *h, ml_cache_type k, ml_cache_type v);
 
 /* Maps a library status to the exit status. */
 int cli_exit_status(ml_status s);

@@ -308,6 +308,15 @@ static void print_kernel_choice(void)
     fputc('\n', stderr);
 }
 
+/* -v's third line: what the KV cache costs, per position and in all. */
+static void print_cache(const run *r)
+{
+    fprintf(stderr, "ml-run: KV cache %s/%s: %" PRIu64 " bytes per position, %" PRIu64
+                    " bytes for %u positions (with recurrent state)\n",
+            ml_cache_type_name(r->o.cache_k), ml_cache_type_name(r->o.cache_v),
+            ml_ctx_bytes_per_pos(r->ctx), ml_ctx_state_bytes(r->ctx), ml_ctx_n_ctx(r->ctx));
+}
+
 int run_open(run *r)
 {
     ml_error err;
@@ -336,6 +345,8 @@ int run_open(run *r)
     ml_ctx_params p = {.n_ctx = n_ctx, .n_batch = (uint32_t)r->nb,
                        .n_threads = (unsigned)r->o.threads, .cache_k = r->o.cache_k,
                        .cache_v = r->o.cache_v};
+    if ((e = cli_cache_fits(r->o.model, r->h, r->o.cache_k, r->o.cache_v)))
+        return e;
     if ((s = ml_ctx_new(r->model, &p, &r->ctx, &err)))
         return cli_fail(r->o.model, s, &err);
     /* Logits of one step: a batch's rows for --logits and --perplexity. */
@@ -362,6 +373,8 @@ int run_open(run *r)
                 (unsigned)r->o.threads, ml_kernels_name(), ml_kernels_fmath_name(), r->o.sp.seed);
     if (r->o.verbose)
         print_kernel_choice();
+    if (r->o.verbose)
+        print_cache(r);
     return 0;
 }
 

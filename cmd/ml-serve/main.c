@@ -198,7 +198,9 @@ static int open_model(srv_server *s)
     if (st)
         return cli_fail(s->o.model, st, &err);
     const ml_mlb_header *h = ml_mlb_get_header(s->mlb);
-    int e = cli_open_tokenizer(s->o.tok, s->o.model, h->vocab, &s->mlt, &s->tok);
+    int e = cli_cache_fits(s->o.model, h, s->o.cache_k, s->o.cache_v);
+    if (!e)
+        e = cli_open_tokenizer(s->o.tok, s->o.model, h->vocab, &s->mlt, &s->tok);
     if (!e)
         e = open_template(s);
     if (e)

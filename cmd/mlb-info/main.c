@@ -88,7 +88,10 @@ static int describe(const char *path, const options *o, seen_parts *seen)
         remember_parts(in.gguf, seen);
         rc = gguf_print(path, in.gguf, o);
     } else if (!rc) {
-        mlb_print(path, in.mlb, o);
+        /* no sizes for a cache the model cannot have */
+        rc = cli_cache_fits(path, ml_mlb_get_header(in.mlb), o->cache_k, o->cache_v);
+        if (!rc)
+            mlb_print(path, in.mlb, o);
     }
     model_input_close(&in);
     return rc;

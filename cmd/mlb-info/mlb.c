@@ -63,15 +63,15 @@ typedef struct totals {
 } totals;
 
 /* Layer l's state at ctx positions: mlb(5)'s bytes, which count float32
- * keys and values, with an f16 cache's half of them halved (ml_ctx_new
- * allocates that); linear-attention state is float32 whatever the cache. */
+ * keys and values (b / 8 values of each), in the bytes of the cache types
+ * (ml_ctx_new allocates that); linear-attention state is float32
+ * whatever the cache. */
 static uint64_t layer_bytes(const ml_mlb_header *h, uint8_t f, uint64_t ctx, const options *o)
 {
     uint64_t b = ml_mlb_layer_state_bytes(h, f, ctx);
     if (f & ML_LAYER_LINEAR)
         return b;
-    return b / 2 / (o->cache_k == ML_CACHE_F16 ? 2 : 1) +
-           b / 2 / (o->cache_v == ML_CACHE_F16 ? 2 : 1);
+    return ml_cache_type_bytes(o->cache_k, b / 8) + ml_cache_type_bytes(o->cache_v, b / 8);
 }
 
 static void count(const ml_mlb *m, const options *o, totals *t)

@@ -48,11 +48,20 @@ typedef struct ml_ctx ml_ctx;
  * nearest IEEE half (ties to even, as ml_f32_to_f16) when it is computed,
  * before any query attends to it, and widens it exactly when read: half
  * the cache's bytes, so half of what attention reads at long contexts,
- * for logits close to (not the bits of) F32's.  Either way every kernel
- * variant, batch size and thread count gives the same bits. */
+ * for logits close to (not the bits of) F32's.  Q8_0 and Q4_0 store each
+ * head's row in blocks of 32 values, quantized when computed by the
+ * spec's rules (quant.h: ml_quantize_row_q8_0, ml_quantize_row_q4_0_round)
+ * with an f32 scale before the quants (36 and 20 bytes a block), and
+ * read back as floats (q·d, (nibble − 8)·d: one multiplication each) that
+ * attention uses as it uses F32's (docs/quant-decisions.md, "KV cache").
+ * They need a head_dim that is a multiple of 32 (ml_cache_type_check).
+ * Every type gives the same bits for every kernel variant, batch size
+ * and thread count. */
 typedef enum ml_cache_type {
     ML_CACHE_F32 = 0, /* float32, as computed (the default) */
-    ML_CACHE_F16 = 1  /* IEEE half */
+    ML_CACHE_F16 = 1, /* IEEE half */
+    ML_CACHE_Q8_0 = 2, /* Q8_0 blocks: 9 bits a value (1.125 bytes) */
+    ML_CACHE_Q4_0 = 3  /* Q4_0 blocks: 5 bits a value (0.625 bytes) */
 } ml_cache_type;
 
 typedef struct ml_ctx_params {
@@ -62,28 +71,43 @@ typedef struct ml_ctx_params {
     uint32_t n_seq;     /* sequences, each with its own cache of n_ctx; 0: 1 */
     /* How keys and values are cached (ml_cache_type); 0: F32.  Linear-
      * attention layers' recurrent state is float32 whatever these say.
-     * Another value: ML_E_INVAL. */
+     * Another value: ML_E_INVAL; Q8_0 or Q4_0 the model's head size
+     * cannot take (ml_cache_type_check): ML_E_UNSUPPORTED. */
     ml_cache_type cache_k, cache_v;
 } ml_ctx_params;
 
-/* "f32", "f16" (llama.cpp's names for them), or NULL for another value. */
+/* "f32", "f16", "q8_0", "q4_0" (llama.cpp's names for them), or NULL for
+ * another value. */
 ML_API const char *ml_cache_type_name(ml_cache_type t);
-/* The type named `name` ("f32" or "f16") into *out; ML_E_INVAL for
- * another name, *out untouched. */
+/* The type named `name` (one of the names above) into *out; ML_E_INVAL
+ * for another name, *out untouched. */
 ML_API ml_status ml_cache_type_parse(const char *name, ml_cache_type *out, ml_error *err);
+/* Bytes of n cached values of type t (n a multiple of 32 for Q8_0 and
+ * Q4_0: whole blocks); 0 for an unknown type. */
+ML_API uint64_t ml_cache_type_bytes(ml_cache_type t, uint64_t n);
+/* ML_OK when a model of header h can cache keys or values as t;
+ * ML_E_UNSUPPORTED, err naming head_dim, for Q8_0 or Q4_0 with a head
+ * size (head_dim, or dim / n_heads where it is 0) that is not a multiple
+ * of 32; ML_E_INVAL for an unknown type.  ml_ctx_new checks this. */
+ML_API ml_status ml_cache_type_check(const ml_mlb_header *h, ml_cache_type t, ml_error *err);
 
 ML_API ml_status ml_ctx_new(const ml_model *m, const ml_ctx_params *p, ml_ctx **out,
                             ml_error *err);
 ML_API void ml_ctx_free(ml_ctx *c);
 
 /* Bytes ml_ctx_new allocated for the caches and recurrent states (n_seq
- * times what mlb-info reports for a context of n_ctx, with an F16 cache's
- * keys or values in half the bytes: every sequence gets its whole cache
- * up front) and for everything else (shared by the
+ * times what mlb-info reports for a context of n_ctx, keys and values in
+ * their cache types' bytes: every sequence gets its whole cache up
+ * front) and for everything else (shared by the
  * sequences, but for the chunk memory of linear-attention layers, which
  * goes with each sequence's state). */
 ML_API uint64_t ml_ctx_state_bytes(const ml_ctx *c);
 ML_API uint64_t ml_ctx_scratch_bytes(const ml_ctx *c);
+/* Bytes one more position adds to a sequence's cache: the keys and
+ * values, in their cache types, of the layers that cache every position
+ * of the context (not the sliding windows shorter than it, nor linear
+ * attention's fixed state). */
+ML_API uint64_t ml_ctx_bytes_per_pos(const ml_ctx *c);
 
 /* Positions evaluated so far (of sequence 0); the next token goes at this
  * position. */

@@ -13,7 +13,8 @@
  * of the columns) and over the runs of positions that lie contiguous in
  * the cache and the batch (kv_runs).  Every score, softmax and value sum
  * is one token's own, its terms in the order of the positions, so no way
- * of cutting changes a bit. */
+ * of cutting changes a bit.  Q8_0 and Q4_0 keys and values are read back
+ * into floats a chunk at a time (load_rows) and used as float ones are. */
 #include "runtime/attention.h"
 
 #include "kernels/fmath.h"
@@ -39,20 +40,13 @@ typedef struct att_job {
  * ------------------------------------------------------------------------- */
 
 /* Consecutive positions' keys and values of one KV head: rows of
- * head_dim floats `ld` elements apart (head_dim in a sequence's cache,
- * kv_dim in the batch's rows), or f16 bits where the context caches them
- * so (k16, v16). */
+ * head_dim values `ld` values apart (head_dim in a sequence's cache,
+ * kv_dim in the batch's rows), of the context's cache types kt and vt. */
 typedef struct kv_run {
     const void *k, *v;
     uint32_t n;
     size_t ld;
 } kv_run;
-
-/* Element i of a cache row buffer of floats, or f16 bits with `half`. */
-static const void *kv_at(const void *p, size_t i, int half)
-{
-    return (const char *)p + i * (half ? 2 : 4);
-}
 
 /* Positions [lo, hi] of KV head kvh, for batch row t (at position p) or
  * any later row of its sequence, as at most three runs, in order: those
@@ -70,15 +64,16 @@ static int kv_runs(const att_job *j, size_t t, uint32_t p, uint32_t lo, uint32_t
     for (uint32_t s = lo, end = hi + 1 < pos ? hi + 1 : pos; s < end;) {
         uint32_t slot = s % cap, len = end - s < cap - slot ? end - s : cap - slot;
         size_t at = ((size_t)kvh * cap + slot) * dh;
-        run[n++] = (kv_run){kv_at(sq->kc[j->l], at, c->k16), kv_at(sq->vc[j->l], at, c->v16), len,
-                            dh};
+        run[n++] = (kv_run){ml__kv_at(sq->kc[j->l], at, c->kt), ml__kv_at(sq->vc[j->l], at, c->vt),
+                            len, dh};
         s += len;
     }
     uint32_t b = lo > pos ? lo : pos;
     if (b <= hi) {
         size_t at = (row0 + (b - pos)) * kv_dim + off;
-        run[n++] = (kv_run){c->k16 ? (const void *)(c->kh + at) : c->k + at,
-                            c->v16 ? (const void *)(c->vh + at) : c->v + at, hi - b + 1, kv_dim};
+        const void *k = c->kt == ML_CACHE_F32 ? (const void *)c->k : c->kh;
+        const void *v = c->vt == ML_CACHE_F32 ? (const void *)c->v : c->vh;
+        run[n++] = (kv_run){ml__kv_at(k, at, c->kt), ml__kv_at(v, at, c->vt), hi - b + 1, kv_dim};
     }
     return n;
 }
@@ -108,14 +103,31 @@ static void softmax(const ml_model *m, const ml_fmath *fm, float *sc, uint32_t n
     fm->exp_norm(sc, n, max);
 }
 
-/* Keys per dots or gemm call over a run: a chunk stays in the L1 cache
- * while every query row of a block uses it. */
-#define KV_CHUNK 64
+#define KV_CHUNK ML_KV_CHUNK
+
+/* Thread ith's room for a chunk of Q8_0 or Q4_0 keys or values read back
+ * as floats (NULL where nothing is cached so). */
+static float *thread_dq(const att_job *j, unsigned ith)
+{
+    return j->c->dq ? j->c->dq + (size_t)ith * KV_CHUNK * j->c->m->d.head_dim : NULL;
+}
+
+/* Columns [c0, c0 + w) of n rows of type t, `ld` values apart, into dq as
+ * floats (rows w apart); c0 and w multiples of 32.  The products then
+ * read those floats as they read an f32 cache's: the same operations in
+ * the same order, so the same bits for every kernel variant. */
+static void load_rows(ml_cache_type t, float *dq, const void *p, size_t ld, uint32_t n,
+                      uint32_t c0, uint32_t w)
+{
+    for (uint32_t i = 0; i < n; i++)
+        ml__kv_load(t, dq + (size_t)i * w, ml__kv_at(p, i * ld + c0, t), w);
+}
 
 /* Scores of `rows` query rows against the keys of the runs, from column
- * `col` of each score row on: dot products, each on its own. */
+ * `col` of each score row on: dot products, each on its own (dq: the
+ * thread's room for blocked keys). */
 static void run_scores(const att_job *j, const float *const *q, uint32_t rows, const kv_run *run,
-                       int nr, float *const *sc, size_t col)
+                       int nr, float *const *sc, size_t col, float *dq)
 {
     const ml_ctx *c = j->c;
     uint32_t dh = c->m->d.head_dim;
@@ -123,21 +135,26 @@ static void run_scores(const att_job *j, const float *const *q, uint32_t rows, c
         for (uint32_t s = 0; s < run[r].n; s += KV_CHUNK) {
             uint32_t n = run[r].n - s < KV_CHUNK ? run[r].n - s : KV_CHUNK;
             size_t ld = run[r].ld;
-            const void *k = kv_at(run[r].k, s * ld, c->k16);
+            const void *k = ml__kv_at(run[r].k, s * ld, c->kt);
             float *out = sc[0] + col + s; /* score rows are n_ctx floats apart */
-            if (c->k16)
+            if (ml__kv_blocked(c->kt)) {
+                load_rows(c->kt, dq, k, ld, n, 0, dh);
+                j->fm->dots(rows, q, n, dq, dh, dh, out, c->n_ctx);
+            } else if (c->kt == ML_CACHE_F16) {
                 j->fm->dots_h(rows, q, n, k, ld, dh, out, c->n_ctx);
-            else
+            } else {
                 j->fm->dots(rows, q, n, k, ld, dh, out, c->n_ctx);
+            }
         }
 }
 
 /* Columns [c0, c0 + width) of out[i] += p[i] · V over the runs' values
  * (out[i] pointing at column c0), p[i] from column `col` of score row i:
  * each output element's terms added in the order of the positions, a
- * chunk after the other. */
+ * chunk after the other (dq: the thread's room for blocked values, read
+ * back in the whole blocks that hold the columns). */
 static void run_values(const att_job *j, float *const *p, uint32_t rows, const kv_run *run, int nr,
-                       size_t col, uint32_t c0, uint32_t width, float *const *out)
+                       size_t col, uint32_t c0, uint32_t width, float *const *out, float *dq)
 {
     const ml_ctx *c = j->c;
     const float *a[ML_ATT_GROUP * ML_ATT_TOKENS];
@@ -145,13 +162,19 @@ static void run_values(const att_job *j, float *const *p, uint32_t rows, const k
         for (uint32_t s = 0; s < run[r].n; s += KV_CHUNK) {
             uint32_t n = run[r].n - s < KV_CHUNK ? run[r].n - s : KV_CHUNK;
             size_t ld = run[r].ld;
-            const void *v = kv_at(run[r].v, s * ld + c0, c->v16);
             for (uint32_t i = 0; i < rows; i++)
                 a[i] = p[i] + col + s;
-            if (c->v16)
-                j->fm->gemm_h(rows, a, n, v, ld, width, 1.0f, out);
-            else
-                j->fm->gemm(rows, a, n, v, ld, width, 1.0f, out);
+            if (ml__kv_blocked(c->vt)) {
+                uint32_t b0 = c0 / 32 * 32, w = (c0 + width + 31) / 32 * 32 - b0;
+                load_rows(c->vt, dq, ml__kv_at(run[r].v, s * ld, c->vt), ld, n, b0, w);
+                j->fm->gemm(rows, a, n, dq + (c0 - b0), w, width, 1.0f, out);
+            } else if (c->vt == ML_CACHE_F16) {
+                j->fm->gemm_h(rows, a, n, ml__kv_at(run[r].v, s * ld + c0, c->vt), ld, width,
+                              1.0f, out);
+            } else {
+                j->fm->gemm(rows, a, n, ml__kv_at(run[r].v, s * ld + c0, c->vt), ld, width, 1.0f,
+                            out);
+            }
         }
 }
 
@@ -160,10 +183,12 @@ static void run_values(const att_job *j, float *const *p, uint32_t rows, const k
  * positions before them
  * ------------------------------------------------------------------------- */
 
-/* A block's rows: their queries, score rows and outputs. */
+/* A block's rows: their queries, score rows and outputs; the thread's
+ * room for blocked keys and values. */
 typedef struct att_rows {
     const float *const *q;
     float *const *sc, *const *out;
+    float *dq;
 } att_rows;
 
 /* One pass of a block's attention over positions [lo, hi] for its rows
@@ -176,9 +201,10 @@ static void span(const att_job *j, int values, const att_rows *a, size_t t0, uin
     kv_run run[3];
     int nr = kv_runs(j, t0, p0, lo, hi, kvh, run);
     if (values)
-        run_values(j, a->sc + r0, rows, run, nr, col, 0, j->c->m->d.head_dim, a->out + r0);
+        run_values(j, a->sc + r0, rows, run, nr, col, 0, j->c->m->d.head_dim, a->out + r0,
+                   a->dq);
     else
-        run_scores(j, a->q + r0, rows, run, nr, a->sc + r0, col);
+        run_scores(j, a->q + r0, rows, run, nr, a->sc + r0, col, a->dq);
 }
 
 /* The pass over every position of the block: token u (at p0 + u) sees
@@ -208,7 +234,7 @@ static void block_pass(const att_job *j, int values, const att_rows *a, size_t t
  * softmax and value sum is a token's own, over its positions in order,
  * whatever the block, the batch or the chunks. */
 static void attend(const att_job *j, size_t t0, uint32_t nt, uint32_t h0, uint32_t gs,
-                   float *scores)
+                   float *scores, float *dq)
 {
     const ml_ctx *c = j->c;
     const ml_model *m = c->m;
@@ -224,7 +250,7 @@ static void attend(const att_job *j, size_t t0, uint32_t nt, uint32_t h0, uint32
         sc[i] = scores + (size_t)i * c->n_ctx;
         memset(out[i], 0, dh * sizeof(float));
     }
-    const att_rows a = {q, sc, out};
+    const att_rows a = {q, sc, out, dq};
     block_pass(j, 0, &a, t0, p0, nt, gs, kvh);
     for (uint32_t i = 0; i < rows; i++) {
         uint32_t p = p0 + i / gs, lo = window_lo(j, p);
@@ -246,7 +272,7 @@ static void attend_items(void *arg, size_t b, size_t e, unsigned ith)
         uint32_t gs = per_kv - g0 < j->group ? per_kv - g0 : j->group;
         size_t blk = i / per_blk, t0 = j->c->tblk[blk];
         size_t t1 = blk + 1 < j->n_blk ? j->c->tblk[blk + 1] : j->n_tok;
-        attend(j, t0, (uint32_t)(t1 - t0), kvh * per_kv + g0, gs, scores);
+        attend(j, t0, (uint32_t)(t1 - t0), kvh * per_kv + g0, gs, scores, thread_dq(j, ith));
     }
 }
 
@@ -276,7 +302,6 @@ static float *split_row(const att_job *j, uint32_t h)
 /* Items [b, e) of (KV head, chunk of j->chunk positions): the scores. */
 static void split_scores(void *arg, size_t b, size_t e, unsigned ith)
 {
-    (void)ith;
     const att_job *j = arg;
     const ml_ctx *c = j->c;
     uint32_t dh = c->m->d.head_dim, per_kv = c->m->h.n_heads / c->m->h.n_kv_heads;
@@ -294,7 +319,7 @@ static void split_scores(void *arg, size_t b, size_t e, unsigned ith)
                 q[g] = c->q + (size_t)(kvh * per_kv + g0 + g) * dh;
                 sc[g] = split_row(j, kvh * per_kv + g0 + g);
             }
-            run_scores(j, q, gs, run, nr, sc, s - lo);
+            run_scores(j, q, gs, run, nr, sc, s - lo, thread_dq(j, ith));
         }
     }
 }
@@ -311,7 +336,6 @@ static void split_softmax(void *arg, size_t b, size_t e, unsigned ith)
 /* Items [b, e) of (KV head, half of the head's columns): the value sums. */
 static void split_values(void *arg, size_t b, size_t e, unsigned ith)
 {
-    (void)ith;
     const att_job *j = arg;
     const ml_ctx *c = j->c;
     uint32_t dh = c->m->d.head_dim, per_kv = c->m->h.n_heads / c->m->h.n_kv_heads;
@@ -328,7 +352,7 @@ static void split_values(void *arg, size_t b, size_t e, unsigned ith)
                 out[g] = c->ao + (size_t)h * dh + c0;
                 memset(out[g], 0, w * sizeof(float));
             }
-            run_values(j, sc, gs, run, nr, 0, c0, w, out);
+            run_values(j, sc, gs, run, nr, 0, c0, w, out, thread_dq(j, ith));
         }
     }
 }
@@ -400,9 +424,9 @@ static void cache_rows(void *arg, size_t b, size_t e, unsigned ith)
     const store_job *s = arg;
     const ml_ctx *c = s->c;
     uint32_t kv_dim = c->m->d.kv_dim, dh = c->m->d.head_dim, cap = c->cap[s->l];
-    const char *k = c->k16 ? (const void *)c->kh : (const void *)c->k;
-    const char *v = c->v16 ? (const void *)c->vh : (const void *)c->v;
-    size_t ke = c->k16 ? 2 : 4, ve = c->v16 ? 2 : 4; /* an element's bytes */
+    const void *k = c->kt == ML_CACHE_F32 ? (const void *)c->k : c->kh;
+    const void *v = c->vt == ML_CACHE_F32 ? (const void *)c->v : c->vh;
+    size_t krow = ml__kv_bytes(c->kt, dh), vrow = ml__kv_bytes(c->vt, dh); /* a head's row */
     (void)ith;
     for (size_t t0 = b, t1; t0 < e; t0 = t1) {
         size_t end = ml__seq_run_end(c, t0, s->n_tok); /* of the run, past e too */
@@ -411,8 +435,10 @@ static void cache_rows(void *arg, size_t b, size_t e, unsigned ith)
         for (size_t t = end - t0 > cap ? end - cap : t0; t < t1; t++)
             for (uint32_t h = 0; h < c->m->h.n_kv_heads; h++) {
                 size_t at = ((size_t)h * cap + c->tpos[t] % cap) * dh, from = t * kv_dim + h * dh;
-                memcpy((char *)sq->kc[s->l] + at * ke, k + from * ke, dh * ke);
-                memcpy((char *)sq->vc[s->l] + at * ve, v + from * ve, dh * ve);
+                memcpy((char *)sq->kc[s->l] + ml__kv_bytes(c->kt, at),
+                       ml__kv_at(k, from, c->kt), krow);
+                memcpy((char *)sq->vc[s->l] + ml__kv_bytes(c->vt, at),
+                       ml__kv_at(v, from, c->vt), vrow);
             }
     }
 }

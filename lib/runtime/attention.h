@@ -16,7 +16,7 @@ static inline float ml__softcap(float x, float cap)
 
 /* Layer l's attention for the batch's n_tok rows: c->ao, every query
  * head's softmax(q·K)·V, from c->q, c->k and c->v (normed and rotated;
- * k and v also in c->kh, c->vh where the cache holds f16), over the
+ * k and v also in c->kh, c->vh as the cache holds them), over the
  * positions each row sees; then the rows' keys and values into their
  * sequences' caches. */
 void ml__attend(ml_ctx *c, uint32_t l, size_t n_tok);

@@ -1,5 +1,5 @@
 /* ctx.c - the evaluation context's life: per sequence, the KV cache (a
- * ring for sliding-window layers; float32 or f16) and the linear-attention layers' state;
+ * ring for sliding-window layers; float32, f16, Q8_0 or Q4_0) and the linear-attention layers' state;
  * shared by the sequences, one allocation of batch scratch and the thread
  * pool; reset and truncate, the accessors, and importance-matrix
  * collection into the context's ml_mli. */
@@ -54,8 +54,10 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
         {(void **)&c->x, B * dim * 4},   {(void **)&c->xb, B * dim * 4},
         {(void **)&c->q, B * q_dim * 4}, {(void **)&c->k, B * kv * 4},
         {(void **)&c->v, B * kv * 4},    {(void **)&c->ao, B * q_dim * 4},
-        {(void **)&c->kh, c->k16 ? B * kv * 2 : 0},
-        {(void **)&c->vh, c->v16 ? B * kv * 2 : 0},
+        {(void **)&c->kh, c->kt != ML_CACHE_F32 ? ml__kv_bytes(c->kt, B * kv) : 0},
+        {(void **)&c->vh, c->vt != ML_CACHE_F32 ? ml__kv_bytes(c->vt, B * kv) : 0},
+        {(void **)&c->dq, ml__kv_blocked(c->kt) || ml__kv_blocked(c->vt)
+                              ? (size_t)n_threads * ML_KV_CHUNK * m->d.head_dim * 4 : 0},
         {(void **)&c->g, B * q_dim * 4}, {(void **)&c->hb, B * hid * 4},
         {(void **)&c->hb2, B * hid * 4}, {(void **)&c->o, B * dim * 4},
         {(void **)&c->aq, B * in},       {(void **)&c->ad, B * (in / 32) * 4},
@@ -124,10 +126,10 @@ static ml_status alloc_seq(ml_ctx *c, ml_seq *sq, ml_error *err)
                 return s;
             continue;
         }
-        /* mlb(5) counts float32 keys and values; f16 ones take half */
+        /* mlb(5) counts float32 keys and values: bytes / 8 of each */
         size_t kb, vb;
-        if (bytes == UINT64_MAX || ml__to_size(bytes / 2 / (c->k16 ? 2 : 1), &kb) ||
-            ml__to_size(bytes / 2 / (c->v16 ? 2 : 1), &vb))
+        if (bytes == UINT64_MAX || ml__to_size(ml_cache_type_bytes(c->kt, bytes / 8), &kb) ||
+            ml__to_size(ml_cache_type_bytes(c->vt, bytes / 8), &vb))
             return ml__err(err, ML_E_NOMEM, "", -1, "the cache of layer %u does not fit in memory",
                            l);
         bytes = (uint64_t)kb + vb;
@@ -152,9 +154,13 @@ static ml_status alloc_cache(ml_ctx *c, ml_error *err)
     c->seqs = calloc(c->n_seq, sizeof *c->seqs);
     if (!c->cap || !c->seqs)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
-    for (uint32_t l = 0; l < m->h.n_layers; l++)
+    uint64_t kv = m->d.kv_dim;
+    for (uint32_t l = 0; l < m->h.n_layers; l++) {
         c->cap[l] = m->layers[l].sliding && m->h.sliding_window < c->n_ctx ? m->h.sliding_window
                                                                            : c->n_ctx;
+        if (!(m->layers[l].flags & ML_LAYER_LINEAR) && c->cap[l] == c->n_ctx)
+            c->bytes_per_pos += ml_cache_type_bytes(c->kt, kv) + ml_cache_type_bytes(c->vt, kv);
+    }
     for (uint32_t i = 0; i < c->n_seq; i++) {
         ml_status s = alloc_seq(c, &c->seqs[i], err);
         if (s)
@@ -185,20 +191,22 @@ ml_status ml_ctx_new(const ml_model *m, const ml_ctx_params *p, ml_ctx **out, ml
     if (n_ctx > m->h.max_seq)
         return ml__err(err, ML_E_INVAL, "max_seq", 32, "a context of %u is above the model's %u",
                        n_ctx, m->h.max_seq);
-    if (!ml_cache_type_name(p->cache_k) || !ml_cache_type_name(p->cache_v))
-        return ml__err(err, ML_E_INVAL, "", -1, "cache type %d is not one of ml_cache_type's",
-                       ml_cache_type_name(p->cache_k) ? (int)p->cache_v : (int)p->cache_k);
+    ml_status s = ml_cache_type_check(&m->h, p->cache_k, err);
+    if (!s)
+        s = ml_cache_type_check(&m->h, p->cache_v, err);
+    if (s)
+        return s;
     ml_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
     c->m = m;
-    c->k16 = p->cache_k == ML_CACHE_F16;
-    c->v16 = p->cache_v == ML_CACHE_F16;
+    c->kt = p->cache_k;
+    c->vt = p->cache_v;
     c->n_ctx = n_ctx;
     c->n_batch = p->n_batch ? p->n_batch : 64;
     c->n_seq = p->n_seq ? p->n_seq : 1;
     unsigned nt = p->n_threads ? p->n_threads : 1;
-    ml_status s = ml__pool_new(nt, &c->pool, err);
+    s = ml__pool_new(nt, &c->pool, err);
     if (!s)
         s = alloc_cache(c, err);
     if (!s)
@@ -229,19 +237,42 @@ const char *ml_cache_type_name(ml_cache_type t)
     switch (t) {
     case ML_CACHE_F32: return "f32";
     case ML_CACHE_F16: return "f16";
+    case ML_CACHE_Q8_0: return "q8_0";
+    case ML_CACHE_Q4_0: return "q4_0";
     }
     return NULL;
 }
 
 ml_status ml_cache_type_parse(const char *name, ml_cache_type *out, ml_error *err)
 {
-    for (ml_cache_type t = ML_CACHE_F32; t <= ML_CACHE_F16; t++)
+    for (ml_cache_type t = ML_CACHE_F32; t <= ML_CACHE_Q4_0; t++)
         if (name && strcmp(name, ml_cache_type_name(t)) == 0) {
             *out = t;
             return ML_OK;
         }
-    return ml__err(err, ML_E_INVAL, "", -1, "unknown cache type '%s' (expected f32 or f16)",
-                   name ? name : "");
+    return ml__err(err, ML_E_INVAL, "", -1,
+                   "unknown cache type '%s' (expected f32, f16, q8_0 or q4_0)", name ? name : "");
+}
+
+uint64_t ml_cache_type_bytes(ml_cache_type t, uint64_t n)
+{
+    if (!ml_cache_type_name(t))
+        return 0;
+    return t == ML_CACHE_F32 ? n * 4 : t == ML_CACHE_F16 ? n * 2 : ml__kv_bytes(t, 32) * (n / 32);
+}
+
+ml_status ml_cache_type_check(const ml_mlb_header *h, ml_cache_type t, ml_error *err)
+{
+    if (!ml_cache_type_name(t))
+        return ml__err(err, ML_E_INVAL, "", -1, "cache type %d is not one of ml_cache_type's",
+                       (int)t);
+    uint32_t hd = h->head_dim ? h->head_dim : h->n_heads ? h->dim / h->n_heads : 0;
+    if (ml__kv_blocked(t) && hd % 32) /* the field's offset only where it is stored */
+        return ml__err(err, ML_E_UNSUPPORTED, "head_dim", h->head_dim ? 80 : -1,
+                       "%u%s is not a multiple of 32, as the blocks of a %s cache need (f16 or "
+                       "f32 fit it)",
+                       hd, h->head_dim ? "" : " (dim / n_heads)", ml_cache_type_name(t));
+    return ML_OK;
 }
 
 uint64_t ml_ctx_state_bytes(const ml_ctx *c)
@@ -252,6 +283,11 @@ uint64_t ml_ctx_state_bytes(const ml_ctx *c)
 uint64_t ml_ctx_scratch_bytes(const ml_ctx *c)
 {
     return c->scratch_bytes;
+}
+
+uint64_t ml_ctx_bytes_per_pos(const ml_ctx *c)
+{
+    return c->bytes_per_pos;
 }
 
 uint32_t ml_ctx_n_ctx(const ml_ctx *c)

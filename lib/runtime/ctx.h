@@ -5,6 +5,7 @@
 #define ML_CTX_H
 
 #include "format/mli_impl.h"
+#include "runtime/kv_cache.h"
 #include "runtime/linear_attn.h"
 #include "runtime/runtime.h"
 
@@ -17,13 +18,17 @@
  * ML_ATT_SCORE_BYTES per thread: long contexts. */
 #define ML_ATT_TOKENS 8
 #define ML_ATT_SCORE_BYTES (2u << 20)
+/* Keys or values per product call over a run of positions: a chunk stays
+ * in the L1 cache while every query row of a block uses it (and a Q8_0 or
+ * Q4_0 chunk is read back into floats once for all of them). */
+#define ML_KV_CHUNK 64
 
 /* One sequence: its position and its memory of the positions before. */
 typedef struct ml_seq {
     uint32_t pos;         /* positions evaluated; the next token goes here */
     void **kc, **vc;      /* per layer: (n_kv_heads, cap[l], head_dim) keys and values,
                            * each head's positions contiguous (a decode step streams
-                           * them): float, or f16 bits where k16 / v16 say so */
+                           * them), of the context's types kt and vt */
     ml_lin_layer **lin;   /* per layer: state and chunk memory (linear_attn.h), or NULL */
     uint64_t seen;        /* the last ml_ctx_eval_seqs call that named it */
 } ml_seq;
@@ -34,8 +39,10 @@ struct ml_ctx {
     uint32_t n_ctx, n_batch, n_seq;
     ml_seq *seqs;         /* (n_seq) */
     uint32_t *cap;        /* positions layer l holds: n_ctx, or a window ring */
-    int k16, v16;         /* keys, values cached as f16 (ML_CACHE_F16) */
+    ml_cache_type kt, vt; /* how the caches hold keys, values */
     uint64_t state_bytes, scratch_bytes;
+    uint64_t bytes_per_pos; /* a sequence's cache bytes of one position in the
+                             * layers that keep them all (ml_ctx_bytes_per_pos) */
     uint64_t calls;       /* ml_ctx_eval_seqs calls, to check a call's sequences */
     /* The batch: row t is the token of sequence tseq[t] at position
      * tpos[t]; a sequence's rows are consecutive, so its rows in the
@@ -47,8 +54,10 @@ struct ml_ctx {
     float *xb;            /* (B, dim) normalized block input */
     float *q;             /* (B, q_dim) */
     float *k, *v;         /* (B, kv_dim) */
-    uint16_t *kh, *vh;    /* (B, kv_dim) k, v as f16 when cached so (k16, v16): what
-                           * the batch's own rows attend to, as the cache would hold them */
+    void *kh, *vh;        /* (B, kv_dim) k, v as the cache holds them, where that is not
+                           * float (kt, vt): what the batch's own rows attend to */
+    float *dq;            /* (n_threads, ML_KV_CHUNK, head_dim) a chunk of Q8_0 or Q4_0
+                           * keys or values read back as floats, where cached so */
     float *ao;            /* (B, q_dim) attention output per head */
     float *g;             /* (B, q_dim) gate */
     float *hb, *hb2;      /* (B, hidden_dim) FFN gate and up */

@@ -73,7 +73,7 @@ typedef struct rope_job {
 /* Per-head RMSNorm of q and k, then RoPE by the batch's table (its rows
  * filled here by the first layer to use it: the cos and sin of a position
  * are the same in every layer of a frequency set), for batch rows [b, e);
- * then k and v as an f16 cache holds them, if it does. */
+ * then k and v as the cache holds them, where that is not float. */
 static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
 {
     const rope_job *j = arg;
@@ -100,11 +100,13 @@ static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
             for (uint32_t h = 0; h < nk; h++)
                 rope(c->k + (t * nk + h) * dh, cs, half);
         }
-        uint32_t kv_dim = m->d.kv_dim;
-        if (c->k16)
-            j->fm->to_f16(c->kh + t * kv_dim, c->k + t * kv_dim, kv_dim);
-        if (c->v16)
-            j->fm->to_f16(c->vh + t * kv_dim, c->v + t * kv_dim, kv_dim);
+        size_t kv_dim = m->d.kv_dim;
+        if (c->kt != ML_CACHE_F32)
+            ml__kv_store(j->fm, c->kt, (char *)c->kh + ml__kv_bytes(c->kt, t * kv_dim),
+                         c->k + t * kv_dim, kv_dim);
+        if (c->vt != ML_CACHE_F32)
+            ml__kv_store(j->fm, c->vt, (char *)c->vh + ml__kv_bytes(c->vt, t * kv_dim),
+                         c->v + t * kv_dim, kv_dim);
     }
 }
 

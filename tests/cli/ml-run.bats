@@ -32,14 +32,14 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
 }
 
 @test "--cache-type f16 (and -ctk, -ctv): the same bits for every thread count and batch; unknown types are usage errors" {
-    run -2 --separate-stderr ml-run -m "$(M)" -p hi --cache-type q8_0
-    [[ ${stderr_lines[0]} == "ml-run: --cache-type: unknown cache type 'q8_0' (expected f32 or f16)" ]]
+    run -2 --separate-stderr ml-run -m "$(M)" -p hi --cache-type q5_0
+    [[ ${stderr_lines[0]} == "ml-run: --cache-type: unknown cache type 'q5_0' (expected f32, f16, q8_0 or q4_0)" ]]
     run -2 --separate-stderr ml-run -m "$(M)" -p hi -ctk F16
-    [[ ${stderr_lines[0]} == "ml-run: --cache-type-k: unknown cache type 'F16' (expected f32 or f16)" ]]
+    [[ ${stderr_lines[0]} == "ml-run: --cache-type-k: unknown cache type 'F16' (expected f32, f16, q8_0 or q4_0)" ]]
     run -2 --separate-stderr ml-run -m "$(M)" -p hi --cache-type-v ""
-    [[ ${stderr_lines[0]} == "ml-run: --cache-type-v: unknown cache type '' (expected f32 or f16)" ]]
+    [[ ${stderr_lines[0]} == "ml-run: --cache-type-v: unknown cache type '' (expected f32, f16, q8_0 or q4_0)" ]]
     run -0 ml-run --help
-    has_line '^ +--cache-type TYPE +KV cache keys and values: f32 \(default\) or f16$' "${lines[@]}"
+    has_line '^ +--cache-type TYPE +KV cache keys and values: f32 \(default\), f16, q8_0 or q4_0$' "${lines[@]}"
     has_line '^ +\(also -ctk\)' "${lines[@]}"
     local ids="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17"
     ml-run -m "$(M)" --ids -p "$ids" -n 0 --cache-type f16 --logits "$BATS_TEST_TMPDIR/a" -t 1 -q
@@ -49,6 +49,42 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     ! cmp -s "$BATS_TEST_TMPDIR/a" "$BATS_TEST_TMPDIR/c"
     run -0 --separate-stderr ml-run -m "$(M)" -p hi -n 1 --cache-type-k f16 -v
     [[ ${stderr_lines[0]} == *", cache f16/f32, "* ]]
+}
+
+@test "--cache-type q8_0, q4_0 (and -ctk, -ctv): the same bits for every thread count and batch; -v prints the bytes per position" {
+    local d=$BATS_TEST_TMPDIR ids="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25"
+    # heads of 32: two layers, two KV heads, so 64 keys and 64 values a layer
+    "$MKMODEL" -o "$d/h32.mlb" --seed 5 head_dim=32 wtype=2 scale_f16=1
+    for t in q8_0 q4_0; do
+        ml-run -m "$d/h32.mlb" --ids -p "$ids" -n 0 --cache-type $t --logits "$d/$t.a" -t 1 -q
+        ml-run -m "$d/h32.mlb" --ids -p "$ids" -n 0 -ctk $t -ctv $t --logits "$d/$t.b" -t 2 -b 3 -q
+        cmp "$d/$t.a" "$d/$t.b"
+        ml-run -m "$d/h32.mlb" --ids -p "$ids" -n 0 --cache-type-k $t --cache-type-v $t \
+            --logits "$d/$t.c" -t 3 -b 1 -q
+        cmp "$d/$t.a" "$d/$t.c"
+    done
+    ml-run -m "$d/h32.mlb" --ids -p "$ids" -n 0 --cache-type f16 --logits "$d/f16" -q
+    ! cmp -s "$d/q8_0.a" "$d/q4_0.a"
+    ! cmp -s "$d/q8_0.a" "$d/f16"
+    # a Q8_0 block of 32 is 36 bytes, a Q4_0 one 20: (2 x 36 + 2 x 20) x 2 layers
+    run -0 --separate-stderr ml-run -m "$d/h32.mlb" --ids -p "1 2" -n 1 -ctk q8_0 -ctv q4_0 -v -c 64
+    [[ ${stderr_lines[0]} == *", cache q8_0/q4_0, "* ]]
+    [[ ${stderr_lines[2]} == "ml-run: KV cache q8_0/q4_0: 224 bytes per position, 14336 bytes for 64 positions (with recurrent state)" ]]
+    run -0 --separate-stderr ml-run -m "$d/h32.mlb" --ids -p "1 2" -n 1 -v -c 64
+    [[ ${stderr_lines[2]} == "ml-run: KV cache f32/f32: 1024 bytes per position, 65536 bytes for 64 positions (with recurrent state)" ]]
+}
+
+@test "--cache-type q8_0 or q4_0 with a head size that is not a multiple of 32: exit 4, naming the option and head_dim" {
+    local why="head_dim: 16 (dim / n_heads) is not a multiple of 32, as the blocks of a"
+    run -4 --separate-stderr ml-run -m "$(M)" --ids -p "1 2" --cache-type q8_0
+    [[ ${stderr_lines[0]} == "ml-run: $(M): ML_E_UNSUPPORTED: --cache-type q8_0: $why q8_0 cache need (f16 or f32 fit it)" ]]
+    [[ -z $output ]]
+    run -4 --separate-stderr ml-run -m "$(M)" --ids -p "1 2" -ctk q4_0 -ctv q8_0
+    [[ ${stderr_lines[0]} == "ml-run: $(M): ML_E_UNSUPPORTED: --cache-type-k q4_0: $why q4_0 cache need (f16 or f32 fit it)" ]]
+    run -4 --separate-stderr ml-run -m "$(M)" --ids -p "1 2" -ctk f16 --cache-type-v q4_0
+    [[ ${stderr_lines[0]} == "ml-run: $(M): ML_E_UNSUPPORTED: --cache-type-v q4_0: $why q4_0 cache need (f16 or f32 fit it)" ]]
+    run -4 --separate-stderr ml-run -m "$(M)" --perplexity /dev/null --cache-type q4_0
+    [[ ${stderr_lines[0]} == "ml-run: $(M): ML_E_UNSUPPORTED: --cache-type q4_0: $why q4_0 cache need (f16 or f32 fit it)" ]]
 }
 
 @test "--no-mmap: the model read into memory gives the same logits and text; its errors are the mapping's" {

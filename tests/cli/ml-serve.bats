@@ -51,13 +51,15 @@ CHAT='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":12,"tem
     [[ ${stderr_lines[0]} == "ml-serve: $BATS_TEST_TMPDIR/none.mlb: ML_E_IO: cannot open"* ]]
 }
 
-@test "--cache-type f16 (and -ctk, -ctv): served; an unknown type is a usage error" {
-    run -2 --separate-stderr ml-serve -m "$BATS_FILE_TMPDIR/m.mlb" --cache-type q4_0
-    [[ ${stderr_lines[0]} == "ml-serve: --cache-type: unknown cache type 'q4_0' (expected f32 or f16)" ]]
+@test "--cache-type f16 (and -ctk, -ctv): served; an unknown type is a usage error; q8_0 and q4_0 need heads of 32" {
+    run -2 --separate-stderr ml-serve -m "$BATS_FILE_TMPDIR/m.mlb" --cache-type q4_1
+    [[ ${stderr_lines[0]} == "ml-serve: --cache-type: unknown cache type 'q4_1' (expected f32, f16, q8_0 or q4_0)" ]]
     run -2 --separate-stderr ml-serve -m "$BATS_FILE_TMPDIR/m.mlb" -ctv f64
-    [[ ${stderr_lines[0]} == "ml-serve: --cache-type-v: unknown cache type 'f64' (expected f32 or f16)" ]]
+    [[ ${stderr_lines[0]} == "ml-serve: --cache-type-v: unknown cache type 'f64' (expected f32, f16, q8_0 or q4_0)" ]]
+    run -4 --separate-stderr ml-serve -m "$BATS_FILE_TMPDIR/m.mlb" -ctv q8_0
+    [[ ${stderr_lines[0]} == "ml-serve: $BATS_FILE_TMPDIR/m.mlb: ML_E_UNSUPPORTED: --cache-type-v q8_0: head_dim: 16 (dim / n_heads) is not a multiple of 32, as the blocks of a q8_0 cache need (f16 or f32 fit it)" ]]
     run -0 ml-serve --help
-    has_line '^ +--cache-type TYPE +KV cache keys and values: f32 \(default\) or f16$' "${lines[@]}"
+    has_line '^ +--cache-type TYPE +KV cache keys and values: f32 \(default\), f16, q8_0 or q4_0$' "${lines[@]}"
     local body='{"prompt":"Once upon a time","max_tokens":6,"temperature":0}' a b
     start_server "$BATS_TEST_TMPDIR/log" -m "$BATS_FILE_TMPDIR/m.mlb" -t 1 --cache-type f16
     a=$(post /v1/completions "$body")
@@ -66,6 +68,21 @@ CHAT='{"messages":[{"role":"user","content":"Hello there"}],"max_tokens":12,"tem
     [[ $(jq .choices <<<"$a") == "$(jq .choices <<<"$b")" ]]
     stop_server
     start_server "$BATS_TEST_TMPDIR/log2" -m "$BATS_FILE_TMPDIR/m.mlb" -t 1 -ctk f16 -ctv f16
+    b=$(post /v1/completions "$body")
+    [[ $(jq .choices <<<"$a") == "$(jq .choices <<<"$b")" ]]
+    stop_server
+    # heads of 32: q8_0 keys, q4_0 values, the same text twice, and at 2 threads
+    "$MKMODEL" -o "$BATS_TEST_TMPDIR/h32.mlb" --seed 3 vocab=32000 wtype=2 scale_f16=1 \
+        shared_classifier=1 max_seq=256 head_dim=32
+    cp "$FIX/tok/llama2.mlt" "$BATS_TEST_TMPDIR/h32.mlt"
+    start_server "$BATS_TEST_TMPDIR/log3" -m "$BATS_TEST_TMPDIR/h32.mlb" -t 1 -ctk q8_0 -ctv q4_0
+    a=$(post /v1/completions "$body")
+    b=$(post /v1/completions "$body")
+    jq -e '.choices[0].text | length > 0' <<<"$a"
+    [[ $(jq .choices <<<"$a") == "$(jq .choices <<<"$b")" ]]
+    stop_server
+    start_server "$BATS_TEST_TMPDIR/log4" -m "$BATS_TEST_TMPDIR/h32.mlb" -t 2 --cache-type-k q8_0 \
+        --cache-type-v q4_0
     b=$(post /v1/completions "$body")
     [[ $(jq .choices <<<"$a") == "$(jq .choices <<<"$b")" ]]
     stop_server

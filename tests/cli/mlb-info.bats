@@ -140,8 +140,27 @@ memory_lines() { # the memory section of $output
     run -0 --separate-stderr mlb-info --json -ctv f16 --ctx 100 "$TINY"
     jq -e '.memory.cache_k == "f32" and .memory.cache_v == "f16" and .memory.total_bytes == 38400
            and ([.layers[].state_bytes] | add) == 38400' <<<"$output"
-    run -2 --separate-stderr mlb-info --cache-type q8_0 "$TINY"
-    [[ ${stderr_lines[0]} == "mlb-info: --cache-type: unknown cache type 'q8_0' (expected f32 or f16)" ]]
+    run -2 --separate-stderr mlb-info --cache-type q5_0 "$TINY"
+    [[ ${stderr_lines[0]} == "mlb-info: --cache-type: unknown cache type 'q5_0' (expected f32, f16, q8_0 or q4_0)" ]]
+}
+
+@test "--cache-type q8_0, q4_0: 36 and 20 bytes per 32 keys or values; refused for heads not of 32 (exit 4)" {
+    local m=$BATS_TEST_TMPDIR/h32.mlb
+    "$MKMODEL" -o "$m" --seed 3 head_dim=32
+    run -0 --separate-stderr mlb-info --ctx 100 "$m"
+    has_line '^  KV cache and state     102400 bytes \(100.00 KiB\)$' "${lines[@]}"
+    run -0 --separate-stderr mlb-info --ctx 100 --cache-type q8_0 "$m"
+    has_line '^memory at --ctx 100, cache q8_0/q8_0$' "${lines[@]}"
+    has_line '^  KV cache and state     28800 bytes \(28.12 KiB\)$' "${lines[@]}"
+    has_line '^  KV growth              288 bytes per token of full-attention layers$' "${lines[@]}"
+    run -0 --separate-stderr mlb-info --json --ctx 100 -ctk q8_0 -ctv q4_0 "$m"
+    jq -e '.memory.cache_k == "q8_0" and .memory.cache_v == "q4_0" and .memory.total_bytes == 22400' <<<"$output"
+    run -4 --separate-stderr mlb-info -ctv q4_0 "$TINY"
+    [[ ${stderr_lines[0]} == "mlb-info: $TINY: ML_E_UNSUPPORTED: --cache-type-v q4_0: head_dim: 16 (dim / n_heads) is not a multiple of 32, as the blocks of a q4_0 cache need (f16 or f32 fit it)" ]]
+    [[ -z $output ]]
+    "$MKMODEL" -o "$BATS_TEST_TMPDIR/h48.mlb" --seed 3 head_dim=48
+    run -4 --separate-stderr mlb-info --cache-type q8_0 "$BATS_TEST_TMPDIR/h48.mlb"
+    [[ ${stderr_lines[0]} == "mlb-info: $BATS_TEST_TMPDIR/h48.mlb: ML_E_UNSUPPORTED: --cache-type q8_0: head_dim (offset 80): 48 is not a multiple of 32, as the blocks of a q8_0 cache need (f16 or f32 fit it)" ]]
 }
 
 @test "--ctx changes the memory lines and is capped at max_seq" {
