@@ -41,6 +41,8 @@ void cli_spec_finish(cli_spec *s)
 void cli_spec_start(const cli_spec *s, cli_spec_run *r)
 {
     r->cap = s->max < SPEC_FIRST_CAP ? (size_t)s->max : SPEC_FIRST_CAP;
+    if (r->cap < s->min) /* fewer would never guess */
+        r->cap = (size_t)s->min;
     r->drafted = r->accepted = 0;
 }
 
@@ -60,5 +62,8 @@ void cli_spec_checked(const cli_spec *s, cli_spec_run *r, size_t k, size_t kept)
 {
     r->drafted += k;
     r->accepted += kept;
-    r->cap = kept == k ? (2 * k < s->max ? 2 * k : (size_t)s->max) : kept + 1;
+    /* not below --spec-draft-n-min after a miss: fewer would never guess
+     * again */
+    size_t low = kept + 1 > s->min ? kept + 1 : (size_t)s->min;
+    r->cap = kept == k ? (2 * k < s->max ? 2 * k : (size_t)s->max) : low;
 }

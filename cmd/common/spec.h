@@ -59,8 +59,8 @@ void cli_spec_start(const cli_spec *s, cli_spec_run *r);
 size_t cli_spec_guess(const cli_spec *s, cli_spec_run *r, const ml_token *hist, size_t n_hist,
                       uint32_t room_back, size_t budget, ml_token *out);
 /* k guesses were checked and the first `kept` held: the counts, and the
- * next step's cap (one more than kept after a miss, twice k while they
- * hold, up to s->max). */
+ * next step's cap (one more than kept after a miss but at least s->min,
+ * twice k while they hold, up to s->max). */
 void cli_spec_checked(const cli_spec *s, cli_spec_run *r, size_t k, size_t kept);
 
 #endif
