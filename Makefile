@@ -61,7 +61,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 .SECONDARY:
-.PHONY: bench-tok bench-chat bench-run bench-threads bench-seqs bench-context bench-imatrix check-real test-times demo
+.PHONY: bench-tok bench-chat bench-run bench-threads bench-seqs bench-context bench-spec bench-imatrix check-real test-times demo
 .PHONY: all lib check check-all unit cli sanitize install uninstall clean bench man-lint tests
 all: lib $(BINS)
 lib: $(B)/libmlcore.a $(B)/libmlcore.so
@@ -212,6 +212,11 @@ bench-chat: all
 # Generation after N positions and prompts of N tokens, against llama.cpp.
 bench-context: all
 	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-context.sh
+
+# Speculative decoding on the real SmolLM2 against llama.cpp's
+# (llama-speculative-simple), on text that repeats and text that does not.
+bench-spec: all
+	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-spec.sh
 
 # Aggregate decode speed of 1, 2, 4 and 8 sequences side by side.
 bench-seqs: all

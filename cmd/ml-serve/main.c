@@ -18,7 +18,8 @@
 enum {
     OPT_MODEL, OPT_TOK, OPT_HOST, OPT_PORT, OPT_THREADS, OPT_CTX, OPT_PARALLEL, OPT_API_KEY,
     OPT_TEMPLATE, OPT_TEMPLATE_FILE, OPT_TIMEOUT, OPT_MAX_BODY, OPT_QUEUE, OPT_CACHE, OPT_CACHE_K,
-    OPT_CACHE_V, OPT_NO_MMAP, OPT_REASONING, OPT_EMBEDDINGS, OPT_POOLING
+    OPT_CACHE_V, OPT_NO_MMAP, OPT_REASONING, OPT_EMBEDDINGS, OPT_POOLING,
+    OPT_SPEC /* and the four after it: CLI_SPEC_OPTS */
 };
 
 #define DEFAULT_HOST "127.0.0.1"
@@ -65,6 +66,7 @@ static const cli_opt opts[] = {
     {OPT_REASONING, 0, "reasoning-format", "FORMAT",
      "deepseek (default; also auto): a chat reply's <think> block goes to\n"
      "                           reasoning_content; none: it stays in the content"},
+    CLI_SPEC_OPTS(OPT_SPEC),
     {OPT_TIMEOUT, 0, "timeout", "S",
      "drop a connection idle for S seconds (default " CLI_STR(DEFAULT_TIMEOUT) ")"},
     {OPT_MAX_BODY, 0, "max-body", "BYTES",
@@ -145,6 +147,7 @@ static void parse(int argc, char **argv, srv_opts *o)
         case OPT_POOLING: o->pooling = pooling(arg); break;
         case OPT_TIMEOUT: o->timeout = cli_u64("--timeout", arg, 1, 86400); break;
         case OPT_MAX_BODY: o->max_body = cli_u64("--max-body", arg, 64, 1u << 30); break;
+        default: cli_spec_option(&o->spec, id, OPT_SPEC, arg); break;
         }
     }
     if (first < argc)
@@ -155,6 +158,7 @@ static void parse(int argc, char **argv, srv_opts *o)
         cli_usage_error("--chat-template and --chat-template-file exclude each other");
     if (o->api_key && !*o->api_key)
         cli_usage_error("--api-key: an empty key");
+    cli_spec_finish(&o->spec);
 }
 
 /* The model's file name without its directory and .mlb: its id. */
@@ -208,9 +212,12 @@ static int open_model(srv_server *s)
     uint32_t n_ctx = s->o.ctx ? (uint32_t)s->o.ctx
                               : h->max_seq < DEFAULT_CTX ? h->max_seq : DEFAULT_CTX;
     srv_sched_params p = {(unsigned)s->o.parallel, s->o.queue, n_ctx, PREFILL_CHUNK,
-                          (unsigned)s->o.threads, s->o.cache_k, s->o.cache_v};
+                          (unsigned)s->o.threads, s->o.cache_k, s->o.cache_v, s->o.spec};
     if ((st = srv_sched_new(s->model, s->mlt, &p, &s->sched, &err)))
         return cli_fail(s->o.model, st, &err);
+    if (s->o.spec.on && !srv_sched_can_guess(s->sched))
+        cli_warn(s->o.model, "--spec-type: the model's linear-attention state cannot be taken "
+                             "back; generating without speculation");
     ml_ctx_params ep = {.n_ctx = n_ctx, .n_batch = PREFILL_CHUNK, .n_threads = (unsigned)s->o.threads,
                         .cache_k = s->o.cache_k, .cache_v = s->o.cache_v};
     if (s->o.embeddings && (st = ml_ctx_new(s->model, &ep, &s->embed_ctx, &err)))

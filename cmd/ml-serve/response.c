@@ -106,7 +106,12 @@ char *resp_metrics(const srv_stats *st)
               metric(f, "requests_processing", "gauge", "Number of requests processing.",
                      st->processing) ||
               metric(f, "requests_deferred", "gauge", "Number of requests deferred.",
-                     (double)st->deferred);
+                     (double)st->deferred) ||
+              metric(f, "draft_tokens_total", "counter",
+                     "Tokens guessed by speculative decoding (--spec-type).",
+                     (double)st->drafted) ||
+              metric(f, "draft_tokens_accepted_total", "counter",
+                     "Guessed tokens that were kept.", (double)st->accepted);
     if (fclose(f) || bad) {
         free(text);
         return NULL;

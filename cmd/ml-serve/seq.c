@@ -215,7 +215,12 @@ int srv_ctx_score_ready(srv_ctx *c)
     return c->rows ? 0 : -1;
 }
 
-const float *srv_ctx_rows(const srv_ctx *c, size_t i)
+float *srv_ctx_rows(const srv_ctx *c, size_t i)
 {
     return c->all ? c->rows + c->first_row[i] * c->vocab : NULL;
+}
+
+uint32_t srv_ctx_rewind_room(const srv_ctx *c, uint32_t seq)
+{
+    return ml_ctx_seq_rewind_room(c->ctx, seq);
 }

@@ -48,8 +48,8 @@ typedef struct srv_run {
 } srv_run;
 
 /* Evaluates runs[0..n_runs) (distinct sequences, each run within its
- * context, n_runs at most n_seq, at most one of them longer than one
- * token and that at most n_chunk) in one ml_ctx_eval_seqs call.  Should
+ * context, n_runs at most n_seq, n_chunk + n_seq tokens in all, or with
+ * all_logits n_score + n_seq) in one ml_ctx_eval_seqs call.  Should
  * the call refuse them, each run is evaluated alone so that only the
  * faulty ones fail.  Returns the first failure (runs[i].status says
  * which), ML_OK when all went through. */
@@ -68,7 +68,11 @@ uint32_t srv_ctx_n_score_chunk(const srv_ctx *c);
 int srv_ctx_score_ready(srv_ctx *c);
 /* The logits of every token of runs[i] in the last step, when it had
  * all_logits (n x vocab floats, row t for its token t; NULL otherwise);
- * valid until the next step.  Each row is the bits ml_ctx_eval gives. */
-const float *srv_ctx_rows(const srv_ctx *c, size_t i);
+ * valid until the next step (a sampler may change it in place).  Each
+ * row is the bits ml_ctx_eval gives. */
+float *srv_ctx_rows(const srv_ctx *c, size_t i);
+/* Tokens sequence seq may evaluate and still be taken back to where it
+ * is (speculation's guesses): ml_ctx_seq_rewind_room. */
+uint32_t srv_ctx_rewind_room(const srv_ctx *c, uint32_t seq);
 
 #endif

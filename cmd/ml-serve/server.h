@@ -20,6 +20,7 @@ typedef struct srv_opts {
     int reasoning; /* --reasoning-format deepseek: think blocks to reasoning_content */
     int embeddings;     /* --embeddings: POST /v1/embeddings served */
     ml_pooling pooling; /* --pooling, or the model's (0 until the model is open) */
+    cli_spec spec;      /* --spec-type and its sizes */
 } srv_opts;
 
 typedef struct srv_server {

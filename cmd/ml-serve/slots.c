@@ -66,6 +66,11 @@ typedef struct slot {
     size_t fed;          /* prompt tokens in the sequence */
     float *logits;       /* of its last token, from the last step */
     ml_token next;       /* the token it evaluates in this step */
+    int drawn;           /* next is drawn already (by the last step's checks) */
+    cli_spec_run spec;   /* --spec-type: how many it may guess */
+    ml_token *spec_buf;  /* n_ctx + max guesses: its history, next and the guesses */
+    size_t spec_len;     /* the history's length when it guessed */
+    size_t guessed;      /* guesses in this step's run */
     ml_gen *gen;         /* its job's sampler, stop strings and decoder */
     float *raw;          /* the logits before the generator changes them (logprobs) */
     uint64_t used;       /* when it last took a job: ties go to the oldest */
@@ -88,6 +93,7 @@ struct srv_sched {
     size_t n_queued, max_queue;
     int closing, cut;
     uint64_t clock;
+    cli_spec spec;       /* --spec-type */
     srv_stats stats;     /* under the lock */
 };
 
@@ -428,6 +434,9 @@ static void slot_start(srv_sched *s, slot *sl, srv_job *j)
     }
     sl->fed = srv_ctx_keep(s->ctx, sl->seq, keep);
     sl->logits = NULL;
+    sl->drawn = 0;
+    sl->guessed = 0;
+    cli_spec_start(&s->spec, &sl->spec);
     j->n_cached = sl->fed;
     if (j->logprobs && !sl->raw && !(sl->raw = malloc((size_t)s->vocab * sizeof *sl->raw))) {
         job_end(j, NULL, ML_E_NOMEM, "out of memory");
@@ -486,14 +495,15 @@ static void admit(srv_sched *s)
 /* One generated token: "stop" or "length" when the job ends with it
  * (the text held back then released), NULL when it goes on (sl->next is
  * then to be evaluated); *st reports a failure.  The history the
- * penalties look back on is what the sequence holds: prompt and
- * generated tokens, all evaluated by now. */
-static const char *generate_one(srv_sched *s, slot *sl, ml_status *st, ml_error *err)
+ * penalties look back on is the sequence's first len tokens: prompt and
+ * generated tokens, all evaluated by now; logits are the last one's. */
+static const char *generate_one(srv_sched *s, slot *sl, float *logits, size_t len,
+                                ml_status *st, ml_error *err)
 {
-    size_t len = srv_ctx_len(s->ctx, sl->seq), n_ctx = srv_ctx_n_ctx(s->ctx);
+    size_t n_ctx = srv_ctx_n_ctx(s->ctx);
     if (sl->job->logprobs)
-        memcpy(sl->raw, sl->logits, (size_t)s->vocab * sizeof *sl->raw);
-    ml_gen_input in = {.logits = sl->logits,
+        memcpy(sl->raw, logits, (size_t)s->vocab * sizeof *sl->raw);
+    ml_gen_input in = {.logits = logits,
                        .history = len ? srv_ctx_held(s->ctx, sl->seq) : NULL,
                        .n_history = len,
                        .room = len < n_ctx ? n_ctx - len : 0};
@@ -534,6 +544,55 @@ static void count_step(srv_sched *s, size_t n_runs, size_t prefilled)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* --spec-type: guesses of what follows the slot's history and its next
+ * token, as many as the speculation's cap, the sequence's room to take
+ * them back and the step's spare rows allow (0: none). */
+static size_t guess(srv_sched *s, slot *sl, size_t *spare)
+{
+    if (!*spare || !sl->spec_buf)
+        return 0;
+    size_t len = srv_ctx_len(s->ctx, sl->seq);
+    memcpy(sl->spec_buf, srv_ctx_held(s->ctx, sl->seq), len * sizeof *sl->spec_buf);
+    sl->spec_buf[len] = sl->next;
+    sl->spec_len = len;
+    size_t k = cli_spec_guess(&s->spec, &sl->spec, sl->spec_buf, len + 1,
+                              srv_ctx_rewind_room(s->ctx, sl->seq), *spare,
+                              sl->spec_buf + len + 1);
+    *spare -= k;
+    return k;
+}
+
+/* After a step that evaluated the slot's next token and its guesses: a
+ * draw per row for as long as each draw is the next guess, as ml-run's
+ * speculation does; the sequence keeps what was kept, and the last draw
+ * is the next token (drawn already).  The rows are the bits single
+ * tokens get and the draws the same draws in the same order, so the
+ * text is the text without guesses. */
+static void check_guesses(srv_sched *s, slot *sl, float *rows)
+{
+    const size_t k = sl->guessed, len = sl->spec_len;
+    const ml_token *g = sl->spec_buf + len + 1;
+    ml_error err;
+    ml_status st = ML_OK;
+    memset(&err, 0, sizeof err);
+    size_t i = 0;
+    const char *finish;
+    while (!(finish = generate_one(s, sl, rows + i * (size_t)s->vocab, len + 1 + i, &st, &err)) &&
+           !st && i < k && sl->next == g[i])
+        i++;
+    cli_spec_checked(&s->spec, &sl->spec, k, i);
+    srv_ctx_keep(s->ctx, sl->seq, len + 1 + i);
+    sl->guessed = 0;
+    pthread_mutex_lock(&s->lock);
+    s->stats.drafted += k;
+    s->stats.accepted += i;
+    pthread_mutex_unlock(&s->lock);
+    if (finish || st)
+        slot_end(s, sl, finish, st, &err);
+    else
+        sl->drawn = 1;
+}
+
 /* One step, without the lock: the next token of every generating slot,
  * in slot order, then one evaluation of all of them with a chunk of the
  * prompt of the prefilling slot whose turn it is. */
@@ -547,6 +606,9 @@ static void sched_step(srv_sched *s)
             pre = sl, s->next_prefill = (i + 1) % s->n_slots;
     }
     size_t n_runs = 0;
+    /* guesses only in steps without a prompt chunk: their rows make every
+     * token of the step keep its logits */
+    size_t spare = s->spec.on && !pre ? srv_ctx_n_score_chunk(s->ctx) : 0;
     for (unsigned i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         srv_job *j = sl->job;
@@ -566,14 +628,18 @@ static void sched_step(srv_sched *s)
             ml_error err;
             ml_status st = ML_OK;
             memset(&err, 0, sizeof err);
-            const char *finish = generate_one(s, sl, &st, &err);
+            const char *finish = sl->drawn ? NULL
+                                           : generate_one(s, sl, sl->logits,
+                                                          srv_ctx_len(s->ctx, sl->seq), &st, &err);
+            sl->drawn = 0;
             if (finish || st) {
                 slot_end(s, sl, finish, st, &err);
                 continue;
             }
-            r->tokens = &sl->next;
-            r->n = 1;
-            r->all_logits = 0;
+            sl->guessed = guess(s, sl, &spare);
+            r->tokens = sl->guessed ? sl->spec_buf + sl->spec_len : &sl->next;
+            r->n = 1 + sl->guessed;
+            r->all_logits = sl->guessed > 0;
         }
         r->seq = sl->seq;
         s->run_slot[n_runs++] = sl;
@@ -598,6 +664,8 @@ static void sched_step(srv_sched *s)
         if (sl->fed < sl->job->n_prompt)
             sl->fed += r->n, prefilled += r->n;
         sl->logits = srv_ctx_logits(s->ctx, i);
+        if (sl->guessed)
+            check_guesses(s, sl, srv_ctx_rows(s->ctx, i));
     }
     count_step(s, n_runs, prefilled);
 }
@@ -646,6 +714,21 @@ static void *sched_main(void *arg)
 /* ------------------------------------------------------------------------
  * The scheduler
  * ------------------------------------------------------------------------ */
+/* --spec-type: each slot's room for its history and guesses, and the
+ * step rows the guesses are checked on. */
+static ml_status open_speculation(srv_sched *s, ml_error *err)
+{
+    size_t n = (size_t)srv_ctx_n_ctx(s->ctx) + (size_t)s->spec.max + 1;
+    int bad = srv_ctx_score_ready(s->ctx);
+    for (unsigned i = 0; !bad && i < s->n_slots; i++)
+        bad = !(s->slots[i].spec_buf = malloc(n * sizeof *s->slots[i].spec_buf));
+    if (!bad)
+        return ML_OK;
+    memset(err, 0, sizeof *err);
+    err->code = ML_E_NOMEM, err->offset = -1;
+    strcpy(err->msg, "out of memory for speculation");
+    return ML_E_NOMEM;
+}
 ml_status srv_sched_new(const ml_model *m, const ml_mlt *mlt, const srv_sched_params *p,
                         srv_sched **out, ml_error *err)
 {
@@ -672,6 +755,9 @@ ml_status srv_sched_new(const ml_model *m, const ml_mlt *mlt, const srv_sched_pa
     ml_ctx_params cp = {.n_ctx = p->n_ctx, .n_threads = p->threads, .n_seq = p->n_slots,
                         .cache_k = p->cache_k, .cache_v = p->cache_v};
     ml_status st = srv_ctx_new(m, &cp, p->n_batch, &s->ctx, err);
+    s->spec = p->spec;
+    if (!st && s->spec.on)
+        st = open_speculation(s, err);
     if (!st && pthread_create(&s->thread, NULL, sched_main, s) != 0) {
         memset(err, 0, sizeof *err);
         err->code = st = ML_E_NOMEM, err->offset = -1;
@@ -689,6 +775,11 @@ ml_status srv_sched_new(const ml_model *m, const ml_mlt *mlt, const srv_sched_pa
 uint32_t srv_sched_n_ctx(const srv_sched *s)
 {
     return srv_ctx_n_ctx(s->ctx);
+}
+
+int srv_sched_can_guess(const srv_sched *s)
+{
+    return srv_ctx_rewind_room(s->ctx, 0) > 0;
 }
 
 size_t srv_sched_capacity(const srv_sched *s)
@@ -726,7 +817,7 @@ void srv_sched_free(srv_sched *s, int cut)
         pthread_join(s->thread, NULL);
     srv_ctx_free(s->ctx);
     for (unsigned i = 0; s->slots && i < s->n_slots; i++)
-        free(s->slots[i].raw);
+        free(s->slots[i].raw), free(s->slots[i].spec_buf);
     free(s->slots);
     free(s->runs);
     free(s->run_slot);

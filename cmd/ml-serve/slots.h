@@ -10,6 +10,8 @@
 
 #include <mlcore.h>
 
+#include "spec.h"
+
 #include <stddef.h>
 
 typedef struct srv_sched srv_sched;
@@ -22,6 +24,7 @@ typedef struct srv_sched_params {
     uint32_t n_batch;  /* prompt tokens per step of a prefill */
     unsigned threads;  /* of the slots' one context */
     ml_cache_type cache_k, cache_v; /* --cache-type: how its KV cache holds keys, values */
+    cli_spec spec;     /* --spec-type and its sizes (checked: cli_spec_finish) */
 } srv_sched_params;
 
 /* Builds the slots' context and starts the thread.  Reports nothing;
@@ -35,6 +38,9 @@ ml_status srv_sched_new(const ml_model *m, const ml_mlt *mlt, const srv_sched_pa
 void srv_sched_free(srv_sched *s, int cut);
 void srv_sched_drain(srv_sched *s, int cut);
 uint32_t srv_sched_n_ctx(const srv_sched *s);
+/* Whether its guesses can be taken back (--spec-type): not with
+ * linear-attention layers, whose state cannot go back. */
+int srv_sched_can_guess(const srv_sched *s);
 /* The most jobs it holds at once: its slots and its queue. */
 size_t srv_sched_capacity(const srv_sched *s);
 
@@ -50,6 +56,7 @@ typedef struct srv_stats {
     size_t deferred;           /* jobs waiting in the queue now */
     uint64_t kv_tokens;        /* positions the slots' caches hold now */
     uint64_t kv_size;          /* positions they can hold */
+    uint64_t drafted, accepted; /* --spec-type: tokens guessed, and those kept */
 } srv_stats;
 
 /* A consistent copy of the scheduler's numbers. */
