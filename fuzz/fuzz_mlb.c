@@ -55,7 +55,10 @@ static void check_tensor(const ml_mlb *m, const ml_tensor *t)
     }
     (void)sink;
     FUZZ_CHECK(ml_mlb_find(m, t->name) == t);
-    FUZZ_CHECK(ml_mlb_get(m, t->role, t->layer) == t);
+    if (t->expert >= 0) /* experts share a role: each is found by its index */
+        FUZZ_CHECK(ml_mlb_get_expert(m, t->role, t->layer, (uint32_t)t->expert) == t);
+    else
+        FUZZ_CHECK(ml_mlb_get(m, t->role, t->layer) == t);
     FUZZ_CHECK(ml_tensor_elements(t) == (uint64_t)t->rows * t->cols);
 }
 

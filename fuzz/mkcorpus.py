@@ -329,9 +329,25 @@ def corpus_mlb(out, build):
     run_mkmodel(build, f"{out}/mlb/llama3-rope", base + " wtype=1 rope_type=1 rope_factor=8 "
                 "rope_low_freq_factor=1 rope_high_freq_factor=4 rope_orig_max_seq=8")
     corpus_mlb_tables(out, build, base, full)
+    corpus_mlb_moe(out, build, base)
     with open(f"{out}/mlb/q8", "rb") as f:
         b = f.read()
     open(f"{out}/mlb/header-only", "wb").write(b[:256])
+
+
+def corpus_mlb_moe(out, build, base):
+    """Mixtures of experts: qwen3moe's shape, and every MoE array at once
+    (biases, a gated shared expert, sinks, output bias, act 2) beside a
+    dense layer."""
+    moe = base.replace("hidden_dim=32", "hidden_dim=0") + \
+        " wtype=1 n_experts=4 n_experts_used=2 expert_hidden_dim=32 moe_flags=1"
+    run_mkmodel(build, f"{out}/mlb/moe", moe)
+    run_mkmodel(build, f"{out}/mlb/moe-full",
+                base.replace("n_layers=1", "n_layers=2") +
+                " wtype=2 q8_mask=0x41 qkv_bias=1 o_bias=1 attn_sinks=1 act=2 "
+                "swiglu_alpha=1.702 swiglu_limit=7 n_experts=4 n_experts_used=2 "
+                "expert_hidden_dim=32 moe_gating=1 moe_flags=31 expert_scale=2.5 "
+                "shared_hidden_dim=32", "16,0")
 
 
 def corpus_mlb_tables(out, build, base, full):

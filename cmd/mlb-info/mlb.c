@@ -34,12 +34,21 @@ static const char *rope_name(const ml_mlb_header *h, uint8_t f)
     return "global";
 }
 
+/* ", 8 experts (2 used)" after a MoE layer's description. */
+static void describe_experts(const ml_mlb_header *h, uint8_t f, char *buf, size_t n)
+{
+    size_t w = strlen(buf);
+    if (ml_mlb_layer_is_moe(h, f) && w < n)
+        snprintf(buf + w, n - w, ", %u experts (%u used)", h->n_experts, h->n_experts_used);
+}
+
 /* "sliding window 512, local RoPE (theta 10000)" */
 static void describe_layer(const ml_mlb_header *h, uint8_t f, char *buf, size_t n)
 {
     int k = layer_kind(h, f);
     if (k == K_LINEAR) {
         snprintf(buf, n, "linear attention (gated delta rule)");
+        describe_experts(h, f, buf, n);
         return;
     }
     int w = k == K_SLIDING ? snprintf(buf, n, "sliding window %u", h->sliding_window)
@@ -53,6 +62,7 @@ static void describe_layer(const ml_mlb_header *h, uint8_t f, char *buf, size_t 
         snprintf(buf + w, n - (size_t)w, ", RoPE (theta %.9g)", (double)h->rope_theta);
     if (h->attn_gate)
         strncat(buf, ", gated", n - strlen(buf) - 1);
+    describe_experts(h, f, buf, n);
 }
 
 typedef struct totals {
@@ -257,6 +267,13 @@ static void print_human(const char *path, const ml_mlb *m, const options *o)
            d->q_dim, "kv_dim", d->kv_dim);
     if (d->rot_dim != d->head_dim)
         printf("  %-22s %u\n", "rot_dim", d->rot_dim);
+    if (h->n_experts) {
+        ml_mlb_moe_sizes ms;
+        ml_mlb_moe_sizes_of(m, &ms);
+        printf("  %-22s %u\n", "moe_layers", ms.moe_layers);
+        printf("  %-22s %" PRIu64 "\n", "expert_bytes", ms.expert_bytes);
+        printf("  %-22s %" PRIu64 "\n", "active_bytes", ms.active_bytes);
+    }
     print_layers(m);
     printf("memory at --ctx %" PRIu64 "%s", t.ctx, t.capped ? " (capped at max_seq)" : "");
     if (o->cache_k || o->cache_v) /* the default f32 cache's line as it always was */
@@ -352,6 +369,13 @@ static void print_json(const char *path, const ml_mlb *m, const options *o)
     printf(",\"derived\":{\"head_dim\":%u,\"q_dim\":%u,\"kv_dim\":%u,\"rot_dim\":%u,"
            "\"lin_qkv\":%u,\"lin_vd\":%u}",
            d->head_dim, d->q_dim, d->kv_dim, d->rot_dim, d->lin_qkv, d->lin_vd);
+    if (ml_mlb_get_header(m)->n_experts) { /* only for MoE models: others print as before */
+        ml_mlb_moe_sizes ms;
+        ml_mlb_moe_sizes_of(m, &ms);
+        printf(",\"moe\":{\"moe_layers\":%u,\"expert_bytes\":%" PRIu64
+               ",\"active_bytes\":%" PRIu64 "}",
+               ms.moe_layers, ms.expert_bytes, ms.active_bytes);
+    }
     printf(",\"parameters\":%" PRIu64 ",\"weight_bytes\":%" PRIu64 ",\"bits_per_weight\":%.6f",
            t.params, t.weight_bytes, bpw(&t));
     printf(",\"memory\":{\"ctx\":%" PRIu64 ",\"capped\":%s,\"cache_k\":\"%s\",\"cache_v\":\"%s\","

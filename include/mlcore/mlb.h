@@ -19,12 +19,31 @@ extern "C" {
 #define ML_MLB_QDIM_LIMIT 65536u    /* q_dim */
 #define ML_MLB_VOCAB_LIMIT 16777216u /* vocab, max_seq, sliding_window: 2^24 */
 #define ML_MLB_CONV_LIMIT 256u      /* lin_conv */
+#define ML_MLB_EXPERT_LIMIT 1024u   /* n_experts: llama.cpp's LLAMA_MAX_EXPERTS */
+#define ML_MLB_USED_LIMIT 64u       /* n_experts_used */
 
 /* wtype: every matrix Q8_0; Q4_0 (with q8_mask); or each matrix its own
  * type, from the type table that follows the layer flags (mlb(5)). */
 enum { ML_WTYPE_Q8_0 = 1, ML_WTYPE_Q4_0 = 2, ML_WTYPE_TABLE = 3 };
 enum { ML_ROPE_PLAIN = 0, ML_ROPE_LLAMA3 = 1, ML_ROPE_LINEAR = 2, ML_ROPE_YARN = 3 };
-enum { ML_ACT_SILU = 0, ML_ACT_GELU_TANH = 1 };
+/* act 2: gpt-oss's clamped SwiGLU, x = min(g, limit), y = clamp(u, -limit,
+ * limit), a = x * sigmoid(alpha * x) * (y + 1) (swiglu_alpha, swiglu_limit). */
+enum { ML_ACT_SILU = 0, ML_ACT_GELU_TANH = 1, ML_ACT_SWIGLU_CLAMP = 2 };
+/* moe_gating: how the router's logits become the experts' weights. */
+enum {
+    ML_MOE_SOFTMAX = 0,      /* softmax over all experts, top-k on the probabilities */
+    ML_MOE_TOPK_SOFTMAX = 1, /* top-k on the logits, softmax over the k chosen */
+    ML_MOE_SIGMOID = 2       /* sigmoid of each logit, top-k on the sigmoids */
+};
+/* moe_flags bits. */
+enum {
+    ML_MOE_NORM = 1,         /* the k weights are divided by their sum */
+    ML_MOE_ROUTER_BIAS = 2,  /* each MoE layer stores rb */
+    ML_MOE_EXPERT_BIAS = 4,  /* every expert stores b1 b2 b3 */
+    ML_MOE_SELECT_BIAS = 8,  /* each MoE layer stores sb, added to the scores for choosing */
+    ML_MOE_SHARED_GATE = 16, /* the shared expert's output is scaled by sigmoid(wsg . h) */
+    ML_MOE_FLAGS_KNOWN = 31
+};
 
 /* q8_mask classes (mlb(5)). */
 enum {
@@ -44,7 +63,8 @@ enum {
     ML_LAYER_LOCAL_ROPE = 2,
     ML_LAYER_NO_ROPE = 4,
     ML_LAYER_LINEAR = 8,
-    ML_LAYER_KNOWN = 15
+    ML_LAYER_MOE = 16, /* the layer's FFN is a mixture of experts */
+    ML_LAYER_KNOWN = 31
 };
 
 /* The 256-byte header, field for field as mlb(5) lists them. */
@@ -91,6 +111,18 @@ typedef struct ml_mlb_header {
     uint32_t lin_conv;
     uint32_t pooling;             /* embeddings' pooling, GGUF's pooling_type: 0 unstated,
                                    * 1 mean, 2 CLS (first token), 3 last token */
+    /* Mixture of experts (offsets 164-207; all 0: no experts, as before). */
+    uint32_t n_experts;           /* experts per MoE layer; 0: none */
+    uint32_t n_experts_used;      /* k, experts per token */
+    uint32_t expert_hidden_dim;   /* F, each routed expert's FFN width */
+    uint32_t moe_gating;          /* ML_MOE_SOFTMAX, _TOPK_SOFTMAX, _SIGMOID */
+    uint32_t moe_flags;           /* ML_MOE_NORM | ... */
+    float expert_scale;           /* factor on the k weights; 0 means 1 */
+    uint32_t shared_hidden_dim;   /* width of the shared expert; 0: none */
+    float swiglu_alpha;           /* act 2 only */
+    float swiglu_limit;           /* act 2 only */
+    uint32_t attn_sinks;          /* 0/1: attention layers store sinks (n_heads) */
+    uint32_t o_bias;              /* 0/1: attention layers store bo (dim) */
 } ml_mlb_header;
 
 /* Describes one header field, for printing and tests. */
@@ -184,6 +216,15 @@ typedef enum ml_role {
     ML_R_FFN_NORM, ML_R_W1, ML_R_W2, ML_R_W3, ML_R_POST_ATTN_NORM, ML_R_POST_FFN_NORM,
     ML_R_FINAL_NORM, ML_R_WCLS,
     ML_R_MAT_TYPES, /* wtype 3: the type table (U8, one code per matrix) */
+    /* Mixture of experts (and gpt-oss's attention additions). */
+    ML_R_WR,        /* router, n_experts x dim, always F32 (no table entry) */
+    ML_R_RB, ML_R_SB,                   /* router and selection biases (n_experts) */
+    ML_R_EW1, ML_R_EW2, ML_R_EW3,       /* expert e's gate, down, up (t->expert = e) */
+    ML_R_EB1, ML_R_EB2, ML_R_EB3,       /* its biases */
+    ML_R_WS1, ML_R_WS2, ML_R_WS3,       /* the shared expert */
+    ML_R_WSG,                           /* the shared expert's gate (dim) */
+    ML_R_BO,                            /* wo's bias (dim) */
+    ML_R_SINKS,                         /* attention sinks (n_heads) */
     ML_R_COUNT
 } ml_role;
 
@@ -192,9 +233,10 @@ typedef enum ml_role {
  * data + r * (cols / elems * bytes), with elems and bytes from
  * ml_type_block) of the body. */
 typedef struct ml_tensor {
-    char name[32];        /* "tok_emb", "blk.3.wq", ... */
+    char name[32];        /* "tok_emb", "blk.3.wq", "blk.3.exp.7.w1", ... */
     ml_role role;
     int32_t layer;        /* layer index, -1 for global tensors */
+    int32_t expert;       /* expert index of ML_R_EW1..ML_R_EB3, else -1 */
     ml_type type;
     uint32_t ndim;        /* 1 for vectors, 2 for matrices */
     uint32_t rows;        /* vectors: the length */
@@ -228,6 +270,8 @@ typedef struct ml_mlb_layout {
     uint64_t types_offset; /* file offset of the type table (wtype 3) */
     uint32_t layer;      /* current layer */
     uint32_t step;       /* position inside the current section */
+    uint32_t expert;     /* inside a MoE layer's experts: the current expert */
+    uint32_t estep;      /* and the position inside its span */
     uint32_t section;    /* 0 layer flags, 6 type table, 1 tok_emb, 2 layers, 3 final, 4 wcls, 5 done */
     uint32_t mat;        /* matrices laid out so far: the next one's table index */
 } ml_mlb_layout;
@@ -257,6 +301,9 @@ ML_API ml_status ml_mlb_layout_size_types(const ml_mlb_header *h, const uint8_t 
  * w3, and wcls unless shared (lconv is F32 and not one).  0 for an invalid
  * header. */
 ML_API uint32_t ml_mlb_matrix_count(const ml_mlb_header *h, const uint8_t *flags);
+/* 1 if layer l (flags f) has a mixture of experts as its FFN: every layer
+ * when n_experts > 0 without layer flags, else the layers with bit 0x10. */
+ML_API int ml_mlb_layer_is_moe(const ml_mlb_header *h, uint8_t f);
 /* File offset of the type table: right after the layer flags' array, or
  * 256 without layer flags. */
 ML_API uint64_t ml_mlb_types_offset(const ml_mlb_header *h);
@@ -304,8 +351,23 @@ ML_API size_t ml_mlb_n_tensors(const ml_mlb *m);
 ML_API const ml_tensor *ml_mlb_tensor(const ml_mlb *m, size_t i);
 /* By name ("blk.0.wq"); NULL if absent. */
 ML_API const ml_tensor *ml_mlb_find(const ml_mlb *m, const char *name);
-/* By role and layer (-1 for global tensors); NULL if absent. */
+/* By role and layer (-1 for global tensors); NULL if absent.  For the
+ * experts' roles this is expert 0's tensor. */
 ML_API const ml_tensor *ml_mlb_get(const ml_mlb *m, ml_role role, int32_t layer);
+/* Expert `expert`'s tensor of role ML_R_EW1..ML_R_EB3 in layer `layer`, by
+ * index arithmetic from the layer's first expert (no search); NULL if
+ * absent. */
+ML_API const ml_tensor *ml_mlb_get_expert(const ml_mlb *m, ml_role role, int32_t layer,
+                                          uint32_t expert);
+
+/* What a mixture-of-experts model reads (mlb-info, the bandwidth bound). */
+typedef struct ml_mlb_moe_sizes {
+    uint32_t moe_layers;   /* layers whose FFN is a mixture of experts */
+    uint64_t expert_bytes; /* bytes of one expert's span in the first MoE layer */
+    uint64_t active_bytes; /* bytes a decode token reads: every array but the
+                            * experts, plus n_experts_used spans per MoE layer */
+} ml_mlb_moe_sizes;
+ML_API void ml_mlb_moe_sizes_of(const ml_mlb *m, ml_mlb_moe_sizes *out);
 
 /* ------------------------------------------------------------------------
  * .mlb models: sizes for people (mlb-info) and the runtime

@@ -53,7 +53,7 @@ static ml_status choose_wtype(ml__conv_build *b, const ml_convert_opts *o)
 
 static int is_matrix(const ml_tensor *t)
 {
-    return t->ndim == 2 && t->role != ML_R_LCONV;
+    return t->ndim == 2 && t->role != ML_R_LCONV && t->role != ML_R_WR; /* F32 matrices */
 }
 
 /* The type a matrix keeps in source mode: its GGUF type, the spec's

@@ -74,7 +74,7 @@ static ml_status bind_qkv(ml__conv_build *b, uint32_t l, qkv_src *q)
             q->row0[i] = 0;
             if ((s = ml__conv_shape(
                      b, q->w[i], b->p->h.dim, rows[i],
-                     i == 0 ? (b->arch == ML__ARCH_QWEN35 ? "dim x 2 q_dim" : "dim x q_dim")
+                     i == 0 ? (ml__conv_qwen35_family(b->arch) ? "dim x 2 q_dim" : "dim x q_dim")
                             : "dim x kv_dim")))
                 return s;
         }
@@ -88,7 +88,7 @@ static ml_status bind_qkv(ml__conv_build *b, uint32_t l, qkv_src *q)
         }
     }
     q->fused_bias = fb != NULL;
-    if (b->arch == ML__ARCH_QWEN35 && (q->bias[0] || q->bias[1] || q->bias[2]))
+    if (ml__conv_qwen35_family(b->arch) && (q->bias[0] || q->bias[1] || q->bias[2]))
         return ml__err(b->err, ML_E_UNSUPPORTED, q->bias[0] ? q->bias[0]->name : "attn biases", -1,
                        "Qwen3.5 attention biases (the gate's among them) have no .mlb form");
     return ML_OK;
@@ -149,7 +149,7 @@ static ml_status bind_attention(ml__conv_build *b, ml__conv_item *it, const ml_t
             it->pub.transform |= ML_CONV_ROWS;
         if ((s = ml__conv_check_type(b, q->w[i])))
             return s;
-        if (b->arch == ML__ARCH_QWEN35 && i == 0) {
+        if (ml__conv_qwen35_family(b->arch) && i == 0) {
             it->pub.transform |= ML_CONV_QGATE;
             it->qgate = t->role == ML_R_WG ? 2 : 1;
             it->hd = hd;
@@ -267,7 +267,7 @@ static ml_status bind_item(ml__conv_build *b, ml__conv_item *it, const ml_tensor
         return require(b, it, ml__conv_tensor(b, "blk.%u.attn_norm.weight", l),
                        NAME("blk.%u.attn_norm.weight", l), dim, 0, "dim");
     case ML_R_FFN_NORM:
-        if (b->arch == ML__ARCH_QWEN35) /* its post_attention_norm is the pre-FFN norm */
+        if (ml__conv_qwen35_family(b->arch)) /* its post_attention_norm is the pre-FFN norm */
             return require(b, it, ml__conv_tensor(b, "blk.%u.post_attention_norm.weight", l),
                            NAME("blk.%u.post_attention_norm.weight", l), dim, 0, "dim");
         return require(b, it, ml__conv_tensor(b, "blk.%u.ffn_norm.weight", l),
@@ -297,6 +297,14 @@ static ml_status bind_item(ml__conv_build *b, ml__conv_item *it, const ml_tensor
     case ML_R_BV:
     case ML_R_Q_NORM:
     case ML_R_K_NORM: return bind_attention(b, it, t, q);
+    case ML_R_WR:
+    case ML_R_EW1:
+    case ML_R_EW2:
+    case ML_R_EW3:
+    case ML_R_WS1:
+    case ML_R_WS2:
+    case ML_R_WS3:
+    case ML_R_WSG: return ml__conv_bind_moe(b, it, t);
     default: return bind_linear(b, it, t);
     }
 }

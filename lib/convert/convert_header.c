@@ -38,6 +38,14 @@ static const ml__arch_info archs[ML__ARCH_COUNT] = {
          "Qwen3.5: gated delta-rule linear layers and gated full-attention layers with "
          "partial RoPE; query/gate rows split, value heads back in grouped order, "
          "A_log = ln(-ssm_a)"},
+    [ML__ARCH_QWEN3MOE] =
+        {"qwen3moe", 1, 0, 1, 1,
+         "Qwen3-MoE: Qwen3 attention, every FFN a softmax top-k mixture of experts (renormalized); "
+         "expert stacks split into one contiguous span per expert"},
+    [ML__ARCH_QWEN35MOE] =
+        {"qwen35moe", 1, 0, 1, 0,
+         "Qwen3.5-MoE: the Qwen3.5 hybrid's layers, every FFN a softmax top-k mixture of "
+         "experts (renormalized) plus a shared expert behind a sigmoid gate"},
 };
 
 static ml_status get_u32(ml__conv_build *b, const char *suffix, uint32_t *v, int *found)
@@ -112,7 +120,7 @@ static ml_status read_arch(ml__conv_build *b)
     return ml__err(b->err, ML_E_UNSUPPORTED, "general.architecture",
                    ml__conv_kv_offset(b, "general.architecture"),
                    "'%.*s' is not supported; gguf2mlb converts llama, qwen2, qwen3, gemma, "
-                   "gemma2, gemma3, smollm3 and qwen35",
+                   "gemma2, gemma3, smollm3, qwen35, qwen3moe and qwen35moe",
                    (int)(n > 40 ? 40 : n), s);
 }
 
@@ -125,9 +133,11 @@ static ml_status check_container(ml__conv_build *b)
     ml_status s;
     if ((s = get_u32(b, "expert_count", &v, &found)))
         return s;
-    if (found && v > 0)
+    if (found && v > 0 && !ml__conv_is_moe_arch(b->arch))
         return ml__conv_refuse(b, ml__conv_key(b, "expert_count"),
-                               "%u experts: mixture-of-experts models have no .mlb form", v);
+                               "%u experts in a %s model: gguf2mlb converts experts for "
+                               "qwen3moe and qwen35moe only",
+                               v, b->p->arch);
     const ml_gguf_kv *kv = ml_gguf_find(b->g, ml__conv_key(b, "attention.causal"));
     if (kv) {
         int causal;
@@ -212,7 +222,7 @@ static ml_status read_layers(ml__conv_build *b)
     if (!(b->flags = calloc(b->n_layers, 1)))
         return ml__err(b->err, ML_E_NOMEM, "", -1, "out of memory");
     b->p->h.n_layers = b->n_layers;
-    return b->arch == ML__ARCH_QWEN35 ? qwen35_layers(b) : ML_OK;
+    return ml__conv_qwen35_family(b->arch) ? qwen35_layers(b) : ML_OK;
 }
 
 /* A dimension .mlb wants to be a multiple of 32 (rows of Q4_0/Q8_0 blocks). */
@@ -242,9 +252,13 @@ static ml_status read_dims(ml__conv_build *b)
         h->n_kv_heads = v;
     if ((s = get_per_layer(b, "feed_forward_length", &h->hidden_dim, &found, 0)))
         return s;
-    if (!found)
+    if (ml__conv_is_moe_arch(b->arch)) { /* no dense FFN: the width is the experts' fallback */
+        b->ffn_len = found ? h->hidden_dim : 0;
+        h->hidden_dim = 32; /* checked as a dense width would be; 0 once the experts are read */
+    } else if (!found) {
         return ml__err(b->err, ML_E_FORMAT, ml__conv_key(b, "feed_forward_length"), -1,
                        "required key is missing");
+    }
     if ((s = get_u32(b, "context_length", &h->max_seq, NULL)) ||
         (s = get_f32(b, "attention.layer_norm_rms_epsilon", &h->norm_eps, NULL)))
         return s;
@@ -310,7 +324,7 @@ static ml_status read_dims(ml__conv_build *b)
     b->d.q_dim = (uint32_t)q_dim;
     b->d.kv_dim = hk * h->n_kv_heads;
     b->d.rot_dim = rot;
-    b->q_rows = b->arch == ML__ARCH_QWEN35 ? 2 * b->d.q_dim : b->d.q_dim;
+    b->q_rows = ml__conv_qwen35_family(b->arch) ? 2 * b->d.q_dim : b->d.q_dim;
     return ML_OK;
 }
 
@@ -614,6 +628,98 @@ static ml_status arch_qwen35(ml__conv_build *b)
     return ML_OK;
 }
 
+/* ML_E_SHAPE naming a key: a value that contradicts another. */
+static ml_status bad_shape_key(ml__conv_build *b, const char *suffix, uint32_t v, uint32_t E)
+{
+    const char *key = ml__conv_key(b, suffix);
+    return ml__err(b->err, ML_E_SHAPE, key, ml__conv_kv_offset(b, key),
+                   "%u experts used of %u: must be 1 to expert_count", v, E);
+}
+
+/* Qwen3.5-MoE's shared expert (src/models/qwen35moe.cpp): its width is
+ * expert_shared_feed_forward_length, else feed_forward_length, and a
+ * sigmoid gate scales its output. */
+static ml_status read_shared_expert(ml__conv_build *b)
+{
+    ml_mlb_header *h = &b->p->h;
+    uint32_t Fs = b->ffn_len;
+    int found;
+    ml_status s = get_u32(b, "expert_shared_feed_forward_length", &Fs, &found);
+    if (s)
+        return s;
+    if (Fs == 0 || Fs > ML_MLB_DIM_LIMIT || Fs % 32)
+        return ml__conv_refuse(b, ml__conv_key(b, found ? "expert_shared_feed_forward_length"
+                                                        : "feed_forward_length"),
+                               "a shared expert width of %u; .mlb needs a multiple of 32 up to %u",
+                               Fs, ML_MLB_DIM_LIMIT);
+    h->shared_hidden_dim = Fs;
+    h->moe_flags |= ML_MOE_SHARED_GATE;
+    return ML_OK;
+}
+
+/* Layers that have flags anyway (Qwen3.5's linear ones) say which have
+ * experts: all of them (bit 0x10).  Without flags every layer has them
+ * by mlb(5)'s rule, and none are written. */
+static void moe_layer_flags(ml__conv_build *b)
+{
+    int any = 0;
+    for (uint32_t l = 0; l < b->n_layers; l++)
+        any |= b->flags[l] != 0;
+    for (uint32_t l = 0; any && l < b->n_layers; l++)
+        b->flags[l] |= ML_LAYER_MOE;
+}
+
+/* The experts: count, used per token, width (llama.cpp's fallback for the
+ * width is feed_forward_length / used), and qwen3moe's fixed gating,
+ * softmax then top-k renormalized (src/models/qwen3moe.cpp). */
+ml_status ml__conv_read_moe(ml__conv_build *b)
+{
+    ml_mlb_header *h = &b->p->h;
+    uint32_t E = 0, k = 0, F = 0, groups = 0;
+    int fe, fk, ff, fg;
+    ml_status s;
+    if ((s = get_u32(b, "expert_count", &E, &fe)) ||
+        (s = get_per_layer(b, "expert_used_count", &k, &fk, 0)) ||
+        (s = get_per_layer(b, "expert_feed_forward_length", &F, &ff, 0)) ||
+        (s = get_u32(b, "expert_group_count", &groups, &fg)))
+        return s;
+    if (!fe || E == 0)
+        return ml__conv_bad_key(b, "expert_count", fe ? "0 experts in a mixture-of-experts model"
+                                                      : "required key is missing");
+    if (!fk)
+        return ml__conv_bad_key(b, "expert_used_count", "required key is missing");
+    if (E > ML_MLB_EXPERT_LIMIT)
+        return ml__conv_refuse(b, ml__conv_key(b, "expert_count"),
+                               "%u experts; .mlb allows at most %u", E, ML_MLB_EXPERT_LIMIT);
+    if (k == 0 || k > E)
+        return bad_shape_key(b, "expert_used_count", k, E);
+    if (k > ML_MLB_USED_LIMIT)
+        return ml__conv_refuse(b, ml__conv_key(b, "expert_used_count"),
+                               "%u experts a token; .mlb allows at most %u", k, ML_MLB_USED_LIMIT);
+    if (fg && groups > 1)
+        return ml__conv_refuse(b, ml__conv_key(b, "expert_group_count"),
+                               "%u expert groups have no .mlb form", groups);
+    if (!ff && !b->ffn_len)
+        return ml__conv_bad_key(b, "expert_feed_forward_length",
+                                "required key is missing (and no feed_forward_length)");
+    if (!ff)
+        F = b->ffn_len / k;
+    if (F == 0 || F > ML_MLB_DIM_LIMIT || F % 32)
+        return ml__conv_refuse(b, ml__conv_key(b, "expert_feed_forward_length"),
+                               "an expert width of %u; .mlb needs a multiple of 32 up to %u", F,
+                               ML_MLB_DIM_LIMIT);
+    h->hidden_dim = 0; /* no dense FFN */
+    h->n_experts = E;
+    h->n_experts_used = k;
+    h->expert_hidden_dim = F;
+    h->moe_gating = ML_MOE_SOFTMAX;
+    h->moe_flags = ML_MOE_NORM;
+    if (b->arch == ML__ARCH_QWEN35MOE && (s = read_shared_expert(b)))
+        return s;
+    moe_layer_flags(b);
+    return ML_OK;
+}
+
 static ml_status read_arch_features(ml__conv_build *b)
 {
     ml_mlb_header *h = &b->p->h;
@@ -632,8 +738,10 @@ static ml_status read_arch_features(ml__conv_build *b)
         return ml__conv_note(
             b, "smollm3: layers 3, 7, 11, ... have no RoPE (llama.cpp's fixed step of 4)");
     }
-    if (b->arch == ML__ARCH_QWEN35)
-        return arch_qwen35(b);
+    if (ml__conv_qwen35_family(b->arch) && (s = arch_qwen35(b)))
+        return s;
+    if (ml__conv_is_moe_arch(b->arch))
+        return ml__conv_read_moe(b);
     return ML_OK;
 }
 

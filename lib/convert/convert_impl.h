@@ -57,6 +57,8 @@ enum {
     ML__ARCH_GEMMA3,
     ML__ARCH_SMOLLM3,
     ML__ARCH_QWEN35,
+    ML__ARCH_QWEN3MOE,
+    ML__ARCH_QWEN35MOE,
     ML__ARCH_COUNT
 };
 
@@ -84,6 +86,7 @@ typedef struct ml__conv_build {
     ml_mlb_derived d; /* of the header being built */
     uint8_t *flags;   /* always n_layers bytes while building */
     uint32_t q_rows;  /* rows of attn_q (2 q_dim for Qwen3.5) */
+    uint32_t ffn_len; /* feed_forward_length (0 when absent): a MoE model's F fallback */
     const ml_gguf_tensor *rope_freqs;
     uint64_t elems[7][2]; /* per q8_mask class: elements from 4- and
                              8-bit sources */
@@ -122,6 +125,22 @@ ml_status ml__conv_check_type(ml__conv_build *b, const ml_gguf_tensor *t);
 ml_status ml__conv_read_header(ml__conv_build *b);
 /* The body's arrays, bound in file order (b->p->items; convert_bind.c). */
 ml_status ml__conv_bind_all(ml__conv_build *b);
+
+/* ---- convert_moe.c: mixtures of experts ---- */
+
+/* Qwen3.5 and its MoE form: the same attention, linear and full. */
+static inline int ml__conv_qwen35_family(int arch)
+{
+    return arch == ML__ARCH_QWEN35 || arch == ML__ARCH_QWEN35MOE;
+}
+
+/* Whether the architecture's FFNs are mixtures of experts. */
+int ml__conv_is_moe_arch(int arch);
+/* The MoE header fields from the expert keys (qwen3moe). */
+ml_status ml__conv_read_moe(ml__conv_build *b);
+/* Binds a MoE layer's router, one expert's matrix (a slab of the GGUF's
+ * stacked tensor, a range of its rows) or the shared expert's arrays. */
+ml_status ml__conv_bind_moe(ml__conv_build *b, ml__conv_item *it, const ml_tensor *t);
 
 /* The source unit that unit u (row or element) of the item comes from,
  * relative to the start of the source tensor. */

@@ -92,7 +92,7 @@ ml_status ml_requant_header(const ml_mlb *src, const ml_requant_opts *o, ml_mlb_
 
 static int is_matrix(const ml_tensor *t)
 {
-    return t->ndim == 2 && t->role != ML_R_LCONV && t->type != ML_TYPE_U8;
+    return t->ndim == 2 && t->role != ML_R_LCONV && t->role != ML_R_WR && t->type != ML_TYPE_U8;
 }
 
 /* Matrix types a mix quantizes without allow_requantize. */

@@ -55,11 +55,23 @@ static const ml_mlb_field fields[] = {
     F(lin_v_dim, 152, ML_FIELD_U32, "linear attention value head size"),
     F(lin_conv, 156, ML_FIELD_U32, "linear attention convolution taps"),
     F(pooling, 160, ML_FIELD_U32, "embeddings' pooling (0 unstated, 1 mean, 2 CLS, 3 last)"),
+    F(n_experts, 164, ML_FIELD_U32, "experts per MoE layer (0: none)"),
+    F(n_experts_used, 168, ML_FIELD_U32, "experts a token uses"),
+    F(expert_hidden_dim, 172, ML_FIELD_U32, "routed expert FFN width"),
+    F(moe_gating, 176, ML_FIELD_U32, "router gating (0 softmax, 1 top-k then softmax, 2 sigmoid)"),
+    F(moe_flags, 180, ML_FIELD_U32, "MoE bits (1 norm, 2 router bias, 4 expert bias, 8 select "
+                                    "bias, 16 shared gate)"),
+    F(expert_scale, 184, ML_FIELD_F32, "factor on the experts' weights (0: 1)"),
+    F(shared_hidden_dim, 188, ML_FIELD_U32, "shared expert FFN width (0: none)"),
+    F(swiglu_alpha, 192, ML_FIELD_F32, "clamped SwiGLU alpha (act 2)"),
+    F(swiglu_limit, 196, ML_FIELD_F32, "clamped SwiGLU limit (act 2)"),
+    F(attn_sinks, 200, ML_FIELD_U32, "attention layers store a sink logit per head"),
+    F(o_bias, 204, ML_FIELD_U32, "attention output projection has a bias"),
 };
 #undef F
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])
-#define RESERVED_START 164u
+#define RESERVED_START 208u
 
 const ml_mlb_field *ml_mlb_fields(size_t *count)
 {
@@ -179,13 +191,15 @@ static ml_status check_flags(const ml_mlb_header *h, ml_error *err)
     struct { const char *name; uint32_t v; } bools[] = {
         {"qkv_bias", h->qkv_bias},     {"qk_norm", h->qk_norm},     {"layer_flags", h->layer_flags},
         {"post_norms", h->post_norms}, {"scale_f16", h->scale_f16}, {"attn_gate", h->attn_gate},
+        {"attn_sinks", h->attn_sinks}, {"o_bias", h->o_bias},
     };
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
         if (!is_bool(bools[i].v))
             return ml__err(err, ML_E_FORMAT, bools[i].name, field_offset(bools[i].name),
                            "%u is not 0 or 1", bools[i].v);
-    if (h->act != ML_ACT_SILU && h->act != ML_ACT_GELU_TANH)
-        return BAD(ML_E_FORMAT, act, "unknown activation %u (0 SiLU, 1 GELU tanh)", h->act);
+    if (h->act > ML_ACT_SWIGLU_CLAMP)
+        return BAD(ML_E_FORMAT, act, "unknown activation %u (0 SiLU, 1 GELU tanh, 2 clamped SwiGLU)",
+                   h->act);
     if (h->pooling > 3)
         return BAD(ML_E_FORMAT, pooling, "unknown pooling %u (0 unstated, 1 mean, 2 CLS, 3 last)",
                    h->pooling);
@@ -201,7 +215,7 @@ static ml_status check_floats(const ml_mlb_header *h, ml_error *err)
         {"rope_theta", h->rope_theta, 1},         {"norm_eps", h->norm_eps, 0},
         {"rope_local_theta", h->rope_local_theta, 0}, {"embed_scale", h->embed_scale, 0},
         {"attn_scale", h->attn_scale, 0},         {"attn_softcap", h->attn_softcap, 0},
-        {"final_softcap", h->final_softcap, 0},
+        {"final_softcap", h->final_softcap, 0},   {"expert_scale", h->expert_scale, 0},
     };
     for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++) {
         float v = fl[i].v;
@@ -216,6 +230,28 @@ static ml_status check_floats(const ml_mlb_header *h, ml_error *err)
 static int pos_finite(float v)
 {
     return isfinite(v) && v > 0;
+}
+
+/* The clamped SwiGLU's two parameters belong to act 2 alone: with another
+ * activation their bytes must be zero, so a stray value never passes. */
+static ml_status check_swiglu(const ml_mlb_header *h, ml_error *err)
+{
+    if (h->act == ML_ACT_SWIGLU_CLAMP) {
+        if (!pos_finite(h->swiglu_alpha))
+            return BAD(ML_E_FORMAT, swiglu_alpha, "act 2: %.9g must be finite and > 0",
+                       (double)h->swiglu_alpha);
+        if (!pos_finite(h->swiglu_limit))
+            return BAD(ML_E_FORMAT, swiglu_limit, "act 2: %.9g must be finite and > 0",
+                       (double)h->swiglu_limit);
+        return ML_OK;
+    }
+    if (ml__f32_bits(h->swiglu_alpha))
+        return BAD(ML_E_FORMAT, swiglu_alpha, "%.9g without act 2 (must be 0)",
+                   (double)h->swiglu_alpha);
+    if (ml__f32_bits(h->swiglu_limit))
+        return BAD(ML_E_FORMAT, swiglu_limit, "%.9g without act 2 (must be 0)",
+                   (double)h->swiglu_limit);
+    return ML_OK;
 }
 
 /* RoPE scaling: each type has its parameters; the fields a type does not
@@ -314,7 +350,8 @@ static ml_status check_dims(const ml_mlb_header *h, ml_mlb_derived *d, ml_error 
         (s = dim_in(err, "n_layers", h->n_layers, 1, ML_MLB_DIM_LIMIT)) ||
         (s = dim_in(err, "n_heads", h->n_heads, 1, ML_MLB_DIM_LIMIT)) ||
         (s = dim_in(err, "n_kv_heads", h->n_kv_heads, 1, ML_MLB_DIM_LIMIT)) ||
-        (s = dim_in(err, "hidden_dim", h->hidden_dim, 1, ML_MLB_DIM_LIMIT)) ||
+        /* a model of experts only has no dense FFN width */
+        (s = dim_in(err, "hidden_dim", h->hidden_dim, h->n_experts ? 0 : 1, ML_MLB_DIM_LIMIT)) ||
         (s = dim_in(err, "vocab", h->vocab, 3, ML_MLB_VOCAB_LIMIT)) ||
         (s = dim_in(err, "max_seq", h->max_seq, 1, ML_MLB_VOCAB_LIMIT)))
         return s;
@@ -384,6 +421,43 @@ static ml_status check_linear(const ml_mlb_header *h, ml_mlb_derived *d, ml_erro
     return ML_OK;
 }
 
+/* Experts: the shapes (SHAPE), then the router's gating and flags
+ * (FORMAT).  Without experts every MoE field must be zero, as linear
+ * attention's are without lin_k_heads. */
+static ml_status check_moe(const ml_mlb_header *h, ml_error *err)
+{
+    if (h->n_experts == 0) {
+        if (h->n_experts_used || h->expert_hidden_dim || h->moe_gating || h->moe_flags ||
+            ml__f32_bits(h->expert_scale) || h->shared_hidden_dim)
+            return BAD(ML_E_SHAPE, n_experts, "0 (no experts) but offsets 168-191 are not zero");
+        return ML_OK;
+    }
+    uint32_t k_max = h->n_experts < ML_MLB_USED_LIMIT ? h->n_experts : ML_MLB_USED_LIMIT;
+    ml_status s;
+    if ((s = dim_in(err, "n_experts", h->n_experts, 1, ML_MLB_EXPERT_LIMIT)) ||
+        (s = dim_in(err, "n_experts_used", h->n_experts_used, 1, k_max)) ||
+        (s = dim_in(err, "expert_hidden_dim", h->expert_hidden_dim, 1, ML_MLB_DIM_LIMIT)) ||
+        (s = dim_in(err, "shared_hidden_dim", h->shared_hidden_dim, 0, ML_MLB_DIM_LIMIT)))
+        return s;
+    if (h->expert_hidden_dim % 32)
+        return BAD(ML_E_SHAPE, expert_hidden_dim, "%u is not a multiple of 32",
+                   h->expert_hidden_dim);
+    if (h->shared_hidden_dim % 32)
+        return BAD(ML_E_SHAPE, shared_hidden_dim, "%u is not a multiple of 32",
+                   h->shared_hidden_dim);
+    if (h->moe_gating > ML_MOE_SIGMOID)
+        return BAD(ML_E_FORMAT, moe_gating,
+                   "unknown gating %u (0 softmax, 1 top-k then softmax, 2 sigmoid)", h->moe_gating);
+    if (h->moe_flags & ~(uint32_t)ML_MOE_FLAGS_KNOWN)
+        return BAD(ML_E_FORMAT, moe_flags, "0x%x has bits above 16, which name nothing",
+                   h->moe_flags);
+    if ((h->moe_flags & ML_MOE_SHARED_GATE) && h->shared_hidden_dim == 0)
+        return BAD(ML_E_FORMAT, moe_flags, "0x%x: a shared gate (16) without a shared expert "
+                                           "(shared_hidden_dim 0)",
+                   h->moe_flags);
+    return ML_OK;
+}
+
 ml_status ml_mlb_header_validate(const ml_mlb_header *h, const uint8_t *raw, ml_mlb_derived *dout,
                                  ml_error *err)
 {
@@ -391,30 +465,51 @@ ml_status ml_mlb_header_validate(const ml_mlb_header *h, const uint8_t *raw, ml_
     ml_status s;
     memset(&d, 0, sizeof d);
     if ((s = check_magic(h, err)) || (s = check_flags(h, err)) || (s = check_floats(h, err)) ||
-        (s = check_rope(h, err)) || (s = check_reserved(raw, err)) ||
-        (s = check_dims(h, &d, err)) || (s = check_linear(h, &d, err)))
+        (s = check_swiglu(h, err)) || (s = check_rope(h, err)) ||
+        (s = check_reserved(raw, err)) || (s = check_dims(h, &d, err)) ||
+        (s = check_linear(h, &d, err)) || (s = check_moe(h, err)))
         return s;
     if (dout)
         *dout = d;
     return ML_OK;
 }
 
+int ml_mlb_layer_is_moe(const ml_mlb_header *h, uint8_t f)
+{
+    return h->n_experts && (!h->layer_flags || (f & ML_LAYER_MOE));
+}
+
+/* The FFN rules of one layer's flags: experts need n_experts, a dense FFN
+ * needs hidden_dim. */
+static ml_status check_layer_ffn(const ml_mlb_header *h, uint8_t f, const char *name, int64_t off,
+                                 ml_error *err)
+{
+    if ((f & ML_LAYER_MOE) && h->n_experts == 0)
+        return ml__err(err, ML_E_FORMAT, name, off, "experts (bit 4) but n_experts is 0");
+    if (!(f & ML_LAYER_MOE) && h->hidden_dim == 0)
+        return ml__err(err, ML_E_FORMAT, name, off, "a dense FFN (no bit 4) but hidden_dim is 0");
+    return ML_OK;
+}
+
 ml_status ml_mlb_layer_flags_validate(const ml_mlb_header *h, const uint8_t *flags, ml_error *err)
 {
+    int any_moe = 0;
     for (uint32_t l = 0; l < h->n_layers; l++) {
         uint8_t f = flags[l];
         int64_t off = ML_MLB_HEADER_SIZE + (int64_t)l;
         char name[40];
         snprintf(name, sizeof name, "layer_flags[%u]", l);
         if (f & ~ML_LAYER_KNOWN)
-            return ml__err(err, ML_E_FORMAT, name, off, "0x%02x has unknown bits (known: 0x0f)",
+            return ml__err(err, ML_E_FORMAT, name, off, "0x%02x has unknown bits (known: 0x1f)",
                            f);
         if ((f & ML_LAYER_LOCAL_ROPE) && (f & ML_LAYER_NO_ROPE))
             return ml__err(err, ML_E_FORMAT, name, off,
                            "0x%02x combines local RoPE (bit 1) with no RoPE (bit 2)", f);
-        if ((f & ML_LAYER_LINEAR) && f != ML_LAYER_LINEAR)
+        if ((f & ML_LAYER_LINEAR) && (f & ~(ML_LAYER_LINEAR | ML_LAYER_MOE)))
             return ml__err(err, ML_E_FORMAT, name, off,
-                           "0x%02x combines linear attention (bit 3) with other bits", f);
+                           "0x%02x combines linear attention (bit 3) with bits other than "
+                           "experts (bit 4)",
+                           f);
         if ((f & ML_LAYER_LOCAL_ROPE) && h->rope_local_theta == 0)
             return ml__err(err, ML_E_FORMAT, name, off,
                            "local RoPE (bit 1) but rope_local_theta is 0");
@@ -424,7 +519,14 @@ ml_status ml_mlb_layer_flags_validate(const ml_mlb_header *h, const uint8_t *fla
         if ((f & ML_LAYER_LINEAR) && h->lin_k_heads == 0)
             return ml__err(err, ML_E_FORMAT, name, off,
                            "linear attention (bit 3) but lin_k_heads is 0");
+        ml_status s = check_layer_ffn(h, f, name, off, err);
+        if (s)
+            return s;
+        any_moe |= (f & ML_LAYER_MOE) != 0;
     }
+    if (h->n_experts && !any_moe)
+        return BAD(ML_E_FORMAT, n_experts, "%u experts but no layer has experts (flag bit 4)",
+                   h->n_experts);
     return ML_OK;
 }
 
@@ -449,7 +551,22 @@ static const char *const role_names[ML_R_COUNT] = {
     [ML_R_POST_ATTN_NORM] = "post_attn_norm", [ML_R_POST_FFN_NORM] = "post_ffn_norm",
     [ML_R_FINAL_NORM] = "final_norm",   [ML_R_WCLS] = "wcls",
     [ML_R_MAT_TYPES] = "mat_types",
+    [ML_R_WR] = "wr",   [ML_R_RB] = "rb",   [ML_R_SB] = "sb",
+    [ML_R_EW1] = "w1",  [ML_R_EW2] = "w2",  [ML_R_EW3] = "w3",
+    [ML_R_EB1] = "b1",  [ML_R_EB2] = "b2",  [ML_R_EB3] = "b3",
+    [ML_R_WS1] = "ws1", [ML_R_WS2] = "ws2", [ML_R_WS3] = "ws3",
+    [ML_R_WSG] = "wsg", [ML_R_BO] = "bo",   [ML_R_SINKS] = "sinks",
 };
+
+/* One expert's span, in file order: its matrices, then its biases. */
+static const ml_role expert_roles[6] = {ML_R_EW1, ML_R_EW2, ML_R_EW3,
+                                        ML_R_EB1, ML_R_EB2, ML_R_EB3};
+
+/* Arrays in one expert's span. */
+static unsigned expert_arrays(const ml_mlb_header *h)
+{
+    return h->moe_flags & ML_MOE_EXPERT_BIAS ? 6 : 3;
+}
 
 /* The block types: name, ggml id, block elements and bytes. */
 static const struct {
@@ -498,6 +615,24 @@ ml_type ml_type_of_ggml(uint32_t ggml)
     return ML_TYPE_F32;
 }
 
+/* A MoE layer's FFN in file order; ML_R_EW1 stands for all the experts'
+ * spans (next_role walks them). */
+static unsigned moe_roles(const ml_mlb_header *h, ml_role *r)
+{
+    unsigned n = 0;
+    r[n++] = ML_R_WR;
+    if (h->moe_flags & ML_MOE_ROUTER_BIAS)
+        r[n++] = ML_R_RB;
+    if (h->moe_flags & ML_MOE_SELECT_BIAS)
+        r[n++] = ML_R_SB;
+    r[n++] = ML_R_EW1;
+    if (h->shared_hidden_dim)
+        r[n++] = ML_R_WS1, r[n++] = ML_R_WS2, r[n++] = ML_R_WS3;
+    if (h->moe_flags & ML_MOE_SHARED_GATE)
+        r[n++] = ML_R_WSG;
+    return n;
+}
+
 /* The roles of layer l, in file order. */
 static unsigned layer_roles(const ml_mlb_header *h, uint8_t flags, ml_role *r)
 {
@@ -513,10 +648,18 @@ static unsigned layer_roles(const ml_mlb_header *h, uint8_t flags, ml_role *r)
             r[n++] = ML_R_WG;
         if (h->qkv_bias)
             r[n++] = ML_R_BQ, r[n++] = ML_R_BK, r[n++] = ML_R_BV;
+        if (h->o_bias)
+            r[n++] = ML_R_BO;
         if (h->qk_norm)
             r[n++] = ML_R_Q_NORM, r[n++] = ML_R_K_NORM;
+        if (h->attn_sinks)
+            r[n++] = ML_R_SINKS;
     }
-    r[n++] = ML_R_FFN_NORM, r[n++] = ML_R_W1, r[n++] = ML_R_W2, r[n++] = ML_R_W3;
+    r[n++] = ML_R_FFN_NORM;
+    if (ml_mlb_layer_is_moe(h, flags))
+        n += moe_roles(h, r + n);
+    else
+        r[n++] = ML_R_W1, r[n++] = ML_R_W2, r[n++] = ML_R_W3;
     if (h->post_norms)
         r[n++] = ML_R_POST_ATTN_NORM, r[n++] = ML_R_POST_FFN_NORM;
     return n;
@@ -536,6 +679,10 @@ static void role_shape(const ml_mlb_header *h, const ml_mlb_derived *d, ml_role 
     case ML_R_Q_NORM: case ML_R_K_NORM: rows = d->head_dim; break;
     case ML_R_DT_BIAS: case ML_R_A_LOG: rows = h->lin_v_heads; break;
     case ML_R_LNORM: rows = h->lin_v_dim; break;
+    case ML_R_RB: case ML_R_SB: rows = h->n_experts; break;
+    case ML_R_EB1: case ML_R_EB3: rows = h->expert_hidden_dim; break;
+    case ML_R_EB2: case ML_R_WSG: case ML_R_BO: rows = h->dim; break;
+    case ML_R_SINKS: rows = h->n_heads; break;
     default: vector = 0;
     }
     if (vector) {
@@ -559,9 +706,19 @@ static void role_shape(const ml_mlb_header *h, const ml_mlb_derived *d, ml_role 
     case ML_R_LOUT: rows = h->dim, cols = d->lin_vd, cls = ML_Q8_WO; break;
     case ML_R_W1: case ML_R_W3: rows = h->hidden_dim, cols = h->dim, cls = ML_Q8_W13; break;
     case ML_R_W2: rows = h->dim, cols = h->hidden_dim, cls = ML_Q8_W2; break;
-    case ML_R_LCONV: /* the one F32 matrix */
-        t->ndim = 2, t->rows = d->lin_qkv, t->cols = h->lin_conv, t->q8_class = 0;
-        t->type = ML_TYPE_F32;
+    case ML_R_EW1: case ML_R_EW3:
+        rows = h->expert_hidden_dim, cols = h->dim, cls = ML_Q8_W13;
+        break;
+    case ML_R_EW2: rows = h->dim, cols = h->expert_hidden_dim, cls = ML_Q8_W2; break;
+    case ML_R_WS1: case ML_R_WS3:
+        rows = h->shared_hidden_dim, cols = h->dim, cls = ML_Q8_W13;
+        break;
+    case ML_R_WS2: rows = h->dim, cols = h->shared_hidden_dim, cls = ML_Q8_W2; break;
+    case ML_R_LCONV: /* F32 matrices: lconv, and the router (routing is a */
+    case ML_R_WR:    /* discrete choice, made on unquantized weights) */
+        t->ndim = 2, t->q8_class = 0, t->type = ML_TYPE_F32;
+        t->rows = role == ML_R_WR ? h->n_experts : d->lin_qkv;
+        t->cols = role == ML_R_WR ? h->dim : h->lin_conv;
         return;
     default: break;
     }
@@ -589,12 +746,21 @@ double ml_type_bits(ml_type t, int scale_f16)
     return ml_type_block(t, &e, &b, NULL) ? 8.0 * b / e : 0;
 }
 
+/* Matrices of one layer's FFN: w1 w2 w3, or each expert's and the shared
+ * expert's (the router is F32 and not one). */
+static uint32_t ffn_matrices(const ml_mlb_header *h, uint8_t flags)
+{
+    if (!ml_mlb_layer_is_moe(h, flags))
+        return 3;
+    return 3 * h->n_experts + (h->shared_hidden_dim ? 3 : 0);
+}
+
 /* Matrices of one layer: the type table's entries for it. */
 static uint32_t layer_matrices(const ml_mlb_header *h, uint8_t flags)
 {
     if (flags & ML_LAYER_LINEAR)
-        return 5 + 3; /* lqkv lz lb la lout, w1 w2 w3 */
-    return 4 + (h->attn_gate ? 1 : 0) + 3;
+        return 5 + ffn_matrices(h, flags); /* lqkv lz lb la lout */
+    return 4 + (h->attn_gate ? 1 : 0) + ffn_matrices(h, flags);
 }
 
 uint32_t ml_mlb_matrix_count(const ml_mlb_header *h, const uint8_t *flags)
@@ -602,7 +768,8 @@ uint32_t ml_mlb_matrix_count(const ml_mlb_header *h, const uint8_t *flags)
     if (ml_mlb_header_validate(h, NULL, NULL, NULL) != ML_OK)
         return 0;
     uint32_t n = 1 + (h->shared_classifier ? 0 : 1);
-    for (uint32_t l = 0; l < h->n_layers; l++) /* at most 65536 x 8: no overflow */
+    /* at most 65536 x (5 + 3 x 1024 + 3) < 2^28: no overflow */
+    for (uint32_t l = 0; l < h->n_layers; l++)
         n += layer_matrices(h, flags && h->layer_flags ? flags[l] : 0);
     return n;
 }
@@ -640,11 +807,28 @@ void ml_mlb_layout_begin(ml_mlb_layout *it, const ml_mlb_header *h, const uint8_
     ml_mlb_layout_begin_types(it, h, flags, NULL);
 }
 
+/* Inside a MoE layer's experts: the role of the next array of the current
+ * expert's span; 1 when the last expert's span is done. */
+static int next_expert_role(ml_mlb_layout *it, ml_role *role, int32_t *expert)
+{
+    const ml_mlb_header *h = it->h;
+    *role = expert_roles[it->estep];
+    *expert = (int32_t)it->expert;
+    if (++it->estep < expert_arrays(h))
+        return 0;
+    it->estep = 0;
+    if (++it->expert < h->n_experts)
+        return 0;
+    it->expert = 0;
+    return 1;
+}
+
 /* Picks the role of the next array and advances the state; 0 at the end. */
-static int next_role(ml_mlb_layout *it, ml_role *role, int32_t *layer)
+static int next_role(ml_mlb_layout *it, ml_role *role, int32_t *layer, int32_t *expert)
 {
     const ml_mlb_header *h = it->h;
     *layer = -1;
+    *expert = -1;
     switch (it->section) {
     case 0:
         it->section = h->wtype == ML_WTYPE_TABLE ? 6 : 1;
@@ -653,11 +837,13 @@ static int next_role(ml_mlb_layout *it, ml_role *role, int32_t *layer)
     case 6: it->section = 1; *role = ML_R_MAT_TYPES; return 1;
     case 1: it->section = 2; *role = ML_R_TOK_EMB; return 1;
     case 2: {
-        ml_role r[24];
+        ml_role r[32];
         uint8_t f = it->flags && h->layer_flags ? it->flags[it->layer] : 0;
         unsigned n = layer_roles(h, f, r);
         *role = r[it->step];
         *layer = (int32_t)it->layer;
+        if (*role == ML_R_EW1 && !next_expert_role(it, role, expert))
+            return 1; /* more arrays of the experts follow */
         if (++it->step == n) {
             it->step = 0;
             if (++it->layer == h->n_layers)
@@ -669,6 +855,25 @@ static int next_role(ml_mlb_layout *it, ml_role *role, int32_t *layer)
     case 4: it->section = 5; *role = ML_R_WCLS; return 1;
     default: return 0;
     }
+}
+
+/* Every expert of a layer has expert 0's types, role by role, so that
+ * every span has the same size and expert e starts e spans after expert
+ * 0 (the runtime finds it without a search).  Expert e's entries are 3 e
+ * after expert 0's. */
+static ml_status same_as_expert0(const ml_mlb_layout *it, const ml_tensor *t, uint32_t i,
+                                 ml_error *err)
+{
+    if (t->expert <= 0)
+        return ML_OK;
+    uint32_t i0 = i - 3 * (uint32_t)t->expert;
+    if (it->types[i] == it->types[i0])
+        return ML_OK;
+    return ml__err(err, ML_E_FORMAT, t->name, (int64_t)(it->types_offset + i),
+                   "type table entry %u is %s but expert 0's (entry %u) is %s: a layer's "
+                   "experts have one type per matrix",
+                   i, ml_type_name((ml_type)it->types[i]), i0,
+                   ml_type_name((ml_type)it->types[i0]));
 }
 
 /* With a type table, a matrix takes its type from its entry: codes that
@@ -685,6 +890,9 @@ static ml_status table_type(ml_mlb_layout *it, ml_tensor *t, ml_error *err)
     if (!ml_type_is_matrix(code))
         return ml__err(err, ML_E_FORMAT, t->name, at,
                        "type table entry %u is %u, not a matrix type (0-2, 4-16)", i, code);
+    ml_status s = same_as_expert0(it, t, i, err);
+    if (s)
+        return s;
     t->type = (ml_type)code;
     uint32_t elems;
     if (ml_type_block(t->type, &elems, NULL, NULL) && t->cols % elems)
@@ -712,20 +920,23 @@ static int data_bytes(const ml_tensor *t, uint64_t *bytes)
 
 static int is_matrix_role(const ml_tensor *t)
 {
-    return t->ndim == 2 && t->role != ML_R_LCONV;
+    return t->ndim == 2 && t->role != ML_R_LCONV && t->role != ML_R_WR;
 }
 
 int ml_mlb_layout_next(ml_mlb_layout *it, ml_tensor *t, ml_error *err)
 {
     ml_role role;
-    int32_t layer;
-    if (!next_role(it, &role, &layer))
+    int32_t layer, expert;
+    if (!next_role(it, &role, &layer, &expert))
         return 0;
     const ml_mlb_header *h = it->h;
     memset(t, 0, sizeof *t);
     t->role = role;
     t->layer = layer;
-    if (layer >= 0)
+    t->expert = expert;
+    if (expert >= 0) /* "blk.65535.exp.1023.w1" fits the 32 bytes */
+        snprintf(t->name, sizeof t->name, "blk.%d.exp.%d.%s", layer, expert, role_names[role]);
+    else if (layer >= 0)
         snprintf(t->name, sizeof t->name, "blk.%d.%s", layer, role_names[role]);
     else
         snprintf(t->name, sizeof t->name, "%s", role_names[role]);

@@ -21,6 +21,7 @@ struct ml_mlb {
     const uint8_t *types; /* wtype 3: the type table, else NULL */
     ml_tensor *tensors;
     size_t n_tensors;
+    size_t *first_expert; /* per layer: index of exp.0.w1, SIZE_MAX if none */
 };
 
 /* Rejects the byte -128 (0x80) anywhere in a Q8_0 quant array. */
@@ -66,6 +67,24 @@ static ml_status count_arrays(const ml_mlb *m, size_t *n, ml_error *err)
     return r < 0 ? err->code : ML_OK;
 }
 
+/* Where each layer's experts start, for ml_mlb_get_expert. */
+static ml_status index_experts(ml_mlb *m, ml_error *err)
+{
+    if (!m->h.n_experts)
+        return ML_OK;
+    m->first_expert = malloc(m->h.n_layers * sizeof *m->first_expert);
+    if (!m->first_expert)
+        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+    for (uint32_t l = 0; l < m->h.n_layers; l++)
+        m->first_expert[l] = SIZE_MAX;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const ml_tensor *t = &m->tensors[i];
+        if (t->role == ML_R_EW1 && t->expert == 0)
+            m->first_expert[t->layer] = i;
+    }
+    return ML_OK;
+}
+
 /* Checks the body fits in the file, and collects the tensors. */
 static ml_status bind_tensors(ml_mlb *m, ml_error *err)
 {
@@ -93,7 +112,7 @@ static ml_status bind_tensors(ml_mlb *m, ml_error *err)
     for (size_t i = 0; i < m->n_tensors; i++)
         if (m->tensors[i].type == ML_TYPE_Q8_0 && (s = scan_q8(m->in.data, &m->tensors[i], err)))
             return s;
-    return ML_OK;
+    return index_experts(m, err);
 }
 
 /* The type table must be in the file before the layout can read it; its
@@ -229,6 +248,7 @@ void ml_mlb_close(ml_mlb *m)
         return;
     ml__input_close(&m->in);
     free(m->tensors);
+    free(m->first_expert);
     free(m);
 }
 
@@ -286,4 +306,57 @@ const ml_tensor *ml_mlb_get(const ml_mlb *m, ml_role role, int32_t layer)
         if (m->tensors[i].role == role && m->tensors[i].layer == layer)
             return &m->tensors[i];
     return NULL;
+}
+
+const ml_tensor *ml_mlb_get_expert(const ml_mlb *m, ml_role role, int32_t layer, uint32_t expert)
+{
+    if (role < ML_R_EW1 || role > ML_R_EB3 || !m->first_expert || layer < 0 ||
+        (uint32_t)layer >= m->h.n_layers || expert >= m->h.n_experts)
+        return NULL;
+    size_t first = m->first_expert[layer];
+    if (first == SIZE_MAX)
+        return NULL;
+    /* a span is 3 arrays, or 6 with the experts' biases (mlb(5)) */
+    size_t per = m->h.moe_flags & ML_MOE_EXPERT_BIAS ? 6 : 3, off = (size_t)(role - ML_R_EW1);
+    if (off >= per)
+        return NULL;
+    return &m->tensors[first + expert * per + off];
+}
+
+/* Bytes of an array with its padding, as it lies in the file. */
+static uint64_t padded(const ml_tensor *t)
+{
+    uint64_t end = t->scale_nbytes ? t->scale_offset + t->scale_nbytes : t->offset + t->nbytes;
+    return (end + ML_MLB_ALIGN - 1) / ML_MLB_ALIGN * ML_MLB_ALIGN - t->offset;
+}
+
+void ml_mlb_moe_sizes_of(const ml_mlb *m, ml_mlb_moe_sizes *out)
+{
+    memset(out, 0, sizeof *out);
+    for (uint32_t l = 0; l < m->h.n_layers; l++) {
+        if (!ml_mlb_layer_is_moe(&m->h, ml_mlb_layer_flag(m, l)))
+            continue;
+        out->moe_layers++;
+        const ml_tensor *a = ml_mlb_get_expert(m, ML_R_EW1, (int32_t)l, 0);
+        const ml_tensor *b = m->h.n_experts > 1
+                                 ? ml_mlb_get_expert(m, ML_R_EW1, (int32_t)l, 1)
+                                 : NULL;
+        uint64_t span = 0;
+        if (b) { /* spans follow each other: one span is the distance */
+            span = b->offset - a->offset;
+        } else if (a) {
+            for (unsigned r = ML_R_EW1; r <= ML_R_EB3; r++) {
+                const ml_tensor *t = ml_mlb_get_expert(m, (ml_role)r, (int32_t)l, 0);
+                span += t ? padded(t) : 0;
+            }
+        }
+        if (out->moe_layers == 1)
+            out->expert_bytes = span;
+        out->active_bytes += span * m->h.n_experts_used;
+    }
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const ml_tensor *t = &m->tensors[i];
+        if (t->type != ML_TYPE_U8 && t->expert < 0)
+            out->active_bytes += t->nbytes + t->scale_nbytes;
+    }
 }

@@ -164,17 +164,35 @@ static ml_status check_tail(stream *st, ml_error *err)
     }
 }
 
-/* Reads a small U8 array (layer flags, type table) at `offset` into a
- * copy: the layout needs it before the arrays after it. */
+/* Reads a U8 array (layer flags, type table) at `offset` into a copy: the
+ * layout needs it before the arrays after it.  A MoE model's type table
+ * may pass one chunk (3 entries per expert), so it is read chunk by chunk
+ * and the copy grows with the bytes that actually arrived: a header that
+ * claims a huge table costs no more memory than the input it sends. */
 static ml_status read_small(stream *st, uint64_t offset, size_t n, const char *what,
                             uint8_t **out, ml_error *err)
 {
     ml_status s = skip_padding(st, offset, what, err);
-    if (s || (s = read_exact(st, n, st->pos + n, what, err)))
+    uint64_t end = st->pos + n;
+    uint8_t *copy = NULL;
+    for (size_t done = 0; !s && (done < n || !copy);) {
+        size_t k = n - done < CHUNK ? n - done : CHUNK;
+        uint8_t *grown = realloc(copy, done + k ? done + k : 1);
+        if (!grown) {
+            s = ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+            break;
+        }
+        copy = grown;
+        if ((s = read_exact(st, k, end, what, err)))
+            break;
+        memcpy(copy + done, st->buf, k);
+        done += k;
+    }
+    if (s) {
+        free(copy);
         return s;
-    if (!(*out = malloc(n ? n : 1)))
-        return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
-    memcpy(*out, st->buf, n);
+    }
+    *out = copy;
     return ML_OK;
 }
 
@@ -191,7 +209,7 @@ static ml_status verify_body(stream *st, ml_verify_report *rep, ml_error *err)
     if (h->layer_flags &&
         !(s = read_small(st, ML_MLB_HEADER_SIZE, h->n_layers, "layer_flags", &flags, err)))
         s = ml_mlb_layer_flags_validate(h, flags, err);
-    if (!s && h->wtype == ML_WTYPE_TABLE) { /* at most 65536 x 8 + 2 bytes: one chunk */
+    if (!s && h->wtype == ML_WTYPE_TABLE) {
         n_types = ml_mlb_matrix_count(h, flags);
         s = read_small(st, ml_mlb_types_offset(h), n_types, "mat_types", &types, err);
     }

@@ -39,7 +39,9 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
 {
     const ml_model *m = c->m;
     size_t B = c->n_batch, dim = m->h.dim, q_dim = m->d.q_dim, kv = m->d.kv_dim;
-    size_t hid = m->h.hidden_dim, in = max3(dim, q_dim, hid);
+    size_t E = m->h.n_experts, K = m->h.n_experts_used;
+    size_t hid = max3(m->h.hidden_dim, m->h.expert_hidden_dim, m->h.shared_hidden_dim);
+    size_t in = max3(dim, q_dim, hid);
     size_t lq = m->d.lin_qkv, lvd = m->d.lin_vd, lv = m->h.lin_v_heads;
     if (lvd > in)
         in = lvd;
@@ -68,6 +70,10 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
         {(void **)&c->rope_cs, 2 * B * m->d.rot_dim * 4},
         {(void **)&c->lqkv, B * lq * 4}, {(void **)&c->lz, B * lvd * 4},
         {(void **)&c->lba, B * 2 * lv * 4}, {(void **)&c->lo, B * lvd * 4},
+        {(void **)&c->moe_p, B * 2 * E * 4}, {(void **)&c->moe_c, B * K * 4},
+        {(void **)&c->moe_w, B * K * 4},     {(void **)&c->moe_list, B * K * 4},
+        {(void **)&c->moe_start, E ? (E + 1) * 4 : 0},
+        {(void **)&c->moe_x, E ? B * dim * 4 : 0}, {(void **)&c->moe_y, B * K * dim * 4},
         {(void **)&c->tseq, B * 4},      {(void **)&c->tpos, B * 4},
         {(void **)&c->tblk, B * 4},
         {(void **)&c->tout, B},

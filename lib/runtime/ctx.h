@@ -81,6 +81,19 @@ struct ml_ctx {
     float *lz;            /* (B, lin_vd) output gate */
     float *lba;           /* (B, 2 lin_v_heads): b then a */
     float *lo;            /* (B, lin_vd) per-head outputs */
+    /* Mixture of experts (only when the model has experts; moe.c). */
+    float *moe_p;         /* (B, n_experts) each token's router scores */
+    uint32_t *moe_c;      /* (B, k) each token's chosen experts, in the canonical order */
+    float *moe_w;         /* (B, k) their weights */
+    uint32_t *moe_list;   /* (B k) the slots t k + i grouped by expert, in token order */
+    uint32_t *moe_start;  /* (n_experts + 1) each expert's first entry in moe_list */
+    float *moe_x;         /* (B, dim) one expert's tokens' inputs, then its outputs */
+    float *moe_y;         /* (B, k, dim) each slot's expert output */
+    /* Tests: called after each MoE layer's routing with the batch's
+     * positions and each row's chosen experts and weights (n_tok x k). */
+    void (*moe_trace)(void *ctx, uint32_t layer, size_t n_tok, const uint32_t *pos,
+                      const uint32_t *chosen, const float *w);
+    void *moe_trace_ctx;
     void *scratch;
     ml_mli *imatrix;      /* sums of squares of matrix inputs, or NULL */
 };
@@ -122,6 +135,22 @@ static inline uint32_t ml__att_rows(const ml_ctx *c)
  * so the sums do not depend on the batch size.  Nothing without one. */
 void ml__ctx_observe(ml_ctx *c, ml_mli_slot slot, uint32_t l, const float *x, size_t n_tok,
                      uint32_t n);
+
+/* ---- moe.c ---- */
+
+/* The first k of n scores in the canonical order (docs/design-moe.md,
+ * section 4): a before b when s[a] > s[b], or they are equal (+0 equals
+ * -0) and a < b; a NaN after every number, NaNs by index.  chosen gets
+ * them in that order.  No library sort: ties are decided here, the same
+ * way on every thread count, batch size and CPU. */
+void ml__moe_select(const float *s, uint32_t n, uint32_t k, uint32_t *chosen);
+/* One token's routing: scores of h (its FFN input, F32) into p
+ * (n_experts floats, plus n_experts of scratch when the layer has sb), the
+ * chosen experts and their weights. */
+void ml__moe_route(const ml_model *m, const ml_layer *L, const float *h, float *p,
+                   uint32_t *chosen, float *w);
+/* o = the mixture of experts of xb for n_tok rows (layer l). */
+void ml__moe_ffn(ml_ctx *c, uint32_t l, size_t n_tok);
 
 /* ---- parallel.c ---- */
 

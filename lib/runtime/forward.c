@@ -308,7 +308,10 @@ static void eval_batch(ml_ctx *c, const ml_token *tokens, size_t n_tok, float *l
         else
             attention(c, l, n_tok);
         residual_then_norm(c, n_tok, 1, L->post_attn_norm, L->ffn_norm); /* x += o; xb = norm(x) */
-        ffn(c, l, n_tok);                                               /* o = ffn(xb) */
+        if (L->moe)
+            ml__moe_ffn(c, l, n_tok);                                   /* o = experts(xb) */
+        else
+            ffn(c, l, n_tok);                                           /* o = ffn(xb) */
         residual_then_norm(c, n_tok, 1, L->post_ffn_norm, next ? next->attn_norm : NULL);
     }
     for (size_t t = 0; t < n_tok; t++)

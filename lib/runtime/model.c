@@ -31,6 +31,7 @@ static ml_mat mat_of(const ml_tensor *t)
 static const ml_role matrix_roles[] = {
     ML_R_TOK_EMB, ML_R_WQ, ML_R_WK, ML_R_WV, ML_R_WO,  ML_R_WG, ML_R_LQKV, ML_R_LZ,
     ML_R_LB,      ML_R_LA, ML_R_LOUT, ML_R_W1, ML_R_W2, ML_R_W3, ML_R_WCLS,
+    ML_R_WS1,     ML_R_WS2, ML_R_WS3,
 };
 
 /* A matrix the kernels have no code for (a type of a newer file, or one
@@ -46,6 +47,38 @@ static ml_status check_matrix(const ml_tensor *t, ml_error *err)
                    ml_type_name(t->type), (int)t->type, t->cols);
 }
 
+/* The experts' matrices, by the tensors' own expert index. */
+static ml_status check_experts(const ml_mlb *mlb, ml_error *err)
+{
+    for (size_t i = 0; i < ml_mlb_n_tensors(mlb); i++) {
+        const ml_tensor *t = ml_mlb_tensor(mlb, i);
+        ml_status s = t->expert >= 0 && t->ndim == 2 ? check_matrix(t, err) : ML_OK;
+        if (s)
+            return s;
+    }
+    return ML_OK;
+}
+
+/* What the experts' runtime computes so far: routed SwiGLU experts
+ * (qwen3moe) and a gated shared expert (qwen35moe).  gpt-oss's additions
+ * (the clamped SwiGLU, sinks, output and expert biases) are in the format
+ * and refused here by name until their code and references land, rather
+ * than computed wrongly. */
+static ml_status check_features(const ml_mlb_header *h, ml_error *err)
+{
+    static const struct { const char *name; unsigned off; } unsupported[] = {
+        {"act", 104}, {"attn_sinks", 200}, {"o_bias", 204}, {"moe_flags", 180},
+    };
+    int bad[] = {h->act == ML_ACT_SWIGLU_CLAMP, h->attn_sinks != 0, h->o_bias != 0,
+                 (h->moe_flags & ML_MOE_EXPERT_BIAS) != 0};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (bad[i])
+            return ml__err(err, ML_E_UNSUPPORTED, unsupported[i].name, unsupported[i].off,
+                           "this build does not run it yet (clamped SwiGLU, attention sinks, "
+                           "output and expert biases)");
+    return ML_OK;
+}
+
 static ml_status check_matrices(const ml_mlb *mlb, uint32_t n_layers, ml_error *err)
 {
     for (size_t i = 0; i < sizeof matrix_roles / sizeof matrix_roles[0]; i++) {
@@ -57,12 +90,34 @@ static ml_status check_matrices(const ml_mlb *mlb, uint32_t n_layers, ml_error *
                 return s;
         }
     }
-    return ML_OK;
+    return check_experts(mlb, err);
 }
 
 static const float *vec_of(const ml_tensor *t)
 {
     return t ? (const float *)t->data : NULL;
+}
+
+/* A MoE layer's router and its experts' matrices, pointing into the
+ * mapping: nothing of a large model is copied. */
+static ml_status bind_moe(const ml_mlb *mlb, const ml_model *m, uint32_t l, ml_layer *L)
+{
+    const uint32_t E = m->h.n_experts;
+    int32_t i = (int32_t)l;
+    L->moe = 1;
+    L->wr = vec_of(ml_mlb_get(mlb, ML_R_WR, i));
+    L->rb = vec_of(ml_mlb_get(mlb, ML_R_RB, i));
+    L->sb = vec_of(ml_mlb_get(mlb, ML_R_SB, i));
+    if (!(L->ew = calloc((size_t)E * 3, sizeof *L->ew)))
+        return ML_E_NOMEM;
+    for (uint32_t e = 0; e < E; e++)
+        for (unsigned r = 0; r < 3; r++)
+            L->ew[3 * e + r] = mat_of(ml_mlb_get_expert(mlb, (ml_role)(ML_R_EW1 + r), i, e));
+    L->ws1 = mat_of(ml_mlb_get(mlb, ML_R_WS1, i));
+    L->ws2 = mat_of(ml_mlb_get(mlb, ML_R_WS2, i));
+    L->ws3 = mat_of(ml_mlb_get(mlb, ML_R_WS3, i));
+    L->wsg = vec_of(ml_mlb_get(mlb, ML_R_WSG, i));
+    return ML_OK;
 }
 
 static void bind_layer(const ml_mlb *mlb, const ml_model *m, uint32_t l, ml_layer *L)
@@ -110,6 +165,12 @@ static uint8_t model_acts(const ml_model *m)
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (ws[i]->q)
                 acts |= ml__mat_acts(ws[i]);
+        for (size_t i = 0; L->moe && i < 3 * (size_t)m->h.n_experts; i++)
+            acts |= ml__mat_acts(&L->ew[i]);
+        const ml_mat *shared[] = {&L->ws1, &L->ws2, &L->ws3};
+        for (size_t i = 0; i < 3; i++)
+            if (shared[i]->q)
+                acts |= ml__mat_acts(shared[i]);
     }
     return (uint8_t)acts;
 }
@@ -123,8 +184,8 @@ ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
     const ml_kernels *k = ml__kernels_select_into(&composed, &why);
     if (!k)
         return ml__err(err, ML_E_INVAL, "ML_KERNELS", -1, "%s", why ? why : "no kernels");
-    ml_status st = check_matrices(mlb, h->n_layers, err);
-    if (st)
+    ml_status st = check_features(h, err);
+    if (st || (st = check_matrices(mlb, h->n_layers, err)))
         return st;
     ml_model *m = calloc(1, sizeof *m);
     if (!m)
@@ -149,8 +210,13 @@ ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
     m->tok_emb = mat_of(ml_mlb_get(mlb, ML_R_TOK_EMB, -1));
     m->wcls = h->shared_classifier ? m->tok_emb : mat_of(ml_mlb_get(mlb, ML_R_WCLS, -1));
     m->final_norm = vec_of(ml_mlb_get(mlb, ML_R_FINAL_NORM, -1));
-    for (uint32_t l = 0; l < h->n_layers; l++)
+    for (uint32_t l = 0; l < h->n_layers; l++) {
         bind_layer(mlb, m, l, &m->layers[l]);
+        if (ml_mlb_layer_is_moe(h, m->layers[l].flags) && bind_moe(mlb, m, l, &m->layers[l])) {
+            ml_model_free(m);
+            return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
+        }
+    }
     m->acts = model_acts(m);
     *out = m;
     return ML_OK;
@@ -160,6 +226,8 @@ void ml_model_free(ml_model *m)
 {
     if (!m)
         return;
+    for (uint32_t l = 0; m->layers && l < m->h.n_layers; l++)
+        free(m->layers[l].ew);
     free(m->layers);
     free(m->inv_freq_global);
     free(m->inv_freq_local);

@@ -40,6 +40,13 @@ typedef struct ml_layer {
     const float *lconv;             /* (lin_qkv, lin_conv) */
     const float *dt_bias, *A_log;   /* (lin_v_heads) */
     const float *lnorm;             /* (lin_v_dim) */
+    /* Mixture of experts (moe.c), in place of w1 w2 w3. */
+    int moe;                        /* the FFN is a mixture of experts */
+    const float *wr;                /* (n_experts, dim) the router, F32 */
+    const float *rb, *sb;           /* (n_experts) router and selection biases, or NULL */
+    ml_mat *ew;                     /* (n_experts, 3): expert e's w1, w2, w3 at 3e, 3e+1, 3e+2 */
+    ml_mat ws1, ws2, ws3;           /* the shared expert (shared_hidden_dim), or unset */
+    const float *wsg;               /* (dim) its gate's row, or NULL: no gate */
     const float *inv_freq;          /* RoPE frequencies (rot_dim/2), NULL: no RoPE */
     float rope_mul;                 /* factor on cos and sin (yarn attention factor) */
 } ml_layer;

@@ -48,7 +48,9 @@ MLB_FIELDS=(
     rope_local_theta:100:f act:104:u post_norms:108:u embed_scale:112:f attn_scale:116:f
     scale_f16:120:u attn_softcap:124:f final_softcap:128:f rot_dim:132:u attn_gate:136:u
     lin_k_heads:140:u lin_v_heads:144:u lin_k_dim:148:u lin_v_dim:152:u lin_conv:156:u
-    pooling:160:u
+    pooling:160:u n_experts:164:u n_experts_used:168:u expert_hidden_dim:172:u
+    moe_gating:176:u moe_flags:180:u expert_scale:184:f shared_hidden_dim:188:u
+    swiglu_alpha:192:f swiglu_limit:196:f attn_sinks:200:u o_bias:204:u
 )
 
 # field_offset NAME: the header offset of a field.

@@ -248,7 +248,7 @@ header_text() { # the raw header object of the JSON in $output
     [[ -z $stderr ]]
     [[ ${#lines[@]} -eq 1 ]]
     jq -e --arg f "$TINY" --argjson n "$(file_size "$TINY")" \
-        '.file == $f and .size == $n and (.header | length) == 41 and
+        '.file == $f and .size == $n and (.header | length) == 52 and
          (.tensors | length) == 21 and (.layers | length) == 2' <<<"$output"
     # --tensors changes nothing: the tensors are always there.
     [[ $(mlb-info --json --tensors "$TINY") == "$output" ]]
@@ -507,8 +507,8 @@ accepts() { # FILE: both commands accept it
     done
 }
 
-@test "rule 7: act other than 0 or 1 (FORMAT)" {
-    rejects "$(mutate "$TINY" act=2)" ML_E_FORMAT 'act (offset 104): unknown activation 2'
+@test "rule 7: act other than 0, 1 or 2 (FORMAT)" {
+    rejects "$(mutate "$TINY" act=3)" ML_E_FORMAT 'act (offset 104): unknown activation 3'
 }
 
 @test "rule 8: sliding_window above 2^24 (FORMAT); 2^24 itself is accepted" {
@@ -558,17 +558,36 @@ accepts() { # FILE: both commands accept it
         'pooling (offset 160): unknown pooling 4 (0 unstated, 1 mean, 2 CLS, 3 last)'
 }
 
-@test "rule 11: reserved header bytes 164-255 must be zero (FORMAT)" {
+@test "rule 11: reserved header bytes 208-255 must be zero (FORMAT)" {
     local f
     f=$(mutant "$TINY" t0.mlb)
-    patch_hex "$f" 164 01
-    rejects "$f" ML_E_FORMAT 'reserved (offset 164): header byte is 0x01, must be 0'
+    patch_hex "$f" 208 01
+    rejects "$f" ML_E_FORMAT 'reserved (offset 208): header byte is 0x01, must be 0'
     f=$(mutant "$TINY")
-    patch_hex "$f" 200 2a
-    rejects "$f" ML_E_FORMAT 'reserved (offset 200): header byte is 0x2a, must be 0'
+    patch_hex "$f" 230 2a
+    rejects "$f" ML_E_FORMAT 'reserved (offset 230): header byte is 0x2a, must be 0'
     f=$(mutant "$TINY" t2.mlb)
     patch_hex "$f" 255 01
     rejects "$f" ML_E_FORMAT 'reserved (offset 255): '
+}
+
+@test "mixtures of experts (offsets 164-207): shapes (SHAPE), gating, flags and the clamped SwiGLU (FORMAT)" {
+    rejects "$(mutate "$TINY" n_experts_used=2)" ML_E_SHAPE \
+        'n_experts (offset 164): 0 (no experts) but offsets 168-191 are not zero'
+    rejects "$(mutate "$TINY" n_experts=8)" ML_E_SHAPE 'n_experts_used (offset 168): 0 is outside 1..8'
+    rejects "$(mutate "$TINY" n_experts=1025 n_experts_used=1 expert_hidden_dim=32)" ML_E_SHAPE \
+        'n_experts (offset 164): 1025 is outside 1..1024'
+    rejects "$(mutate "$TINY" n_experts=8 n_experts_used=2 expert_hidden_dim=48)" ML_E_SHAPE \
+        'expert_hidden_dim (offset 172): 48 is not a multiple of 32'
+    rejects "$(mutate "$TINY" n_experts=8 n_experts_used=2 expert_hidden_dim=32 moe_gating=3)" \
+        ML_E_FORMAT 'moe_gating (offset 176): unknown gating 3'
+    rejects "$(mutate "$TINY" n_experts=8 n_experts_used=2 expert_hidden_dim=32 moe_flags=16)" \
+        ML_E_FORMAT 'moe_flags (offset 180): 0x10: a shared gate (16) without a shared expert'
+    rejects "$(mutate "$TINY" act=2)" ML_E_FORMAT 'swiglu_alpha (offset 192): act 2: 0 must be finite and > 0'
+    rejects "$(mutate "$TINY" swiglu_limit=7)" ML_E_FORMAT 'swiglu_limit (offset 196): 7 without act 2 (must be 0)'
+    rejects "$(mutate "$TINY" attn_sinks=2)" ML_E_FORMAT 'attn_sinks (offset 200): 2 is not 0 or 1'
+    rejects "$(mutate "$TINY" n_experts=8 n_experts_used=2 expert_hidden_dim=32 expert_scale=-1)" \
+        ML_E_FORMAT 'expert_scale (offset 184): -1 must be finite and >= 0'
 }
 
 @test "rule 12: dimensions (SHAPE), n_kv_heads=3 among them" {
@@ -600,14 +619,17 @@ accepts() { # FILE: both commands accept it
 @test "rule 14: layer flag bytes (FORMAT, offset 256 + layer)" {
     local f
     f=$(mutant "$FULL" f1.mlb)
+    patch_hex "$f" 258 20
+    rejects "$f" ML_E_FORMAT 'layer_flags[2] (offset 258): 0x20 has unknown bits (known: 0x1f)'
+    f=$(mutant "$FULL" f0.mlb)
     patch_hex "$f" 258 10
-    rejects "$f" ML_E_FORMAT 'layer_flags[2] (offset 258): 0x10 has unknown bits (known: 0x0f)'
+    rejects "$f" ML_E_FORMAT 'layer_flags[2] (offset 258): experts (bit 4) but n_experts is 0'
     f=$(mutant "$FULL" f2.mlb)
     patch_hex "$f" 257 06
     rejects "$f" ML_E_FORMAT 'layer_flags[1] (offset 257): 0x06 combines local RoPE (bit 1) with no RoPE (bit 2)'
     f=$(mutant "$FULL" f3.mlb)
     patch_hex "$f" 259 09
-    rejects "$f" ML_E_FORMAT 'layer_flags[3] (offset 259): 0x09 combines linear attention (bit 3) with other bits'
+    rejects "$f" ML_E_FORMAT 'layer_flags[3] (offset 259): 0x09 combines linear attention (bit 3) with bits other than experts (bit 4)'
     rejects "$(mutate "$FULL" rope_local_theta=0)" ML_E_FORMAT \
         'layer_flags[1] (offset 257): local RoPE (bit 1) but rope_local_theta is 0'
     rejects "$(mutate "$FULL" sliding_window=0)" ML_E_FORMAT \

@@ -37,6 +37,20 @@ static const preset presets[] = {
              "lin_conv=4 rope_type=3 rope_factor=4 rope_low_freq_factor=32 "
              "rope_high_freq_factor=1 rope_orig_max_seq=128 rope_attn_factor=1.1386",
      "1,2,4,8"},
+    /* Qwen3-MoE's shape, small: every layer 8 experts of width 32, 2 used. */
+    {"moe", "dim=64 n_layers=2 n_heads=4 n_kv_heads=2 hidden_dim=0 vocab=256 max_seq=256 "
+            "rope_theta=10000 norm_eps=1e-5 wtype=1 qk_norm=1 n_experts=8 n_experts_used=2 "
+            "expert_hidden_dim=32 moe_flags=1",
+     NULL},
+    /* Every array of the MoE format at once (mlb(5) MIXTURES OF EXPERTS):
+     * router, selection and expert biases, a gated shared expert, sinks,
+     * output bias, the clamped SwiGLU, one dense layer beside a MoE one. */
+    {"moe-full", "dim=64 n_layers=2 n_heads=4 n_kv_heads=2 hidden_dim=64 vocab=256 max_seq=256 "
+                 "rope_theta=10000 norm_eps=1e-5 wtype=2 q8_mask=0x41 scale_f16=1 qkv_bias=1 "
+                 "sliding_window=8 act=2 swiglu_alpha=1.702 swiglu_limit=7 attn_sinks=1 "
+                 "o_bias=1 n_experts=4 n_experts_used=2 expert_hidden_dim=32 moe_gating=1 "
+                 "moe_flags=31 expert_scale=2.5 shared_hidden_dim=32 layer_flags=1",
+     "17,0"},
     /* TinyLlama-1.1B's shape, about 1.1 GiB in Q8_0: benchmarks. */
     {"tinyllama", "dim=2048 n_layers=22 n_heads=32 n_kv_heads=4 hidden_dim=5632 vocab=32000 "
                   "max_seq=2048 rope_theta=10000 norm_eps=1e-5 wtype=1", NULL},
@@ -128,12 +142,12 @@ int main(int argc, char **argv)
             while (k < sizeof presets / sizeof presets[0] && strcmp(presets[k].name, name))
                 k++;
             if (k == sizeof presets / sizeof presets[0])
-                die("unknown preset (tiny, tiny-q4, full, tinyllama)", name);
+                die("unknown preset (tiny, tiny-q4, full, moe, moe-full, tinyllama)", name);
             ml_mlb_header_init(&h);
             set_fields(&h, presets[k].fields);
             flag_list = presets[k].flags;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: mkmodel [-o OUT|-] [--seed N] [--preset tiny|tiny-q4|full|tinyllama] "
+            printf("usage: mkmodel [-o OUT|-] [--seed N] [--preset tiny|tiny-q4|full|moe|moe-full|tinyllama] "
                    "[--flags F,F,...] [--types C,C,...] [FIELD=VALUE...]\n");
             return 0;
         } else {

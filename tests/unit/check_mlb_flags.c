@@ -25,6 +25,7 @@ typedef struct fcase {
 #define LOC "rope_local_theta=10000"
 #define LA "lin_k_heads=2 lin_v_heads=4 lin_k_dim=16 lin_v_dim=16 lin_conv=4"
 #define ALL WIN " " LOC " " LA
+#define MOE "n_experts=8 n_experts_used=2 expert_hidden_dim=32"
 
 #define FOK(n, s, a, b, c, d) {n, s, {a, b, c, d}, ML_OK, -1}
 #define FBAD(n, s, a, b, c, d, l) {n, s, {a, b, c, d}, ML_E_FORMAT, l}
@@ -38,13 +39,20 @@ static const fcase fcases[] = {
     FOK("sliding + local RoPE", WIN " " LOC, 3, 3, 3, 3),
     FOK("linear with lin fields", LA, 8, 0, 8, 0),
     FOK("every valid value", ALL, 8, 3, 5, 4),
-    FBAD("unknown bit 0x10", ALL, 0, 0, 0x10, 0, 2),
+    FOK("experts on every layer", MOE, 0x10, 0x10, 0x10, 0x10),
+    FOK("experts on some layers, the rest dense", MOE, 0x10, 0, 0x10, 0),
+    FOK("0x18 linear attention with experts", MOE " " LA, 0x18, 0x10, 0x18, 0x10),
+    FOK("experts with every other bit", MOE " " ALL, 0x18, 0x13, 0x15, 0x14),
+    FBAD("bit 0x10 without experts", ALL, 0, 0, 0x10, 0, 2),
+    FBAD("0x19 linear with experts and sliding", MOE " " ALL, 0, 0, 0x19, 0x10, 2),
+    FBAD("0x1c linear with experts and no RoPE", MOE " " ALL, 0x1c, 0, 0, 0, 0),
+    FBAD("a dense layer with hidden_dim 0", MOE " hidden_dim=0", 0x10, 0, 0x10, 0x10, 1),
     FBAD("unknown bit 0x20", ALL, 0x20, 0, 0, 0, 0),
     FBAD("unknown bit 0x40", ALL, 0, 0x40, 0, 0, 1),
     FBAD("unknown bit 0x80", ALL, 0, 0, 0, 0x80, 3),
     FBAD("unknown bits 0xff", ALL, 0, 0xff, 0, 0, 1),
-    FBAD("unknown bit with valid low bits 0x11", ALL, 1, 1, 0x11, 1, 2),
-    FBAD("unknown bits checked first: 0x16", ALL, 0, 0, 0x16, 0, 2),
+    FBAD("bit 0x10 with valid low bits, no experts: 0x11", ALL, 1, 1, 0x11, 1, 2),
+    FBAD("unknown bits checked first: 0x26", ALL, 0, 0, 0x26, 0, 2),
     FBAD("0x06 local RoPE with no RoPE", ALL, 0, 6, 0, 0, 1),
     FBAD("0x07 local RoPE with no RoPE", ALL, 0, 0, 7, 0, 2),
     FBAD("0x06 even without rope_local_theta", WIN, 0, 6, 0, 0, 1),
@@ -157,13 +165,41 @@ START_TEST(test_flag_row)
             ck_assert((ml_mlb_find(m, name) != NULL) == ((c->f[l] & 8) == 0));
             ck_assert((ml_mlb_get(m, ML_R_LOUT, l) != NULL) == ((c->f[l] & 8) != 0));
             ck_assert((ml_mlb_get(m, ML_R_WO, l) != NULL) == ((c->f[l] & 8) == 0));
-            ck_assert_ptr_nonnull(ml_mlb_get(m, ML_R_W2, l));
+            /* Layers with experts store them in place of w1 w2 w3. */
+            int moe = (c->f[l] & 0x10) != 0;
+            ck_assert((ml_mlb_get(m, ML_R_W2, l) != NULL) == !moe);
+            ck_assert((ml_mlb_get(m, ML_R_WR, l) != NULL) == moe);
+            ck_assert((ml_mlb_get_expert(m, ML_R_EW2, l, 7) != NULL) == moe);
         }
         ml_mlb_close(m);
         tu_buf_free(&b);
     }
     tu_mem_free(&out);
     free(flags);
+}
+END_TEST
+
+/* Experts in the header but on no layer: named n_experts (offset 164). */
+START_TEST(test_experts_on_no_layer)
+{
+    ml_mlb_header h;
+    ml_error err;
+    const uint8_t flags[4] = {0, 1, 0, 0};
+    tu_base_header(&h);
+    tu_apply(&h, NULL, "layer_flags=1 sliding_window=8 " MOE);
+    tu_err_reset(&err);
+    TU_CHECK_ERR("no MoE layer", ml_mlb_layer_flags_validate(&h, flags, &err), err,
+                 ML_E_FORMAT, "n_experts", 164);
+    uint8_t file[260];
+    ml_mlb_header_encode(&h, file);
+    memcpy(file + 256, flags, 4);
+    tu_buf b;
+    tu_buf_copy(&b, file, sizeof file, 0);
+    ml_mlb *m = NULL;
+    tu_err_reset(&err);
+    TU_CHECK_ERR("loader", ml_mlb_open_memory(b.p, b.len, &m, &err), err, ML_E_FORMAT,
+                 "n_experts", 164);
+    tu_buf_free(&b);
 }
 END_TEST
 
@@ -301,6 +337,7 @@ Suite *suite_mlb_flags(void)
     TCase *tc = tcase_create("layer_flags");
     tcase_add_loop_test(tc, test_flag_row, 0, N_FCASES);
     tcase_add_test(tc, test_flags_must_fit);
+    tcase_add_test(tc, test_experts_on_no_layer);
     tcase_add_test(tc, test_flags_65536_layers);
     tcase_add_test(tc, test_writer_needs_flags);
     tcase_add_test(tc, test_flags_ignored_without_header_bit);

@@ -31,6 +31,8 @@ typedef struct hcase {
 #define LIN "rope_type=2 rope_factor=2"
 #define YARN "rope_type=3 rope_factor=4 rope_low_freq_factor=32 rope_high_freq_factor=1 rope_orig_max_seq=4096 rope_attn_factor=1.1"
 #define LA "lin_k_heads=2 lin_v_heads=4 lin_k_dim=16 lin_v_dim=16 lin_conv=4"
+#define MOE "hidden_dim=0 n_experts=8 n_experts_used=2 expert_hidden_dim=32"
+#define SWIGLU "swiglu_alpha=1.702 swiglu_limit=7"
 
 /* A 0/1 field: 1 is fine, 2 and 0xffffffff are not. */
 #define BOOL_ROWS(f, o)                                   \
@@ -86,15 +88,29 @@ static const hcase cases[] = {
     OKC("shared_classifier 1", "shared_classifier=1"),
     OKC("shared_classifier 2 (any non-zero)", "shared_classifier=2"),
     OKC("shared_classifier 0xffffffff", "shared_classifier=0xffffffff"),
-    /* 7. act */
+    /* 7. act (2: the clamped SwiGLU, with its alpha and limit) */
     OKC("act 1", "act=1"),
-    FMT("act 2", "act=2", "act", 104),
+    OKC("act 2 with alpha and limit", "act=2 " SWIGLU),
+    FMT("act 3", "act=3", "act", 104),
     FMT("act 0xffffffff", "act=0xffffffff", "act", 104),
+    FMT("act 2 without alpha", "act=2 swiglu_limit=7", "swiglu_alpha", 192),
+    FMT("act 2 alpha -0.0", "act=2 swiglu_alpha=-0 swiglu_limit=7", "swiglu_alpha", 192),
+    FMT("act 2 alpha -1", "act=2 swiglu_alpha=-1 swiglu_limit=7", "swiglu_alpha", 192),
+    FMT("act 2 alpha NaN", "act=2 swiglu_alpha=nan swiglu_limit=7", "swiglu_alpha", 192),
+    FMT("act 2 alpha inf", "act=2 swiglu_alpha=inf swiglu_limit=7", "swiglu_alpha", 192),
+    FMT("act 2 without limit", "act=2 swiglu_alpha=1.702", "swiglu_limit", 196),
+    FMT("act 2 limit NaN", "act=2 swiglu_alpha=1.702 swiglu_limit=nan", "swiglu_limit", 196),
+    FMT("act 2 limit inf", "act=2 swiglu_alpha=1.702 swiglu_limit=inf", "swiglu_limit", 196),
+    FMT("act 0 with a stray limit", "swiglu_limit=7", "swiglu_limit", 196),
+    FMT("act 1 with a stray alpha -0.0", "act=1 swiglu_alpha=-0", "swiglu_alpha", 192),
+    FMT("act 0 with a stray alpha NaN", "swiglu_alpha=nan", "swiglu_alpha", 192),
+    BOOL_ROWS(attn_sinks, 200),
+    BOOL_ROWS(o_bias, 204),
     /* 9. pooling: 0 unstated, 1 mean, 2 CLS, 3 last */
     OKC("pooling 1", "pooling=1"), OKC("pooling 2", "pooling=2"), OKC("pooling 3", "pooling=3"),
     FMT("pooling 4 (llama.cpp's rank)", "pooling=4", "pooling", 160),
     FMT("pooling 0xffffffff", "pooling=0xffffffff", "pooling", 160),
-    FMT("order: act before pooling", "act=2 pooling=9", "act", 104),
+    FMT("order: act before pooling", "act=3 pooling=9", "act", 104),
     /* 8. sliding_window */
     OKC("sliding_window 1", "sliding_window=1"),
     OKC("sliding_window 2^24", "sliding_window=16777216"),
@@ -184,10 +200,10 @@ static const hcase cases[] = {
     FMT("rope_type 4 with yarn parameters", YARN " rope_type=4", "rope_type", 52),
     FMT("rope_type 0xffffffff", "rope_type=0xffffffff", "rope_type", 52),
     /* 11. reserved bytes (every byte is covered by a loop test too) */
-    FMT("reserved byte 164", "raw:164=1", "reserved", 164),
-    FMT("reserved byte 200 = 0x80", "raw:200=0x80", "reserved", 200),
+    FMT("reserved byte 208", "raw:208=1", "reserved", 208),
+    FMT("reserved byte 220 = 0x80", "raw:220=0x80", "reserved", 220),
     FMT("reserved byte 255", "raw:255=0xff", "reserved", 255),
-    FMT("reserved: the first non-zero byte is named", "raw:255=1 raw:170=2", "reserved", 170),
+    FMT("reserved: the first non-zero byte is named", "raw:255=1 raw:230=2", "reserved", 230),
     /* 12. dimensions */
     OKC("dim 32", "dim=32"),
     OKC("dim 65536", "dim=65536"),
@@ -279,17 +295,60 @@ static const hcase cases[] = {
     SHP("lin_v_heads 4 x lin_v_dim 4 = 16 not a multiple of 32", LA " lin_v_dim=4", "lin_v_dim", 152),
     SHP("lin_v_heads 4 x lin_v_dim 16392 above 65536", LA " lin_v_dim=16392", "lin_v_dim", 152),
     SHP("lin_v_heads 8 x lin_v_dim 65536 above 65536", LA " lin_v_heads=8 lin_v_dim=65536", "lin_v_dim", 152),
+    /* 14. mixtures of experts */
+    OKC("experts without a dense FFN", MOE),
+    OKC("experts and a dense width (mixed layers)", MOE " hidden_dim=64"),
+    OKC("n_experts 1", MOE " n_experts=1 n_experts_used=1"),
+    OKC("n_experts 1024", MOE " n_experts=1024"),
+    SHP("n_experts 1025", MOE " n_experts=1025", "n_experts", 164),
+    SHP("n_experts 0xffffffff", MOE " n_experts=0xffffffff", "n_experts", 164),
+    SHP("hidden_dim 0 without experts", "hidden_dim=0", "hidden_dim", 24),
+    SHP("n_experts 0 but n_experts_used set", "n_experts_used=2", "n_experts", 164),
+    SHP("n_experts 0 but expert_hidden_dim set", "expert_hidden_dim=32", "n_experts", 164),
+    SHP("n_experts 0 but moe_gating set", "moe_gating=1", "n_experts", 164),
+    SHP("n_experts 0 but moe_flags set", "moe_flags=1", "n_experts", 164),
+    SHP("n_experts 0 but expert_scale -0.0", "expert_scale=-0", "n_experts", 164),
+    SHP("n_experts 0 but shared_hidden_dim set", "shared_hidden_dim=32", "n_experts", 164),
+    SHP("n_experts_used 0", MOE " n_experts_used=0", "n_experts_used", 168),
+    OKC("n_experts_used = n_experts", MOE " n_experts_used=8"),
+    SHP("n_experts_used 9 above n_experts 8", MOE " n_experts_used=9", "n_experts_used", 168),
+    OKC("n_experts_used 64", MOE " n_experts=128 n_experts_used=64"),
+    SHP("n_experts_used 65", MOE " n_experts=128 n_experts_used=65", "n_experts_used", 168),
+    SHP("expert_hidden_dim 0", MOE " expert_hidden_dim=0", "expert_hidden_dim", 172),
+    SHP("expert_hidden_dim 48", MOE " expert_hidden_dim=48", "expert_hidden_dim", 172),
+    OKC("expert_hidden_dim 65536", MOE " expert_hidden_dim=65536"),
+    SHP("expert_hidden_dim 65568", MOE " expert_hidden_dim=65568", "expert_hidden_dim", 172),
+    OKC("a shared expert with its gate", MOE " shared_hidden_dim=64 moe_flags=17"),
+    SHP("shared_hidden_dim 48", MOE " shared_hidden_dim=48", "shared_hidden_dim", 188),
+    SHP("shared_hidden_dim 65568", MOE " shared_hidden_dim=65568", "shared_hidden_dim", 188),
+    OKC("moe_gating 1", MOE " moe_gating=1"),
+    OKC("moe_gating 2", MOE " moe_gating=2"),
+    FMT("moe_gating 3", MOE " moe_gating=3", "moe_gating", 176),
+    OKC("moe_flags 15", MOE " moe_flags=15"),
+    FMT("moe_flags 32", MOE " moe_flags=32", "moe_flags", 180),
+    FMT("moe_flags 0x80000000", MOE " moe_flags=0x80000000", "moe_flags", 180),
+    FMT("moe_flags 16 without a shared expert", MOE " moe_flags=16", "moe_flags", 180),
+    OKC("expert_scale 2.5", MOE " expert_scale=2.5"),
+    FMT("expert_scale -1", MOE " expert_scale=-1", "expert_scale", 184),
+    FMT("expert_scale NaN", MOE " expert_scale=nan", "expert_scale", 184),
+    FMT("expert_scale inf", MOE " expert_scale=inf", "expert_scale", 184),
     /* Check order: the first failing step wins. */
     FMT("order: magic before version", "magic=GGUF version=2", "magic", 0),
     FMT("order: version before wtype", "version=2 wtype=9", "version", 4),
     FMT("order: wtype before q8_mask", "wtype=9 q8_mask=128", "wtype", 44),
     FMT("order: q8_mask before booleans", "q8_mask=128 qkv_bias=2", "q8_mask", 72),
     FMT("order: booleans before act", "attn_gate=2 act=2", "attn_gate", 136),
-    FMT("order: act before sliding_window", "act=2 sliding_window=0xffffffff", "act", 104),
+    FMT("order: act before sliding_window", "act=3 sliding_window=0xffffffff", "act", 104),
     FMT("order: sliding_window before floats", "sliding_window=0xffffffff rope_theta=0", "sliding_window", 92),
     FMT("order: floats before RoPE", "final_softcap=-1 rope_type=9", "final_softcap", 128),
-    FMT("order: RoPE before reserved", "rope_type=9 raw:200=1", "rope_type", 52),
-    FMT("order: reserved (FORMAT) before dimensions (SHAPE)", "raw:200=1 dim=0", "reserved", 200),
+    FMT("order: RoPE before reserved", "rope_type=9 raw:220=1", "rope_type", 52),
+    FMT("order: reserved (FORMAT) before dimensions (SHAPE)", "raw:220=1 dim=0", "reserved", 220),
+    FMT("order: floats (expert_scale) before the swiglu fields", "expert_scale=-1 swiglu_limit=7",
+        "expert_scale", 184),
+    FMT("order: swiglu fields before RoPE", "swiglu_limit=7 rope_type=9", "swiglu_limit", 196),
+    SHP("order: linear attention before experts", "lin_conv=1 n_experts=2000", "lin_k_heads", 140),
+    SHP("order: expert shapes (SHAPE) before gating (FORMAT)", MOE " n_experts_used=0 moe_gating=9",
+        "n_experts_used", 168),
     FMT("order: FORMAT before SHAPE", "vocab=0 act=7", "act", 104),
     SHP("order: ranges before multiples", "dim=48 vocab=2", "vocab", 28),
     SHP("order: dimensions before linear attention", "rot_dim=3 lin_conv=1", "rot_dim", 132),
@@ -305,7 +364,7 @@ static void build_case(const hcase *c, ml_mlb_header *h, uint8_t raw[ML_MLB_HEAD
     ml_mlb_header_encode(h, raw);
     tu_apply(h, raw, c->set);
     ml_mlb_header_encode(h, enc);
-    memcpy(raw, enc, 164); /* fields from h, reserved bytes as mutated */
+    memcpy(raw, enc, 208); /* fields from h, reserved bytes as mutated */
 }
 
 START_TEST(test_validation_row)
@@ -390,7 +449,7 @@ START_TEST(test_reserved_every_byte)
     uint8_t raw[ML_MLB_HEADER_SIZE];
     ml_error err;
     tu_base_header(&h);
-    for (unsigned i = 164; i < 256; i++) {
+    for (unsigned i = 208; i < 256; i++) {
         for (unsigned v = 0; v < 3; v++) {
             ml_mlb_header_encode(&h, raw);
             raw[i] = vals[v];
@@ -483,7 +542,7 @@ START_TEST(test_field_table)
     const ml_mlb_field *f = ml_mlb_fields(&n);
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(n, tu_n_fields);
-    ck_assert_uint_eq(n, 41);
+    ck_assert_uint_eq(n, 52);
     ck_assert_ptr_eq(ml_mlb_fields(NULL), f);
     ml_mlb_header h;
     for (size_t i = 0; i < n; i++) {
@@ -510,7 +569,7 @@ START_TEST(test_field_table)
             ck_assert(memcmp(&x, &y, 4) == 0);
         }
     }
-    ck_assert_uint_eq(f[n - 1].offset + 4, 164);
+    ck_assert_uint_eq(f[n - 1].offset + 4, 208);
 }
 END_TEST
 
@@ -536,7 +595,7 @@ START_TEST(test_encode_decode_every_field)
         ck_assert_msg(got == v, "%s at %u: 0x%08x, expected 0x%08x", tu_fields[i].name,
                       tu_fields[i].offset, got, v);
     }
-    for (unsigned i = 164; i < 256; i++)
+    for (unsigned i = 208; i < 256; i++)
         ck_assert_uint_eq(raw[i], 0);
     memset(&back, 0x77, sizeof back);
     ml_mlb_header_decode(raw, &back);
@@ -555,7 +614,7 @@ START_TEST(test_encode_decode_every_field)
 }
 END_TEST
 
-/* Random bytes decode and re-encode to the same first 164 bytes. */
+/* Random bytes decode and re-encode to the same first 208 bytes. */
 START_TEST(test_decode_random_bytes)
 {
     tu_rng r = {42};
@@ -568,8 +627,8 @@ START_TEST(test_decode_random_bytes)
         TU_REQUIRE(h.dim == ((uint32_t)raw[8] | (uint32_t)raw[9] << 8 |
                              (uint32_t)raw[10] << 16 | (uint32_t)raw[11] << 24), "dim");
         ml_mlb_header_encode(&h, again);
-        TU_REQUIRE(memcmp(again, raw, 164) == 0, "round %d: fields differ", k);
-        for (unsigned i = 164; i < 256; i++)
+        TU_REQUIRE(memcmp(again, raw, 208) == 0, "round %d: fields differ", k);
+        for (unsigned i = 208; i < 256; i++)
             TU_REQUIRE(again[i] == 0, "round %d: reserved byte %u", k, i);
         /* Validation of garbage never crashes and never says OK with
          * non-zero reserved bytes. */

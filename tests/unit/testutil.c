@@ -123,7 +123,12 @@ const tu_field tu_fields[] = {
     SF(attn_gate, 136, TU_U32),      SF(lin_k_heads, 140, TU_U32),
     SF(lin_v_heads, 144, TU_U32),    SF(lin_k_dim, 148, TU_U32),
     SF(lin_v_dim, 152, TU_U32),      SF(lin_conv, 156, TU_U32),
-    SF(pooling, 160, TU_U32),
+    SF(pooling, 160, TU_U32),        SF(n_experts, 164, TU_U32),
+    SF(n_experts_used, 168, TU_U32), SF(expert_hidden_dim, 172, TU_U32),
+    SF(moe_gating, 176, TU_U32),     SF(moe_flags, 180, TU_U32),
+    SF(expert_scale, 184, TU_F32),   SF(shared_hidden_dim, 188, TU_U32),
+    SF(swiglu_alpha, 192, TU_F32),   SF(swiglu_limit, 196, TU_F32),
+    SF(attn_sinks, 200, TU_U32),     SF(o_bias, 204, TU_U32),
 };
 #undef SF
 const size_t tu_n_fields = sizeof tu_fields / sizeof tu_fields[0];

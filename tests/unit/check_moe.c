@@ -1,0 +1,278 @@
+/* check_moe.c - the mixture-of-experts runtime (lib/runtime/moe.c,
+ * docs/design-moe.md sections 4 and 5) without a GGUF: the canonical
+ * choice of experts against a brute-force stable sort (ties by lower
+ * index, +0 = -0, NaN last); a random MoE model whose routers force exact
+ * ties, where the tied experts chosen are the lower-indexed ones and the
+ * logits' bits do not depend on the thread count, the batch size or the
+ * kernel variant; and what the runtime does not compute yet refused by
+ * name.  (The body's layout is check_mlb_moe.c's.) */
+#include "suites.h"
+#include "testutil.h"
+
+#include "runtime/ctx.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---------------------------------------------------------------------------
+ * The choice
+ * ------------------------------------------------------------------------- */
+
+/* Reference order, written independently of moe.c: rank by (is NaN,
+ * -score, index) with a stable insertion sort over all n. */
+static int ref_before(float a, uint32_t ia, float b, uint32_t ib)
+{
+    int na = a != a, nb = b != b;
+    if (na != nb)
+        return nb;
+    if (!na && a != b)
+        return a > b;
+    return ia < ib;
+}
+
+static void ref_select(const float *s, uint32_t n, uint32_t k, uint32_t *out)
+{
+    uint32_t order[64];
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t j = i;
+        for (; j > 0 && ref_before(s[i], i, s[order[j - 1]], order[j - 1]); j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
+    memcpy(out, order, k * sizeof *out);
+}
+
+static void check_select(const float *s, uint32_t n, uint32_t k, const uint32_t *want)
+{
+    uint32_t got[64];
+    memset(got, 0xff, sizeof got);
+    ml__moe_select(s, n, k, got);
+    for (uint32_t i = 0; i < k; i++)
+        TU_REQUIRE(got[i] == want[i], "n %u k %u: slot %u is expert %u, expected %u", n, k, i,
+                   got[i], want[i]);
+    TU_REQUIRE(got[k] == 0xffffffffu, "n %u k %u: wrote past k", n, k); /* k entries, no more */
+}
+
+START_TEST(test_select_ties)
+{
+    const float s1[] = {1, 3, 3, 2};
+    check_select(s1, 4, 2, (const uint32_t[]){1, 2});
+    check_select(s1, 4, 4, (const uint32_t[]){1, 2, 3, 0});
+    const float s2[] = {-0.0f, 0.0f, -1}; /* +0 equals -0: by index */
+    check_select(s2, 3, 1, (const uint32_t[]){0});
+    check_select(s2, 3, 2, (const uint32_t[]){0, 1});
+    const float s3[] = {0.0f, -0.0f};
+    check_select(s3, 2, 1, (const uint32_t[]){0});
+    const float s4[] = {NAN, 1, NAN, -INFINITY}; /* NaN after every number */
+    check_select(s4, 4, 3, (const uint32_t[]){1, 3, 0});
+    check_select(s4, 4, 4, (const uint32_t[]){1, 3, 0, 2});
+    const float s5[] = {-INFINITY, -3e38f, -INFINITY};
+    check_select(s5, 3, 2, (const uint32_t[]){1, 0});
+    const float s6[] = {5, 5, 5, 5, 5, 5, 5, 5}; /* all equal: the first k in order */
+    check_select(s6, 8, 3, (const uint32_t[]){0, 1, 2});
+    check_select(s6, 8, 8, (const uint32_t[]){0, 1, 2, 3, 4, 5, 6, 7});
+}
+END_TEST
+
+/* Random scores from a small set (many ties, signed zeros, NaNs). */
+START_TEST(test_select_random)
+{
+    const float vals[] = {0.0f, -0.0f, 1, -1, 0.5f, NAN, INFINITY, -INFINITY, 1e-45f};
+    tu_rng r = {77};
+    for (int trial = 0; trial < 3000; trial++) {
+        uint32_t n = 1 + tu_below(&r, 40), k = 1 + tu_below(&r, n);
+        float s[64];
+        uint32_t want[64];
+        for (uint32_t i = 0; i < n; i++)
+            s[i] = vals[tu_below(&r, sizeof vals / sizeof vals[0])];
+        ref_select(s, n, k, want);
+        check_select(s, n, k, want);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------
+ * The runtime
+ * ------------------------------------------------------------------------- */
+
+/* Qwen3-MoE's shape, small: 2 layers, 8 experts of width 32, 2 used. */
+static void moe_header(ml_mlb_header *h, uint32_t wtype)
+{
+    tu_base_header(h);
+    char spec[256];
+    snprintf(spec, sizeof spec,
+             "vocab=64 max_seq=64 n_layers=2 hidden_dim=0 qk_norm=1 wtype=%u n_experts=8 "
+             "n_experts_used=2 expert_hidden_dim=32 moe_flags=1",
+             wtype);
+    tu_apply(h, NULL, spec);
+}
+
+static ml_mlb *open_buf(tu_buf *b, const tu_mem *m)
+{
+    ml_mlb *mlb;
+    ml_error err;
+    tu_buf_copy(b, m->p, m->len, 0);
+    ml_status s = ml_mlb_open_memory(b->p, b->len, &mlb, &err);
+    ck_assert_msg(s == ML_OK, "%s: %s", ml_status_name(s), err.msg);
+    return mlb;
+}
+
+/* The random model with every router forced to exact ties: rows 1 and 5
+ * equal, every other row zero.  A token then scores +0 for experts 0, 2,
+ * 3, 4, 6, 7 and one value v for both 1 and 5, so the choice is {1, 5}
+ * when v > 0 and {0, 2} when v < 0, each pair tied. */
+static void tie_model(tu_mem *out)
+{
+    ml_mlb_header h;
+    moe_header(&h, ML_WTYPE_Q8_0);
+    tu_write_random(&h, NULL, 21, out);
+    tu_buf b;
+    ml_mlb *m = open_buf(&b, out);
+    for (int32_t l = 0; l < 2; l++) {
+        const ml_tensor *wr = ml_mlb_get(m, ML_R_WR, l);
+        float *rows = (float *)(void *)(out->p + wr->offset);
+        for (uint32_t e = 0; e < 8; e++)
+            if (e != 1 && e != 5)
+                memset(rows + e * 64, 0, 64 * sizeof(float));
+        memcpy(rows + 5 * 64, rows + 1 * 64, 64 * sizeof(float));
+    }
+    ml_mlb_close(m);
+    tu_buf_free(&b);
+}
+
+typedef struct trace {
+    int pairs[2]; /* times {1, 5} and {0, 2} were chosen */
+} trace;
+
+static void on_route(void *ctx, uint32_t layer, size_t n_tok, const uint32_t *pos,
+                     const uint32_t *chosen, const float *w)
+{
+    (void)layer, (void)pos;
+    trace *tr = ctx;
+    for (size_t t = 0; t < n_tok; t++) {
+        const uint32_t *c = chosen + 2 * t;
+        int hi = c[0] == 1 && c[1] == 5, lo = c[0] == 0 && c[1] == 2;
+        TU_REQUIRE(hi || lo, "chose %u, %u", c[0], c[1]);
+        TU_REQUIRE(w[2 * t] == 0.5f && w[2 * t + 1] == 0.5f, "weights %g %g", /* tied */
+                   (double)w[2 * t], (double)w[2 * t + 1]);
+        tr->pairs[hi ? 0 : 1]++;
+    }
+}
+
+#define N_TOK 29
+
+/* All logits of the prompt with n_threads and n_batch; records routing. */
+static float *run(const tu_mem *file, unsigned threads, uint32_t batch, trace *tr)
+{
+    tu_buf b;
+    ml_mlb *mlb = open_buf(&b, file);
+    ml_model *model;
+    ml_ctx *c;
+    ml_error err;
+    ck_assert_msg(ml_model_new(mlb, &model, &err) == ML_OK, "%s", err.msg);
+    ml_ctx_params p = {.n_ctx = 64, .n_batch = batch, .n_threads = threads};
+    ck_assert_msg(ml_ctx_new(model, &p, &c, &err) == ML_OK, "%s", err.msg);
+    c->moe_trace = on_route;
+    c->moe_trace_ctx = tr;
+    ml_token ids[N_TOK];
+    for (size_t i = 0; i < N_TOK; i++)
+        ids[i] = (ml_token)((i * 37 + 11) % 64);
+    float *logits = malloc(N_TOK * 64 * sizeof(float));
+    ck_assert_msg(ml_ctx_eval(c, ids, N_TOK, logits, 1, &err) == ML_OK, "%s", err.msg);
+    for (size_t i = 0; i < N_TOK * 64; i++)
+        TU_REQUIRE(isfinite(logits[i]), "logit %zu is %g", i, (double)logits[i]);
+    ml_ctx_free(c);
+    ml_model_free(model);
+    ml_mlb_close(mlb);
+    tu_buf_free(&b);
+    return logits;
+}
+
+START_TEST(test_ties_and_bits)
+{
+    tu_mem file;
+    tie_model(&file);
+    trace tr = {{0, 0}};
+    float *ref = run(&file, 1, 1, &tr); /* one token at a time: decode */
+    ck_assert_msg(tr.pairs[0] > 0 && tr.pairs[1] > 0, "only one pair chosen (%d, %d)",
+                  tr.pairs[0], tr.pairs[1]);
+    const struct { unsigned threads; uint32_t batch; } runs[] = {
+        {1, 29}, {2, 7}, {3, 29}, {2, 1}, {1, 4},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        trace t2 = {{0, 0}};
+        float *x = run(&file, runs[i].threads, runs[i].batch, &t2);
+        ck_assert_msg(memcmp(x, ref, N_TOK * 64 * sizeof(float)) == 0,
+                      "threads %u, batch %u: other bits", runs[i].threads, runs[i].batch);
+        ck_assert_int_eq(t2.pairs[0], tr.pairs[0]);
+        free(x);
+    }
+    /* every kernel variant this CPU runs */
+    const char *names[] = {"scalar", "avx2", "avx512", "neon", "neondot"};
+    for (size_t v = 0; v < 5; v++) {
+        setenv("ML_KERNELS", names[v], 1);
+        tu_buf b;
+        ml_mlb *mlb = open_buf(&b, &file);
+        ml_model *model;
+        ml_error err;
+        int ok = ml_model_new(mlb, &model, &err) == ML_OK;
+        if (ok)
+            ml_model_free(model);
+        ml_mlb_close(mlb);
+        tu_buf_free(&b);
+        if (!ok) /* not on this CPU */
+            continue;
+        trace t2 = {{0, 0}};
+        float *x = run(&file, 2, 7, &t2);
+        ck_assert_msg(memcmp(x, ref, N_TOK * 64 * sizeof(float)) == 0, "kernels %s differ",
+                      names[v]);
+        free(x);
+    }
+    unsetenv("ML_KERNELS");
+    free(ref);
+    tu_mem_free(&file);
+}
+END_TEST
+
+/* What the runtime does not compute yet is refused by name. */
+START_TEST(test_unsupported_refused)
+{
+    const struct { const char *set; const char *field; } rows[] = {
+        {"act=2 swiglu_alpha=1.702 swiglu_limit=7", "act"},
+        {"attn_sinks=1", "attn_sinks"},
+        {"o_bias=1", "o_bias"},
+        {"moe_flags=5", "moe_flags"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        ml_mlb_header h;
+        moe_header(&h, ML_WTYPE_Q8_0);
+        tu_apply(&h, NULL, rows[i].set);
+        tu_mem out;
+        tu_write_random(&h, NULL, 1, &out);
+        tu_buf b;
+        ml_mlb *m = open_buf(&b, &out);
+        ml_model *model = NULL;
+        ml_error err;
+        ml_status s = ml_model_new(m, &model, &err);
+        ck_assert_msg(s == ML_E_UNSUPPORTED, "%s: %s", rows[i].set, ml_status_name(s));
+        ck_assert_str_eq(err.field, rows[i].field);
+        ml_mlb_close(m);
+        tu_buf_free(&b);
+        tu_mem_free(&out);
+    }
+}
+END_TEST
+
+Suite *suite_moe(void)
+{
+    Suite *s = suite_create("moe");
+    TCase *tc = tcase_create("moe");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_select_ties);
+    tcase_add_test(tc, test_select_random);
+    tcase_add_test(tc, test_ties_and_bits);
+    tcase_add_test(tc, test_unsupported_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
