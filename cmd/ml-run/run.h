@@ -32,14 +32,23 @@ typedef struct options {
     ml_sampler_params sp;
     ml_logit_bias bias[MAX_BIAS]; /* --logit-bias */
     size_t n_bias;
-    int spec;                      /* --spec-type ngram-simple */
+    int spec;                      /* --spec-type: SPEC_NGRAM or SPEC_DRAFT; 0: none */
     uint64_t spec_n, spec_m;       /* --spec-ngram-simple-size-n, -size-m */
     uint64_t spec_max, spec_min;   /* --spec-draft-n-max, --spec-draft-n-min */
+    const char *draft_model;       /* -md FILE: --spec-type draft-simple's model */
+    uint64_t threads_draft;        /* -td N; 0: --threads */
+    float spec_p_min;              /* --spec-draft-p-min: the draft's confidence to go on */
 } options;
+
+/* --spec-type, llama.cpp's names: ngram-simple, draft-simple. */
+enum { SPEC_NGRAM = 1, SPEC_DRAFT = 2 };
 
 /* Speculation's defaults, llama.cpp's for ngram-simple. */
 #define DEFAULT_SPEC_N 12
 #define DEFAULT_SPEC_M 48
+/* Guesses a draft model may make a step: each costs a step of the draft
+ * model, and the back-off (session.c) keeps misses from costing many. */
+#define DEFAULT_DRAFT_MAX 16
 
 /* Everything one run holds; released by run_close. */
 typedef struct run {
@@ -69,6 +78,12 @@ typedef struct run {
     float *rows;         /* and their logits, a row each */
     size_t n_drafted, n_accepted; /* guesses made and kept, all turns */
     size_t spec_cap;     /* guesses the next step may make: backs off after a miss */
+    ml_mlb *dmlb;        /* -md: the draft model (draft.c) */
+    ml_model *dmodel;
+    ml_ctx *dctx;        /* its context, following ids */
+    ml_token *dheld;     /* the tokens its context holds, in order */
+    size_t n_dheld, cap_dheld;
+    float *drow;         /* its logits after the last of them */
 } run;
 
 /* session.c: the model, its context, the tokenizer (with --ids only when
@@ -83,6 +98,15 @@ int run_eval(run *r, size_t from, size_t to);
  * logits are in r->row. */
 int run_generate(run *r);
 void run_timings(const run *r);
+
+/* draft.c: the draft model of -md, checked against the model (its
+ * vocabulary) and given a context; 0 or the exit status, reported. */
+int draft_open(run *r);
+void draft_describe(const run *r);
+/* Up to `most` guesses of what follows ids, into r->draft[1..]; *n: how
+ * many. */
+ml_status draft_guess(run *r, size_t most, size_t *n, ml_error *err);
+void draft_close(run *r);
 
 /* --chat: one turn of the prompt, or a conversation (chat.c). */
 int chat(run *r);

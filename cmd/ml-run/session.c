@@ -110,16 +110,23 @@ static ml_status draw(run *r, float *logits, uint32_t pos, ml_gen_result *res, m
     return ml_gen_next(r->gen, &in, res, err);
 }
 
-/* --spec-type: guesses of what follows ids into draft[1..], as many as
- * the options and the context's room to take them back allow (0: none). */
-static size_t guess(run *r)
+/* --spec-type: guesses of what follows ids into draft[1..], from the
+ * n-gram lookup or the draft model, as many as the options and the
+ * context's room to take them back allow (*n = 0: none). */
+static ml_status guess(run *r, size_t *n, ml_error *err)
 {
     uint32_t room = r->o.spec ? ml_ctx_seq_rewind_room(r->ctx, 0) : 0;
+    *n = 0;
     if (room < 2)
-        return 0;
-    size_t most = r->spec_cap < room - 1 ? r->spec_cap : room - 1;
-    size_t n = ml_draft_ngram(r->ids, r->n_ids, (size_t)r->o.spec_n, r->draft + 1, most);
-    return n >= r->o.spec_min ? n : 0;
+        return ML_OK;
+    size_t most = r->spec_cap < room - 1 ? r->spec_cap : room - 1, k = 0;
+    ml_status s = ML_OK;
+    if (r->o.spec == SPEC_DRAFT)
+        s = draft_guess(r, most, &k, err);
+    else
+        k = ml_draft_ngram(r->ids, r->n_ids, (size_t)r->o.spec_n, r->draft + 1, most);
+    *n = !s && k >= r->o.spec_min ? k : 0;
+    return s;
 }
 
 /* Evaluates the token drawn last (the last of ids) and draws the next.
@@ -130,13 +137,18 @@ static size_t guess(run *r)
 static ml_status advance(run *r, ml_gen_result *res, int *e, ml_error *err)
 {
     uint32_t pos = ml_ctx_pos(r->ctx);
-    size_t k = guess(r);
+    size_t k;
+    ml_status s = guess(r, &k, err);
+    if (s) {
+        *e = cli_fail(r->o.draft_model, s, err);
+        return ML_OK;
+    }
     if (!k) {
         *e = run_eval(r, r->n_ids - 1, r->n_ids);
         return *e ? ML_OK : draw(r, r->row, pos + 1, res, err);
     }
     r->draft[0] = r->ids[r->n_ids - 1];
-    ml_status s = ml_ctx_eval(r->ctx, r->draft, k + 1, r->rows, 1, err);
+    s = ml_ctx_eval(r->ctx, r->draft, k + 1, r->rows, 1, err);
     if (s) {
         *e = cli_fail(r->o.model, s, err);
         return ML_OK;
@@ -147,8 +159,10 @@ static ml_status advance(run *r, ml_gen_result *res, int *e, ml_error *err)
            res->end == ML_GEN_GOING && i < k && res->token == r->draft[i + 1])
         i++, r->n_accepted++;
     /* Back off after a miss, so that text that does not repeat costs
-     * little; grow again while the guesses hold. */
-    r->spec_cap = i == k ? (2 * k < r->o.spec_max ? 2 * k : (size_t)r->o.spec_max) : i + 1;
+     * little, but not below --spec-draft-n-min (fewer would never guess
+     * again); grow again while the guesses hold. */
+    size_t low = i + 1 > r->o.spec_min ? i + 1 : (size_t)r->o.spec_min;
+    r->spec_cap = i == k ? (2 * k < r->o.spec_max ? 2 * k : (size_t)r->o.spec_max) : low;
     /* within the rewind room: cannot fail */
     ml_ctx_truncate(r->ctx, pos + (uint32_t)i + 1, NULL);
     return s;
@@ -279,15 +293,20 @@ static int open_speculation(run *r)
     if (!r->o.spec)
         return 0;
     if (!ml_ctx_seq_rewind_room(r->ctx, 0)) {
-        cli_warn(r->o.model, "--spec-type: the model's linear-attention state cannot be taken "
-                             "back; generating without speculation");
+        cli_warn(r->o.model, "%s: the model's linear-attention state cannot be taken back; "
+                             "generating without speculation",
+                 r->o.spec == SPEC_DRAFT ? "--model-draft" : "--spec-type");
         r->o.spec = 0;
         return 0;
     }
     size_t most = ml_logits_batch(r->h->vocab) < r->nb ? ml_logits_batch(r->h->vocab) : r->nb;
     if (r->o.spec_max + 1 > most)
         r->o.spec_max = most > 1 ? most - 1 : 1;
+    if (r->o.spec_min > r->o.spec_max) /* the batch lowered the most */
+        r->o.spec_min = r->o.spec_max;
     r->spec_cap = r->o.spec_max < SPEC_FIRST_CAP ? (size_t)r->o.spec_max : SPEC_FIRST_CAP;
+    if (r->spec_cap < r->o.spec_min) /* fewer would never guess */
+        r->spec_cap = (size_t)r->o.spec_min;
     r->draft = malloc((r->o.spec_max + 1) * sizeof *r->draft);
     r->rows = malloc((r->o.spec_max + 1) * r->h->vocab * sizeof *r->rows);
     return r->draft && r->rows ? 0 : cli_fail(r->o.model, ML_E_NOMEM, NULL);
@@ -356,10 +375,13 @@ int run_open(run *r)
         return cli_fail(r->o.model, ML_E_NOMEM, NULL);
     if ((e = open_speculation(r)))
         return e;
-    if (!r->o.ids || r->o.ppl || r->o.tok || tokenizer_beside(r)) {
+    /* a draft model's vocabulary is checked against the tokenizer's */
+    if (!r->o.ids || r->o.ppl || r->o.tok || r->o.draft_model || tokenizer_beside(r)) {
         if ((e = open_tokenizer(r)))
             return e;
     }
+    if (r->o.spec == SPEC_DRAFT && (e = draft_open(r)))
+        return e;
     if ((e = open_grammar_proc(r)))
         return e;
     if ((s = open_generator(r, &err)))
@@ -375,6 +397,8 @@ int run_open(run *r)
         print_kernel_choice();
     if (r->o.verbose)
         print_cache(r);
+    if (r->o.verbose && r->o.spec == SPEC_DRAFT)
+        draft_describe(r);
     return 0;
 }
 
@@ -414,6 +438,7 @@ void run_close(run *r)
     ml_mlt_close(r->mlt);
     ml_model_free(r->model);
     ml_mlb_close(r->mlb);
+    draft_close(r);
     free(r->ids);
     free(r->row);
     free(r->draft);

@@ -111,6 +111,10 @@ ML_API void ml_mlt_get_merge(const ml_mlt *t, uint32_t rank, uint32_t *left, uin
 /* The rule "n_vocab at most the model's vocab": ML_E_SHAPE when the
  * tokenizer has more tokens than the model has embeddings. */
 ML_API ml_status ml_mlt_check_vocab(const ml_mlt *t, uint32_t model_vocab, ml_error *err);
+/* The same tokens under the same ids (kind, count, every piece and
+ * attribute; merges and flags are not compared): ML_E_MISMATCH naming the
+ * first difference in b, its field and offset. */
+ML_API ml_status ml_mlt_same_tokens(const ml_mlt *a, const ml_mlt *b, ml_error *err);
 /* A BOS or EOS id as the file's i32 field holds it, as mlt-dump and the
  * JSON outputs print it: -1 for ML_TOKEN_NONE, the id itself otherwise. */
 ML_API int32_t ml_mlt_id_i32(ml_token id);

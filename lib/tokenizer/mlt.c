@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct ml_mlt {
     ml__input in;           /* the file, when opened by path */
@@ -403,6 +404,26 @@ ml_status ml_mlt_check_vocab(const ml_mlt *t, uint32_t model_vocab, ml_error *er
         return ml__err(err, ML_E_SHAPE, "n_vocab", O_NVOCAB,
                        "the tokenizer has %u tokens, the model only %u embeddings", t->h.n_vocab,
                        model_vocab);
+    return ML_OK;
+}
+
+/* Same ids for the same tokens: what a model drafting for another needs
+ * (its guesses are the other's ids).  Merges and flags change how text is
+ * split, not what an id stands for, so they are not compared. */
+ml_status ml_mlt_same_tokens(const ml_mlt *a, const ml_mlt *b, ml_error *err)
+{
+    if (a->h.kind != b->h.kind)
+        return ml__err(err, ML_E_MISMATCH, "kind", O_KIND, "kind %u, the other tokenizer's %u",
+                       b->h.kind, a->h.kind);
+    if (a->h.n_vocab != b->h.n_vocab)
+        return ml__err(err, ML_E_MISMATCH, "n_vocab", O_NVOCAB,
+                       "%u tokens, the other tokenizer's %u", b->h.n_vocab, a->h.n_vocab);
+    for (ml_token id = 0; id < a->h.n_vocab; id++) {
+        ml_mlt_token x = ml_mlt_get_token(a, id), y = ml_mlt_get_token(b, id);
+        if (x.attr != y.attr || x.len != y.len || memcmp(x.bytes, y.bytes, x.len) != 0)
+            return ml__err(err, ML_E_MISMATCH, "tokens", (int64_t)ml_mlt_token_offset(b, id),
+                           "token %u differs from the other tokenizer's (piece or attribute)", id);
+    }
     return ML_OK;
 }
 

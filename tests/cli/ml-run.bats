@@ -454,6 +454,16 @@ same_with_spec() {
     [[ ${stderr_lines[-1]} =~ ^ml-run:\ speculation:\ ([0-9]+)\ tokens\ guessed,\ ([0-9]+)\ kept ]] ||
         fail_with "${stderr_lines[*]}"
     ((BASH_REMATCH[2] > 40)) || fail_with "${stderr_lines[-1]}"
+    # a --spec-draft-n-min above the first step's 4 guesses (or a miss's
+    # back-off) still guesses, and the text is the same
+    run -0 --separate-stderr ml-run "${m[@]}" --temp 0 --spec-type ngram-simple \
+        --spec-ngram-simple-size-n 2 --spec-draft-n-min 6 --spec-draft-n-max 8
+    [[ ${stderr_lines[-1]} =~ ^ml-run:\ speculation:\ ([0-9]+)\ tokens\ guessed,\ ([0-9]+)\ kept ]] ||
+        fail_with "${stderr_lines[*]}"
+    ((BASH_REMATCH[2] > 0)) || fail_with "${stderr_lines[-1]}"
+    local text=$output
+    run -0 --separate-stderr ml-run "${m[@]}" --temp 0
+    [[ $output == "$text" ]] || fail_with "with speculation: $text / without: $output"
 }
 
 @test "--spec-type: sliding windows and linear attention give the same text" {
@@ -470,7 +480,7 @@ same_with_spec() {
 
 @test "--spec-type: usage errors" {
     run -2 --separate-stderr ml-run -m "$(M)" -p hi --spec-type draft
-    [[ ${stderr_lines[0]} == "ml-run: --spec-type: 'draft' is not supported (ngram-simple is)" ]]
+    [[ ${stderr_lines[0]} == "ml-run: --spec-type: 'draft' is not supported (ngram-simple and draft-simple are)" ]]
     run -2 --separate-stderr ml-run -m "$(M)" -p hi --spec-draft-n-max 4
     [[ ${stderr_lines[0]} == "ml-run: --spec-draft-n-max, --spec-draft-n-min and --spec-ngram-simple-* need --spec-type" ]]
     run -2 --separate-stderr ml-run -m "$(M)" -p hi --spec-type ngram-simple --spec-draft-n-max 4 --spec-draft-n-min 5

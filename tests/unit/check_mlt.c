@@ -2,7 +2,8 @@
  * fixtures, the C writer producing byte for byte what tools/json2mlt.py
  * wrote, every validation rule with its exact status, field and offset on
  * a small file built here, truncations and byte flips that must fail
- * cleanly, and the model-vocabulary rule. */
+ * cleanly, the model-vocabulary rule, and the same-tokens check of a
+ * draft model. */
 #include "check_tok_util.h"
 #include "suites.h"
 
@@ -322,6 +323,70 @@ START_TEST(test_real_rewrite)
 }
 END_TEST
 
+/* A draft model's tokenizer against its model's: equal tokens pass; a
+ * changed attribute or piece, another count, or another tokenizer of the
+ * same size (Mistral's 32000 against Llama 2's: their records first
+ * differ at id 260) is a mismatch at the first difference in the second. */
+static ml_mlt *small_with(uint32_t id, const char *piece, uint8_t attr, small *s)
+{
+    ml_mlt_header h;
+    ml_mlt_token t[S_NTOK];
+    tu_mem m;
+    ml_error err;
+    ml_mlt *out;
+    small_header(&h);
+    small_tokens(t);
+    if (id < S_NTOK)
+        t[id] = (ml_mlt_token){(const uint8_t *)piece, (uint32_t)strlen(piece), attr};
+    tu_mem_init(&m);
+    ck_assert_int_eq(ml_mlt_write(&h, t, S_NTOK, small_merges, S_NMERGE, tu_mem_sink, &m, &err),
+                     ML_OK);
+    s->p = m.p;
+    s->len = m.len;
+    ck_assert_int_eq(ml_mlt_open_memory(s->p, s->len, &out, &err), ML_OK);
+    return out;
+}
+
+START_TEST(test_same_tokens)
+{
+    small sa, sb, sc, sd;
+    ml_error err;
+    ml_mlt *a = small_with(S_NTOK, NULL, 0, &sa), *b = small_with(S_NTOK, NULL, 0, &sb);
+    ml_mlt *attr = small_with(6, "<x>", 0, &sc), *piece = small_with(3, "e", 0, &sd);
+    tu_err_reset(&err);
+    ck_assert_int_eq(ml_mlt_same_tokens(a, b, &err), ML_OK);
+    TU_CHECK_ERR("attribute", ml_mlt_same_tokens(a, attr, &err), err, ML_E_MISMATCH, "tokens",
+                 token_pos(6));
+    tu_err_reset(&err);
+    TU_CHECK_ERR("piece", ml_mlt_same_tokens(a, piece, &err), err, ML_E_MISMATCH, "tokens",
+                 token_pos(3));
+    ml_mlt_close(a), ml_mlt_close(b), ml_mlt_close(attr), ml_mlt_close(piece);
+    free(sa.p), free(sb.p), free(sc.p), free(sd.p);
+    size_t n2, nm, n3;
+    uint8_t *r2 = tf_read("llama2.mlt", &n2), *rm = tf_read("mistral.mlt", &nm),
+            *r3 = tf_read("llama3.mlt", &n3);
+    ml_mlt *l2, *mi, *l3;
+    ck_assert_int_eq(ml_mlt_open_memory(r2, n2, &l2, &err), ML_OK);
+    ck_assert_int_eq(ml_mlt_open_memory(rm, nm, &mi, &err), ML_OK);
+    ck_assert_int_eq(ml_mlt_open_memory(r3, n3, &l3, &err), ML_OK);
+    ck_assert_int_eq(ml_mlt_same_tokens(l2, l2, &err), ML_OK);
+    tu_err_reset(&err);
+    TU_CHECK_ERR("mistral", ml_mlt_same_tokens(l2, mi, &err), err, ML_E_MISMATCH, "tokens",
+                 ml_mlt_token_offset(mi, 260));
+    ck_assert_ptr_nonnull(strstr(err.msg, "token 260 "));
+    tu_err_reset(&err);
+    TU_CHECK_ERR("llama3", ml_mlt_same_tokens(l2, l3, &err), err, ML_E_MISMATCH, "kind", 8);
+    size_t ng;
+    uint8_t *rg = tf_read("gemma3.mlt", &ng);
+    ml_mlt *ge;
+    ck_assert_int_eq(ml_mlt_open_memory(rg, ng, &ge, &err), ML_OK);
+    tu_err_reset(&err);
+    TU_CHECK_ERR("gemma3", ml_mlt_same_tokens(l2, ge, &err), err, ML_E_MISMATCH, "n_vocab", 12);
+    ml_mlt_close(l2), ml_mlt_close(mi), ml_mlt_close(l3), ml_mlt_close(ge);
+    free(r2), free(rm), free(r3), free(rg);
+}
+END_TEST
+
 START_TEST(test_open_errors)
 {
     ml_mlt *t;
@@ -352,6 +417,7 @@ Suite *suite_mlt(void)
     tcase_add_test(tc, test_writer_refuses);
     tcase_add_test(tc, test_truncations_and_flips);
     tcase_add_test(tc, test_open_errors);
+    tcase_add_test(tc, test_same_tokens);
     suite_add_tcase(s, tc);
     TCase *tr = tcase_create("real");
     tcase_add_loop_test(tr, test_real_rewrite, 0, (int)(sizeof reals / sizeof reals[0]));
