@@ -69,7 +69,7 @@ int draft_open(run *r)
     if (!ml_ctx_seq_rewind_room(r->dctx, 0)) {
         cli_warn(f, "--model-draft: the draft model's linear-attention state cannot be taken "
                     "back; generating without speculation");
-        r->o.spec = 0;
+        r->o.spec.type = 0;
         return 0;
     }
     r->drow = malloc(dh->vocab * sizeof *r->drow);

@@ -220,35 +220,22 @@ static void add_bias(options *o, const char *arg)
     o->bias[o->n_bias++] = (ml_logit_bias){(ml_token)id, minus ? -b : b};
 }
 
-/* --spec-type, llama.cpp's names: those taken here, or a usage error
- * naming what is not. */
-static void spec_type(options *o, const char *arg)
-{
-    if (strcmp(arg, "ngram-simple") == 0)
-        o->spec = SPEC_NGRAM;
-    else if (strcmp(arg, "draft-simple") == 0)
-        o->spec = SPEC_DRAFT;
-    else
-        cli_usage_error("--spec-type: '%s' is not supported (ngram-simple and draft-simple are)",
-                        arg);
-}
-
 /* A draft model: what it implies and what it excludes.  One kind of
  * guesses a run: llama.cpp may chain several, this does not. */
 static void check_draft(options *o)
 {
-    if (o->draft_model && o->spec == SPEC_NGRAM)
+    if (o->draft_model && o->spec.type == CLI_SPEC_NGRAM)
         cli_usage_error("--model-draft guesses with a model (--spec-type draft-simple), not with "
                         "--spec-type ngram-simple");
     if (o->draft_model)
-        o->spec = SPEC_DRAFT; /* llama.cpp infers the type from the draft model too */
-    if (o->spec == SPEC_DRAFT && !o->draft_model)
+        o->spec.type = CLI_SPEC_DRAFT; /* llama.cpp infers the type from the draft model too */
+    if (o->spec.type == CLI_SPEC_DRAFT && !o->draft_model)
         cli_usage_error("--spec-type draft-simple needs a draft model (-md FILE)");
     if (o->threads_draft && !o->draft_model)
         cli_usage_error("--threads-draft needs a draft model (-md FILE)");
     if (o->spec_p_min > 0 && !o->draft_model)
         cli_usage_error("--spec-draft-p-min needs a draft model (-md FILE)");
-    if (o->draft_model && (o->spec_n || o->spec_m))
+    if (o->draft_model && (o->spec.n || o->spec.m))
         cli_usage_error("--spec-ngram-simple-size-n and -size-m are ngram-simple's, not a draft "
                         "model's");
 }
@@ -258,25 +245,11 @@ static void check_draft(options *o)
 static void check_spec(options *o)
 {
     check_draft(o);
-    if (!o->spec && (o->spec_n || o->spec_m || o->spec_max || o->spec_min))
-        cli_usage_error("--spec-draft-n-max, --spec-draft-n-min and --spec-ngram-simple-* need "
-                        "--spec-type");
-    if (!o->spec)
-        return;
-    if (o->ppl || o->logits || o->imatrix)
+    if (o->spec.type && (o->ppl || o->logits || o->imatrix))
         cli_usage_error("%s speculates on generated tokens (not with --perplexity, --logits or "
                         "--imatrix, which see every evaluated position)",
                         o->draft_model ? "--model-draft" : "--spec-type");
-    if (o->spec == SPEC_DRAFT) {
-        o->spec_max = o->spec_max ? o->spec_max : DEFAULT_DRAFT_MAX;
-    } else {
-        o->spec_n = o->spec_n ? o->spec_n : DEFAULT_SPEC_N;
-        o->spec_m = o->spec_m ? o->spec_m : DEFAULT_SPEC_M;
-        o->spec_max = o->spec_max && o->spec_max < o->spec_m ? o->spec_max : o->spec_m;
-    }
-    if (o->spec_min > o->spec_max)
-        cli_usage_error("--spec-draft-n-min %" PRIu64 " is above the draft's most, %" PRIu64,
-                        o->spec_min, o->spec_max);
+    cli_spec_finish(&o->spec);
 }
 
 static void parse(int argc, char **argv, options *o)
@@ -336,11 +309,11 @@ static void parse(int argc, char **argv, options *o)
         case OPT_GRAMMAR_FILE: o->grammar_file = arg; break;
         case OPT_JSON_SCHEMA: o->json_schema = arg; break;
         case OPT_JSON_SCHEMA_FILE: o->json_schema_file = arg; break;
-        case OPT_SPEC_TYPE: spec_type(o, arg); break;
-        case OPT_SPEC_N: o->spec_n = cli_u64("--spec-ngram-simple-size-n", arg, 1, 1024); break;
-        case OPT_SPEC_M: o->spec_m = cli_u64("--spec-ngram-simple-size-m", arg, 1, 1024); break;
-        case OPT_SPEC_MAX: o->spec_max = cli_u64("--spec-draft-n-max", arg, 1, 1024); break;
-        case OPT_SPEC_MIN: o->spec_min = cli_u64("--spec-draft-n-min", arg, 0, 1024); break;
+        case OPT_SPEC_TYPE: cli_spec_type(&o->spec, arg, 1); break;
+        case OPT_SPEC_N: o->spec.n = cli_u64("--spec-ngram-simple-size-n", arg, 1, 1024); break;
+        case OPT_SPEC_M: o->spec.m = cli_u64("--spec-ngram-simple-size-m", arg, 1, 1024); break;
+        case OPT_SPEC_MAX: o->spec.max = cli_u64("--spec-draft-n-max", arg, 1, 1024); break;
+        case OPT_SPEC_MIN: o->spec.min = cli_u64("--spec-draft-n-min", arg, 0, 1024); break;
         case OPT_DRAFT: o->draft_model = arg; break;
         case OPT_THREADS_DRAFT: o->threads_draft = cli_u64("--threads-draft", arg, 1, 256); break;
         case OPT_SPEC_P_MIN: o->spec_p_min = parse_float("--spec-draft-p-min", arg, 0, 1); break;

@@ -6,6 +6,8 @@
 
 #include <mlcore.h>
 
+#include "spec.h"
+
 #include <stddef.h>
 
 #define MAX_STOPS ML_STOP_MAX
@@ -32,23 +34,12 @@ typedef struct options {
     ml_sampler_params sp;
     ml_logit_bias bias[MAX_BIAS]; /* --logit-bias */
     size_t n_bias;
-    int spec;                      /* --spec-type: SPEC_NGRAM or SPEC_DRAFT; 0: none */
-    uint64_t spec_n, spec_m;       /* --spec-ngram-simple-size-n, -size-m */
-    uint64_t spec_max, spec_min;   /* --spec-draft-n-max, --spec-draft-n-min */
+    cli_spec spec;                 /* --spec-type and its sizes */
     const char *draft_model;       /* -md FILE: --spec-type draft-simple's model */
     uint64_t threads_draft;        /* -td N; 0: --threads */
     float spec_p_min;              /* --spec-draft-p-min: the draft's confidence to go on */
 } options;
 
-/* --spec-type, llama.cpp's names: ngram-simple, draft-simple. */
-enum { SPEC_NGRAM = 1, SPEC_DRAFT = 2 };
-
-/* Speculation's defaults, llama.cpp's for ngram-simple. */
-#define DEFAULT_SPEC_N 12
-#define DEFAULT_SPEC_M 48
-/* Guesses a draft model may make a step: each costs a step of the draft
- * model, and the back-off (session.c) keeps misses from costing many. */
-#define DEFAULT_DRAFT_MAX 16
 
 /* Everything one run holds; released by run_close. */
 typedef struct run {
@@ -76,8 +67,7 @@ typedef struct run {
     int timings_shown;   /* chat: each turn printed its own */
     ml_token *draft;     /* --spec-type: the guesses and the token before them */
     float *rows;         /* and their logits, a row each */
-    size_t n_drafted, n_accepted; /* guesses made and kept, all turns */
-    size_t spec_cap;     /* guesses the next step may make: backs off after a miss */
+    cli_spec_run spec_run; /* guesses the next step may make; made and kept, all turns */
     ml_mlb *dmlb;        /* -md: the draft model (draft.c) */
     ml_model *dmodel;
     ml_ctx *dctx;        /* its context, following ids */

@@ -115,17 +115,17 @@ static ml_status draw(run *r, float *logits, uint32_t pos, ml_gen_result *res, m
  * context's room to take them back allow (*n = 0: none). */
 static ml_status guess(run *r, size_t *n, ml_error *err)
 {
-    uint32_t room = r->o.spec ? ml_ctx_seq_rewind_room(r->ctx, 0) : 0;
-    *n = 0;
-    if (room < 2)
-        return ML_OK;
-    size_t most = r->spec_cap < room - 1 ? r->spec_cap : room - 1, k = 0;
+    uint32_t room = r->o.spec.type ? ml_ctx_seq_rewind_room(r->ctx, 0) : 0;
+    size_t most = cli_spec_most(&r->spec_run, room, SIZE_MAX), k = 0;
     ml_status s = ML_OK;
-    if (r->o.spec == SPEC_DRAFT)
+    *n = 0;
+    if (!most)
+        return ML_OK;
+    if (r->o.spec.type == CLI_SPEC_DRAFT)
         s = draft_guess(r, most, &k, err);
     else
-        k = ml_draft_ngram(r->ids, r->n_ids, (size_t)r->o.spec_n, r->draft + 1, most);
-    *n = !s && k >= r->o.spec_min ? k : 0;
+        k = ml_draft_ngram(r->ids, r->n_ids, (size_t)r->o.spec.n, r->draft + 1, most);
+    *n = s ? 0 : cli_spec_enough(&r->o.spec, k);
     return s;
 }
 
@@ -153,16 +153,12 @@ static ml_status advance(run *r, ml_gen_result *res, int *e, ml_error *err)
         *e = cli_fail(r->o.model, s, err);
         return ML_OK;
     }
-    r->n_drafted += k;
     size_t i = 0;
     while (!(s = draw(r, r->rows + i * r->h->vocab, pos + (uint32_t)i + 1, res, err)) &&
            res->end == ML_GEN_GOING && i < k && res->token == r->draft[i + 1])
-        i++, r->n_accepted++;
-    /* Back off after a miss, so that text that does not repeat costs
-     * little, but not below --spec-draft-n-min (fewer would never guess
-     * again); grow again while the guesses hold. */
-    size_t low = i + 1 > r->o.spec_min ? i + 1 : (size_t)r->o.spec_min;
-    r->spec_cap = i == k ? (2 * k < r->o.spec_max ? 2 * k : (size_t)r->o.spec_max) : low;
+        i++;
+    /* back off after a miss, grow while the guesses hold */
+    cli_spec_checked(&r->o.spec, &r->spec_run, k, i);
     /* within the rewind room: cannot fail */
     ml_ctx_truncate(r->ctx, pos + (uint32_t)i + 1, NULL);
     return s;
@@ -281,34 +277,24 @@ static int open_grammar_proc(run *r)
     return s ? cli_fail(constraint_name(r), s, &err) : 0;
 }
 
-/* Guesses of the first step: few, until guesses have held (a step of many
- * tokens costs several single steps when they miss). */
-#define SPEC_FIRST_CAP 4
-
 /* --spec-type: room for the guesses and their rows.  A step checks at
  * most a batch's tokens, with its rows near 64 MB (ml_logits_batch); a
  * model whose state cannot go back gets none. */
 static int open_speculation(run *r)
 {
-    if (!r->o.spec)
+    if (!r->o.spec.type)
         return 0;
     if (!ml_ctx_seq_rewind_room(r->ctx, 0)) {
         cli_warn(r->o.model, "%s: the model's linear-attention state cannot be taken back; "
                              "generating without speculation",
-                 r->o.spec == SPEC_DRAFT ? "--model-draft" : "--spec-type");
-        r->o.spec = 0;
+                 r->o.spec.type == CLI_SPEC_DRAFT ? "--model-draft" : "--spec-type");
+        r->o.spec.type = 0;
         return 0;
     }
     size_t most = ml_logits_batch(r->h->vocab) < r->nb ? ml_logits_batch(r->h->vocab) : r->nb;
-    if (r->o.spec_max + 1 > most)
-        r->o.spec_max = most > 1 ? most - 1 : 1;
-    if (r->o.spec_min > r->o.spec_max) /* the batch lowered the most */
-        r->o.spec_min = r->o.spec_max;
-    r->spec_cap = r->o.spec_max < SPEC_FIRST_CAP ? (size_t)r->o.spec_max : SPEC_FIRST_CAP;
-    if (r->spec_cap < r->o.spec_min) /* fewer would never guess */
-        r->spec_cap = (size_t)r->o.spec_min;
-    r->draft = malloc((r->o.spec_max + 1) * sizeof *r->draft);
-    r->rows = malloc((r->o.spec_max + 1) * r->h->vocab * sizeof *r->rows);
+    cli_spec_start(&r->o.spec, &r->spec_run, most);
+    r->draft = malloc((r->o.spec.max + 1) * sizeof *r->draft);
+    r->rows = malloc((r->o.spec.max + 1) * r->h->vocab * sizeof *r->rows);
     return r->draft && r->rows ? 0 : cli_fail(r->o.model, ML_E_NOMEM, NULL);
 }
 
@@ -380,7 +366,7 @@ int run_open(run *r)
         if ((e = open_tokenizer(r)))
             return e;
     }
-    if (r->o.spec == SPEC_DRAFT && (e = draft_open(r)))
+    if (r->o.spec.type == CLI_SPEC_DRAFT && (e = draft_open(r)))
         return e;
     if ((e = open_grammar_proc(r)))
         return e;
@@ -397,7 +383,7 @@ int run_open(run *r)
         print_kernel_choice();
     if (r->o.verbose)
         print_cache(r);
-    if (r->o.verbose && r->o.spec == SPEC_DRAFT)
+    if (r->o.verbose && r->o.spec.type == CLI_SPEC_DRAFT)
         draft_describe(r);
     return 0;
 }
@@ -420,10 +406,12 @@ void run_timings(const run *r)
                     "%.1f tokens/s\n",
             first, r->n_prompt, reused, r->t_prompt > 0 ? r->n_prompt / r->t_prompt : 0.0,
             r->n_gen, r->t_gen > 0 ? r->n_gen / r->t_gen : 0.0);
-    if (r->o.spec)
+    if (r->o.spec.type)
         fprintf(stderr, "ml-run: speculation: %zu tokens guessed, %zu kept (%.0f%%)\n",
-                r->n_drafted, r->n_accepted,
-                r->n_drafted ? 100.0 * (double)r->n_accepted / (double)r->n_drafted : 0.0);
+                r->spec_run.drafted, r->spec_run.accepted,
+                r->spec_run.drafted
+                    ? 100.0 * (double)r->spec_run.accepted / (double)r->spec_run.drafted
+                    : 0.0);
 }
 
 void run_close(run *r)

@@ -147,7 +147,7 @@ static void parse(int argc, char **argv, srv_opts *o)
         case OPT_POOLING: o->pooling = pooling(arg); break;
         case OPT_TIMEOUT: o->timeout = cli_u64("--timeout", arg, 1, 86400); break;
         case OPT_MAX_BODY: o->max_body = cli_u64("--max-body", arg, 64, 1u << 30); break;
-        default: cli_spec_option(&o->spec, id, OPT_SPEC, arg); break;
+        default: cli_spec_option(&o->spec, id, OPT_SPEC, arg, 0); break;
         }
     }
     if (first < argc)
@@ -215,7 +215,7 @@ static int open_model(srv_server *s)
                           (unsigned)s->o.threads, s->o.cache_k, s->o.cache_v, s->o.spec};
     if ((st = srv_sched_new(s->model, s->mlt, &p, &s->sched, &err)))
         return cli_fail(s->o.model, st, &err);
-    if (s->o.spec.on && !srv_sched_can_guess(s->sched))
+    if (s->o.spec.type && !srv_sched_can_guess(s->sched))
         cli_warn(s->o.model, "--spec-type: the model's linear-attention state cannot be taken "
                              "back; generating without speculation");
     ml_ctx_params ep = {.n_ctx = n_ctx, .n_batch = PREFILL_CHUNK, .n_threads = (unsigned)s->o.threads,

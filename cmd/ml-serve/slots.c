@@ -436,7 +436,7 @@ static void slot_start(srv_sched *s, slot *sl, srv_job *j)
     sl->logits = NULL;
     sl->drawn = 0;
     sl->guessed = 0;
-    cli_spec_start(&s->spec, &sl->spec);
+    cli_spec_start(&s->spec, &sl->spec, (size_t)srv_ctx_n_score_chunk(s->ctx) + 1);
     j->n_cached = sl->fed;
     if (j->logprobs && !sl->raw && !(sl->raw = malloc((size_t)s->vocab * sizeof *sl->raw))) {
         job_end(j, NULL, ML_E_NOMEM, "out of memory");
@@ -608,7 +608,7 @@ static void sched_step(srv_sched *s)
     size_t n_runs = 0;
     /* guesses only in steps without a prompt chunk: their rows make every
      * token of the step keep its logits */
-    size_t spare = s->spec.on && !pre ? srv_ctx_n_score_chunk(s->ctx) : 0;
+    size_t spare = s->spec.type && !pre ? srv_ctx_n_score_chunk(s->ctx) : 0;
     for (unsigned i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         srv_job *j = sl->job;
@@ -756,7 +756,7 @@ ml_status srv_sched_new(const ml_model *m, const ml_mlt *mlt, const srv_sched_pa
                         .cache_k = p->cache_k, .cache_v = p->cache_v};
     ml_status st = srv_ctx_new(m, &cp, p->n_batch, &s->ctx, err);
     s->spec = p->spec;
-    if (!st && s->spec.on)
+    if (!st && s->spec.type)
         st = open_speculation(s, err);
     if (!st && pthread_create(&s->thread, NULL, sched_main, s) != 0) {
         memset(err, 0, sizeof *err);
