@@ -213,9 +213,11 @@ ALWAYS_INLINE float row_q8(const int8_t *wq, ml_wscales wd, size_t r, const int8
         prefetch_q8(w + 32 * b, wscale_at(wd, r * nb + b, f16), f16);
         acc = group_q8(acc, w + 32 * b, wscales8(wd, r * nb + b, 8, f16), x + 32 * b, xd + b, 8);
     }
-    if (b < nb)
+    if (b < nb) {
+        prefetch_q8(w + 32 * b, wscale_at(wd, r * nb + b, f16), f16);
         acc = group_q8(acc, w + 32 * b, wscales8(wd, r * nb + b, nb - b, f16), x + 32 * b, xd + b,
                        nb - b);
+    }
     return fold8(acc);
 }
 
@@ -233,6 +235,7 @@ ALWAYS_INLINE float row_q4(const uint8_t *wq, ml_wscales wd, size_t r, const int
         acc = group_q4(acc, w + 16 * b, wscales8(wd, r * nb + b, 8, f16), x + 32 * b, xd + b, s, 8);
     }
     if (b < nb) {
+        prefetch_q4(w + 16 * b, wscale_at(wd, r * nb + b, f16), f16);
         const __m256i s = xs ? xs[b / 8] : _mm256_slli_epi32(block_sums(x + 32 * b, nb - b), 3);
         acc = group_q4(acc, w + 16 * b, wscales8(wd, r * nb + b, nb - b, f16), x + 32 * b, xd + b,
                        s, nb - b);
@@ -458,9 +461,11 @@ ALWAYS_INLINE void row_q4_t(const uint8_t *wq, ml_wscales wd, size_t r, const ui
         prefetch_q4(w + 16 * b, wscale_at(wd, r * nb + b, f16), f16);
         group_q4_t(acc, w + 16 * b, wscales8(wd, r * nb + b, 8, f16), xt, xd, nt, nb, j, 8);
     }
-    if (b < nb)
+    if (b < nb) {
+        prefetch_q4(w + 16 * b, wscale_at(wd, r * nb + b, f16), f16);
         group_q4_t(acc, w + 16 * b, wscales8(wd, r * nb + b, nb - b, f16), xt, xd, nt, nb, j,
                    nb - b);
+    }
     UNROLL
     for (size_t t = 0; t < QT_NT; t++)
         if (t < nt)

@@ -238,9 +238,11 @@ ALWAYS_INLINE float row_q8(const int8_t *wq, ml_wscales wd, size_t r, const int8
         acc = group_q8(acc, w + 32 * b, wscales8(wd, r * nb + b, 8, f16), x + 32 * b, xd + b,
                        corr_get(c, x, nb, b / 8, 7), 8);
     }
-    if (b < nb)
+    if (b < nb) {
+        prefetch_q8(w + 32 * b, wscale_at(wd, r * nb + b, f16), f16);
         acc = group_q8(acc, w + 32 * b, wscales8(wd, r * nb + b, nb - b, f16), x + 32 * b, xd + b,
                        corr_get(c, x, nb, b / 8, 7), nb - b);
+    }
     return fold8(acc);
 }
 
@@ -255,9 +257,11 @@ ALWAYS_INLINE float row_q4(const uint8_t *wq, ml_wscales wd, size_t r, const int
         acc = group_q4(acc, w + 16 * b, wscales8(wd, r * nb + b, 8, f16), x + 32 * b, xd + b,
                        corr_get(c, x, nb, b / 8, 3), 8);
     }
-    if (b < nb)
+    if (b < nb) {
+        prefetch_q4(w + 16 * b, wscale_at(wd, r * nb + b, f16), f16);
         acc = group_q4(acc, w + 16 * b, wscales8(wd, r * nb + b, nb - b, f16), x + 32 * b, xd + b,
                        corr_get(c, x, nb, b / 8, 3), nb - b);
+    }
     return fold8(acc);
 }
 
@@ -678,9 +682,12 @@ ALWAYS_INLINE void row2(const uint8_t *wq, ml_wscales wd, size_t r0, size_t r1, 
         acc = row2_group(acc, w0 + 16 * b, w1 + 16 * b, row2_scales(wd, r0, r1, nb, b, 8, f16), q,
                          j, 8);
     }
-    if (b < nb)
+    if (b < nb) {
+        prefetch_q4(w0 + 16 * b, wscale_at(wd, r0 * nb + b, f16), f16);
+        prefetch_q4(w1 + 16 * b, wscale_at(wd, r1 * nb + b, f16), f16);
         acc = row2_group(acc, w0 + 16 * b, w1 + 16 * b, row2_scales(wd, r0, r1, nb, b, nb - b, f16),
                          q, j, nb - b);
+    }
     y[r0] = fold8(_mm512_castps512_ps256(acc));
     y[r1] = fold8(_mm512_extractf32x8_ps(acc, 1));
 }

@@ -99,7 +99,11 @@ ALWAYS_INLINE void transpose8x8(__m256i v[8])
  * the lines asked for in L2 one core kept more on the way and decoded
  * them faster.  Q8_0's and Q4_0's did not gain (a model mostly in L3
  * lost a little), so they still go to L1.  A CPU that treats the hints
- * alike loses nothing.  (The figures: docs/speed-history.md.) */
+ * alike loses nothing.  A row's last partial group prefetches too: the
+ * rows are contiguous, so its lines ahead belong to a later row's first
+ * groups, and without it rows whose blocks are no multiple of 8 (640 or
+ * 576 columns: Gemma 3, SmolLM2) left one line in five or nine to a
+ * demand miss.  (The figures: docs/speed-history.md.) */
 #define PREFETCH_Q8 2048
 #define PREFETCH_Q4 4096
 #define PREFETCH_K 2048

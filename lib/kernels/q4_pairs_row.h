@@ -110,6 +110,7 @@ ALWAYS_INLINE void rows_q4_pairs_nt(const uint8_t *wq, ml_wscales wd, size_t r,
         group_q4_pairs_nt(acc, w + 16 * b, sw, qp, nt, b, j, 8);
     }
     if (b < nb) {
+        prefetch_q4(w + 16 * b, wscale_at(wd, r * nb + b, f16), f16);
         const __m256 sw = _mm256_permutevar8x32_ps(wscales8(wd, r * nb + b, nb - b, f16), order);
         group_q4_pairs_nt(acc, w + 16 * b, sw, qp, nt, b, j, nb - b);
     }
