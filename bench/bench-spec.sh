@@ -15,7 +15,7 @@
 #   make bench-spec        (or MLCORE_BUILD=build bash bench/bench-spec.sh)
 #   LLAMA_BIN=DIR          llama-speculative-simple's directory (else built once, llama.sh)
 #   BENCH_DIR=/tmp         where the converted model and the build go
-#   THREADS=2 ROUNDS=3 GEN=256 SIZE_N=3 DRAFT_MAX=16
+#   THREADS=2 ROUNDS=3 GEN=256 SIZE_N=3 DRAFT_MAX=48
 #
 # Rounds alternate the programs and the best of each is compared.
 set -euo pipefail
@@ -24,7 +24,7 @@ DIR=${BENCH_DIR:-/tmp}
 T=${THREADS:-2}
 NG=${GEN:-256}
 SN=${SIZE_N:-3}
-DMAX=${DRAFT_MAX:-16}
+DMAX=${DRAFT_MAX:-48}
 here=$(cd "$(dirname "$0")" && pwd)
 
 # shellcheck source=bench/llama.sh
