@@ -33,15 +33,36 @@ void ml__kv_store(const ml_fmath *fm, ml_cache_type t, void *out, const float *x
     }
 }
 
+/* One block's values (the arithmetic of quant.h's dequantizers), its
+ * scale and quants taken first: y may not alias them, so the compiler
+ * vectorizes the 32 (a call per block cost a tenth of a prompt's time
+ * with a q8_0 cache). */
+static void load_q8(const ml_kv_q8 *blk, float *restrict y)
+{
+    const float d = blk->d;
+    int8_t q[32];
+    memcpy(q, blk->q, sizeof q);
+    for (int i = 0; i < 32; i++)
+        y[i] = (float)q[i] * d;
+}
+
+static void load_q4(const ml_kv_q4 *blk, float *restrict y)
+{
+    const float d = blk->d;
+    uint8_t qs[16];
+    memcpy(qs, blk->qs, sizeof qs);
+    for (int i = 0; i < 16; i++) {
+        y[i] = (float)((qs[i] & 0x0f) - 8) * d;
+        y[i + 16] = (float)((qs[i] >> 4) - 8) * d;
+    }
+}
+
 void ml__kv_load(ml_cache_type t, float *y, const void *in, size_t n)
 {
     for (size_t b = 0; b < n / 32; b++) {
-        if (t == ML_CACHE_Q8_0) {
-            const ml_kv_q8 *blk = (const ml_kv_q8 *)in + b;
-            ml_dequantize_row_q8_0(blk->q, &blk->d, 32, y + 32 * b);
-        } else if (t == ML_CACHE_Q4_0) {
-            const ml_kv_q4 *blk = (const ml_kv_q4 *)in + b;
-            ml_dequantize_row_q4_0(blk->qs, &blk->d, 32, y + 32 * b);
-        }
+        if (t == ML_CACHE_Q8_0)
+            load_q8((const ml_kv_q8 *)in + b, y + 32 * b);
+        else if (t == ML_CACHE_Q4_0)
+            load_q4((const ml_kv_q4 *)in + b, y + 32 * b);
     }
 }
