@@ -101,6 +101,12 @@ static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
                 rope(c->k + (t * nk + h) * dh, cs, half);
         }
         size_t kv_dim = m->d.kv_dim;
+        if (ml__kv_blocked(c->kt)) {
+            ml__kv_rotate(c->q + t * nq * dh, (size_t)nq * dh);
+            ml__kv_rotate(c->k + t * kv_dim, kv_dim);
+        }
+        if (ml__kv_blocked(c->vt))
+            ml__kv_rotate(c->v + t * kv_dim, kv_dim);
         if (c->kt != ML_CACHE_F32)
             ml__kv_store(j->fm, c->kt, (char *)c->kh + ml__kv_bytes(c->kt, t * kv_dim),
                          c->k + t * kv_dim, kv_dim);
@@ -132,6 +138,8 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
     if (L->inv_freq)
         c->rope_ready |= 1u << set;
     ml__attend(c, l, n_tok); /* ao = softmax(q·K)·V of each head */
+    if (ml__kv_blocked(c->vt)) /* the values were rotated: ao is, too */
+        ml__kv_rotate(c->ao, n_tok * q_dim);
     if (m->h.attn_gate)
         for (size_t i = 0; i < n_tok * q_dim; i++)
             c->ao[i] *= ml__sigmoid(c->g[i]);

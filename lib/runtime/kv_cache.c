@@ -66,3 +66,20 @@ void ml__kv_load(ml_cache_type t, float *y, const void *in, size_t n)
             load_q4((const ml_kv_q4 *)in + b, y + 32 * b);
     }
 }
+
+void ml__kv_rotate(float *x, size_t n)
+{
+    const float norm = 0.17677669529663687f; /* 1 / sqrt(32) */
+    for (size_t b = 0; b < n / 32; b++) {
+        float *v = x + 32 * b;
+        for (int h = 1; h < 32; h *= 2)
+            for (int i = 0; i < 32; i += 2 * h)
+                for (int j = i; j < i + h; j++) {
+                    const float a = v[j], c = v[j + h];
+                    v[j] = a + c;
+                    v[j + h] = a - c;
+                }
+        for (int i = 0; i < 32; i++)
+            v[i] *= norm;
+    }
+}

@@ -52,4 +52,13 @@ void ml__kv_store(const ml_fmath *fm, ml_cache_type t, void *out, const float *x
  * (nibble − 8)·d, one float multiplication each. */
 void ml__kv_load(ml_cache_type t, float *y, const void *in, size_t n);
 
+/* The orthonormal Walsh-Hadamard transform of each block of 32 of x[0..n)
+ * (n a multiple of 32), in place; its own inverse.  Keys, queries and
+ * values go through it before a blocked cache holds them, as llama.cpp
+ * rotates them: q·k and the weighted sum of values are the same up to
+ * rounding, and an outlying component is spread over its block instead
+ * of setting the block's scale alone.  A fixed order of float
+ * operations, the same bits on every CPU. */
+void ml__kv_rotate(float *x, size_t n);
+
 #endif

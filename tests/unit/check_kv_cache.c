@@ -3,7 +3,8 @@
  * says (an f32 scale, then the spec's quants), each value quantized by the
  * spec's rule as written out here, read back as q·d within half a step
  * (Q4_0: a step, its top level clamped); f16 and f32 rows; the public
- * sizes and the head size check (ml_cache_type_bytes, _check). */
+ * sizes and the head size check (ml_cache_type_bytes, _check); the
+ * Walsh-Hadamard rotation of blocked caches (ml__kv_rotate). */
 #include "suites.h"
 #include "testutil.h"
 
@@ -84,6 +85,48 @@ START_TEST(test_q4_0)
 }
 END_TEST
 
+/* The rotation: a unit vector becomes a block of ±1/sqrt(32) with
+ * Walsh's signs (row j of the Hadamard matrix: (-1)^popcount(i & j)),
+ * twice is the identity and dot products stay, up to rounding; an
+ * outlier is spread over its block only. */
+START_TEST(test_rotate)
+{
+    float x[N], y[N], e[64] = {0};
+    e[32 + 5] = 1.0f;
+    ml__kv_rotate(e, 64);
+    for (int i = 0; i < 32; i++) {
+        ck_assert(e[i] == 0.0f);
+        const float want = (__builtin_popcount((unsigned)(i & 5)) % 2 ? -1.0f : 1.0f) *
+                           0.17677669529663687f;
+        ck_assert_msg(e[32 + i] == want, "value %d: %g, want %g", i, e[32 + i], want);
+    }
+    make_row(x, 31);
+    make_row(y, 37);
+    double dot = 0, rdot = 0;
+    for (int i = 0; i < N; i++)
+        dot += (double)x[i] * y[i];
+    float rx[N], ry[N];
+    memcpy(rx, x, sizeof rx);
+    memcpy(ry, y, sizeof ry);
+    ml__kv_rotate(rx, N);
+    ml__kv_rotate(ry, N);
+    for (int i = 0; i < N; i++)
+        rdot += (double)rx[i] * ry[i];
+    ck_assert_msg(fabs(rdot - dot) <= 1e-5 * (1 + fabs(dot)), "dot %g, rotated %g", dot, rdot);
+    ml__kv_rotate(rx, N);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(fabsf(rx[i] - x[i]) <= 1e-5f * (1 + fabsf(x[i])), "value %d: %g back as %g",
+                      i, x[i], rx[i]);
+    /* the outlier at 100 (-40) now weighs 40/sqrt(32) on each of its block */
+    memcpy(rx, x, sizeof rx);
+    ml__kv_rotate(rx, N);
+    float amax = 0;
+    for (int i = 96; i < 128; i++)
+        amax = fmaxf(amax, fabsf(rx[i]));
+    ck_assert_msg(amax < 9.0f, "block 3's largest value after the rotation: %g", amax);
+}
+END_TEST
+
 START_TEST(test_f16_f32)
 {
     float x[N];
@@ -151,6 +194,7 @@ Suite *suite_kv_cache(void)
     TCase *tc = tcase_create("rows");
     tcase_add_loop_test(tc, test_q8_0, 0, 4);
     tcase_add_loop_test(tc, test_q4_0, 0, 4);
+    tcase_add_test(tc, test_rotate);
     tcase_add_test(tc, test_f16_f32);
     tcase_add_test(tc, test_sizes);
     tcase_add_test(tc, test_check);
