@@ -12,28 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Qwen3-MoE's shape, small: 2 layers, 8 experts of width 32, 2 used. */
-static void moe_header(ml_mlb_header *h, uint32_t wtype)
-{
-    tu_base_header(h);
-    char spec[256];
-    snprintf(spec, sizeof spec,
-             "vocab=64 max_seq=64 n_layers=2 hidden_dim=0 qk_norm=1 wtype=%u n_experts=8 "
-             "n_experts_used=2 expert_hidden_dim=32 moe_flags=1",
-             wtype);
-    tu_apply(h, NULL, spec);
-}
-
-static ml_mlb *open_buf(tu_buf *b, const tu_mem *m)
-{
-    ml_mlb *mlb;
-    ml_error err;
-    tu_buf_copy(b, m->p, m->len, 0);
-    ml_status s = ml_mlb_open_memory(b->p, b->len, &mlb, &err);
-    ck_assert_msg(s == ML_OK, "%s: %s", ml_status_name(s), err.msg);
-    return mlb;
-}
-
 /* Every expert's arrays lie together, experts in order, one stride apart,
  * and nothing else lies among them. */
 static void check_spans(const ml_mlb *m)
@@ -105,11 +83,11 @@ START_TEST(test_body_spans)
     const uint32_t wtypes[] = {ML_WTYPE_Q8_0, ML_WTYPE_Q4_0};
     for (size_t w = 0; w < 2; w++) {
         ml_mlb_header h;
-        moe_header(&h, wtypes[w]);
+        tu_moe_header(&h, wtypes[w]);
         tu_mem out;
         tu_write_random(&h, NULL, 11, &out);
         tu_buf b;
-        ml_mlb *m = open_buf(&b, &out);
+        ml_mlb *m = tu_open_copy(&b, &out);
         check_spans(m);
         verify_like_loader(&out, m);
         /* the router is F32 whatever the weight type, and no matrix of the table */
@@ -129,7 +107,7 @@ END_TEST
 START_TEST(test_table_experts)
 {
     ml_mlb_header h;
-    moe_header(&h, ML_WTYPE_TABLE);
+    tu_moe_header(&h, ML_WTYPE_TABLE);
     uint32_t n = ml_mlb_matrix_count(&h, NULL);
     ck_assert_uint_eq(n, 1 + 2 * (4 + 3 * 8) + 1); /* tok_emb, layers, wcls */
     uint8_t *types = malloc(n);
@@ -143,7 +121,7 @@ START_TEST(test_table_experts)
     ml_status s = ml_mlb_write_random_types(&h, NULL, types, 3, tu_mem_sink, &out, &err);
     ck_assert_msg(s == ML_OK, "%s", err.msg);
     tu_buf b;
-    ml_mlb *m = open_buf(&b, &out);
+    ml_mlb *m = tu_open_copy(&b, &out);
     check_spans(m);
     verify_like_loader(&out, m);
     ck_assert_int_eq(ml_mlb_get_expert(m, ML_R_EW2, 1, 5)->type, ML_TYPE_MXFP4);

@@ -96,28 +96,6 @@ END_TEST
  * The runtime
  * ------------------------------------------------------------------------- */
 
-/* Qwen3-MoE's shape, small: 2 layers, 8 experts of width 32, 2 used. */
-static void moe_header(ml_mlb_header *h, uint32_t wtype)
-{
-    tu_base_header(h);
-    char spec[256];
-    snprintf(spec, sizeof spec,
-             "vocab=64 max_seq=64 n_layers=2 hidden_dim=0 qk_norm=1 wtype=%u n_experts=8 "
-             "n_experts_used=2 expert_hidden_dim=32 moe_flags=1",
-             wtype);
-    tu_apply(h, NULL, spec);
-}
-
-static ml_mlb *open_buf(tu_buf *b, const tu_mem *m)
-{
-    ml_mlb *mlb;
-    ml_error err;
-    tu_buf_copy(b, m->p, m->len, 0);
-    ml_status s = ml_mlb_open_memory(b->p, b->len, &mlb, &err);
-    ck_assert_msg(s == ML_OK, "%s: %s", ml_status_name(s), err.msg);
-    return mlb;
-}
-
 /* The random model with every router forced to exact ties: rows 1 and 5
  * equal, every other row zero.  A token then scores +0 for experts 0, 2,
  * 3, 4, 6, 7 and one value v for both 1 and 5, so the choice is {1, 5}
@@ -125,10 +103,10 @@ static ml_mlb *open_buf(tu_buf *b, const tu_mem *m)
 static void tie_model(tu_mem *out)
 {
     ml_mlb_header h;
-    moe_header(&h, ML_WTYPE_Q8_0);
+    tu_moe_header(&h, ML_WTYPE_Q8_0);
     tu_write_random(&h, NULL, 21, out);
     tu_buf b;
-    ml_mlb *m = open_buf(&b, out);
+    ml_mlb *m = tu_open_copy(&b, out);
     for (int32_t l = 0; l < 2; l++) {
         const ml_tensor *wr = ml_mlb_get(m, ML_R_WR, l);
         float *rows = (float *)(void *)(out->p + wr->offset);
@@ -166,7 +144,7 @@ static void on_route(void *ctx, uint32_t layer, size_t n_tok, const uint32_t *po
 static float *run(const tu_mem *file, unsigned threads, uint32_t batch, trace *tr)
 {
     tu_buf b;
-    ml_mlb *mlb = open_buf(&b, file);
+    ml_mlb *mlb = tu_open_copy(&b, file);
     ml_model *model;
     ml_ctx *c;
     ml_error err;
@@ -213,7 +191,7 @@ START_TEST(test_ties_and_bits)
     for (size_t v = 0; v < 5; v++) {
         setenv("ML_KERNELS", names[v], 1);
         tu_buf b;
-        ml_mlb *mlb = open_buf(&b, &file);
+        ml_mlb *mlb = tu_open_copy(&b, &file);
         ml_model *model;
         ml_error err;
         int ok = ml_model_new(mlb, &model, &err) == ML_OK;
@@ -246,12 +224,12 @@ START_TEST(test_unsupported_refused)
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         ml_mlb_header h;
-        moe_header(&h, ML_WTYPE_Q8_0);
+        tu_moe_header(&h, ML_WTYPE_Q8_0);
         tu_apply(&h, NULL, rows[i].set);
         tu_mem out;
         tu_write_random(&h, NULL, 1, &out);
         tu_buf b;
-        ml_mlb *m = open_buf(&b, &out);
+        ml_mlb *m = tu_open_copy(&b, &out);
         ml_model *model = NULL;
         ml_error err;
         ml_status s = ml_model_new(m, &model, &err);

@@ -564,3 +564,24 @@ void tu_err_reset(ml_error *e)
     snprintf(e->field, sizeof e->field, "(not set)");
     snprintf(e->msg, sizeof e->msg, "(not set)");
 }
+
+ml_mlb *tu_open_copy(tu_buf *b, const tu_mem *m)
+{
+    ml_mlb *mlb;
+    ml_error err;
+    tu_buf_copy(b, m->p, m->len, 0);
+    ml_status s = ml_mlb_open_memory(b->p, b->len, &mlb, &err);
+    ck_assert_msg(s == ML_OK, "%s: %s", ml_status_name(s), err.msg);
+    return mlb;
+}
+
+void tu_moe_header(ml_mlb_header *h, uint32_t wtype)
+{
+    tu_base_header(h);
+    char spec[256];
+    snprintf(spec, sizeof spec,
+             "vocab=64 max_seq=64 n_layers=2 hidden_dim=0 qk_norm=1 wtype=%u n_experts=8 "
+             "n_experts_used=2 expert_hidden_dim=32 moe_flags=1",
+             wtype);
+    tu_apply(h, NULL, spec);
+}

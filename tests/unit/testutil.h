@@ -114,6 +114,12 @@ typedef struct tu_buf {
 } tu_buf;
 void tu_buf_copy(tu_buf *b, const void *src, size_t len, size_t misalign);
 void tu_buf_free(tu_buf *b);
+/* m opened from a copy in b (ml_mlb_open_memory); fails the test if it
+ * does not open. */
+ml_mlb *tu_open_copy(tu_buf *b, const tu_mem *m);
+
+/* Qwen3-MoE's shape, small: 2 layers, 8 experts of width 32, 2 used. */
+void tu_moe_header(ml_mlb_header *h, uint32_t wtype);
 
 /* ---- assertions ---- */
 /* For hot loops: libcheck's ck_assert records a "mark point" through the
