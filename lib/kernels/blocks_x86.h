@@ -31,10 +31,16 @@
 
 #define XS_COLS 32768 /* the longest row with its sums on the stack (16 KiB) */
 
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define HAVE_VNNI 1
+#else
+#define HAVE_VNNI 0
+#endif
+
 /* Lane i: Σ of bytes 4i..4i+3 of u (unsigned, < 128) times x (signed). */
 ALWAYS_INLINE __m256i dot_u8s8(__m256i u, __m256i x)
 {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#if HAVE_VNNI
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, x);
 #else
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1));
@@ -58,7 +64,26 @@ ALWAYS_INLINE float f16_at(const uint8_t *p)
 typedef struct xsums {
     int32_t s32[XS_COLS / 32 + 8]; /* + a partial group's zeros */
     int16_t s16[XS_COLS / 16];
+#if HAVE_VNNI
+    const int8_t *paired; /* x in x_pairs's layout (IQ4_XS's matvec only) */
+#endif
 } xsums;
+
+#if HAVE_VNNI
+/* x with each two blocks' halves regrouped: elements 0-15 of block 2p,
+ * 0-15 of 2p + 1, then 16-31 of 2p, 16-31 of 2p + 1, so that one 32-byte
+ * load of two consecutive sub-blocks' nibbles (low nibbles, then high
+ * ones) meets its activations lane for lane with no shuffle of the
+ * weights (sums_iq4_xs).  cols is a multiple of 256 here. */
+static void x_pairs(int8_t *xp, const int8_t *x, size_t cols)
+{
+    for (size_t b = 0; b < cols; b += 64) {
+        const __m256i a = load256(x + b), c = load256(x + b + 32);
+        _mm256_storeu_si256((__m256i *)(xp + b), _mm256_permute2x128_si256(a, c, 0x20));
+        _mm256_storeu_si256((__m256i *)(xp + b + 32), _mm256_permute2x128_si256(a, c, 0x31));
+    }
+}
+#endif
 
 static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
 {
@@ -615,13 +640,12 @@ static inline int blk_unpack_k(ml_type t, const uint8_t *w, size_t cols, size_t 
 /* ---- IQ4_XS: IQ4_NL's levels with a 6-bit scale per sub-block ---- */
 
 /* IQ4_XS's sub-block scales minus 32: nibble j of scales_l
- * (little-endian), bits 2j, 2j+1 of scales_h. */
-ALWAYS_INLINE __m256i iq4_xs_scales(const uint8_t *b)
+ * (little-endian), bits 2j, 2j+1 of scales_h; lane i holds sub-block
+ * nib[i] / 4 (pair[i] = nib[i] / 2). */
+ALWAYS_INLINE __m256i iq4_xs_scales(const uint8_t *b, __m256i nib, __m256i pair)
 {
     uint32_t sl, sh = (uint32_t)(b[2] | b[3] << 8);
     memcpy(&sl, b + 4, 4);
-    const __m256i nib = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-    const __m256i pair = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
     const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), nib),
                                         _mm256_set1_epi32(15));
     const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sh), pair),
@@ -632,10 +656,50 @@ ALWAYS_INLINE __m256i iq4_xs_scales(const uint8_t *b)
 /* IQ4_XS: row_k needs only the lanes' total, so each sub-block's 16-bit
  * pair sums (at most 2·127·127) are multiplied by its scale in vpmaddwd
  * and the sub-blocks added lane by lane, with no transposition. */
+#if HAVE_VNNI
+/* With VNNI the levels go in as unsigned bytes, level + 128 (1..241), one
+ * vpdpbusd per 32 bytes against x_pairs's activations, and the offset
+ * comes off as 128·Σx of each sub-block.  Each pair of sub-blocks leaves
+ * sub-block 2i's partial sums in lanes 0-3 and 2i + 1's in lanes 4-7;
+ * four such vectors fold to lanes [S0 S2 S4 S6 | S1 S3 S5 S7], where the
+ * scales and Σx are put in the same order.  Exact: |S_j - 128·X_j| <=
+ * 32·241·128, times |ls| <= 32, eight of them, stay far below 2^31. */
+static const uint8_t iq4nl_levels_u[16] = {1,   24,  45,  63,  79,  93,  106, 118,
+                                           129, 141, 153, 166, 181, 197, 217, 241};
+
+ALWAYS_INLINE void sums_iq4_xs(const uint8_t *w, const int8_t *xp, const int32_t *xsum,
+                               __m256i *is)
+{
+    prefetch_ahead_l2(w, PREFETCH_K, 3);
+    const __m128i t = _mm_loadu_si128((const __m128i *)iq4nl_levels_u);
+    const __m256i table = _mm256_set_m128i(t, t), low = _mm256_set1_epi8(15);
+    __m256i c[4];
+    UNROLL
+    for (int i = 0; i < 4; i++) {
+        const __m256i v = load256(w + 8 + 32 * i);
+        const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low));
+        const __m256i hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
+        c[i] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, load256(xp + 64 * i)),
+                                   hi, load256(xp + 64 * i + 32));
+    }
+    const __m256i a0 = _mm256_add_epi32(_mm256_unpacklo_epi32(c[0], c[1]),
+                                        _mm256_unpackhi_epi32(c[0], c[1]));
+    const __m256i a1 = _mm256_add_epi32(_mm256_unpacklo_epi32(c[2], c[3]),
+                                        _mm256_unpackhi_epi32(c[2], c[3]));
+    const __m256i s = _mm256_add_epi32(_mm256_unpacklo_epi64(a0, a1), _mm256_unpackhi_epi64(a0, a1));
+    const __m256i even_odd = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m256i x128 = _mm256_slli_epi32(
+        _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)xsum), even_odd), 7);
+    const __m256i ls = iq4_xs_scales(w, _mm256_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28),
+                                     _mm256_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14));
+    *is = _mm256_mullo_epi32(_mm256_sub_epi32(s, x128), ls);
+}
+#else
 ALWAYS_INLINE void sums_iq4_xs(const uint8_t *w, const int8_t *x, __m256i *is)
 {
     prefetch_ahead_l2(w, PREFETCH_K, 3);
-    const __m256i ls = iq4_xs_scales(w);
+    const __m256i ls = iq4_xs_scales(w, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28),
+                                     _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
     const __m256i ls16 = _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xffff)),
                                          _mm256_slli_epi32(ls, 16));
     __m256i sum = _mm256_setzero_si256();
@@ -649,6 +713,7 @@ ALWAYS_INLINE void sums_iq4_xs(const uint8_t *w, const int8_t *x, __m256i *is)
     }
     *is = sum;
 }
+#endif
 
 /* ---- the 256-element types' rows (rule 6) ---- */
 
@@ -685,7 +750,11 @@ ALWAYS_INLINE void sums_k(ml_type T, const uint8_t *w, const int8_t *x, const xs
     case ML_TYPE_Q6_K: sums_q6_k(w, x, xs->s16 + 16 * k, is); break;
     case ML_TYPE_Q2_K: sums_q2_k(w, x, xs->s16 + 16 * k, is, ms); break;
     case ML_TYPE_Q3_K: sums_q3_k(w, x, xs->s16 + 16 * k, is); break;
+#if HAVE_VNNI
+    default: sums_iq4_xs(w, xs->paired + 256 * k, xs->s32 + 8 * k, is); break; /* IQ4_XS */
+#else
     default: sums_iq4_xs(w, x, is); break; /* IQ4_XS */
+#endif
     }
 }
 
@@ -859,6 +928,12 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     }
     xsums xs;
     xsums_init(&xs, xq, cols, halves);
+#if HAVE_VNNI
+    int8_t paired[XS_COLS];
+    if (t == ML_TYPE_IQ4_XS)
+        x_pairs(paired, xq, cols);
+    xs.paired = paired;
+#endif
     const size_t row_bytes = ml__blk_row_bytes(t, cols);
     uint32_t elems = 1;
     ml_type_block(t, &elems, NULL, NULL);
@@ -1019,7 +1094,7 @@ ALWAYS_INLINE void tile_decode(ml_type T, const uint8_t *b, size_t m, tile_row *
         UNROLL
         for (int j = 0; j < 8; j++)
             t->q[j] = levels(nibbles32(b + 8 + 16 * j), iq4nl_levels);
-        t->ls = iq4_xs_scales(b);
+        t->ls = iq4_xs_scales(b, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
         t->d = _mm256_set1_ps(f16_at(b));
         transpose8x8(t->q);
         UNROLL
