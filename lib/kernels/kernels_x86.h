@@ -83,29 +83,32 @@ ALWAYS_INLINE void transpose8x8(__m256i v[8])
 
 /* Decode streams every weight once from memory; the hardware prefetcher
  * stops at each 4 KiB page, so the rows ahead are asked for explicitly,
- * PREFETCH_Q8 or PREFETCH_Q4 bytes of quants ahead (scales as many blocks
- * ahead).  Measured with 4 KiB pages: prefetching at all made decode
- * clearly faster (Q4_0 most), and 4 KiB of Q4_0 beat 1 KiB.  Q8_0 went
- * from 8 KiB to 2 KiB on a CPU with a large L3 where, with 8 KiB as with
- * 4, its matvec read memory well below bandwidth.c's rate, and with 2 KiB
- * close to it, decoding faster.  Far prefetches seem to hold the core's
- * few line-fill buffers for a whole memory latency there.  Q4_0 stayed at
- * 4 KiB: 2 KiB helped a model read from memory a little but slowed one
- * that sat in that L3.  The 256-element types' row dots (rule 6) went
- * from 4 KiB to 2 KiB too: their loop leaves fewer instructions between
- * misses than rule 5's did, and at 4 KiB it waited on memory more, Q6_K
- * most.  Their lines go to L2 (T1), not L1: a prefetch to L1 holds one
- * of the core's few L1 miss buffers until its line arrives, and with
- * the lines asked for in L2 one core kept more on the way and decoded
- * them faster; with L2 as the target, 3 KiB ahead then beat 2 KiB for
- * every one of them read from memory (and 1, 1.5 and 4 KiB).  Q8_0's and Q4_0's did not gain (a model mostly in L3
- * lost a little), so they still go to L1.  A CPU that treats the hints
- * alike loses nothing.  A row's last partial group prefetches too: the
- * rows are contiguous, so its lines ahead belong to a later row's first
- * groups, and without it rows whose blocks are no multiple of 8 (640 or
- * 576 columns: Gemma 3, SmolLM2) left one line in five or nine to a
- * demand miss.  (The figures: docs/speed-history.md.) */
-#define PREFETCH_Q8 2048
+ * so many bytes of quants ahead (scales as many blocks ahead).  Measured
+ * with 4 KiB pages: prefetching at all made decode clearly faster (Q4_0
+ * most), and 4 KiB of Q4_0 beat 1 KiB.  A prefetch into L1 (T0) holds
+ * one of the core's few L1 miss buffers until its line arrives, a whole
+ * memory latency when it is far ahead; one into L2 (T1) waits in L2's
+ * larger queue instead, so one core keeps more lines on the way.
+ * - Q8_0 asks twice: PREFETCH_Q8_L2 (3 KiB) ahead into L2, PREFETCH_Q8
+ *   (1 KiB) ahead into L1, so the far lines are on the way and the near
+ *   ones in L1 when the loads come.  That beat one prefetch 2 KiB ahead
+ *   into L1 (which had beaten 4 and 8 KiB) on every model tried, read
+ *   from memory or from a large L3, at 1 and 2 threads; and it beat
+ *   4+1, 4+0.5, 3+0.5, 2+0.5 and 5+1.5 KiB.  One prefetch into L2
+ *   alone lost a little on a model in L3.
+ * - Q4_0: 4 KiB into L1; 2 KiB helped a model read from memory a little
+ *   but slowed one that sat in L3.
+ * - The 256-element types' row dots (rule 6): 3 KiB into L2.  Into L1
+ *   they waited on memory (4 KiB worst, Q6_K most); into L2, 3 KiB beat
+ *   1, 1.5, 2 and 4 KiB on every one of them read from memory.
+ * A CPU that treats the hints alike loses nothing.  A row's last partial
+ * group prefetches too: the rows are contiguous, so its lines ahead
+ * belong to a later row's first groups, and without it rows whose blocks
+ * are no multiple of 8 (640 or 576 columns: Gemma 3, SmolLM2) left one
+ * line in five or nine to a demand miss.  (The figures:
+ * docs/speed-history.md.) */
+#define PREFETCH_Q8_L2 3072
+#define PREFETCH_Q8 1024
 #define PREFETCH_Q4 4096
 #define PREFETCH_K 3072
 
@@ -118,7 +121,7 @@ ALWAYS_INLINE void prefetch_ahead(const void *p, size_t ahead, int lines)
         _mm_prefetch(a + 64 * i, _MM_HINT_T0);
 }
 
-/* The same into L2 (the 256-element types' decode, above). */
+/* The same into L2. */
 ALWAYS_INLINE void prefetch_ahead_l2(const void *p, size_t ahead, int lines)
 {
     const char *a = (const char *)p + ahead;
@@ -143,7 +146,9 @@ ALWAYS_INLINE const char *wscale_at(ml_wscales wd, size_t i, int f16)
  * (sc points at the group's first). */
 ALWAYS_INLINE void prefetch_q8(const int8_t *w, const char *sc, int f16)
 {
+    prefetch_ahead_l2(w, PREFETCH_Q8_L2, 4);
     prefetch_ahead(w, PREFETCH_Q8, 4);
+    _mm_prefetch(sc + PREFETCH_Q8_L2 / 32 * (f16 ? 2 : 4), _MM_HINT_T1);
     _mm_prefetch(sc + PREFETCH_Q8 / 32 * (f16 ? 2 : 4), _MM_HINT_T0);
 }
 

@@ -188,7 +188,12 @@ ALWAYS_INLINE void prepare_w(int q4, const uint8_t *w, size_t nb, uint8_t *wt)
     for (size_t j = 0; j < (nb + 7) / 8; j++) {
         const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
         const uint8_t *g = w + 8 * block * j;
-        prefetch_ahead(g, q4 ? PREFETCH_Q4 : PREFETCH_Q8, q4 ? 2 : 4);
+        if (q4) {
+            prefetch_ahead(g, PREFETCH_Q4, 2);
+        } else {
+            prefetch_ahead_l2(g, PREFETCH_Q8_L2, 4);
+            prefetch_ahead(g, PREFETCH_Q8, 4);
+        }
         __m256i v[8];
         if (q4) {
             q4_group_transposed(g, m, v);
