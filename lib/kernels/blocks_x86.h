@@ -478,6 +478,7 @@ ALWAYS_INLINE float row_32(ml_type T, size_t bytes, const uint8_t *w, size_t nb,
     for (size_t g = 0; g < nb; g += 8) {
         const size_t m = nb - g < 8 ? nb - g : 8;
         const uint8_t *wg = w + g * bytes;
+        prefetch_ahead_l2(wg, PREFETCH_Q4_L2, (int)((8 * bytes + 63) / 64));
         prefetch_ahead(wg, PREFETCH_Q4, (int)((8 * bytes + 63) / 64));
         __m256i v[8];
         UNROLL

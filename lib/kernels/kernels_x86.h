@@ -96,8 +96,10 @@ ALWAYS_INLINE void transpose8x8(__m256i v[8])
  *   from memory or from a large L3, at 1 and 2 threads; and it beat
  *   4+1, 4+0.5, 3+0.5, 2+0.5 and 5+1.5 KiB.  One prefetch into L2
  *   alone lost a little on a model in L3.
- * - Q4_0: 4 KiB into L1; 2 KiB helped a model read from memory a little
- *   but slowed one that sat in L3.
+ * - Q4_0 the same way, 6 KiB into L2 and 2 KiB into L1: against 4 KiB
+ *   into L1 alone (which had beaten 1 and 2 KiB), a model in L3 decoded
+ *   12-25% faster and one in memory 5-7%, at 1 and 2 threads; 4+1 and
+ *   3+1 KiB were close behind.
  * - The 256-element types' row dots (rule 6): 3 KiB into L2.  Into L1
  *   they waited on memory (4 KiB worst, Q6_K most); into L2, 3 KiB beat
  *   1, 1.5, 2 and 4 KiB on every one of them read from memory.
@@ -109,7 +111,8 @@ ALWAYS_INLINE void transpose8x8(__m256i v[8])
  * docs/speed-history.md.) */
 #define PREFETCH_Q8_L2 3072
 #define PREFETCH_Q8 1024
-#define PREFETCH_Q4 4096
+#define PREFETCH_Q4_L2 6144
+#define PREFETCH_Q4 2048
 #define PREFETCH_K 3072
 
 /* The `lines` cache lines `ahead` bytes after p, into L1. */
@@ -155,7 +158,9 @@ ALWAYS_INLINE void prefetch_q8(const int8_t *w, const char *sc, int f16)
 /* For a group of 8 blocks: 128 bytes of Q4_0 quants, 32 or 16 of scales. */
 ALWAYS_INLINE void prefetch_q4(const uint8_t *w, const char *sc, int f16)
 {
+    prefetch_ahead_l2(w, PREFETCH_Q4_L2, 2);
     prefetch_ahead(w, PREFETCH_Q4, 2);
+    _mm_prefetch(sc + PREFETCH_Q4_L2 / 16 * (f16 ? 2 : 4), _MM_HINT_T1);
     _mm_prefetch(sc + PREFETCH_Q4 / 16 * (f16 ? 2 : 4), _MM_HINT_T0);
 }
 

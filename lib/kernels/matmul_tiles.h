@@ -189,6 +189,7 @@ ALWAYS_INLINE void prepare_w(int q4, const uint8_t *w, size_t nb, uint8_t *wt)
         const size_t m = nb - 8 * j < 8 ? nb - 8 * j : 8;
         const uint8_t *g = w + 8 * block * j;
         if (q4) {
+            prefetch_ahead_l2(g, PREFETCH_Q4_L2, 2);
             prefetch_ahead(g, PREFETCH_Q4, 2);
         } else {
             prefetch_ahead_l2(g, PREFETCH_Q8_L2, 4);
