@@ -18,7 +18,10 @@
 #                      --cache-type; llama-bench -ctk -ctv, but its
 #                      cache stays f16, its default, in the f32 rows:
 #                      llama-bench refuses -ctk f32); f32 is ml-run's
-#                      default
+#                      default; q8_0 and q4_0 too (llama-bench then
+#                      with -fa 1, which its quantized V cache needs)
+#   Depths past the shape's context need a shape that has them:
+#   SHAPES=gemma3 (32768), e.g. DEPTHS="4096 16384" CACHES="f16 q8_0 q4_0"
 #
 # llama.cpp: `llama-bench -p 0 -n GEN -d N` and `llama-bench -p N -n 0`
 # (a llama-bench without -d gives '-' for depths above 0).  ml-run: a
@@ -74,6 +77,8 @@ ids() { seq 1 "$1" | awk '{ printf "%d ", ($1 * 7919) % 31000 + 3 }'; }
 llama_ts() {
     local kv_args=()
     [ "$kv" = f32 ] || kv_args=(-ctk "$kv" -ctv "$kv")
+    # llama.cpp quantizes its V cache only with flash attention on
+    case $kv in q*) kv_args+=(-fa 1) ;; esac
     "$LB/llama-bench" -m "$g" -t "$T" "${kv_args[@]}" -r 1 -o json "$@" 2>/dev/null |
         python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["avg_ts"])'
 }

@@ -17,6 +17,13 @@
 #   THREADS=2 SHAPES="tinyllama gemma3" PROMPT=512 GEN=128
 #   TYPES="q8_0 q4_0 q4_k_m q5_k_m q6_k iq4_xs"  (llama-quantize types of the q8_0)
 #   ROUNDS=3        alternating measurements per model; the best of each
+#   IK_LLAMA_BIN=DIR  directory holding ik_llama.cpp's llama-bench (the
+#                   K-quants author's fork, a higher anchor on the CPU:
+#                   built with cmake from its public repository, see
+#                   docs/speed.md); when set, each round runs it too, with
+#                   its default and with -rtr 1 (its run-time repacking),
+#                   and rows pp$PROMPT/ik and tg$GEN/ik compare mlcore with
+#                   its best.  Optional: without it those rows are left out.
 #   (SHAPE=NAME, the older spelling, picks one shape)
 # Each row ends with the 1-minute load average when it was measured: on a
 # shared machine a number taken under load is not a speed.
@@ -106,6 +113,15 @@ with open(path, 'rb') as f:
 PY
 }
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
+# avg_ts of the prompt (pp) or generation (tg) test in llama-bench's JSON.
+bench_ts() {
+    python3 -c 'import json,sys; r=json.load(sys.stdin); k="n_prompt" if sys.argv[1]=="pp" else "n_gen"; print([x["avg_ts"] for x in r if x[k]>0][0])' "$1"
+}
+IKB=${IK_LLAMA_BIN:-}
+if [ -n "$IKB" ] && [ ! -x "$IKB/llama-bench" ]; then
+    echo "bench-run: IK_LLAMA_BIN=$IKB has no llama-bench; ik_llama.cpp rows left out" >&2
+    IKB=
+fi
 measure_bw
 limits_int8 "$DIR" "$T"
 echo "memory read bandwidth, $T threads: $bw_best GB/s (first measurement)"
@@ -125,13 +141,21 @@ for ty in $TYPES; do
     # llama-bench measures them (pp = a 512-token prompt alone, tg = 128
     # tokens generated from an empty context); the best of each program's
     # rounds is compared, so a noisy neighbour hurts neither more.
-    l_pp=0 l_tg=0 best_pp=0 best_tg=0 l_rb=0 m_rb=0
+    l_pp=0 l_tg=0 best_pp=0 best_tg=0 l_rb=0 m_rb=0 ik_pp=0 ik_tg=0
     for _ in $(seq "${ROUNDS:-3}"); do
         measure_bw
         json=$("$LB/llama-bench" -m "$g" -t "$T" -p "$NP" -n "$NG" -r 1 -o json 2>/dev/null)
-        l_pp=$(max "$l_pp" "$(echo "$json" | python3 -c 'import json,sys; r=json.load(sys.stdin); print([x["avg_ts"] for x in r if x["n_prompt"]>0][0])')")
-        tg=$(echo "$json" | python3 -c 'import json,sys; r=json.load(sys.stdin); print([x["avg_ts"] for x in r if x["n_gen"]>0][0])')
+        l_pp=$(max "$l_pp" "$(echo "$json" | bench_ts pp)")
+        tg=$(echo "$json" | bench_ts tg)
         l_tg=$(max "$l_tg" "$tg")
+        if [ -n "$IKB" ]; then
+            for rtr in 0 1; do
+                json=$("$IKB/llama-bench" -m "$g" -t "$T" -p "$NP" -n "$NG" -r 1 -rtr "$rtr" \
+                    -o json 2>/dev/null) || continue
+                ik_pp=$(max "$ik_pp" "$(echo "$json" | bench_ts pp)")
+                ik_tg=$(max "$ik_tg" "$(echo "$json" | bench_ts tg)")
+            done
+        fi
         bw_before=$bw_now
         measure_bw
         bw_frame=$(max "$bw_before" "$bw_now")
@@ -162,6 +186,12 @@ for ty in $TYPES; do
             "$(awk -v a="$best_pp" -v b="$l_pp" 'BEGIN{print a/b}')" "$int8_rule3"
     fi
     printf '%-9s %-6s %-10s %10.2f %10.2f %8.2f   (load %s)\n' "$SHAPE" "$ty" "tg$NG" "$l_tg" "$best_tg" "$(awk -v a="$best_tg" -v b="$l_tg" 'BEGIN{print a/b}')" "$(load)"
+    if [ -n "$IKB" ]; then
+        printf '%-9s %-6s %-10s %10.2f %10.2f %8.2f   (ik_llama.cpp in the first column: best of its default and -rtr 1)\n' \
+            "$SHAPE" "$ty" "pp$NP/ik" "$ik_pp" "$best_pp" "$(awk -v a="$best_pp" -v b="$ik_pp" 'BEGIN{print (b > 0 ? a / b : 0)}')"
+        printf '%-9s %-6s %-10s %10.2f %10.2f %8.2f   (ik_llama.cpp in the first column: best of its default and -rtr 1)\n' \
+            "$SHAPE" "$ty" "tg$NG/ik" "$ik_tg" "$best_tg" "$(awk -v a="$best_tg" -v b="$ik_tg" 'BEGIN{print (b > 0 ? a / b : 0)}')"
+    fi
     printf '%-9s %-6s %-10s %10.2f %10.2f %8.2f   (bound %.2f tokens/s: %.2f GB/token at %s GB/s)\n' "$SHAPE" "$ty" "tg/bound" \
         "$(awk -v a="$l_tg" -v b="$bound" 'BEGIN{print a/b}')" "$(awk -v a="$best_tg" -v b="$bound" 'BEGIN{print a/b}')" \
         "$(awk -v a="$best_tg" -v b="$l_tg" 'BEGIN{print a/b}')" "$bound" "$(awk -v p="$per_tok" 'BEGIN{print p/1e9}')" "$bw"
