@@ -154,8 +154,9 @@ void ml__moe_ffn(ml_ctx *c, uint32_t l, size_t n_tok);
 
 /* ---- parallel.c ---- */
 
-/* Most matrices one ml__matmuls call multiplies. */
-#define ML_MM_PARTS 4
+/* Most matrices one ml__matmuls call multiplies (a token's gate and up
+ * products of 8 experts: moe.c). */
+#define ML_MM_PARTS 16
 
 /* Quantizes n_tok rows of n floats (stride n) into the input of the next
  * products: to Q8_0 into c->aq, c->ad, and to K activations into c->kq,
@@ -172,6 +173,12 @@ void ml__quantize_rows(ml_ctx *c, const float *x, size_t off, size_t n, uint32_t
  * quantized input, for n <= ML_MM_PARTS matrices, in one pool job. */
 void ml__matmuls(ml_ctx *c, size_t n_tok, unsigned n, const ml_mat *const *ws,
                  float *const *ys, const size_t *ldys);
+/* One token: ys[i] = ws[i] · row x_rows[i] of the quantized input (of
+ * ws[i]->cols each; rows of a whole number of 256s where ws[i] takes K
+ * activations), for n <= ML_MM_PARTS matrices, in one pool job: the
+ * experts' down products, each on its own expert's activation. */
+void ml__matvecs_at(ml_ctx *c, unsigned n, const ml_mat *const *ws, float *const *ys,
+                    const size_t *x_rows);
 /* y = w · the quantized input. */
 void ml__matmul(ml_ctx *c, const ml_mat *w, size_t n_tok, float *y, size_t ldy);
 

@@ -167,6 +167,42 @@ static void run_expert(ml_ctx *c, const ml_layer *L, uint32_t e, const uint32_t 
         memcpy(c->moe_y + (size_t)slots[r] * dim, c->moe_x + r * dim, dim * sizeof(float));
 }
 
+/* One token's k experts (decode): every gate and up product in one pool
+ * job (all read the token's one input), the activations in one pass, the
+ * down products in one more job, each on its expert's row: three
+ * dispatches a layer in place of three an expert.  The same bits as
+ * run_expert's: the same inputs, quantized alike, the same kernels, and
+ * rows computed independently. */
+static void run_experts_of_token(ml_ctx *c, const ml_layer *L)
+{
+    const ml_model *m = c->m;
+    const uint32_t dim = m->h.dim, F = m->h.expert_hidden_dim, k = m->h.n_experts_used;
+    const ml_mat *ws[ML_MM_PARTS];
+    float *ys[ML_MM_PARTS];
+    size_t ld[ML_MM_PARTS], rows[ML_MM_PARTS];
+    ml__quantize(c, c->xb, 1, dim);
+    for (uint32_t i0 = 0; i0 < k; i0 += ML_MM_PARTS / 2) {
+        const uint32_t n = k - i0 < ML_MM_PARTS / 2 ? k - i0 : ML_MM_PARTS / 2;
+        for (uint32_t i = 0; i < n; i++) {
+            const uint32_t e = c->moe_c[i0 + i];
+            ws[2 * i] = &L->ew[3 * e], ys[2 * i] = c->hb + (size_t)(i0 + i) * F;
+            ws[2 * i + 1] = &L->ew[3 * e + 2], ys[2 * i + 1] = c->hb2 + (size_t)(i0 + i) * F;
+            ld[2 * i] = ld[2 * i + 1] = F;
+        }
+        ml__matmuls(c, 1, 2 * n, ws, ys, ld);
+    }
+    ml__glu_quantize(c, c->hb, c->hb2, k, F);
+    for (uint32_t i0 = 0; i0 < k; i0 += ML_MM_PARTS) {
+        const uint32_t n = k - i0 < ML_MM_PARTS ? k - i0 : ML_MM_PARTS;
+        for (uint32_t i = 0; i < n; i++) {
+            ws[i] = &L->ew[3 * c->moe_c[i0 + i] + 1];
+            ys[i] = c->moe_y + (size_t)(i0 + i) * dim;
+            rows[i] = i0 + i;
+        }
+        ml__matvecs_at(c, n, ws, ys, rows);
+    }
+}
+
 /* The shared expert's FFN on every row, into moe_x (Qwen3.5-MoE: a dense
  * FFN beside the routed ones). */
 static void run_shared(ml_ctx *c, const ml_layer *L, size_t n_tok)
@@ -220,11 +256,15 @@ void ml__moe_ffn(ml_ctx *c, uint32_t l, size_t n_tok)
     ml__ctx_observe(c, ML_MLI_FFN_IN, l, c->xb, n_tok, c->m->h.dim);
     moe_job j = {c, L};
     ml__parallel(c, n_tok, route_rows, &j);
-    group_by_expert(c, n_tok);
-    for (uint32_t e = 0; e < E; e++) {
-        const uint32_t b = c->moe_start[e], n = c->moe_start[e + 1] - b;
-        if (n)
-            run_expert(c, L, e, c->moe_list + b, n);
+    if (n_tok == 1 && c->m->h.n_experts_used <= c->n_batch) { /* hb holds k rows of F */
+        run_experts_of_token(c, L);
+    } else {
+        group_by_expert(c, n_tok);
+        for (uint32_t e = 0; e < E; e++) {
+            const uint32_t b = c->moe_start[e], n = c->moe_start[e + 1] - b;
+            if (n)
+                run_expert(c, L, e, c->moe_list + b, n);
+        }
     }
     if (L->ws2.q)
         run_shared(c, L, n_tok);

@@ -33,6 +33,7 @@ typedef struct mm_part {
     const ml_mat *w;
     float *y;
     size_t ldy;
+    size_t x_off; /* where its input starts in the quantized rows (ml__matvecs_at) */
 } mm_part;
 
 typedef struct mm_job {
@@ -87,13 +88,15 @@ static void mm_rows(const mm_job *j, const mm_part *p, size_t b, size_t e)
 {
     const ml_mat *w = p->w;
     const int q4 = w->type == ML_TYPE_Q4_0;
+    const int8_t *aq = j->xq + p->x_off;
+    const float *ad = j->xd + p->x_off / 32;
     if (!ml__mat_spec(w)) {
         if (ml__blk_as_q8_0(w->type) && j->n_tok >= MM_AS_Q8_MIN_TOK &&
             mm_rows_as_q8_0(j, p, b, e))
             return;
         const int k = ml__mat_acts(w) == ML_ACTS_K;
-        const int8_t *xq = k ? j->kq : j->xq;
-        const float *xd = k ? j->kd : j->xd;
+        const int8_t *xq = k ? j->kq + p->x_off : aq;
+        const float *xd = k ? j->kd + p->x_off / 256 : ad;
         if (j->n_tok == 1)
             j->k->matvec_blk(w->type, w->q, w->cols, b, e, xq, xd, p->y);
         else
@@ -107,14 +110,14 @@ static void mm_rows(const mm_job *j, const mm_part *p, size_t b, size_t e)
     }
     if (!q4) {
         if (j->n_tok == 1)
-            j->k->matvec_q8_0(w->q, w->d, w->cols, b, e, j->xq, j->xd, p->y);
+            j->k->matvec_q8_0(w->q, w->d, w->cols, b, e, aq, ad, p->y);
         else
-            j->k->matmul_q8_0(w->q, w->d, w->cols, b, e, j->xq, j->xd, j->n_tok, p->y, p->ldy);
+            j->k->matmul_q8_0(w->q, w->d, w->cols, b, e, aq, ad, j->n_tok, p->y, p->ldy);
     } else {
         if (j->n_tok == 1)
-            j->k->matvec_q4_0(w->q, w->d, w->cols, b, e, j->xq, j->xd, p->y);
+            j->k->matvec_q4_0(w->q, w->d, w->cols, b, e, aq, ad, p->y);
         else
-            j->k->matmul_q4_0(w->q, w->d, w->cols, b, e, j->xq, j->xd, j->n_tok, p->y, p->ldy);
+            j->k->matmul_q4_0(w->q, w->d, w->cols, b, e, aq, ad, j->n_tok, p->y, p->ldy);
     }
 }
 
@@ -226,6 +229,23 @@ static void prepare_input(ml_ctx *c, mm_job *j, const ml_mat *w)
     j->xt = c->mm_x;
 }
 
+/* Runs a job whose parts are set: rows shared as mm_run_steal says. */
+static void mm_start(ml_ctx *c, mm_job *j)
+{
+    unsigned nth = ml__pool_size(c->pool);
+    j->steal = nth > 1 && nth <= MM_STEAL_MAX && j->total < UINT32_MAX;
+    if (j->steal) {
+        j->chunk = j->total / ((size_t)nth * 32);
+        j->chunk = j->chunk < 8 ? 8 : (j->chunk + 7) / 8 * 8;
+        for (unsigned t = 0; t < nth; t++) {
+            size_t b, e;
+            ml__pool_split(j->total, 8, t, nth, &b, &e);
+            atomic_init(&j->span[t], span_pack(b, e));
+        }
+    }
+    ml__pool_run(c->pool, mm_run, j);
+}
+
 void ml__matmuls(ml_ctx *c, size_t n_tok, unsigned n, const ml_mat *const *ws,
                  float *const *ys, const size_t *ldys)
 {
@@ -235,21 +255,23 @@ void ml__matmuls(ml_ctx *c, size_t n_tok, unsigned n, const ml_mat *const *ws,
      * we know (a part of another type or length rearranges for itself) */
     prepare_input(c, &j, ws[0]);
     for (unsigned i = 0; i < n; i++) {
-        j.part[i] = (mm_part){ws[i], ys[i], ldys[i]};
+        j.part[i] = (mm_part){ws[i], ys[i], ldys[i], 0};
         j.total += ws[i]->rows;
     }
-    unsigned nth = ml__pool_size(c->pool);
-    j.steal = nth > 1 && nth <= MM_STEAL_MAX && j.total < UINT32_MAX;
-    if (j.steal) {
-        j.chunk = j.total / ((size_t)nth * 32);
-        j.chunk = j.chunk < 8 ? 8 : (j.chunk + 7) / 8 * 8;
-        for (unsigned t = 0; t < nth; t++) {
-            size_t b, e;
-            ml__pool_split(j.total, 8, t, nth, &b, &e);
-            atomic_init(&j.span[t], span_pack(b, e));
-        }
+    mm_start(c, &j);
+}
+
+void ml__matvecs_at(ml_ctx *c, unsigned n, const ml_mat *const *ws, float *const *ys,
+                    const size_t *x_rows)
+{
+    /* no rearranged input (matmul_x): it would be one input for all */
+    mm_job j = {.k = c->m->k, .xq = c->aq, .xd = c->ad, .kq = c->kq, .kd = c->kd,
+                .n_tok = 1, .n_parts = n};
+    for (unsigned i = 0; i < n; i++) {
+        j.part[i] = (mm_part){ws[i], ys[i], ws[i]->rows, x_rows[i] * ws[i]->cols};
+        j.total += ws[i]->rows;
     }
-    ml__pool_run(c->pool, mm_run, &j);
+    mm_start(c, &j);
 }
 
 void ml__matmul(ml_ctx *c, const ml_mat *w, size_t n_tok, float *y, size_t ldy)
