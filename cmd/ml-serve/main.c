@@ -19,7 +19,7 @@ enum {
     OPT_MODEL, OPT_TOK, OPT_HOST, OPT_PORT, OPT_THREADS, OPT_CTX, OPT_PARALLEL, OPT_API_KEY,
     OPT_TEMPLATE, OPT_TEMPLATE_FILE, OPT_TIMEOUT, OPT_MAX_BODY, OPT_QUEUE, OPT_CACHE, OPT_CACHE_K,
     OPT_CACHE_V, OPT_NO_MMAP, OPT_REASONING, OPT_EMBEDDINGS, OPT_POOLING,
-    OPT_SPEC /* and the four after it: CLI_SPEC_OPTS */
+    OPT_SPEC /* and the seven after it: CLI_SPEC_OPTS */
 };
 
 #define DEFAULT_HOST "127.0.0.1"
@@ -147,7 +147,7 @@ static void parse(int argc, char **argv, srv_opts *o)
         case OPT_POOLING: o->pooling = pooling(arg); break;
         case OPT_TIMEOUT: o->timeout = cli_u64("--timeout", arg, 1, 86400); break;
         case OPT_MAX_BODY: o->max_body = cli_u64("--max-body", arg, 64, 1u << 30); break;
-        default: cli_spec_option(&o->spec, id, OPT_SPEC, arg, 0); break;
+        default: cli_spec_option(&o->spec, id, OPT_SPEC, arg); break;
         }
     }
     if (first < argc)

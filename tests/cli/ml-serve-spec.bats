@@ -105,7 +105,7 @@ same_answers() {
 @test "--spec-type: usage errors, exit 2" {
     local m=$BATS_FILE_TMPDIR/m.mlb
     run -2 --separate-stderr ml-serve -m "$m" --spec-type draft
-    [[ ${stderr_lines[0]} == "ml-serve: --spec-type: 'draft' is not supported (ngram-simple is)" ]]
+    [[ ${stderr_lines[0]} == "ml-serve: --spec-type: 'draft' is not supported (ngram-simple and draft-simple are)" ]]
     run -2 --separate-stderr ml-serve -m "$m" --spec-draft-n-max 4
     [[ ${stderr_lines[0]} == "ml-serve: --spec-draft-n-max, --spec-draft-n-min and --spec-ngram-simple-* need --spec-type" ]]
     run -2 --separate-stderr ml-serve -m "$m" --spec-type ngram-simple --spec-draft-n-max 4 --spec-draft-n-min 5
