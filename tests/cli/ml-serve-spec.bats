@@ -173,6 +173,21 @@ restart() {
     ((accepted > 300 && drafted - accepted <= 6 * 8)) || fail_with "guessed $drafted, kept $accepted"
 }
 
+@test "-md: a draft of a shorter context guesses while a slot's tokens fit it; the answers stay the same" {
+    local d=$BATS_TEST_TMPDIR m=$BATS_FILE_TMPDIR/m.mlb
+    # another random model of the same vocabulary: its guesses mostly miss
+    "$MKMODEL" -o "$d/short.mlb" --seed 5 vocab=32000 wtype=2 scale_f16=1 shared_classifier=1 \
+        max_seq=64
+    cp "$FIX/tok/llama2.mlt" "$d/short.mlt"
+    BODIES=('{"prompt":"Once upon a time there was","max_tokens":150,"temperature":0}'
+        '{"prompt":"The cat","max_tokens":120,"temperature":0.8,"seed":4}')
+    local SPEC=(-md "$d/short.mlb")
+    same_answers -m "$m" --chat-template llama2 --parallel 2 -c 200
+    grep -qx "ml-serve: $d/short.mlb: draft model, 2 layers, dim 64, context 64, [0-9]* threads" "$d/spec.log" ||
+        fail_with "$(cat "$d/spec.log")"
+    [[ $(metric draft_tokens_total) -gt 0 ]] || fail_with "no guesses"
+}
+
 @test "-md: sliding windows give the same answers; a linear-attention draft is served plainly, with a warning" {
     local d=$BATS_TEST_TMPDIR
     gguf2mlb -q -o "$d/g8.mlb" -t "$d/g8.mlt" "$FIX/models/gemma3/gemma3-q8_0.gguf"
