@@ -1,36 +1,70 @@
 /* spec.c - speculative decoding's options and back-off (spec.h). */
 #include "spec.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
-int cli_spec_option(cli_spec *s, int id, int base, const char *arg, int drafts)
+/* --spec-draft-p-min P: a probability, 0 to 1. */
+static float p_min(const char *arg)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(arg, &end);
+    if (errno || end == arg || *end || !(v >= 0 && v <= 1))
+        cli_usage_error("--spec-draft-p-min: '%s' is not a number in [0, 1]", arg);
+    return v;
+}
+
+int cli_spec_option(cli_spec *s, int id, int base, const char *arg)
 {
     switch (id - base) {
-    case 0: cli_spec_type(s, arg, drafts); return 1;
+    case 0: cli_spec_type(s, arg); return 1;
     case 1: s->n = cli_u64("--spec-ngram-simple-size-n", arg, 1, 1024); return 1;
     case 2: s->m = cli_u64("--spec-ngram-simple-size-m", arg, 1, 1024); return 1;
     case 3: s->max = cli_u64("--spec-draft-n-max", arg, 1, 1024); return 1;
     case 4: s->min = cli_u64("--spec-draft-n-min", arg, 0, 1024); return 1;
+    case 5: s->draft = arg; return 1;
+    case 6: s->threads_draft = cli_u64("--threads-draft", arg, 1, 256); return 1;
+    case 7: s->p_min = p_min(arg); return 1;
     default: return 0;
     }
 }
 
-void cli_spec_type(cli_spec *s, const char *arg, int drafts)
+void cli_spec_type(cli_spec *s, const char *arg)
 {
     if (strcmp(arg, "ngram-simple") == 0)
         s->type = CLI_SPEC_NGRAM;
-    else if (drafts && strcmp(arg, "draft-simple") == 0)
+    else if (strcmp(arg, "draft-simple") == 0)
         s->type = CLI_SPEC_DRAFT;
-    else if (drafts)
+    else
         cli_usage_error("--spec-type: '%s' is not supported (ngram-simple and draft-simple are)",
                         arg);
-    else
-        cli_usage_error("--spec-type: '%s' is not supported (ngram-simple is)", arg);
+}
+
+/* A draft model: what it implies and what it excludes. */
+static void check_draft(cli_spec *s)
+{
+    if (s->draft && s->type == CLI_SPEC_NGRAM)
+        cli_usage_error("--model-draft guesses with a model (--spec-type draft-simple), not with "
+                        "--spec-type ngram-simple");
+    if (s->draft)
+        s->type = CLI_SPEC_DRAFT; /* llama.cpp infers the type from the draft model too */
+    if (s->type == CLI_SPEC_DRAFT && !s->draft)
+        cli_usage_error("--spec-type draft-simple needs a draft model (-md FILE)");
+    if (s->threads_draft && !s->draft)
+        cli_usage_error("--threads-draft needs a draft model (-md FILE)");
+    if (s->p_min > 0 && !s->draft)
+        cli_usage_error("--spec-draft-p-min needs a draft model (-md FILE)");
+    if (s->draft && (s->n || s->m))
+        cli_usage_error("--spec-ngram-simple-size-n and -size-m are ngram-simple's, not a draft "
+                        "model's");
 }
 
 void cli_spec_finish(cli_spec *s)
 {
+    check_draft(s);
     if (!s->type && (s->n || s->m || s->max || s->min))
         cli_usage_error("--spec-draft-n-max, --spec-draft-n-min and --spec-ngram-simple-* need "
                         "--spec-type");

@@ -2,8 +2,7 @@
  * ml-serve): llama.cpp's option names and checks, and the policy of how
  * many tokens to guess a step, which backs off after a miss.  The guesses
  * themselves come from the library (ml_draft_ngram) or a draft model
- * (ml-run's draft.c); what the commands share is here so that both decide
- * alike. */
+ * (draft.h); what the commands share is here so that both decide alike. */
 #ifndef ML_CLI_SPEC_H
 #define ML_CLI_SPEC_H
 
@@ -29,30 +28,48 @@ typedef struct cli_spec {
     int type;                 /* CLI_SPEC_NGRAM or CLI_SPEC_DRAFT; 0: none */
     uint64_t n, m;            /* --spec-ngram-simple-size-n, -size-m */
     uint64_t max, min;        /* --spec-draft-n-max, --spec-draft-n-min */
+    const char *draft;        /* -md FILE: --spec-type draft-simple's model */
+    uint64_t threads_draft;   /* -td N; 0: the model's threads */
+    float p_min;              /* --spec-draft-p-min: the draft's confidence to go on */
 } cli_spec;
 
-/* The five options' table entries (ngram-simple's), with ids BASE .. BASE
- * + 4 (a command's enum keeps five in a row for them). */
+/* The eight options' table entries, with ids BASE .. BASE + 7 (a
+ * command's enum keeps eight in a row for them): --spec-type and its
+ * sizes, then the draft model's three. */
 #define CLI_SPEC_OPTS(BASE)                                                                     \
     {(BASE), 0, "spec-type", "TYPE",                                                            \
      "ngram-simple: guess the next tokens from the text so far and check them in one\n"        \
-     "                           step (the output is the same, bit for bit)"},                  \
+     "                           step (the output is the same, bit for bit); draft-simple:\n"  \
+     "                           a draft model guesses them (-md)"},                            \
     {(BASE) + 1, 0, "spec-ngram-simple-size-n", "N",                                            \
      "the last N tokens are looked up (default " CLI_STR(DEFAULT_SPEC_N) ")"},                  \
     {(BASE) + 2, 0, "spec-ngram-simple-size-m", "M",                                            \
      "up to M tokens that followed them are guessed (default " CLI_STR(DEFAULT_SPEC_M) ")"},    \
-    {(BASE) + 3, 0, "spec-draft-n-max", "N", "guess at most N tokens a step (default: M)"},     \
-    {(BASE) + 4, 0, "spec-draft-n-min", "N", "guess only when N or more are found (default 0)"}
+    {(BASE) + 3, 0, "spec-draft-n-max", "N",                                                    \
+     "guess at most N tokens a step (default: M; with -md " CLI_STR(DEFAULT_DRAFT_MAX) ")"},    \
+    {(BASE) + 4, 0, "spec-draft-n-min", "N", "guess only when N or more are found (default 0)"}, \
+    {(BASE) + 5, 0, "model-draft", "FILE",                                                      \
+     "a draft model (.mlb, its .mlt beside it) that shares the model's vocabulary\n"           \
+     "                           guesses the next tokens (--spec-type draft-simple)"},          \
+    {(BASE) + 6, 0, "threads-draft", "N", "the draft model's threads (default: --threads)"},    \
+    {(BASE) + 7, 0, "spec-draft-p-min", "P",                                                    \
+     "the draft model guesses while its best token's probability is P or more (default 0)"}
+
+/* llama.cpp's other spellings of them, for the command's cli_alias table. */
+#define CLI_SPEC_ALIASES(BASE)                                                                  \
+    {(BASE) + 5, "-md"}, {(BASE) + 5, "spec-draft-model"}, {(BASE) + 6, "-td"},                 \
+        {(BASE) + 6, "spec-draft-threads"}, {(BASE) + 7, "draft-p-min"}
 
 /* Option id (one of CLI_SPEC_OPTS(base)'s) with its argument into s:
- * 1 when it was one of them, 0 when not; usage errors for bad values.
- * `drafts`: whether --spec-type draft-simple is taken. */
-int cli_spec_option(cli_spec *s, int id, int base, const char *arg, int drafts);
-/* --spec-type TYPE: ngram-simple (or draft-simple with `drafts`), or a
- * usage error naming TYPE. */
-void cli_spec_type(cli_spec *s, const char *arg, int drafts);
-/* After parsing: the sizes' defaults and order; usage errors for sizes
- * without --spec-type and a minimum above the maximum. */
+ * 1 when it was one of them, 0 when not; usage errors for bad values. */
+int cli_spec_option(cli_spec *s, int id, int base, const char *arg);
+/* --spec-type TYPE: ngram-simple or draft-simple, or a usage error
+ * naming TYPE. */
+void cli_spec_type(cli_spec *s, const char *arg);
+/* After parsing: a draft model implies draft-simple and excludes
+ * ngram-simple (one kind of guesses a run: llama.cpp may chain several,
+ * these commands do not); the draft's options need one; the sizes'
+ * defaults and order.  Usage errors for what does not go together. */
 void cli_spec_finish(cli_spec *s);
 
 /* One generation's speculation: how many it may guess next, and counts. */

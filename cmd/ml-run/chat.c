@@ -110,6 +110,8 @@ static int turn(run *r, convo *c)
     r->n_turns++;
     double t0 = cli_seconds();
     e = run_eval(r, r->n_reused, r->n_ids);
+    if (!e)
+        e = run_draft_prompt(r);
     r->t_prompt = cli_seconds() - t0;
     if (!e && !cli_stop_signal())
         e = run_generate(r);

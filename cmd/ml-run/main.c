@@ -26,9 +26,8 @@ enum {
     OPT_IGNORE_EOS, OPT_VERBOSE, OPT_QUIET, OPT_IMATRIX, OPT_STOP, OPT_REPEAT_LAST, OPT_ESCAPE,
     OPT_NO_ESCAPE, OPT_CHAT, OPT_INTERACTIVE, OPT_SYSTEM, OPT_CHAT_TEMPLATE, OPT_CHAT_TEMPLATE_FILE,
     OPT_CACHE, OPT_CACHE_K, OPT_CACHE_V, OPT_NO_MMAP, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS,
-    OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA, OPT_JSON_SCHEMA_FILE, OPT_SPEC_TYPE,
-    OPT_SPEC_MAX, OPT_SPEC_MIN, OPT_SPEC_N, OPT_SPEC_M, OPT_DRAFT, OPT_THREADS_DRAFT,
-    OPT_SPEC_P_MIN
+    OPT_GRAMMAR, OPT_GRAMMAR_FILE, OPT_JSON_SCHEMA, OPT_JSON_SCHEMA_FILE,
+    OPT_SPEC /* and the seven after it: CLI_SPEC_OPTS */
 };
 
 /* Defaults: parse() starts from them and --help shows them. */
@@ -93,23 +92,7 @@ static const cli_opt opts[] = {
     {OPT_JSON_SCHEMA, 0, "json-schema", "SCHEMA",
      "generate only JSON the JSON Schema SCHEMA accepts (llama.cpp's keywords)"},
     {OPT_JSON_SCHEMA_FILE, 0, "json-schema-file", "FILE", "the same with the schema read from FILE"},
-    {OPT_SPEC_TYPE, 0, "spec-type", "TYPE",
-     "ngram-simple: guess the next tokens from the text so far and check them in one\n"
-     "                           step (the output is the same, bit for bit); draft-simple:\n"
-     "                           a draft model guesses them (-md)"},
-    {OPT_DRAFT, 0, "model-draft", "FILE",
-     "a draft model (.mlb, its .mlt beside it) that shares the model's vocabulary\n"
-     "                           guesses the next tokens (--spec-type draft-simple)"},
-    {OPT_THREADS_DRAFT, 0, "threads-draft", "N", "the draft model's threads (default: --threads)"},
-    {OPT_SPEC_P_MIN, 0, "spec-draft-p-min", "P",
-     "the draft model guesses while its best token's probability is P or more (default 0)"},
-    {OPT_SPEC_N, 0, "spec-ngram-simple-size-n", "N",
-     "the last N tokens are looked up (default " CLI_STR(DEFAULT_SPEC_N) ")"},
-    {OPT_SPEC_M, 0, "spec-ngram-simple-size-m", "M",
-     "up to M tokens that followed them are guessed (default " CLI_STR(DEFAULT_SPEC_M) ")"},
-    {OPT_SPEC_MAX, 0, "spec-draft-n-max", "N",
-     "guess at most N tokens a step (default: M; with -md " CLI_STR(DEFAULT_DRAFT_MAX) ")"},
-    {OPT_SPEC_MIN, 0, "spec-draft-n-min", "N", "guess only when N or more are found (default 0)"},
+    CLI_SPEC_OPTS(OPT_SPEC),
     {OPT_ESCAPE, 'e', "escape", NULL, "turn \\n \\r \\t \\' \\\" \\\\ \\xHH in -p and -r into bytes (default)"},
     {OPT_NO_ESCAPE, 0, "no-escape", NULL, "take -p and -r as they are"},
     {OPT_SEED, 's', "seed", "S", "random seed (default: from the clock; printed with -v)"},
@@ -127,9 +110,7 @@ static const cli_alias aliases[] = {
     {OPT_N, "predict"},          {OPT_CTX, "ctx-size"},      {OPT_BATCH, "batch-size"},
     {OPT_TEMP, "temperature"},   {OPT_STOP, "reverse-prompt"}, {OPT_CHAT, "-cnv"},
     {OPT_CHAT, "conversation"},  {OPT_SYSTEM, "-sys"},      {OPT_CACHE_K, "-ctk"},
-    {OPT_CACHE_V, "-ctv"},       {OPT_DRAFT, "-md"},         {OPT_DRAFT, "spec-draft-model"},
-    {OPT_THREADS_DRAFT, "-td"},  {OPT_THREADS_DRAFT, "spec-draft-threads"},
-    {OPT_SPEC_P_MIN, "draft-p-min"},
+    {OPT_CACHE_V, "-ctv"},       CLI_SPEC_ALIASES(OPT_SPEC),
 };
 
 static const cli cmd = {
@@ -220,35 +201,14 @@ static void add_bias(options *o, const char *arg)
     o->bias[o->n_bias++] = (ml_logit_bias){(ml_token)id, minus ? -b : b};
 }
 
-/* A draft model: what it implies and what it excludes.  One kind of
- * guesses a run: llama.cpp may chain several, this does not. */
-static void check_draft(options *o)
-{
-    if (o->draft_model && o->spec.type == CLI_SPEC_NGRAM)
-        cli_usage_error("--model-draft guesses with a model (--spec-type draft-simple), not with "
-                        "--spec-type ngram-simple");
-    if (o->draft_model)
-        o->spec.type = CLI_SPEC_DRAFT; /* llama.cpp infers the type from the draft model too */
-    if (o->spec.type == CLI_SPEC_DRAFT && !o->draft_model)
-        cli_usage_error("--spec-type draft-simple needs a draft model (-md FILE)");
-    if (o->threads_draft && !o->draft_model)
-        cli_usage_error("--threads-draft needs a draft model (-md FILE)");
-    if (o->spec_p_min > 0 && !o->draft_model)
-        cli_usage_error("--spec-draft-p-min needs a draft model (-md FILE)");
-    if (o->draft_model && (o->spec.n || o->spec.m))
-        cli_usage_error("--spec-ngram-simple-size-n and -size-m are ngram-simple's, not a draft "
-                        "model's");
-}
-
 /* The speculation options together: sizes in order, and only where tokens
  * are generated one after another. */
 static void check_spec(options *o)
 {
-    check_draft(o);
-    if (o->spec.type && (o->ppl || o->logits || o->imatrix))
+    if ((o->spec.type || o->spec.draft) && (o->ppl || o->logits || o->imatrix))
         cli_usage_error("%s speculates on generated tokens (not with --perplexity, --logits or "
                         "--imatrix, which see every evaluated position)",
-                        o->draft_model ? "--model-draft" : "--spec-type");
+                        o->spec.draft ? "--model-draft" : "--spec-type");
     cli_spec_finish(&o->spec);
 }
 
@@ -309,14 +269,7 @@ static void parse(int argc, char **argv, options *o)
         case OPT_GRAMMAR_FILE: o->grammar_file = arg; break;
         case OPT_JSON_SCHEMA: o->json_schema = arg; break;
         case OPT_JSON_SCHEMA_FILE: o->json_schema_file = arg; break;
-        case OPT_SPEC_TYPE: cli_spec_type(&o->spec, arg, 1); break;
-        case OPT_SPEC_N: o->spec.n = cli_u64("--spec-ngram-simple-size-n", arg, 1, 1024); break;
-        case OPT_SPEC_M: o->spec.m = cli_u64("--spec-ngram-simple-size-m", arg, 1, 1024); break;
-        case OPT_SPEC_MAX: o->spec.max = cli_u64("--spec-draft-n-max", arg, 1, 1024); break;
-        case OPT_SPEC_MIN: o->spec.min = cli_u64("--spec-draft-n-min", arg, 0, 1024); break;
-        case OPT_DRAFT: o->draft_model = arg; break;
-        case OPT_THREADS_DRAFT: o->threads_draft = cli_u64("--threads-draft", arg, 1, 256); break;
-        case OPT_SPEC_P_MIN: o->spec_p_min = parse_float("--spec-draft-p-min", arg, 0, 1); break;
+        default: cli_spec_option(&o->spec, id, OPT_SPEC, arg); break;
         }
     }
     if (first < argc)
@@ -494,6 +447,8 @@ static int run_prompt(run *r)
         return e;
     double t0 = cli_seconds();
     e = run_eval(r, 0, r->n_ids);
+    if (!e)
+        e = run_draft_prompt(r);
     r->t_prompt = cli_seconds() - t0;
     if (!e)
         e = run_generate(r);

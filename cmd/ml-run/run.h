@@ -6,6 +6,7 @@
 
 #include <mlcore.h>
 
+#include "draft.h"
 #include "spec.h"
 
 #include <stddef.h>
@@ -34,10 +35,7 @@ typedef struct options {
     ml_sampler_params sp;
     ml_logit_bias bias[MAX_BIAS]; /* --logit-bias */
     size_t n_bias;
-    cli_spec spec;                 /* --spec-type and its sizes */
-    const char *draft_model;       /* -md FILE: --spec-type draft-simple's model */
-    uint64_t threads_draft;        /* -td N; 0: --threads */
-    float spec_p_min;              /* --spec-draft-p-min: the draft's confidence to go on */
+    cli_spec spec;                 /* --spec-type, its sizes and -md's options */
 } options;
 
 
@@ -68,12 +66,7 @@ typedef struct run {
     ml_token *draft;     /* --spec-type: the guesses and the token before them */
     float *rows;         /* and their logits, a row each */
     cli_spec_run spec_run; /* guesses the next step may make; made and kept, all turns */
-    ml_mlb *dmlb;        /* -md: the draft model (draft.c) */
-    ml_model *dmodel;
-    ml_ctx *dctx;        /* its context, following ids */
-    ml_token *dheld;     /* the tokens its context holds, in order */
-    size_t n_dheld, cap_dheld;
-    float *drow;         /* its logits after the last of them */
+    cli_draft *drafter;  /* -md: the draft model, its sequence 0 following ids */
 } run;
 
 /* session.c: the model, its context, the tokenizer (with --ids only when
@@ -89,14 +82,10 @@ int run_eval(run *r, size_t from, size_t to);
 int run_generate(run *r);
 void run_timings(const run *r);
 
-/* draft.c: the draft model of -md, checked against the model (its
- * vocabulary) and given a context; 0 or the exit status, reported. */
-int draft_open(run *r);
-void draft_describe(const run *r);
-/* Up to `most` guesses of what follows ids, into r->draft[1..]; *n: how
- * many. */
-ml_status draft_guess(run *r, size_t most, size_t *n, ml_error *err);
-void draft_close(run *r);
+/* -md: the draft model's context reads ids[0..n_ids) (the prompt, while
+ * its time counts as the prompt's; not when nothing is generated); 0 or
+ * the exit status, reported. */
+int run_draft_prompt(run *r);
 
 /* --chat: one turn of the prompt, or a conversation (chat.c). */
 int chat(run *r);

@@ -122,7 +122,7 @@ static ml_status guess(run *r, size_t *n, ml_error *err)
     if (!most)
         return ML_OK;
     if (r->o.spec.type == CLI_SPEC_DRAFT)
-        s = draft_guess(r, most, &k, err);
+        s = cli_draft_guess(r->drafter, 0, r->ids, r->n_ids, most, r->draft + 1, &k, err);
     else
         k = ml_draft_ngram(r->ids, r->n_ids, (size_t)r->o.spec.n, r->draft + 1, most);
     *n = s ? 0 : cli_spec_enough(&r->o.spec, k);
@@ -140,7 +140,7 @@ static ml_status advance(run *r, ml_gen_result *res, int *e, ml_error *err)
     size_t k;
     ml_status s = guess(r, &k, err);
     if (s) {
-        *e = cli_fail(r->o.draft_model, s, err);
+        *e = cli_fail(r->o.spec.draft, s, err);
         return ML_OK;
     }
     if (!k) {
@@ -298,6 +298,34 @@ static int open_speculation(run *r)
     return r->draft && r->rows ? 0 : cli_fail(r->o.model, ML_E_NOMEM, NULL);
 }
 
+/* -md: the draft model, checked against the model and its tokenizer,
+ * with a context as long as the model's (or the draft's max_seq), the
+ * same batch and cache types, and --threads-draft threads (default:
+ * --threads).  A draft that cannot take back its guesses: none. */
+static int open_draft(run *r)
+{
+    cli_spec *sp = &r->o.spec;
+    cli_draft_params p = {.path = sp->draft, .no_mmap = r->o.no_mmap, .model = r->h,
+                          .mlt = r->mlt, .n_ctx = ml_ctx_n_ctx(r->ctx), .n_batch = (uint32_t)r->nb,
+                          .n_seq = 1,
+                          .threads = (unsigned)(sp->threads_draft ? sp->threads_draft
+                                                                  : r->o.threads),
+                          .cache_k = r->o.cache_k, .cache_v = r->o.cache_v, .p_min = sp->p_min};
+    int e = cli_draft_open(&p, &r->drafter);
+    if (!e && !r->drafter)
+        sp->type = 0;
+    return e;
+}
+
+int run_draft_prompt(run *r)
+{
+    ml_error err;
+    ml_status s = r->drafter && r->o.n_predict
+                      ? cli_draft_follow(r->drafter, 0, r->ids, r->n_ids, &err)
+                      : ML_OK;
+    return s ? cli_fail(r->o.spec.draft, s, &err) : 0;
+}
+
 static int open_tokenizer(run *r)
 {
     return cli_open_tokenizer(r->o.tok, r->o.model, r->h->vocab, &r->mlt, &r->tok);
@@ -362,11 +390,11 @@ int run_open(run *r)
     if ((e = open_speculation(r)))
         return e;
     /* a draft model's vocabulary is checked against the tokenizer's */
-    if (!r->o.ids || r->o.ppl || r->o.tok || r->o.draft_model || tokenizer_beside(r)) {
+    if (!r->o.ids || r->o.ppl || r->o.tok || r->o.spec.draft || tokenizer_beside(r)) {
         if ((e = open_tokenizer(r)))
             return e;
     }
-    if (r->o.spec.type == CLI_SPEC_DRAFT && (e = draft_open(r)))
+    if (r->o.spec.type == CLI_SPEC_DRAFT && (e = open_draft(r)))
         return e;
     if ((e = open_grammar_proc(r)))
         return e;
@@ -384,7 +412,7 @@ int run_open(run *r)
     if (r->o.verbose)
         print_cache(r);
     if (r->o.verbose && r->o.spec.type == CLI_SPEC_DRAFT)
-        draft_describe(r);
+        cli_draft_describe(r->drafter);
     return 0;
 }
 
@@ -426,7 +454,7 @@ void run_close(run *r)
     ml_mlt_close(r->mlt);
     ml_model_free(r->model);
     ml_mlb_close(r->mlb);
-    draft_close(r);
+    cli_draft_close(r->drafter);
     free(r->ids);
     free(r->row);
     free(r->draft);

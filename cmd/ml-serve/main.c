@@ -19,7 +19,7 @@ enum {
     OPT_MODEL, OPT_TOK, OPT_HOST, OPT_PORT, OPT_THREADS, OPT_CTX, OPT_PARALLEL, OPT_API_KEY,
     OPT_TEMPLATE, OPT_TEMPLATE_FILE, OPT_TIMEOUT, OPT_MAX_BODY, OPT_QUEUE, OPT_CACHE, OPT_CACHE_K,
     OPT_CACHE_V, OPT_NO_MMAP, OPT_REASONING, OPT_EMBEDDINGS, OPT_POOLING,
-    OPT_SPEC /* and the four after it: CLI_SPEC_OPTS */
+    OPT_SPEC /* and the seven after it: CLI_SPEC_OPTS */
 };
 
 #define DEFAULT_HOST "127.0.0.1"
@@ -78,6 +78,7 @@ static const cli_alias aliases[] = {
     {OPT_PARALLEL, "np"},
     {OPT_CACHE_K, "-ctk"},
     {OPT_CACHE_V, "-ctv"},
+    CLI_SPEC_ALIASES(OPT_SPEC),
 };
 
 static const cli cmd = {
@@ -147,7 +148,7 @@ static void parse(int argc, char **argv, srv_opts *o)
         case OPT_POOLING: o->pooling = pooling(arg); break;
         case OPT_TIMEOUT: o->timeout = cli_u64("--timeout", arg, 1, 86400); break;
         case OPT_MAX_BODY: o->max_body = cli_u64("--max-body", arg, 64, 1u << 30); break;
-        default: cli_spec_option(&o->spec, id, OPT_SPEC, arg, 0); break;
+        default: cli_spec_option(&o->spec, id, OPT_SPEC, arg); break;
         }
     }
     if (first < argc)
@@ -193,6 +194,27 @@ static int open_template(srv_server *s)
     return e;
 }
 
+/* -md: the draft model, checked against the model and its tokenizer,
+ * with a sequence per slot of the slots' positions (or the draft's
+ * max_seq), the same cache types and --threads-draft threads (default:
+ * --threads).  A draft that cannot take back its guesses: none. */
+static int open_draft(srv_server *s, uint32_t n_ctx)
+{
+    const cli_spec *sp = &s->o.spec;
+    cli_draft_params p = {.path = sp->draft, .no_mmap = s->o.no_mmap,
+                          .model = ml_mlb_get_header(s->mlb), .mlt = s->mlt, .n_ctx = n_ctx,
+                          .n_batch = PREFILL_CHUNK, .n_seq = (uint32_t)s->o.parallel,
+                          .threads = (unsigned)(sp->threads_draft ? sp->threads_draft
+                                                                  : s->o.threads),
+                          .cache_k = s->o.cache_k, .cache_v = s->o.cache_v, .p_min = sp->p_min};
+    int e = cli_draft_open(&p, &s->draft);
+    if (!e && !s->draft)
+        s->o.spec.type = 0;
+    if (s->draft)
+        cli_draft_describe(s->draft);
+    return e;
+}
+
 static int open_model(srv_server *s)
 {
     ml_error err;
@@ -211,13 +233,18 @@ static int open_model(srv_server *s)
         return e;
     uint32_t n_ctx = s->o.ctx ? (uint32_t)s->o.ctx
                               : h->max_seq < DEFAULT_CTX ? h->max_seq : DEFAULT_CTX;
-    srv_sched_params p = {(unsigned)s->o.parallel, s->o.queue, n_ctx, PREFILL_CHUNK,
-                          (unsigned)s->o.threads, s->o.cache_k, s->o.cache_v, s->o.spec};
+    if (s->o.spec.draft && (e = open_draft(s, n_ctx)))
+        return e;
+    srv_sched_params p = {.n_slots = (unsigned)s->o.parallel, .max_queue = s->o.queue,
+                          .n_ctx = n_ctx, .n_batch = PREFILL_CHUNK,
+                          .threads = (unsigned)s->o.threads, .cache_k = s->o.cache_k,
+                          .cache_v = s->o.cache_v, .spec = s->o.spec, .draft = s->draft};
     if ((st = srv_sched_new(s->model, s->mlt, &p, &s->sched, &err)))
         return cli_fail(s->o.model, st, &err);
     if (s->o.spec.type && !srv_sched_can_guess(s->sched))
-        cli_warn(s->o.model, "--spec-type: the model's linear-attention state cannot be taken "
-                             "back; generating without speculation");
+        cli_warn(s->o.model, "%s: the model's linear-attention state cannot be taken back; "
+                             "generating without speculation",
+                 s->draft ? "--model-draft" : "--spec-type");
     ml_ctx_params ep = {.n_ctx = n_ctx, .n_batch = PREFILL_CHUNK, .n_threads = (unsigned)s->o.threads,
                         .cache_k = s->o.cache_k, .cache_v = s->o.cache_v};
     if (s->o.embeddings && (st = ml_ctx_new(s->model, &ep, &s->embed_ctx, &err)))
@@ -232,6 +259,7 @@ static int open_model(srv_server *s)
 static void close_server(srv_server *s)
 {
     srv_sched_free(s->sched, 1);
+    cli_draft_close(s->draft); /* after the scheduler, which borrowed it */
     ml_ctx_free(s->embed_ctx);
     pthread_mutex_destroy(&s->embed_lock);
     ml_jinja_free(s->tmpl);

@@ -20,7 +20,7 @@ typedef struct srv_opts {
     int reasoning; /* --reasoning-format deepseek: think blocks to reasoning_content */
     int embeddings;     /* --embeddings: POST /v1/embeddings served */
     ml_pooling pooling; /* --pooling, or the model's (0 until the model is open) */
-    cli_spec spec;      /* --spec-type and its sizes */
+    cli_spec spec;      /* --spec-type, its sizes and -md's options */
 } srv_opts;
 
 typedef struct srv_server {
@@ -33,6 +33,7 @@ typedef struct srv_server {
     ml_jinja *tmpl;         /* the chat template, or NULL (chat completions refused) */
     srv_tool_caps tools;    /* how the template writes tool calls */
     srv_sched *sched;
+    cli_draft *draft;       /* -md: the draft model, lent to the scheduler */
     ml_ctx *embed_ctx;      /* --embeddings: a context of its own, used under embed_lock */
     pthread_mutex_t embed_lock;
     char model_id[128];     /* the model's file name without .mlb */

@@ -94,6 +94,9 @@ struct srv_sched {
     int closing, cut;
     uint64_t clock;
     cli_spec spec;       /* --spec-type */
+    cli_draft *draft;    /* -md: its sequence i follows slot i's (borrowed) */
+    cli_draft_ask *asks; /* n_slots: a step's requests to the draft */
+    size_t *ask_run;     /* n_slots: the run each is for */
     srv_stats stats;     /* under the lock */
 };
 
@@ -544,22 +547,75 @@ static void count_step(srv_sched *s, size_t n_runs, size_t prefilled)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* --spec-type: guesses of what follows the slot's history and its next
- * token, as many as the speculation's cap, the sequence's room to take
- * them back and the step's spare rows allow (0: none). */
+/* The slot's history and its next token into spec_buf, where its
+ * guesses will follow them; returns the history's length. */
+static size_t spec_history(srv_sched *s, slot *sl)
+{
+    size_t len = srv_ctx_len(s->ctx, sl->seq);
+    memcpy(sl->spec_buf, srv_ctx_held(s->ctx, sl->seq), len * sizeof *sl->spec_buf);
+    sl->spec_buf[len] = sl->next;
+    return sl->spec_len = len;
+}
+
+/* --spec-type ngram-simple: guesses of what follows the slot's history
+ * and its next token, as many as the speculation's cap, the sequence's
+ * room to take them back and the step's spare rows allow (0: none). */
 static size_t guess(srv_sched *s, slot *sl, size_t *spare)
 {
     if (!*spare || !sl->spec_buf)
         return 0;
-    size_t len = srv_ctx_len(s->ctx, sl->seq);
-    memcpy(sl->spec_buf, srv_ctx_held(s->ctx, sl->seq), len * sizeof *sl->spec_buf);
-    sl->spec_buf[len] = sl->next;
-    sl->spec_len = len;
+    size_t len = spec_history(s, sl);
     size_t k = cli_spec_guess(&s->spec, &sl->spec, sl->spec_buf, len + 1,
                               srv_ctx_rewind_room(s->ctx, sl->seq), *spare,
                               sl->spec_buf + len + 1);
     *spare -= k;
     return k;
+}
+
+/* -md: the draft model's guesses for every generating slot of the step's
+ * runs, as many as each slot's cap, its sequence's room to take them
+ * back and the step's spare rows allow (reserved in slot order), at
+ * least --spec-draft-n-min; the draft's sequences step together (one
+ * evaluation per depth for all the slots).  Each run then holds its
+ * slot's token and guesses.  A failure of the draft only costs the step
+ * its guesses: its sequences follow again at the next. */
+static void draft_guesses(srv_sched *s, size_t n_runs, size_t spare)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < n_runs && spare; i++) {
+        slot *sl = s->run_slot[i];
+        if (sl->fed < sl->job->n_prompt || !sl->spec_buf)
+            continue; /* a prefill */
+        size_t len = spec_history(s, sl);
+        size_t most = cli_spec_most(&sl->spec, srv_ctx_rewind_room(s->ctx, sl->seq), spare);
+        if (!most)
+            continue;
+        spare -= most;
+        s->ask_run[n] = i;
+        s->asks[n++] = (cli_draft_ask){.seq = sl->seq, .ids = sl->spec_buf, .n_ids = len + 1,
+                                       .most = most, .out = sl->spec_buf + len + 1};
+    }
+    ml_error err;
+    int failed = n && cli_draft_guess_all(s->draft, s->asks, n, &err) != ML_OK;
+    for (size_t a = 0; a < n; a++) {
+        srv_run *r = &s->runs[s->ask_run[a]];
+        slot *sl = s->run_slot[s->ask_run[a]];
+        sl->guessed = failed ? 0 : cli_spec_enough(&s->spec, s->asks[a].n);
+        r->tokens = sl->spec_buf + sl->spec_len;
+        r->n = 1 + sl->guessed;
+        r->all_logits = sl->guessed > 0;
+    }
+}
+
+/* -md: the draft's sequence reads the prompt as far as the slot's has,
+ * chunk by chunk beside it, so that its cost is the prompt's (in the
+ * prompt's time) and no step reads a whole prompt at once.  A failure
+ * leaves it to the first guess. */
+static void draft_prefill(srv_sched *s, const slot *sl)
+{
+    ml_error err;
+    if (s->draft)
+        (void)cli_draft_follow(s->draft, sl->seq, sl->job->prompt, sl->fed, &err);
 }
 
 /* After a step that evaluated the slot's next token and its guesses: a
@@ -636,7 +692,7 @@ static void sched_step(srv_sched *s)
                 slot_end(s, sl, finish, st, &err);
                 continue;
             }
-            sl->guessed = guess(s, sl, &spare);
+            sl->guessed = s->draft ? 0 : guess(s, sl, &spare); /* draft: draft_guesses */
             r->tokens = sl->guessed ? sl->spec_buf + sl->spec_len : &sl->next;
             r->n = 1 + sl->guessed;
             r->all_logits = sl->guessed > 0;
@@ -646,6 +702,8 @@ static void sched_step(srv_sched *s)
     }
     if (!n_runs)
         return;
+    if (s->draft && spare)
+        draft_guesses(s, n_runs, spare);
     srv_ctx_step(s->ctx, s->runs, n_runs);
     size_t prefilled = 0;
     for (size_t i = 0; i < n_runs; i++) {
@@ -661,8 +719,10 @@ static void sched_step(srv_sched *s)
             slot_end(s, sl, NULL, ML_E_NOMEM, &r->err);
             continue;
         }
-        if (sl->fed < sl->job->n_prompt)
+        if (sl->fed < sl->job->n_prompt) {
             sl->fed += r->n, prefilled += r->n;
+            draft_prefill(s, sl);
+        }
         sl->logits = srv_ctx_logits(s->ctx, i);
         if (sl->guessed)
             check_guesses(s, sl, srv_ctx_rows(s->ctx, i));
@@ -722,6 +782,9 @@ static ml_status open_speculation(srv_sched *s, ml_error *err)
     int bad = srv_ctx_score_ready(s->ctx);
     for (unsigned i = 0; !bad && i < s->n_slots; i++)
         bad = !(s->slots[i].spec_buf = malloc(n * sizeof *s->slots[i].spec_buf));
+    if (!bad && s->draft)
+        bad = !(s->asks = calloc(s->n_slots, sizeof *s->asks)) ||
+              !(s->ask_run = calloc(s->n_slots, sizeof *s->ask_run));
     if (!bad)
         return ML_OK;
     memset(err, 0, sizeof *err);
@@ -756,6 +819,8 @@ ml_status srv_sched_new(const ml_model *m, const ml_mlt *mlt, const srv_sched_pa
                         .cache_k = p->cache_k, .cache_v = p->cache_v};
     ml_status st = srv_ctx_new(m, &cp, p->n_batch, &s->ctx, err);
     s->spec = p->spec;
+    /* a model that cannot take guesses back gets none: the draft idles */
+    s->draft = !st && srv_ctx_rewind_room(s->ctx, 0) ? p->draft : NULL;
     if (!st && s->spec.type)
         st = open_speculation(s, err);
     if (!st && pthread_create(&s->thread, NULL, sched_main, s) != 0) {
@@ -821,6 +886,8 @@ void srv_sched_free(srv_sched *s, int cut)
     free(s->slots);
     free(s->runs);
     free(s->run_slot);
+    free(s->asks);
+    free(s->ask_run);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     free(s);

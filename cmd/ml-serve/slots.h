@@ -10,6 +10,7 @@
 
 #include <mlcore.h>
 
+#include "draft.h"
 #include "spec.h"
 
 #include <stddef.h>
@@ -25,6 +26,9 @@ typedef struct srv_sched_params {
     unsigned threads;  /* of the slots' one context */
     ml_cache_type cache_k, cache_v; /* --cache-type: how its KV cache holds keys, values */
     cli_spec spec;     /* --spec-type and its sizes (checked: cli_spec_finish) */
+    cli_draft *draft;  /* -md: the draft model with a sequence per slot, or NULL;
+                        * borrowed (freed after srv_sched_free), used by the
+                        * scheduler's thread alone */
 } srv_sched_params;
 
 /* Builds the slots' context and starts the thread.  Reports nothing;
