@@ -6,8 +6,8 @@
  * rotated.
  *
  * The math is attend() for a prompt's block of tokens and split_scores,
- * split_softmax, split_values for one token (decode); a score's scale and
- * softcap are softmax()'s, the positions a token sees window_lo()'s.  The
+ * split_softmax, split_values for one token (decode); a score's scale,
+ * softcap and a head's sink are softmax()'s, the positions a token sees window_lo()'s.  The
  * rest is how the work is cut: over threads (block of tokens × KV head ×
  * group of query heads; a decode token's chunks of positions, then halves
  * of the columns) and over the runs of positions that lie contiguous in
@@ -85,22 +85,51 @@ static uint32_t window_lo(const att_job *j, uint32_t p)
     return j->L->sliding && p + 1 > w ? p + 1 - w : 0;
 }
 
+/* Softmax's last steps with a sink (gpt-oss): the sink is one more logit
+ * of the head, not scaled, that takes its share of the sum and has no
+ * value, so the n probabilities add up to less than 1:
+ * x[c] = e_c / (S + exp(sink - m)), m the largest of the scores and the
+ * sink, e_c = exp(x[c] - m), S their sum in exp_norm's order.  Scalar in
+ * every kernel variant (fmath's exponential), so the same bits. */
+static void exp_norm_sink(float *x, uint32_t n, float max, float sink)
+{
+    float m = sink > max ? sink : max, s[8] = {0};
+    for (uint32_t c = 0; c < n; c++) {
+        x[c] = ml__fmath_exp_neg(x[c] - m);
+        s[c % 8] += x[c];
+    }
+    float sum = ml__fold8(s) + ml__fmath_exp_neg(sink - m);
+    for (uint32_t c = 0; c < n; c++)
+        x[c] = x[c] / sum;
+}
+
 /* Scores (scaled, softcapped) to probabilities, in place; the
  * exponentials and the normalization are fmath's (libm's expf takes a
- * slow path for the many results that underflow). */
-static void softmax(const ml_model *m, const ml_fmath *fm, float *sc, uint32_t n)
+ * slow path for the many results that underflow).  `sink`: the head's
+ * sink logit, or NULL. */
+static void softmax(const ml_model *m, const ml_fmath *fm, float *sc, uint32_t n,
+                    const float *sink)
 {
-    if (!(m->h.attn_softcap > 0)) {
-        fm->exp_norm(sc, n, fm->scale_max(sc, n, m->attn_scale));
-        return;
-    }
     float max = -INFINITY;
-    for (uint32_t i = 0; i < n; i++) {
-        sc[i] = ml__softcap(sc[i] * m->attn_scale, m->h.attn_softcap);
-        if (sc[i] > max)
-            max = sc[i];
+    if (!(m->h.attn_softcap > 0)) {
+        max = fm->scale_max(sc, n, m->attn_scale);
+    } else {
+        for (uint32_t i = 0; i < n; i++) {
+            sc[i] = ml__softcap(sc[i] * m->attn_scale, m->h.attn_softcap);
+            if (sc[i] > max)
+                max = sc[i];
+        }
     }
-    fm->exp_norm(sc, n, max);
+    if (sink)
+        exp_norm_sink(sc, n, max, *sink);
+    else
+        fm->exp_norm(sc, n, max);
+}
+
+/* Query head h's sink, or NULL. */
+static const float *head_sink(const att_job *j, uint32_t h)
+{
+    return j->L->sinks ? j->L->sinks + h : NULL;
 }
 
 #define KV_CHUNK ML_KV_CHUNK
@@ -254,7 +283,7 @@ static void attend(const att_job *j, size_t t0, uint32_t nt, uint32_t h0, uint32
     block_pass(j, 0, &a, t0, p0, nt, gs, kvh);
     for (uint32_t i = 0; i < rows; i++) {
         uint32_t p = p0 + i / gs, lo = window_lo(j, p);
-        softmax(m, j->fm, sc[i] + (lo - lo0), p - lo + 1);
+        softmax(m, j->fm, sc[i] + (lo - lo0), p - lo + 1, head_sink(j, h0 + i % gs));
     }
     block_pass(j, 1, &a, t0, p0, nt, gs, kvh);
 }
@@ -330,7 +359,8 @@ static void split_softmax(void *arg, size_t b, size_t e, unsigned ith)
     (void)ith;
     const att_job *j = arg;
     for (size_t h = b; h < e; h++)
-        softmax(j->c->m, j->fm, split_row(j, (uint32_t)h), j->c->tpos[0] - first_pos(j) + 1);
+        softmax(j->c->m, j->fm, split_row(j, (uint32_t)h), j->c->tpos[0] - first_pos(j) + 1,
+                head_sink(j, (uint32_t)h));
 }
 
 /* Items [b, e) of (KV head, half of the head's columns): the value sums. */
