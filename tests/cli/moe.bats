@@ -291,3 +291,20 @@ go_mlb() {
         fail_with "$stderr"
     [[ ! -e $BATS_TEST_TMPDIR/x.mlb ]]
 }
+
+@test "gpt-oss without its window key or a router bias: exit 1 (FORMAT), the key or tensor named" {
+    local g at
+    g=$(mutant "$GO/gpt-oss-q8_0.gguf" w.gguf)
+    at=$(grep -obUa -- 'gpt-oss.attention.sliding_window' "$g" | head -1 | cut -d: -f1)
+    patch_hex "$g" $((at + 31)) 78 # sliding_window -> sliding_windox
+    run -1 --separate-stderr gguf2mlb -q --no-tokenizer -o "$BATS_TEST_TMPDIR/x.mlb" "$g"
+    [[ $stderr == "gguf2mlb: $g: ML_E_FORMAT: gpt-oss.attention.sliding_window: required key is missing" ]] ||
+        fail_with "$stderr"
+    g=$(mutant "$GO/gpt-oss-q8_0.gguf" r.gguf)
+    at=$(grep -obUa -- 'blk.3.ffn_gate_inp.bias' "$g" | head -1 | cut -d: -f1)
+    patch_hex "$g" $((at + 22)) 63 # .bias -> .biac
+    run -1 --separate-stderr gguf2mlb -q --no-tokenizer -o "$BATS_TEST_TMPDIR/x.mlb" "$g"
+    [[ $stderr == "gguf2mlb: $g: ML_E_FORMAT: blk.3.ffn_gate_inp.bias: required tensor is missing" ]] ||
+        fail_with "$stderr"
+    [[ ! -e $BATS_TEST_TMPDIR/x.mlb ]]
+}
