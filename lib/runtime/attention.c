@@ -85,28 +85,15 @@ static uint32_t window_lo(const att_job *j, uint32_t p)
     return j->L->sliding && p + 1 > w ? p + 1 - w : 0;
 }
 
-/* Softmax's last steps with a sink (gpt-oss): the sink is one more logit
- * of the head, not scaled, that takes its share of the sum and has no
- * value, so the n probabilities add up to less than 1:
- * x[c] = e_c / (S + exp(sink - m)), m the largest of the scores and the
- * sink, e_c = exp(x[c] - m), S their sum in exp_norm's order.  Scalar in
- * every kernel variant (fmath's exponential), so the same bits. */
-static void exp_norm_sink(float *x, uint32_t n, float max, float sink)
-{
-    float m = sink > max ? sink : max, s[8] = {0};
-    for (uint32_t c = 0; c < n; c++) {
-        x[c] = ml__fmath_exp_neg(x[c] - m);
-        s[c % 8] += x[c];
-    }
-    float sum = ml__fold8(s) + ml__fmath_exp_neg(sink - m);
-    for (uint32_t c = 0; c < n; c++)
-        x[c] = x[c] / sum;
-}
-
 /* Scores (scaled, softcapped) to probabilities, in place; the
  * exponentials and the normalization are fmath's (libm's expf takes a
  * slow path for the many results that underflow).  `sink`: the head's
- * sink logit, or NULL. */
+ * sink logit (gpt-oss), or NULL.  A sink is one more logit of the head,
+ * not scaled, that takes its share of the sum and has no value: it goes
+ * into the column after the row's n scores (every score row has one,
+ * ml__att_ld), the maximum includes it, and exp_norm over n + 1 makes
+ * x[c] = exp(x[c] - m) / (S + exp(sink - m)), as llama.cpp's softmax with
+ * sinks does; the value sums read the n scores only. */
 static void softmax(const ml_model *m, const ml_fmath *fm, float *sc, uint32_t n,
                     const float *sink)
 {
@@ -120,10 +107,11 @@ static void softmax(const ml_model *m, const ml_fmath *fm, float *sc, uint32_t n
                 max = sc[i];
         }
     }
-    if (sink)
-        exp_norm_sink(sc, n, max, *sink);
-    else
-        fm->exp_norm(sc, n, max);
+    if (sink) {
+        sc[n] = *sink;
+        max = sc[n] > max ? sc[n] : max;
+    }
+    fm->exp_norm(sc, n + (sink != NULL), max);
 }
 
 /* Query head h's sink, or NULL. */
@@ -165,14 +153,14 @@ static void run_scores(const att_job *j, const float *const *q, uint32_t rows, c
             uint32_t n = run[r].n - s < KV_CHUNK ? run[r].n - s : KV_CHUNK;
             size_t ld = run[r].ld;
             const void *k = ml__kv_at(run[r].k, s * ld, c->kt);
-            float *out = sc[0] + col + s; /* score rows are n_ctx floats apart */
+            float *out = sc[0] + col + s; /* score rows are ml__att_ld floats apart */
             if (ml__kv_blocked(c->kt)) {
                 load_rows(c->kt, dq, k, ld, n, 0, dh);
-                j->fm->dots(rows, q, n, dq, dh, dh, out, c->n_ctx);
+                j->fm->dots(rows, q, n, dq, dh, dh, out, ml__att_ld(c));
             } else if (c->kt == ML_CACHE_F16) {
-                j->fm->dots_h(rows, q, n, k, ld, dh, out, c->n_ctx);
+                j->fm->dots_h(rows, q, n, k, ld, dh, out, ml__att_ld(c));
             } else {
-                j->fm->dots(rows, q, n, k, ld, dh, out, c->n_ctx);
+                j->fm->dots(rows, q, n, k, ld, dh, out, ml__att_ld(c));
             }
         }
 }
@@ -276,7 +264,7 @@ static void attend(const att_job *j, size_t t0, uint32_t nt, uint32_t h0, uint32
         size_t at = (t0 + i / gs) * m->d.q_dim + (size_t)(h0 + i % gs) * dh;
         q[i] = c->q + at;
         out[i] = c->ao + at;
-        sc[i] = scores + (size_t)i * c->n_ctx;
+        sc[i] = scores + (size_t)i * ml__att_ld(c);
         memset(out[i], 0, dh * sizeof(float));
     }
     const att_rows a = {q, sc, out, dq};
@@ -295,7 +283,7 @@ static void attend_items(void *arg, size_t b, size_t e, unsigned ith)
     const ml_mlb_header *hd = &j->c->m->h;
     uint32_t per_kv = hd->n_heads / hd->n_kv_heads, groups = (per_kv + j->group - 1) / j->group;
     size_t per_blk = (size_t)hd->n_kv_heads * groups;
-    float *scores = j->c->att + (size_t)ith * ml__att_rows(j->c) * j->c->n_ctx;
+    float *scores = j->c->att + (size_t)ith * ml__att_rows(j->c) * ml__att_ld(j->c);
     for (size_t i = b; i < e; i++) {
         uint32_t kvh = (uint32_t)(i % per_blk / groups), g0 = (uint32_t)(i % groups) * j->group;
         uint32_t gs = per_kv - g0 < j->group ? per_kv - g0 : j->group;
@@ -325,7 +313,7 @@ static uint32_t first_pos(const att_job *j)
 /* Query head h's score row in the shared score rows. */
 static float *split_row(const att_job *j, uint32_t h)
 {
-    return j->c->att + (size_t)h * j->c->n_ctx;
+    return j->c->att + (size_t)h * ml__att_ld(j->c);
 }
 
 /* Items [b, e) of (KV head, chunk of j->chunk positions): the scores. */
