@@ -267,7 +267,8 @@ static ml_status bind_item(ml__conv_build *b, ml__conv_item *it, const ml_tensor
         return require(b, it, ml__conv_tensor(b, "blk.%u.attn_norm.weight", l),
                        NAME("blk.%u.attn_norm.weight", l), dim, 0, "dim");
     case ML_R_FFN_NORM:
-        if (ml__conv_qwen35_family(b->arch)) /* its post_attention_norm is the pre-FFN norm */
+        if (ml__conv_qwen35_family(b->arch) || b->arch == ML__ARCH_GPT_OSS)
+            /* their post_attention_norm is the pre-FFN norm */
             return require(b, it, ml__conv_tensor(b, "blk.%u.post_attention_norm.weight", l),
                            NAME("blk.%u.post_attention_norm.weight", l), dim, 0, "dim");
         return require(b, it, ml__conv_tensor(b, "blk.%u.ffn_norm.weight", l),
@@ -297,7 +298,17 @@ static ml_status bind_item(ml__conv_build *b, ml__conv_item *it, const ml_tensor
     case ML_R_BV:
     case ML_R_Q_NORM:
     case ML_R_K_NORM: return bind_attention(b, it, t, q);
+    case ML_R_BO:
+        return require(b, it, ml__conv_tensor(b, "blk.%u.attn_output.bias", l),
+                       NAME("blk.%u.attn_output.bias", l), dim, 0, "dim");
+    case ML_R_SINKS:
+        return require(b, it, ml__conv_tensor(b, "blk.%u.attn_sinks.weight", l),
+                       NAME("blk.%u.attn_sinks.weight", l), h->n_heads, 0, "head_count");
     case ML_R_WR:
+    case ML_R_RB:
+    case ML_R_EB1:
+    case ML_R_EB2:
+    case ML_R_EB3:
     case ML_R_EW1:
     case ML_R_EW2:
     case ML_R_EW3:

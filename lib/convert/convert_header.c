@@ -46,6 +46,11 @@ static const ml__arch_info archs[ML__ARCH_COUNT] = {
         {"qwen35moe", 1, 0, 1, 0,
          "Qwen3.5-MoE: the Qwen3.5 hybrid's layers, every FFN a softmax top-k mixture of "
          "experts (renormalized) plus a shared expert behind a sigmoid gate"},
+    [ML__ARCH_GPT_OSS] =
+        {"gpt-oss", 1, 0, 0, 0,
+         "gpt-oss: attention sinks, q/k/v/o biases, sliding window on even layers, YaRN; every "
+         "FFN a top-k mixture of experts (softmax over the chosen logits, router and expert "
+         "biases, clamped SwiGLU); q/k rows and biases permuted"},
 };
 
 static ml_status get_u32(ml__conv_build *b, const char *suffix, uint32_t *v, int *found)
@@ -120,7 +125,7 @@ static ml_status read_arch(ml__conv_build *b)
     return ml__err(b->err, ML_E_UNSUPPORTED, "general.architecture",
                    ml__conv_kv_offset(b, "general.architecture"),
                    "'%.*s' is not supported; gguf2mlb converts llama, qwen2, qwen3, gemma, "
-                   "gemma2, gemma3, smollm3, qwen35, qwen3moe and qwen35moe",
+                   "gemma2, gemma3, smollm3, qwen35, qwen3moe, qwen35moe and gpt-oss",
                    (int)(n > 40 ? 40 : n), s);
 }
 
@@ -136,7 +141,7 @@ static ml_status check_container(ml__conv_build *b)
     if (found && v > 0 && !ml__conv_is_moe_arch(b->arch))
         return ml__conv_refuse(b, ml__conv_key(b, "expert_count"),
                                "%u experts in a %s model: gguf2mlb converts experts for "
-                               "qwen3moe and qwen35moe only",
+                               "qwen3moe, qwen35moe and gpt-oss only",
                                v, b->p->arch);
     const ml_gguf_kv *kv = ml_gguf_find(b->g, ml__conv_key(b, "attention.causal"));
     if (kv) {
@@ -714,10 +719,40 @@ ml_status ml__conv_read_moe(ml__conv_build *b)
     h->expert_hidden_dim = F;
     h->moe_gating = ML_MOE_SOFTMAX;
     h->moe_flags = ML_MOE_NORM;
+    if (b->arch == ML__ARCH_GPT_OSS) { /* src/models/openai-moe.cpp: SOFTMAX_WEIGHT, no norm */
+        h->moe_gating = ML_MOE_TOPK_SOFTMAX;
+        h->moe_flags = ML_MOE_ROUTER_BIAS | ML_MOE_EXPERT_BIAS;
+    }
     if (b->arch == ML__ARCH_QWEN35MOE && (s = read_shared_expert(b)))
         return s;
     moe_layer_flags(b);
     return ML_OK;
+}
+
+/* gpt-oss (src/models/openai-moe.cpp): the window on every other layer
+ * (load_swa_pattern(ml, 2): the even ones) unless sliding_window_pattern
+ * says otherwise, windowed layers with the global RoPE base unless
+ * rope.freq_base_swa differs (refused then: no .mlb form with YaRN),
+ * sinks and an output bias in every layer, and the clamped SwiGLU with
+ * the alpha and limit llama.cpp hard-codes (LLM_FFN_SWIGLU_OAI_MOE). */
+static ml_status arch_gpt_oss(ml__conv_build *b)
+{
+    ml_mlb_header *h = &b->p->h;
+    int found;
+    ml_status s = read_window(b, 0, &found);
+    if (s)
+        return s;
+    if (!found || h->sliding_window == 0)
+        return ml__conv_bad_key(b, "attention.sliding_window",
+                                found ? "a window of 0 positions" : "required key is missing");
+    if ((s = swa_pattern(b, 2)) || (s = local_theta(b, h->rope_theta, 0)))
+        return s;
+    h->act = ML_ACT_SWIGLU_CLAMP;
+    h->swiglu_alpha = 1.702f;
+    h->swiglu_limit = 7.0f;
+    h->attn_sinks = 1;
+    h->o_bias = 1;
+    return ml__conv_read_moe(b);
 }
 
 static ml_status read_arch_features(ml__conv_build *b)
@@ -727,6 +762,8 @@ static ml_status read_arch_features(ml__conv_build *b)
     h->qk_norm = (uint32_t)b->ai->qk_norm;
     if (b->ai->gemma)
         return arch_gemma(b);
+    if (b->arch == ML__ARCH_GPT_OSS)
+        return arch_gpt_oss(b);
     if (ml_gguf_find(b->g, ml__conv_key(b, "attention.sliding_window")) &&
         (s = ml__conv_note(b, "%s is ignored, as llama.cpp ignores it for %s: full attention",
                            b->key, b->p->arch)))

@@ -59,6 +59,7 @@ enum {
     ML__ARCH_QWEN35,
     ML__ARCH_QWEN3MOE,
     ML__ARCH_QWEN35MOE,
+    ML__ARCH_GPT_OSS,
     ML__ARCH_COUNT
 };
 
@@ -136,7 +137,8 @@ static inline int ml__conv_qwen35_family(int arch)
 
 /* Whether the architecture's FFNs are mixtures of experts. */
 int ml__conv_is_moe_arch(int arch);
-/* The MoE header fields from the expert keys (qwen3moe). */
+/* The MoE header fields from the expert keys, with the architecture's
+ * fixed gating (qwen3moe, qwen35moe, gpt-oss). */
 ml_status ml__conv_read_moe(ml__conv_build *b);
 /* Binds a MoE layer's router, one expert's matrix (a slab of the GGUF's
  * stacked tensor, a range of its rows) or the shared expert's arrays. */

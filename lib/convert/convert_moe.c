@@ -6,15 +6,16 @@
  * {dim, F, E}); expert e is the e-th slab, a contiguous range of rows, so
  * each .mlb expert matrix is bound as a row range of its stack and keeps
  * the stack's type and bytes exactly as a dense matrix would.  Qwen3.5-
- * MoE's shared expert is a dense FFN beside them, with a gate row.  See
- * docs/design-moe.md, section 3. */
+ * MoE's shared expert is a dense FFN beside them, with a gate row;
+ * gpt-oss's router and expert biases are bound alike (slab e of a
+ * bias stack).  See docs/design-moe.md, section 3. */
 #include "convert/convert_impl.h"
 
 #include <stdio.h>
 
 int ml__conv_is_moe_arch(int arch)
 {
-    return arch == ML__ARCH_QWEN3MOE || arch == ML__ARCH_QWEN35MOE;
+    return arch == ML__ARCH_QWEN3MOE || arch == ML__ARCH_QWEN35MOE || arch == ML__ARCH_GPT_OSS;
 }
 
 /* A stack of n_experts slabs of `rows` rows of `cols`: ggml's
@@ -70,12 +71,50 @@ static ml_status bind_shared(ml__conv_build *b, ml__conv_item *it, const ml_tens
     return ML_OK;
 }
 
+/* gpt-oss's biases: the router's ffn_gate_inp.bias (n_experts), and
+ * expert e's gate, down and up biases, slab e of ffn_{gate,down,up}_exps.bias
+ * ({F, E}, {dim, E}, {F, E}): elements [e n, (e + 1) n). */
+static ml_status bind_bias(ml__conv_build *b, ml__conv_item *it, const ml_tensor *t)
+{
+    const ml_mlb_header *h = &b->p->h;
+    uint32_t l = (uint32_t)t->layer;
+    char name[64];
+    if (t->role == ML_R_RB) {
+        snprintf(name, sizeof name, "blk.%u.ffn_gate_inp.bias", l);
+        const ml_gguf_tensor *r = ml__conv_tensor(b, "%s", name);
+        if (!r)
+            return ml__conv_missing(b, name);
+        ml_status s = ml__conv_shape(b, r, h->n_experts, 0, "expert_count");
+        if (s || (s = ml__conv_check_type(b, r)))
+            return s;
+        it->pub.src = r;
+        return ML_OK;
+    }
+    static const char *const stacks[3] = {"gate", "down", "up"};
+    int i = (int)(t->role - ML_R_EB1);
+    uint64_t n = t->role == ML_R_EB2 ? h->dim : h->expert_hidden_dim;
+    snprintf(name, sizeof name, "blk.%u.ffn_%s_exps.bias", l, stacks[i]);
+    const ml_gguf_tensor *st = ml__conv_tensor(b, "%s", name);
+    if (!st)
+        return ml__conv_missing(b, name);
+    ml_status s = ml__conv_shape(b, st, n, h->n_experts,
+                                 t->role == ML_R_EB2 ? "dim x experts" : "expert width x experts");
+    if (s || (s = ml__conv_check_type(b, st)))
+        return s;
+    it->pub.src = st;
+    it->row0 = (uint64_t)t->expert * n;
+    it->pub.transform |= ML_CONV_ROWS;
+    return ML_OK;
+}
+
 ml_status ml__conv_bind_moe(ml__conv_build *b, ml__conv_item *it, const ml_tensor *t)
 {
     const ml_mlb_header *h = &b->p->h;
     uint32_t l = (uint32_t)t->layer;
     if (t->role == ML_R_WR)
         return bind_router(b, it, l);
+    if (t->role == ML_R_RB || (t->role >= ML_R_EB1 && t->role <= ML_R_EB3 && t->expert >= 0))
+        return bind_bias(b, it, t);
     if (t->role >= ML_R_WS1 && t->role <= ML_R_WSG)
         return bind_shared(b, it, t);
     if (t->role < ML_R_EW1 || t->role > ML_R_EW3 || t->expert < 0)

@@ -40,7 +40,7 @@ static const ml_mlb_field fields[] = {
     F(sliding_window, 92, ML_FIELD_U32, "attention window (0: full)"),
     F(layer_flags, 96, ML_FIELD_U32, "a flag byte per layer follows the header"),
     F(rope_local_theta, 100, ML_FIELD_F32, "RoPE base of local-RoPE layers"),
-    F(act, 104, ML_FIELD_U32, "FFN activation (0 SiLU, 1 GELU tanh)"),
+    F(act, 104, ML_FIELD_U32, "FFN activation (0 SiLU, 1 GELU tanh, 2 clamped SwiGLU)"),
     F(post_norms, 108, ML_FIELD_U32, "attention and FFN outputs are normalized"),
     F(embed_scale, 112, ML_FIELD_F32, "factor on embedding rows (0: 1)"),
     F(attn_scale, 116, ML_FIELD_F32, "attention score factor (0: 1/sqrt(head_dim))"),

@@ -6,8 +6,8 @@
  * rotated.
  *
  * The math is attend() for a prompt's block of tokens and split_scores,
- * split_softmax, split_values for one token (decode); a score's scale and
- * softcap are softmax()'s, the positions a token sees window_lo()'s.  The
+ * split_softmax, split_values for one token (decode); a score's scale,
+ * softcap and a head's sink are softmax()'s, the positions a token sees window_lo()'s.  The
  * rest is how the work is cut: over threads (block of tokens × KV head ×
  * group of query heads; a decode token's chunks of positions, then halves
  * of the columns) and over the runs of positions that lie contiguous in
@@ -87,20 +87,37 @@ static uint32_t window_lo(const att_job *j, uint32_t p)
 
 /* Scores (scaled, softcapped) to probabilities, in place; the
  * exponentials and the normalization are fmath's (libm's expf takes a
- * slow path for the many results that underflow). */
-static void softmax(const ml_model *m, const ml_fmath *fm, float *sc, uint32_t n)
+ * slow path for the many results that underflow).  `sink`: the head's
+ * sink logit (gpt-oss), or NULL.  A sink is one more logit of the head,
+ * not scaled, that takes its share of the sum and has no value: it goes
+ * into the column after the row's n scores (every score row has one,
+ * ml__att_ld), the maximum includes it, and exp_norm over n + 1 makes
+ * x[c] = exp(x[c] - m) / (S + exp(sink - m)), as llama.cpp's softmax with
+ * sinks does; the value sums read the n scores only. */
+static void softmax(const ml_model *m, const ml_fmath *fm, float *sc, uint32_t n,
+                    const float *sink)
 {
-    if (!(m->h.attn_softcap > 0)) {
-        fm->exp_norm(sc, n, fm->scale_max(sc, n, m->attn_scale));
-        return;
-    }
     float max = -INFINITY;
-    for (uint32_t i = 0; i < n; i++) {
-        sc[i] = ml__softcap(sc[i] * m->attn_scale, m->h.attn_softcap);
-        if (sc[i] > max)
-            max = sc[i];
+    if (!(m->h.attn_softcap > 0)) {
+        max = fm->scale_max(sc, n, m->attn_scale);
+    } else {
+        for (uint32_t i = 0; i < n; i++) {
+            sc[i] = ml__softcap(sc[i] * m->attn_scale, m->h.attn_softcap);
+            if (sc[i] > max)
+                max = sc[i];
+        }
     }
-    fm->exp_norm(sc, n, max);
+    if (sink) {
+        sc[n] = *sink;
+        max = sc[n] > max ? sc[n] : max;
+    }
+    fm->exp_norm(sc, n + (sink != NULL), max);
+}
+
+/* Query head h's sink, or NULL. */
+static const float *head_sink(const att_job *j, uint32_t h)
+{
+    return j->L->sinks ? j->L->sinks + h : NULL;
 }
 
 #define KV_CHUNK ML_KV_CHUNK
@@ -136,14 +153,14 @@ static void run_scores(const att_job *j, const float *const *q, uint32_t rows, c
             uint32_t n = run[r].n - s < KV_CHUNK ? run[r].n - s : KV_CHUNK;
             size_t ld = run[r].ld;
             const void *k = ml__kv_at(run[r].k, s * ld, c->kt);
-            float *out = sc[0] + col + s; /* score rows are n_ctx floats apart */
+            float *out = sc[0] + col + s; /* score rows are ml__att_ld floats apart */
             if (ml__kv_blocked(c->kt)) {
                 load_rows(c->kt, dq, k, ld, n, 0, dh);
-                j->fm->dots(rows, q, n, dq, dh, dh, out, c->n_ctx);
+                j->fm->dots(rows, q, n, dq, dh, dh, out, ml__att_ld(c));
             } else if (c->kt == ML_CACHE_F16) {
-                j->fm->dots_h(rows, q, n, k, ld, dh, out, c->n_ctx);
+                j->fm->dots_h(rows, q, n, k, ld, dh, out, ml__att_ld(c));
             } else {
-                j->fm->dots(rows, q, n, k, ld, dh, out, c->n_ctx);
+                j->fm->dots(rows, q, n, k, ld, dh, out, ml__att_ld(c));
             }
         }
 }
@@ -247,14 +264,14 @@ static void attend(const att_job *j, size_t t0, uint32_t nt, uint32_t h0, uint32
         size_t at = (t0 + i / gs) * m->d.q_dim + (size_t)(h0 + i % gs) * dh;
         q[i] = c->q + at;
         out[i] = c->ao + at;
-        sc[i] = scores + (size_t)i * c->n_ctx;
+        sc[i] = scores + (size_t)i * ml__att_ld(c);
         memset(out[i], 0, dh * sizeof(float));
     }
     const att_rows a = {q, sc, out, dq};
     block_pass(j, 0, &a, t0, p0, nt, gs, kvh);
     for (uint32_t i = 0; i < rows; i++) {
         uint32_t p = p0 + i / gs, lo = window_lo(j, p);
-        softmax(m, j->fm, sc[i] + (lo - lo0), p - lo + 1);
+        softmax(m, j->fm, sc[i] + (lo - lo0), p - lo + 1, head_sink(j, h0 + i % gs));
     }
     block_pass(j, 1, &a, t0, p0, nt, gs, kvh);
 }
@@ -266,7 +283,7 @@ static void attend_items(void *arg, size_t b, size_t e, unsigned ith)
     const ml_mlb_header *hd = &j->c->m->h;
     uint32_t per_kv = hd->n_heads / hd->n_kv_heads, groups = (per_kv + j->group - 1) / j->group;
     size_t per_blk = (size_t)hd->n_kv_heads * groups;
-    float *scores = j->c->att + (size_t)ith * ml__att_rows(j->c) * j->c->n_ctx;
+    float *scores = j->c->att + (size_t)ith * ml__att_rows(j->c) * ml__att_ld(j->c);
     for (size_t i = b; i < e; i++) {
         uint32_t kvh = (uint32_t)(i % per_blk / groups), g0 = (uint32_t)(i % groups) * j->group;
         uint32_t gs = per_kv - g0 < j->group ? per_kv - g0 : j->group;
@@ -296,7 +313,7 @@ static uint32_t first_pos(const att_job *j)
 /* Query head h's score row in the shared score rows. */
 static float *split_row(const att_job *j, uint32_t h)
 {
-    return j->c->att + (size_t)h * j->c->n_ctx;
+    return j->c->att + (size_t)h * ml__att_ld(j->c);
 }
 
 /* Items [b, e) of (KV head, chunk of j->chunk positions): the scores. */
@@ -330,7 +347,8 @@ static void split_softmax(void *arg, size_t b, size_t e, unsigned ith)
     (void)ith;
     const att_job *j = arg;
     for (size_t h = b; h < e; h++)
-        softmax(j->c->m, j->fm, split_row(j, (uint32_t)h), j->c->tpos[0] - first_pos(j) + 1);
+        softmax(j->c->m, j->fm, split_row(j, (uint32_t)h), j->c->tpos[0] - first_pos(j) + 1,
+                head_sink(j, (uint32_t)h));
 }
 
 /* Items [b, e) of (KV head, half of the head's columns): the value sums. */

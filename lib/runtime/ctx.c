@@ -49,7 +49,7 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
     uint64_t rows = (uint64_t)n_threads * ml__att_rows(c);
     if (rows < m->h.n_heads) /* one token's attention split over threads: every head's row */
         rows = m->h.n_heads;
-    if (ml__to_size(rows * c->n_ctx * 4, &att))
+    if (ml__to_size(rows * ((uint64_t)c->n_ctx + 1) * 4, &att)) /* rows of ml__att_ld */
         return ml__err(err, ML_E_NOMEM, "", -1, "scratch size overflows");
     c->mm_x_cap = mm_x_bytes(m->k, in, B);
     struct { void **p; size_t bytes; } parts[] = {

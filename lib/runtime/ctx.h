@@ -69,8 +69,8 @@ struct ml_ctx {
     void *mm_x;           /* (mm_x_cap bytes) aq rearranged for the kernels' matmul_x
                            * (parallel.c), or 0 bytes where they have none */
     size_t mm_x_cap;
-    float *att;           /* (n_threads, ml__att_rows, n_ctx) attention scores, at
-                           * least (n_heads, n_ctx) */
+    float *att;           /* (n_threads, ml__att_rows, ml__att_ld) attention scores, at
+                           * least (n_heads, ml__att_ld) */
     uint32_t *tblk;       /* (B) first rows of the batch's blocks of tokens that attend
                            * together (attention.c) */
     float *rope_cs;       /* (2, B, rot_dim) the batch's RoPE cos, sin pairs by row: [0]
@@ -121,6 +121,14 @@ static inline uint32_t ml__att_tokens(const ml_ctx *c)
     uint64_t fit = ML_ATT_SCORE_BYTES / ((uint64_t)ml__att_heads(c->m) * c->n_ctx * 4);
     uint32_t t = c->n_batch < ML_ATT_TOKENS ? c->n_batch : ML_ATT_TOKENS;
     return fit >= t ? t : fit > 1 ? (uint32_t)fit : 1;
+}
+
+/* Floats from one score row to the next: n_ctx scores and one more
+ * column, where a head's sink (gpt-oss) joins the scores of the softmax
+ * (attention.c). */
+static inline size_t ml__att_ld(const ml_ctx *c)
+{
+    return (size_t)c->n_ctx + 1;
 }
 
 /* Score rows one thread's attention needs: a work item's most query heads

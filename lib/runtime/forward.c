@@ -5,8 +5,9 @@
  *
  * then the final norm and the classifier (or, for an embedding, the final
  * norm's output pooled over the positions).  Attention is GQA with RoPE on
- * interleaved pairs, biases, q/k norms, a window, a softcap and a gate;
- * the FFN is gated.  Matrices multiply Q8_0-quantized activations (the
+ * interleaved pairs, biases, q/k norms, a window, a softcap, a gate and
+ * sinks; the FFN is gated (SiLU, GELU or gpt-oss's clamped SwiGLU), or a
+ * mixture of experts (moe.c).  Matrices multiply Q8_0-quantized activations (the
  * spec's rule, bit for bit); everything else is float32, computed in one
  * fixed order, so results do not depend on the thread count or the batch
  * size.  A batch may hold the tokens of several sequences (each a run of
@@ -116,7 +117,7 @@ static void qk_norm_rope(void *arg, size_t b, size_t e, unsigned ith)
     }
 }
 
-/* o = wo · gate(attention(rope(norm(q)), rope(norm(k)), v)) of xb. */
+/* o = wo · gate(attention(rope(norm(q)), rope(norm(k)), v)) + bo of xb. */
 static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
 {
     const ml_model *m = c->m;
@@ -146,6 +147,7 @@ static void attention(ml_ctx *c, uint32_t l, size_t n_tok)
     ml__ctx_observe(c, ML_MLI_WO_IN, l, c->ao, n_tok, q_dim);
     ml__quantize(c, c->ao, n_tok, q_dim);
     ml__matmul(c, &L->wo, n_tok, c->o, m->h.dim);
+    add_bias(c->o, L->bo, n_tok, m->h.dim);
 }
 
 /* Linear attention: the projections here for the whole batch, the gated

@@ -59,26 +59,6 @@ static ml_status check_experts(const ml_mlb *mlb, ml_error *err)
     return ML_OK;
 }
 
-/* What the experts' runtime computes so far: routed SwiGLU experts
- * (qwen3moe) and a gated shared expert (qwen35moe).  gpt-oss's additions
- * (the clamped SwiGLU, sinks, output and expert biases) are in the format
- * and refused here by name until their code and references land, rather
- * than computed wrongly. */
-static ml_status check_features(const ml_mlb_header *h, ml_error *err)
-{
-    static const struct { const char *name; unsigned off; } unsupported[] = {
-        {"act", 104}, {"attn_sinks", 200}, {"o_bias", 204}, {"moe_flags", 180},
-    };
-    int bad[] = {h->act == ML_ACT_SWIGLU_CLAMP, h->attn_sinks != 0, h->o_bias != 0,
-                 (h->moe_flags & ML_MOE_EXPERT_BIAS) != 0};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        if (bad[i])
-            return ml__err(err, ML_E_UNSUPPORTED, unsupported[i].name, unsupported[i].off,
-                           "this build does not run it yet (clamped SwiGLU, attention sinks, "
-                           "output and expert biases)");
-    return ML_OK;
-}
-
 static ml_status check_matrices(const ml_mlb *mlb, uint32_t n_layers, ml_error *err)
 {
     for (size_t i = 0; i < sizeof matrix_roles / sizeof matrix_roles[0]; i++) {
@@ -113,6 +93,13 @@ static ml_status bind_moe(const ml_mlb *mlb, const ml_model *m, uint32_t l, ml_l
     for (uint32_t e = 0; e < E; e++)
         for (unsigned r = 0; r < 3; r++)
             L->ew[3 * e + r] = mat_of(ml_mlb_get_expert(mlb, (ml_role)(ML_R_EW1 + r), i, e));
+    if (m->h.moe_flags & ML_MOE_EXPERT_BIAS) {
+        if (!(L->eb = calloc((size_t)E * 3, sizeof *L->eb)))
+            return ML_E_NOMEM;
+        for (uint32_t e = 0; e < E; e++)
+            for (unsigned r = 0; r < 3; r++)
+                L->eb[3 * e + r] = vec_of(ml_mlb_get_expert(mlb, (ml_role)(ML_R_EB1 + r), i, e));
+    }
     L->ws1 = mat_of(ml_mlb_get(mlb, ML_R_WS1, i));
     L->ws2 = mat_of(ml_mlb_get(mlb, ML_R_WS2, i));
     L->ws3 = mat_of(ml_mlb_get(mlb, ML_R_WS3, i));
@@ -131,6 +118,7 @@ static void bind_layer(const ml_mlb *mlb, const ml_model *m, uint32_t l, ml_laye
     L->wq = mat_of(T(ML_R_WQ)), L->wk = mat_of(T(ML_R_WK)), L->wv = mat_of(T(ML_R_WV));
     L->wo = mat_of(T(ML_R_WO)), L->wg = mat_of(T(ML_R_WG));
     L->bq = vec_of(T(ML_R_BQ)), L->bk = vec_of(T(ML_R_BK)), L->bv = vec_of(T(ML_R_BV));
+    L->bo = vec_of(T(ML_R_BO)), L->sinks = vec_of(T(ML_R_SINKS));
     L->q_norm = vec_of(T(ML_R_Q_NORM)), L->k_norm = vec_of(T(ML_R_K_NORM));
     L->ffn_norm = vec_of(T(ML_R_FFN_NORM));
     L->w1 = mat_of(T(ML_R_W1)), L->w2 = mat_of(T(ML_R_W2)), L->w3 = mat_of(T(ML_R_W3));
@@ -184,8 +172,8 @@ ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
     const ml_kernels *k = ml__kernels_select_into(&composed, &why);
     if (!k)
         return ml__err(err, ML_E_INVAL, "ML_KERNELS", -1, "%s", why ? why : "no kernels");
-    ml_status st = check_features(h, err);
-    if (st || (st = check_matrices(mlb, h->n_layers, err)))
+    ml_status st = check_matrices(mlb, h->n_layers, err);
+    if (st)
         return st;
     ml_model *m = calloc(1, sizeof *m);
     if (!m)
@@ -226,8 +214,10 @@ void ml_model_free(ml_model *m)
 {
     if (!m)
         return;
-    for (uint32_t l = 0; m->layers && l < m->h.n_layers; l++)
+    for (uint32_t l = 0; m->layers && l < m->h.n_layers; l++) {
         free(m->layers[l].ew);
+        free(m->layers[l].eb);
+    }
     free(m->layers);
     free(m->inv_freq_global);
     free(m->inv_freq_local);

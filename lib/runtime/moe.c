@@ -146,7 +146,17 @@ static void group_by_expert(ml_ctx *c, size_t n_tok)
     start[0] = 0;
 }
 
-/* Expert e's FFN on the inputs of its n slots, each output row to its
+/* y[r] += bias for each of n rows of `width` floats. */
+static void add_rows(float *y, const float *bias, size_t n, uint32_t width)
+{
+    for (size_t r = 0; r < n; r++)
+        for (uint32_t i = 0; i < width; i++)
+            y[r * width + i] += bias[i];
+}
+
+/* Expert e's FFN (with its biases, where the model has them: gpt-oss's
+ * gate and up before the activation, down after the product) on the
+ * inputs of its n slots, each output row to its
  * slot's place in moe_y.  The inputs are quantized again from their F32
  * rows (the same bits as the seam's), since each expert reads a
  * different subset of the batch. */
@@ -161,8 +171,15 @@ static void run_expert(ml_ctx *c, const ml_layer *L, uint32_t e, const uint32_t 
     float *ys[] = {c->hb, c->hb2};
     const size_t ld[] = {F, F};
     ml__matmuls(c, n, 2, ws, ys, ld);
+    const float *const *b = L->eb ? L->eb + 3 * e : NULL; /* b1 b2 b3 */
+    if (b) {
+        add_rows(c->hb, b[0], n, F);
+        add_rows(c->hb2, b[2], n, F);
+    }
     ml__glu_quantize(c, c->hb, c->hb2, n, F);
     ml__matmul(c, &L->ew[3 * e + 1], n, c->moe_x, dim);
+    if (b) /* before the routing weight, as llama.cpp adds it */
+        add_rows(c->moe_x, b[1], n, dim);
     for (size_t r = 0; r < n; r++)
         memcpy(c->moe_y + (size_t)slots[r] * dim, c->moe_x + r * dim, dim * sizeof(float));
 }

@@ -303,6 +303,19 @@ typedef struct act_job {
  * the L1 cache (a batch's FFN rows are megabytes). */
 #define ACT_CHUNK 2048
 
+/* gpt-oss's clamped SwiGLU (mlb(5) act 2), for c < n: g = min(x[c],
+ * limit), u = clamp(up[c], -limit, limit), x[c] = g / (1 + exp(-alpha g))
+ * · (u + 1), llama.cpp's operations in its order.  Scalar in every kernel
+ * variant (libm's expf), so the same bits everywhere. */
+static void swiglu_clamp(float *x, const float *up, size_t n, float alpha, float limit)
+{
+    for (size_t c = 0; c < n; c++) {
+        float g = limit < x[c] ? limit : x[c]; /* NaN stays NaN */
+        float u = up[c] > limit ? limit : up[c] < -limit ? -limit : up[c];
+        x[c] = g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+    }
+}
+
 static void act_run(void *ctx, unsigned ith, unsigned nth)
 {
     const act_job *j = ctx;
@@ -311,7 +324,9 @@ static void act_run(void *ctx, unsigned ith, unsigned nth)
     ml__pool_split(j->n, j->row % 256 ? 32 : 256, ith, nth, &b, &e);
     for (size_t c0 = b, c1; c0 < e; c0 = c1) {
         c1 = e - c0 < ACT_CHUNK ? e : c0 + ACT_CHUNK;
-        if (j->gate)
+        if (j->gate && m->h.act == ML_ACT_SWIGLU_CLAMP)
+            swiglu_clamp(j->x + c0, j->gate + c0, c1 - c0, m->h.swiglu_alpha, m->h.swiglu_limit);
+        else if (j->gate)
             m->k->fmath->glu(j->x + c0, j->gate + c0, c1 - c0, m->h.act == ML_ACT_GELU_TANH);
         ml__quantize_rows(j->c, j->x + c0, c0, c1 - c0, j->row);
     }

@@ -31,6 +31,8 @@ typedef struct ml_layer {
     const float *attn_norm;         /* (dim) */
     ml_mat wq, wk, wv, wo, wg;      /* wg only with attn_gate */
     const float *bq, *bk, *bv;      /* (q_dim), (kv_dim), (kv_dim) or NULL */
+    const float *bo;                /* (dim) wo's bias, or NULL */
+    const float *sinks;             /* (n_heads) a logit per head in the softmax, or NULL */
     const float *q_norm, *k_norm;   /* (head_dim) or NULL */
     const float *ffn_norm;          /* (dim) */
     ml_mat w1, w2, w3;              /* gate (hidden x dim), down (dim x hidden), up */
@@ -45,6 +47,7 @@ typedef struct ml_layer {
     const float *wr;                /* (n_experts, dim) the router, F32 */
     const float *rb, *sb;           /* (n_experts) router and selection biases, or NULL */
     ml_mat *ew;                     /* (n_experts, 3): expert e's w1, w2, w3 at 3e, 3e+1, 3e+2 */
+    const float **eb;               /* (n_experts, 3): its biases b1, b2, b3 alike, or NULL */
     ml_mat ws1, ws2, ws3;           /* the shared expert (shared_hidden_dim), or unset */
     const float *wsg;               /* (dim) its gate's row, or NULL: no gate */
     const float *inv_freq;          /* RoPE frequencies (rot_dim/2), NULL: no RoPE */

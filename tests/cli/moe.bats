@@ -1,10 +1,11 @@
 #!/usr/bin/env bats
 # moe.bats - mixture-of-experts models through the commands (issue 40):
-# the qwen3moe fixture of tests/fixtures/moe (a GGUF with llama.cpp's
-# logits and greedy continuation, made by tools/make-moe-fixtures.py) is
-# converted by gguf2mlb, passes mlb-verify, is described by mlb-info, and
-# ml-run continues its prompt exactly as llama.cpp did, with the same bits
-# for any thread count, batch size and kernel variant.  GGUFs edited from
+# the qwen3moe, qwen35moe and gpt-oss fixtures of tests/fixtures/moe
+# (GGUFs with llama.cpp's logits and greedy continuation, made by
+# tools/make-moe-fixtures.py) are converted by gguf2mlb, pass mlb-verify,
+# are described by mlb-info, and ml-run continues their prompts as
+# llama.cpp did, with the same bits for any thread count, batch size and
+# kernel variant.  GGUFs edited from
 # the fixture (bytes patched in place) are refused with their exit status,
 # naming the key or the tensor.
 
@@ -24,23 +25,25 @@ setup_file() {
 prompt_ids() { jq -r '.prompt.ids | map(tostring) | join(" ")' "$FIX/expected.json"; }
 generated_ids() { jq -r '.files[0].generated | map(tostring) | join(" ")' "$FIX/expected.json"; }
 
-# agrees_with_llama FIXDIR IDS: the generated IDS (space-separated) are
+# agrees_with_llama FIXDIR IDS [VARIANT]: the generated IDS (space-separated) are
 # llama.cpp's greedy tokens up to the first that is a near tie in its run
 # (its top two logits within 5% of the first), where ours must be its
 # runner-up (check_e2e.c's rule: the two runtimes' activations are
 # quantized with scales of different precision, which moves logits by a
-# few percent on these random models).  Prints how many agree.
+# few percent on these random models).  VARIANT is the file's (q8_0 when
+# not given).  Prints how many agree.
 agrees_with_llama() {
-    local fx=$1 i
+    local fx=$1 v=${3:-q8_0} i
     local -a got want
     read -ra got <<<"$2"
-    read -ra want <<<"$(jq -r '.files[0].generated | map(tostring) | join(" ")' "$fx/expected.json")"
+    read -ra want <<<"$(jq -r --arg v "$v" '.files[] | select(.variant == $v) |
+        .generated | map(tostring) | join(" ")' "$fx/expected.json")"
     [[ ${#got[@]} -eq ${#want[@]} ]] || fail_with "${#got[@]} tokens, llama.cpp ${#want[@]}"
     for ((i = 0; i < ${#want[@]}; i++)); do
         [[ ${got[i]} == "${want[i]}" ]] && continue
         jq -e --argjson i "$i" --argjson g "${got[i]}" '.steps[$i] |
             .second == $g and (.top1 - .top2) / (if .top1 < 0 then -.top1 else .top1 end) <= 0.05' \
-            "$fx/trace-q8_0.json" >/dev/null ||
+            "$fx/trace-$v.json" >/dev/null ||
             fail_with "token $i: ${got[i]}, llama.cpp ${want[i]}: not its runner-up at a near tie"
         break
     done
@@ -174,7 +177,7 @@ key_value_offset() {
 
 # ---------------------------------------------------------------- the format
 
-@test "mkmodel moe-full: every MoE array in its place; mlb-verify --sums and --check agree; ml-run refuses what it cannot run (exit 4)" {
+@test "mkmodel moe-full: every MoE array in its place; mlb-verify --sums and --check agree; ml-run runs it, the same bits for any threads and kernels" {
     local f=$BATS_TEST_TMPDIR/full.mlb
     "$MKMODEL" --preset moe-full -o "$f"
     run -0 mlb-verify -q "$f"
@@ -190,9 +193,13 @@ key_value_offset() {
     done
     jq -e '.moe.moe_layers == 1 and ([.tensors[] | select(.name == "blk.1.wr")] | length) == 0' \
         <<<"$output"
-    run -4 --separate-stderr ml-run -m "$f" --ids -p "1 2" -n 1
-    [[ $stderr == *"ML_E_UNSUPPORTED: act (offset 104): this build does not run it yet"* ]] ||
-        fail_with "$stderr"
+    local d=$BATS_TEST_TMPDIR ids="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20"
+    ml-run -m "$f" --ids -p "$ids" -n 0 --logits "$d/ref" -q -t 1 -b 1
+    [[ $(file_size "$d/ref") -eq $((20 * 256 * 4)) ]]
+    ml-run -m "$f" --ids -p "$ids" -n 0 --logits "$d/x" -q -t 2 -b 7
+    cmp "$d/ref" "$d/x"
+    ML_KERNELS=scalar ml-run -m "$f" --ids -p "$ids" -n 0 --logits "$d/s" -q -t 3 -b 20
+    cmp "$d/ref" "$d/s"
 }
 
 @test "a flag byte with experts but no n_experts, and experts on no layer: exit 1 (FORMAT), named" {
@@ -207,4 +214,97 @@ key_value_offset() {
     run -1 --separate-stderr mlb-verify "$f"
     [[ $stderr == "mlb-verify: $f: ML_E_FORMAT: layer_flags[0] (offset 256): experts (bit 4) but n_experts is 0" ]] ||
         fail_with "$stderr"
+}
+
+# ---------------------------------------------------------------- gpt-oss
+
+GO=$BATS_TEST_DIRNAME/../fixtures/moe/gpt-oss
+
+# go_mlb VARIANT: the gpt-oss fixture's file converted (once per test).
+go_mlb() {
+    local m=$BATS_TEST_TMPDIR/gpt-oss-$1.mlb
+    [[ -e $m ]] || gguf2mlb -q --no-tokenizer -o "$m" "$GO/gpt-oss-$1.gguf"
+    echo "$m"
+}
+
+@test "gpt-oss (Q8_0, and MXFP4 experts): converts, passes mlb-verify; mlb-info shows sinks, biases, the clamped SwiGLU, the window on even layers" {
+    local v m
+    for v in q8_0 mxfp4; do
+        m=$(go_mlb $v)
+        run -0 mlb-verify -q "$m"
+        run -0 --separate-stderr mlb-info --json "$m"
+        jq -e --arg v "$v" '[.tensors[].name] as $names |
+            .header.act == 2 and .header.attn_sinks == 1 and .header.o_bias == 1
+            and .header.qkv_bias == 1 and .header.moe_gating == 1 and .header.moe_flags == 6
+            and .header.hidden_dim == 0 and .header.sliding_window == 8 and .header.rope_type == 3
+            and ([.layers[].flags] == [17, 16, 17, 16]) and .moe.moe_layers == 4
+            and all("blk.3.sinks", "blk.1.bo", "blk.2.rb", "blk.0.exp.7.b1", "blk.0.exp.7.b2",
+                    "blk.0.exp.7.b3"; . as $n | any($names[]; . == $n))
+            and ([.tensors[] | select(.name == "blk.1.exp.2.w2")][0].type
+                 == (if $v == "mxfp4" then "MXFP4" else "Q8_0" end))' <<<"$output" >/dev/null ||
+            fail_with "$v: $(jq -c '.header' <<<"$output")"
+    done
+}
+
+@test "gpt-oss: ml-run continues the prompt as llama.cpp does, Q8_0 and MXFP4 experts" {
+    local v m n ids
+    ids=$(jq -r '.prompt.ids | map(tostring) | join(" ")' "$GO/expected.json")
+    for v in q8_0 mxfp4; do
+        m=$(go_mlb $v)
+        run -0 --separate-stderr ml-run -m "$m" --ids -p "$ids" -n 32 --temp 0 -q -t 2
+        n=$(agrees_with_llama "$GO" "$output" "$v")
+        [[ $n -ge 8 ]] || fail_with "$v: only $n tokens agree"
+    done
+}
+
+@test "gpt-oss --logits: threads, batch sizes (across the window) and kernels change no bit" {
+    local d=$BATS_TEST_TMPDIR ids v m tb
+    ids=$(jq -r '.prompt.ids | map(tostring) | join(" ")' "$GO/expected.json")
+    for v in q8_0 mxfp4; do
+        m=$(go_mlb $v)
+        ml-run -m "$m" --ids -p "$ids" -n 0 --logits "$d/ref" -q -t 1 -b 1
+        [[ $(file_size "$d/ref") -eq $((29 * 390 * 4)) ]]
+        for tb in "1 29" "2 5" "3 16"; do
+            set -- $tb
+            ml-run -m "$m" --ids -p "$ids" -n 0 --logits "$d/x" -q -t "$1" -b "$2"
+            cmp "$d/ref" "$d/x" || fail_with "$v: threads $1 batch $2"
+        done
+        ML_KERNELS=scalar ml-run -m "$m" --ids -p "$ids" -n 0 --logits "$d/s" -q -t 2 -b 16
+        cmp "$d/ref" "$d/s" || fail_with "$v: scalar kernels"
+    done
+}
+
+@test "gpt-oss without attn_sinks (exit 1, FORMAT) or with a bias stack of the wrong shape (exit 1, SHAPE): the tensor named" {
+    local g at
+    g=$(mutant "$GO/gpt-oss-q8_0.gguf" s.gguf)
+    at=$(grep -obUa -- 'blk.2.attn_sinks.weight' "$g" | head -1 | cut -d: -f1)
+    patch_hex "$g" $((at + 15)) 74 # blk.2.attn_sinks -> blk.2.attn_sinkt
+    run -1 --separate-stderr gguf2mlb -q --no-tokenizer -o "$BATS_TEST_TMPDIR/x.mlb" "$g"
+    [[ $stderr == *"ML_E_FORMAT: blk.2.attn_sinks.weight: required tensor is missing"* ]] ||
+        fail_with "$stderr"
+    g=$(mutant "$GO/gpt-oss-q8_0.gguf" b.gguf)
+    # the tensor info: name, u32 n_dims, u64 dims; the second dim is the experts
+    at=$(grep -obUa -- 'blk.1.ffn_down_exps.bias' "$g" | head -1 | cut -d: -f1)
+    put_u32 "$g" $((at + 24 + 4 + 8)) 7
+    run -1 --separate-stderr gguf2mlb -q --no-tokenizer -o "$BATS_TEST_TMPDIR/x.mlb" "$g"
+    [[ $stderr == *"ML_E_SHAPE: blk.1.ffn_down_exps.bias (offset "*"): shape [64, 7, 1], expected [64, 8] (dim x experts)" ]] ||
+        fail_with "$stderr"
+    [[ ! -e $BATS_TEST_TMPDIR/x.mlb ]]
+}
+
+@test "gpt-oss without its window key or a router bias: exit 1 (FORMAT), the key or tensor named" {
+    local g at
+    g=$(mutant "$GO/gpt-oss-q8_0.gguf" w.gguf)
+    at=$(grep -obUa -- 'gpt-oss.attention.sliding_window' "$g" | head -1 | cut -d: -f1)
+    patch_hex "$g" $((at + 31)) 78 # sliding_window -> sliding_windox
+    run -1 --separate-stderr gguf2mlb -q --no-tokenizer -o "$BATS_TEST_TMPDIR/x.mlb" "$g"
+    [[ $stderr == "gguf2mlb: $g: ML_E_FORMAT: gpt-oss.attention.sliding_window: required key is missing" ]] ||
+        fail_with "$stderr"
+    g=$(mutant "$GO/gpt-oss-q8_0.gguf" r.gguf)
+    at=$(grep -obUa -- 'blk.3.ffn_gate_inp.bias' "$g" | head -1 | cut -d: -f1)
+    patch_hex "$g" $((at + 22)) 63 # .bias -> .biac
+    run -1 --separate-stderr gguf2mlb -q --no-tokenizer -o "$BATS_TEST_TMPDIR/x.mlb" "$g"
+    [[ $stderr == "gguf2mlb: $g: ML_E_FORMAT: blk.3.ffn_gate_inp.bias: required tensor is missing" ]] ||
+        fail_with "$stderr"
+    [[ ! -e $BATS_TEST_TMPDIR/x.mlb ]]
 }

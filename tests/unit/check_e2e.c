@@ -356,8 +356,9 @@ static size_t json_ids(const char *path, const char *after, const char *key, ml_
     return n;
 }
 
-/* The integer after `key` ("\"name\":") in the JSON file. */
-static long json_int(const char *path, const char *key)
+/* The integer after `key` ("\"name\":") in the JSON file, after the
+ * first `after` (NULL: from the start). */
+static long json_int_after(const char *path, const char *after, const char *key)
 {
     FILE *f = fopen(path, "rb");
     ck_assert_msg(f != NULL, "cannot open %s", path);
@@ -365,9 +366,16 @@ static long json_int(const char *path, const char *key)
     size_t len = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[len] = 0;
-    char *p = strstr(buf, key);
+    char *p = after ? strstr(buf, after) : buf;
+    ck_assert_msg(p, "%s: no %s", path, after);
+    p = strstr(p, key);
     ck_assert_msg(p, "%s: no %s", path, key);
     return strtol(p + strlen(key), NULL, 10);
+}
+
+static long json_int(const char *path, const char *key)
+{
+    return json_int_after(path, NULL, key);
 }
 
 /* llama.cpp's routing (trace-<variant>.json: routing[layer][position] =
@@ -491,9 +499,11 @@ static void on_route(void *ctx, uint32_t layer, size_t n_tok, const uint32_t *po
  * the comparison ends); in the same order where llama.cpp's two log
  * probabilities are more than MOE_FLIP_GAP apart (else the order changes
  * only the sum's rounding); the same weights within MOE_WEIGHT_TOL.
- * Returns the decisions compared. */
+ * `logits`: the trace's scores are the router's logits (gpt-oss, whose
+ * softmax over the chosen makes their difference the log-ratio), else
+ * probabilities.  Returns the decisions compared. */
 static size_t compare_routes(const routes *ours, const routes *ref, uint32_t n_layers,
-                             size_t n_pos)
+                             size_t n_pos, int logits)
 {
     size_t done = 0;
     for (size_t t = 0; t < n_pos; t++)
@@ -507,7 +517,9 @@ static size_t compare_routes(const routes *ours, const routes *ref, uint32_t n_l
                               t, a[0], a[1], b[0], b[1], (double)ref->gap[l][t]);
                 return done;
             }
-            double lg0 = log(ref->scores[l][t][b[0]]), lg1 = log(ref->scores[l][t][b[1]]);
+            double lg0 = ref->scores[l][t][b[0]], lg1 = ref->scores[l][t][b[1]];
+            if (!logits)
+                lg0 = log(lg0), lg1 = log(lg1);
             if (fabs(lg0 - lg1) > MOE_FLIP_GAP)
                 ck_assert_msg(same, "layer %u position %zu: order %u %u, llama.cpp %u %u", l, t,
                               a[0], a[1], b[0], b[1]);
@@ -529,20 +541,54 @@ static uint32_t argmax(const float *x, uint32_t n)
     return best;
 }
 
-/* The MoE fixtures, each with its layer count (routing[] of its trace). */
+/* The MoE fixtures, each a file variant with its layer count (routing[]
+ * of its trace). */
 static const struct {
-    const char *name;
+    const char *name, *variant;
     uint32_t n_layers;
-} moe_models[] = {{"qwen3moe", 3}, {"qwen35moe", 4}};
+} moe_models[] = {
+    {"qwen3moe", "q8_0", 3},
+    {"qwen35moe", "q8_0", 4},
+    {"gpt-oss", "q8_0", 4},
+    {"gpt-oss", "mxfp4", 4},
+};
 #define N_MOE (sizeof moe_models / sizeof moe_models[0])
 
-/* The converted fixture's header against expected.json's model. */
-static void check_moe_header(const char *json, const ml_mlb_header *h)
+/* gpt-oss's header (design-moe.md section 3): top-k on the logits and a
+ * softmax over the chosen, router and expert biases, the clamped SwiGLU,
+ * sinks, q/k/v/o biases, the window on the even layers, YaRN; its MXFP4
+ * experts kept as they are (a type table). */
+static void check_gpt_oss_header(const char *json, const ml_mlb *mlb, int mxfp4)
 {
+    const ml_mlb_header *h = ml_mlb_get_header(mlb);
+    ck_assert_uint_eq(h->moe_gating, ML_MOE_TOPK_SOFTMAX);
+    ck_assert_uint_eq(h->moe_flags, ML_MOE_ROUTER_BIAS | ML_MOE_EXPERT_BIAS);
+    ck_assert_uint_eq(h->act, ML_ACT_SWIGLU_CLAMP);
+    ck_assert(h->swiglu_alpha == 1.702f && h->swiglu_limit == 7.0f);
+    ck_assert(h->attn_sinks == 1 && h->o_bias == 1 && h->qkv_bias == 1);
+    ck_assert_uint_eq(h->sliding_window, (uint32_t)json_int(json, "\"window\":"));
+    ck_assert_uint_eq(h->rope_type, ML_ROPE_YARN);
+    ck_assert_uint_eq(h->rope_orig_max_seq, (uint32_t)json_int(json, "\"yarn_orig\":"));
+    for (uint32_t l = 0; l < h->n_layers; l++)
+        ck_assert_uint_eq(ml_mlb_layer_flag(mlb, l),
+                          ML_LAYER_MOE | (l % 2 == 0 ? ML_LAYER_SLIDING : 0));
+    ck_assert_uint_eq(h->wtype, mxfp4 ? ML_WTYPE_TABLE : ML_WTYPE_Q8_0);
+    if (mxfp4)
+        ck_assert_int_eq(ml_mlb_get_expert(mlb, ML_R_EW2, 3, 7)->type, ML_TYPE_MXFP4);
+}
+
+/* The converted fixture's header against expected.json's model. */
+static void check_moe_header(const char *json, const ml_mlb *mlb, const char *variant)
+{
+    const ml_mlb_header *h = ml_mlb_get_header(mlb);
     ck_assert_uint_eq(h->n_experts, (uint32_t)json_int(json, "\"n_expert\":"));
     ck_assert_uint_eq(h->n_experts_used, (uint32_t)json_int(json, "\"n_used\":"));
     ck_assert_uint_eq(h->expert_hidden_dim, (uint32_t)json_int(json, "\"n_ff_exp\":"));
     ck_assert_uint_eq(h->hidden_dim, 0);
+    if (strstr(json, "gpt-oss")) {
+        check_gpt_oss_header(json, mlb, strcmp(variant, "mxfp4") == 0);
+        return;
+    }
     ck_assert_uint_eq(h->moe_gating, ML_MOE_SOFTMAX);
     ck_assert_uint_eq(h->wtype, ML_WTYPE_Q8_0);
     int shared = strstr(json, "qwen35moe") != NULL;
@@ -557,23 +603,25 @@ static void check_moe_header(const char *json, const ml_mlb_header *h)
  * rows before the twin first routes otherwise; and the argmax of those
  * rows wherever the twin's top two are clearly apart.  Returns the
  * tolerance. */
-static double check_moe_logits(const char *name, const char *json, const float *ours, size_t n,
-                               uint32_t V)
+static double check_moe_logits(const char *name, const char *variant, const char *json,
+                               const char *file, const float *ours, size_t n, uint32_t V)
 {
     char path[256];
     size_t nl, nd;
-    snprintf(path, sizeof path, MOE "%s/logits/llama.cpp-q8_0.p0.f32", name);
+    snprintf(path, sizeof path, MOE "%s/logits/llama.cpp-%s.p0.f32", name, variant);
     float *lc = read_f32(path, &nl);
-    snprintf(path, sizeof path, MOE "%s/logits/llama.cpp-q8_0-deq.p0.f32", name);
+    snprintf(path, sizeof path, MOE "%s/logits/llama.cpp-%s-deq.p0.f32", name, variant);
     float *deq = read_f32(path, &nd);
     ck_assert_uint_eq(nl, n * V);
     ck_assert_uint_eq(nd, n * V);
-    size_t twin = (size_t)json_int(json, "\"twin_agrees_until\":");
+    size_t twin = (size_t)json_int_after(json, file, "\"twin_agrees_until\":");
     ck_assert(twin >= 1 && twin <= n);
     double noise = rel_diff(lc, deq, twin * V), got = rel_diff(ours, deq, twin * V);
     double tol = 1.5 * noise + 0.005;
-    ck_assert_msg(got <= tol, "%s: %g from the F32 twin; llama.cpp %g; allowed %g", name, got,
-                  noise, tol);
+    ck_assert_msg(got <= tol, "%s %s: %g from the F32 twin; llama.cpp %g; allowed %g", name,
+                  variant, got, noise, tol);
+    fprintf(stderr, "moe %s %s: %g from the F32 twin; llama.cpp %g; allowed %g\n", name, variant,
+            got, noise, tol);
     for (size_t t = 0; t < twin; t++) {
         const float *b = deq + t * V;
         uint32_t gb = argmax(b, V), ga = argmax(ours + t * V, V);
@@ -615,10 +663,11 @@ static size_t greedy(ml_ctx *c, const float *last, uint32_t V, const ml_token *w
 
 START_TEST(test_moe_against_llama_cpp)
 {
-    const char *name = moe_models[_i].name;
-    char json[256], path[256];
+    const char *name = moe_models[_i].name, *variant = moe_models[_i].variant;
+    char json[256], path[256], file[64];
     snprintf(json, sizeof json, MOE "%s/expected.json", name);
-    snprintf(path, sizeof path, MOE "%s/%s-q8_0.gguf", name, name);
+    snprintf(path, sizeof path, MOE "%s/%s-%s.gguf", name, name, variant);
+    snprintf(file, sizeof file, "\"variant\": \"%s\"", variant); /* its entry in "files" */
     mem out = convert_default(path);
     ml_mlb *mlb;
     ml_model *model;
@@ -626,7 +675,7 @@ START_TEST(test_moe_against_llama_cpp)
     ml_error err;
     ck_assert_msg(ml_mlb_open_memory(out.p, out.n, &mlb, &err) == ML_OK, "%s", err.msg);
     const ml_mlb_header *h = ml_mlb_get_header(mlb);
-    check_moe_header(json, h);
+    check_moe_header(json, mlb, variant);
     ck_assert_uint_eq(h->n_layers, moe_models[_i].n_layers);
     ck_assert_msg(ml_model_new(mlb, &model, &err) == ML_OK, "%s", err.msg);
     ml_ctx_params p = {.n_ctx = 128, .n_batch = 16, .n_threads = 2};
@@ -637,15 +686,15 @@ START_TEST(test_moe_against_llama_cpp)
     c->moe_trace_ctx = &ours_r;
     ml_token ids[128], want[64];
     size_t n = json_ids(json, "\"prompt\"", "\"ids\"", ids, 128);
-    size_t n_gen = json_ids(json, "\"files\"", "\"generated\"", want, 64);
+    size_t n_gen = json_ids(json, file, "\"generated\"", want, 64);
     ck_assert_uint_eq(n_gen, 32);
     uint32_t V = h->vocab;
     float *ours = malloc(n * V * sizeof(float));
     ck_assert_uint_le(n + n_gen - 1, TR_P);
     ck_assert_msg(ml_ctx_eval(c, ids, n, ours, 1, &err) == ML_OK, "%s", err.msg);
-    snprintf(path, sizeof path, MOE "%s/trace-q8_0.json", name);
+    snprintf(path, sizeof path, MOE "%s/trace-%s.json", name, variant);
     read_trace(path, &ref_r, h->n_layers, n + n_gen - 1);
-    check_moe_logits(name, json, ours, n, V);
+    check_moe_logits(name, variant, json, file, ours, n, V);
     /* greedy: the prompt's last logits, then one token at a time; the
      * trace routes the tokens fed back, so routing compares up to where
      * the continuations part */
@@ -654,9 +703,10 @@ START_TEST(test_moe_against_llama_cpp)
     float *buf = malloc(V * sizeof(float));
     size_t agree = greedy(c, ours + (n - 1) * V, V, want, n_gen, &st, buf);
     size_t routed = n + (agree < n_gen ? agree : n_gen - 1); /* what the trace holds */
-    size_t decisions = compare_routes(&ours_r, &ref_r, h->n_layers, routed);
-    fprintf(stderr, "moe %s: %zu of 32 greedy tokens as llama.cpp, %zu routing decisions\n",
-            name, agree, decisions);
+    size_t decisions = compare_routes(&ours_r, &ref_r, h->n_layers, routed,
+                                      h->moe_gating == ML_MOE_TOPK_SOFTMAX);
+    fprintf(stderr, "moe %s %s: %zu of 32 greedy tokens as llama.cpp, %zu routing decisions\n",
+            name, variant, agree, decisions);
     ck_assert_uint_ge(agree, 8);
     free(buf);
     free(ours);
