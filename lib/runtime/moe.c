@@ -208,6 +208,11 @@ static void run_experts_of_token(ml_ctx *c, const ml_layer *L)
         }
         ml__matmuls(c, 1, 2 * n, ws, ys, ld);
     }
+    for (uint32_t i = 0; L->eb && i < k; i++) { /* gpt-oss: b1, b3 as run_expert adds them */
+        const float *const *b = L->eb + 3 * c->moe_c[i];
+        add_rows(c->hb + (size_t)i * F, b[0], 1, F);
+        add_rows(c->hb2 + (size_t)i * F, b[2], 1, F);
+    }
     ml__glu_quantize(c, c->hb, c->hb2, k, F);
     for (uint32_t i0 = 0; i0 < k; i0 += ML_MM_PARTS) {
         const uint32_t n = k - i0 < ML_MM_PARTS ? k - i0 : ML_MM_PARTS;
@@ -218,6 +223,8 @@ static void run_experts_of_token(ml_ctx *c, const ml_layer *L)
         }
         ml__matvecs_at(c, n, ws, ys, rows);
     }
+    for (uint32_t i = 0; L->eb && i < k; i++) /* b2, before the routing weight */
+        add_rows(c->moe_y + (size_t)i * dim, L->eb[3 * c->moe_c[i] + 1], 1, dim);
 }
 
 /* The shared expert's FFN on every row, into moe_x (Qwen3.5-MoE: a dense
