@@ -298,3 +298,19 @@ serve() {
     ((reasoned >= 2 && answered >= 2 && ended >= 1 && went_on >= 1)) ||
         fail_with "of 10 replies $reasoned reasoned, $answered answered in a channel, $ended ended by <|return|>, $went_on went on after <|end|>"
 }
+
+# gpt-oss's template writes an assistant turn's analysis from "thinking";
+# a client sends back the reasoning_content it got, which must count the
+# same (prompt_tokens: the same as with thinking, more than without).
+@test "gpt-oss: an assistant turn's reasoning_content reaches the template as its thinking" {
+    serve --chat-template-file "$T/openai-gpt-oss-120b.jinja"
+    local call='{"id":"abcdefghi","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}'
+    local r='The user wants the weather in Paris, so I call the tool.' k n=() body
+    for k in none reasoning_content thinking; do
+        local extra=
+        [[ $k != none ]] && extra="\"$k\":\"$r\","
+        body="{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},{\"role\":\"assistant\",\"content\":\"\",$extra\"tool_calls\":[$call]},{\"role\":\"tool\",\"tool_call_id\":\"abcdefghi\",\"content\":\"21 C\"}],$TOOLS,\"max_tokens\":1}"
+        n+=("$(post /v1/chat/completions "$body" | jq -e .usage.prompt_tokens)") || fail_with "$k: $body"
+    done
+    ((n[1] > n[0] && n[1] == n[2])) || fail_with "prompt tokens: none ${n[0]}, reasoning_content ${n[1]}, thinking ${n[2]}"
+}
