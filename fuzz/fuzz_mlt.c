@@ -44,21 +44,33 @@ static void check_tokens(const ml_mlt *t)
     FUZZ_CHECK(memchr(names, 0, sizeof names) != NULL);
 }
 
-/* What was read, written again, is the same file. */
+/* What was read, written again, is the same file (its chat section
+ * too, when it has one). */
 static void check_rewrite(const ml_mlt *t)
 {
     const ml_mlt_header *h = ml_mlt_get_header(t);
     ml_mlt_token *toks = malloc((h->n_vocab ? h->n_vocab : 1) * sizeof *toks);
     uint32_t *merges = malloc((h->n_merges ? h->n_merges : 1) * 3 * sizeof *merges);
-    FUZZ_CHECK(toks && merges);
+    uint32_t eog[ML_MLT_MAX_EOG];
+    ml_mlt_template tmpl[ML_MLT_MAX_TEMPLATES];
+    ml_mlt_chat chat = {.eog = eog, .n_eog = ml_mlt_n_eog(t), .templates = tmpl,
+                        .n_templates = ml_mlt_n_templates(t)};
+    FUZZ_CHECK(toks && merges && chat.n_eog <= ML_MLT_MAX_EOG &&
+               chat.n_templates <= ML_MLT_MAX_TEMPLATES);
     for (uint32_t i = 0; i < h->n_vocab; i++)
         toks[i] = ml_mlt_get_token(t, i);
     for (uint32_t r = 0; r < h->n_merges; r++)
         ml_mlt_get_merge(t, r, &merges[3 * r], &merges[3 * r + 1], &merges[3 * r + 2]);
+    for (uint32_t i = 0; i < chat.n_eog; i++)
+        eog[i] = ml_mlt_eog(t, i);
+    for (uint32_t i = 0; i < chat.n_templates; i++)
+        tmpl[i] = ml_mlt_get_template(t, i);
     fuzz_buf out = {0};
     ml_error err;
     fuzz_err_init(&err);
-    ml_status st = ml_mlt_write(h, toks, h->n_vocab, merges, h->n_merges, fuzz_buf_sink, &out, &err);
+    ml_status st = ml_mlt_write_chat(h, toks, h->n_vocab, merges, h->n_merges,
+                                     h->flags & ML_MLT_CHAT ? &chat : NULL, fuzz_buf_sink, &out,
+                                     &err);
     fuzz_check_err(st, &err, 0);
     FUZZ_CHECK(st == ML_OK);
     FUZZ_CHECK(out.n == g_mlt_size && memcmp(out.p, g_mlt, out.n) == 0);

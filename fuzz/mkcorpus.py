@@ -300,6 +300,23 @@ def corpus_mlt(out, build):
         for i, text in enumerate(TEXTS if len(bodies) <= 2 else TEXTS[:2]):
             open(f"{out}/mlt/{arch}-{i}", "wb").write(struct.pack("<H", len(text)) + body + text)
     shutil.rmtree(tmp)
+    corpus_mlt_o200k(out, build)
+
+
+def corpus_mlt_o200k(out, build):
+    """o200k's pre-tokenizer (flag 2048): the gpt-oss vocabulary fixture,
+    which no model fixture carries, over every text and one of its own."""
+    import gzip
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(f"{tmp}/v.gguf", "wb") as f:
+            f.write(gzip.decompress(open(f"{FIX}/vocab/gpt-oss.gguf.gz", "rb").read()))
+        subprocess.run([f"{build}/bin/gguf2mlb", "-q", "-f", "--tokenizer-only", "-o",
+                        f"{tmp}/v.mlt", f"{tmp}/v.gguf"], check=True, capture_output=True)
+        body = open(f"{tmp}/v.mlt", "rb").read()
+    extra = "CamelCase DON'T x'sy 1234567 a//b!/\n/ e\u0301E\u0301 \u01c5x".encode()
+    for i, text in enumerate(TEXTS + [extra]):
+        open(f"{out}/mlt/gpt-oss-{i}", "wb").write(struct.pack("<H", len(text)) + body + text)
 
 
 def run_mkmodel(build, path, args, flags=None, types=None):

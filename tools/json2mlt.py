@@ -21,13 +21,22 @@ import sys
 
 ADD_BOS, IGNORE_MERGES, PREFIX_FIRST, NFC = 1, 2, 4, 8
 SINGLE_DIGITS, GPT2_REGEX, SPLIT_DIGITS, NO_PREFIX, MARKS_REGEX = 16, 32, 64, 128, 256
+O200K_REGEX = 2048
 
 LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
              r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_RE = LLAMA3_RE.replace(r"\p{N}{1,3}", r"\p{N}")
 QWEN35_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
              r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-REGEX_FLAGS = {LLAMA3_RE: 0, QWEN2_RE: SINGLE_DIGITS, QWEN35_RE: SINGLE_DIGITS | MARKS_REGEX}
+# o200k (gpt-oss): case-aware words, each with its contraction attached.
+O200K_UPPER = r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"
+O200K_LOWER = r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"
+O200K_RE = (r"[^\r\n\p{L}\p{N}]?" + O200K_UPPER + "*" + O200K_LOWER +
+            r"+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?" + O200K_UPPER + "+" +
+            O200K_LOWER + r"*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}"
+            r"| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+REGEX_FLAGS = {LLAMA3_RE: 0, QWEN2_RE: SINGLE_DIGITS, QWEN35_RE: SINGLE_DIGITS | MARKS_REGEX,
+               O200K_RE: O200K_REGEX}
 SPM_SPACE = "\u2581"
 BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 

@@ -203,9 +203,10 @@ def run_converter(lcpp, pre, args):
 # --------------------------------------------------------------------------
 
 
-def vocab_only_copy(src, dst):
+def vocab_only_copy(src, dst, strings=None):
     """Copies general.architecture, general.name and every tokenizer.* key
-    of a GGUF into a new vocabulary-only GGUF (no tensors)."""
+    of a GGUF into a new vocabulary-only GGUF (no tensors); strings maps
+    string keys to the values to write instead."""
     import gguf
 
     r = gguf.GGUFReader(src)
@@ -217,7 +218,9 @@ def vocab_only_copy(src, dst):
         if not (key.startswith("tokenizer.") or key == "general.name"):
             continue
         vtype = field.types[0]
-        if vtype == gguf.GGUFValueType.ARRAY:
+        if strings and key in strings:
+            w.add_key_value(key, strings[key], gguf.GGUFValueType.STRING)
+        elif vtype == gguf.GGUFValueType.ARRAY:
             w.add_key_value(key, field.contents(), vtype, sub_type=field.types[-1])
         else:
             w.add_key_value(key, field.contents(), vtype)

@@ -16,7 +16,9 @@ space-separated, ROUNDTRIP 1 when decoding the ids gives the text back.
 cases-text.tsv holds texts with special-token text encoded as a user's
 text (WITH_SPECIAL 2: the special tokens are not matched).
 pretok.tsv holds the pre-token boundaries of each regex variant of mlt(5)
-(VARIANT, FLAGS, HEX(TEXT), the byte offset where each pre-token ends).
+(VARIANT, FLAGS, HEX(TEXT), the byte offset where each pre-token ends),
+over the public, the hard and the o200k texts, and for o200k 500 seeded
+random strings too.
 big.tsv holds, instead of ids, the count and the FNV-1a 64 of the ids
 (as little-endian u32 bytes) for the 1 MiB inputs that the C test builds
 itself (see make_big).
@@ -84,6 +86,35 @@ def hard_texts():
           "https://example.com/a?b=c&d=%20e#f", "\u2581\u2581x \u2581 y",
           "\x00\x01\x1b[31mred\x1b[0m\x7f\u0085\u2028\u2029\ufeff\ufffd\U0010ffff"]
     return t
+
+
+def o200k_texts():
+    """What o200k's regex (gpt-oss) does differently: case inside words,
+    contractions attached to their word, 1 to 3 digits, symbols with the
+    slashes and line breaks after them, letters of every Unicode case
+    class (Lu, Ll, Lt, Lm, Lo) and marks, which belong to both halves of a
+    word."""
+    return ["CamelCase HTTPServer getHTTPResponse iPhone XMLHttpRequest ABCdef aBC",
+            "DON'T don't Don'T I'M we'LL THEY'RE it's HE'S you'd O'Neil x'sy",
+            "'s 'S 'll rock'n'roll ''s 's's CAN'T've",
+            "ÉCOLE École éCOLE ÜBER Über straÜe ΑΘΗΝΑ Αθήνα МОСКВА Москва ǅemal ǈx Xǈ",
+            "ʰello ʰELLO Aʰb ᵃB 日本語Text Text日本語 ABC日本 日本abc",
+            "e\u0301E\u0301 \u0301A a\u0301B A\u0301b \u0301\u0301x नमस्ते दुनिया สวัสดีครับ",
+            "1234567 12a345 x1y22z333w4444 ١٢٣٤٥ ⅫⅢ½²³ 3.14159 1,000,000",
+            "a/b//c !/\n/ x?/\r\n//y ./\n ://example.com/path/to // c\n/* x */",
+            "  \t \n\n  x  \n \r\n\r\n   y\u00a0\u00a0z \u3000", "👍🏽Hi 🇫🇷Paris ok👍 x🧑🏿‍🚀Y"]
+
+
+def o200k_random_texts(n=500):
+    """Short random strings over characters of every class o200k's regex
+    tells apart (each case of letter, marks, numbers, the contraction
+    letters, U+017F, white space, CR, LF, slashes), seeded: the
+    backtracking corners no hand-written case reaches."""
+    import random
+    r = random.Random(200)
+    alphabet = list("aZ'sStT rRlLdDmMvVeE\n\r\t/!.1\u0663\u00b2\u01c5\u02b0\u65e5\u00c9"
+                    "\u0301\u0903\u017f\u00a0") + ["  "]
+    return ["".join(r.choice(alphabet) for _ in range(r.randint(1, 16))) for _ in range(n)]
 
 
 def metaspace_first(src):
@@ -164,8 +195,9 @@ def big_cases(src, out):
 
 
 def pretok_cases(src, out):
-    """Pre-token boundaries of the five regex variants of mlt(5), from the
-    reference's own pre-tokenizers, over the public and the hard texts."""
+    """Pre-token boundaries of the six regex variants of mlt(5), from the
+    reference's own pre-tokenizers, over the public, hard and o200k texts
+    (and 500 random ones for o200k)."""
     from tokenizers import pre_tokenizers as pt, Regex
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import json2mlt as j
@@ -177,6 +209,7 @@ def pretok_cases(src, out):
         ("smollm", j.GPT2_REGEX | j.SPLIT_DIGITS,
          pt.Sequence([pt.Digits(individual_digits=True),
                       pt.ByteLevel(add_prefix_space=False, use_regex=True)])),
+        ("o200k", j.O200K_REGEX, pt.Split(Regex(j.O200K_RE), "isolated")),
     ]
     texts = []
     with open(os.path.join(src, "cases-public.jsonl"), encoding="utf-8") as f:
@@ -184,13 +217,18 @@ def pretok_cases(src, out):
             c = json.loads(ln)
             if c["tokenizer"] == "llama3" and not c["add_special_tokens"]:
                 texts.append(c["text"])
-    texts += hard_texts()
+    texts += hard_texts() + o200k_texts()
     with open(os.path.join(out, "pretok.tsv"), "w") as o:
         for name, flags, p in variants:
             for t in texts:
                 ends = [len(t[:e].encode("utf-8")) for _, (_, e) in p.pre_tokenize_str(t)]
                 o.write("%s\t%d\t%s\t%s\n" % (name, flags, t.encode("utf-8").hex(),
                                                " ".join(map(str, ends))))
+        name, flags, p = variants[-1]  # o200k
+        for t in o200k_random_texts():
+            ends = [len(t[:e].encode("utf-8")) for _, (_, e) in p.pre_tokenize_str(t)]
+            o.write("%s\t%d\t%s\t%s\n" % (name, flags, t.encode("utf-8").hex(),
+                                           " ".join(map(str, ends))))
 
 
 def user_texts():

@@ -184,10 +184,17 @@ static void object_args(json_t *calls)
     }
 }
 
-/* One message as the template takes it (m is a copy, changed in place). */
+/* One message as the template takes it (m is a copy, changed in place).
+ * gpt-oss's template reads an assistant turn's analysis from "thinking";
+ * OpenAI's clients send it back as the reasoning_content we gave them
+ * (llama.cpp's server copies it the same way). */
 static int message(const srv_tool_caps *c, json_t *m)
 {
     json_t *calls = json_object_get(m, "tool_calls");
+    json_t *reasoning = json_object_get(m, "reasoning_content");
+    if (c->format == SRV_TOOLS_GPT_OSS && json_is_string(reasoning) &&
+        !json_object_get(m, "thinking") && json_object_set(m, "thinking", reasoning))
+        return -1;
     if (json_is_array(calls) && c->format == SRV_TOOLS_GENERIC) {
         json_t *text = generic_calls_text(calls);
         if (!text || json_object_set_new(m, "content", text))

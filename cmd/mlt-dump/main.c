@@ -140,6 +140,9 @@ static const char *pretok_name(const ml_mlt_header *h)
         return f & ML_MLT_SPLIT_DIGITS ? "digits split off, then the GPT-2 regex" : "GPT-2 regex";
     if (f & ML_MLT_MARKS_REGEX)
         return "Llama 3 regex with [\\p{L}\\p{M}]+ letters (Qwen3.5)";
+    if (f & ML_MLT_O200K_REGEX)
+        return f & ML_MLT_SPLIT_DIGITS ? "digits split off, then the o200k regex"
+                                       : "o200k regex (case-aware words, gpt-oss)";
     return f & ML_MLT_SINGLE_DIGITS ? "Llama 3 regex with single digits" : "Llama 3 regex";
 }
 

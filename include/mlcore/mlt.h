@@ -43,7 +43,8 @@ enum {
     ML_MLT_MARKS_REGEX = 256,    /* kind 2: letters are [\p{L}\p{M}]+, symbols exclude \p{M} (Qwen3.5) */
     ML_MLT_CHAT = 512,           /* a chat section follows the merges (mlt(5), CHAT SECTION) */
     ML_MLT_USER_TOKENS = 1024,   /* some tokens have attr 3 (user-defined added tokens) */
-    ML_MLT_KNOWN_FLAGS = 2047
+    ML_MLT_O200K_REGEX = 2048,   /* kind 2: o200k's case-aware regex instead of Llama 3's (gpt-oss) */
+    ML_MLT_KNOWN_FLAGS = 4095
 };
 
 /* Token attributes. */

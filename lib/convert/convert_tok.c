@@ -167,6 +167,8 @@ static const struct pre_rule {
     {"qwen35", ML_MLT_SINGLE_DIGITS | ML_MLT_MARKS_REGEX, 0},
     {"smollm", ML_MLT_GPT2_REGEX | ML_MLT_SPLIT_DIGITS, 0},
     {"gpt-2", ML_MLT_GPT2_REGEX, 0},
+    /* o200k (gpt-oss); llama.cpp's default adds no BOS for it. */
+    {"gpt-4o", ML_MLT_O200K_REGEX, 0},
 };
 
 static ml_status read_arch(conv *c)
@@ -228,7 +230,7 @@ static ml_status byte_level_flags(conv *c, int *add_bos)
     }
     return ml__err(c->err, ML_E_UNSUPPORTED, K_PRE, (int64_t)kv->value.offset,
                    "pre-tokenizer \"%.*s\" has no .mlt equivalent (supported: llama-bpe, "
-                   "llama3, llama-v3, smaug-bpe, qwen2, qwen35, smollm, gpt-2)",
+                   "llama3, llama-v3, smaug-bpe, qwen2, qwen35, smollm, gpt-2, gpt-4o)",
                    (int)(n < SHOW ? n : SHOW), pre);
 }
 

@@ -57,7 +57,7 @@ int32_t ml_mlt_id_i32(ml_token id)
 
 static const char *const flag_names[] = {
     "add_bos", "ignore_merges", "prefix_first", "nfc", "single_digits",
-    "gpt2_regex", "split_digits", "no_prefix", "marks_regex", "chat", "user_tokens",
+    "gpt2_regex", "split_digits", "no_prefix", "marks_regex", "chat", "user_tokens", "o200k_regex",
 };
 
 void ml_mlt_flag_names(uint32_t flags, char *buf, size_t n)
@@ -111,7 +111,7 @@ static ml_status check_magic(const uint8_t *m, ml_error *err)
                      ML_MLT_NO_PREFIX | ML_MLT_CHAT | ML_MLT_USER_TOKENS)
 #define KIND2_FLAGS (ML_MLT_ADD_BOS | ML_MLT_IGNORE_MERGES | ML_MLT_NFC | ML_MLT_SINGLE_DIGITS | \
                      ML_MLT_GPT2_REGEX | ML_MLT_SPLIT_DIGITS | ML_MLT_MARKS_REGEX | ML_MLT_CHAT | \
-                     ML_MLT_USER_TOKENS)
+                     ML_MLT_USER_TOKENS | ML_MLT_O200K_REGEX)
 
 static ml_status check_flags(const ml_mlt_header *h, ml_error *err)
 {
@@ -131,6 +131,11 @@ static ml_status check_flags(const ml_mlt_header *h, ml_error *err)
         return ml__err(err, ML_E_FORMAT, "flags", O_FLAGS,
                        "single_digits (16) and marks_regex (256) modify the Llama 3 regex, "
                        "not the GPT-2 one (32)");
+    if ((f & ML_MLT_O200K_REGEX) &&
+        (f & (ML_MLT_GPT2_REGEX | ML_MLT_SINGLE_DIGITS | ML_MLT_MARKS_REGEX)))
+        return ml__err(err, ML_E_FORMAT, "flags", O_FLAGS,
+                       "o200k_regex (2048) is a regex of its own: gpt2_regex (32), "
+                       "single_digits (16) and marks_regex (256) cannot modify it");
     if ((f & ML_MLT_ADD_BOS) && h->bos == ML_TOKEN_NONE)
         return ml__err(err, ML_E_FORMAT, "flags", O_FLAGS, "add_bos (1) is set but bos is -1");
     return ML_OK;

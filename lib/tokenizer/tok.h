@@ -16,7 +16,9 @@ enum {
     ML__UC_M = 4,    /* \p{M}: Mn Mc Me */
     ML__UC_S = 8,    /* \s: Unicode White_Space */
     ML__UC_NL = 16,  /* \r or \n */
-    ML__UC_NFC_STABLE = 32 /* NFC leaves it alone wherever it stands */
+    ML__UC_NFC_STABLE = 32, /* NFC leaves it alone wherever it stands */
+    ML__UC_UPPER = 64, /* \p{Lu} or \p{Lt}: a letter only o200k's upper part takes */
+    ML__UC_LOWER = 128 /* \p{Ll}: a letter only o200k's lower part takes */
 };
 
 /* Builds the class table of the Basic Multilingual Plane (once, thread
@@ -52,7 +54,7 @@ ml_status ml__nfc(const uint8_t *s, size_t n, uint8_t **out, size_t *out_len, ml
 typedef int (*ml__pretok_fn)(void *ctx, const uint8_t *s, size_t len);
 
 /* Splits well-formed UTF-8 into pre-tokens by the regex the flags select
- * (Llama 3, with single digits or marks, or GPT-2; digits split off first
+ * (Llama 3, with single digits or marks, GPT-2 or o200k; digits split off first
  * for ML_MLT_SPLIT_DIGITS) and calls fn for each, in order, covering every
  * byte.  Returns fn's non-zero value if it stopped. */
 int ml__pretokenize(uint32_t flags, const uint8_t *s, size_t n, ml__pretok_fn fn, void *ctx);

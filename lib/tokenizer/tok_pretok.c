@@ -11,6 +11,10 @@
  *   GPT-2:    's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+
  *             |\s+(?!\S)|\s+                                   (flag 32)
  *   flag 64:  every \p{N} is a piece of its own before the regex runs.
+ *   o200k:    [^\r\n\p{L}\p{N}]?U*W+C?|[^\r\n\p{L}\p{N}]?U+W*C?|\p{N}{1,3}
+ *             | ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *             U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], W = [\p{Ll}\p{Lm}\p{Lo}\p{M}],
+ *             C = (?i:'s|'t|'re|'ve|'m|'ll|'d)             (flag 2048, gpt-oss)
  *
  * At every position one of the alternatives matches (each character is a
  * letter, a number, white space or none of these), so the matches tile the
@@ -124,6 +128,18 @@ static size_t ws_tail(const cur *c, size_t i)
     return last;
 }
 
+/* \p{N}{1,3} after its first number, which ends at i. */
+static size_t numbers3(const cur *c, size_t i)
+{
+    for (int k = 1; k < 3 && i < c->n; k++) {
+        int l;
+        if (!(cls_at(c, i, &l) & ML__UC_N))
+            break;
+        i += (size_t)l;
+    }
+    return i;
+}
+
 /* One match of the Llama 3 family at i; returns its end. */
 static size_t match_llama3(const cur *c, size_t i, uint32_t flags)
 {
@@ -145,16 +161,7 @@ static size_t match_llama3(const cur *c, size_t i, uint32_t flags)
         return run(c, i, letter, 0, NULL);
     /* \p{N}{1,3} or \p{N} */
     if (c0 & ML__UC_N) {
-        if (flags & ML_MLT_SINGLE_DIGITS)
-            return i1;
-        size_t e2 = i1;
-        for (int k = 1; k < 3 && e2 < c->n; k++) {
-            int l;
-            if (!(cls_at(c, e2, &l) & ML__UC_N))
-                break;
-            e2 += (size_t)l;
-        }
-        return e2;
+        return flags & ML_MLT_SINGLE_DIGITS ? i1 : numbers3(c, i1);
     }
     /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
     size_t from = SIZE_MAX;
@@ -195,12 +202,120 @@ static size_t match_gpt2(const cur *c, size_t i)
     return ws_tail(c, i);
 }
 
+/* o200k's upper part U and lower part W of a word: Lm, Lo and marks are
+ * in both, so a word may start or end on them either way. */
+static int in_upper(unsigned cl)
+{
+    return ((cl & ML__UC_L) && !(cl & ML__UC_LOWER)) || (cl & ML__UC_M);
+}
+
+static int in_lower(unsigned cl)
+{
+    return ((cl & ML__UC_L) && !(cl & ML__UC_UPPER)) || (cl & ML__UC_M);
+}
+
+/* The end of the run of characters that pass in(class) from i. */
+static size_t run_of(const cur *c, size_t i, int (*in)(unsigned))
+{
+    while (i < c->n) {
+        int l;
+        if (!in(cls_at(c, i, &l)))
+            break;
+        i += (size_t)l;
+    }
+    return i;
+}
+
+/* A word's optional contraction suffix at e. */
+static size_t with_contraction(const cur *c, size_t e)
+{
+    return e + contraction(c, e, 1);
+}
+
+/* U*W+C? at s, as the backtracking engine finds it: U* greedy gives back
+ * characters until W+ can start, so W+ starts right after the U run if a
+ * W character is there, else on the run's last character that is in both
+ * parts; 0 when there is none. */
+static size_t lower_word(const cur *c, size_t s)
+{
+    size_t i = s, last_both = SIZE_MAX;
+    while (i < c->n) {
+        int l;
+        unsigned cl = cls_at(c, i, &l);
+        if (!in_upper(cl))
+            break;
+        if (in_lower(cl))
+            last_both = i;
+        i += (size_t)l;
+    }
+    int l;
+    size_t w = i < c->n && in_lower(cls_at(c, i, &l)) ? i : last_both;
+    if (w == SIZE_MAX)
+        return 0;
+    return with_contraction(c, run_of(c, w, in_lower));
+}
+
+/* U+W*C? at s; 0 when s is not in U. */
+static size_t upper_word(const cur *c, size_t s)
+{
+    size_t e = run_of(c, s, in_upper);
+    if (e == s)
+        return 0;
+    return with_contraction(c, run_of(c, e, in_lower));
+}
+
+/* One match of the o200k regex at i. */
+static size_t match_o200k(const cur *c, size_t i)
+{
+    int l0, l1 = 0;
+    unsigned c0 = cls_at(c, i, &l0), c1 = 0;
+    size_t i1 = i + (size_t)l0, e;
+    int has1 = i1 < c->n;
+    if (has1)
+        c1 = cls_at(c, i1, &l1);
+    /* The two word alternatives, each with its optional
+     * [^\r\n\p{L}\p{N}] first, then without it. */
+    int prefix = has1 && is(c0, 0, ML__UC_NL | ML__UC_L | ML__UC_N);
+    if ((prefix && (e = lower_word(c, i1))) || (e = lower_word(c, i)))
+        return e;
+    if ((prefix && (e = upper_word(c, i1))) || (e = upper_word(c, i)))
+        return e;
+    /* \p{N}{1,3} */
+    if (c0 & ML__UC_N)
+        return numbers3(c, i1);
+    /*  ?[^\s\p{L}\p{N}]+[\r\n/]* */
+    const unsigned sym_none = ML__UC_S | ML__UC_L | ML__UC_N;
+    size_t from = SIZE_MAX;
+    if (c->s[i] == ' ' && has1 && is(c1, 0, sym_none))
+        from = i1;
+    else if (is(c0, 0, sym_none))
+        from = i;
+    if (from != SIZE_MAX) {
+        e = run(c, from, 0, sym_none, NULL);
+        while (e < c->n && (c->s[e] == '\r' || c->s[e] == '\n' || c->s[e] == '/'))
+            e++;
+        return e;
+    }
+    /* \s*[\r\n]+ , \s+(?!\S) , \s+ : c0 is white space here. */
+    e = ws_newlines(c, i);
+    return e ? e : ws_tail(c, i);
+}
+
+static size_t match_at(const cur *c, size_t i, uint32_t flags)
+{
+    if (flags & ML_MLT_GPT2_REGEX)
+        return match_gpt2(c, i);
+    if (flags & ML_MLT_O200K_REGEX)
+        return match_o200k(c, i);
+    return match_llama3(c, i, flags);
+}
+
 static int split_regex(uint32_t flags, const uint8_t *s, size_t n, ml__pretok_fn fn, void *ctx)
 {
     cur c = {s, n};
     size_t i = 0;
     while (i < n) {
-        size_t e = flags & ML_MLT_GPT2_REGEX ? match_gpt2(&c, i) : match_llama3(&c, i, flags);
+        size_t e = match_at(&c, i, flags);
         int r = fn(ctx, s + i, e - i);
         if (r)
             return r;

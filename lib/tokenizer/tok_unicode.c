@@ -45,7 +45,10 @@ static unsigned class_of(uint32_t c)
     if (c == '\r' || c == '\n')
         k |= ML__UC_NL;
     switch (utf8proc_category((utf8proc_int32_t)c)) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LT:
+        return k | ML__UC_L | ML__UC_UPPER;
+    case UTF8PROC_CATEGORY_LL:
+        return k | ML__UC_L | ML__UC_LOWER;
     case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO:
         return k | ML__UC_L;
     case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:

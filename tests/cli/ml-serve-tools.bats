@@ -5,7 +5,9 @@
 # every format (whole, and fed in pieces, which must agree: the
 # tool-split test program), and ml-serve end to end on a random model
 # with each format's template, where tool_choice required or named holds
-# the reply to a call that parses and meets the tool's schema.
+# the reply to a call that parses and meets the tool's schema; gpt-oss's
+# channels on its own vocabulary and template, with its end-of-generation
+# ids.
 bats_require_minimum_version 1.5.0
 load helpers
 load serve
@@ -241,4 +243,74 @@ serve() {
         ((without < with)) || fail_with "$t: $without tokens without tools, $with with"
         stop_server
     done
+}
+
+# A random model with gpt-oss's vocabulary fixture of real size
+# (tests/fixtures/vocab/gpt-4o-llama3: harmony's specials after Llama 3's
+# 128,000 tokens, gpt-oss's template), made to draw among harmony's markers
+# and a few words (logit_bias, seeded sampling).  The text the server gives
+# with --reasoning-format none, split by tool-split, is the reference: with
+# the reasoning split on (no tools asked for) the reply has the same parts,
+# whole and streamed.  <|end|> does not end a reply (it shows in the text),
+# <|return|> does (finish_reason stop, never in the text).
+@test "gpt-oss: analysis to reasoning_content, final to content, whole and streamed; <|return|> ends a reply, <|end|> does not" {
+    local d=$BATS_TEST_TMPDIR w id bias='' seed raw ref whole ev
+    gzip -dc "$FIX/vocab/gpt-4o-llama3.gguf.gz" >"$d/v.gguf"
+    gguf2mlb -q --tokenizer-only -o "$d/g.mlt" "$d/v.gguf"
+    "$MKMODEL" -o "$d/g.mlb" --seed 7 vocab=128009 wtype=2 scale_f16=1 shared_classifier=1 max_seq=256
+    for w in '<|channel|>' analysis final '<|message|>' Hi '<|end|>' '<|start|>' '<|return|>'; do
+        id=$(mlt-dump --no-bos --encode "$w" "$d/g.mlt")
+        [[ $id =~ ^[0-9]+$ ]] || fail_with "$w is not one token: $id"
+        bias+="${bias:+,}\"$id\":$([[ $w == '<|return|>' ]] && echo 59 || echo 60)"
+    done
+    start_server "$d/log-none" -m "$d/g.mlb" -t 1 --reasoning-format none \
+        --chat-template-file "$T/openai-gpt-oss-120b.jinja"
+    local none_url=$URL none_pid=$SERVER_PID
+    start_server "$d/log-split" -m "$d/g.mlb" -t 1 --chat-template-file "$T/openai-gpt-oss-120b.jinja"
+    local reasoned=0 answered=0 ended=0 went_on=0
+    for seed in 1 2 3 4 5 6 7 8 9 10; do
+        local body="{\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}],\"max_tokens\":24,\"temperature\":2,\"seed\":$seed,\"logit_bias\":{$bias}"
+        whole=$(URL=$none_url post /v1/chat/completions "$body}")
+        raw=$(jq -r .choices[0].message.content <<<"$whole")
+        [[ $raw != *'<|return|>'* ]] || fail_with "<|return|> in the text: $whole"
+        case $(jq -r .choices[0].finish_reason <<<"$whole") in
+        stop) ended=$((ended + 1)) ;;
+        length) ;;
+        *) fail_with "$whole" ;;
+        esac
+        [[ $raw == *'<|end|>'?* ]] && went_on=$((went_on + 1))
+        ref=$(printf '%s' "$raw" | "$SPLIT" gpt-oss)
+        whole=$(post /v1/chat/completions "$body}")
+        jq -e --argjson r "$ref" '.choices[0].message |
+            (.reasoning_content // "") == $r.reasoning and (.content // "") == $r.content' \
+            <<<"$whole" >/dev/null || fail_with "seed $seed: raw '$raw': $(jq -c .choices[0].message <<<"$whole"), reference $ref"
+        [[ $(jq -r .reasoning <<<"$ref") ]] && reasoned=$((reasoned + 1))
+        [[ $(jq -r .content <<<"$ref") && $(jq -r .content <<<"$ref") != "$raw" ]] && answered=$((answered + 1))
+        # streamed: the deltas add up to the same two parts
+        ev=$(post /v1/chat/completions "$body,\"stream\":true}" -N | sed -n 's/^data: {/{/p')
+        [[ $(jq -sj 'map(.choices[0].delta.reasoning_content // empty) | add // ""' <<<"$ev") == \
+           "$(jq -j .reasoning <<<"$ref")" ]] || fail_with "seed $seed stream: $ev"
+        [[ $(jq -sj 'map(.choices[0].delta.content // empty) | add // ""' <<<"$ev") == \
+           "$(jq -j .content <<<"$ref")" ]] || fail_with "seed $seed stream: $ev"
+    done
+    stop_server
+    SERVER_PID=$none_pid stop_server
+    ((reasoned >= 2 && answered >= 2 && ended >= 1 && went_on >= 1)) ||
+        fail_with "of 10 replies $reasoned reasoned, $answered answered in a channel, $ended ended by <|return|>, $went_on went on after <|end|>"
+}
+
+# gpt-oss's template writes an assistant turn's analysis from "thinking";
+# a client sends back the reasoning_content it got, which must count the
+# same (prompt_tokens: the same as with thinking, more than without).
+@test "gpt-oss: an assistant turn's reasoning_content reaches the template as its thinking" {
+    serve --chat-template-file "$T/openai-gpt-oss-120b.jinja"
+    local call='{"id":"abcdefghi","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}'
+    local r='The user wants the weather in Paris, so I call the tool.' k n=() body
+    for k in none reasoning_content thinking; do
+        local extra=
+        [[ $k != none ]] && extra="\"$k\":\"$r\","
+        body="{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},{\"role\":\"assistant\",\"content\":\"\",$extra\"tool_calls\":[$call]},{\"role\":\"tool\",\"tool_call_id\":\"abcdefghi\",\"content\":\"21 C\"}],$TOOLS,\"max_tokens\":1}"
+        n+=("$(post /v1/chat/completions "$body" | jq -e .usage.prompt_tokens)") || fail_with "$k: $body"
+    done
+    ((n[1] > n[0] && n[1] == n[2])) || fail_with "prompt tokens: none ${n[0]}, reasoning_content ${n[1]}, thinking ${n[2]}"
 }

@@ -11,11 +11,12 @@ load helpers
 V="$BATS_TEST_DIRNAME/../fixtures/vocab"
 
 # Encodes every case of a TSV (tokenizer, name, special, roundtrip, hex,
-# ids) in one mlt-dump run (texts NUL-terminated) and compares each line.
+# ids) in one mlt-dump run (texts NUL-terminated) and compares each line;
+# MIN (40 unless given) cases at least.
 check_vectors() {
-    local gguf=$1 tsv=$2 d=$BATS_TEST_TMPDIR
+    local gguf=$1 tsv=$2 min=${3:-40} d=$BATS_TEST_TMPDIR
     gzip -dc "$V/$gguf" >"$d/v.gguf"
-    gguf2mlb -q --tokenizer-only -o "$d/v.mlt" "$d/v.gguf"
+    gguf2mlb -q -f --tokenizer-only -o "$d/v.mlt" "$d/v.gguf"
     local -a want=()
     : >"$d/texts"
     while IFS=$'\t' read -r _ _ _ _ hex ids; do
@@ -29,7 +30,7 @@ check_vectors() {
         [[ ${got[i]} == "${want[i]}" ]] || { bad=$((bad + 1)); echo "case $i: ${got[i]} / ${want[i]}" >&2; }
     done
     ((bad == 0)) || fail_with "$gguf: $bad of ${#want[@]} cases differ"
-    ((${#want[@]} >= 40)) || fail_with "$gguf: only ${#want[@]} cases"
+    ((${#want[@]} >= min)) || fail_with "$gguf: only ${#want[@]} cases"
 }
 
 @test "llama-spm (Llama 2 SentencePiece): llama.cpp's vectors" {
@@ -58,6 +59,27 @@ check_vectors() {
 
 @test "smollm (SmolLM2's published GGUF): llama.cpp's vectors" {
     check_vectors smollm2-135m.gguf.gz cases-smollm.tsv
+}
+
+# o200k (pre "gpt-4o", gpt-oss): cases-X.tsv holds the ids llama.cpp and
+# Hugging Face's tokenizers agree on, cases-X-hf.tsv those where llama.cpp's
+# rewrite of the regex departs from it and mlcore follows the regex
+# (tools/make-o200k-fixtures.py).
+@test "gpt-4o (o200k) over Llama 3's vocabulary: llama.cpp's ids, Hugging Face's where they differ" {
+    check_vectors gpt-4o-llama3.gguf.gz cases-gpt-4o-llama3.tsv 250
+    check_vectors gpt-4o-llama3.gguf.gz cases-gpt-4o-llama3-hf.tsv 1
+}
+
+@test "gpt-4o (o200k): the gpt-oss model fixture's vocabulary, harmony's specials as one token each" {
+    check_vectors gpt-oss.gguf.gz cases-gpt-oss.tsv 250
+    [[ ! -s $V/cases-gpt-oss-hf.tsv ]] || check_vectors gpt-oss.gguf.gz cases-gpt-oss-hf.tsv 1
+    local d=$BATS_TEST_TMPDIR
+    gzip -dc "$V/gpt-oss.gguf.gz" >"$d/g.gguf"
+    gguf2mlb -q --tokenizer-only -o "$d/g.mlt" "$d/g.gguf"
+    run -0 mlt-dump --no-bos --encode '<|start|>assistant<|channel|>final<|message|>Hi<|return|>' "$d/g.mlt"
+    [[ $output =~ ^386\ [0-9\ ]+\ 385\ [0-9\ ]+\ 388\ [0-9\ ]+\ 383$ ]] || fail_with "$output"
+    run -0 mlt-dump "$d/g.mlt"
+    [[ $output == *'pre-tokenizer          o200k regex (case-aware words, gpt-oss)'* ]] || fail_with "$output"
 }
 
 @test "every other vocabulary of llama.cpp is refused: exit 4, its tokenizer model or pre-tokenizer named" {

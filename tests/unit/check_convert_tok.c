@@ -321,6 +321,13 @@ static const fixture fixtures[] = {
      30, PUBLIC, "gemma3", 172 + 236, "1 106 212", 0},
     {"smollm2-135m.gguf.gz", NULL, 0, 2, 608, 49152, 48900, 1, 2, 17, 0, 0, "vocab",
      {"cases-smollm.tsv"}, "smollm", 46, "0 2 4", 368},
+    /* o200k (gpt-4o): llama.cpp's ids, and Hugging Face's where they differ
+     * (tools/make-o200k-fixtures.py); harmony's EOG set without <|end|>. */
+    {"gpt-4o-llama3.gguf.gz", NULL, 0, 2, 2560, 128009, 280147, 128000, 128002, 9, 0, 0, "vocab",
+     {"cases-gpt-4o-llama3.tsv", "cases-gpt-4o-llama3-hf.tsv"}, "gpt-4o-llama3", 261,
+     "128001 128002 128008", 16738},
+    {"gpt-oss.gguf.gz", NULL, 0, 2, 2560, 390, 125, 381, 383, 9, 0, 0, "vocab",
+     {"cases-gpt-oss.tsv"}, "gpt-oss", 261, "382 383 389", 16738},
 };
 
 /* The end-of-generation ids and the default template's length. */

@@ -203,7 +203,8 @@ static int render_matches(const char *tpl, size_t tn, const char *dir, const cha
 }
 
 static const char *const convs[] = {"system_user", "user_only", "multi_turn", "multi_turn_closed",
-                                    "unicode", "template_syntax", "tool_calls", "tools_no_call"};
+                                    "unicode", "template_syntax", "tool_calls", "tools_no_call",
+                                    "harmony_reasoning"};
 
 START_TEST(test_golden)
 {

@@ -138,12 +138,15 @@ static void m_merges_more(small *s) { put32(s, 16, 3); }
 static void m_bos_neg(small *s) { put32(s, 20, (uint32_t)-2); }
 static void m_bos_range(small *s) { put32(s, 20, 7); }
 static void m_eos_range(small *s) { put32(s, 24, 7); }
-static void m_flag_unknown(small *s) { put32(s, 28, 1 | 2048); }
+static void m_flag_unknown(small *s) { put32(s, 28, 1 | 4096); }
 static void m_flag_user(small *s) { put32(s, 28, 1 | ML_MLT_USER_TOKENS); }
 static void m_flag_kind(small *s) { put32(s, 28, ML_MLT_PREFIX_FIRST); }
 static void m_flag_kind1(small *s) { put32(s, 8, 1); put32(s, 28, ML_MLT_NFC); }
 static void m_flag_prefix(small *s) { put32(s, 8, 1); put32(s, 28, 4 | 128); }
 static void m_flag_gpt2(small *s) { put32(s, 28, 16 | 32); }
+static void m_flag_o200k_gpt2(small *s) { put32(s, 28, ML_MLT_O200K_REGEX | 32); }
+static void m_flag_o200k_digits(small *s) { put32(s, 28, ML_MLT_O200K_REGEX | 16); }
+static void m_flag_o200k_kind1(small *s) { put32(s, 8, 1); put32(s, 28, ML_MLT_O200K_REGEX); }
 static void m_flag_bos(small *s) { put32(s, 20, (uint32_t)-1); }
 static void m_attr(small *s) { s->p[token_pos(3)] = 4; }
 static void m_attr_user(small *s) { s->p[token_pos(3)] = ML_MLT_USER; }
@@ -184,6 +187,9 @@ static const mutation mutations[] = {
     {"kind-2 flag on kind 1", m_flag_kind1, ML_E_FORMAT, "flags", 28},
     {"prefix_first with no_prefix", m_flag_prefix, ML_E_FORMAT, "flags", 28},
     {"single digits with gpt2", m_flag_gpt2, ML_E_FORMAT, "flags", 28},
+    {"o200k with gpt2", m_flag_o200k_gpt2, ML_E_FORMAT, "flags", 28},
+    {"o200k with single digits", m_flag_o200k_digits, ML_E_FORMAT, "flags", 28},
+    {"o200k on kind 1", m_flag_o200k_kind1, ML_E_FORMAT, "flags", 28},
     {"add_bos without bos", m_flag_bos, ML_E_FORMAT, "flags", 28},
     {"attr 4", m_attr, ML_E_FORMAT, "token 3", 32 + 3 * 6},
     {"attr 3 without user_tokens", m_attr_user, ML_E_FORMAT, "token 3", 32 + 3 * 6},
@@ -223,7 +229,7 @@ START_TEST(test_writer_refuses)
     small_header(&h);
     small_tokens(t);
     tu_mem_init(&m);
-    h.flags = 2048;
+    h.flags = 4096;
     tu_err_reset(&err);
     TU_CHECK_ERR("writer flags", ml_mlt_write(&h, t, S_NTOK, small_merges, S_NMERGE, tu_mem_sink,
                                               &m, &err), err, ML_E_FORMAT, "flags", 28);
@@ -403,8 +409,8 @@ START_TEST(test_open_errors)
                  "magic", 0);
     ck_assert_ptr_nonnull(strstr(err.msg, "json2mlt"));
     char names[128];
-    ml_mlt_flag_names(1 | 2 | 128 | 1024 | 2048, names, sizeof names);
-    ck_assert_str_eq(names, "add_bos ignore_merges no_prefix user_tokens bit11");
+    ml_mlt_flag_names(1 | 2 | 128 | 1024 | 2048 | 4096, names, sizeof names);
+    ck_assert_str_eq(names, "add_bos ignore_merges no_prefix user_tokens o200k_regex bit12");
 }
 END_TEST
 
