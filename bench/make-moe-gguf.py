@@ -5,7 +5,8 @@ layers as asked, random Q8_0 weights: for timing the experts' prefill and
 decode against llama.cpp (docs/speed.md, "Mixtures of experts"), not a
 fixture.  The Q8_0 blocks are drawn directly (quants uniform in
 [-127, 127], f16 scales that keep a product's output near unit scale):
-quantizing billions of floats in numpy would take hours.  Metadata,
+quantizing billions of floats in numpy would take hours (make-bench-gguf.py's
+blocks).  Metadata,
 tensor names and the tokenizer are tools/make-moe-fixtures.py's qwen3moe.
 
     python3 bench/make-moe-gguf.py OUT.gguf [LAYERS]   (default 4: 2.65 GB)
@@ -21,16 +22,10 @@ HERE = Path(__file__).resolve().parent
 spec_ = importlib.util.spec_from_file_location("mmf", HERE.parent / "tools" / "make-moe-fixtures.py")
 mmf = importlib.util.module_from_spec(spec_)
 spec_.loader.exec_module(mmf)
+spec_ = importlib.util.spec_from_file_location("mbg", HERE / "make-bench-gguf.py")
+mbg = importlib.util.module_from_spec(spec_)
+spec_.loader.exec_module(mbg)
 import gguf  # noqa: E402  (after the fixture module, which may point at llama.cpp's gguf-py)
-
-
-def raw_q8_0(rng, shape, scale):
-    """Raw Q8_0 blocks of an array of `shape` (the last axis the columns)."""
-    cols = shape[-1]
-    nb = int(np.prod(shape)) // 32
-    d = (rng.uniform(0.5, 1.5, nb) * scale).astype("<f2").view(np.uint8).reshape(nb, 2)
-    q = rng.integers(-127, 128, (nb, 32), dtype=np.int8).view(np.uint8)
-    return np.concatenate([d, q], axis=1).reshape(*shape[:-1], cols // 32 * 34)
 
 
 def main():
@@ -52,7 +47,9 @@ def main():
             continue
         # a uniform quant's root mean square is about 73: rows of unit-scale sums
         std = spec["exp_in_std"] if role == "exp_in" else 1.0
-        w.add_tensor(name, raw_q8_0(rng, shape, std / math.sqrt(shape[-1]) / 73.0), raw_dtype=Q.Q8_0)
+        rows = int(np.prod(shape[:-1]))
+        raw = mbg.blocks(rng, rows, shape[-1], "q8_0", std / math.sqrt(shape[-1]) / 73.0)
+        w.add_tensor(name, raw.reshape(*shape[:-1], -1), raw_dtype=Q.Q8_0)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -140,6 +140,20 @@ static size_t numbers3(const cur *c, size_t i)
     return i;
 }
 
+/* " ?[^\s\p{L}\p{N}]+" at i ("not" the classes in sym_none), both
+ * families' symbol runs: the run's end, or 0 when there is none.  c0 is
+ * the class of the character at i; i1, has1 and c1 say where the next
+ * one starts, whether there is one, and its class. */
+static size_t symbols(const cur *c, size_t i, unsigned c0, size_t i1, int has1, unsigned c1,
+                      unsigned sym_none)
+{
+    if (c->s[i] == ' ' && has1 && is(c1, 0, sym_none))
+        return run(c, i1, 0, sym_none, NULL);
+    if (is(c0, 0, sym_none))
+        return run(c, i, 0, sym_none, NULL);
+    return 0;
+}
+
 /* One match of the Llama 3 family at i; returns its end. */
 static size_t match_llama3(const cur *c, size_t i, uint32_t flags)
 {
@@ -164,15 +178,9 @@ static size_t match_llama3(const cur *c, size_t i, uint32_t flags)
         return flags & ML_MLT_SINGLE_DIGITS ? i1 : numbers3(c, i1);
     }
     /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
-    size_t from = SIZE_MAX;
-    if (c->s[i] == ' ' && has1 && is(c1, 0, sym_none))
-        from = i1;
-    else if (is(c0, 0, sym_none))
-        from = i;
-    if (from != SIZE_MAX) {
-        size_t e2 = run(c, from, 0, sym_none, NULL);
+    size_t e2 = symbols(c, i, c0, i1, has1, c1, sym_none);
+    if (e2)
         return run(c, e2, ML__UC_NL, 0, NULL);
-    }
     /* \s*[\r\n]+ , \s+(?!\S) , \s+ : c0 is white space here. */
     e = ws_newlines(c, i);
     return e ? e : ws_tail(c, i);
@@ -284,14 +292,8 @@ static size_t match_o200k(const cur *c, size_t i)
     if (c0 & ML__UC_N)
         return numbers3(c, i1);
     /*  ?[^\s\p{L}\p{N}]+[\r\n/]* */
-    const unsigned sym_none = ML__UC_S | ML__UC_L | ML__UC_N;
-    size_t from = SIZE_MAX;
-    if (c->s[i] == ' ' && has1 && is(c1, 0, sym_none))
-        from = i1;
-    else if (is(c0, 0, sym_none))
-        from = i;
-    if (from != SIZE_MAX) {
-        e = run(c, from, 0, sym_none, NULL);
+    e = symbols(c, i, c0, i1, has1, c1, ML__UC_S | ML__UC_L | ML__UC_N);
+    if (e) {
         while (e < c->n && (c->s[e] == '\r' || c->s[e] == '\n' || c->s[e] == '/'))
             e++;
         return e;
