@@ -308,3 +308,11 @@ go_mlb() {
         fail_with "$stderr"
     [[ ! -e $BATS_TEST_TMPDIR/x.mlb ]]
 }
+
+@test "gpt-oss with its own RoPE base on the windowed layers (rope.freq_base_swa): exit 4 (UNSUPPORTED), the key named, nothing written" {
+    local g=$GO/bad/swa-base.gguf
+    run -4 --separate-stderr gguf2mlb -q -o "$BATS_TEST_TMPDIR/x.mlb" "$g"
+    [[ $stderr == "gguf2mlb: $g: ML_E_UNSUPPORTED: gpt-oss.rope.freq_base_swa (offset 25350): sliding layers with their own RoPE base and the global scaling have no .mlb form" ]] ||
+        fail_with "$stderr"
+    [[ ! -e $BATS_TEST_TMPDIR/x.mlb ]]
+}
