@@ -37,7 +37,8 @@
 #define HAVE_VNNI 0
 #endif
 
-/* Lane i: Σ of bytes 4i..4i+3 of u (unsigned, < 128) times x (signed). */
+/* Lane i: Σ of bytes 4i..4i+3 of u (unsigned; below 128 without VNNI,
+ * where vpmaddubsw's pairs must not saturate) times x (signed). */
 ALWAYS_INLINE __m256i dot_u8s8(__m256i u, __m256i x)
 {
 #if HAVE_VNNI
@@ -360,6 +361,14 @@ ALWAYS_INLINE __m256i levels(__m256i idx, const int8_t *table)
 static const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                         1,    13,   25,  38,  53,  69,  89,  113};
 static const int8_t mxfp4_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+/* The same levels made unsigned, + 12 and + 128, for byte products with
+ * no sign tricks: Σ v·x = Σ (v + o)·x - o·Σ x, exact in int32.  MXFP4's
+ * (0..24) keep even vpmaddubsw's 16-bit pairs far from saturating;
+ * IQ4_NL's (1..241) need vpdpbusd's 32-bit sums (VNNI). */
+static const uint8_t mxfp4_levels_u[16] = {12, 13, 14, 15, 16, 18, 20, 24,
+                                           12, 11, 10, 9,  8,  6,  4,  0};
+static const uint8_t iq4nl_levels_u[16] = {1,   24,  45,  63,  79,  93,  106, 118,
+                                           129, 141, 153, 166, 181, 197, 217, 241};
 
 /* The f16 at byte `at` of each of m blocks `bytes` apart, as f32 lanes
  * (+0 after m). */
@@ -425,7 +434,8 @@ ALWAYS_INLINE __m256 xd_lanes(const float *xd, size_t m)
 }
 
 /* Block j's Σ v·x (8 int32 partials) for type T: unsigned quants for
- * Q4_1, Q5_0 (q5, offset later) and Q5_1, levels for IQ4_NL and MXFP4. */
+ * Q4_1, Q5_0 (q5, offset later) and Q5_1, levels for IQ4_NL and MXFP4
+ * (unsigned too where the offset table above serves, offset later). */
 ALWAYS_INLINE __m256i block_dot(ml_type T, const uint8_t *b, const int8_t *x)
 {
     const __m256i xv = load256(x);
@@ -439,8 +449,14 @@ ALWAYS_INLINE __m256i block_dot(ml_type T, const uint8_t *b, const int8_t *x)
         const __m256i hi = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(16));
         return dot_u8s8(_mm256_or_si256(nibbles32(b + at + 4), hi), xv);
     }
+#if HAVE_VNNI
+    case ML_TYPE_IQ4_NL: /* + 128, taken off in group_s */
+        return dot_u8s8(levels(nibbles32(b + 2), (const int8_t *)iq4nl_levels_u), xv);
+#else
     case ML_TYPE_IQ4_NL: return dot_s8s8(levels(nibbles32(b + 2), iq4nl_levels), xv);
-    default: return dot_s8s8(levels(nibbles32(b + 1), mxfp4_levels), xv); /* MXFP4 */
+#endif
+    default: /* MXFP4: + 12, taken off in group_s */
+        return dot_u8s8(levels(nibbles32(b + 1), (const int8_t *)mxfp4_levels_u), xv);
     }
 }
 
@@ -463,11 +479,16 @@ ALWAYS_INLINE __m256 group_s(ml_type T, const uint8_t *w, size_t bytes, size_t m
         return _mm256_mul_ps(_mm256_cvtepi32_ps(v),
                              _mm256_mul_ps(f16_lanes(w, bytes, 0, m), xdv));
     }
-    case ML_TYPE_IQ4_NL:
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(isum),
+    case ML_TYPE_IQ4_NL: {
+        const __m256i v = HAVE_VNNI ? _mm256_sub_epi32(isum, _mm256_slli_epi32(a, 7)) : isum;
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(v),
                              _mm256_mul_ps(f16_lanes(w, bytes, 0, m), xdv));
-    default: /* MXFP4 */
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(e8m0_lanes(w, m), xdv));
+    }
+    default: { /* MXFP4: - 12 Σx */
+        const __m256i v = _mm256_sub_epi32(
+            isum, _mm256_add_epi32(_mm256_slli_epi32(a, 3), _mm256_slli_epi32(a, 2)));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(e8m0_lanes(w, m), xdv));
+    }
     }
 }
 
@@ -665,9 +686,6 @@ ALWAYS_INLINE __m256i iq4_xs_scales(const uint8_t *b, __m256i nib, __m256i pair)
  * four such vectors fold to lanes [S0 S2 S4 S6 | S1 S3 S5 S7], where the
  * scales and Σx are put in the same order.  Exact: |S_j - 128·X_j| <=
  * 32·241·128, times |ls| <= 32, eight of them, stay far below 2^31. */
-static const uint8_t iq4nl_levels_u[16] = {1,   24,  45,  63,  79,  93,  106, 118,
-                                           129, 141, 153, 166, 181, 197, 217, 241};
-
 ALWAYS_INLINE void sums_iq4_xs(const uint8_t *w, const int8_t *xp, const int32_t *xsum,
                                __m256i *is)
 {
