@@ -170,6 +170,54 @@ static float *run(const tu_mem *file, unsigned threads, uint32_t batch, trace *t
     return logits;
 }
 
+/* Whether this CPU runs the kernel variant ML_KERNELS names now. */
+static int variant_runs(const tu_mem *file)
+{
+    tu_buf b;
+    ml_mlb *mlb = tu_open_copy(&b, file);
+    ml_model *model;
+    ml_error err;
+    int ok = ml_model_new(mlb, &model, &err) == ML_OK;
+    if (ok)
+        ml_model_free(model);
+    ml_mlb_close(mlb);
+    tu_buf_free(&b);
+    return ok;
+}
+
+/* The bits of ref (one token at a time, one thread) again with other
+ * threads and batch sizes, then with every kernel variant this CPU runs;
+ * where ref_trace is given, with the same routing. */
+static void same_bits_everywhere(const tu_mem *file, const float *ref, const trace *ref_trace)
+{
+    const struct { unsigned threads; uint32_t batch; } runs[] = {
+        {1, 29}, {2, 7}, {3, 29}, {2, 1}, {1, 4},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        trace t2 = {{0, 0}};
+        float *x = run(file, runs[i].threads, runs[i].batch, ref_trace ? &t2 : NULL);
+        ck_assert_msg(memcmp(x, ref, N_TOK * 64 * sizeof(float)) == 0,
+                      "threads %u, batch %u: other bits", runs[i].threads, runs[i].batch);
+        if (ref_trace)
+            ck_assert_int_eq(t2.pairs[0], ref_trace->pairs[0]);
+        free(x);
+    }
+    const char *names[] = {"scalar", "avx2", "avx512", "amx", "neon", "neondot"};
+    for (size_t v = 0; v < sizeof names / sizeof names[0]; v++) {
+        setenv("ML_KERNELS", names[v], 1);
+        if (!variant_runs(file)) /* not on this CPU */
+            continue;
+        trace t2 = {{0, 0}};
+        float *x = run(file, 2, 7, ref_trace ? &t2 : NULL);
+        ck_assert_msg(memcmp(x, ref, N_TOK * 64 * sizeof(float)) == 0, "kernels %s differ",
+                      names[v]);
+        if (ref_trace)
+            ck_assert_int_eq(t2.pairs[0], ref_trace->pairs[0]);
+        free(x);
+    }
+    unsetenv("ML_KERNELS");
+}
+
 START_TEST(test_ties_and_bits)
 {
     tu_mem file;
@@ -178,39 +226,7 @@ START_TEST(test_ties_and_bits)
     float *ref = run(&file, 1, 1, &tr); /* one token at a time: decode */
     ck_assert_msg(tr.pairs[0] > 0 && tr.pairs[1] > 0, "only one pair chosen (%d, %d)",
                   tr.pairs[0], tr.pairs[1]);
-    const struct { unsigned threads; uint32_t batch; } runs[] = {
-        {1, 29}, {2, 7}, {3, 29}, {2, 1}, {1, 4},
-    };
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-        trace t2 = {{0, 0}};
-        float *x = run(&file, runs[i].threads, runs[i].batch, &t2);
-        ck_assert_msg(memcmp(x, ref, N_TOK * 64 * sizeof(float)) == 0,
-                      "threads %u, batch %u: other bits", runs[i].threads, runs[i].batch);
-        ck_assert_int_eq(t2.pairs[0], tr.pairs[0]);
-        free(x);
-    }
-    /* every kernel variant this CPU runs */
-    const char *names[] = {"scalar", "avx2", "avx512", "neon", "neondot"};
-    for (size_t v = 0; v < 5; v++) {
-        setenv("ML_KERNELS", names[v], 1);
-        tu_buf b;
-        ml_mlb *mlb = tu_open_copy(&b, &file);
-        ml_model *model;
-        ml_error err;
-        int ok = ml_model_new(mlb, &model, &err) == ML_OK;
-        if (ok)
-            ml_model_free(model);
-        ml_mlb_close(mlb);
-        tu_buf_free(&b);
-        if (!ok) /* not on this CPU */
-            continue;
-        trace t2 = {{0, 0}};
-        float *x = run(&file, 2, 7, &t2);
-        ck_assert_msg(memcmp(x, ref, N_TOK * 64 * sizeof(float)) == 0, "kernels %s differ",
-                      names[v]);
-        free(x);
-    }
-    unsetenv("ML_KERNELS");
+    same_bits_everywhere(&file, ref, &tr);
     free(ref);
     tu_mem_free(&file);
 }
@@ -236,33 +252,7 @@ START_TEST(test_gpt_oss_bits)
     tu_mem file;
     gpt_oss_model(&file);
     float *ref = run(&file, 1, 1, NULL);
-    const struct { unsigned threads; uint32_t batch; } runs[] = {{1, 29}, {2, 7}, {3, 29}, {2, 1}};
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-        float *x = run(&file, runs[i].threads, runs[i].batch, NULL);
-        ck_assert_msg(memcmp(x, ref, N_TOK * 64 * sizeof(float)) == 0,
-                      "threads %u, batch %u: other bits", runs[i].threads, runs[i].batch);
-        free(x);
-    }
-    const char *names[] = {"scalar", "avx2", "avx512", "neon", "neondot"};
-    for (size_t v = 0; v < 5; v++) {
-        setenv("ML_KERNELS", names[v], 1);
-        tu_buf b;
-        ml_mlb *mlb = tu_open_copy(&b, &file);
-        ml_model *model;
-        ml_error err;
-        int ok = ml_model_new(mlb, &model, &err) == ML_OK;
-        if (ok)
-            ml_model_free(model);
-        ml_mlb_close(mlb);
-        tu_buf_free(&b);
-        if (!ok) /* not on this CPU */
-            continue;
-        float *x = run(&file, 2, 7, NULL);
-        ck_assert_msg(memcmp(x, ref, N_TOK * 64 * sizeof(float)) == 0, "kernels %s differ",
-                      names[v]);
-        free(x);
-    }
-    unsetenv("ML_KERNELS");
+    same_bits_everywhere(&file, ref, NULL);
     free(ref);
     tu_mem_free(&file);
 }
