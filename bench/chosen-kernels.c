@@ -10,7 +10,8 @@
 
 int main(void)
 {
-    printf("kernels %s, float math %s:", ml_kernels_name(), ml_kernels_fmath_name());
+    printf("kernels %s, float math %s, prefetch %s:", ml_kernels_name(), ml_kernels_fmath_name(),
+           ml_kernels_prefetch_name());
     for (unsigned i = 0; ml_kernels_slot(i); i++)
         printf(" %s=%s", ml_kernels_slot(i), ml_kernels_slot_variant(i));
     printf("\n");

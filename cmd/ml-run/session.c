@@ -403,10 +403,11 @@ int run_open(run *r)
     r->t_load = cli_seconds() - t0;
     if (r->o.verbose)
         fprintf(stderr, "ml-run: %s: %u layers, dim %u, vocab %u, context %u, cache %s/%s, "
-                        "%u threads, kernels %s, float math %s, seed %" PRIu64 "\n",
+                        "%u threads, kernels %s, float math %s, prefetch %s, seed %" PRIu64 "\n",
                 r->o.model, r->h->n_layers, r->h->dim, r->h->vocab, ml_ctx_n_ctx(r->ctx),
                 ml_cache_type_name(r->o.cache_k), ml_cache_type_name(r->o.cache_v),
-                (unsigned)r->o.threads, ml_kernels_name(), ml_kernels_fmath_name(), r->o.sp.seed);
+                (unsigned)r->o.threads, ml_kernels_name(), ml_kernels_fmath_name(),
+                ml_kernels_prefetch_name(), r->o.sp.seed);
     if (r->o.verbose)
         print_kernel_choice();
     if (r->o.verbose)

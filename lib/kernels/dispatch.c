@@ -77,6 +77,19 @@ static int cpu_has_amx(void)
     return 0;
 #endif
 }
+
+/* An AMD Zen 4: family 25 (Zen 3 and 4) with AVX-512 (Zen 3 has none). */
+static int cpu_is_zen4(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u /* "Auth" */ ||
+        d != 0x69746e65u /* "enti" */ || c != 0x444d4163u /* "cAMD" */)
+        return 0;
+    __get_cpuid(1, &a, &b, &c, &d);
+    const unsigned family = ((a >> 8) & 0xf) + ((a >> 20) & 0xff);
+    __builtin_cpu_init();
+    return family == 25 && __builtin_cpu_supports("avx512f");
+}
 #endif
 
 #if defined(__aarch64__)
@@ -285,6 +298,49 @@ static const char *const slot_names[ML_KS_COUNT] = {
     "matmul_q4_0",   "matvec_blk",  "matmul_blk",  "fmath",
 };
 
+/* Decode's prefetch distances (ml_prefetch, kernels_x86.h), a profile
+ * per CPU, each measured on its machines (docs/speed-history.md, sections
+ * 17 and 20).  near: Intel Xeons (Sapphire and Emerald Rapids), where 3
+ * KiB of a K-quant beat 1 to 4 KiB and 6 + 2 KiB of Q4_0 beat 4 + 1 and
+ * 3 + 1.  far: Zen 4, where the K-quants' decode read 13% more bytes a
+ * second 8 KiB ahead than 3, and the two-row Q4_0 (AVX-512) 4% more 8
+ * KiB ahead than 6; Q8_0 lost there when asked farther.  Other CPUs
+ * (Zen 3 and 5 unmeasured, AArch64, which has its own) keep near. */
+static const ml_prefetch prefetch_near = {3072, 1024, 6144, 2048, 3072, "near"};
+static const ml_prefetch prefetch_far = {3072, 1024, 8192, 2048, 8192, "far"};
+ml_prefetch ml__prefetch = {3072, 1024, 6144, 2048, 3072, "near"};
+static pthread_once_t prefetch_once = PTHREAD_ONCE_INIT;
+
+/* The profile ML_PREFETCH names (near, far; auto or unset: NULL, the
+ * CPU's); *bad set when it names none. */
+static const ml_prefetch *prefetch_named(int *bad)
+{
+    const char *env = getenv("ML_PREFETCH");
+    *bad = 0;
+    if (!env || !*env || strcmp(env, "auto") == 0)
+        return NULL;
+    if (strcmp(env, "near") == 0)
+        return &prefetch_near;
+    if (strcmp(env, "far") == 0)
+        return &prefetch_far;
+    *bad = 1;
+    return NULL;
+}
+
+static void set_prefetch(void)
+{
+    int bad;
+    const ml_prefetch *p = prefetch_named(&bad);
+#if defined(__x86_64__)
+    if (!p)
+        p = cpu_is_zen4() ? &prefetch_far : &prefetch_near;
+#else
+    if (!p)
+        p = &prefetch_near;
+#endif
+    ml__prefetch = *p;
+}
+
 /* What ML_KERNELS asks for: a variant for every kernel (NULL: the
  * chooser's), and a variant of a kernel's own (NULL: none). */
 typedef struct request {
@@ -354,8 +410,14 @@ static int read_request(request *r, const char **why)
         reason = read_own(p, len, r);
         p += len;
     }
+    int bad_prefetch;
+    prefetch_named(&bad_prefetch);
+    if (!reason && bad_prefetch)
+        reason = "ML_PREFETCH: unknown prefetch profile (expected near, far or auto)";
     if (reason && why)
         *why = reason;
+    if (!reason)
+        pthread_once(&prefetch_once, set_prefetch);
     return reason == NULL;
 }
 
@@ -439,4 +501,10 @@ const char *ml_kernels_slot_variant(unsigned i)
     if (!read_request(&r, NULL))
         return "none";
     return slot_variant(&r, (int)i)->table->name;
+}
+
+const char *ml_kernels_prefetch_name(void)
+{
+    request r;
+    return read_request(&r, NULL) ? ml__prefetch.name : "none";
 }

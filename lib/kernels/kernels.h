@@ -278,6 +278,20 @@ const ml_kernels *ml__kernels_select(const char **why);
  * are any, the table is composed in *buf, which is returned. */
 const ml_kernels *ml__kernels_select_into(ml_kernels *buf, const char **why);
 
+/* How far ahead decode's kernels prefetch their weights, in bytes (the
+ * x86 variants: kernels_x86.h says how each distance is used).  One
+ * profile for the process, the CPU's or the one ML_PREFETCH names, set by
+ * the first ml__kernels_select (dispatch.c), before any model runs, and
+ * read-only after; until then the near profile.  Prefetching changes no
+ * result, only when the bytes arrive. */
+typedef struct ml_prefetch {
+    size_t q8_l2, q8_l1; /* Q8_0: into L2, into L1 */
+    size_t q4_l2, q4_l1; /* Q4_0 and the 32-element block types */
+    size_t k_l2;         /* the 256-element block types (rule 6) */
+    const char *name;
+} ml_prefetch;
+extern ml_prefetch ml__prefetch;
+
 /* Every table this build has and this CPU can run (scalar first); for
  * tests that compare variants.  Returns the count. */
 size_t ml__kernels_available(const ml_kernels **out, size_t cap);

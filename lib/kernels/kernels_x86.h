@@ -83,37 +83,26 @@ ALWAYS_INLINE void transpose8x8(__m256i v[8])
 
 /* Decode streams every weight once from memory; the hardware prefetcher
  * stops at each 4 KiB page, so the rows ahead are asked for explicitly,
- * so many bytes of quants ahead (scales as many blocks ahead).  Measured
- * with 4 KiB pages: prefetching at all made decode clearly faster (Q4_0
- * most), and 4 KiB of Q4_0 beat 1 KiB.  A prefetch into L1 (T0) holds
- * one of the core's few L1 miss buffers until its line arrives, a whole
- * memory latency when it is far ahead; one into L2 (T1) waits in L2's
- * larger queue instead, so one core keeps more lines on the way.
- * - Q8_0 asks twice: PREFETCH_Q8_L2 (3 KiB) ahead into L2, PREFETCH_Q8
- *   (1 KiB) ahead into L1, so the far lines are on the way and the near
- *   ones in L1 when the loads come.  That beat one prefetch 2 KiB ahead
- *   into L1 (which had beaten 4 and 8 KiB) on every model tried, read
- *   from memory or from a large L3, at 1 and 2 threads; and it beat
- *   4+1, 4+0.5, 3+0.5, 2+0.5 and 5+1.5 KiB.  One prefetch into L2
- *   alone lost a little on a model in L3.
- * - Q4_0 the same way, 6 KiB into L2 and 2 KiB into L1: against 4 KiB
- *   into L1 alone (which had beaten 1 and 2 KiB), a model in L3 decoded
- *   12-25% faster and one in memory 5-7%, at 1 and 2 threads; 4+1 and
- *   3+1 KiB were close behind.
- * - The 256-element types' row dots (rule 6): 3 KiB into L2.  Into L1
- *   they waited on memory (4 KiB worst, Q6_K most); into L2, 3 KiB beat
- *   1, 1.5, 2 and 4 KiB on every one of them read from memory.
- * A CPU that treats the hints alike loses nothing.  A row's last partial
- * group prefetches too: the rows are contiguous, so its lines ahead
- * belong to a later row's first groups, and without it rows whose blocks
- * are no multiple of 8 (640 or 576 columns: Gemma 3, SmolLM2) left one
- * line in five or nine to a demand miss.  (The figures:
- * docs/speed-history.md.) */
-#define PREFETCH_Q8_L2 3072
-#define PREFETCH_Q8 1024
-#define PREFETCH_Q4_L2 6144
-#define PREFETCH_Q4 2048
-#define PREFETCH_K 3072
+ * so many bytes of quants ahead (scales as many blocks ahead).  How far
+ * is the CPU's: ml__prefetch (kernels.h), one profile a process, chosen
+ * by dispatch.c.  A prefetch into L1 (T0) holds one of the core's few L1
+ * miss buffers until its line arrives, a whole memory latency when it is
+ * far ahead; one into L2 (T1) waits in L2's larger queue instead, so one
+ * core keeps more lines on the way.  Q8_0 and Q4_0 (and the 32-element
+ * block types) ask twice, far ahead into L2 and near into L1, so the far
+ * lines are on the way and the near ones in L1 when the loads come; the
+ * 256-element types' row dots (rule 6) once, into L2 (into L1 they
+ * waited on memory).  A CPU that treats the hints alike loses nothing.
+ * A row's last partial group prefetches too: the rows are contiguous, so
+ * its lines ahead belong to a later row's first groups, and without it
+ * rows whose blocks are no multiple of 8 (640 or 576 columns: Gemma 3,
+ * SmolLM2) left one line in five or nine to a demand miss.  (Every
+ * distance measured: docs/speed-history.md.) */
+#define PREFETCH_Q8_L2 (ml__prefetch.q8_l2)
+#define PREFETCH_Q8 (ml__prefetch.q8_l1)
+#define PREFETCH_Q4_L2 (ml__prefetch.q4_l2)
+#define PREFETCH_Q4 (ml__prefetch.q4_l1)
+#define PREFETCH_K (ml__prefetch.k_l2)
 
 /* The `lines` cache lines `ahead` bytes after p, into L1. */
 ALWAYS_INLINE void prefetch_ahead(const void *p, size_t ahead, int lines)

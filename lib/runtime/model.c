@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static ml_mat mat_of(const ml_tensor *t)
 {
@@ -163,6 +164,21 @@ static uint8_t model_acts(const ml_model *m)
     return (uint8_t)acts;
 }
 
+/* The selection's refusal, "VARIABLE: detail" (ML_KERNELS or
+ * ML_PREFETCH): the variable is the error's field. */
+static ml_status kernels_refused(const char *why, ml_error *err)
+{
+    char var[16] = "ML_KERNELS";
+    const char *detail = why ? why : "no kernels";
+    const char *colon = why ? strstr(why, ": ") : NULL;
+    if (colon && (size_t)(colon - why) < sizeof var) {
+        memcpy(var, why, (size_t)(colon - why));
+        var[colon - why] = 0;
+        detail = colon + 2;
+    }
+    return ml__err(err, ML_E_INVAL, var, -1, "%s", detail);
+}
+
 ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
 {
     *out = NULL;
@@ -171,7 +187,7 @@ ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
     ml_kernels composed;
     const ml_kernels *k = ml__kernels_select_into(&composed, &why);
     if (!k)
-        return ml__err(err, ML_E_INVAL, "ML_KERNELS", -1, "%s", why ? why : "no kernels");
+        return kernels_refused(why, err);
     ml_status st = check_matrices(mlb, h->n_layers, err);
     if (st)
         return st;

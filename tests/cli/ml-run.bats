@@ -312,16 +312,31 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
 @test "-v: the kernel variant and the float math that comes with it" {
     local m="$FIX/runtime/llama-q8.mlb" k want
     ML_KERNELS=scalar run -0 --separate-stderr ml-run -v -m "$m" --ids -p "1 2 3" -n 2 -q
-    [[ ${stderr_lines[0]} =~ ^"ml-run: $m: 2 layers, dim 64, vocab 96, context 128, cache f32/f32, "[0-9]+" threads, kernels scalar, float math scalar, seed "[0-9]+$ ]]
+    [[ ${stderr_lines[0]} =~ ^"ml-run: $m: 2 layers, dim 64, vocab 96, context 128, cache f32/f32, "[0-9]+" threads, kernels scalar, float math scalar, prefetch "(near|far)", seed "[0-9]+$ ]]
     # Each variant this build and CPU run: AVX2's float math with the AVX2
     # kernels, AVX-512's with the AVX-512 and AMX ones, the reference with
     # NEON's (no NEON float math yet).
     for k in avx2:avx2 avx512vnni:avx512 amx:avx512 neon:scalar neondot:scalar; do
         ML_KERNELS=${k%%:*} ml-run -q -m "$m" --ids -p 1 -n 0 2>/dev/null || continue
-        want="kernels ${k%%:*}, float math ${k#*:}, seed"
+        want="kernels ${k%%:*}, float math ${k#*:}, prefetch"
         ML_KERNELS=${k%%:*} run -0 --separate-stderr ml-run -v -m "$m" --ids -p "1 2 3" -n 2 -q
         [[ ${stderr_lines[0]} == *", $want "* ]]
     done
+}
+
+@test "ML_PREFETCH: near or far, the same bits; -v names it; another value is refused" {
+    local m="$FIX/runtime/llama-q4.mlb" d=$BATS_TEST_TMPDIR p
+    for p in near far; do
+        ML_PREFETCH=$p run -0 --separate-stderr ml-run -v -m "$m" --ids -p "1 2 3" -n 2 -q
+        [[ ${stderr_lines[0]} == *", prefetch $p, seed "* ]]
+        ML_PREFETCH=$p ml-run -m "$m" --ids -f "$FIX/runtime/llama-q4.ids" -n 0 --ctx 64 --logits "$d/$p" -q -t 2
+    done
+    cmp "$d/near" "$d/far"
+    ML_PREFETCH=auto run -0 --separate-stderr ml-run -v -m "$m" --ids -p 1 -n 1 -q
+    [[ ${stderr_lines[0]} =~ ", prefetch "(near|far)", seed " ]]
+    ML_PREFETCH=farther run -2 --separate-stderr ml-run -m "$m" --ids -p 1
+    [[ ${stderr_lines[0]} == "ml-run: $m: ML_E_INVAL: ML_PREFETCH: unknown prefetch profile (expected near, far or auto)" ]]
+    [[ -z $output ]]
 }
 
 @test "ML_KERNELS=VARIANT,KERNEL=VARIANT: a kernel's own variant, the same bits; -v names each" {
