@@ -114,41 +114,86 @@ static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
 /* ---- the 256-element types (rule 6): one super-block's integer sums ----
  *
  * Each sums_* below gives, for one super-block, two vectors whose lanes
- * add up to its isum and msum (Q4_K, Q5_K, Q2_K, Q3_K: lane j sub-block
- * j's sc_j·isum_j, m_j·asum_j; Q6_K, IQ4_XS: partial sums of the
- * sub-blocks added lane by lane; msum +0 where the type has no mins).  row_k (after IQ4_XS) adds
- * the lanes of eight super-blocks at once (hsum8x8: lane j = super-block
- * 8g + j, rule 3's acc[k % 8]) and takes the one float step per lane. */
+ * add up to its isum and msum (Q2_K, Q3_K: lane j sub-block j's
+ * sc_j·isum_j, m_j·asum_j; Q4_K, Q5_K, Q6_K, IQ4_XS: the sub-blocks'
+ * scaled partial sums added lane by lane, and for Q4_K and Q5_K m_j·asum_j
+ * in lane j; msum +0 where the type has no mins).  row_k (after IQ4_XS)
+ * adds the lanes of eight super-blocks at once (hsum8x8: lane j =
+ * super-block 8g + j, rule 3's acc[k % 8]) and takes the one float step
+ * per lane.  The sums are exact integers, so any order gives the
+ * reference's. */
 
 /* ---- Q4_K ---- */
 
 /* The 6-bit scales (bytes 0-7) and mins (8-15) of a Q4_K / Q5_K block in
- * order, from its 12 packed bytes (ggml's kmask unpacking). */
+ * order, from its 12 packed bytes at q (ggml's kmask unpacking) as four
+ * dwords of the packed ones a, b, c: a & 63, (c & 15) | (a >> 6) << 4,
+ * b & 63, (c >> 4) | (b >> 6) << 4.  The 16-byte load reads 4 bytes of
+ * the quants after the scales (every such block has them). */
+ALWAYS_INLINE __m128i k4_scales_mins8(const uint8_t *q)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)q);
+    const __m128i acbc = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));
+    const __m128i aabb = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));
+    const __m128i low = _mm_and_si128(_mm_srlv_epi32(acbc, _mm_setr_epi32(0, 0, 0, 4)),
+                                      _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    const __m128i top = _mm_and_si128(_mm_srli_epi32(aabb, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(low, top);
+}
+
+/* The same as 32-bit lanes: sc[j], mn[j] lane j. */
 ALWAYS_INLINE void k4_scales_mins(const uint8_t *q, __m256i *sc, __m256i *mn)
 {
-    /* in registers: four 4-byte stores read back by one 16-byte load
-     * would stall (no store forwarding) on every super-block */
-    uint32_t a, b, c;
-    memcpy(&a, q, 4);
-    memcpy(&b, q + 4, 4);
-    memcpy(&c, q + 8, 4);
-    const uint32_t m1 = 0x3f3f3f3fu, m2 = 0x0f0f0f0fu, m3 = 0x03030303u;
-    const __m128i v = _mm_setr_epi32((int)(a & m1), (int)((c & m2) | (((a >> 6) & m3) << 4)),
-                                     (int)(b & m1),
-                                     (int)(((c >> 4) & m2) | (((b >> 6) & m3) << 4)));
+    const __m128i v = k4_scales_mins8(q);
     *sc = _mm256_cvtepu8_epi32(v);
     *mn = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
 }
 
-/* Rule 6's Q4_K / Q5_K lanes: sc_j·isum_j and m_j·asum_j (exact: the
- * products stay far inside int32). */
-ALWAYS_INLINE void k4_sums(const uint8_t *blk, __m256i isum, const int32_t *asum, __m256i *is,
-                           __m256i *ms)
+/* acc + the 16-bit lanes of p times those of s, pair by pair (exact). */
+ALWAYS_INLINE __m256i madd16_acc(__m256i acc, __m256i p, __m256i s)
 {
-    __m256i sc, mn;
-    k4_scales_mins(blk + 4, &sc, &mn);
-    *is = _mm256_mullo_epi32(sc, isum);
-    *ms = _mm256_mullo_epi32(mn, _mm256_loadu_si256((const __m256i *)asum));
+#if HAVE_VNNI
+    return _mm256_dpwssd_epi32(acc, p, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+#endif
+}
+
+/* The byte shuffle that spreads 16-bit lane 2k over a 128-bit lane's
+ * first four 16-bit lanes and lane 2k + 1 over its last four. */
+ALWAYS_INLINE __m256i spread_pair(int k)
+{
+    const short a = (short)(4 * k | (4 * k + 1) << 8), b = (short)((4 * k + 2) | (4 * k + 3) << 8);
+    return _mm256_setr_epi16(a, a, a, a, b, b, b, b, a, a, a, a, b, b, b, b);
+}
+
+/* The byte shuffle that spreads 16-bit lane 2k over the first 128-bit
+ * lane and lane 2k + 1 over the second (both lanes holding the same
+ * eight). */
+ALWAYS_INLINE __m256i spread_halves(int k)
+{
+    const short a = (short)(4 * k | (4 * k + 1) << 8), b = (short)((4 * k + 2) | (4 * k + 3) << 8);
+    return _mm256_setr_epi16(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b);
+}
+
+/* Rule 6's Q4_K / Q5_K lanes: lanes adding up to Σ_j sc_j·isum_j (v[j]:
+ * sub-block j's byte products in eight lanes, each below 2^15 in
+ * magnitude, so packing two sub-blocks into 16-bit lanes is exact; one
+ * vpmaddwd then scales both), and m_j·asum_j in lane j.  row_k needs only
+ * each vector's total, so nothing is transposed per super-block. */
+ALWAYS_INLINE void k4_sums(const uint8_t *blk, const __m256i v[8], const int32_t *asum,
+                           __m256i *is, __m256i *ms)
+{
+    const __m128i sm = k4_scales_mins8(blk + 4);
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+    __m256i acc = _mm256_setzero_si256();
+    UNROLL
+    for (int k = 0; k < 4; k++)
+        acc = madd16_acc(acc, _mm256_packs_epi32(v[2 * k], v[2 * k + 1]),
+                         _mm256_shuffle_epi8(sc, spread_pair(k)));
+    *is = acc;
+    *ms = _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)),
+                             _mm256_loadu_si256((const __m256i *)asum));
 }
 
 ALWAYS_INLINE void sums_q4_k(const uint8_t *w, const int8_t *x, const int32_t *asum, __m256i *is,
@@ -164,7 +209,7 @@ ALWAYS_INLINE void sums_q4_k(const uint8_t *w, const int8_t *x, const int32_t *a
         v[2 * g + 1] =
             dot_u8s8(_mm256_and_si256(_mm256_srli_epi16(q, 4), low), load256(x + 64 * g + 32));
     }
-    k4_sums(w, hsum8x8(v), asum, is, ms);
+    k4_sums(w, v, asum, is, ms);
 }
 
 /* ---- Q5_K: Q4_K with a fifth bit, bit j of qh[l] for sub-block j ---- */
@@ -190,17 +235,16 @@ ALWAYS_INLINE void sums_q5_k(const uint8_t *w, const int8_t *x, const int32_t *a
             dot_u8s8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low), h1),
                      load256(x + 64 * g + 32));
     }
-    k4_sums(w, hsum8x8(v), asum, is, ms);
+    k4_sums(w, v, asum, is, ms);
 }
 
 /* ---- Q6_K ---- */
 
 /* Sub-block j's Σ sc·q6u·x over both halves: the unsigned byte products
- * in 16-bit pairs (at most 2·63·127), then vpmaddwd with the half's
- * scale (lanes 0-7 the first half, 8-15 the second). */
-ALWAYS_INLINE __m256i q6_scaled(__m256i q, const int8_t *x, const int8_t *sc)
+ * in 16-bit pairs (at most 2·63·127), then vpmaddwd with the halves'
+ * scales s (lanes 0-7 the first half's, 8-15 the second's). */
+ALWAYS_INLINE __m256i q6_scaled(__m256i q, const int8_t *x, __m256i s)
 {
-    const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
     return _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(x)), s);
 }
 
@@ -209,7 +253,11 @@ ALWAYS_INLINE void sums_q6_k(const uint8_t *w, const int8_t *x, const int16_t *a
 {
     const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(3 << 4);
     prefetch_ahead_l2(w, PREFETCH_K, 4);
-    const int8_t *sc = (const int8_t *)(w + 192);
+    /* the sixteen scales as 16-bit lanes, and scales 0-7 (8-15) in both
+     * 128-bit lanes, whence spread_halves takes each sub-block's two */
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 192)));
+    const __m256i scs[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                            _mm256_permute2x128_si256(sc16, sc16, 0x11)};
     __m256i v[8];
     UNROLL
     for (int h = 0; h < 2; h++) {
@@ -224,15 +272,14 @@ ALWAYS_INLINE void sums_q6_k(const uint8_t *w, const int8_t *x, const int16_t *a
         const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, low), h1);
         const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low), h2);
         const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low), h3);
-        const int8_t *xh = x + 128 * h, *sh = sc + 8 * h;
-        v[4 * h] = q6_scaled(q0, xh, sh);
-        v[4 * h + 1] = q6_scaled(q1, xh + 32, sh + 2);
-        v[4 * h + 2] = q6_scaled(q2, xh + 64, sh + 4);
-        v[4 * h + 3] = q6_scaled(q3, xh + 96, sh + 6);
+        const int8_t *xh = x + 128 * h;
+        v[4 * h] = q6_scaled(q0, xh, _mm256_shuffle_epi8(scs[h], spread_halves(0)));
+        v[4 * h + 1] = q6_scaled(q1, xh + 32, _mm256_shuffle_epi8(scs[h], spread_halves(1)));
+        v[4 * h + 2] = q6_scaled(q2, xh + 64, _mm256_shuffle_epi8(scs[h], spread_halves(2)));
+        v[4 * h + 3] = q6_scaled(q3, xh + 96, _mm256_shuffle_epi8(scs[h], spread_halves(3)));
     }
     /* Σ sc·q6u·x - 32 Σ sc·asum, exact; row_k needs only the lanes'
      * total, so the sub-blocks are added lane by lane, not transposed */
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
     const __m256i corr =
         _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a16), sc16), 5);
     const __m256i all = _mm256_add_epi32(
