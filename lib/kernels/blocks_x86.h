@@ -1422,6 +1422,230 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
     return 1;
 }
 
+#if HAVE_VNNI
+/* ---- matmul of Q4_K, Q5_K and Q6_K with the tokens in the lanes ----
+ *
+ * The tiles above put a super-block's sub-blocks in the lanes, so every
+ * (row, token) pair pays a scale multiply and a transpose of its own.
+ * Here a register holds eight tokens' same four activations (lane t:
+ * token t), a row's four quants are broadcast from memory into the
+ * multiply-add, and the eight rows of a tile share each activation
+ * register: a sub-block's sums land in the lanes of eight tokens at once,
+ * scaled by one multiply per row.  The activations are rearranged once
+ * per chunk of KL_CHUNK tokens, the rows decoded once per chunk and tile
+ * (blk_unpack_k), not once per eight tokens.  The sums are exact, and the
+ * float step and rule 3's order per (token, row) are row_k's: matvec's
+ * bits. */
+#define KL_TOK 8      /* tokens a group: the lanes */
+#define KL_ROWS 8     /* rows a tile */
+#define KL_CHUNK 64   /* tokens rearranged at once */
+#define KL_MIN_TOK 8  /* fewer go to the tiles above */
+
+/* Four quants read as one int32 (for a broadcast operand). */
+typedef int32_t kl_u32 __attribute__((may_alias, aligned(4)));
+
+/* One row's super-block, decoded. */
+typedef struct kl_row {
+    uint8_t q[256];   /* unsigned quants (Q6_K: q6 without the -32) */
+    int32_t sc[16];   /* sub-block scales: 8 of 32 elements (Q6_K: 16 of 16) */
+    int32_t mt[8];    /* 16-bit pairs weighting the sub-blocks' activation
+                       * sums: Q4_K's, Q5_K's mins; Q6_K's 32·scale */
+    float d, dmin;
+} kl_row;
+
+/* A group of KL_TOK tokens' super-block. */
+typedef struct kl_x {
+    __m256i c[64];    /* lane t: bytes 4c..4c+3 of token t's */
+    __m256i as[8];    /* lane t: sub-blocks 2p and 2p + 1's sums of x, 16 bits each */
+    __m256 xd;        /* lane t: token t's scale, +0 past the last token */
+} kl_x;
+
+ALWAYS_INLINE int kl_nsub(ml_type T)
+{
+    return T == ML_TYPE_Q6_K ? 16 : 8;
+}
+
+/* Tokens [0, nt) of a group (nt <= KL_TOK) into xg[0..nsb): x their
+ * activations (cols apart), xs their sums, xd their scales (nsb apart). */
+static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const xsums *xs, const float *xd,
+                       size_t nt, kl_x *xg)
+{
+    const size_t nsb = cols / 256;
+    const int nsub = kl_nsub(T);
+    for (size_t k = 0; k < nsb; k++) {
+        for (int q = 0; q < 8; q++) {
+            __m256i v[8];
+            UNROLL
+            for (size_t t = 0; t < KL_TOK; t++)
+                v[t] = t < nt ? load256(x + t * cols + 256 * k + 32 * q) : _mm256_setzero_si256();
+            transpose8x8(v);
+            UNROLL
+            for (int c = 0; c < 8; c++)
+                xg[k].c[8 * q + c] = v[c];
+        }
+        _Alignas(32) int32_t as[8][KL_TOK];
+        _Alignas(32) float d[KL_TOK];
+        for (size_t t = 0; t < KL_TOK; t++) {
+            for (int p = 0; p < nsub / 2; p++) {
+                int lo = 0, hi = 0;
+                if (t < nt && nsub == 16)
+                    lo = xs[t].s16[16 * k + 2 * p], hi = xs[t].s16[16 * k + 2 * p + 1];
+                else if (t < nt)
+                    lo = xs[t].s32[8 * k + 2 * p], hi = xs[t].s32[8 * k + 2 * p + 1];
+                as[p][t] = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
+            }
+            d[t] = t < nt ? xd[t * nsb + k] : 0.0f;
+        }
+        for (int p = 0; p < nsub / 2; p++)
+            xg[k].as[p] = _mm256_load_si256((const __m256i *)as[p]);
+        xg[k].xd = _mm256_load_ps(d);
+    }
+}
+
+/* Rows [r, r + nr) (nr <= KL_ROWS) into rows[k * KL_ROWS + i], the last
+ * row repeated past nr; q, d, m, sm: blk_unpack_k's space for a row. */
+static void kl_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t nr, kl_row *rows,
+                    int8_t *q, float *d, float *m, uint8_t *sm)
+{
+    const size_t nsb = cols / 256;
+    for (size_t i = 0; i < KL_ROWS; i++) {
+        const size_t row = r + (i < nr ? i : nr - 1);
+        blk_unpack_k(T, w, cols, row, row + 1, q, d, m, sm);
+        for (size_t k = 0; k < nsb; k++) {
+            kl_row *o = &rows[k * KL_ROWS + i];
+            const int8_t *qk = q + 256 * k;
+            const uint8_t *s = sm + 16 * k;
+            for (int b = 0; b < 256; b += 32) /* Q6_K's q6 - 32 back to q6 */
+                _mm256_storeu_si256((__m256i *)(o->q + b),
+                                    T == ML_TYPE_Q6_K
+                                        ? _mm256_add_epi8(load256(qk + b), _mm256_set1_epi8(32))
+                                        : load256(qk + b));
+            if (T == ML_TYPE_Q6_K) {
+                for (int h = 0; h < 16; h++)
+                    o->sc[h] = (int8_t)s[h];
+                for (int p = 0; p < 8; p++)
+                    o->mt[p] = (int32_t)((uint32_t)(uint16_t)(32 * o->sc[2 * p]) |
+                                         (uint32_t)(uint16_t)(32 * o->sc[2 * p + 1]) << 16);
+            } else {
+                for (int j = 0; j < 8; j++)
+                    o->sc[j] = s[2 * j];
+                for (int p = 0; p < 4; p++)
+                    o->mt[p] = (int32_t)((uint32_t)s[4 * p + 1] | (uint32_t)s[4 * p + 3] << 16);
+            }
+            o->d = d[8 * k], o->dmin = m[8 * k];
+        }
+    }
+}
+
+/* Eight rows x eight tokens over every super-block: out[row][token]. */
+ALWAYS_INLINE void kl_tile(ml_type T, const kl_row *rows, const kl_x *xg, size_t nsb,
+                           float out[KL_ROWS][KL_TOK])
+{
+    const int nsub = kl_nsub(T), per = 64 / nsub;
+    __m256 acc[KL_ROWS][8];
+    for (int r = 0; r < KL_ROWS; r++)
+        for (int a = 0; a < 8; a++)
+            acc[r][a] = _mm256_setzero_ps();
+    for (size_t k = 0; k < nsb; k++) {
+        const kl_row *rw = rows + k * KL_ROWS;
+        const kl_x *x = xg + k;
+        __m256i is[KL_ROWS], ms[KL_ROWS];
+        UNROLL
+        for (int r = 0; r < KL_ROWS; r++)
+            is[r] = ms[r] = _mm256_setzero_si256();
+        UNROLL
+        for (int s = 0; s < nsub; s++) {
+            __m256i v[KL_ROWS];
+            UNROLL
+            for (int r = 0; r < KL_ROWS; r++)
+                v[r] = _mm256_setzero_si256();
+            UNROLL
+            for (int g = 0; g < per; g++) {
+                const __m256i xv = x->c[per * s + g];
+                UNROLL
+                for (int r = 0; r < KL_ROWS; r++)
+                    v[r] = _mm256_dpbusd_epi32(
+                        v[r], _mm256_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))), xv);
+            }
+            UNROLL
+            for (int r = 0; r < KL_ROWS; r++)
+                is[r] = _mm256_add_epi32(is[r], _mm256_mullo_epi32(v[r], _mm256_set1_epi32(rw[r].sc[s])));
+        }
+        UNROLL
+        for (int p = 0; p < nsub / 2; p++)
+            UNROLL
+            for (int r = 0; r < KL_ROWS; r++)
+                ms[r] = _mm256_dpwssd_epi32(ms[r], _mm256_set1_epi32(rw[r].mt[p]), x->as[p]);
+        UNROLL
+        for (int r = 0; r < KL_ROWS; r++) {
+            const int q6 = T == ML_TYPE_Q6_K;
+            const __m256i isum = q6 ? _mm256_sub_epi32(is[r], ms[r]) : is[r];
+            const __m256 sv = k_s(T, isum, q6 ? _mm256_setzero_si256() : ms[r],
+                                  _mm256_set1_ps(rw[r].d), _mm256_set1_ps(rw[r].dmin), x->xd);
+            acc[r][k % 8] = _mm256_add_ps(acc[r][k % 8], sv);
+        }
+    }
+    for (int r = 0; r < KL_ROWS; r++) /* rule 3's fold, lane by lane */
+        _mm256_storeu_ps(out[r], _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][4]),
+                                                             _mm256_add_ps(acc[r][2], acc[r][6])),
+                                               _mm256_add_ps(_mm256_add_ps(acc[r][1], acc[r][5]),
+                                                             _mm256_add_ps(acc[r][3], acc[r][7]))));
+}
+
+static void kl_tile_q4_k(const kl_row *rows, const kl_x *xg, size_t nsb, float out[KL_ROWS][KL_TOK])
+{
+    kl_tile(ML_TYPE_Q4_K, rows, xg, nsb, out);
+}
+
+static void kl_tile_q6_k(const kl_row *rows, const kl_x *xg, size_t nsb, float out[KL_ROWS][KL_TOK])
+{
+    kl_tile(ML_TYPE_Q6_K, rows, xg, nsb, out);
+}
+
+/* Q4_K, Q5_K (decoded alike) and Q6_K, rows [r0, r1) x n_tok tokens; 0
+ * for another type or when out of memory. */
+static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                          const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    if (t != ML_TYPE_Q4_K && t != ML_TYPE_Q5_K && t != ML_TYPE_Q6_K)
+        return 0;
+    const size_t nsb = cols / 256, groups = KL_CHUNK / KL_TOK;
+    kl_x *xg = aligned_alloc(32, groups * nsb * sizeof *xg);
+    kl_row *rows = malloc(KL_ROWS * nsb * sizeof *rows);
+    xsums *xs = malloc(KL_TOK * sizeof *xs);
+    int8_t *q = malloc(cols);
+    float *d = malloc(cols / 32 * sizeof *d), *m = malloc(cols / 32 * sizeof *m);
+    uint8_t *sm = malloc(cols / 16);
+    const int ok = xg && rows && xs && q && d && m && sm;
+    for (size_t t0 = 0; ok && t0 < n_tok; t0 += KL_CHUNK) {
+        const size_t nc = n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK;
+        for (size_t g = 0; g * KL_TOK < nc; g++) {
+            const size_t tg = t0 + g * KL_TOK, nt = nc - g * KL_TOK < KL_TOK ? nc - g * KL_TOK : KL_TOK;
+            for (size_t i = 0; i < nt; i++)
+                xsums_init(&xs[i], xq + (tg + i) * cols, cols, t == ML_TYPE_Q6_K);
+            kl_x_group(t, xq + tg * cols, cols, xs, xd + tg * nsb, nt, xg + g * nsb);
+        }
+        for (size_t r = r0; r < r1; r += KL_ROWS) {
+            const size_t nr = r1 - r < KL_ROWS ? r1 - r : KL_ROWS;
+            kl_rows(t, w, cols, r, nr, rows, q, d, m, sm);
+            for (size_t g = 0; g * KL_TOK < nc; g++) {
+                const size_t tg = t0 + g * KL_TOK, nt = nc - g * KL_TOK < KL_TOK ? nc - g * KL_TOK : KL_TOK;
+                float out[KL_ROWS][KL_TOK];
+                if (t == ML_TYPE_Q6_K)
+                    kl_tile_q6_k(rows, xg + g * nsb, nsb, out);
+                else
+                    kl_tile_q4_k(rows, xg + g * nsb, nsb, out);
+                for (size_t i = 0; i < nr; i++)
+                    for (size_t k = 0; k < nt; k++)
+                        y[(tg + k) * ldy + r + i] = out[i][k];
+            }
+        }
+    }
+    free(xg), free(rows), free(xs), free(q), free(d), free(m), free(sm);
+    return ok;
+}
+#endif
+
 /* The 256-element types, Q4_1 and Q5_1 in tiles from two tokens on; the
  * others a token at a time (each (token, row) is matvec's dot; the
  * runtime takes Q5_0, IQ4_NL and MXFP4 to the Q8_0 products,
@@ -1433,6 +1657,11 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
 static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
+#if HAVE_VNNI
+    if (n_tok >= KL_MIN_TOK && cols <= XS_COLS &&
+        matmul_k_lanes(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
+        return;
+#endif
     if (tile_fn(t) && n_tok >= 2 && cols <= XS_COLS &&
         matmul_tiled(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
