@@ -1436,7 +1436,7 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
  * (blk_unpack_k), not once per eight tokens.  The sums are exact, and the
  * float step and rule 3's order per (token, row) are row_k's: matvec's
  * bits. */
-#define KL_TOK 8      /* tokens a group: the lanes */
+#define KL_TOK 16     /* tokens a group: the lanes of a 512-bit register */
 #define KL_ROWS 8     /* rows a tile */
 #define KL_CHUNK 64   /* tokens rearranged at once */
 #define KL_MIN_TOK 8  /* fewer go to the tiles above */
@@ -1455,9 +1455,9 @@ typedef struct kl_row {
 
 /* A group of KL_TOK tokens' super-block. */
 typedef struct kl_x {
-    __m256i c[64];    /* lane t: bytes 4c..4c+3 of token t's */
-    __m256i as[8];    /* lane t: sub-blocks 2p and 2p + 1's sums of x, 16 bits each */
-    __m256 xd;        /* lane t: token t's scale, +0 past the last token */
+    __m512i c[64];    /* lane t: bytes 4c..4c+3 of token t's */
+    __m512i as[8];    /* lane t: sub-blocks 2p and 2p + 1's sums of x, 16 bits each */
+    __m512 xd;        /* lane t: token t's scale, +0 past the last token */
 } kl_x;
 
 ALWAYS_INLINE int kl_nsub(ml_type T)
@@ -1474,17 +1474,21 @@ static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const xsums *xs,
     const int nsub = kl_nsub(T);
     for (size_t k = 0; k < nsb; k++) {
         for (int q = 0; q < 8; q++) {
-            __m256i v[8];
+            __m256i v[2][8];
             UNROLL
-            for (size_t t = 0; t < KL_TOK; t++)
-                v[t] = t < nt ? load256(x + t * cols + 256 * k + 32 * q) : _mm256_setzero_si256();
-            transpose8x8(v);
+            for (size_t h = 0; h < 2; h++) {
+                UNROLL
+                for (size_t t = 0; t < 8; t++)
+                    v[h][t] = 8 * h + t < nt ? load256(x + (8 * h + t) * cols + 256 * k + 32 * q)
+                                             : _mm256_setzero_si256();
+                transpose8x8(v[h]);
+            }
             UNROLL
             for (int c = 0; c < 8; c++)
-                xg[k].c[8 * q + c] = v[c];
+                xg[k].c[8 * q + c] = _mm512_inserti64x4(_mm512_castsi256_si512(v[0][c]), v[1][c], 1);
         }
-        _Alignas(32) int32_t as[8][KL_TOK];
-        _Alignas(32) float d[KL_TOK];
+        _Alignas(64) int32_t as[8][KL_TOK];
+        _Alignas(64) float d[KL_TOK];
         for (size_t t = 0; t < KL_TOK; t++) {
             for (int p = 0; p < nsub / 2; p++) {
                 int lo = 0, hi = 0;
@@ -1497,8 +1501,8 @@ static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const xsums *xs,
             d[t] = t < nt ? xd[t * nsb + k] : 0.0f;
         }
         for (int p = 0; p < nsub / 2; p++)
-            xg[k].as[p] = _mm256_load_si256((const __m256i *)as[p]);
-        xg[k].xd = _mm256_load_ps(d);
+            xg[k].as[p] = _mm512_load_si512((const void *)as[p]);
+        xg[k].xd = _mm512_load_ps(d);
     }
 }
 
@@ -1537,59 +1541,68 @@ static void kl_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t n
     }
 }
 
-/* Eight rows x eight tokens over every super-block: out[row][token]. */
+/* k_s in 512-bit lanes: the same operations per lane. */
+ALWAYS_INLINE __m512 kl_s(ml_type T, __m512i isum, __m512i msum, __m512 d, __m512 dmin, __m512 xdv)
+{
+    const __m512 s = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, xdv));
+    if (k_dmin_at(T) < 0)
+        return s;
+    return _mm512_sub_ps(s, _mm512_mul_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, xdv)));
+}
+
+/* Eight rows x sixteen tokens over every super-block: out[row][token]. */
 ALWAYS_INLINE void kl_tile(ml_type T, const kl_row *rows, const kl_x *xg, size_t nsb,
                            float out[KL_ROWS][KL_TOK])
 {
     const int nsub = kl_nsub(T), per = 64 / nsub;
-    __m256 acc[KL_ROWS][8];
+    __m512 acc[KL_ROWS][8];
     for (int r = 0; r < KL_ROWS; r++)
         for (int a = 0; a < 8; a++)
-            acc[r][a] = _mm256_setzero_ps();
+            acc[r][a] = _mm512_setzero_ps();
     for (size_t k = 0; k < nsb; k++) {
         const kl_row *rw = rows + k * KL_ROWS;
         const kl_x *x = xg + k;
-        __m256i is[KL_ROWS], ms[KL_ROWS];
+        __m512i is[KL_ROWS], ms[KL_ROWS];
         UNROLL
         for (int r = 0; r < KL_ROWS; r++)
-            is[r] = ms[r] = _mm256_setzero_si256();
+            is[r] = ms[r] = _mm512_setzero_si512();
         UNROLL
         for (int s = 0; s < nsub; s++) {
-            __m256i v[KL_ROWS];
+            __m512i v[KL_ROWS];
             UNROLL
             for (int r = 0; r < KL_ROWS; r++)
-                v[r] = _mm256_setzero_si256();
+                v[r] = _mm512_setzero_si512();
             UNROLL
             for (int g = 0; g < per; g++) {
-                const __m256i xv = x->c[per * s + g];
+                const __m512i xv = x->c[per * s + g];
                 UNROLL
                 for (int r = 0; r < KL_ROWS; r++)
-                    v[r] = _mm256_dpbusd_epi32(
-                        v[r], _mm256_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))), xv);
+                    v[r] = _mm512_dpbusd_epi32(
+                        v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))), xv);
             }
             UNROLL
             for (int r = 0; r < KL_ROWS; r++)
-                is[r] = _mm256_add_epi32(is[r], _mm256_mullo_epi32(v[r], _mm256_set1_epi32(rw[r].sc[s])));
+                is[r] = _mm512_add_epi32(is[r], _mm512_mullo_epi32(v[r], _mm512_set1_epi32(rw[r].sc[s])));
         }
         UNROLL
         for (int p = 0; p < nsub / 2; p++)
             UNROLL
             for (int r = 0; r < KL_ROWS; r++)
-                ms[r] = _mm256_dpwssd_epi32(ms[r], _mm256_set1_epi32(rw[r].mt[p]), x->as[p]);
+                ms[r] = _mm512_dpwssd_epi32(ms[r], _mm512_set1_epi32(rw[r].mt[p]), x->as[p]);
         UNROLL
         for (int r = 0; r < KL_ROWS; r++) {
             const int q6 = T == ML_TYPE_Q6_K;
-            const __m256i isum = q6 ? _mm256_sub_epi32(is[r], ms[r]) : is[r];
-            const __m256 sv = k_s(T, isum, q6 ? _mm256_setzero_si256() : ms[r],
-                                  _mm256_set1_ps(rw[r].d), _mm256_set1_ps(rw[r].dmin), x->xd);
-            acc[r][k % 8] = _mm256_add_ps(acc[r][k % 8], sv);
+            const __m512i isum = q6 ? _mm512_sub_epi32(is[r], ms[r]) : is[r];
+            const __m512 sv = kl_s(T, isum, q6 ? _mm512_setzero_si512() : ms[r],
+                                   _mm512_set1_ps(rw[r].d), _mm512_set1_ps(rw[r].dmin), x->xd);
+            acc[r][k % 8] = _mm512_add_ps(acc[r][k % 8], sv);
         }
     }
     for (int r = 0; r < KL_ROWS; r++) /* rule 3's fold, lane by lane */
-        _mm256_storeu_ps(out[r], _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][4]),
-                                                             _mm256_add_ps(acc[r][2], acc[r][6])),
-                                               _mm256_add_ps(_mm256_add_ps(acc[r][1], acc[r][5]),
-                                                             _mm256_add_ps(acc[r][3], acc[r][7]))));
+        _mm512_storeu_ps(out[r], _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][4]),
+                                                             _mm512_add_ps(acc[r][2], acc[r][6])),
+                                               _mm512_add_ps(_mm512_add_ps(acc[r][1], acc[r][5]),
+                                                             _mm512_add_ps(acc[r][3], acc[r][7]))));
 }
 
 static void kl_tile_q4_k(const kl_row *rows, const kl_x *xg, size_t nsb, float out[KL_ROWS][KL_TOK])
@@ -1610,7 +1623,7 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
     if (t != ML_TYPE_Q4_K && t != ML_TYPE_Q5_K && t != ML_TYPE_Q6_K)
         return 0;
     const size_t nsb = cols / 256, groups = KL_CHUNK / KL_TOK;
-    kl_x *xg = aligned_alloc(32, groups * nsb * sizeof *xg);
+    kl_x *xg = aligned_alloc(64, groups * nsb * sizeof *xg);
     kl_row *rows = malloc(KL_ROWS * nsb * sizeof *rows);
     xsums *xs = malloc(KL_TOK * sizeof *xs);
     int8_t *q = malloc(cols);
