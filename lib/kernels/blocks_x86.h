@@ -26,6 +26,7 @@
 #include "mlcore.h"
 
 #include <immintrin.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1438,7 +1439,7 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
  * bits. */
 #define KL_TOK 16     /* tokens a group: the lanes of a 512-bit register */
 #define KL_ROWS 8     /* rows a tile */
-#define KL_CHUNK 64   /* tokens rearranged at once */
+#define KL_CHUNK 256  /* tokens rearranged at once */
 #define KL_MIN_TOK 8  /* fewer go to the tiles above */
 
 /* Four quants read as one int32 (for a broadcast operand). */
@@ -1615,6 +1616,46 @@ static void kl_tile_q6_k(const kl_row *rows, const kl_x *xg, size_t nsb, float o
     kl_tile(ML_TYPE_Q6_K, rows, xg, nsb, out);
 }
 
+/* A thread's scratch for matmul_k_lanes, kept from call to call: prefill
+ * calls it once per matrix and batch, and a fresh allocation of this size
+ * came as fresh pages from the system (glibc maps them) each time,
+ * faulted in and zeroed: a third of the prompt's time.  Freed with the
+ * thread (the key's destructor). */
+static pthread_key_t kl_key;
+static pthread_once_t kl_key_once = PTHREAD_ONCE_INIT;
+
+static void kl_key_make(void)
+{
+    if (pthread_key_create(&kl_key, free) != 0)
+        kl_key = (pthread_key_t)-1;
+}
+
+/* At least `bytes` bytes, 64-aligned, or NULL. */
+static void *kl_scratch(size_t bytes)
+{
+    typedef struct { size_t size; _Alignas(64) unsigned char data[]; } held;
+    pthread_once(&kl_key_once, kl_key_make);
+    if (kl_key == (pthread_key_t)-1)
+        return NULL;
+    held *h = pthread_getspecific(kl_key);
+    if (h && h->size >= bytes)
+        return h->data;
+    free(h);
+    pthread_setspecific(kl_key, NULL);
+    h = aligned_alloc(64, (sizeof *h + bytes + 63) / 64 * 64);
+    if (!h)
+        return NULL;
+    h->size = bytes;
+    pthread_setspecific(kl_key, h);
+    return h->data;
+}
+
+/* n bytes rounded up to whole cache lines. */
+ALWAYS_INLINE size_t kl_lines(size_t n)
+{
+    return (n + 63) / 64 * 64;
+}
+
 /* Q4_K, Q5_K (decoded alike) and Q6_K, rows [r0, r1) x n_tok tokens; 0
  * for another type or when out of memory. */
 static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
@@ -1623,14 +1664,19 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
     if (t != ML_TYPE_Q4_K && t != ML_TYPE_Q5_K && t != ML_TYPE_Q6_K)
         return 0;
     const size_t nsb = cols / 256, groups = KL_CHUNK / KL_TOK;
-    kl_x *xg = aligned_alloc(64, groups * nsb * sizeof *xg);
-    kl_row *rows = malloc(KL_ROWS * nsb * sizeof *rows);
-    xsums *xs = malloc(KL_TOK * sizeof *xs);
-    int8_t *q = malloc(cols);
-    float *d = malloc(cols / 32 * sizeof *d), *m = malloc(cols / 32 * sizeof *m);
-    uint8_t *sm = malloc(cols / 16);
-    const int ok = xg && rows && xs && q && d && m && sm;
-    for (size_t t0 = 0; ok && t0 < n_tok; t0 += KL_CHUNK) {
+    const size_t b_xg = kl_lines(groups * nsb * sizeof(kl_x)),
+                 b_rows = kl_lines(KL_ROWS * nsb * sizeof(kl_row)),
+                 b_xs = kl_lines(KL_TOK * sizeof(xsums)), b_f = kl_lines(cols / 32 * sizeof(float));
+    unsigned char *p = kl_scratch(b_xg + b_rows + b_xs + kl_lines(cols) + 2 * b_f + kl_lines(cols / 16));
+    if (!p)
+        return 0;
+    kl_x *xg = (kl_x *)(void *)p;
+    kl_row *rows = (kl_row *)(void *)(p += b_xg);
+    xsums *xs = (xsums *)(void *)(p += b_rows);
+    int8_t *q = (int8_t *)(p += b_xs);
+    float *d = (float *)(void *)(p += kl_lines(cols)), *m = (float *)(void *)(p += b_f);
+    uint8_t *sm = p + b_f;
+    for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK) {
         const size_t nc = n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK;
         for (size_t g = 0; g * KL_TOK < nc; g++) {
             const size_t tg = t0 + g * KL_TOK, nt = nc - g * KL_TOK < KL_TOK ? nc - g * KL_TOK : KL_TOK;
@@ -1654,8 +1700,7 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
             }
         }
     }
-    free(xg), free(rows), free(xs), free(q), free(d), free(m), free(sm);
-    return ok;
+    return 1;
 }
 #endif
 

@@ -214,7 +214,7 @@ START_TEST(variants_match_scalar)
             blk_mat m;
             acts a;
             blk_mat_new(&m, t, 23, units[u] * elems, &r, extreme);
-            acts_new(&a, t, 73, m.cols, &r, extreme);
+            acts_new(&a, t, 263, m.cols, &r, extreme);
             for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++)
                 check_matvec(&m, &a, ranges[k][0], ranges[k][1]);
             size_t i = 0; /* rows 1..22, then the ranges in turn */
@@ -226,10 +226,10 @@ START_TEST(variants_match_scalar)
              * every row in one call (a whole panel and a partial one) */
             for (size_t n_tok = 31; n_tok <= 33; n_tok++)
                 check_matmul(&m, &a, n_tok, 0, 23);
-            /* past the AVX-512 K tiles' chunk of 64 tokens, a partial
-             * group of eight after it */
+            /* past the AVX-512 K tiles' chunk of 256 tokens, a partial
+             * group of sixteen after it */
             if (u < 2)
-                check_matmul(&m, &a, 73, 0, 23);
+                check_matmul(&m, &a, 263, 0, 23);
             acts_free(&a);
             free(m.w);
         }
@@ -321,7 +321,7 @@ START_TEST(as_q8_0_matches_matvec)
             blk_mat m;
             acts a;
             blk_mat_new(&m, t, 23, units[u] * 32, &r, extreme);
-            acts_new(&a, t, 73, m.cols, &r, extreme);
+            acts_new(&a, t, 263, m.cols, &r, extreme);
             int8_t *q0 = xmalloc(23 * m.cols), *q1 = xmalloc(23 * m.cols);
             float *d0 = xmalloc(23 * units[u] * sizeof *d0), *d1 = xmalloc(23 * units[u] * sizeof *d1);
             ck_assert_int_eq(ml__blk_to_q8_0_scalar(t, m.w, m.cols, 0, 23, q0, d0), 1);
