@@ -1424,7 +1424,7 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
 }
 
 #if HAVE_VNNI
-/* ---- matmul of Q4_K, Q5_K and Q6_K with the tokens in the lanes ----
+/* ---- matmul of Q4_K, Q5_K, Q6_K and IQ4_XS with the tokens in the lanes ----
  *
  * The tiles above put a super-block's sub-blocks in the lanes, so every
  * (row, token) pair pays a scale multiply and a transpose of its own.
@@ -1447,10 +1447,13 @@ typedef int32_t kl_u32 __attribute__((may_alias, aligned(4)));
 
 /* One row's super-block, decoded. */
 typedef struct kl_row {
-    uint8_t q[256];   /* unsigned quants (Q6_K: q6 without the -32) */
-    int32_t sc[16];   /* sub-block scales: 8 of 32 elements (Q6_K: 16 of 16) */
+    uint8_t q[256];   /* unsigned quants (Q6_K: q6 without the -32;
+                       * IQ4_XS: level + 128) */
+    int32_t sc[16];   /* sub-block scales: 8 of 32 elements (Q6_K: 16 of
+                       * 16; IQ4_XS: ls - 32) */
     int32_t mt[8];    /* 16-bit pairs weighting the sub-blocks' activation
-                       * sums: Q4_K's, Q5_K's mins; Q6_K's 32·scale */
+                       * sums: Q4_K's, Q5_K's mins; Q6_K's 32·scale,
+                       * IQ4_XS's 128·scale (the offsets taken off) */
     float d, dmin;
 } kl_row;
 
@@ -1520,12 +1523,17 @@ static void kl_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t n
             kl_row *o = &rows[k * KL_ROWS + i];
             const int8_t *qk = q + 256 * k;
             const uint8_t *s = sm + 16 * k;
-            for (int b = 0; b < 256; b += 32) /* Q6_K's q6 - 32 back to q6 */
-                _mm256_storeu_si256((__m256i *)(o->q + b),
-                                    T == ML_TYPE_Q6_K
-                                        ? _mm256_add_epi8(load256(qk + b), _mm256_set1_epi8(32))
-                                        : load256(qk + b));
-            if (T == ML_TYPE_Q6_K) {
+            /* unsigned: Q6_K's q6 - 32 back to q6, IQ4_XS's levels + 128 */
+            const __m256i off = _mm256_set1_epi8(T == ML_TYPE_Q6_K ? 32 : T == ML_TYPE_IQ4_XS ? -128 : 0);
+            for (int b = 0; b < 256; b += 32)
+                _mm256_storeu_si256((__m256i *)(o->q + b), _mm256_add_epi8(load256(qk + b), off));
+            if (T == ML_TYPE_IQ4_XS) {
+                for (int j = 0; j < 8; j++)
+                    o->sc[j] = (int32_t)s[2 * j] - 32;
+                for (int p = 0; p < 4; p++)
+                    o->mt[p] = (int32_t)((uint32_t)(uint16_t)(128 * o->sc[2 * p]) |
+                                         (uint32_t)(uint16_t)(128 * o->sc[2 * p + 1]) << 16);
+            } else if (T == ML_TYPE_Q6_K) {
                 for (int h = 0; h < 16; h++)
                     o->sc[h] = (int8_t)s[h];
                 for (int p = 0; p < 8; p++)
@@ -1592,9 +1600,10 @@ ALWAYS_INLINE void kl_tile(ml_type T, const kl_row *rows, const kl_x *xg, size_t
                 ms[r] = _mm512_dpwssd_epi32(ms[r], _mm512_set1_epi32(rw[r].mt[p]), x->as[p]);
         UNROLL
         for (int r = 0; r < KL_ROWS; r++) {
-            const int q6 = T == ML_TYPE_Q6_K;
-            const __m512i isum = q6 ? _mm512_sub_epi32(is[r], ms[r]) : is[r];
-            const __m512 sv = kl_s(T, isum, q6 ? _mm512_setzero_si512() : ms[r],
+            /* Q6_K and IQ4_XS: ms is the offsets' part of isum */
+            const int off = T == ML_TYPE_Q6_K || T == ML_TYPE_IQ4_XS;
+            const __m512i isum = off ? _mm512_sub_epi32(is[r], ms[r]) : is[r];
+            const __m512 sv = kl_s(T, isum, off ? _mm512_setzero_si512() : ms[r],
                                    _mm512_set1_ps(rw[r].d), _mm512_set1_ps(rw[r].dmin), x->xd);
             acc[r][k % 8] = _mm512_add_ps(acc[r][k % 8], sv);
         }
@@ -1609,6 +1618,12 @@ ALWAYS_INLINE void kl_tile(ml_type T, const kl_row *rows, const kl_x *xg, size_t
 static void kl_tile_q4_k(const kl_row *rows, const kl_x *xg, size_t nsb, float out[KL_ROWS][KL_TOK])
 {
     kl_tile(ML_TYPE_Q4_K, rows, xg, nsb, out);
+}
+
+static void kl_tile_iq4_xs(const kl_row *rows, const kl_x *xg, size_t nsb,
+                           float out[KL_ROWS][KL_TOK])
+{
+    kl_tile(ML_TYPE_IQ4_XS, rows, xg, nsb, out);
 }
 
 static void kl_tile_q6_k(const kl_row *rows, const kl_x *xg, size_t nsb, float out[KL_ROWS][KL_TOK])
@@ -1656,12 +1671,12 @@ ALWAYS_INLINE size_t kl_lines(size_t n)
     return (n + 63) / 64 * 64;
 }
 
-/* Q4_K, Q5_K (decoded alike) and Q6_K, rows [r0, r1) x n_tok tokens; 0
- * for another type or when out of memory. */
+/* Q4_K, Q5_K (decoded alike), Q6_K and IQ4_XS, rows [r0, r1) x n_tok
+ * tokens; 0 for another type or when out of memory. */
 static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                           const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    if (t != ML_TYPE_Q4_K && t != ML_TYPE_Q5_K && t != ML_TYPE_Q6_K)
+    if (t != ML_TYPE_Q4_K && t != ML_TYPE_Q5_K && t != ML_TYPE_Q6_K && t != ML_TYPE_IQ4_XS)
         return 0;
     const size_t nsb = cols / 256, groups = KL_CHUNK / KL_TOK;
     const size_t b_xg = kl_lines(groups * nsb * sizeof(kl_x)),
@@ -1692,6 +1707,8 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
                 float out[KL_ROWS][KL_TOK];
                 if (t == ML_TYPE_Q6_K)
                     kl_tile_q6_k(rows, xg + g * nsb, nsb, out);
+                else if (t == ML_TYPE_IQ4_XS)
+                    kl_tile_iq4_xs(rows, xg + g * nsb, nsb, out);
                 else
                     kl_tile_q4_k(rows, xg + g * nsb, nsb, out);
                 for (size_t i = 0; i < nr; i++)
