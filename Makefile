@@ -61,7 +61,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 .SECONDARY:
-.PHONY: bench-tok bench-chat bench-run bench-threads bench-seqs bench-context bench-spec bench-imatrix check-real test-times demo
+.PHONY: bench-tok bench-chat bench-run bench-moe bench-threads bench-seqs bench-context bench-spec bench-imatrix check-real test-times demo
 .PHONY: all lib check check-all unit cli sanitize install uninstall clean bench man-lint tests
 all: lib $(BINS)
 lib: $(B)/libmlcore.a $(B)/libmlcore.so
@@ -193,6 +193,11 @@ check-real: all
 
 bench-run: all
 	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-run.sh
+
+# Mixtures of experts in Qwen3-30B-A3B's and gpt-oss-20b's full shapes
+# (Q4_K_M, MXFP4): 61 GB of disk for the files, made once.
+bench-moe: all
+	MLCORE_BUILD=$(abspath $(B)) BENCH_DIR=$(BENCH_DIR) bash bench/bench-moe.sh
 
 # bench-run's comparison at 1, 2, 4, 8, 16 threads (THREADS="..."), with each
 # program's scaling from 1 thread.

@@ -13,10 +13,14 @@
 #   decode_bytes MLB       prints the bytes of weights one decoded token
 #                          reads: the file less the embedding table (one
 #                          row of it is read), unless the embedding is also
-#                          the classifier (Gemma), which reads all of it
+#                          the classifier (Gemma), which reads all of it,
+#                          and less the experts a token does not use (of
+#                          a mixture of experts, n_experts_used of
+#                          n_experts are read)
 #   matmul_weights MLB     prints "PER_TOKEN CLASSIFIER": the weights each
 #                          prompt token multiplies (every matrix but the
-#                          embedding table and the classifier) and the
+#                          embedding table and the classifier; of the
+#                          experts, the share a token uses) and the
 #                          classifier's (the tied embedding, or wcls), from
 #                          `mlb-info --json` tensor shapes; needs $B
 #   pp_of_peak TPS P PER_TOKEN CLASSIFIER [GOPS]
@@ -52,25 +56,35 @@ rule3_note() {
     fi
 }
 
+# An expert's tensors are named blk.L.exp.E.*; the share of them a token
+# reads (or multiplies) is n_experts_used / n_experts.
 decode_bytes() {
-    local emb
-    emb=$("$B/bin/mlb-info" --json "$1" | python3 -c '
+    local skip
+    skip=$("$B/bin/mlb-info" --json "$1" | python3 -c '
 import json, sys
 j = json.load(sys.stdin)
+h = j["header"]
+size = lambda t: t["bytes"] + t.get("scale_bytes", 0)
 e = [x for x in j["tensors"] if x["name"] == "tok_emb"][0]
-print(0 if j["header"]["shared_classifier"] else e["bytes"] + e.get("scale_bytes", 0))')
-    echo $(($(stat -L -c %s "$1") - emb))
+skip = 0 if h["shared_classifier"] else size(e)
+if h.get("n_experts"):
+    exp = sum(size(t) for t in j["tensors"] if ".exp." in t["name"])
+    skip += exp * (1 - h["n_experts_used"] / h["n_experts"])
+print(int(skip))')
+    echo $(($(stat -L -c %s "$1") - skip))
 }
 
 matmul_weights() {
     "$B/bin/mlb-info" --json "$1" | python3 -c '
 import json, sys
 j = json.load(sys.stdin)
-count = lambda t: t["shape"][0] * t["shape"][1]
+h = j["header"]
+share = h["n_experts_used"] / h["n_experts"] if h.get("n_experts") else 1
+count = lambda t: t["shape"][0] * t["shape"][1] * (share if ".exp." in t["name"] else 1)
 mats = {t["name"]: count(t) for t in j["tensors"] if len(t["shape"]) == 2}
 cls = mats.pop("wcls", None)
 emb = mats.pop("tok_emb")
-print(sum(mats.values()), emb if j["header"]["shared_classifier"] else cls)'
+print(int(sum(mats.values())), emb if h["shared_classifier"] else cls)'
 }
 
 pp_of_peak() {
