@@ -348,8 +348,10 @@ typedef struct request {
     const variant *own[ML_KS_COUNT];
 } request;
 
+/* The refusals: what is wrong, without the variable, which
+ * ml__kernels_refused_var names. */
 static const char unknown_variant[] =
-    "ML_KERNELS: unknown kernel variant (expected scalar, avx2, avx512, amx, neon, neondot or "
+    "unknown kernel variant (expected scalar, avx2, avx512, amx, neon, neondot or "
     "auto, then optionally ,KERNEL=VARIANT with KERNEL one of quantize_q8_0, matvec_q8_0, "
     "matvec_q4_0, matmul_q8_0, matmul_q4_0, matvec_blk, matmul_blk, fmath)";
 
@@ -357,10 +359,10 @@ static const char unknown_variant[] =
 static const char *refusal(const variant *v)
 {
     if (!v->table)
-        return "ML_KERNELS: this build has no such kernel variant (avx2, avx512 and amx: "
+        return "this build has no such kernel variant (avx2, avx512 and amx: "
                "x86-64 builds only; neon and neondot: AArch64 builds only)";
     if (!v->runs())
-        return "ML_KERNELS: this CPU lacks the instructions of the requested kernel variant";
+        return "this CPU lacks the instructions of the requested kernel variant";
     return NULL;
 }
 
@@ -391,6 +393,14 @@ static const char *read_own(const char *item, size_t n, request *r)
     return unknown_variant;
 }
 
+static const char unknown_prefetch[] =
+    "unknown prefetch profile (expected near, far or auto)";
+
+const char *ml__kernels_refused_var(const char *why)
+{
+    return why == unknown_prefetch ? "ML_PREFETCH" : "ML_KERNELS";
+}
+
 /* ML_KERNELS=VARIANT[,KERNEL=VARIANT]... read into r (VARIANT auto, empty
  * or unset: the chooser's); 0 and *why on an error. */
 static int read_request(request *r, const char **why)
@@ -413,7 +423,7 @@ static int read_request(request *r, const char **why)
     int bad_prefetch;
     prefetch_named(&bad_prefetch);
     if (!reason && bad_prefetch)
-        reason = "ML_PREFETCH: unknown prefetch profile (expected near, far or auto)";
+        reason = unknown_prefetch;
     if (reason && why)
         *why = reason;
     if (!reason)

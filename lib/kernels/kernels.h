@@ -278,6 +278,10 @@ const ml_kernels *ml__kernels_select(const char **why);
  * are any, the table is composed in *buf, which is returned. */
 const ml_kernels *ml__kernels_select_into(ml_kernels *buf, const char **why);
 
+/* The environment variable a refusal of the two above (their *why) is
+ * about: "ML_KERNELS" or "ML_PREFETCH". */
+const char *ml__kernels_refused_var(const char *why);
+
 /* How far ahead decode's kernels prefetch their weights, in bytes (the
  * x86 variants: kernels_x86.h says how each distance is used).  One
  * profile for the process, the CPU's or the one ML_PREFETCH names, set by

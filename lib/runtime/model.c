@@ -164,21 +164,6 @@ static uint8_t model_acts(const ml_model *m)
     return (uint8_t)acts;
 }
 
-/* The selection's refusal, "VARIABLE: detail" (ML_KERNELS or
- * ML_PREFETCH): the variable is the error's field. */
-static ml_status kernels_refused(const char *why, ml_error *err)
-{
-    char var[16] = "ML_KERNELS";
-    const char *detail = why ? why : "no kernels";
-    const char *colon = why ? strstr(why, ": ") : NULL;
-    if (colon && (size_t)(colon - why) < sizeof var) {
-        memcpy(var, why, (size_t)(colon - why));
-        var[colon - why] = 0;
-        detail = colon + 2;
-    }
-    return ml__err(err, ML_E_INVAL, var, -1, "%s", detail);
-}
-
 ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
 {
     *out = NULL;
@@ -187,7 +172,7 @@ ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
     ml_kernels composed;
     const ml_kernels *k = ml__kernels_select_into(&composed, &why);
     if (!k)
-        return kernels_refused(why, err);
+        return ml__err(err, ML_E_INVAL, ml__kernels_refused_var(why), -1, "%s", why);
     ml_status st = check_matrices(mlb, h->n_layers, err);
     if (st)
         return st;
