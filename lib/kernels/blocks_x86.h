@@ -66,26 +66,24 @@ ALWAYS_INLINE float f16_at(const uint8_t *p)
 typedef struct xsums {
     int32_t s32[XS_COLS / 32 + 8]; /* + a partial group's zeros */
     int16_t s16[XS_COLS / 16];
-#if HAVE_VNNI
-    const int8_t *paired; /* x in x_pairs's layout (IQ4_XS's matvec only) */
-#endif
+    /* x in x_pairs's layout over the row's whole groups of eight blocks
+     * (IQ4_XS, and row_32's nibble types), or NULL */
+    const int8_t *paired;
 } xsums;
 
-#if HAVE_VNNI
 /* x with each two blocks' halves regrouped: elements 0-15 of block 2p,
  * 0-15 of 2p + 1, then 16-31 of 2p, 16-31 of 2p + 1, so that one 32-byte
  * load of two consecutive sub-blocks' nibbles (low nibbles, then high
  * ones) meets its activations lane for lane with no shuffle of the
- * weights (sums_iq4_xs).  cols is a multiple of 256 here. */
+ * weights (sums_iq4_xs, pair_dot).  The whole pairs of cols' blocks. */
 static void x_pairs(int8_t *xp, const int8_t *x, size_t cols)
 {
-    for (size_t b = 0; b < cols; b += 64) {
+    for (size_t b = 0; b + 64 <= cols; b += 64) {
         const __m256i a = load256(x + b), c = load256(x + b + 32);
         _mm256_storeu_si256((__m256i *)(xp + b), _mm256_permute2x128_si256(a, c, 0x20));
         _mm256_storeu_si256((__m256i *)(xp + b + 32), _mm256_permute2x128_si256(a, c, 0x31));
     }
 }
-#endif
 
 static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
 {
@@ -434,6 +432,14 @@ ALWAYS_INLINE short half_of_block(const uint8_t *p, size_t bytes, size_t j, size
     return j < m ? half_bits(p + j * bytes) : 0;
 }
 
+/* The halves of four blocks `bytes` apart, packed low first. */
+ALWAYS_INLINE int64_t halves4(const uint8_t *p, size_t bytes)
+{
+    return (int64_t)((uint64_t)(uint16_t)half_bits(p) | (uint64_t)(uint16_t)half_bits(p + bytes) << 16 |
+                     (uint64_t)(uint16_t)half_bits(p + 2 * bytes) << 32 |
+                     (uint64_t)(uint16_t)half_bits(p + 3 * bytes) << 48);
+}
+
 ALWAYS_INLINE __m256 f16_lanes(const uint8_t *w, size_t bytes, int at, size_t m)
 {
     /* Eight loads into a register, not through a buffer on the stack:
@@ -441,6 +447,8 @@ ALWAYS_INLINE __m256 f16_lanes(const uint8_t *w, size_t bytes, int at, size_t m)
      * and that stall cost more than the eight blocks' products (a row of
      * 576 ends in such a group of two blocks). */
     const uint8_t *p = w + at;
+    if (m == 8) /* whole groups: four halves a general register, two moves */
+        return _mm256_cvtph_ps(_mm_set_epi64x(halves4(p + 4 * bytes, bytes), halves4(p, bytes)));
     return _mm256_cvtph_ps(_mm_setr_epi16(
         half_of_block(p, bytes, 0, m), half_of_block(p, bytes, 1, m),
         half_of_block(p, bytes, 2, m), half_of_block(p, bytes, 3, m),
@@ -465,7 +473,9 @@ ALWAYS_INLINE int e8m0_of_block(const uint8_t *w, size_t j, size_t m)
  * m on is never used (its block's products are +0). */
 ALWAYS_INLINE __m256 e8m0_lanes(const uint8_t *w, size_t m)
 {
-    const __m256i e = _mm256_setr_epi32(e8m0_of_block(w, 0, m), e8m0_of_block(w, 1, m),
+    const __m256i e = m == 8 ? _mm256_setr_epi64x(
+        w[0] | (int64_t)w[17] << 32, w[34] | (int64_t)w[51] << 32,
+        w[68] | (int64_t)w[85] << 32, w[102] | (int64_t)w[119] << 32) : _mm256_setr_epi32(e8m0_of_block(w, 0, m), e8m0_of_block(w, 1, m),
                                         e8m0_of_block(w, 2, m), e8m0_of_block(w, 3, m),
                                         e8m0_of_block(w, 4, m), e8m0_of_block(w, 5, m),
                                         e8m0_of_block(w, 6, m), e8m0_of_block(w, 7, m));
@@ -540,6 +550,86 @@ ALWAYS_INLINE __m256 group_s(ml_type T, const uint8_t *w, size_t bytes, size_t m
     }
 }
 
+/* The types whose quants are nibbles alone, at byte `at` of a block
+ * (pair_dot's); 0 for the others. */
+ALWAYS_INLINE int nibbles_at(ml_type T)
+{
+    /* Q4_1 without VNNI: slower by pairs (speed-history section 21) */
+    return T == ML_TYPE_Q4_1 ? (HAVE_VNNI ? 4 : 0) : T == ML_TYPE_IQ4_NL ? 2 : T == ML_TYPE_MXFP4 ? 1 : 0;
+}
+
+/* Blocks b and b + 1 of a nibble type at once: their nibbles in one
+ * register (b's sixteen bytes low, b + 1's high), the low nibbles
+ * against x_pairs's first 32 bytes and the high ones against the next:
+ * lanes 0-3 hold block b's partial sums, 4-7 block b + 1's.  Half the
+ * unpacking and dot products of block_dot twice. */
+ALWAYS_INLINE __m256i pair_dot(ml_type T, const uint8_t *b, size_t bytes, const int8_t *xp)
+{
+    const int at = nibbles_at(T);
+    const __m256i v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b + at))),
+        _mm_loadu_si128((const __m128i *)(b + bytes + at)), 1);
+    const __m256i low = _mm256_set1_epi8(15);
+    __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+    const __m256i x0 = load256(xp), x1 = load256(xp + 32);
+    switch (T) {
+    case ML_TYPE_Q4_1: break;
+#if HAVE_VNNI
+    case ML_TYPE_IQ4_NL: /* + 128, taken off in group_s */
+        lo = levels(lo, (const int8_t *)iq4nl_levels_u);
+        hi = levels(hi, (const int8_t *)iq4nl_levels_u);
+        break;
+#else
+    case ML_TYPE_IQ4_NL:
+        return _mm256_add_epi32(dot_s8s8(levels(lo, iq4nl_levels), x0),
+                                dot_s8s8(levels(hi, iq4nl_levels), x1));
+#endif
+    default: /* MXFP4: + 12, taken off in group_s */
+        lo = levels(lo, (const int8_t *)mxfp4_levels_u);
+        hi = levels(hi, (const int8_t *)mxfp4_levels_u);
+        break;
+    }
+#if HAVE_VNNI
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, x0), hi, x1);
+#else
+    return _mm256_add_epi32(dot_u8s8(lo, x0), dot_u8s8(hi, x1));
+#endif
+}
+
+/* Lane j = the sum of block j's four lanes, from pair_dot's four
+ * registers of a group (p[k]: block 2k in lanes 0-3, 2k + 1 in 4-7). */
+ALWAYS_INLINE __m256i hsum_pairs(const __m256i p[4])
+{
+    /* [b0 b2 b0 b2 | b1 b3 b1 b3] and [b4 b6 b4 b6 | b5 b7 b5 b7] */
+    const __m256i a = _mm256_add_epi32(_mm256_unpacklo_epi32(p[0], p[1]),
+                                       _mm256_unpackhi_epi32(p[0], p[1]));
+    const __m256i c = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2], p[3]),
+                                       _mm256_unpackhi_epi32(p[2], p[3]));
+    /* [b0 b2 b4 b6 | b1 b3 b5 b7] */
+    const __m256i s = _mm256_add_epi32(_mm256_unpacklo_epi64(a, c), _mm256_unpackhi_epi64(a, c));
+    return _mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* Block 8g + j's Σ v·x in lane j, m <= 8 blocks: a whole group of a
+ * nibble type by pairs (x_pairs's layout at xs->paired), others block
+ * by block. */
+ALWAYS_INLINE __m256i group_isum(ml_type T, size_t bytes, const uint8_t *wg, size_t g, size_t m,
+                                 const int8_t *x, const xsums *xs)
+{
+    if (nibbles_at(T) && m == 8 && xs->paired) {
+        __m256i p[4];
+        UNROLL
+        for (size_t k = 0; k < 4; k++)
+            p[k] = pair_dot(T, wg + 2 * k * bytes, bytes, xs->paired + 32 * (g + 2 * k));
+        return hsum_pairs(p);
+    }
+    __m256i v[8];
+    UNROLL
+    for (size_t j = 0; j < 8; j++)
+        v[j] = j < m ? block_dot(T, wg + j * bytes, x + 32 * (g + j)) : _mm256_setzero_si256();
+    return hsum8x8(v);
+}
+
 ALWAYS_INLINE float row_32(ml_type T, size_t bytes, const uint8_t *w, size_t nb, const int8_t *x,
                            const float *xd, const xsums *xs)
 {
@@ -549,13 +639,10 @@ ALWAYS_INLINE float row_32(ml_type T, size_t bytes, const uint8_t *w, size_t nb,
         const uint8_t *wg = w + g * bytes;
         prefetch_ahead_l2(wg, PREFETCH_Q4_L2, (int)((8 * bytes + 63) / 64));
         prefetch_ahead(wg, PREFETCH_Q4, (int)((8 * bytes + 63) / 64));
-        __m256i v[8];
-        UNROLL
-        for (size_t j = 0; j < 8; j++)
-            v[j] = j < m ? block_dot(T, wg + j * bytes, x + 32 * (g + j)) : _mm256_setzero_si256();
+        const __m256i isum = group_isum(T, bytes, wg, g, m, x, xs);
         /* a lane without a block adds +0: acc, which starts at +0, never
          * holds -0, so that changes nothing */
-        acc = _mm256_add_ps(acc, group_s(T, wg, bytes, m, hsum8x8(v), xs->s32 + g, xd + g));
+        acc = _mm256_add_ps(acc, group_s(T, wg, bytes, m, isum, xs->s32 + g, xd + g));
     }
     return fold8(acc);
 }
@@ -995,12 +1082,12 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     }
     xsums xs;
     xsums_init(&xs, xq, cols, halves);
-#if HAVE_VNNI
     int8_t paired[XS_COLS];
-    if (t == ML_TYPE_IQ4_XS)
-        x_pairs(paired, xq, cols);
-    xs.paired = paired;
-#endif
+    xs.paired = NULL;
+    if (t == ML_TYPE_IQ4_XS || nibbles_at(t)) {
+        x_pairs(paired, xq, cols / 256 * 256);
+        xs.paired = paired;
+    }
     const size_t row_bytes = ml__blk_row_bytes(t, cols);
     uint32_t elems = 1;
     ml_type_block(t, &elems, NULL, NULL);
