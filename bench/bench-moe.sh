@@ -44,12 +44,17 @@ rss() { /usr/bin/time -f "%M" "$@" 2>&1 >/dev/null | tail -1; }
 bench_ts() {
     python3 -c 'import json,sys; r=json.load(sys.stdin); k="n_prompt" if sys.argv[1]=="pp" else "n_gen"; print([x["avg_ts"] for x in r if x[k]>0][0])' "$1"
 }
-bw_best=0
+# The bandwidth is measured around every run (a shared machine's moves by
+# tens of percent within minutes): generation is set against the larger
+# of the two readings that frame its run (tg/bw-now) and against the best
+# of the whole script (tg/bound), as bench-run does.
+bw_best=0 bw_now=0
 measure_bw() {
-    local now
-    now=$("$DIR/mlcore-bandwidth" "$T" | awk -v t="$T" '$1 == t { print $2 }')
-    bw_best=$(max "$bw_best" "$now")
+    bw_now=$("$DIR/mlcore-bandwidth" "$T" | awk -v t="$T" '$1 == t { print $2 }')
+    bw_best=$(max "$bw_best" "$bw_now")
 }
+# of_bw TPS BW_BEFORE: the share of the framing bandwidth a decode of TPS reads
+of_bw() { awk -v t="$1" -v p="$per_tok" -v a="$2" -v b="$bw_now" 'BEGIN { print t * p / ((a > b ? a : b) * 1e9) }'; }
 
 # moe_model NAME: sets g and m to the model's GGUF and .mlb, making them
 # once.  Qwen3's Q4_K_M mix is llama-quantize's own, read from its output
@@ -87,28 +92,35 @@ ids=$(seq 1 "$NP" | awk '{ printf "%d ", ($1 * 7919) % 31000 + 3 }')
 for name in $MODELS; do
     moe_model "$name"
     per_tok=$(decode_bytes "$m")
-    l_pp=0 l_tg=0 m_pp=0 m_tg=0 ik_pp=0 ik_tg=0
+    l_pp=0 l_tg=0 m_pp=0 m_tg=0 ik_pp=0 ik_tg=0 l_rb=0 m_rb=0
     for _ in $(seq "${ROUNDS:-2}"); do
-        measure_bw
         cat "$g" >/dev/null
+        measure_bw
+        before=$bw_now
         json=$("$LB/llama-bench" -m "$g" -t "$T" -p "$NP" -n "$NG" -r 1 -o json 2>/dev/null)
         l_pp=$(max "$l_pp" "$(echo "$json" | bench_ts pp)")
-        l_tg=$(max "$l_tg" "$(echo "$json" | bench_ts tg)")
+        tg=$(echo "$json" | bench_ts tg)
+        l_tg=$(max "$l_tg" "$tg")
+        measure_bw
+        l_rb=$(max "$l_rb" "$(of_bw "$tg" "$before")")
         if [ -n "$IKB" ]; then # its -rtr repacks into memory: no room for that here
             json=$("$IKB/llama-bench" -m "$g" -t "$T" -p "$NP" -n "$NG" -r 1 -o json 2>/dev/null) && {
                 ik_pp=$(max "$ik_pp" "$(echo "$json" | bench_ts pp)")
                 ik_tg=$(max "$ik_tg" "$(echo "$json" | bench_ts tg)")
             }
         fi
-        measure_bw
         cat "$m" >/dev/null
         line=$("$B/bin/ml-run" -m "$m" --ids -p "$ids" -n 0 -t "$T" --ctx $((NP + 8)) 2>&1 >/dev/null | tail -1)
         m_pp=$(max "$m_pp" "$(echo "$line" | sed -n 's/.*prompt [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p')")
+        measure_bw
+        before=$bw_now
         line=$("$B/bin/ml-run" -m "$m" --ids -p 1 -n "$NG" --ignore-eos --temp 0 -t "$T" \
             --ctx $((NG + 8)) 2>&1 >/dev/null | tail -1)
-        m_tg=$(max "$m_tg" "$(echo "$line" | sed -n 's/.*generation [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p')")
+        tg=$(echo "$line" | sed -n 's/.*generation [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p')
+        m_tg=$(max "$m_tg" "$tg")
+        measure_bw
+        m_rb=$(max "$m_rb" "$(of_bw "$tg" "$before")")
     done
-    measure_bw
     bound=$(awk -v b="$bw_best" -v p="$per_tok" 'BEGIN { print b * 1e9 / p }')
     printf '%-9s %-10s %10.2f %10.2f %8.2f\n' "$name" "pp$NP" "$l_pp" "$m_pp" "$(ratio "$m_pp" "$l_pp")"
     printf '%-9s %-10s %10.2f %10.2f %8.2f\n' "$name" "tg$NG" "$l_tg" "$m_tg" "$(ratio "$m_tg" "$l_tg")"
@@ -121,6 +133,8 @@ for name in $MODELS; do
     printf '%-9s %-10s %10.2f %10.2f %8.2f   (bound %.2f tokens/s: %.2f GB a token at %s GB/s, the best seen)\n' \
         "$name" "tg/bound" "$(ratio "$l_tg" "$bound")" "$(ratio "$m_tg" "$bound")" "$(ratio "$m_tg" "$l_tg")" \
         "$bound" "$(awk -v p="$per_tok" 'BEGIN { print p / 1e9 }')" "$bw_best"
+    printf '%-9s %-10s %10.2f %10.2f %8.2f   (best round, against the bandwidth measured around the run)\n' \
+        "$name" "tg/bw-now" "$l_rb" "$m_rb" "$(ratio "$m_rb" "$l_rb")"
     if [ -x /usr/bin/time ]; then
         cat "$g" >/dev/null
         r_l=$(rss "$LB/llama-bench" -m "$g" -t "$T" -p 0 -n 16 -r 1)
