@@ -1521,7 +1521,7 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
  * register: a sub-block's sums land in the lanes of eight tokens at once,
  * scaled by one multiply per row.  The activations are rearranged once
  * per chunk of KL_CHUNK tokens, the rows decoded once per chunk and tile
- * (blk_unpack_k), not once per eight tokens.  The sums are exact, and the
+ * (kl_decode, straight into the tile's form), not once per eight tokens.  The sums are exact, and the
  * float step and rule 3's order per (token, row) are row_k's: matvec's
  * bits. */
 #define KL_TOK 16     /* tokens a group: the lanes of a 512-bit register */
@@ -1597,43 +1597,69 @@ static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const xsums *xs,
     }
 }
 
-/* Rows [r, r + nr) (nr <= KL_ROWS) into rows[k * KL_ROWS + i], the last
- * row repeated past nr; q, d, m, sm: blk_unpack_k's space for a row. */
-static void kl_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t nr, kl_row *rows,
-                    int8_t *q, float *d, float *m, uint8_t *sm)
+/* 16-bit pairs f·a[2p] | f·a[2p + 1] << 16, p < n: a sub-block pair's
+ * weights of the activation sums. */
+ALWAYS_INLINE void kl_pairs(int32_t *mt, const int32_t *a, int f, int n)
 {
-    const size_t nsb = cols / 256;
-    for (size_t i = 0; i < KL_ROWS; i++) {
-        const size_t row = r + (i < nr ? i : nr - 1);
-        blk_unpack_k(T, w, cols, row, row + 1, q, d, m, sm);
-        for (size_t k = 0; k < nsb; k++) {
-            kl_row *o = &rows[k * KL_ROWS + i];
-            const int8_t *qk = q + 256 * k;
-            const uint8_t *s = sm + 16 * k;
-            /* unsigned: Q6_K's q6 - 32 back to q6, IQ4_XS's levels + 128 */
-            const __m256i off = _mm256_set1_epi8(T == ML_TYPE_Q6_K ? 32 : T == ML_TYPE_IQ4_XS ? -128 : 0);
-            for (int b = 0; b < 256; b += 32)
-                _mm256_storeu_si256((__m256i *)(o->q + b), _mm256_add_epi8(load256(qk + b), off));
-            if (T == ML_TYPE_IQ4_XS) {
-                for (int j = 0; j < 8; j++)
-                    o->sc[j] = (int32_t)s[2 * j] - 32;
-                for (int p = 0; p < 4; p++)
-                    o->mt[p] = (int32_t)((uint32_t)(uint16_t)(128 * o->sc[2 * p]) |
-                                         (uint32_t)(uint16_t)(128 * o->sc[2 * p + 1]) << 16);
-            } else if (T == ML_TYPE_Q6_K) {
-                for (int h = 0; h < 16; h++)
-                    o->sc[h] = (int8_t)s[h];
-                for (int p = 0; p < 8; p++)
-                    o->mt[p] = (int32_t)((uint32_t)(uint16_t)(32 * o->sc[2 * p]) |
-                                         (uint32_t)(uint16_t)(32 * o->sc[2 * p + 1]) << 16);
-            } else {
-                for (int j = 0; j < 8; j++)
-                    o->sc[j] = s[2 * j];
-                for (int p = 0; p < 4; p++)
-                    o->mt[p] = (int32_t)((uint32_t)s[4 * p + 1] | (uint32_t)s[4 * p + 3] << 16);
-            }
-            o->d = d[8 * k], o->dmin = m[8 * k];
+    for (int p = 0; p < n; p++)
+        mt[p] = (int32_t)((uint32_t)(uint16_t)(f * a[2 * p]) |
+                          (uint32_t)(uint16_t)(f * a[2 * p + 1]) << 16);
+}
+
+/* One super-block b of T decoded straight into o. */
+ALWAYS_INLINE void kl_decode(ml_type T, const uint8_t *b, kl_row *o)
+{
+    const __m256i low = _mm256_set1_epi8(15);
+    if (T == ML_TYPE_IQ4_XS) {
+        const unsigned sh = (unsigned)(b[2] | b[3] << 8);
+        for (int j = 0; j < 8; j++) {
+            _mm256_storeu_si256((__m256i *)(o->q + 32 * j),
+                                levels(nibbles32(b + 8 + 16 * j), (const int8_t *)iq4nl_levels_u));
+            o->sc[j] = (int32_t)(((b[4 + j / 2] >> (4 * (j % 2))) & 15) | ((sh >> (2 * j)) & 3) << 4) - 32;
         }
+        kl_pairs(o->mt, o->sc, 128, 4);
+        o->d = f16_at(b), o->dmin = 0.0f;
+        return;
+    }
+    if (T == ML_TYPE_Q6_K) { /* q6 unsigned: no - 32 */
+        for (int j = 0; j < 8; j++) {
+            const int h = j / 4, u = j % 4;
+            const __m256i l = load256(b + 64 * h + 32 * (u % 2));
+            const __m256i lo = _mm256_and_si256(u < 2 ? l : _mm256_srli_epi16(l, 4), low);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(load256(b + 128 + 32 * h), 2 * u),
+                                                _mm256_set1_epi8(3));
+            _mm256_storeu_si256((__m256i *)(o->q + 32 * j), _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
+        }
+        for (int h = 0; h < 16; h++)
+            o->sc[h] = (int8_t)b[192 + h];
+        kl_pairs(o->mt, o->sc, 32, 8);
+        o->d = f16_at(b + 208), o->dmin = 0.0f;
+        return;
+    }
+    /* Q4_K, Q5_K: unsigned quants, 6-bit scales, the mins as pairs */
+    const __m128i v = k4_scales_mins8(b + 4);
+    _mm256_storeu_si256((__m256i *)o->sc, _mm256_cvtepu8_epi32(v));
+    _mm_storeu_si128((__m128i *)o->mt, _mm_cvtepu8_epi16(_mm_srli_si128(v, 8)));
+    const size_t at = T == ML_TYPE_Q4_K ? 16 : 48;
+    const __m256i qh = T == ML_TYPE_Q5_K ? load256(b + 16) : _mm256_setzero_si256();
+    for (int j = 0; j < 8; j++) {
+        const __m256i w = load256(b + at + 32 * (j / 2));
+        const __m256i u = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(w, 4) : w, low);
+        const __m256i h = _mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1));
+        _mm256_storeu_si256((__m256i *)(o->q + 32 * j), _mm256_or_si256(u, _mm256_slli_epi16(h, 4)));
+    }
+    o->d = f16_at(b), o->dmin = f16_at(b + 2);
+}
+
+/* Rows [r, r + nr) (nr <= KL_ROWS) into rows[k * KL_ROWS + i], the last
+ * row repeated past nr. */
+static void kl_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t nr, kl_row *rows)
+{
+    const size_t nsb = cols / 256, bytes = ml__blk_row_bytes(T, cols) / nsb;
+    for (size_t i = 0; i < KL_ROWS; i++) {
+        const uint8_t *row = w + (r + (i < nr ? i : nr - 1)) * nsb * bytes;
+        for (size_t k = 0; k < nsb; k++)
+            kl_decode(T, row + k * bytes, &rows[k * KL_ROWS + i]);
     }
 }
 
@@ -1767,17 +1793,13 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
         return 0;
     const size_t nsb = cols / 256, groups = KL_CHUNK / KL_TOK;
     const size_t b_xg = kl_lines(groups * nsb * sizeof(kl_x)),
-                 b_rows = kl_lines(KL_ROWS * nsb * sizeof(kl_row)),
-                 b_xs = kl_lines(KL_TOK * sizeof(xsums)), b_f = kl_lines(cols / 32 * sizeof(float));
-    unsigned char *p = kl_scratch(b_xg + b_rows + b_xs + kl_lines(cols) + 2 * b_f + kl_lines(cols / 16));
+                 b_rows = kl_lines(KL_ROWS * nsb * sizeof(kl_row));
+    unsigned char *p = kl_scratch(b_xg + b_rows + KL_TOK * sizeof(xsums));
     if (!p)
         return 0;
     kl_x *xg = (kl_x *)(void *)p;
-    kl_row *rows = (kl_row *)(void *)(p += b_xg);
-    xsums *xs = (xsums *)(void *)(p += b_rows);
-    int8_t *q = (int8_t *)(p += b_xs);
-    float *d = (float *)(void *)(p += kl_lines(cols)), *m = (float *)(void *)(p += b_f);
-    uint8_t *sm = p + b_f;
+    kl_row *rows = (kl_row *)(void *)(p + b_xg);
+    xsums *xs = (xsums *)(void *)(p + b_xg + b_rows);
     for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK) {
         const size_t nc = n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK;
         for (size_t g = 0; g * KL_TOK < nc; g++) {
@@ -1788,7 +1810,7 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
         }
         for (size_t r = r0; r < r1; r += KL_ROWS) {
             const size_t nr = r1 - r < KL_ROWS ? r1 - r : KL_ROWS;
-            kl_rows(t, w, cols, r, nr, rows, q, d, m, sm);
+            kl_rows(t, w, cols, r, nr, rows);
             for (size_t g = 0; g * KL_TOK < nc; g++) {
                 const size_t tg = t0 + g * KL_TOK, nt = nc - g * KL_TOK < KL_TOK ? nc - g * KL_TOK : KL_TOK;
                 float out[KL_ROWS][KL_TOK];
