@@ -519,35 +519,51 @@ ALWAYS_INLINE __m256i block_dot(ml_type T, const uint8_t *b, const int8_t *x)
 }
 
 /* s of m <= 8 blocks (rule 5's line for T), lane j; lanes from m on +0. */
-ALWAYS_INLINE __m256 group_s(ml_type T, const uint8_t *w, size_t bytes, size_t m,
-                             __m256i isum, const int32_t *asum, const float *xd)
+/* The scales of m <= 8 blocks, lane j: d (f16, or MXFP4's e8m0) and
+ * Q4_1's and Q5_1's min, at *mn. */
+ALWAYS_INLINE __m256 group_d(ml_type T, const uint8_t *w, size_t bytes, size_t m, __m256 *mn)
+{
+    if (T == ML_TYPE_Q4_1 || T == ML_TYPE_Q5_1)
+        *mn = f16_lanes(w, bytes, 2, m);
+    return T == ML_TYPE_MXFP4 ? e8m0_lanes(w, m) : f16_lanes(w, bytes, 0, m);
+}
+
+/* s from the group's scales (group_d) and integer sums. */
+ALWAYS_INLINE __m256 group_apply(ml_type T, __m256 d, __m256 mn, size_t m, __m256i isum,
+                                 const int32_t *asum, const float *xd)
 {
     const __m256 xdv = xd_lanes(xd, m);
     const __m256i a = _mm256_loadu_si256((const __m256i *)asum);
     switch (T) {
     case ML_TYPE_Q4_1:
     case ML_TYPE_Q5_1: {
-        const __m256 dx = _mm256_mul_ps(f16_lanes(w, bytes, 0, m), xdv);
-        const __m256 mx = _mm256_mul_ps(f16_lanes(w, bytes, 2, m), xdv);
+        const __m256 dx = _mm256_mul_ps(d, xdv);
+        const __m256 mx = _mm256_mul_ps(mn, xdv);
         return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), dx),
                              _mm256_mul_ps(_mm256_cvtepi32_ps(a), mx));
     }
     case ML_TYPE_Q5_0: {
         const __m256i v = _mm256_sub_epi32(isum, _mm256_slli_epi32(a, 4)); /* q5 - 16 */
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(v),
-                             _mm256_mul_ps(f16_lanes(w, bytes, 0, m), xdv));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, xdv));
     }
     case ML_TYPE_IQ4_NL: {
         const __m256i v = HAVE_VNNI ? _mm256_sub_epi32(isum, _mm256_slli_epi32(a, 7)) : isum;
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(v),
-                             _mm256_mul_ps(f16_lanes(w, bytes, 0, m), xdv));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, xdv));
     }
     default: { /* MXFP4: - 12 Σx */
         const __m256i v = _mm256_sub_epi32(
             isum, _mm256_add_epi32(_mm256_slli_epi32(a, 3), _mm256_slli_epi32(a, 2)));
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(e8m0_lanes(w, m), xdv));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, xdv));
     }
     }
+}
+
+ALWAYS_INLINE __m256 group_s(ml_type T, const uint8_t *w, size_t bytes, size_t m,
+                             __m256i isum, const int32_t *asum, const float *xd)
+{
+    __m256 mn = _mm256_setzero_ps();
+    const __m256 d = group_d(T, w, bytes, m, &mn);
+    return group_apply(T, d, mn, m, isum, asum, xd);
 }
 
 /* The types whose quants are nibbles alone, at byte `at` of a block
@@ -646,6 +662,111 @@ ALWAYS_INLINE float row_32(ml_type T, size_t bytes, const uint8_t *w, size_t nb,
     }
     return fold8(acc);
 }
+
+#if HAVE_VNNI
+/* ---- a few tokens of the nibble types: each row unpacked once ----
+ *
+ * A verify step of speculative decoding, or a batch of a few sequences,
+ * multiplies the same rows by 2 to NT_MAX tokens: the nibbles of a pair
+ * of blocks are unpacked (and put through their levels) once for all the
+ * tokens, the scales read once, and each token's sums are row_32's, its
+ * float steps group_apply's in row_32's order: matvec's bits. */
+#define NT_MAX 4
+
+/* Token t's activations, their sums and x_pairs's form. */
+typedef struct nt_x {
+    const int8_t *x;
+    const float *xd;
+    const xsums *xs;
+} nt_x;
+
+/* The nibbles of blocks b and b + 1, low and high, ready for pair_dot's
+ * products (levels applied). */
+ALWAYS_INLINE void pair_nibbles(ml_type T, const uint8_t *b, size_t bytes, __m256i *lo, __m256i *hi)
+{
+    const int at = nibbles_at(T);
+    const __m256i v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b + at))),
+        _mm_loadu_si128((const __m128i *)(b + bytes + at)), 1);
+    const __m256i low = _mm256_set1_epi8(15);
+    *lo = _mm256_and_si256(v, low), *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+    if (T == ML_TYPE_MXFP4) {
+        *lo = levels(*lo, (const int8_t *)mxfp4_levels_u), *hi = levels(*hi, (const int8_t *)mxfp4_levels_u);
+    } else if (T == ML_TYPE_IQ4_NL) {
+        *lo = levels(*lo, (const int8_t *)iq4nl_levels_u), *hi = levels(*hi, (const int8_t *)iq4nl_levels_u);
+    }
+}
+
+/* One row against nt <= NT_MAX tokens: out[t] its dot with token t. */
+ALWAYS_INLINE void row_32_tokens(ml_type T, size_t bytes, const uint8_t *w, size_t nb, size_t nt,
+                                 const nt_x *tk, float *out)
+{
+    __m256 acc[NT_MAX];
+    for (size_t t = 0; t < NT_MAX; t++)
+        acc[t] = _mm256_setzero_ps();
+    for (size_t g = 0; g < nb; g += 8) {
+        const size_t m = nb - g < 8 ? nb - g : 8;
+        const uint8_t *wg = w + g * bytes;
+        __m256 mn = _mm256_setzero_ps();
+        const __m256 d = group_d(T, wg, bytes, m, &mn);
+        if (m == 8) {
+            __m256i lo[4], hi[4];
+            UNROLL
+            for (size_t k = 0; k < 4; k++)
+                pair_nibbles(T, wg + 2 * k * bytes, bytes, &lo[k], &hi[k]);
+            for (size_t t = 0; t < nt; t++) {
+                const int8_t *xp = tk[t].xs->paired + 32 * g;
+                __m256i p[4];
+                UNROLL
+                for (size_t k = 0; k < 4; k++)
+                    p[k] = _mm256_dpbusd_epi32(
+                        _mm256_dpbusd_epi32(_mm256_setzero_si256(), lo[k], load256(xp + 64 * k)),
+                        hi[k], load256(xp + 64 * k + 32));
+                acc[t] = _mm256_add_ps(acc[t], group_apply(T, d, mn, m, hsum_pairs(p),
+                                                           tk[t].xs->s32 + g, tk[t].xd + g));
+            }
+        } else {
+            for (size_t t = 0; t < nt; t++)
+                acc[t] = _mm256_add_ps(acc[t], group_apply(T, d, mn, m,
+                                                           group_isum(T, bytes, wg, g, m, tk[t].x, tk[t].xs),
+                                                           tk[t].xs->s32 + g, tk[t].xd + g));
+        }
+    }
+    for (size_t t = 0; t < nt; t++)
+        out[t] = fold8(acc[t]);
+}
+
+/* Rows [r0, r1) x n_tok (2 to NT_MAX) of a nibble type; 0 when out of
+ * memory. */
+static int matmul_32_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                            const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    const size_t nb = cols / 32;
+    xsums *xs = malloc(n_tok * (sizeof *xs + cols));
+    if (!xs)
+        return 0;
+    int8_t *paired = (int8_t *)(xs + n_tok);
+    nt_x tk[NT_MAX];
+    for (size_t t = 0; t < n_tok; t++) {
+        xsums_init(&xs[t], xq + t * cols, cols, 0);
+        x_pairs(paired + t * cols, xq + t * cols, cols / 256 * 256);
+        xs[t].paired = paired + t * cols;
+        tk[t] = (nt_x){xq + t * cols, xd + t * nb, &xs[t]};
+    }
+    float out[NT_MAX];
+    for (size_t r = r0; r < r1; r++) {
+        switch (T) { /* one instance a type */
+        case ML_TYPE_Q4_1: row_32_tokens(ML_TYPE_Q4_1, 20, w + r * nb * 20, nb, n_tok, tk, out); break;
+        case ML_TYPE_IQ4_NL: row_32_tokens(ML_TYPE_IQ4_NL, 18, w + r * nb * 18, nb, n_tok, tk, out); break;
+        default: row_32_tokens(ML_TYPE_MXFP4, 17, w + r * nb * 17, nb, n_tok, tk, out); break;
+        }
+        for (size_t t = 0; t < n_tok; t++)
+            y[t * ldy + r] = out[t];
+    }
+    free(xs);
+    return 1;
+}
+#endif
 
 static float row_q4_1(const uint8_t *w, size_t nb, const int8_t *x, const float *xd,
                       const xsums *xs)
@@ -1844,6 +1965,9 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
 #if HAVE_VNNI
     if (n_tok >= KL_MIN_TOK && cols <= XS_COLS &&
         matmul_k_lanes(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
+        return;
+    if (nibbles_at(t) && n_tok <= NT_MAX && cols <= XS_COLS &&
+        matmul_32_tokens(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
 #endif
     if (tile_fn(t) && n_tok >= 2 && cols <= XS_COLS &&
