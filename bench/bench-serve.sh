@@ -32,6 +32,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 # shellcheck source=bench/llama.sh
 . "$here/llama.sh"
+# shellcheck source=bench/serve.sh
+. "$here/serve.sh"
 
 LB=$(llama_bin "$DIR/mlcore-llama.cpp" llama-server)
 cc -O2 -pthread "$here/bandwidth.c" -o "$DIR/mlcore-bandwidth"
@@ -39,20 +41,6 @@ load() { cut -d' ' -f1 /proc/loadavg; }
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
 min() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == 0 || b < a ? b : a) }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
-
-# A free loopback port (the kernel's pick; taken again at once by a server).
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# wait_health URL PID LOG: until GET /health answers 200 (llama-server says
-# 503 while it loads); fails when the server died.
-wait_health() {
-    local end=$((SECONDS + 600))
-    until curl -sf -o /dev/null "$1/health"; do
-        kill -0 "$2" 2>/dev/null || { cat "$3" >&2; echo "the server ended" >&2; return 1; }
-        ((SECONDS < end)) || { echo "no /health after 600 s" >&2; return 1; }
-        sleep 0.1
-    done
-}
 
 # measure NAME COMMAND...: starts the server (with "--host 127.0.0.1 --port
 # P" appended; its log in $DIR/mlcore-bench-serve-NAME.log), runs the

@@ -18,6 +18,13 @@
 #   THREADS=2 ROUNDS=3 GEN=256 SIZE_N=3 DRAFT_MAX=48
 #
 # Rounds alternate the programs and the best of each is compared.
+#
+# Then the same tasks through ml-serve (one stream, /v1/completions, as an
+# application sends them; bench-spec-serve.py): plain, --spec-type
+# ngram-simple, and -md with SmolLM2's Q4_0 drafting for the same model
+# (the mechanics and the acceptance; a draft as costly as its target
+# cannot gain), tokens/s and the ratios to plain; the texts must be
+# plain's (the script fails otherwise).  SERVE=0 leaves them out.
 set -euo pipefail
 B=${MLCORE_BUILD:-build}
 DIR=${BENCH_DIR:-/tmp}
@@ -29,6 +36,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 # shellcheck source=bench/llama.sh
 . "$here/llama.sh"
+# shellcheck source=bench/serve.sh
+. "$here/serve.sh"
 
 LB=$(llama_bin "$DIR/mlcore-llama.cpp" llama-speculative-simple)
 RM=${REAL_MODELS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlcore-real-models}
@@ -112,4 +121,44 @@ for i in "${!prompts[@]}"; do
     printf '%-6s %9.2f %9.2f %13s %9.2f %13s %10.2f %10.2f\n' "${names[$i]}" "$bp" "$bs" "$kept" \
         "$bl" "$acc" "$(awk -v a="$bs" -v b="$bp" 'BEGIN{print a/b}')" \
         "$(awk -v a="$bs" -v b="$bl" 'BEGIN{print (b > 0 ? a/b : 0)}')"
+done
+
+[ "${SERVE:-1}" = 0 ] && exit 0
+D=$DIR/mlcore-bench-spec-smollm2-q4_0.mlb
+[ -f "$D" ] || "$B/bin/gguf2mlb" -q -f --wtype q4_0 -o "$D" -t "${D%.mlb}.mlt" "$G"
+tasks=()
+for i in "${!prompts[@]}"; do
+    printf '%s' "${prompts[$i]}" >"$DIR/mlcore-bench-spec-${names[$i]}.txt"
+    tasks+=("${names[$i]}=$DIR/mlcore-bench-spec-${names[$i]}.txt")
+done
+# serve NAME OPTION...: ml-serve with the options, the tasks through it;
+# its lines and texts in mlcore-bench-spec-serve-NAME.log.out and .texts.
+serve() {
+    local port log="$DIR/mlcore-bench-spec-serve-$1.log"
+    shift
+    port=$(free_port)
+    "$B/bin/ml-serve" -m "$M" -t "$T" --parallel 1 --host 127.0.0.1 --port "$port" "$@" >"$log" 2>&1 &
+    local pid=$!
+    wait_health "http://127.0.0.1:$port" "$pid" "$log"
+    python3 "$here/bench-spec-serve.py" "http://127.0.0.1:$port" --gen "$NG" --rounds "${ROUNDS:-3}" \
+        "${tasks[@]}" >"$log.out" 2>"$log.texts" || { kill "$pid"; return 1; }
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+}
+serve plain
+serve ngram --spec-type ngram-simple --spec-ngram-simple-size-n "$SN" --spec-draft-n-max "$DMAX"
+serve draft -md "$D"
+for v in ngram draft; do
+    cmp -s "$DIR/mlcore-bench-spec-serve-plain.log.texts" "$DIR/mlcore-bench-spec-serve-$v.log.texts" || {
+        echo "bench-spec: ml-serve's texts with $v speculation differ from plain's" >&2
+        exit 1
+    }
+done
+tps() { awk -v k="$2" '$1 == k { print $2 }' "$DIR/mlcore-bench-spec-serve-$1.log.out"; }
+printf '\nml-serve, one stream (the texts are plain'"'"'s, checked)\n'
+printf '%-6s %9s %9s %9s %11s %11s\n' task plain ngram draft ngram/plain draft/plain
+for n in "${names[@]}"; do
+    p=$(tps plain "$n") g=$(tps ngram "$n") d=$(tps draft "$n")
+    printf '%-6s %9.2f %9.2f %9.2f %11.2f %11.2f\n' "$n" "$p" "$g" "$d" \
+        "$(awk -v a="$g" -v b="$p" 'BEGIN{print a/b}')" "$(awk -v a="$d" -v b="$p" 'BEGIN{print a/b}')"
 done
