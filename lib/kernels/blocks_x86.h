@@ -88,6 +88,7 @@ static void x_pairs(int8_t *xp, const int8_t *x, size_t cols)
 static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
 {
     const __m256i ones = _mm256_set1_epi8(1);
+    xs->paired = NULL; /* the callers that use x_pairs set it */
     /* a partial group of eight blocks reads zeros after the row's end */
     memset(xs->s32 + cols / 32 / 8 * 8, 0, 8 * sizeof xs->s32[0]);
     for (size_t b = 0; b < cols / 32; b++) {
@@ -664,6 +665,8 @@ ALWAYS_INLINE float row_32(ml_type T, size_t bytes, const uint8_t *w, size_t nb,
 }
 
 #if HAVE_VNNI
+static void *kl_scratch(size_t bytes);
+
 /* ---- a few tokens of the nibble types: each row unpacked once ----
  *
  * A verify step of speculative decoding, or a batch of a few sequences,
@@ -742,7 +745,7 @@ static int matmul_32_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0,
                             const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
     const size_t nb = cols / 32;
-    xsums *xs = malloc(n_tok * (sizeof *xs + cols));
+    xsums *xs = kl_scratch(n_tok * (sizeof *xs + cols));
     if (!xs)
         return 0;
     int8_t *paired = (int8_t *)(xs + n_tok);
@@ -763,7 +766,6 @@ static int matmul_32_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0,
         for (size_t t = 0; t < n_tok; t++)
             y[t * ldy + r] = out[t];
     }
-    free(xs);
     return 1;
 }
 #endif
@@ -1204,8 +1206,7 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     xsums xs;
     xsums_init(&xs, xq, cols, halves);
     int8_t paired[XS_COLS];
-    xs.paired = NULL;
-    if (t == ML_TYPE_IQ4_XS || nibbles_at(t)) {
+    if ((HAVE_VNNI && t == ML_TYPE_IQ4_XS) || nibbles_at(t)) {
         x_pairs(paired, xq, cols / 256 * 256);
         xs.paired = paired;
     }
@@ -1776,7 +1777,7 @@ ALWAYS_INLINE void kl_decode(ml_type T, const uint8_t *b, kl_row *o)
  * row repeated past nr. */
 static void kl_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t nr, kl_row *rows)
 {
-    const size_t nsb = cols / 256, bytes = ml__blk_row_bytes(T, cols) / nsb;
+    const size_t nsb = cols / 256, bytes = k_bytes(T);
     for (size_t i = 0; i < KL_ROWS; i++) {
         const uint8_t *row = w + (r + (i < nr ? i : nr - 1)) * nsb * bytes;
         for (size_t k = 0; k < nsb; k++)
@@ -1865,11 +1866,11 @@ static void kl_tile_q6_k(const kl_row *rows, const kl_x *xg, size_t nsb, float o
     kl_tile(ML_TYPE_Q6_K, rows, xg, nsb, out);
 }
 
-/* A thread's scratch for matmul_k_lanes, kept from call to call: prefill
- * calls it once per matrix and batch, and a fresh allocation of this size
- * came as fresh pages from the system (glibc maps them) each time,
- * faulted in and zeroed: a third of the prompt's time.  Freed with the
- * thread (the key's destructor). */
+/* A thread's scratch for matmul_k_lanes (and matmul_32_tokens), kept
+ * from call to call: prefill calls it once per matrix and batch, and a
+ * fresh allocation of this size came as fresh pages from the system
+ * (glibc maps them) each time, faulted in and zeroed: a third of the
+ * prompt's time.  Freed with the thread (the key's destructor). */
 static pthread_key_t kl_key;
 static pthread_once_t kl_key_once = PTHREAD_ONCE_INIT;
 
@@ -1966,7 +1967,7 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     if (n_tok >= KL_MIN_TOK && cols <= XS_COLS &&
         matmul_k_lanes(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
-    if (nibbles_at(t) && n_tok <= NT_MAX && cols <= XS_COLS &&
+    if (nibbles_at(t) && n_tok >= 2 && n_tok <= NT_MAX && cols <= XS_COLS &&
         matmul_32_tokens(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
 #endif

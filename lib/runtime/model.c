@@ -172,7 +172,8 @@ ml_status ml_model_new(const ml_mlb *mlb, ml_model **out, ml_error *err)
     ml_kernels composed;
     const ml_kernels *k = ml__kernels_select_into(&composed, &why);
     if (!k)
-        return ml__err(err, ML_E_INVAL, ml__kernels_refused_var(why), -1, "%s", why);
+        return ml__err(err, ML_E_INVAL, ml__kernels_refused_var(why), -1, "%s",
+                       why ? why : "no kernels");
     ml_status st = check_matrices(mlb, h->n_layers, err);
     if (st)
         return st;
