@@ -580,37 +580,43 @@ ALWAYS_INLINE int nibbles_at(ml_type T)
  * against x_pairs's first 32 bytes and the high ones against the next:
  * lanes 0-3 hold block b's partial sums, 4-7 block b + 1's.  Half the
  * unpacking and dot products of block_dot twice. */
-ALWAYS_INLINE __m256i pair_dot(ml_type T, const uint8_t *b, size_t bytes, const int8_t *xp)
+ALWAYS_INLINE void pair_nibbles(ml_type T, const uint8_t *b, size_t bytes, __m256i *lo, __m256i *hi)
 {
     const int at = nibbles_at(T);
     const __m256i v = _mm256_inserti128_si256(
         _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b + at))),
         _mm_loadu_si128((const __m128i *)(b + bytes + at)), 1);
     const __m256i low = _mm256_set1_epi8(15);
-    __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+    *lo = _mm256_and_si256(v, low), *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+    /* IQ4_NL's levels + 128 and MXFP4's + 12, taken off in group_apply;
+     * without VNNI IQ4_NL's signed levels (dot_s8s8) */
+    const int8_t *table = T == ML_TYPE_MXFP4    ? (const int8_t *)mxfp4_levels_u
+                          : T != ML_TYPE_IQ4_NL ? NULL
+                          : HAVE_VNNI           ? (const int8_t *)iq4nl_levels_u
+                                                : iq4nl_levels;
+    if (table)
+        *lo = levels(*lo, table), *hi = levels(*hi, table);
+}
+
+/* pair_nibbles's two registers against x_pairs's 64 activations at xp. */
+ALWAYS_INLINE __m256i pair_sums(ml_type T, __m256i lo, __m256i hi, const int8_t *xp)
+{
     const __m256i x0 = load256(xp), x1 = load256(xp + 32);
-    switch (T) {
-    case ML_TYPE_Q4_1: break;
 #if HAVE_VNNI
-    case ML_TYPE_IQ4_NL: /* + 128, taken off in group_s */
-        lo = levels(lo, (const int8_t *)iq4nl_levels_u);
-        hi = levels(hi, (const int8_t *)iq4nl_levels_u);
-        break;
-#else
-    case ML_TYPE_IQ4_NL:
-        return _mm256_add_epi32(dot_s8s8(levels(lo, iq4nl_levels), x0),
-                                dot_s8s8(levels(hi, iq4nl_levels), x1));
-#endif
-    default: /* MXFP4: + 12, taken off in group_s */
-        lo = levels(lo, (const int8_t *)mxfp4_levels_u);
-        hi = levels(hi, (const int8_t *)mxfp4_levels_u);
-        break;
-    }
-#if HAVE_VNNI
+    (void)T;
     return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, x0), hi, x1);
 #else
+    if (T == ML_TYPE_IQ4_NL)
+        return _mm256_add_epi32(dot_s8s8(lo, x0), dot_s8s8(hi, x1));
     return _mm256_add_epi32(dot_u8s8(lo, x0), dot_u8s8(hi, x1));
 #endif
+}
+
+ALWAYS_INLINE __m256i pair_dot(ml_type T, const uint8_t *b, size_t bytes, const int8_t *xp)
+{
+    __m256i lo, hi;
+    pair_nibbles(T, b, bytes, &lo, &hi);
+    return pair_sums(T, lo, hi, xp);
 }
 
 /* Lane j = the sum of block j's four lanes, from pair_dot's four
@@ -683,23 +689,6 @@ typedef struct nt_x {
     const xsums *xs;
 } nt_x;
 
-/* The nibbles of blocks b and b + 1, low and high, ready for pair_dot's
- * products (levels applied). */
-ALWAYS_INLINE void pair_nibbles(ml_type T, const uint8_t *b, size_t bytes, __m256i *lo, __m256i *hi)
-{
-    const int at = nibbles_at(T);
-    const __m256i v = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b + at))),
-        _mm_loadu_si128((const __m128i *)(b + bytes + at)), 1);
-    const __m256i low = _mm256_set1_epi8(15);
-    *lo = _mm256_and_si256(v, low), *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-    if (T == ML_TYPE_MXFP4) {
-        *lo = levels(*lo, (const int8_t *)mxfp4_levels_u), *hi = levels(*hi, (const int8_t *)mxfp4_levels_u);
-    } else if (T == ML_TYPE_IQ4_NL) {
-        *lo = levels(*lo, (const int8_t *)iq4nl_levels_u), *hi = levels(*hi, (const int8_t *)iq4nl_levels_u);
-    }
-}
-
 /* One row against nt <= NT_MAX tokens: out[t] its dot with token t. */
 ALWAYS_INLINE void row_32_tokens(ml_type T, size_t bytes, const uint8_t *w, size_t nb, size_t nt,
                                  const nt_x *tk, float *out)
@@ -722,9 +711,7 @@ ALWAYS_INLINE void row_32_tokens(ml_type T, size_t bytes, const uint8_t *w, size
                 __m256i p[4];
                 UNROLL
                 for (size_t k = 0; k < 4; k++)
-                    p[k] = _mm256_dpbusd_epi32(
-                        _mm256_dpbusd_epi32(_mm256_setzero_si256(), lo[k], load256(xp + 64 * k)),
-                        hi[k], load256(xp + 64 * k + 32));
+                    p[k] = pair_sums(T, lo[k], hi[k], xp + 64 * k);
                 acc[t] = _mm256_add_ps(acc[t], group_apply(T, d, mn, m, hsum_pairs(p),
                                                            tk[t].xs->s32 + g, tk[t].xd + g));
             }
