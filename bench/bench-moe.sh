@@ -41,9 +41,6 @@ fi
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > 0 ? a / b : 0) }'; }
 rss() { /usr/bin/time -f "%M" "$@" 2>&1 >/dev/null | tail -1; }
-bench_ts() {
-    python3 -c 'import json,sys; r=json.load(sys.stdin); k="n_prompt" if sys.argv[1]=="pp" else "n_gen"; print([x["avg_ts"] for x in r if x[k]>0][0])' "$1"
-}
 # The bandwidth is measured around every run (a shared machine's moves by
 # tens of percent within minutes): generation is set against the larger
 # of the two readings that frame its run (tg/bw-now) and against the best

@@ -113,10 +113,6 @@ with open(path, 'rb') as f:
 PY
 }
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
-# avg_ts of the prompt (pp) or generation (tg) test in llama-bench's JSON.
-bench_ts() {
-    python3 -c 'import json,sys; r=json.load(sys.stdin); k="n_prompt" if sys.argv[1]=="pp" else "n_gen"; print([x["avg_ts"] for x in r if x[k]>0][0])' "$1"
-}
 IKB=${IK_LLAMA_BIN:-}
 if [ -n "$IKB" ] && [ ! -x "$IKB/llama-bench" ]; then
     echo "bench-run: IK_LLAMA_BIN=$IKB has no llama-bench; ik_llama.cpp rows left out" >&2

@@ -8,6 +8,10 @@
 #                             (pip download; needs cmake and g++) with at
 #                             least the given targets (llama-bench, ...).
 #
+#   bench_ts pp|tg            reads llama-bench's JSON (-o json) on stdin and
+#                             prints the prompt's (pp) or the generation's
+#                             (tg) tokens/s (avg_ts)
+#
 #   bench_model DIR SHAPE TYPE  sets g and m to DIR/mlcore-bench-SHAPE-TYPE
 #                             .gguf and .mlb (+ .mlt), making them once:
 #                             make-bench-gguf.py's random weights (q8_0,
@@ -75,6 +79,10 @@ llama_bin() {
         cmake --build "$src/build" -j"$(nproc)" --target "$@" >&2 || return 1
     fi
     echo "$src/build/bin"
+}
+
+bench_ts() {
+    python3 -c 'import json,sys; r=json.load(sys.stdin); k="n_prompt" if sys.argv[1]=="pp" else "n_gen"; print([x["avg_ts"] for x in r if x[k]>0][0])' "$1"
 }
 
 bench_model() {
