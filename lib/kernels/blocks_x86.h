@@ -1665,13 +1665,29 @@ ALWAYS_INLINE int kl_nsub(ml_type T)
     return T == ML_TYPE_Q6_K ? 16 : 8;
 }
 
+/* Token x's sub-block sums (xsums) into lane t of xg[0..nsb)'s as[]: a
+ * sub-block pair's sums as 16-bit halves. */
+static void kl_x_sums(ml_type T, const int8_t *x, size_t cols, size_t t, kl_x *xg)
+{
+    xsums xs;
+    xsums_init(&xs, x, cols, T == ML_TYPE_Q6_K);
+    const int nsub = kl_nsub(T);
+    for (size_t k = 0; k < cols / 256; k++)
+        for (int p = 0; p < nsub / 2; p++) {
+            const int lo = nsub == 16 ? xs.s16[16 * k + 2 * p] : xs.s32[8 * k + 2 * p],
+                      hi = nsub == 16 ? xs.s16[16 * k + 2 * p + 1] : xs.s32[8 * k + 2 * p + 1];
+            const int32_t pair = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
+            memcpy((char *)&xg[k].as[p] + 4 * t, &pair, 4);
+        }
+}
+
 /* Tokens [0, nt) of a group (nt <= KL_TOK) into xg[0..nsb): x their
- * activations (cols apart), xs their sums, xd their scales (nsb apart). */
-static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const xsums *xs, const float *xd,
-                       size_t nt, kl_x *xg)
+ * activations (cols apart), xd their scales (nsb apart); the lanes past
+ * nt zero. */
+static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const float *xd, size_t nt,
+                       kl_x *xg)
 {
     const size_t nsb = cols / 256;
-    const int nsub = kl_nsub(T);
     for (size_t k = 0; k < nsb; k++) {
         for (int q = 0; q < 8; q++) {
             __m256i v[2][8];
@@ -1687,23 +1703,15 @@ static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const xsums *xs,
             for (int c = 0; c < 8; c++)
                 xg[k].c[8 * q + c] = _mm512_inserti64x4(_mm512_castsi256_si512(v[0][c]), v[1][c], 1);
         }
-        _Alignas(64) int32_t as[8][KL_TOK];
         _Alignas(64) float d[KL_TOK];
-        for (size_t t = 0; t < KL_TOK; t++) {
-            for (int p = 0; p < nsub / 2; p++) {
-                int lo = 0, hi = 0;
-                if (t < nt && nsub == 16)
-                    lo = xs[t].s16[16 * k + 2 * p], hi = xs[t].s16[16 * k + 2 * p + 1];
-                else if (t < nt)
-                    lo = xs[t].s32[8 * k + 2 * p], hi = xs[t].s32[8 * k + 2 * p + 1];
-                as[p][t] = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
-            }
+        for (size_t t = 0; t < KL_TOK; t++)
             d[t] = t < nt ? xd[t * nsb + k] : 0.0f;
-        }
-        for (int p = 0; p < nsub / 2; p++)
-            xg[k].as[p] = _mm512_load_si512((const void *)as[p]);
         xg[k].xd = _mm512_load_ps(d);
+        for (int p = 0; p < 8; p++)
+            xg[k].as[p] = _mm512_setzero_si512();
     }
+    for (size_t t = 0; t < nt; t++)
+        kl_x_sums(T, x + t * cols, cols, t, xg);
 }
 
 /* 16-bit pairs f·a[2p] | f·a[2p + 1] << 16, p < n: a sub-block pair's
@@ -1893,50 +1901,92 @@ ALWAYS_INLINE size_t kl_lines(size_t n)
     return (n + 63) / 64 * 64;
 }
 
+ALWAYS_INLINE int kl_type(ml_type t)
+{
+    return t == ML_TYPE_Q4_K || t == ML_TYPE_Q5_K || t == ML_TYPE_Q6_K || t == ML_TYPE_IQ4_XS;
+}
+
+/* Groups [g0, g1) of n_tok tokens' K-lane form (group g: tokens 16g on,
+ * at xg + g * nsb). */
+static void kl_x_groups(ml_type t, const int8_t *xq, const float *xd, size_t cols, size_t n_tok,
+                        size_t g0, size_t g1, kl_x *xg)
+{
+    const size_t nsb = cols / 256;
+    for (size_t g = g0; g < g1; g++) {
+        const size_t tg = g * KL_TOK, nt = n_tok - tg < KL_TOK ? n_tok - tg : KL_TOK;
+        kl_x_group(t, xq + tg * cols, cols, xd + tg * nsb, nt, xg + g * nsb);
+    }
+}
+
+/* A tile's results into y token by token (token k's eight rows at y + k
+ * * ldy, k < nt): a row's sixteen tokens lie ldy floats apart, often a
+ * multiple of 4 KiB, so storing them one by one wrote sixteen lines of
+ * one L1 set eight times over. */
+ALWAYS_INLINE void kl_store(float out[KL_ROWS][KL_TOK], size_t nt, float *y, size_t ldy)
+{
+    for (size_t h = 0; h < 2; h++) {
+        __m256i v[8];
+        UNROLL
+        for (int r = 0; r < 8; r++)
+            v[r] = load256(out[r] + 8 * h);
+        transpose8x8(v);
+        for (size_t k = 0; k < 8 && 8 * h + k < nt; k++)
+            _mm256_storeu_si256((__m256i *)(void *)(y + (8 * h + k) * ldy), v[k]);
+    }
+}
+
+/* Rows [r0, r1) times the nc tokens (nc <= KL_CHUNK) whose form is xg:
+ * token k's results at y + k * ldy.  rows: scratch for a tile's rows. */
+static void kl_chunk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                     const kl_x *xg, size_t nc, kl_row *rows, float *y, size_t ldy)
+{
+    const size_t nsb = cols / 256;
+    for (size_t r = r0; r < r1; r += KL_ROWS) {
+        const size_t nr = r1 - r < KL_ROWS ? r1 - r : KL_ROWS;
+        kl_rows(t, w, cols, r, nr, rows);
+        for (size_t g = 0; g * KL_TOK < nc; g++) {
+            const size_t tg = g * KL_TOK, nt = nc - tg < KL_TOK ? nc - tg : KL_TOK;
+            float out[KL_ROWS][KL_TOK];
+            if (t == ML_TYPE_Q6_K)
+                kl_tile_q6_k(rows, xg + g * nsb, nsb, out);
+            else if (t == ML_TYPE_IQ4_XS)
+                kl_tile_iq4_xs(rows, xg + g * nsb, nsb, out);
+            else
+                kl_tile_q4_k(rows, xg + g * nsb, nsb, out);
+            if (nr == KL_ROWS) {
+                kl_store(out, nt, y + tg * ldy + r, ldy);
+                continue;
+            }
+            for (size_t i = 0; i < nr; i++)
+                for (size_t k = 0; k < nt; k++)
+                    y[(tg + k) * ldy + r + i] = out[i][k];
+        }
+    }
+}
+
 /* Q4_K, Q5_K (decoded alike), Q6_K and IQ4_XS, rows [r0, r1) x n_tok
- * tokens; 0 for another type or when out of memory. */
+ * tokens, the activations rearranged here a chunk at a time; 0 for
+ * another type or when out of memory. */
 static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                           const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    if (t != ML_TYPE_Q4_K && t != ML_TYPE_Q5_K && t != ML_TYPE_Q6_K && t != ML_TYPE_IQ4_XS)
+    if (!kl_type(t))
         return 0;
-    const size_t nsb = cols / 256, groups = KL_CHUNK / KL_TOK;
-    const size_t b_xg = kl_lines(groups * nsb * sizeof(kl_x)),
-                 b_rows = kl_lines(KL_ROWS * nsb * sizeof(kl_row));
-    unsigned char *p = kl_scratch(b_xg + b_rows + KL_TOK * sizeof(xsums));
+    const size_t nsb = cols / 256;
+    const size_t b_xg = kl_lines(KL_CHUNK / KL_TOK * nsb * sizeof(kl_x));
+    unsigned char *p = kl_scratch(b_xg + KL_ROWS * nsb * sizeof(kl_row));
     if (!p)
         return 0;
     kl_x *xg = (kl_x *)(void *)p;
     kl_row *rows = (kl_row *)(void *)(p + b_xg);
-    xsums *xs = (xsums *)(void *)(p + b_xg + b_rows);
     for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK) {
         const size_t nc = n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK;
-        for (size_t g = 0; g * KL_TOK < nc; g++) {
-            const size_t tg = t0 + g * KL_TOK, nt = nc - g * KL_TOK < KL_TOK ? nc - g * KL_TOK : KL_TOK;
-            for (size_t i = 0; i < nt; i++)
-                xsums_init(&xs[i], xq + (tg + i) * cols, cols, t == ML_TYPE_Q6_K);
-            kl_x_group(t, xq + tg * cols, cols, xs, xd + tg * nsb, nt, xg + g * nsb);
-        }
-        for (size_t r = r0; r < r1; r += KL_ROWS) {
-            const size_t nr = r1 - r < KL_ROWS ? r1 - r : KL_ROWS;
-            kl_rows(t, w, cols, r, nr, rows);
-            for (size_t g = 0; g * KL_TOK < nc; g++) {
-                const size_t tg = t0 + g * KL_TOK, nt = nc - g * KL_TOK < KL_TOK ? nc - g * KL_TOK : KL_TOK;
-                float out[KL_ROWS][KL_TOK];
-                if (t == ML_TYPE_Q6_K)
-                    kl_tile_q6_k(rows, xg + g * nsb, nsb, out);
-                else if (t == ML_TYPE_IQ4_XS)
-                    kl_tile_iq4_xs(rows, xg + g * nsb, nsb, out);
-                else
-                    kl_tile_q4_k(rows, xg + g * nsb, nsb, out);
-                for (size_t i = 0; i < nr; i++)
-                    for (size_t k = 0; k < nt; k++)
-                        y[(tg + k) * ldy + r + i] = out[i][k];
-            }
-        }
+        kl_x_groups(t, xq + t0 * cols, xd + t0 * nsb, cols, nc, 0, (nc + KL_TOK - 1) / KL_TOK, xg);
+        kl_chunk(t, w, cols, r0, r1, xg, nc, rows, y + t0 * ldy, ldy);
     }
     return 1;
 }
+
 #endif
 
 /* The 256-element types, Q4_1 and Q5_1 in tiles from two tokens on; the
@@ -1965,5 +2015,38 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
         matvec_blk(t, w, cols, r0, r1, xq + k * cols, xd + k * ml__blk_xd_count(t, cols),
                    y + k * ldy);
 }
+
+#if HAVE_VNNI
+/* matmul_blk_x (kernels.h) for the K lanes: the form of all n_tok
+ * tokens, made once for all the calls of a job. */
+static size_t kl_x_bytes(ml_type t, size_t cols, size_t n_tok)
+{
+    if (!kl_type(t) || n_tok < KL_MIN_TOK || cols > XS_COLS || cols % 256)
+        return 0;
+    return (n_tok + KL_TOK - 1) / KL_TOK * (cols / 256) * sizeof(kl_x);
+}
+
+static void kl_x_prepare(ml_type t, const int8_t *xq, const float *xd, size_t cols,
+                         size_t n_tok, unsigned part, unsigned parts, void *xt)
+{
+    const size_t groups = (n_tok + KL_TOK - 1) / KL_TOK;
+    kl_x_groups(t, xq, xd, cols, n_tok, groups * part / parts, groups * (part + 1) / parts, xt);
+}
+
+static void kl_x_run(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                     const int8_t *xq, const float *xd, const void *xt, size_t n_tok, float *y,
+                     size_t ldy)
+{
+    const size_t nsb = cols / 256;
+    kl_row *rows = kl_scratch(KL_ROWS * nsb * sizeof(kl_row));
+    if (!rows) { /* the same bits by the other ways */
+        matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
+        return;
+    }
+    for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK)
+        kl_chunk(t, w, cols, r0, r1, (const kl_x *)xt + t0 / KL_TOK * nsb,
+                 n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK, rows, y + t0 * ldy, ldy);
+}
+#endif
 
 #endif

@@ -177,6 +177,7 @@ void ml__kernels_take(ml_kernels *to, ml_kslot s, const ml_kernels *from)
     case ML_KS_MATVEC_BLK: to->matvec_blk = from->matvec_blk; break;
     case ML_KS_MATMUL_BLK:
         to->matmul_blk = from->matmul_blk;
+        to->matmul_blk_x = from->matmul_blk_x;
         to->blk_to_q8_0 = from->blk_to_q8_0;
         break;
     case ML_KS_FMATH: to->fmath = from->fmath; break;

@@ -119,6 +119,23 @@ typedef struct ml_matmul_x {
                 size_t ldy);
 } ml_matmul_x;
 
+/* matmul_blk in two steps, as matmul_x (optional: NULL entries in a
+ * table without it).  bytes: the size of the rearranged form of n_tok
+ * activation rows of `cols` against weights of type t, or 0 where
+ * matmul_blk would not make one (its type, too few tokens).  prepare:
+ * share `part` of `parts` of it into xt (64-byte aligned) from the
+ * activations matmul_blk takes (xq, xd).  run: matmul_blk reading xt,
+ * which must be complete and made for the same t, cols and n_tok, with
+ * xq and xd as there; the same results. */
+typedef struct ml_matmul_blk_x {
+    size_t (*bytes)(ml_type t, size_t cols, size_t n_tok);
+    void (*prepare)(ml_type t, const int8_t *xq, const float *xd, size_t cols, size_t n_tok,
+                    unsigned part, unsigned parts, void *xt);
+    void (*run)(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                const int8_t *xq, const float *xd, const void *xt, size_t n_tok, float *y,
+                size_t ldy);
+} ml_matmul_blk_x;
+
 typedef struct ml_kernels {
     const char *name; /* "scalar", "avx2", "avx512vnni", "amx", "neon", "neondot" */
 
@@ -178,6 +195,8 @@ typedef struct ml_kernels {
                        const int8_t *xq, const float *xd, float *y);
     void (*matmul_blk)(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy);
+    /* Optional, with matmul_blk (the form is private to its variant). */
+    ml_matmul_blk_x matmul_blk_x;
 
     /* Rows [r0, r1) of a Q5_0, IQ4_NL or MXFP4 matrix (ml__blk_as_q8_0)
      * written as the spec's Q8_0: row r0 + i's quants at q + i * cols,

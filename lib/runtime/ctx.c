@@ -26,12 +26,21 @@ static size_t max3(size_t a, size_t b, size_t c)
 }
 
 /* The kernels' rearranged form of B rows of `in` activations (parallel.c),
- * for the larger of the two weight types; 0 where they have none. */
-static size_t mm_x_bytes(const ml_kernels *k, size_t in, size_t B)
+ * for the largest of the weight types m's activations serve; 0 where they
+ * have none. */
+static size_t mm_x_bytes(const ml_model *m, size_t in, size_t B)
 {
+    const ml_kernels *k = m->k;
     size_t a = k->matmul_x[0].bytes ? k->matmul_x[0].bytes(0, in, B) : 0;
     size_t b = k->matmul_x[1].bytes ? k->matmul_x[1].bytes(1, in, B) : 0;
-    return a > b ? a : b;
+    size_t most = a > b ? a : b;
+    for (int t = 0; k->matmul_blk_x.bytes && t < ML_TYPE_COUNT; t++) {
+        if (!(m->acts & (ml__blk_acts_k((ml_type)t) ? ML_ACTS_K : ML_ACTS_Q8)))
+            continue;
+        size_t n = k->matmul_blk_x.bytes((ml_type)t, in / 256 * 256, B);
+        most = n > most ? n : most;
+    }
+    return most;
 }
 
 /* Scratch layout: every buffer 64-byte aligned inside one allocation. */
@@ -51,7 +60,7 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
         rows = m->h.n_heads;
     if (ml__to_size(rows * ((uint64_t)c->n_ctx + 1) * 4, &att)) /* rows of ml__att_ld */
         return ml__err(err, ML_E_NOMEM, "", -1, "scratch size overflows");
-    c->mm_x_cap = mm_x_bytes(m->k, in, B);
+    c->mm_x_cap = mm_x_bytes(m, in, B);
     struct { void **p; size_t bytes; } parts[] = {
         {(void **)&c->x, B * dim * 4},   {(void **)&c->xb, B * dim * 4},
         {(void **)&c->q, B * q_dim * 4}, {(void **)&c->k, B * kv * 4},

@@ -43,8 +43,10 @@ typedef struct mm_job {
     const int8_t *kq;                      /* the K activations (kernels.h's rule 6) */
     const float *kd;
     size_t n_tok;
-    const void *xt;                        /* xq rearranged (matmul_x), or NULL */
-    int xt_q4;                             /* for Q4_0 weights (1) or Q8_0 */
+    const void *xt;                        /* the input rearranged, or NULL: */
+    int xt_blk;                            /* by matmul_blk_x, for xt_type weights */
+    ml_type xt_type;                       /* (1), or by matmul_x (0) */
+    int xt_q4;                             /* matmul_x's: for Q4_0 weights (1) or Q8_0 */
     size_t xt_cols;                        /* of rows this long */
     mm_part part[ML_MM_PARTS];
     unsigned n_parts;
@@ -74,7 +76,7 @@ static int mm_rows_as_q8_0(const mm_job *j, const mm_part *p, size_t b, size_t e
     for (size_t r = b; r < e; r += n) {
         const size_t m = e - r < n ? e - r : n;
         j->k->blk_to_q8_0(w->type, w->q, cols, r, r + m, q, d);
-        if (j->xt && !j->xt_q4 && cols == j->xt_cols)
+        if (j->xt && !j->xt_blk && !j->xt_q4 && cols == j->xt_cols)
             j->k->matmul_x[0].run(0, q, wd, cols, 0, m, j->xq, j->xt, j->xd, j->n_tok, p->y + r,
                                   p->ldy);
         else
@@ -99,11 +101,14 @@ static void mm_rows(const mm_job *j, const mm_part *p, size_t b, size_t e)
         const float *xd = k ? j->kd + p->x_off / 256 : ad;
         if (j->n_tok == 1)
             j->k->matvec_blk(w->type, w->q, w->cols, b, e, xq, xd, p->y);
+        else if (j->xt && j->xt_blk && w->type == j->xt_type && w->cols == j->xt_cols)
+            j->k->matmul_blk_x.run(w->type, w->q, w->cols, b, e, xq, xd, j->xt, j->n_tok, p->y,
+                                   p->ldy);
         else
             j->k->matmul_blk(w->type, w->q, w->cols, b, e, xq, xd, j->n_tok, p->y, p->ldy);
         return;
     }
-    if (j->xt && q4 == j->xt_q4 && w->cols == j->xt_cols) {
+    if (j->xt && !j->xt_blk && q4 == j->xt_q4 && w->cols == j->xt_cols) {
         j->k->matmul_x[q4].run(q4, w->q, w->d, w->cols, b, e, j->xq, j->xt, j->xd, j->n_tok,
                                p->y, p->ldy);
         return;
@@ -190,16 +195,19 @@ static void mm_run(void *ctx, unsigned ith, unsigned nth)
     }
 }
 
-/* The kernels' rearranged form of the activations (matmul_x), made once
- * by all threads for every part of a job, where a product's every call
- * would make its own: for Gemma 3's 640-column products at a batch of
- * 512, 442 KB a call, each thread making it for each of its calls (the
- * parts it spans and the chunks it steals), a measurable share of a
- * prompt. */
+/* The kernels' rearranged form of the activations (matmul_x, and
+ * matmul_blk_x for block types), made once by all threads for every part
+ * of a job, where a product's every call would make its own: for Gemma
+ * 3's 640-column products at a batch of 512, 442 KB a call, each thread
+ * making it for each of its calls (the parts it spans and the chunks it
+ * steals), a measurable share of a prompt; for the K-quants' lanes about
+ * a tenth of it. */
 typedef struct x_job {
     const ml_kernels *k;
-    int q4;
+    int blk, q4;
+    ml_type t;
     const int8_t *xq;
+    const float *xd;
     size_t cols, n_tok;
     void *xt;
 } x_job;
@@ -207,7 +215,25 @@ typedef struct x_job {
 static void x_run(void *ctx, unsigned ith, unsigned nth)
 {
     const x_job *j = ctx;
-    j->k->matmul_x[j->q4].prepare(j->q4, j->xq, j->cols, j->n_tok, ith, nth, j->xt);
+    if (j->blk)
+        j->k->matmul_blk_x.prepare(j->t, j->xq, j->xd, j->cols, j->n_tok, ith, nth, j->xt);
+    else
+        j->k->matmul_x[j->q4].prepare(j->q4, j->xq, j->cols, j->n_tok, ith, nth, j->xt);
+}
+
+/* The block-type weights' side of prepare_input: K activations for the
+ * types that take them. */
+static size_t prepare_blk(mm_job *j, const ml_mat *w, x_job *x)
+{
+    const ml_matmul_blk_x *bx = &j->k->matmul_blk_x;
+    if (!bx->bytes || j->n_tok < 2)
+        return 0;
+    const int k = ml__mat_acts(w) == ML_ACTS_K;
+    j->xt_blk = 1;
+    j->xt_type = w->type;
+    *x = (x_job){j->k, 1, 0, w->type, k ? j->kq : j->xq, k ? j->kd : j->xd, w->cols, j->n_tok,
+                 NULL};
+    return bx->bytes(w->type, w->cols, j->n_tok);
 }
 
 /* Rearranges the job's input for weights of w's type and length into
@@ -216,15 +242,20 @@ static void x_run(void *ctx, unsigned ith, unsigned nth)
  * call then reads aq). */
 static void prepare_input(ml_ctx *c, mm_job *j, const ml_mat *w)
 {
-    if (!ml__mat_spec(w) && !(ml__blk_as_q8_0(w->type) && j->n_tok >= MM_AS_Q8_MIN_TOK))
-        return; /* matmul_x serves Q8_0 and Q4_0 weights (and those unpacked to Q8_0) */
-    j->xt_q4 = w->type == ML_TYPE_Q4_0;
+    x_job x;
+    size_t bytes;
+    if (!ml__mat_spec(w) && !(ml__blk_as_q8_0(w->type) && j->n_tok >= MM_AS_Q8_MIN_TOK)) {
+        bytes = prepare_blk(j, w, &x);
+    } else { /* matmul_x serves Q8_0 and Q4_0 weights (and those unpacked to Q8_0) */
+        j->xt_q4 = w->type == ML_TYPE_Q4_0;
+        const ml_matmul_x *mx = &j->k->matmul_x[j->xt_q4];
+        bytes = mx->bytes ? mx->bytes(j->xt_q4, w->cols, j->n_tok) : 0;
+        x = (x_job){j->k, 0, j->xt_q4, w->type, j->xq, j->xd, w->cols, j->n_tok, NULL};
+    }
     j->xt_cols = w->cols;
-    const ml_matmul_x *mx = &j->k->matmul_x[j->xt_q4];
-    size_t bytes = mx->bytes ? mx->bytes(j->xt_q4, w->cols, j->n_tok) : 0;
     if (bytes == 0 || bytes > c->mm_x_cap)
         return;
-    x_job x = {j->k, j->xt_q4, j->xq, w->cols, j->n_tok, c->mm_x};
+    x.xt = c->mm_x;
     ml__pool_run(c->pool, x_run, &x);
     j->xt = c->mm_x;
 }

@@ -178,8 +178,35 @@ static void check_matvec(const blk_mat *m, const acts *a, size_t r0, size_t r1)
     free(got);
 }
 
+/* v's matmul in two steps (matmul_blk_x), its input rearranged in 1, 2
+ * and 3 shares, against want; nothing where v makes no such form. */
+static void check_matmul_x(const ml_kernels *v, const blk_mat *m, const acts *a, size_t n_tok,
+                           size_t r0, size_t r1, const float *want, float *got, size_t ldy)
+{
+    const ml_matmul_blk_x *bx = &v->matmul_blk_x;
+    ck_assert_msg(!bx->bytes == !bx->prepare && !bx->bytes == !bx->run,
+                  "%s: matmul_blk_x's three entries go together", v->name);
+    const size_t bytes = bx->bytes ? bx->bytes(m->t, m->cols, n_tok) : 0;
+    if (!bytes)
+        return;
+    void *xt = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    ck_assert_ptr_nonnull(xt);
+    for (unsigned parts = 1; parts <= 3; parts++) {
+        memset(xt, 0xa5, bytes);
+        memset(got, 0x5a, n_tok * ldy * sizeof *got);
+        for (unsigned part = parts; part-- > 0;) /* any order */
+            bx->prepare(m->t, a->q, a->d, m->cols, n_tok, part, parts, xt);
+        bx->run(m->t, m->w, m->cols, r0, r1, a->q, a->d, xt, n_tok, got, ldy);
+        ck_assert_msg(memcmp(got, want, n_tok * ldy * sizeof *got) == 0,
+                      "%s matmul_blk_x %s cols %zu rows %zu..%zu, %zu tokens, %u shares differs "
+                      "from matvec", v->name, ml_type_name(m->t), m->cols, r0, r1, n_tok, parts);
+    }
+    free(xt);
+}
+
 /* Each variant's matmul of n_tok tokens equals the scalar matvec per
- * token, bit for bit; y has a stride wider than the rows. */
+ * token, bit for bit; y has a stride wider than the rows.  And its
+ * two-step matmul (check_matmul_x). */
 static void check_matmul(const blk_mat *m, const acts *a, size_t n_tok, size_t r0, size_t r1)
 {
     const size_t ldy = m->rows + 3;
@@ -193,6 +220,7 @@ static void check_matmul(const blk_mat *m, const acts *a, size_t n_tok, size_t r
         ck_assert_msg(memcmp(got, want, n_tok * ldy * sizeof *got) == 0,
                       "%s matmul %s cols %zu rows %zu..%zu, %zu tokens differs from matvec",
                       variants[v]->name, ml_type_name(m->t), m->cols, r0, r1, n_tok);
+        check_matmul_x(variants[v], m, a, n_tok, r0, r1, want, got, ldy);
     }
     free(want);
     free(got);
