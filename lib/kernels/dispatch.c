@@ -113,6 +113,15 @@ static int cpu_has_nothing_special(void)
     return 1;
 }
 
+int ml__cpu_x86_level(void)
+{
+#if defined(__x86_64__)
+    return cpu_has_avx512vnni() ? 2 : cpu_has_avx2() ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
 /* Every variant the library knows, slowest first.  `table` is NULL where
  * this build does not have it. */
 typedef struct variant {

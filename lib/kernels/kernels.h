@@ -285,6 +285,11 @@ int ml__kernels_probe(const ml_kernels *const *ks, size_t n, unsigned slots, uns
 unsigned ml__kernels_beating(const double *t, size_t n);
 size_t ml__kernels_fastest(const double *t, unsigned set, size_t n);
 
+/* On x86, the widest of the kernel files' instruction sets this CPU runs:
+ * 2 for the avx512 files' (AVX-512 F, BW, VL, DQ, VNNI), 1 for the avx2
+ * files' (AVX2, FMA), else 0; 0 elsewhere. */
+int ml__cpu_x86_level(void);
+
 /* The table chosen for this CPU, or by ML_KERNELS=scalar|avx2|...  (an
  * unknown or unsupported value: NULL and *why set).  Left to choose, it
  * takes each slot from the variant that measures fastest here (the

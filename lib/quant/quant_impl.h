@@ -25,6 +25,15 @@ void ml__q4_fit_block(const float *x, const float *imp, double s2, uint8_t *qs, 
 /* One Q4_0 block by llama.cpp's rounding. */
 void ml__q4_round_block(const float *x, uint8_t *qs, float *d);
 
+/* The block types' search (kquant_blocks.h) over a row of n values of
+ * type t (a type it has, n a multiple of its block, importances finite
+ * and >= 0 or imp NULL), as built for the build's baseline and, on x86,
+ * for AVX2 and AVX-512 (call those only where ml__cpu_x86_level allows):
+ * the same bytes from each. */
+void ml__kquant_rows_base(ml_type t, const float *x, size_t n, const float *imp, uint8_t *out);
+void ml__kquant_rows_avx2(ml_type t, const float *x, size_t n, const float *imp, uint8_t *out);
+void ml__kquant_rows_avx512(ml_type t, const float *x, size_t n, const float *imp, uint8_t *out);
+
 /* Mean of x^2 over a row, summed in double in index order. */
 double ml__row_mean_sq(const float *x, size_t n);
 

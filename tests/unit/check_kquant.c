@@ -6,10 +6,14 @@
  * tests/fixtures/quant (tools/kquant-reference.py): ours must be no worse,
  * per type, distribution and weighting.  Also hostile rows (NaN, inf, zero,
  * huge, tiny and vanishing), refused arguments, determinism, and whole matrices over
- * threads (ml_quantize_matrix_blocks, ml_quant_error_add_blocks).
+ * threads (ml_quantize_matrix_blocks, ml_quant_error_add_blocks).  The
+ * search's builds for AVX2 and AVX-512 write the baseline's bytes.
  * ML_KQUANT_REPORT=1 prints the ratios. */
 #include "suites.h"
 #include "testutil.h"
+
+#include "kernels/kernels.h"
+#include "quant/quant_impl.h"
 
 #include <float.h>
 #include <math.h>
@@ -293,6 +297,71 @@ START_TEST(test_golden_bytes)
     free(s.data);
 }
 END_TEST
+
+/* ---- the search's builds (kquant_blocks.h) ---- */
+
+#if defined(__x86_64__)
+typedef void (*rows_fn)(ml_type, const float *, size_t, const float *, uint8_t *);
+
+/* Each build this CPU runs against the baseline's on the rows, with and
+ * without imp. */
+static void builds_agree(ml_type t, const float *x, size_t n, const float *imp, const char *what)
+{
+    uint32_t elems, bytes;
+    ck_assert(ml_type_block(t, &elems, &bytes, NULL));
+    const size_t size = n / elems * bytes;
+    uint8_t *want = malloc(size), *got = malloc(size);
+    ck_assert(want && got);
+    const struct { const char *name; rows_fn fn; int level; } builds[] = {
+        {"avx2", ml__kquant_rows_avx2, 1}, {"avx512", ml__kquant_rows_avx512, 2}};
+    for (int use = 0; use < 2; use++) {
+        ml__kquant_rows_base(t, x, n, use ? imp : NULL, want);
+        for (size_t b = 0; b < sizeof builds / sizeof builds[0]; b++) {
+            if (ml__cpu_x86_level() < builds[b].level)
+                continue;
+            memset(got, 0xa5, size);
+            builds[b].fn(t, x, n, use ? imp : NULL, got);
+            ck_assert_msg(memcmp(got, want, size) == 0, "%s %s rows (%s importances): %s build "
+                          "differs from the baseline's", ml_type_name(t), what,
+                          use ? "with" : "no", builds[b].name);
+        }
+    }
+    free(want);
+    free(got);
+}
+
+START_TEST(test_builds_agree)
+{
+    refset s;
+    load_refs(&s);
+    enum { N = 1024 };
+    static float x[N], imp[N];
+    tu_rng r = {77};
+    for (size_t t = 0; t < N_TYPES; t++) {
+        for (uint32_t d = 0; d < s.nd; d++) {
+            const float *im = s.data + (size_t)d * s.cols * (s.rows + 1);
+            builds_agree(all_types[t], im + s.cols, (size_t)s.rows * s.cols, NULL, "reference");
+            builds_agree(all_types[t], im + s.cols, s.cols, im, "reference");
+        }
+        /* hostile: NaN, infinities, huge and tiny values, huge importances */
+        for (int j = 0; j < N; j++) {
+            const float g = gauss(&r);
+            x[j] = j % 11 == 0 ? NAN : j % 13 == 0 ? INFINITY : j % 17 == 0 ? -FLT_MAX
+                 : j % 7 == 0 ? g * 1e-30f : j % 5 == 0 ? g * 1e-6f : g;
+            imp[j] = j % 19 == 0 ? FLT_MAX : j % 23 == 0 ? 0.0f : fabsf(gauss(&r));
+        }
+        builds_agree(all_types[t], x, N, imp, "hostile");
+    }
+    free(s.data);
+}
+END_TEST
+#else
+START_TEST(test_builds_agree)
+{
+    ck_assert_int_eq(ml__cpu_x86_level(), 0); /* one build: nothing to compare */
+}
+END_TEST
+#endif
 
 /* ---- hostile input ---- */
 
@@ -579,6 +648,7 @@ Suite *suite_kquant(void)
     tcase_add_test(tc, test_grid_values);
     tcase_add_test(tc, test_vs_llama_cpp);
     tcase_add_test(tc, test_golden_bytes);
+    tcase_add_test(tc, test_builds_agree);
     tcase_add_test(tc, test_hostile);
     tcase_add_test(tc, test_tiny);
     tcase_add_test(tc, test_refused);
