@@ -18,13 +18,27 @@
 
 #if defined(__x86_64__)
 #include "kernels/kernels.h"
+
+#include <pthread.h>
 #endif
 
-/* The widest build of the search this CPU runs. */
+#if defined(__x86_64__)
+static int x86_level;
+static pthread_once_t x86_level_once = PTHREAD_ONCE_INIT;
+
+static void x86_level_find(void)
+{
+    x86_level = ml__cpu_x86_level();
+}
+#endif
+
+/* The widest build of the search this CPU runs (whatever ML_KERNELS says:
+ * every build writes the same bytes). */
 static void rows_here(ml_type t, const float *x, size_t n, const float *imp, uint8_t *out)
 {
 #if defined(__x86_64__)
-    switch (ml__cpu_x86_level()) {
+    pthread_once(&x86_level_once, x86_level_find);
+    switch (x86_level) {
     case 2: ml__kquant_rows_avx512(t, x, n, imp, out); return;
     case 1: ml__kquant_rows_avx2(t, x, n, imp, out); return;
     default: break;

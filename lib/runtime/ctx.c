@@ -25,20 +25,37 @@ static size_t max3(size_t a, size_t b, size_t c)
     return m > c ? m : c;
 }
 
-/* The kernels' rearranged form of B rows of `in` activations (parallel.c),
- * for the largest of the weight types m's activations serve; 0 where they
- * have none. */
-static size_t mm_x_bytes(const ml_model *m, size_t in, size_t B)
+/* The block types' form of B rows of `cols` activations (matmul_blk_x),
+ * the largest for the types m's activations serve. */
+static size_t blk_x_bytes(const ml_model *m, size_t cols, size_t B)
 {
     const ml_kernels *k = m->k;
-    size_t a = k->matmul_x[0].bytes ? k->matmul_x[0].bytes(0, in, B) : 0;
-    size_t b = k->matmul_x[1].bytes ? k->matmul_x[1].bytes(1, in, B) : 0;
-    size_t most = a > b ? a : b;
+    size_t most = 0;
     for (int t = 0; k->matmul_blk_x.bytes && t < ML_TYPE_COUNT; t++) {
         if (!(m->acts & (ml__blk_acts_k((ml_type)t) ? ML_ACTS_K : ML_ACTS_Q8)))
             continue;
-        size_t n = k->matmul_blk_x.bytes((ml_type)t, in / 256 * 256, B);
+        size_t n = k->matmul_blk_x.bytes((ml_type)t, cols, B);
         most = n > most ? n : most;
+    }
+    return most;
+}
+
+/* The kernels' rearranged form of B rows of activations (parallel.c), the
+ * largest for any product's input width (each width asked: a kernel may
+ * make no form for the longest rows and one for the others); 0 where they
+ * have none. */
+static size_t mm_x_bytes(const ml_model *m, const size_t *widths, size_t n, size_t B)
+{
+    const ml_kernels *k = m->k;
+    size_t most = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t w = widths[i];
+        size_t a = k->matmul_x[0].bytes ? k->matmul_x[0].bytes(0, w, B) : 0;
+        size_t b = k->matmul_x[1].bytes ? k->matmul_x[1].bytes(1, w, B) : 0;
+        size_t c = blk_x_bytes(m, w, B);
+        most = a > most ? a : most;
+        most = b > most ? b : most;
+        most = c > most ? c : most;
     }
     return most;
 }
@@ -60,7 +77,9 @@ static ml_status alloc_scratch(ml_ctx *c, unsigned n_threads, ml_error *err)
         rows = m->h.n_heads;
     if (ml__to_size(rows * ((uint64_t)c->n_ctx + 1) * 4, &att)) /* rows of ml__att_ld */
         return ml__err(err, ML_E_NOMEM, "", -1, "scratch size overflows");
-    c->mm_x_cap = mm_x_bytes(m, in, B);
+    const size_t widths[] = {dim, q_dim, m->h.hidden_dim, m->h.expert_hidden_dim,
+                             m->h.shared_hidden_dim, lvd};
+    c->mm_x_cap = mm_x_bytes(m, widths, sizeof widths / sizeof widths[0], B);
     struct { void **p; size_t bytes; } parts[] = {
         {(void **)&c->x, B * dim * 4},   {(void **)&c->xb, B * dim * 4},
         {(void **)&c->q, B * q_dim * 4}, {(void **)&c->k, B * kv * 4},
