@@ -1636,7 +1636,16 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
 #define KL_TOK 16     /* tokens a group: the lanes of a 512-bit register */
 #define KL_ROWS 8     /* rows a tile */
 #define KL_CHUNK 256  /* tokens rearranged at once */
-#define KL_MIN_TOK 8  /* fewer go to the tiles above */
+
+/* Fewer tokens than this go to the tiles above: a group of sixteen lanes
+ * costs about what the tiles take for eight tokens (one pass of
+ * TILE_TOK), so eight tokens are the tiles' and nine the lanes';
+ * Q6_K's lanes cost more (sixteen sub-blocks, and its rows' decoding),
+ * so the tiles keep it to eleven (docs/speed-history.md, section 22). */
+ALWAYS_INLINE size_t kl_min_tok(ml_type t)
+{
+    return t == ML_TYPE_Q6_K ? 12 : 9;
+}
 
 /* Four quants read as one int32 (for a broadcast operand). */
 typedef int32_t kl_u32 __attribute__((may_alias, aligned(4)));
@@ -1714,27 +1723,25 @@ static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const float *xd,
         kl_x_sums(T, x + t * cols, cols, t, xg);
 }
 
-/* 16-bit pairs f·a[2p] | f·a[2p + 1] << 16, p < n: a sub-block pair's
- * weights of the activation sums. */
-ALWAYS_INLINE void kl_pairs(int32_t *mt, const int32_t *a, int f, int n)
-{
-    for (int p = 0; p < n; p++)
-        mt[p] = (int32_t)((uint32_t)(uint16_t)(f * a[2 * p]) |
-                          (uint32_t)(uint16_t)(f * a[2 * p + 1]) << 16);
-}
-
 /* One super-block b of T decoded straight into o. */
 ALWAYS_INLINE void kl_decode(ml_type T, const uint8_t *b, kl_row *o)
 {
     const __m256i low = _mm256_set1_epi8(15);
     if (T == ML_TYPE_IQ4_XS) {
-        const unsigned sh = (unsigned)(b[2] | b[3] << 8);
-        for (int j = 0; j < 8; j++) {
+        for (int j = 0; j < 8; j++)
             _mm256_storeu_si256((__m256i *)(o->q + 32 * j),
                                 levels(nibbles32(b + 8 + 16 * j), (const int8_t *)iq4nl_levels_u));
-            o->sc[j] = (int32_t)(((b[4 + j / 2] >> (4 * (j % 2))) & 15) | ((sh >> (2 * j)) & 3) << 4) - 32;
-        }
-        kl_pairs(o->mt, o->sc, 128, 4);
+        /* the scales (ls - 32) in order, and mt[p] = 128·sc[2p] |
+         * 128·sc[2p + 1] << 16 in 16-bit halves (|128·sc| <= 4096):
+         * packs pairs lanes 2p, 2p + 1 within each 128-bit half, the
+         * permute puts the halves' first two words together */
+        const __m256i sc = iq4_xs_scales(b, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28),
+                                         _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+        _mm256_storeu_si256((__m256i *)o->sc, sc);
+        const __m256i s128 = _mm256_slli_epi32(sc, 7);
+        const __m256i pairs = _mm256_permutevar8x32_epi32(_mm256_packs_epi32(s128, s128),
+                                                          _mm256_setr_epi32(0, 1, 4, 5, 0, 1, 4, 5));
+        _mm_storeu_si128((__m128i *)o->mt, _mm256_castsi256_si128(pairs));
         o->d = f16_at(b), o->dmin = 0.0f;
         return;
     }
@@ -1747,9 +1754,11 @@ ALWAYS_INLINE void kl_decode(ml_type T, const uint8_t *b, kl_row *o)
                                                 _mm256_set1_epi8(3));
             _mm256_storeu_si256((__m256i *)(o->q + 32 * j), _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
         }
-        for (int h = 0; h < 16; h++)
-            o->sc[h] = (int8_t)b[192 + h];
-        kl_pairs(o->mt, o->sc, 32, 8);
+        /* the sixteen int8 scales: as int32, and mt[p] = 32·sc[2p] |
+         * 32·sc[2p + 1] << 16 in 16-bit halves (|32·sc| <= 4096) */
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)(b + 192));
+        _mm512_storeu_si512(o->sc, _mm512_cvtepi8_epi32(sc8));
+        _mm256_storeu_si256((__m256i *)o->mt, _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc8), 5));
         o->d = f16_at(b + 208), o->dmin = 0.0f;
         return;
     }
@@ -2001,7 +2010,7 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
 #if HAVE_VNNI
-    if (n_tok >= KL_MIN_TOK && cols <= XS_COLS &&
+    if (n_tok >= kl_min_tok(t) && cols <= XS_COLS &&
         matmul_k_lanes(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
     if (nibbles_at(t) && n_tok >= 2 && n_tok <= NT_MAX && cols <= XS_COLS &&
@@ -2021,7 +2030,7 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
  * tokens, made once for all the calls of a job. */
 static size_t kl_x_bytes(ml_type t, size_t cols, size_t n_tok)
 {
-    if (!kl_type(t) || n_tok < KL_MIN_TOK || cols > XS_COLS || cols % 256)
+    if (!kl_type(t) || n_tok < kl_min_tok(t) || cols > XS_COLS || cols % 256)
         return 0;
     return (n_tok + KL_TOK - 1) / KL_TOK * (cols / 256) * sizeof(kl_x);
 }
