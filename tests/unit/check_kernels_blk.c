@@ -251,9 +251,12 @@ START_TEST(variants_match_scalar)
                 check_matmul(&m, &a, n_tok, ranges[i % N_RANGES][0], ranges[i % N_RANGES][1]);
             }
             /* either side of the AMX table's threshold (32 tokens), and
-             * every row in one call (a whole panel and a partial one) */
+             * every row in one call (a whole panel and a partial one);
+             * six to eight tokens, the AVX-512 K types' eight lanes */
             for (size_t n_tok = 31; n_tok <= 33; n_tok++)
                 check_matmul(&m, &a, n_tok, 0, 23);
+            for (size_t n_tok = 6; n_tok <= 8; n_tok++)
+                check_matmul(&m, &a, n_tok, 1, 23);
             /* past the AVX-512 K tiles' chunk of 256 tokens, a partial
              * group of sixteen after it */
             if (u < 2)
