@@ -197,45 +197,39 @@ ALWAYS_INLINE void k4_sums(const uint8_t *blk, const __m256i v[8], const int32_t
                              _mm256_loadu_si256((const __m256i *)asum));
 }
 
-ALWAYS_INLINE void sums_q4_k(const uint8_t *w, const int8_t *x, const int32_t *asum, __m256i *is,
-                             __m256i *ms)
-{
-    const __m256i low = _mm256_set1_epi8(15);
-    prefetch_ahead_l2(w, PREFETCH_K, 3);
-    __m256i v[8];
-    UNROLL
-    for (int g = 0; g < 4; g++) {
-        const __m256i q = load256(w + 16 + 32 * g);
-        v[2 * g] = dot_u8s8(_mm256_and_si256(q, low), load256(x + 64 * g));
-        v[2 * g + 1] =
-            dot_u8s8(_mm256_and_si256(_mm256_srli_epi16(q, 4), low), load256(x + 64 * g + 32));
-    }
-    k4_sums(w, v, asum, is, ms);
-}
-
-/* ---- Q5_K: Q4_K with a fifth bit, bit j of qh[l] for sub-block j ---- */
-
-ALWAYS_INLINE void sums_q5_k(const uint8_t *w, const int8_t *x, const int32_t *asum, __m256i *is,
-                             __m256i *ms)
+/* Q4_K's or Q5_K's super-block w: its 256 unsigned quants, sub-block j
+ * in q[j] (Q5_K's fifth bit: bit j of qh[l] for sub-block j). */
+ALWAYS_INLINE void k45_quants(ml_type T, const uint8_t *w, __m256i q[8])
 {
     const __m256i low = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(16);
-    prefetch_ahead_l2(w, PREFETCH_K, 3);
-    const __m256i qh = load256(w + 16);
-    __m256i v[8];
+    const __m256i qh = T == ML_TYPE_Q5_K ? load256(w + 16) : _mm256_setzero_si256();
     UNROLL
     for (int g = 0; g < 4; g++) {
-        const __m256i q = load256(w + 48 + 32 * g);
-        /* bits 2g and 2g+1 of each qh byte to bit 4: shift the 16-bit
-         * lanes, mask per byte (no bit crosses into the masked one) */
-        const __m256i h0 = _mm256_and_si256(
-            g < 2 ? _mm256_slli_epi16(qh, 4 - 2 * g) : _mm256_srli_epi16(qh, 2 * g - 4), bit);
-        const __m256i h1 = _mm256_and_si256(
-            g < 2 ? _mm256_slli_epi16(qh, 3 - 2 * g) : _mm256_srli_epi16(qh, 2 * g - 3), bit);
-        v[2 * g] = dot_u8s8(_mm256_or_si256(_mm256_and_si256(q, low), h0), load256(x + 64 * g));
-        v[2 * g + 1] =
-            dot_u8s8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low), h1),
-                     load256(x + 64 * g + 32));
+        const __m256i b = load256(w + (T == ML_TYPE_Q5_K ? 48 : 16) + 32 * g);
+        q[2 * g] = _mm256_and_si256(b, low);
+        q[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
+        if (T == ML_TYPE_Q5_K) { /* bits 2g and 2g + 1 of qh to bit 4: shift the
+                                  * 16-bit lanes, mask per byte (no bit crosses
+                                  * into the masked one) */
+            q[2 * g] = _mm256_or_si256(
+                q[2 * g], _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 4 - 2 * g)
+                                                 : _mm256_srli_epi16(qh, 2 * g - 4), bit));
+            q[2 * g + 1] = _mm256_or_si256(
+                q[2 * g + 1], _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 3 - 2 * g)
+                                                     : _mm256_srli_epi16(qh, 2 * g - 3), bit));
+        }
     }
+}
+
+ALWAYS_INLINE void sums_q45_k(ml_type T, const uint8_t *w, const int8_t *x, const int32_t *asum,
+                              __m256i *is, __m256i *ms)
+{
+    prefetch_ahead_l2(w, PREFETCH_K, 3);
+    __m256i q[8], v[8];
+    k45_quants(T, w, q);
+    UNROLL
+    for (int j = 0; j < 8; j++)
+        v[j] = dot_u8s8(q[j], load256(x + 32 * j));
     k4_sums(w, v, asum, is, ms);
 }
 
@@ -1010,8 +1004,8 @@ ALWAYS_INLINE void sums_k(ml_type T, const uint8_t *w, const int8_t *x, const xs
 {
     *ms = _mm256_setzero_si256();
     switch (T) {
-    case ML_TYPE_Q4_K: sums_q4_k(w, x, xs->s32 + 8 * k, is, ms); break;
-    case ML_TYPE_Q5_K: sums_q5_k(w, x, xs->s32 + 8 * k, is, ms); break;
+    case ML_TYPE_Q4_K: sums_q45_k(T, w, x, xs->s32 + 8 * k, is, ms); break;
+    case ML_TYPE_Q5_K: sums_q45_k(T, w, x, xs->s32 + 8 * k, is, ms); break;
     case ML_TYPE_Q6_K: sums_q6_k(w, x, xs->s16 + 16 * k, is); break;
     case ML_TYPE_Q2_K: sums_q2_k(w, x, xs->s16 + 16 * k, is, ms); break;
     case ML_TYPE_Q3_K: sums_q3_k(w, x, xs->s16 + 16 * k, is); break;
@@ -1086,31 +1080,10 @@ ROW_K(iq4_xs, ML_TYPE_IQ4_XS)
  * As matmul_32_tokens for the nibble types: a verify step or a few
  * sequences multiply the same rows by 2 to KT_MAX tokens, and row_k
  * would unpack each super-block's quants again for every token.  Here
- * they are unpacked once (k45_quants: sums_q4_k's and sums_q5_k's
- * unpacking) and each token's sums, float steps and fold are row_k's:
+ * they are unpacked once (k45_quants, as sums_q45_k does for one) and
+ * each token's sums, float steps and fold are row_k's:
  * matvec's bits. */
 #define KT_MAX 6 /* at seven the eight lanes are as fast, at eight faster */
-
-/* Super-block w's 256 unsigned quants, sub-block j in q[j]. */
-ALWAYS_INLINE void k45_quants(ml_type T, const uint8_t *w, __m256i q[8])
-{
-    const __m256i low = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(16);
-    const __m256i qh = T == ML_TYPE_Q5_K ? load256(w + 16) : _mm256_setzero_si256();
-    UNROLL
-    for (int g = 0; g < 4; g++) {
-        const __m256i b = load256(w + (T == ML_TYPE_Q5_K ? 48 : 16) + 32 * g);
-        q[2 * g] = _mm256_and_si256(b, low);
-        q[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
-        if (T == ML_TYPE_Q5_K) { /* bits 2g and 2g + 1 of qh to bit 4, as sums_q5_k */
-            q[2 * g] = _mm256_or_si256(
-                q[2 * g], _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 4 - 2 * g)
-                                                 : _mm256_srli_epi16(qh, 2 * g - 4), bit));
-            q[2 * g + 1] = _mm256_or_si256(
-                q[2 * g + 1], _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 3 - 2 * g)
-                                                     : _mm256_srli_epi16(qh, 2 * g - 3), bit));
-        }
-    }
-}
 
 /* Token t's activations, their scales and sums. */
 typedef struct kt_x {
