@@ -243,17 +243,21 @@ ALWAYS_INLINE __m256i q6_scaled(__m256i q, const int8_t *x, __m256i s)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(x)), s);
 }
 
-/* a16: the super-block's sixteen half sums of x. */
-ALWAYS_INLINE void sums_q6_k(const uint8_t *w, const int8_t *x, const int16_t *a16, __m256i *is)
+/* A Q6_K super-block unpacked: q[j] sub-block j's 32 unsigned quants
+ * (q6 without the -32), s[j] the scales its halves' 16-bit pairs take in
+ * q6_scaled, sc16 the sixteen scales as 16-bit lanes. */
+typedef struct q6_unpacked {
+    __m256i q[8], s[8], sc16;
+} q6_unpacked;
+
+ALWAYS_INLINE void q6_unpack(const uint8_t *w, q6_unpacked *u)
 {
     const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(3 << 4);
-    prefetch_ahead_l2(w, PREFETCH_K, 4);
-    /* the sixteen scales as 16-bit lanes, and scales 0-7 (8-15) in both
-     * 128-bit lanes, whence spread_halves takes each sub-block's two */
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 192)));
-    const __m256i scs[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
-                            _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-    __m256i v[8];
+    /* scales 0-7 (8-15) in both 128-bit lanes, whence spread_halves
+     * takes each sub-block's two */
+    u->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 192)));
+    const __m256i scs[2] = {_mm256_permute2x128_si256(u->sc16, u->sc16, 0x00),
+                            _mm256_permute2x128_si256(u->sc16, u->sc16, 0x11)};
     UNROLL
     for (int h = 0; h < 2; h++) {
         const __m256i l0 = load256(w + 64 * h), l1 = load256(w + 64 * h + 32);
@@ -267,20 +271,37 @@ ALWAYS_INLINE void sums_q6_k(const uint8_t *w, const int8_t *x, const int16_t *a
         const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, low), h1);
         const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low), h2);
         const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low), h3);
-        const int8_t *xh = x + 128 * h;
-        v[4 * h] = q6_scaled(q0, xh, _mm256_shuffle_epi8(scs[h], spread_halves(0)));
-        v[4 * h + 1] = q6_scaled(q1, xh + 32, _mm256_shuffle_epi8(scs[h], spread_halves(1)));
-        v[4 * h + 2] = q6_scaled(q2, xh + 64, _mm256_shuffle_epi8(scs[h], spread_halves(2)));
-        v[4 * h + 3] = q6_scaled(q3, xh + 96, _mm256_shuffle_epi8(scs[h], spread_halves(3)));
+        u->q[4 * h] = q0, u->q[4 * h + 1] = q1, u->q[4 * h + 2] = q2, u->q[4 * h + 3] = q3;
+        UNROLL
+        for (int i = 0; i < 4; i++)
+            u->s[4 * h + i] = _mm256_shuffle_epi8(scs[h], spread_halves(i));
     }
+}
+
+/* An unpacked Q6_K super-block against x; a16: x's sixteen half sums. */
+ALWAYS_INLINE void q6_sums(const q6_unpacked *u, const int8_t *x, const int16_t *a16, __m256i *is)
+{
+    __m256i v[8];
+    UNROLL
+    for (int j = 0; j < 8; j++)
+        v[j] = q6_scaled(u->q[j], x + 32 * j, u->s[j]);
     /* Σ sc·q6u·x - 32 Σ sc·asum, exact; row_k needs only the lanes'
      * total, so the sub-blocks are added lane by lane, not transposed */
-    const __m256i corr =
-        _mm256_slli_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a16), sc16), 5);
+    const __m256i corr = _mm256_slli_epi32(
+        _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a16), u->sc16), 5);
     const __m256i all = _mm256_add_epi32(
         _mm256_add_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3])),
         _mm256_add_epi32(_mm256_add_epi32(v[4], v[5]), _mm256_add_epi32(v[6], v[7])));
     *is = _mm256_sub_epi32(all, corr);
+}
+
+/* a16: the super-block's sixteen half sums of x. */
+ALWAYS_INLINE void sums_q6_k(const uint8_t *w, const int8_t *x, const int16_t *a16, __m256i *is)
+{
+    prefetch_ahead_l2(w, PREFETCH_K, 4);
+    q6_unpacked u;
+    q6_unpack(w, &u);
+    q6_sums(&u, x, a16, is);
 }
 
 /* ---- Q2_K and Q3_K: 2-bit quants with a scale per 16 elements ---- */
@@ -1075,13 +1096,13 @@ ROW_K(iq4_xs, ML_TYPE_IQ4_XS)
 #undef ROW_K
 
 #if HAVE_VNNI
-/* ---- a few tokens of Q4_K and Q5_K: each super-block unpacked once ----
+/* ---- a few tokens of Q4_K, Q5_K, Q6_K: each super-block unpacked once ----
  *
  * As matmul_32_tokens for the nibble types: a verify step or a few
  * sequences multiply the same rows by 2 to KT_MAX tokens, and row_k
  * would unpack each super-block's quants again for every token.  Here
- * they are unpacked once (k45_quants, as sums_q45_k does for one) and
- * each token's sums, float steps and fold are row_k's:
+ * they are unpacked once (k45_quants or q6_unpack, as sums_q45_k and
+ * sums_q6_k do for one) and each token's sums, float steps and fold are row_k's:
  * matvec's bits. */
 #define KT_MAX 6 /* at seven the eight lanes are as fast, at eight faster */
 
@@ -1111,6 +1132,16 @@ ALWAYS_INLINE void row_k_tokens(ml_type T, const uint8_t *w, size_t nsb, size_t 
                 continue;
             }
             const uint8_t *b = wg + j * bytes;
+            if (T == ML_TYPE_Q6_K) {
+                prefetch_ahead_l2(b, PREFETCH_K, 4);
+                q6_unpacked u;
+                q6_unpack(b, &u);
+                for (size_t t = 0; t < nt; t++) {
+                    q6_sums(&u, tk[t].x + 256 * (g + j), tk[t].xs->s16 + 16 * (g + j), &is[t][j]);
+                    ms[t][j] = _mm256_setzero_si256();
+                }
+                continue;
+            }
             prefetch_ahead_l2(b, PREFETCH_K, 3);
             __m256i q[8];
             k45_quants(T, b, q);
@@ -1124,21 +1155,24 @@ ALWAYS_INLINE void row_k_tokens(ml_type T, const uint8_t *w, size_t nsb, size_t 
             }
         }
         const __m256 d = f16_lanes(wg, bytes, k_d_at(T), m);
-        const __m256 dmin = f16_lanes(wg, bytes, k_dmin_at(T), m);
-        for (size_t t = 0; t < nt; t++)
-            acc[t] = _mm256_add_ps(acc[t], k_s(T, hsum8x8(is[t]), hsum8x8(ms[t]), d, dmin,
+        const __m256 dmin =
+            k_dmin_at(T) < 0 ? _mm256_setzero_ps() : f16_lanes(wg, bytes, k_dmin_at(T), m);
+        for (size_t t = 0; t < nt; t++) {
+            const __m256i msum = k_dmin_at(T) < 0 ? _mm256_setzero_si256() : hsum8x8(ms[t]);
+            acc[t] = _mm256_add_ps(acc[t], k_s(T, hsum8x8(is[t]), msum, d, dmin,
                                                xd_lanes(tk[t].xd + g, m)));
+        }
     }
     for (size_t t = 0; t < nt; t++)
         out[t] = fold8(acc[t]);
 }
 
-/* Rows [r0, r1) x n_tok (2 to KT_MAX) of Q4_K or Q5_K; 0 for another
- * type or when out of memory. */
+/* Rows [r0, r1) x n_tok (2 to KT_MAX) of Q4_K, Q5_K or Q6_K; 0 for
+ * another type or when out of memory. */
 static int matmul_k_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                            const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    if (T != ML_TYPE_Q4_K && T != ML_TYPE_Q5_K)
+    if (T != ML_TYPE_Q4_K && T != ML_TYPE_Q5_K && T != ML_TYPE_Q6_K)
         return 0;
     const size_t nsb = cols / 256, bytes = k_bytes(T);
     xsums *xs = kl_scratch(n_tok * sizeof *xs);
@@ -1146,15 +1180,16 @@ static int matmul_k_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0, 
         return 0;
     kt_x tk[KT_MAX];
     for (size_t t = 0; t < n_tok; t++) {
-        xsums_init(&xs[t], xq + t * cols, cols, 0);
+        xsums_init(&xs[t], xq + t * cols, cols, T == ML_TYPE_Q6_K);
         tk[t] = (kt_x){xq + t * cols, xd + t * nsb, &xs[t]};
     }
     float out[KT_MAX];
     for (size_t r = r0; r < r1; r++) {
-        if (T == ML_TYPE_Q4_K) /* one instance a type */
-            row_k_tokens(ML_TYPE_Q4_K, w + r * nsb * bytes, nsb, n_tok, tk, out);
-        else
-            row_k_tokens(ML_TYPE_Q5_K, w + r * nsb * bytes, nsb, n_tok, tk, out);
+        switch (T) { /* one instance a type */
+        case ML_TYPE_Q4_K: row_k_tokens(ML_TYPE_Q4_K, w + r * nsb * bytes, nsb, n_tok, tk, out); break;
+        case ML_TYPE_Q5_K: row_k_tokens(ML_TYPE_Q5_K, w + r * nsb * bytes, nsb, n_tok, tk, out); break;
+        default: row_k_tokens(ML_TYPE_Q6_K, w + r * nsb * bytes, nsb, n_tok, tk, out); break;
+        }
         for (size_t t = 0; t < n_tok; t++)
             y[t * ldy + r] = out[t];
     }
