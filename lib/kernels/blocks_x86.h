@@ -947,21 +947,38 @@ ALWAYS_INLINE __m256i iq4_xs_scales(const uint8_t *b, __m256i nib, __m256i pair)
  * four such vectors fold to lanes [S0 S2 S4 S6 | S1 S3 S5 S7], where the
  * scales and Σx are put in the same order.  Exact: |S_j - 128·X_j| <=
  * 32·241·128, times |ls| <= 32, eight of them, stay far below 2^31. */
-ALWAYS_INLINE void sums_iq4_xs(const uint8_t *w, const int8_t *xp, const int32_t *xsum,
-                               __m256i *is)
+/* An IQ4_XS super-block unpacked: its levels + 128, each two sub-blocks'
+ * low nibbles' in lo[i] and high nibbles' in hi[i] (x_pairs's order), and
+ * the scales ls in the lanes' order below. */
+typedef struct iq4xs_unpacked {
+    __m256i lo[4], hi[4], ls;
+} iq4xs_unpacked;
+
+ALWAYS_INLINE void iq4xs_unpack(const uint8_t *w, iq4xs_unpacked *u)
 {
-    prefetch_ahead_l2(w, PREFETCH_K, 3);
     const __m128i t = _mm_loadu_si128((const __m128i *)iq4nl_levels_u);
     const __m256i table = _mm256_set_m128i(t, t), low = _mm256_set1_epi8(15);
-    __m256i c[4];
     UNROLL
     for (int i = 0; i < 4; i++) {
         const __m256i v = load256(w + 8 + 32 * i);
-        const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low));
-        const __m256i hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
-        c[i] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, load256(xp + 64 * i)),
-                                   hi, load256(xp + 64 * i + 32));
+        u->lo[i] = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low));
+        u->hi[i] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
     }
+    u->ls = iq4_xs_scales(w, _mm256_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28),
+                          _mm256_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14));
+}
+
+/* An unpacked IQ4_XS super-block against xp (x_pairs's form) and xsum
+ * (its sub-blocks' sums). */
+ALWAYS_INLINE void iq4xs_sums(const iq4xs_unpacked *u, const int8_t *xp, const int32_t *xsum,
+                              __m256i *is)
+{
+    __m256i c[4];
+    UNROLL
+    for (int i = 0; i < 4; i++)
+        c[i] = _mm256_dpbusd_epi32(
+            _mm256_dpbusd_epi32(_mm256_setzero_si256(), u->lo[i], load256(xp + 64 * i)), u->hi[i],
+            load256(xp + 64 * i + 32));
     const __m256i a0 = _mm256_add_epi32(_mm256_unpacklo_epi32(c[0], c[1]),
                                         _mm256_unpackhi_epi32(c[0], c[1]));
     const __m256i a1 = _mm256_add_epi32(_mm256_unpacklo_epi32(c[2], c[3]),
@@ -970,9 +987,16 @@ ALWAYS_INLINE void sums_iq4_xs(const uint8_t *w, const int8_t *xp, const int32_t
     const __m256i even_odd = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     const __m256i x128 = _mm256_slli_epi32(
         _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)xsum), even_odd), 7);
-    const __m256i ls = iq4_xs_scales(w, _mm256_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28),
-                                     _mm256_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14));
-    *is = _mm256_mullo_epi32(_mm256_sub_epi32(s, x128), ls);
+    *is = _mm256_mullo_epi32(_mm256_sub_epi32(s, x128), u->ls);
+}
+
+ALWAYS_INLINE void sums_iq4_xs(const uint8_t *w, const int8_t *xp, const int32_t *xsum,
+                               __m256i *is)
+{
+    prefetch_ahead_l2(w, PREFETCH_K, 3);
+    iq4xs_unpacked u;
+    iq4xs_unpack(w, &u);
+    iq4xs_sums(&u, xp, xsum, is);
 }
 #else
 ALWAYS_INLINE void sums_iq4_xs(const uint8_t *w, const int8_t *x, __m256i *is)
@@ -1096,15 +1120,23 @@ ROW_K(iq4_xs, ML_TYPE_IQ4_XS)
 #undef ROW_K
 
 #if HAVE_VNNI
-/* ---- a few tokens of Q4_K, Q5_K, Q6_K: each super-block unpacked once ----
+/* ---- a few tokens of Q4_K, Q5_K, Q6_K, IQ4_XS: each super-block unpacked once ----
  *
  * As matmul_32_tokens for the nibble types: a verify step or a few
  * sequences multiply the same rows by 2 to KT_MAX tokens, and row_k
  * would unpack each super-block's quants again for every token.  Here
- * they are unpacked once (k45_quants or q6_unpack, as sums_q45_k and
- * sums_q6_k do for one) and each token's sums, float steps and fold are row_k's:
+ * they are unpacked once (k45_quants, q6_unpack, iq4xs_unpack, as the
+ * sums_* do for one) and each token's sums, float steps and fold are row_k's:
  * matvec's bits. */
-#define KT_MAX 6 /* at seven the eight lanes are as fast, at eight faster */
+#define KT_MAX 6
+
+/* The most tokens taken here: at seven the eight lanes are as fast, at
+ * eight faster; for IQ4_XS already at six (docs/speed-history.md,
+ * section 22). */
+ALWAYS_INLINE size_t kt_max_tok(ml_type t)
+{
+    return t == ML_TYPE_IQ4_XS ? 5 : KT_MAX;
+}
 
 /* Token t's activations, their scales and sums. */
 typedef struct kt_x {
@@ -1132,6 +1164,17 @@ ALWAYS_INLINE void row_k_tokens(ml_type T, const uint8_t *w, size_t nsb, size_t 
                 continue;
             }
             const uint8_t *b = wg + j * bytes;
+            if (T == ML_TYPE_IQ4_XS) {
+                prefetch_ahead_l2(b, PREFETCH_K, 3);
+                iq4xs_unpacked u;
+                iq4xs_unpack(b, &u);
+                for (size_t t = 0; t < nt; t++) {
+                    iq4xs_sums(&u, tk[t].xs->paired + 256 * (g + j), tk[t].xs->s32 + 8 * (g + j),
+                               &is[t][j]);
+                    ms[t][j] = _mm256_setzero_si256();
+                }
+                continue;
+            }
             if (T == ML_TYPE_Q6_K) {
                 prefetch_ahead_l2(b, PREFETCH_K, 4);
                 q6_unpacked u;
@@ -1167,20 +1210,25 @@ ALWAYS_INLINE void row_k_tokens(ml_type T, const uint8_t *w, size_t nsb, size_t 
         out[t] = fold8(acc[t]);
 }
 
-/* Rows [r0, r1) x n_tok (2 to KT_MAX) of Q4_K, Q5_K or Q6_K; 0 for
- * another type or when out of memory. */
+/* Rows [r0, r1) x n_tok (2 to KT_MAX) of Q4_K, Q5_K, Q6_K or IQ4_XS;
+ * 0 for another type or when out of memory. */
 static int matmul_k_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                            const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    if (T != ML_TYPE_Q4_K && T != ML_TYPE_Q5_K && T != ML_TYPE_Q6_K)
+    if (T != ML_TYPE_Q4_K && T != ML_TYPE_Q5_K && T != ML_TYPE_Q6_K && T != ML_TYPE_IQ4_XS)
         return 0;
     const size_t nsb = cols / 256, bytes = k_bytes(T);
-    xsums *xs = kl_scratch(n_tok * sizeof *xs);
+    xsums *xs = kl_scratch(n_tok * (sizeof *xs + cols));
     if (!xs)
         return 0;
+    int8_t *paired = (int8_t *)(xs + n_tok); /* IQ4_XS's x_pairs form */
     kt_x tk[KT_MAX];
     for (size_t t = 0; t < n_tok; t++) {
         xsums_init(&xs[t], xq + t * cols, cols, T == ML_TYPE_Q6_K);
+        if (T == ML_TYPE_IQ4_XS) {
+            x_pairs(paired + t * cols, xq + t * cols, cols);
+            xs[t].paired = paired + t * cols;
+        }
         tk[t] = (kt_x){xq + t * cols, xd + t * nsb, &xs[t]};
     }
     float out[KT_MAX];
@@ -1188,7 +1236,8 @@ static int matmul_k_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0, 
         switch (T) { /* one instance a type */
         case ML_TYPE_Q4_K: row_k_tokens(ML_TYPE_Q4_K, w + r * nsb * bytes, nsb, n_tok, tk, out); break;
         case ML_TYPE_Q5_K: row_k_tokens(ML_TYPE_Q5_K, w + r * nsb * bytes, nsb, n_tok, tk, out); break;
-        default: row_k_tokens(ML_TYPE_Q6_K, w + r * nsb * bytes, nsb, n_tok, tk, out); break;
+        case ML_TYPE_Q6_K: row_k_tokens(ML_TYPE_Q6_K, w + r * nsb * bytes, nsb, n_tok, tk, out); break;
+        default: row_k_tokens(ML_TYPE_IQ4_XS, w + r * nsb * bytes, nsb, n_tok, tk, out); break;
         }
         for (size_t t = 0; t < n_tok; t++)
             y[t * ldy + r] = out[t];
@@ -2025,7 +2074,7 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
 #if HAVE_VNNI
-    if (n_tok >= 2 && n_tok <= KT_MAX && cols <= XS_COLS &&
+    if (n_tok >= 2 && n_tok <= kt_max_tok(t) && cols <= XS_COLS &&
         matmul_k_tokens(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
     if (n_tok >= kl8_min_tok(t) && n_tok <= 8 && cols <= XS_COLS &&
