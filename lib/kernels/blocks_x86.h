@@ -27,7 +27,6 @@
 
 #include <immintrin.h>
 #include <pthread.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1128,15 +1127,7 @@ ROW_K(iq4_xs, ML_TYPE_IQ4_XS)
  * they are unpacked once (k45_quants, q6_unpack, iq4xs_unpack, as the
  * sums_* do for one) and each token's sums, float steps and fold are row_k's:
  * matvec's bits. */
-#define KT_MAX 6
-
-/* The most tokens taken here: at seven the eight lanes are as fast, at
- * eight faster; for IQ4_XS already at six (docs/speed-history.md,
- * section 22). */
-ALWAYS_INLINE size_t kt_max_tok(ml_type t)
-{
-    return t == ML_TYPE_IQ4_XS ? 5 : KT_MAX;
-}
+#define KT_MAX 8 /* nine on go to the lanes (kl_min_tok) or the tiles */
 
 /* Token t's activations, their scales and sums. */
 typedef struct kt_x {
@@ -1797,31 +1788,22 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
  * register: a sub-block's sums land in the lanes of eight tokens at once,
  * scaled by one multiply per row.  The activations are rearranged once
  * per chunk of KL_CHUNK tokens, the rows decoded once per chunk and tile
- * (kl_decode, straight into the tile's form), not once per eight tokens.
- * The sums are exact, and the float step and rule 3's order per (token,
- * row) are row_k's: matvec's bits.  k_lanes.h has the code, made for
- * sixteen lanes (KL_TOK, the prefill) and for eight (matmul_k_lanes8). */
+ * (kl_decode, straight into the tile's form), not once per eight tokens.  The sums are exact, and the
+ * float step and rule 3's order per (token, row) are row_k's: matvec's
+ * bits. */
 #define KL_TOK 16     /* tokens a group: the lanes of a 512-bit register */
 #define KL_ROWS 8     /* rows a tile */
 #define KL_CHUNK 256  /* tokens rearranged at once */
 
-/* Fewer tokens than this go to eight lanes or the tiles above: a group of
- * sixteen lanes costs more than one of eight or the tiles' one pass of
- * TILE_TOK for eight tokens, less than two for nine; Q6_K's lanes cost
- * more (sixteen sub-blocks, and its rows' decoding), so the tiles keep
- * it to eleven (docs/speed-history.md, section 22). */
+/* Fewer tokens than this go to matmul_k_tokens (up to KT_MAX) or the
+ * tiles above: a group of sixteen lanes costs about what the tiles take
+ * for eight tokens (one pass of TILE_TOK), less than two passes for
+ * nine; Q6_K's lanes cost more (sixteen sub-blocks, and its rows'
+ * decoding), so the tiles keep it to eleven (docs/speed-history.md,
+ * section 22). */
 ALWAYS_INLINE size_t kl_min_tok(ml_type t)
 {
     return t == ML_TYPE_Q6_K ? 12 : 9;
-}
-
-/* The same for eight lanes (matmul_k_lanes8, up to eight tokens): the
- * tiles' cost grows with each token, the lanes' is the same for one to
- * eight; they meet at seven tokens for Q4_K and Q5_K, six for IQ4_XS,
- * and never for Q6_K, whose lanes cost more (section 22 again). */
-ALWAYS_INLINE size_t kl8_min_tok(ml_type t)
-{
-    return t == ML_TYPE_Q6_K ? 9 : t == ML_TYPE_IQ4_XS ? 6 : 7;
 }
 
 /* Four quants read as one int32 (for a broadcast operand). */
@@ -1839,16 +1821,21 @@ typedef struct kl_row {
     float d, dmin;
 } kl_row;
 
+/* A group of KL_TOK tokens' super-block. */
+typedef struct kl_x {
+    __m512i c[64];    /* lane t: bytes 4c..4c+3 of token t's */
+    __m512i as[8];    /* lane t: sub-blocks 2p and 2p + 1's sums of x, 16 bits each */
+    __m512 xd;        /* lane t: token t's scale, +0 past the last token */
+} kl_x;
+
 ALWAYS_INLINE int kl_nsub(ml_type T)
 {
     return T == ML_TYPE_Q6_K ? 16 : 8;
 }
 
-/* Token x's sub-block sums (xsums) into lane t of the as[] of each of
- * nsb activation groups (`group` bytes apart from xg, as[] at `at`, its
- * registers `reg` bytes): a sub-block pair's sums as 16-bit halves. */
-static void kl_x_sums(ml_type T, const int8_t *x, size_t cols, size_t t, char *xg, size_t group,
-                      size_t at, size_t reg)
+/* Token x's sub-block sums (xsums) into lane t of xg[0..nsb)'s as[]: a
+ * sub-block pair's sums as 16-bit halves. */
+static void kl_x_sums(ml_type T, const int8_t *x, size_t cols, size_t t, kl_x *xg)
 {
     xsums xs;
     xsums_init(&xs, x, cols, T == ML_TYPE_Q6_K);
@@ -1858,8 +1845,41 @@ static void kl_x_sums(ml_type T, const int8_t *x, size_t cols, size_t t, char *x
             const int lo = nsub == 16 ? xs.s16[16 * k + 2 * p] : xs.s32[8 * k + 2 * p],
                       hi = nsub == 16 ? xs.s16[16 * k + 2 * p + 1] : xs.s32[8 * k + 2 * p + 1];
             const int32_t pair = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
-            memcpy(xg + k * group + at + p * reg + 4 * t, &pair, 4);
+            memcpy((char *)&xg[k].as[p] + 4 * t, &pair, 4);
         }
+}
+
+/* Tokens [0, nt) of a group (nt <= KL_TOK) into xg[0..nsb): x their
+ * activations (cols apart), xd their scales (nsb apart); the lanes past
+ * nt zero. */
+static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const float *xd, size_t nt,
+                       kl_x *xg)
+{
+    const size_t nsb = cols / 256;
+    for (size_t k = 0; k < nsb; k++) {
+        for (int q = 0; q < 8; q++) {
+            __m256i v[2][8];
+            UNROLL
+            for (size_t h = 0; h < 2; h++) {
+                UNROLL
+                for (size_t t = 0; t < 8; t++)
+                    v[h][t] = 8 * h + t < nt ? load256(x + (8 * h + t) * cols + 256 * k + 32 * q)
+                                             : _mm256_setzero_si256();
+                transpose8x8(v[h]);
+            }
+            UNROLL
+            for (int c = 0; c < 8; c++)
+                xg[k].c[8 * q + c] = _mm512_inserti64x4(_mm512_castsi256_si512(v[0][c]), v[1][c], 1);
+        }
+        _Alignas(64) float d[KL_TOK];
+        for (size_t t = 0; t < KL_TOK; t++)
+            d[t] = t < nt ? xd[t * nsb + k] : 0.0f;
+        xg[k].xd = _mm512_load_ps(d);
+        for (int p = 0; p < 8; p++)
+            xg[k].as[p] = _mm512_setzero_si512();
+    }
+    for (size_t t = 0; t < nt; t++)
+        kl_x_sums(T, x + t * cols, cols, t, xg);
 }
 
 /* One super-block b of T decoded straight into o. */
@@ -1928,40 +1948,86 @@ static void kl_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t n
     }
 }
 
-#define KL_LANES 16
-#define KL_N(f) f
-#define KL_X kl_x
-#define KL_VI __m512i
-#define KL_VF __m512
-#define KL_V(op) _mm512_##op
-#define KL_ZERO_I() _mm512_setzero_si512()
-#define KL_JOIN(lo, hi) _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)
-#include "kernels/k_lanes.h"
-#undef KL_LANES
-#undef KL_N
-#undef KL_X
-#undef KL_VI
-#undef KL_VF
-#undef KL_V
-#undef KL_ZERO_I
-#undef KL_JOIN
-#define KL_LANES 8
-#define KL_N(f) f##8
-#define KL_X kl_x8
-#define KL_VI __m256i
-#define KL_VF __m256
-#define KL_V(op) _mm256_##op
-#define KL_ZERO_I() _mm256_setzero_si256()
-#define KL_JOIN(lo, hi) (lo)
-#include "kernels/k_lanes.h"
-#undef KL_LANES
-#undef KL_N
-#undef KL_X
-#undef KL_VI
-#undef KL_VF
-#undef KL_V
-#undef KL_ZERO_I
-#undef KL_JOIN
+/* k_s in 512-bit lanes: the same operations per lane. */
+ALWAYS_INLINE __m512 kl_s(ml_type T, __m512i isum, __m512i msum, __m512 d, __m512 dmin, __m512 xdv)
+{
+    const __m512 s = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, xdv));
+    if (k_dmin_at(T) < 0)
+        return s;
+    return _mm512_sub_ps(s, _mm512_mul_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, xdv)));
+}
+
+/* Eight rows x sixteen tokens over every super-block: out[row][token]. */
+ALWAYS_INLINE void kl_tile(ml_type T, const kl_row *rows, const kl_x *xg, size_t nsb,
+                           float out[KL_ROWS][KL_TOK])
+{
+    const int nsub = kl_nsub(T), per = 64 / nsub;
+    __m512 acc[KL_ROWS][8];
+    for (int r = 0; r < KL_ROWS; r++)
+        for (int a = 0; a < 8; a++)
+            acc[r][a] = _mm512_setzero_ps();
+    for (size_t k = 0; k < nsb; k++) {
+        const kl_row *rw = rows + k * KL_ROWS;
+        const kl_x *x = xg + k;
+        __m512i is[KL_ROWS], ms[KL_ROWS];
+        UNROLL
+        for (int r = 0; r < KL_ROWS; r++)
+            is[r] = ms[r] = _mm512_setzero_si512();
+        UNROLL
+        for (int s = 0; s < nsub; s++) {
+            __m512i v[KL_ROWS];
+            UNROLL
+            for (int r = 0; r < KL_ROWS; r++)
+                v[r] = _mm512_setzero_si512();
+            UNROLL
+            for (int g = 0; g < per; g++) {
+                const __m512i xv = x->c[per * s + g];
+                UNROLL
+                for (int r = 0; r < KL_ROWS; r++)
+                    v[r] = _mm512_dpbusd_epi32(
+                        v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))), xv);
+            }
+            UNROLL
+            for (int r = 0; r < KL_ROWS; r++)
+                is[r] = _mm512_add_epi32(is[r], _mm512_mullo_epi32(v[r], _mm512_set1_epi32(rw[r].sc[s])));
+        }
+        UNROLL
+        for (int p = 0; p < nsub / 2; p++)
+            UNROLL
+            for (int r = 0; r < KL_ROWS; r++)
+                ms[r] = _mm512_dpwssd_epi32(ms[r], _mm512_set1_epi32(rw[r].mt[p]), x->as[p]);
+        UNROLL
+        for (int r = 0; r < KL_ROWS; r++) {
+            /* Q6_K and IQ4_XS: ms is the offsets' part of isum */
+            const int off = T == ML_TYPE_Q6_K || T == ML_TYPE_IQ4_XS;
+            const __m512i isum = off ? _mm512_sub_epi32(is[r], ms[r]) : is[r];
+            const __m512 sv = kl_s(T, isum, off ? _mm512_setzero_si512() : ms[r],
+                                   _mm512_set1_ps(rw[r].d), _mm512_set1_ps(rw[r].dmin), x->xd);
+            acc[r][k % 8] = _mm512_add_ps(acc[r][k % 8], sv);
+        }
+    }
+    for (int r = 0; r < KL_ROWS; r++) /* rule 3's fold, lane by lane */
+        _mm512_storeu_ps(out[r], _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][4]),
+                                                             _mm512_add_ps(acc[r][2], acc[r][6])),
+                                               _mm512_add_ps(_mm512_add_ps(acc[r][1], acc[r][5]),
+                                                             _mm512_add_ps(acc[r][3], acc[r][7]))));
+}
+
+static void kl_tile_q4_k(const kl_row *rows, const kl_x *xg, size_t nsb, float out[KL_ROWS][KL_TOK])
+{
+    kl_tile(ML_TYPE_Q4_K, rows, xg, nsb, out);
+}
+
+static void kl_tile_iq4_xs(const kl_row *rows, const kl_x *xg, size_t nsb,
+                           float out[KL_ROWS][KL_TOK])
+{
+    kl_tile(ML_TYPE_IQ4_XS, rows, xg, nsb, out);
+}
+
+static void kl_tile_q6_k(const kl_row *rows, const kl_x *xg, size_t nsb, float out[KL_ROWS][KL_TOK])
+{
+    kl_tile(ML_TYPE_Q6_K, rows, xg, nsb, out);
+}
 
 /* A thread's scratch for matmul_k_lanes (and matmul_32_tokens), kept
  * from call to call: prefill calls it once per matrix and batch, and a
@@ -2020,6 +2086,52 @@ static void kl_x_groups(ml_type t, const int8_t *xq, const float *xd, size_t col
     }
 }
 
+/* A tile's results into y token by token (token k's eight rows at y + k
+ * * ldy, k < nt): a row's sixteen tokens lie ldy floats apart, often a
+ * multiple of 4 KiB, so storing them one by one wrote sixteen lines of
+ * one L1 set eight times over. */
+ALWAYS_INLINE void kl_store(float out[KL_ROWS][KL_TOK], size_t nt, float *y, size_t ldy)
+{
+    for (size_t h = 0; h < 2; h++) {
+        __m256i v[8];
+        UNROLL
+        for (int r = 0; r < 8; r++)
+            v[r] = load256(out[r] + 8 * h);
+        transpose8x8(v);
+        for (size_t k = 0; k < 8 && 8 * h + k < nt; k++)
+            _mm256_storeu_si256((__m256i *)(void *)(y + (8 * h + k) * ldy), v[k]);
+    }
+}
+
+/* Rows [r0, r1) times the nc tokens (nc <= KL_CHUNK) whose form is xg:
+ * token k's results at y + k * ldy.  rows: scratch for a tile's rows. */
+static void kl_chunk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                     const kl_x *xg, size_t nc, kl_row *rows, float *y, size_t ldy)
+{
+    const size_t nsb = cols / 256;
+    for (size_t r = r0; r < r1; r += KL_ROWS) {
+        const size_t nr = r1 - r < KL_ROWS ? r1 - r : KL_ROWS;
+        kl_rows(t, w, cols, r, nr, rows);
+        for (size_t g = 0; g * KL_TOK < nc; g++) {
+            const size_t tg = g * KL_TOK, nt = nc - tg < KL_TOK ? nc - tg : KL_TOK;
+            float out[KL_ROWS][KL_TOK];
+            if (t == ML_TYPE_Q6_K)
+                kl_tile_q6_k(rows, xg + g * nsb, nsb, out);
+            else if (t == ML_TYPE_IQ4_XS)
+                kl_tile_iq4_xs(rows, xg + g * nsb, nsb, out);
+            else
+                kl_tile_q4_k(rows, xg + g * nsb, nsb, out);
+            if (nr == KL_ROWS) {
+                kl_store(out, nt, y + tg * ldy + r, ldy);
+                continue;
+            }
+            for (size_t i = 0; i < nr; i++)
+                for (size_t k = 0; k < nt; k++)
+                    y[(tg + k) * ldy + r + i] = out[i][k];
+        }
+    }
+}
+
 /* Q4_K, Q5_K (decoded alike), Q6_K and IQ4_XS, rows [r0, r1) x n_tok
  * tokens, the activations rearranged here a chunk at a time; 0 for
  * another type or when out of memory. */
@@ -2043,23 +2155,6 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
     return 1;
 }
 
-/* Q4_K, Q5_K, Q6_K and IQ4_XS, rows [r0, r1) x n_tok <= 8 tokens in
- * 256-bit lanes; 0 for another type or when out of memory. */
-static int matmul_k_lanes8(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
-                           const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
-{
-    if (!kl_type(t))
-        return 0;
-    const size_t nsb = cols / 256, b_xg = kl_lines(nsb * sizeof(kl_x8));
-    unsigned char *p = kl_scratch(b_xg + KL_ROWS * nsb * sizeof(kl_row));
-    if (!p)
-        return 0;
-    kl_x8 *xg = (kl_x8 *)(void *)p;
-    kl_x_group8(t, xq, cols, xd, n_tok, xg);
-    kl_chunk8(t, w, cols, r0, r1, xg, n_tok, (kl_row *)(void *)(p + b_xg), y, ldy);
-    return 1;
-}
-
 #endif
 
 /* The 256-element types, Q4_1 and Q5_1 in tiles from two tokens on; the
@@ -2074,11 +2169,8 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
 #if HAVE_VNNI
-    if (n_tok >= 2 && n_tok <= kt_max_tok(t) && cols <= XS_COLS &&
+    if (n_tok >= 2 && n_tok <= KT_MAX && cols <= XS_COLS &&
         matmul_k_tokens(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
-        return;
-    if (n_tok >= kl8_min_tok(t) && n_tok <= 8 && cols <= XS_COLS &&
-        matmul_k_lanes8(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
     if (n_tok >= kl_min_tok(t) && cols <= XS_COLS &&
         matmul_k_lanes(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))

@@ -252,7 +252,8 @@ START_TEST(variants_match_scalar)
             }
             /* either side of the AMX table's threshold (32 tokens), and
              * every row in one call (a whole panel and a partial one);
-             * six to eight tokens, the AVX-512 K types' eight lanes */
+             * six to eight tokens (the AVX-512 K types' rows unpacked
+             * once for all the tokens, matmul_k_tokens) */
             for (size_t n_tok = 31; n_tok <= 33; n_tok++)
                 check_matmul(&m, &a, n_tok, 0, 23);
             for (size_t n_tok = 6; n_tok <= 8; n_tok++)
