@@ -704,6 +704,27 @@ typedef struct nt_x {
     const xsums *xs;
 } nt_x;
 
+/* n_tok tokens' activations (xd: per_tok scales a token) into tk, with
+ * their sums (halves: the 16-element ones too) and, with pairs, their
+ * x_pairs form, in the thread's scratch; NULL when out of memory. */
+static xsums *few_tokens(const int8_t *xq, const float *xd, size_t cols, size_t per_tok,
+                         size_t n_tok, int halves, int pairs, nt_x *tk)
+{
+    xsums *xs = kl_scratch(n_tok * (sizeof *xs + cols));
+    if (!xs)
+        return NULL;
+    int8_t *paired = (int8_t *)(xs + n_tok);
+    for (size_t t = 0; t < n_tok; t++) {
+        xsums_init(&xs[t], xq + t * cols, cols, halves);
+        if (pairs) {
+            x_pairs(paired + t * cols, xq + t * cols, cols / 256 * 256);
+            xs[t].paired = paired + t * cols;
+        }
+        tk[t] = (nt_x){xq + t * cols, xd + t * per_tok, &xs[t]};
+    }
+    return xs;
+}
+
 /* One row against nt <= NT_MAX tokens: out[t] its dot with token t. */
 ALWAYS_INLINE void row_32_tokens(ml_type T, size_t bytes, const uint8_t *w, size_t nb, size_t nt,
                                  const nt_x *tk, float *out)
@@ -747,17 +768,9 @@ static int matmul_32_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0,
                             const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
     const size_t nb = cols / 32;
-    xsums *xs = kl_scratch(n_tok * (sizeof *xs + cols));
-    if (!xs)
-        return 0;
-    int8_t *paired = (int8_t *)(xs + n_tok);
     nt_x tk[NT_MAX];
-    for (size_t t = 0; t < n_tok; t++) {
-        xsums_init(&xs[t], xq + t * cols, cols, 0);
-        x_pairs(paired + t * cols, xq + t * cols, cols / 256 * 256);
-        xs[t].paired = paired + t * cols;
-        tk[t] = (nt_x){xq + t * cols, xd + t * nb, &xs[t]};
-    }
+    if (!few_tokens(xq, xd, cols, nb, n_tok, 0, 1, tk))
+        return 0;
     float out[NT_MAX];
     for (size_t r = r0; r < r1; r++) {
         switch (T) { /* one instance a type */
@@ -1129,16 +1142,9 @@ ROW_K(iq4_xs, ML_TYPE_IQ4_XS)
  * matvec's bits. */
 #define KT_MAX 8 /* nine on go to the lanes (kl_min_tok) or the tiles */
 
-/* Token t's activations, their scales and sums. */
-typedef struct kt_x {
-    const int8_t *x;
-    const float *xd;
-    const xsums *xs;
-} kt_x;
-
 /* One row against nt <= KT_MAX tokens: out[t] its dot with token t. */
 ALWAYS_INLINE void row_k_tokens(ml_type T, const uint8_t *w, size_t nsb, size_t nt,
-                                const kt_x *tk, float *out)
+                                const nt_x *tk, float *out)
 {
     const size_t bytes = k_bytes(T);
     __m256 acc[KT_MAX];
@@ -1209,19 +1215,9 @@ static int matmul_k_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0, 
     if (T != ML_TYPE_Q4_K && T != ML_TYPE_Q5_K && T != ML_TYPE_Q6_K && T != ML_TYPE_IQ4_XS)
         return 0;
     const size_t nsb = cols / 256, bytes = k_bytes(T);
-    xsums *xs = kl_scratch(n_tok * (sizeof *xs + cols));
-    if (!xs)
+    nt_x tk[KT_MAX];
+    if (!few_tokens(xq, xd, cols, nsb, n_tok, T == ML_TYPE_Q6_K, T == ML_TYPE_IQ4_XS, tk))
         return 0;
-    int8_t *paired = (int8_t *)(xs + n_tok); /* IQ4_XS's x_pairs form */
-    kt_x tk[KT_MAX];
-    for (size_t t = 0; t < n_tok; t++) {
-        xsums_init(&xs[t], xq + t * cols, cols, T == ML_TYPE_Q6_K);
-        if (T == ML_TYPE_IQ4_XS) {
-            x_pairs(paired + t * cols, xq + t * cols, cols);
-            xs[t].paired = paired + t * cols;
-        }
-        tk[t] = (kt_x){xq + t * cols, xd + t * nsb, &xs[t]};
-    }
     float out[KT_MAX];
     for (size_t r = r0; r < r1; r++) {
         switch (T) { /* one instance a type */
@@ -2157,10 +2153,13 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
 
 #endif
 
-/* The 256-element types, Q4_1 and Q5_1 in tiles from two tokens on; the
- * others a token at a time (each (token, row) is matvec's dot; the
- * runtime takes Q5_0, IQ4_NL and MXFP4 to the Q8_0 products,
- * blk_to_q8_0).
+/* The K types: two to KT_MAX tokens a row at a time (matmul_k_tokens),
+ * more in the lanes (matmul_k_lanes; Q6_K's nine to eleven in tiles);
+ * the nibble types two to NT_MAX tokens a row at a time
+ * (matmul_32_tokens); the other 256-element types, Q4_1 and Q5_1 in tiles
+ * from two tokens on; the rest a token at a time (each (token, row) is
+ * matvec's dot; the runtime takes Q5_0, IQ4_NL and MXFP4 to the Q8_0
+ * products from four tokens on, blk_to_q8_0).
  * Blocking rows for the cache across tokens (16 rows, 4 tokens) was
  * measured no faster than a token at a time (Q4_K, 2048 x 5632, 64
  * tokens: 0.36 ms a token either way): the dot is bound by its
