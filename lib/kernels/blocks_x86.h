@@ -1142,6 +1142,44 @@ ROW_K(iq4_xs, ML_TYPE_IQ4_XS)
  * matvec's bits. */
 #define KT_MAX 8 /* nine on go to the lanes (kl_min_tok) or the tiles */
 
+/* Super-block k of a row (at b) unpacked once, then each token t's
+ * sums_k into is[t][j], ms[t][j]. */
+ALWAYS_INLINE void kt_block(ml_type T, const uint8_t *b, size_t k, size_t nt, const nt_x *tk,
+                            __m256i is[][8], __m256i ms[][8], size_t j)
+{
+    if (T == ML_TYPE_IQ4_XS) {
+        prefetch_ahead_l2(b, PREFETCH_K, 3);
+        iq4xs_unpacked u;
+        iq4xs_unpack(b, &u);
+        for (size_t t = 0; t < nt; t++) {
+            iq4xs_sums(&u, tk[t].xs->paired + 256 * k, tk[t].xs->s32 + 8 * k, &is[t][j]);
+            ms[t][j] = _mm256_setzero_si256();
+        }
+        return;
+    }
+    if (T == ML_TYPE_Q6_K) {
+        prefetch_ahead_l2(b, PREFETCH_K, 4);
+        q6_unpacked u;
+        q6_unpack(b, &u);
+        for (size_t t = 0; t < nt; t++) {
+            q6_sums(&u, tk[t].x + 256 * k, tk[t].xs->s16 + 16 * k, &is[t][j]);
+            ms[t][j] = _mm256_setzero_si256();
+        }
+        return;
+    }
+    prefetch_ahead_l2(b, PREFETCH_K, 3);
+    __m256i q[8];
+    k45_quants(T, b, q);
+    for (size_t t = 0; t < nt; t++) {
+        const int8_t *x = tk[t].x + 256 * k;
+        __m256i v[8];
+        UNROLL
+        for (int s = 0; s < 8; s++)
+            v[s] = dot_u8s8(q[s], load256(x + 32 * s));
+        k4_sums(b, v, tk[t].xs->s32 + 8 * k, &is[t][j], &ms[t][j]);
+    }
+}
+
 /* One row against nt <= KT_MAX tokens: out[t] its dot with token t. */
 ALWAYS_INLINE void row_k_tokens(ml_type T, const uint8_t *w, size_t nsb, size_t nt,
                                 const nt_x *tk, float *out)
@@ -1160,39 +1198,7 @@ ALWAYS_INLINE void row_k_tokens(ml_type T, const uint8_t *w, size_t nsb, size_t 
                     is[t][j] = ms[t][j] = _mm256_setzero_si256();
                 continue;
             }
-            const uint8_t *b = wg + j * bytes;
-            if (T == ML_TYPE_IQ4_XS) {
-                prefetch_ahead_l2(b, PREFETCH_K, 3);
-                iq4xs_unpacked u;
-                iq4xs_unpack(b, &u);
-                for (size_t t = 0; t < nt; t++) {
-                    iq4xs_sums(&u, tk[t].xs->paired + 256 * (g + j), tk[t].xs->s32 + 8 * (g + j),
-                               &is[t][j]);
-                    ms[t][j] = _mm256_setzero_si256();
-                }
-                continue;
-            }
-            if (T == ML_TYPE_Q6_K) {
-                prefetch_ahead_l2(b, PREFETCH_K, 4);
-                q6_unpacked u;
-                q6_unpack(b, &u);
-                for (size_t t = 0; t < nt; t++) {
-                    q6_sums(&u, tk[t].x + 256 * (g + j), tk[t].xs->s16 + 16 * (g + j), &is[t][j]);
-                    ms[t][j] = _mm256_setzero_si256();
-                }
-                continue;
-            }
-            prefetch_ahead_l2(b, PREFETCH_K, 3);
-            __m256i q[8];
-            k45_quants(T, b, q);
-            for (size_t t = 0; t < nt; t++) {
-                const int8_t *x = tk[t].x + 256 * (g + j);
-                __m256i v[8];
-                UNROLL
-                for (int s = 0; s < 8; s++)
-                    v[s] = dot_u8s8(q[s], load256(x + 32 * s));
-                k4_sums(b, v, tk[t].xs->s32 + 8 * (g + j), &is[t][j], &ms[t][j]);
-            }
+            kt_block(T, wg + j * bytes, g + j, nt, tk, is, ms, j);
         }
         const __m256 d = f16_lanes(wg, bytes, k_d_at(T), m);
         const __m256 dmin =
