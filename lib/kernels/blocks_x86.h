@@ -1061,7 +1061,7 @@ ALWAYS_INLINE void sums_k(ml_type T, const uint8_t *w, const int8_t *x, const xs
 {
     *ms = _mm256_setzero_si256();
     switch (T) {
-    case ML_TYPE_Q4_K: sums_q45_k(T, w, x, xs->s32 + 8 * k, is, ms); break;
+    case ML_TYPE_Q4_K:
     case ML_TYPE_Q5_K: sums_q45_k(T, w, x, xs->s32 + 8 * k, is, ms); break;
     case ML_TYPE_Q6_K: sums_q6_k(w, x, xs->s16 + 16 * k, is); break;
     case ML_TYPE_Q2_K: sums_q2_k(w, x, xs->s16 + 16 * k, is, ms); break;
@@ -1142,6 +1142,13 @@ ROW_K(iq4_xs, ML_TYPE_IQ4_XS)
  * matvec's bits. */
 #define KT_MAX 8 /* nine on go to the lanes (kl_min_tok) or the tiles */
 
+/* The types taken a few tokens at a time here and in the lanes below. */
+ALWAYS_INLINE int kl_type(ml_type t)
+{
+    return t == ML_TYPE_Q4_K || t == ML_TYPE_Q5_K || t == ML_TYPE_Q6_K || t == ML_TYPE_IQ4_XS;
+}
+
+
 /* Super-block k of a row (at b) unpacked once, then each token t's
  * sums_k into is[t][j], ms[t][j]. */
 ALWAYS_INLINE void kt_block(ml_type T, const uint8_t *b, size_t k, size_t nt, const nt_x *tk,
@@ -1218,7 +1225,7 @@ ALWAYS_INLINE void row_k_tokens(ml_type T, const uint8_t *w, size_t nsb, size_t 
 static int matmul_k_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                            const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    if (T != ML_TYPE_Q4_K && T != ML_TYPE_Q5_K && T != ML_TYPE_Q6_K && T != ML_TYPE_IQ4_XS)
+    if (!kl_type(T))
         return 0;
     const size_t nsb = cols / 256, bytes = k_bytes(T);
     nt_x tk[KT_MAX];
@@ -2069,11 +2076,6 @@ static void *kl_scratch(size_t bytes)
 ALWAYS_INLINE size_t kl_lines(size_t n)
 {
     return (n + 63) / 64 * 64;
-}
-
-ALWAYS_INLINE int kl_type(ml_type t)
-{
-    return t == ML_TYPE_Q4_K || t == ML_TYPE_Q5_K || t == ML_TYPE_Q6_K || t == ML_TYPE_IQ4_XS;
 }
 
 /* Groups [g0, g1) of n_tok tokens' K-lane form (group g: tokens 16g on,

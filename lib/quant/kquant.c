@@ -20,9 +20,7 @@
 #include "kernels/kernels.h"
 
 #include <pthread.h>
-#endif
 
-#if defined(__x86_64__)
 static int x86_level;
 static pthread_once_t x86_level_once = PTHREAD_ONCE_INIT;
 
