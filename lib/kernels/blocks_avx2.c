@@ -18,6 +18,24 @@ void ml__matmul_blk_avx2(ml_type t, const uint8_t *w, size_t cols, size_t r0, si
     matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
 }
 
+size_t ml__blk_x_bytes_avx2(ml_type t, size_t cols, size_t n_tok)
+{
+    return kl_x_bytes(t, cols, n_tok);
+}
+
+void ml__blk_x_prepare_avx2(ml_type t, const int8_t *xq, const float *xd, size_t cols,
+                            size_t n_tok, unsigned part, unsigned parts, void *xt)
+{
+    kl_x_prepare(t, xq, xd, cols, n_tok, part, parts, xt);
+}
+
+void ml__blk_x_run_avx2(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                        const int8_t *xq, const float *xd, const void *xt, size_t n_tok,
+                        float *y, size_t ldy)
+{
+    kl_x_run(t, w, cols, r0, r1, xq, xd, xt, n_tok, y, ldy);
+}
+
 int ml__blk_to_q8_0_avx2(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                        int8_t *q, float *d)
 {

@@ -1131,6 +1131,13 @@ ROW_K(q3_k, ML_TYPE_Q3_K)
 ROW_K(iq4_xs, ML_TYPE_IQ4_XS)
 #undef ROW_K
 
+/* The types taken a few tokens at a time (matmul_k_tokens) and in the
+ * lanes (matmul_k_lanes) below. */
+ALWAYS_INLINE int kl_type(ml_type t)
+{
+    return t == ML_TYPE_Q4_K || t == ML_TYPE_Q5_K || t == ML_TYPE_Q6_K || t == ML_TYPE_IQ4_XS;
+}
+
 #if HAVE_VNNI
 /* ---- a few tokens of Q4_K, Q5_K, Q6_K, IQ4_XS: each super-block unpacked once ----
  *
@@ -1141,13 +1148,6 @@ ROW_K(iq4_xs, ML_TYPE_IQ4_XS)
  * sums_* do for one) and each token's sums, float steps and fold are row_k's:
  * matvec's bits. */
 #define KT_MAX 8 /* nine on go to the lanes (kl_min_tok) or the tiles */
-
-/* The types taken a few tokens at a time here and in the lanes below. */
-ALWAYS_INLINE int kl_type(ml_type t)
-{
-    return t == ML_TYPE_Q4_K || t == ML_TYPE_Q5_K || t == ML_TYPE_Q6_K || t == ML_TYPE_IQ4_XS;
-}
-
 
 /* Super-block k of a row (at b) unpacked once, then each token t's
  * sums_k into is[t][j], ms[t][j]. */
@@ -1786,21 +1786,31 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
     return 1;
 }
 
-#if HAVE_VNNI
 /* ---- matmul of Q4_K, Q5_K, Q6_K and IQ4_XS with the tokens in the lanes ----
  *
  * The tiles above put a super-block's sub-blocks in the lanes, so every
  * (row, token) pair pays a scale multiply and a transpose of its own.
- * Here a register holds eight tokens' same four activations (lane t:
+ * Here a register holds KL_TOK tokens' same four activations (lane t:
  * token t), a row's four quants are broadcast from memory into the
- * multiply-add, and the eight rows of a tile share each activation
+ * multiply-add (vpdpbusd; without VNNI vpmaddubsw, whose 16-bit pairs
+ * are added a few at a time before vpmaddwd widens them), and the eight rows of a tile share each activation
  * register: a sub-block's sums land in the lanes of eight tokens at once,
  * scaled by one multiply per row.  The activations are rearranged once
  * per chunk of KL_CHUNK tokens, the rows decoded once per chunk and tile
  * (kl_decode, straight into the tile's form), not once per eight tokens.  The sums are exact, and the
  * float step and rule 3's order per (token, row) are row_k's: matvec's
  * bits. */
+#if HAVE_VNNI
 #define KL_TOK 16     /* tokens a group: the lanes of a 512-bit register */
+typedef __m512i kl_vi;
+typedef __m512 kl_vf;
+#define KL(op) _mm512_##op
+#else
+#define KL_TOK 8      /* tokens a group: the lanes of a 256-bit register */
+typedef __m256i kl_vi;
+typedef __m256 kl_vf;
+#define KL(op) _mm256_##op
+#endif
 #define KL_ROWS 8     /* rows a tile */
 #define KL_CHUNK 256  /* tokens rearranged at once */
 
@@ -1809,14 +1819,37 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
  * for eight tokens (one pass of TILE_TOK), less than two passes for
  * nine; Q6_K's lanes cost more (sixteen sub-blocks, and its rows'
  * decoding), so the tiles keep it to eleven (docs/speed-history.md,
- * section 22). */
+ * section 22).  Without VNNI a group of eight lanes costs about the
+ * tiles' ten tokens, and Q6_K's, whose runs are short, win only in
+ * whole groups from about 22 (section 23). */
 ALWAYS_INLINE size_t kl_min_tok(ml_type t)
 {
+#if HAVE_VNNI
     return t == ML_TYPE_Q6_K ? 12 : 9;
+#else
+    return t == ML_TYPE_Q6_K ? 22 : 11;
+#endif
 }
 
 /* Four quants read as one int32 (for a broadcast operand). */
 typedef int32_t kl_u32 __attribute__((may_alias, aligned(4)));
+
+/* The types the lanes take: all of kl_type's but, without VNNI,
+ * IQ4_XS, whose unsigned levels (up to 241) would saturate vpmaddubsw's
+ * pairs (it keeps the tiles there). */
+ALWAYS_INLINE int kl_lanes_type(ml_type t)
+{
+    return kl_type(t) && (HAVE_VNNI || t != ML_TYPE_IQ4_XS);
+}
+
+ALWAYS_INLINE kl_vi kl_zero(void)
+{
+#if HAVE_VNNI
+    return _mm512_setzero_si512();
+#else
+    return _mm256_setzero_si256();
+#endif
+}
 
 /* One row's super-block, decoded. */
 typedef struct kl_row {
@@ -1824,6 +1857,7 @@ typedef struct kl_row {
                        * IQ4_XS: level + 128) */
     int32_t sc[16];   /* sub-block scales: 8 of 32 elements (Q6_K: 16 of
                        * 16; IQ4_XS: ls - 32) */
+    int32_t sp[16];   /* without VNNI: sc[j] in both 16-bit halves */
     int32_t mt[8];    /* 16-bit pairs weighting the sub-blocks' activation
                        * sums: Q4_K's, Q5_K's mins; Q6_K's 32·scale,
                        * IQ4_XS's 128·scale (the offsets taken off) */
@@ -1832,9 +1866,9 @@ typedef struct kl_row {
 
 /* A group of KL_TOK tokens' super-block. */
 typedef struct kl_x {
-    __m512i c[64];    /* lane t: bytes 4c..4c+3 of token t's */
-    __m512i as[8];    /* lane t: sub-blocks 2p and 2p + 1's sums of x, 16 bits each */
-    __m512 xd;        /* lane t: token t's scale, +0 past the last token */
+    kl_vi c[64];      /* lane t: bytes 4c..4c+3 of token t's */
+    kl_vi as[8];      /* lane t: sub-blocks 2p and 2p + 1's sums of x, 16 bits each */
+    kl_vf xd;         /* lane t: token t's scale, +0 past the last token */
 } kl_x;
 
 ALWAYS_INLINE int kl_nsub(ml_type T)
@@ -1867,9 +1901,9 @@ static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const float *xd,
     const size_t nsb = cols / 256;
     for (size_t k = 0; k < nsb; k++) {
         for (int q = 0; q < 8; q++) {
-            __m256i v[2][8];
+            __m256i v[KL_TOK / 8][8];
             UNROLL
-            for (size_t h = 0; h < 2; h++) {
+            for (size_t h = 0; h < KL_TOK / 8; h++) {
                 UNROLL
                 for (size_t t = 0; t < 8; t++)
                     v[h][t] = 8 * h + t < nt ? load256(x + (8 * h + t) * cols + 256 * k + 32 * q)
@@ -1878,14 +1912,18 @@ static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const float *xd,
             }
             UNROLL
             for (int c = 0; c < 8; c++)
+#if HAVE_VNNI
                 xg[k].c[8 * q + c] = _mm512_inserti64x4(_mm512_castsi256_si512(v[0][c]), v[1][c], 1);
+#else
+                xg[k].c[8 * q + c] = v[0][c];
+#endif
         }
         _Alignas(64) float d[KL_TOK];
         for (size_t t = 0; t < KL_TOK; t++)
             d[t] = t < nt ? xd[t * nsb + k] : 0.0f;
-        xg[k].xd = _mm512_load_ps(d);
+        xg[k].xd = KL(load_ps)(d);
         for (int p = 0; p < 8; p++)
-            xg[k].as[p] = _mm512_setzero_si512();
+            xg[k].as[p] = kl_zero();
     }
     for (size_t t = 0; t < nt; t++)
         kl_x_sums(T, x + t * cols, cols, t, xg);
@@ -1925,7 +1963,8 @@ ALWAYS_INLINE void kl_decode(ml_type T, const uint8_t *b, kl_row *o)
         /* the sixteen int8 scales: as int32, and mt[p] = 32·sc[2p] |
          * 32·sc[2p + 1] << 16 in 16-bit halves (|32·sc| <= 4096) */
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)(b + 192));
-        _mm512_storeu_si512(o->sc, _mm512_cvtepi8_epi32(sc8));
+        _mm256_storeu_si256((__m256i *)o->sc, _mm256_cvtepi8_epi32(sc8));
+        _mm256_storeu_si256((__m256i *)(o->sc + 8), _mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8)));
         _mm256_storeu_si256((__m256i *)o->mt, _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc8), 5));
         o->d = f16_at(b + 208), o->dmin = 0.0f;
         return;
@@ -1945,6 +1984,17 @@ ALWAYS_INLINE void kl_decode(ml_type T, const uint8_t *b, kl_row *o)
     o->d = f16_at(b), o->dmin = f16_at(b + 2);
 }
 
+/* o's scales as sp's pairs (nsub of them). */
+ALWAYS_INLINE void kl_scale_pairs(kl_row *o, int nsub)
+{
+    for (int j = 0; j < nsub; j += 8) {
+        const __m256i v = load256(o->sc + j);
+        _mm256_storeu_si256((__m256i *)(o->sp + j),
+                            _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xffff)),
+                                            _mm256_slli_epi32(v, 16)));
+    }
+}
+
 /* Rows [r, r + nr) (nr <= KL_ROWS) into rows[k * KL_ROWS + i], the last
  * row repeated past nr. */
 static void kl_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t nr, kl_row *rows)
@@ -1952,74 +2002,113 @@ static void kl_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t n
     const size_t nsb = cols / 256, bytes = k_bytes(T);
     for (size_t i = 0; i < KL_ROWS; i++) {
         const uint8_t *row = w + (r + (i < nr ? i : nr - 1)) * nsb * bytes;
-        for (size_t k = 0; k < nsb; k++)
+        for (size_t k = 0; k < nsb; k++) {
             kl_decode(T, row + k * bytes, &rows[k * KL_ROWS + i]);
+            if (!HAVE_VNNI)
+                kl_scale_pairs(&rows[k * KL_ROWS + i], kl_nsub(T));
+        }
     }
 }
 
-/* k_s in 512-bit lanes: the same operations per lane. */
-ALWAYS_INLINE __m512 kl_s(ml_type T, __m512i isum, __m512i msum, __m512 d, __m512 dmin, __m512 xdv)
+/* k_s in the lanes: the same operations per lane. */
+ALWAYS_INLINE kl_vf kl_s(ml_type T, kl_vi isum, kl_vi msum, kl_vf d, kl_vf dmin, kl_vf xdv)
 {
-    const __m512 s = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, xdv));
+    const kl_vf s = KL(mul_ps)(KL(cvtepi32_ps)(isum), KL(mul_ps)(d, xdv));
     if (k_dmin_at(T) < 0)
         return s;
-    return _mm512_sub_ps(s, _mm512_mul_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, xdv)));
+    return KL(sub_ps)(s, KL(mul_ps)(KL(cvtepi32_ps)(msum), KL(mul_ps)(dmin, xdv)));
 }
 
-/* Eight rows x sixteen tokens over every super-block: out[row][token]. */
+/* acc + the 16-bit pairs of a times those of b (exact). */
+ALWAYS_INLINE kl_vi kl_madd16(kl_vi acc, kl_vi a, kl_vi b)
+{
+#if HAVE_VNNI
+    return _mm512_dpwssd_epi32(acc, a, b);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
+}
+
+/* Sub-block s of a tile's rows (xc: its per groups of activations)
+ * into is[r]: its scale times its byte products' sum. */
+ALWAYS_INLINE void kl_sub(const kl_row *rw, const kl_vi *xc, int s, int per, int run,
+                          kl_vi is[KL_ROWS])
+{
+#if HAVE_VNNI
+    (void)run;
+    kl_vi v[KL_ROWS];
+    UNROLL
+    for (int r = 0; r < KL_ROWS; r++)
+        v[r] = kl_zero();
+    UNROLL
+    for (int g = 0; g < per; g++)
+        UNROLL
+        for (int r = 0; r < KL_ROWS; r++)
+            v[r] = _mm512_dpbusd_epi32(v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))),
+                                       xc[g]);
+    UNROLL
+    for (int r = 0; r < KL_ROWS; r++)
+        is[r] = _mm512_add_epi32(is[r], _mm512_mullo_epi32(v[r], _mm512_set1_epi32(rw[r].sc[s])));
+#else
+    /* a run of groups' 16-bit pairs, then one vpmaddwd by the scale
+     * (|scale| <= 128) widens and scales them: no 32-bit multiply */
+    UNROLL
+    for (int g = 0; g < per; g += run)
+        UNROLL
+        for (int r = 0; r < KL_ROWS; r++) {
+            const kl_u32 *w4 = (const kl_u32 *)(rw[r].q + 4 * (per * s + g));
+            __m256i p = _mm256_maddubs_epi16(_mm256_set1_epi32(w4[0]), xc[g]);
+            UNROLL
+            for (int i = 1; i < run; i++)
+                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_set1_epi32(w4[i]), xc[g + i]));
+            is[r] = _mm256_add_epi32(is[r], _mm256_madd_epi16(p, _mm256_set1_epi32(rw[r].sp[s])));
+        }
+#endif
+}
+
+/* Eight rows x KL_TOK tokens over every super-block: out[row][token]. */
 ALWAYS_INLINE void kl_tile(ml_type T, const kl_row *rows, const kl_x *xg, size_t nsb,
                            float out[KL_ROWS][KL_TOK])
 {
     const int nsub = kl_nsub(T), per = 64 / nsub;
-    __m512 acc[KL_ROWS][8];
+    /* without VNNI, groups whose vpmaddubsw pairs are added in 16 bits:
+     * |pair| <= 2·63·128 for Q6_K (2 groups), 2·31·128 for Q4_K and
+     * Q5_K (4 groups) */
+    const int run = T == ML_TYPE_Q6_K ? 2 : 4;
+    kl_vf acc[KL_ROWS][8];
     for (int r = 0; r < KL_ROWS; r++)
         for (int a = 0; a < 8; a++)
-            acc[r][a] = _mm512_setzero_ps();
+            acc[r][a] = KL(setzero_ps)();
     for (size_t k = 0; k < nsb; k++) {
         const kl_row *rw = rows + k * KL_ROWS;
         const kl_x *x = xg + k;
-        __m512i is[KL_ROWS], ms[KL_ROWS];
+        kl_vi is[KL_ROWS], ms[KL_ROWS];
         UNROLL
         for (int r = 0; r < KL_ROWS; r++)
-            is[r] = ms[r] = _mm512_setzero_si512();
+            is[r] = ms[r] = kl_zero();
         UNROLL
-        for (int s = 0; s < nsub; s++) {
-            __m512i v[KL_ROWS];
-            UNROLL
-            for (int r = 0; r < KL_ROWS; r++)
-                v[r] = _mm512_setzero_si512();
-            UNROLL
-            for (int g = 0; g < per; g++) {
-                const __m512i xv = x->c[per * s + g];
-                UNROLL
-                for (int r = 0; r < KL_ROWS; r++)
-                    v[r] = _mm512_dpbusd_epi32(
-                        v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))), xv);
-            }
-            UNROLL
-            for (int r = 0; r < KL_ROWS; r++)
-                is[r] = _mm512_add_epi32(is[r], _mm512_mullo_epi32(v[r], _mm512_set1_epi32(rw[r].sc[s])));
-        }
+        for (int s = 0; s < nsub; s++)
+            kl_sub(rw, x->c + per * s, s, per, run, is);
         UNROLL
         for (int p = 0; p < nsub / 2; p++)
             UNROLL
             for (int r = 0; r < KL_ROWS; r++)
-                ms[r] = _mm512_dpwssd_epi32(ms[r], _mm512_set1_epi32(rw[r].mt[p]), x->as[p]);
+                ms[r] = kl_madd16(ms[r], KL(set1_epi32)(rw[r].mt[p]), x->as[p]);
         UNROLL
         for (int r = 0; r < KL_ROWS; r++) {
             /* Q6_K and IQ4_XS: ms is the offsets' part of isum */
             const int off = T == ML_TYPE_Q6_K || T == ML_TYPE_IQ4_XS;
-            const __m512i isum = off ? _mm512_sub_epi32(is[r], ms[r]) : is[r];
-            const __m512 sv = kl_s(T, isum, off ? _mm512_setzero_si512() : ms[r],
-                                   _mm512_set1_ps(rw[r].d), _mm512_set1_ps(rw[r].dmin), x->xd);
-            acc[r][k % 8] = _mm512_add_ps(acc[r][k % 8], sv);
+            const kl_vi isum = off ? KL(sub_epi32)(is[r], ms[r]) : is[r];
+            const kl_vf sv = kl_s(T, isum, off ? kl_zero() : ms[r],
+                                  KL(set1_ps)(rw[r].d), KL(set1_ps)(rw[r].dmin), x->xd);
+            acc[r][k % 8] = KL(add_ps)(acc[r][k % 8], sv);
         }
     }
     for (int r = 0; r < KL_ROWS; r++) /* rule 3's fold, lane by lane */
-        _mm512_storeu_ps(out[r], _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][4]),
-                                                             _mm512_add_ps(acc[r][2], acc[r][6])),
-                                               _mm512_add_ps(_mm512_add_ps(acc[r][1], acc[r][5]),
-                                                             _mm512_add_ps(acc[r][3], acc[r][7]))));
+        KL(storeu_ps)(out[r], KL(add_ps)(KL(add_ps)(KL(add_ps)(acc[r][0], acc[r][4]),
+                                                    KL(add_ps)(acc[r][2], acc[r][6])),
+                                         KL(add_ps)(KL(add_ps)(acc[r][1], acc[r][5]),
+                                                    KL(add_ps)(acc[r][3], acc[r][7]))));
 }
 
 static void kl_tile_q4_k(const kl_row *rows, const kl_x *xg, size_t nsb, float out[KL_ROWS][KL_TOK])
@@ -2091,12 +2180,12 @@ static void kl_x_groups(ml_type t, const int8_t *xq, const float *xd, size_t col
 }
 
 /* A tile's results into y token by token (token k's eight rows at y + k
- * * ldy, k < nt): a row's sixteen tokens lie ldy floats apart, often a
+ * * ldy, k < nt): a row's KL_TOK tokens lie ldy floats apart, often a
  * multiple of 4 KiB, so storing them one by one wrote sixteen lines of
  * one L1 set eight times over. */
 ALWAYS_INLINE void kl_store(float out[KL_ROWS][KL_TOK], size_t nt, float *y, size_t ldy)
 {
-    for (size_t h = 0; h < 2; h++) {
+    for (size_t h = 0; h < KL_TOK / 8; h++) {
         __m256i v[8];
         UNROLL
         for (int r = 0; r < 8; r++)
@@ -2142,7 +2231,7 @@ static void kl_chunk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t
 static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                           const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
-    if (!kl_type(t))
+    if (!kl_lanes_type(t))
         return 0;
     const size_t nsb = cols / 256;
     const size_t b_xg = kl_lines(KL_CHUNK / KL_TOK * nsb * sizeof(kl_x));
@@ -2159,7 +2248,6 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
     return 1;
 }
 
-#endif
 
 /* The K types: two to KT_MAX tokens a row at a time (matmul_k_tokens),
  * more in the lanes (matmul_k_lanes; Q6_K's nine to eleven in tiles);
@@ -2175,12 +2263,12 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
 static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
+    if (n_tok >= kl_min_tok(t) && cols <= XS_COLS &&
+        matmul_k_lanes(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
+        return;
 #if HAVE_VNNI
     if (n_tok >= 2 && n_tok <= KT_MAX && cols <= XS_COLS &&
         matmul_k_tokens(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
-        return;
-    if (n_tok >= kl_min_tok(t) && cols <= XS_COLS &&
-        matmul_k_lanes(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
     if (nibbles_at(t) && n_tok >= 2 && n_tok <= NT_MAX && cols <= XS_COLS &&
         matmul_32_tokens(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
@@ -2194,12 +2282,11 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
                    y + k * ldy);
 }
 
-#if HAVE_VNNI
 /* matmul_blk_x (kernels.h) for the K lanes: the form of all n_tok
  * tokens, made once for all the calls of a job. */
 static size_t kl_x_bytes(ml_type t, size_t cols, size_t n_tok)
 {
-    if (!kl_type(t) || n_tok < kl_min_tok(t) || cols > XS_COLS || cols % 256)
+    if (!kl_lanes_type(t) || n_tok < kl_min_tok(t) || cols > XS_COLS || cols % 256)
         return 0;
     return (n_tok + KL_TOK - 1) / KL_TOK * (cols / 256) * sizeof(kl_x);
 }
@@ -2225,6 +2312,5 @@ static void kl_x_run(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t
         kl_chunk(t, w, cols, r0, r1, (const kl_x *)xt + t0 / KL_TOK * nsb,
                  n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK, rows, y + t0 * ldy, ldy);
 }
-#endif
 
 #endif
