@@ -24,6 +24,10 @@
 #                   its default and with -rtr 1 (its run-time repacking),
 #                   and rows pp$PROMPT/ik and tg$GEN/ik compare mlcore with
 #                   its best.  Optional: without it those rows are left out.
+#   ISA=avx2        both programs as on an AVX2 machine, on any newer x86
+#                   one: llama.cpp built with AVX2 only (llama.sh's
+#                   LLAMA_ISA) and mlcore under ML_KERNELS=avx2 (ik_llama.cpp
+#                   rows, when asked for, stay as built)
 #   (SHAPE=NAME, the older spelling, picks one shape)
 # Each row ends with the 1-minute load average when it was measured: on a
 # shared machine a number taken under load is not a speed.
@@ -57,6 +61,9 @@ NP=${PROMPT:-512}
 NG=${GEN:-128}
 TYPES=${TYPES:-"q8_0 q4_0 q4_k_m q5_k_m q6_k iq4_xs"}
 here=$(cd "$(dirname "$0")" && pwd)
+if [ "${ISA:-native}" = avx2 ]; then
+    export LLAMA_ISA=avx2 ML_KERNELS=avx2
+fi
 
 # shellcheck source=bench/llama.sh
 . "$here/llama.sh"

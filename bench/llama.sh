@@ -7,6 +7,11 @@
 #                             once from the llama-cpp-python source package
 #                             (pip download; needs cmake and g++) with at
 #                             least the given targets (llama-bench, ...).
+#                             With LLAMA_ISA=avx2 the build (DIR/build-avx2)
+#                             uses AVX2, FMA and F16C only, no AVX-512 or
+#                             VNNI: llama.cpp as it runs on an AVX2 machine
+#                             (Zen 2/3, Intel before Ice Lake), measured on
+#                             any newer x86 one.
 #
 #   bench_ts pp|tg            reads llama-bench's JSON (-o json) on stdin and
 #                             prints the prompt's (pp) or the generation's
@@ -40,9 +45,14 @@ llama_bin() {
     local src=$1
     shift
     if [ -n "${LLAMA_BIN:-}" ]; then echo "$LLAMA_BIN"; return; fi
-    local t missing='' server=OFF
+    local t missing='' server=OFF bdir=build isa=(-DGGML_NATIVE=ON)
+    if [ "${LLAMA_ISA:-native}" = avx2 ]; then
+        bdir=build-avx2
+        isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+             -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF)
+    fi
     for t in "$@"; do
-        [ -x "$src/build/bin/$t" ] || missing=1
+        [ -x "$src/$bdir/bin/$t" ] || missing=1
         case $t in llama-server | llama-cli) server=ON ;; esac
     done
     if [ -n "$missing" ]; then
@@ -52,7 +62,7 @@ llama_bin() {
             if [ -n "$sdist" ] && [ -f "$sdist/CMakeLists.txt" ]; then
                 rm -rf "$src" && mkdir -p "$src"
                 cp -r "$sdist/." "$src" || return 1
-                rm -rf "$src/build"
+                rm -rf "$src/build" "$src/build-avx2"
             else
                 mkdir -p "$src.dl"
                 if [ -z "$sdist" ]; then
@@ -74,11 +84,11 @@ llama_bin() {
         # here); a source that no longer has the line is left as it is.
         sed -i 's/^\( *alignas(64)\) tile_config_t tc = {};/\1 static thread_local tile_config_t tc = {};/' \
             "$src/ggml/src/ggml-cpu/amx/mmq.cpp" 2>/dev/null || true
-        cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+        cmake -S "$src" -B "$src/$bdir" -DCMAKE_BUILD_TYPE=Release "${isa[@]}" \
             -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=$server >&2 || return 1
-        cmake --build "$src/build" -j"$(nproc)" --target "$@" >&2 || return 1
+        cmake --build "$src/$bdir" -j"$(nproc)" --target "$@" >&2 || return 1
     fi
-    echo "$src/build/bin"
+    echo "$src/$bdir/bin"
 }
 
 bench_ts() {
