@@ -694,8 +694,11 @@ static void *kl_scratch(size_t bytes);
  * multiplies the same rows by 2 to NT_MAX tokens: the nibbles of a pair
  * of blocks are unpacked (and put through their levels) once for all the
  * tokens, the scales read once, and each token's sums are row_32's, its
- * float steps group_apply's in row_32's order: matvec's bits. */
-#define NT_MAX 4
+ * float steps group_apply's in row_32's order: matvec's bits.  Up to
+ * sixteen: the tiles cost a token's whole dot per row and token, the rows
+ * only its sums (docs/speed-history.md, section 23). */
+#define NT_MAX 16
+#define NT_SMALL 4 /* the instance whose sums stay in registers */
 
 /* Token t's activations, their sums and x_pairs's form. */
 typedef struct nt_x {
@@ -725,12 +728,14 @@ static xsums *few_tokens(const int8_t *xq, const float *xd, size_t cols, size_t 
     return xs;
 }
 
-/* One row against nt <= NT_MAX tokens: out[t] its dot with token t. */
+/* One row against nt <= cap tokens: out[t] its dot with token t.  cap
+ * (NT_SMALL or NT_MAX, a constant in each instance) sizes the sums, so
+ * that a few tokens keep theirs in registers. */
 ALWAYS_INLINE void row_32_tokens(ml_type T, size_t bytes, const uint8_t *w, size_t nb, size_t nt,
-                                 const nt_x *tk, float *out)
+                                 size_t cap, const nt_x *tk, float *out)
 {
     __m256 acc[NT_MAX];
-    for (size_t t = 0; t < NT_MAX; t++)
+    for (size_t t = 0; t < cap; t++)
         acc[t] = _mm256_setzero_ps();
     for (size_t g = 0; g < nb; g += 8) {
         const size_t m = nb - g < 8 ? nb - g : 8;
@@ -772,11 +777,15 @@ static int matmul_32_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0,
     if (!few_tokens(xq, xd, cols, nb, n_tok, 0, 1, tk))
         return 0;
     float out[NT_MAX];
+    const int small = n_tok <= NT_SMALL;
     for (size_t r = r0; r < r1; r++) {
-        switch (T) { /* one instance a type */
-        case ML_TYPE_Q4_1: row_32_tokens(ML_TYPE_Q4_1, 20, w + r * nb * 20, nb, n_tok, tk, out); break;
-        case ML_TYPE_IQ4_NL: row_32_tokens(ML_TYPE_IQ4_NL, 18, w + r * nb * 18, nb, n_tok, tk, out); break;
-        default: row_32_tokens(ML_TYPE_MXFP4, 17, w + r * nb * 17, nb, n_tok, tk, out); break;
+        switch (T * 2 + small) { /* one instance a type and size */
+        case ML_TYPE_Q4_1 * 2: row_32_tokens(ML_TYPE_Q4_1, 20, w + r * nb * 20, nb, n_tok, NT_MAX, tk, out); break;
+        case ML_TYPE_Q4_1 * 2 + 1: row_32_tokens(ML_TYPE_Q4_1, 20, w + r * nb * 20, nb, n_tok, NT_SMALL, tk, out); break;
+        case ML_TYPE_IQ4_NL * 2: row_32_tokens(ML_TYPE_IQ4_NL, 18, w + r * nb * 18, nb, n_tok, NT_MAX, tk, out); break;
+        case ML_TYPE_IQ4_NL * 2 + 1: row_32_tokens(ML_TYPE_IQ4_NL, 18, w + r * nb * 18, nb, n_tok, NT_SMALL, tk, out); break;
+        case ML_TYPE_MXFP4 * 2: row_32_tokens(ML_TYPE_MXFP4, 17, w + r * nb * 17, nb, n_tok, NT_MAX, tk, out); break;
+        default: row_32_tokens(ML_TYPE_MXFP4, 17, w + r * nb * 17, nb, n_tok, NT_SMALL, tk, out); break;
         }
         for (size_t t = 0; t < n_tok; t++)
             y[t * ldy + r] = out[t];
@@ -2249,11 +2258,12 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
 }
 
 
-/* The K types: two to KT_MAX tokens a row at a time (matmul_k_tokens),
- * more in the lanes (matmul_k_lanes; Q6_K's nine to eleven in tiles);
- * the nibble types two to NT_MAX tokens a row at a time
- * (matmul_32_tokens); the other 256-element types, Q4_1 and Q5_1 in tiles
- * from two tokens on; the rest a token at a time (each (token, row) is
+/* With VNNI, the K types: two to KT_MAX tokens a row at a time
+ * (matmul_k_tokens), more in the lanes (matmul_k_lanes; Q6_K's nine to
+ * eleven in tiles); the nibble types two to NT_MAX tokens a row at a time
+ * (matmul_32_tokens).  Without it, Q4_K, Q5_K and Q6_K in the lanes from
+ * kl_min_tok on.  The rest of those, the other 256-element types, Q4_1
+ * and Q5_1 in tiles from two tokens on; the rest a token at a time (each (token, row) is
  * matvec's dot; the runtime takes Q5_0, IQ4_NL and MXFP4 to the Q8_0
  * products from four tokens on, blk_to_q8_0).
  * Blocking rows for the cache across tokens (16 rows, 4 tokens) was
