@@ -1802,13 +1802,14 @@ static int matmul_tiled(ml_type t, const uint8_t *w, size_t cols, size_t r0, siz
  * Here a register holds KL_TOK tokens' same four activations (lane t:
  * token t), a row's four quants are broadcast from memory into the
  * multiply-add (vpdpbusd; without VNNI vpmaddubsw, whose 16-bit pairs
- * are added a few at a time before vpmaddwd widens them), and the eight rows of a tile share each activation
- * register: a sub-block's sums land in the lanes of eight tokens at once,
- * scaled by one multiply per row.  The activations are rearranged once
- * per chunk of KL_CHUNK tokens, the rows decoded once per chunk and tile
- * (kl_decode, straight into the tile's form), not once per eight tokens.  The sums are exact, and the
- * float step and rule 3's order per (token, row) are row_k's: matvec's
- * bits. */
+ * are added a few at a time before vpmaddwd widens and scales them), and
+ * the eight rows of a tile share each activation register: a
+ * sub-block's sums land in the lanes of KL_TOK tokens at once, scaled by
+ * one multiply per row.  The activations are rearranged once per chunk of
+ * KL_CHUNK tokens, the rows decoded once per chunk and tile (kl_decode,
+ * straight into the tile's form), not once per group of tokens.  The sums
+ * are exact, and the float step and rule 3's order per (token, row) are
+ * row_k's: matvec's bits. */
 #if HAVE_VNNI
 #define KL_TOK 16     /* tokens a group: the lanes of a 512-bit register */
 typedef __m512i kl_vi;
@@ -2053,8 +2054,8 @@ ALWAYS_INLINE void kl_sub(const kl_row *rw, const kl_vi *xc, int s, int per, int
     for (int g = 0; g < per; g++)
         UNROLL
         for (int r = 0; r < KL_ROWS; r++)
-            v[r] = _mm512_dpbusd_epi32(v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))),
-                                       xc[g]);
+            v[r] = _mm512_dpbusd_epi32(
+                v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))), xc[g]);
     UNROLL
     for (int r = 0; r < KL_ROWS; r++)
         is[r] = _mm512_add_epi32(is[r], _mm512_mullo_epi32(v[r], _mm512_set1_epi32(rw[r].sc[s])));
@@ -2257,11 +2258,167 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
     return 1;
 }
 
+#if HAVE_VNNI
+/* ---- Q4_1 with the tokens in the lanes ----
+ *
+ * As the K lanes above, for Q4_1's 32-element blocks: a register holds
+ * sixteen tokens' same four activations, each row's four quants are
+ * broadcast into vpdpbusd, and a block's sums land in the lanes of
+ * sixteen tokens at once.  Each block then takes rule 5's float step,
+ * s = (float)isum·(d·xd) + (float)Σx·(m·xd), in group_apply's order,
+ * into acc[block % 8], folded as fold8 does: matvec's bits.  Eight
+ * blocks (256 elements) make a group, the last one partial when a row's
+ * blocks are not a multiple of eight. */
+
+/* A group of KL_TOK tokens' eight blocks. */
+typedef struct l32_x {
+    __m512i c[64];    /* lane t: bytes 4c..4c+3 of token t's (c = 8·block + group) */
+    __m512 xd[8];     /* lane t: token t's scale of the block, +0 past the last token */
+    __m512 as[8];     /* lane t: Σ x over the block, as a float */
+} l32_x;
+
+/* One row's group of eight blocks, decoded. */
+typedef struct l32_row {
+    uint8_t q[256];   /* the unsigned quants, in element order */
+    float d[8], m[8];
+} l32_row;
+
+/* Tokens [0, nt) of a group (nt <= KL_TOK) into xg[0..ng): x their
+ * activations (cols apart), xd their scales (cols / 32 apart). */
+static void l32_x_group(const int8_t *x, size_t cols, const float *xd, size_t nt, l32_x *xg)
+{
+    const size_t nb = cols / 32;
+    for (size_t k = 0; k * 8 < nb; k++) {
+        const size_t m = nb - 8 * k < 8 ? nb - 8 * k : 8;
+        for (size_t b = 0; b < 8; b++) {
+            __m256i v[2][8];
+            UNROLL
+            for (size_t h = 0; h < 2; h++) {
+                UNROLL
+                for (size_t t = 0; t < 8; t++)
+                    v[h][t] = 8 * h + t < nt && b < m ? load256(x + (8 * h + t) * cols + 256 * k + 32 * b)
+                                                      : _mm256_setzero_si256();
+                transpose8x8(v[h]);
+            }
+            UNROLL
+            for (int c = 0; c < 8; c++)
+                xg[k].c[8 * b + c] = _mm512_inserti64x4(_mm512_castsi256_si512(v[0][c]), v[1][c], 1);
+            _Alignas(64) float d[KL_TOK], a[KL_TOK];
+            for (size_t t = 0; t < KL_TOK; t++) {
+                d[t] = t < nt && b < m ? xd[t * nb + 8 * k + b] : 0.0f;
+                int32_t sum = 0;
+                for (size_t i = 0; t < nt && b < m && i < 32; i++)
+                    sum += x[t * cols + 256 * k + 32 * b + i];
+                a[t] = (float)sum;
+            }
+            xg[k].xd[b] = _mm512_load_ps(d);
+            xg[k].as[b] = _mm512_load_ps(a);
+        }
+    }
+}
+
+/* Rows [r, r + nr) (nr <= KL_ROWS) into rows[k * KL_ROWS + i], the last
+ * row repeated past nr. */
+static void l32_rows(const uint8_t *w, size_t cols, size_t r, size_t nr, l32_row *rows)
+{
+    const size_t nb = cols / 32;
+    const __m128i low = _mm_set1_epi8(15);
+    for (size_t i = 0; i < KL_ROWS; i++) {
+        const uint8_t *row = w + (r + (i < nr ? i : nr - 1)) * nb * 20;
+        for (size_t j = 0; j < nb; j++) {
+            l32_row *o = &rows[j / 8 * KL_ROWS + i];
+            const uint8_t *blk = row + 20 * j;
+            const __m128i v = _mm_loadu_si128((const __m128i *)(blk + 4));
+            _mm_storeu_si128((__m128i *)(o->q + 32 * (j % 8)), _mm_and_si128(v, low));
+            _mm_storeu_si128((__m128i *)(o->q + 32 * (j % 8) + 16), _mm_and_si128(_mm_srli_epi16(v, 4), low));
+            o->d[j % 8] = f16_at(blk), o->m[j % 8] = f16_at(blk + 2);
+        }
+    }
+}
+
+/* Eight rows x sixteen tokens over every group: out[row][token]. */
+static void l32_tile(const l32_row *rows, const l32_x *xg, size_t nb, float out[KL_ROWS][KL_TOK])
+{
+    __m512 acc[KL_ROWS][8];
+    for (int r = 0; r < KL_ROWS; r++)
+        for (int a = 0; a < 8; a++)
+            acc[r][a] = _mm512_setzero_ps();
+    for (size_t k = 0; k * 8 < nb; k++) {
+        const size_t m = nb - 8 * k < 8 ? nb - 8 * k : 8;
+        const l32_row *rw = rows + k * KL_ROWS;
+        const l32_x *x = xg + k;
+        for (size_t b = 0; b < m; b++) {
+            __m512i v[KL_ROWS];
+            UNROLL
+            for (int r = 0; r < KL_ROWS; r++)
+                v[r] = _mm512_setzero_si512();
+            UNROLL
+            for (int g = 0; g < 8; g++)
+                UNROLL
+                for (int r = 0; r < KL_ROWS; r++)
+                    v[r] = _mm512_dpbusd_epi32(
+                        v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 32 * b + 4 * g)), x->c[8 * b + g]);
+            UNROLL
+            for (int r = 0; r < KL_ROWS; r++) {
+                const __m512 dx = _mm512_mul_ps(_mm512_set1_ps(rw[r].d[b]), x->xd[b]);
+                const __m512 mx = _mm512_mul_ps(_mm512_set1_ps(rw[r].m[b]), x->xd[b]);
+                acc[r][b] = _mm512_add_ps(acc[r][b], _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v[r]), dx),
+                                                                   _mm512_mul_ps(x->as[b], mx)));
+            }
+        }
+    }
+    for (int r = 0; r < KL_ROWS; r++) /* fold8's order, lane by lane */
+        _mm512_storeu_ps(out[r], _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][4]),
+                                                             _mm512_add_ps(acc[r][2], acc[r][6])),
+                                               _mm512_add_ps(_mm512_add_ps(acc[r][1], acc[r][5]),
+                                                             _mm512_add_ps(acc[r][3], acc[r][7]))));
+}
+
+/* Q4_1, rows [r0, r1) x n_tok tokens; 0 when out of memory. */
+static int matmul_q4_1_lanes(const uint8_t *w, size_t cols, size_t r0, size_t r1, const int8_t *xq,
+                             const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    const size_t nb = cols / 32, ng = (nb + 7) / 8;
+    const size_t b_xg = kl_lines(KL_CHUNK / KL_TOK * ng * sizeof(l32_x));
+    unsigned char *p = kl_scratch(b_xg + KL_ROWS * ng * sizeof(l32_row));
+    if (!p)
+        return 0;
+    l32_x *xg = (l32_x *)(void *)p;
+    l32_row *rows = (l32_row *)(void *)(p + b_xg);
+    for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK) {
+        const size_t nc = n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK;
+        for (size_t g = 0; g * KL_TOK < nc; g++) {
+            const size_t tg = t0 + g * KL_TOK, nt = n_tok - tg < KL_TOK ? n_tok - tg : KL_TOK;
+            l32_x_group(xq + tg * cols, cols, xd + tg * nb, nt, xg + g * ng);
+        }
+        for (size_t r = r0; r < r1; r += KL_ROWS) {
+            const size_t nr = r1 - r < KL_ROWS ? r1 - r : KL_ROWS;
+            l32_rows(w, cols, r, nr, rows);
+            for (size_t g = 0; g * KL_TOK < nc; g++) {
+                const size_t tg = g * KL_TOK, nt = nc - tg < KL_TOK ? nc - tg : KL_TOK;
+                float out[KL_ROWS][KL_TOK];
+                l32_tile(rows, xg + g * ng, nb, out);
+                float *yt = y + (t0 + tg) * ldy + r;
+                if (nr == KL_ROWS) {
+                    kl_store(out, nt, yt, ldy);
+                    continue;
+                }
+                for (size_t i = 0; i < nr; i++)
+                    for (size_t k = 0; k < nt; k++)
+                        yt[k * ldy + i] = out[i][k];
+            }
+        }
+    }
+    return 1;
+}
+#endif
+
 
 /* With VNNI, the K types: two to KT_MAX tokens a row at a time
  * (matmul_k_tokens), more in the lanes (matmul_k_lanes; Q6_K's nine to
  * eleven in tiles); the nibble types two to NT_MAX tokens a row at a time
- * (matmul_32_tokens).  Without it, Q4_K, Q5_K and Q6_K in the lanes from
+ * (matmul_32_tokens), Q4_1 more in the lanes (matmul_q4_1_lanes).
+ * Without it, Q4_K, Q5_K and Q6_K in the lanes from
  * kl_min_tok on.  The rest of those, the other 256-element types, Q4_1
  * and Q5_1 in tiles from two tokens on; the rest a token at a time (each (token, row) is
  * matvec's dot; the runtime takes Q5_0, IQ4_NL and MXFP4 to the Q8_0
@@ -2282,6 +2439,8 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
         return;
     if (nibbles_at(t) && n_tok >= 2 && n_tok <= NT_MAX && cols <= XS_COLS &&
         matmul_32_tokens(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
+        return;
+    if (t == ML_TYPE_Q4_1 && n_tok > NT_MAX && matmul_q4_1_lanes(w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
 #endif
     if (tile_fn(t) && n_tok >= 2 && cols <= XS_COLS &&
