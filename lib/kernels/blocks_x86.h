@@ -695,9 +695,10 @@ static void *kl_scratch(size_t bytes);
  * of blocks are unpacked (and put through their levels) once for all the
  * tokens, the scales read once, and each token's sums are row_32's, its
  * float steps group_apply's in row_32's order: matvec's bits.  Up to
- * sixteen: the tiles cost a token's whole dot per row and token, the rows
- * only its sums (docs/speed-history.md, section 23). */
-#define NT_MAX 16
+ * eight (Q4_1's lanes take more, matmul_q4_1_lanes): the tiles cost a
+ * token's whole dot per row and token, the rows only its sums
+ * (docs/speed-history.md, section 23). */
+#define NT_MAX 8
 #define NT_SMALL 4 /* the instance whose sums stay in registers */
 
 /* Token t's activations, their sums and x_pairs's form. */
@@ -2270,6 +2271,10 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
  * blocks (256 elements) make a group, the last one partial when a row's
  * blocks are not a multiple of eight. */
 
+/* From nine tokens on: a group of sixteen lanes costs about the rows'
+ * (matmul_32_tokens) eight tokens (docs/speed-history.md, section 23). */
+#define L32_MIN_TOK 9
+
 /* A group of KL_TOK tokens' eight blocks. */
 typedef struct l32_x {
     __m512i c[64];    /* lane t: bytes 4c..4c+3 of token t's (c = 8·block + group) */
@@ -2282,6 +2287,16 @@ typedef struct l32_row {
     uint8_t q[256];   /* the unsigned quants, in element order */
     float d[8], m[8];
 } l32_row;
+
+/* Σ of 32 signed bytes: vpsadbw of them as unsigned (x + 128), less
+ * 32·128. */
+ALWAYS_INLINE int32_t block_sum32(const int8_t *x)
+{
+    const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(load256(x), _mm256_set1_epi8(-128)),
+                                      _mm256_setzero_si256());
+    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    return (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
+}
 
 /* Tokens [0, nt) of a group (nt <= KL_TOK) into xg[0..ng): x their
  * activations (cols apart), xd their scales (cols / 32 apart). */
@@ -2305,11 +2320,9 @@ static void l32_x_group(const int8_t *x, size_t cols, const float *xd, size_t nt
                 xg[k].c[8 * b + c] = _mm512_inserti64x4(_mm512_castsi256_si512(v[0][c]), v[1][c], 1);
             _Alignas(64) float d[KL_TOK], a[KL_TOK];
             for (size_t t = 0; t < KL_TOK; t++) {
-                d[t] = t < nt && b < m ? xd[t * nb + 8 * k + b] : 0.0f;
-                int32_t sum = 0;
-                for (size_t i = 0; t < nt && b < m && i < 32; i++)
-                    sum += x[t * cols + 256 * k + 32 * b + i];
-                a[t] = (float)sum;
+                const int here = t < nt && b < m;
+                d[t] = here ? xd[t * nb + 8 * k + b] : 0.0f;
+                a[t] = here ? (float)block_sum32(x + t * cols + 256 * k + 32 * b) : 0.0f;
             }
             xg[k].xd[b] = _mm512_load_ps(d);
             xg[k].as[b] = _mm512_load_ps(a);
@@ -2336,18 +2349,20 @@ static void l32_rows(const uint8_t *w, size_t cols, size_t r, size_t nr, l32_row
     }
 }
 
-/* Eight rows x sixteen tokens over every group: out[row][token]. */
+/* Eight rows x sixteen tokens over every group: out[row][token].  Block
+ * b of each group at a time, its acc[b] in registers: a row's and
+ * token's blocks meet acc[b] in matvec's order all the same. */
 static void l32_tile(const l32_row *rows, const l32_x *xg, size_t nb, float out[KL_ROWS][KL_TOK])
 {
-    __m512 acc[KL_ROWS][8];
-    for (int r = 0; r < KL_ROWS; r++)
-        for (int a = 0; a < 8; a++)
-            acc[r][a] = _mm512_setzero_ps();
-    for (size_t k = 0; k * 8 < nb; k++) {
-        const size_t m = nb - 8 * k < 8 ? nb - 8 * k : 8;
-        const l32_row *rw = rows + k * KL_ROWS;
-        const l32_x *x = xg + k;
-        for (size_t b = 0; b < m; b++) {
+    __m512 part[8][KL_ROWS]; /* part[b][r]: row r's acc[b] */
+    for (size_t b = 0; b < 8; b++) {
+        __m512 acc[KL_ROWS];
+        UNROLL
+        for (int r = 0; r < KL_ROWS; r++)
+            acc[r] = _mm512_setzero_ps();
+        for (size_t k = 0; 8 * k + b < nb; k++) {
+            const l32_row *rw = rows + k * KL_ROWS;
+            const l32_x *x = xg + k;
             __m512i v[KL_ROWS];
             UNROLL
             for (int r = 0; r < KL_ROWS; r++)
@@ -2362,19 +2377,59 @@ static void l32_tile(const l32_row *rows, const l32_x *xg, size_t nb, float out[
             for (int r = 0; r < KL_ROWS; r++) {
                 const __m512 dx = _mm512_mul_ps(_mm512_set1_ps(rw[r].d[b]), x->xd[b]);
                 const __m512 mx = _mm512_mul_ps(_mm512_set1_ps(rw[r].m[b]), x->xd[b]);
-                acc[r][b] = _mm512_add_ps(acc[r][b], _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v[r]), dx),
-                                                                   _mm512_mul_ps(x->as[b], mx)));
+                acc[r] = _mm512_add_ps(acc[r], _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v[r]), dx),
+                                                             _mm512_mul_ps(x->as[b], mx)));
             }
         }
+        UNROLL
+        for (int r = 0; r < KL_ROWS; r++)
+            part[b][r] = acc[r];
     }
     for (int r = 0; r < KL_ROWS; r++) /* fold8's order, lane by lane */
-        _mm512_storeu_ps(out[r], _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][4]),
-                                                             _mm512_add_ps(acc[r][2], acc[r][6])),
-                                               _mm512_add_ps(_mm512_add_ps(acc[r][1], acc[r][5]),
-                                                             _mm512_add_ps(acc[r][3], acc[r][7]))));
+        _mm512_storeu_ps(out[r], _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(part[0][r], part[4][r]),
+                                                             _mm512_add_ps(part[2][r], part[6][r])),
+                                               _mm512_add_ps(_mm512_add_ps(part[1][r], part[5][r]),
+                                                             _mm512_add_ps(part[3][r], part[7][r]))));
 }
 
-/* Q4_1, rows [r0, r1) x n_tok tokens; 0 when out of memory. */
+/* Groups of KL_TOK tokens [g0, g1) of n_tok tokens' lane form (group
+ * g: tokens 16g on, at xg + g * (its groups of blocks)). */
+static void l32_x_groups(const int8_t *xq, const float *xd, size_t cols, size_t n_tok, size_t g0,
+                         size_t g1, l32_x *xg)
+{
+    const size_t nb = cols / 32, ng = (nb + 7) / 8;
+    for (size_t g = g0; g < g1; g++) {
+        const size_t tg = g * KL_TOK, nt = n_tok - tg < KL_TOK ? n_tok - tg : KL_TOK;
+        l32_x_group(xq + tg * cols, cols, xd + tg * nb, nt, xg + g * ng);
+    }
+}
+
+/* Rows [r0, r1) times the nc tokens (nc <= KL_CHUNK) whose form is xg:
+ * token k's results at y + k * ldy.  rows: scratch for a tile's rows. */
+static void l32_chunk(const uint8_t *w, size_t cols, size_t r0, size_t r1, const l32_x *xg,
+                      size_t nc, l32_row *rows, float *y, size_t ldy)
+{
+    const size_t nb = cols / 32, ng = (nb + 7) / 8;
+    for (size_t r = r0; r < r1; r += KL_ROWS) {
+        const size_t nr = r1 - r < KL_ROWS ? r1 - r : KL_ROWS;
+        l32_rows(w, cols, r, nr, rows);
+        for (size_t g = 0; g * KL_TOK < nc; g++) {
+            const size_t tg = g * KL_TOK, nt = nc - tg < KL_TOK ? nc - tg : KL_TOK;
+            float out[KL_ROWS][KL_TOK];
+            l32_tile(rows, xg + g * ng, nb, out);
+            if (nr == KL_ROWS) {
+                kl_store(out, nt, y + tg * ldy + r, ldy);
+                continue;
+            }
+            for (size_t i = 0; i < nr; i++)
+                for (size_t k = 0; k < nt; k++)
+                    y[(tg + k) * ldy + r + i] = out[i][k];
+        }
+    }
+}
+
+/* Q4_1, rows [r0, r1) x n_tok tokens, the activations laid out here a
+ * chunk at a time; 0 when out of memory. */
 static int matmul_q4_1_lanes(const uint8_t *w, size_t cols, size_t r0, size_t r1, const int8_t *xq,
                              const float *xd, size_t n_tok, float *y, size_t ldy)
 {
@@ -2387,27 +2442,8 @@ static int matmul_q4_1_lanes(const uint8_t *w, size_t cols, size_t r0, size_t r1
     l32_row *rows = (l32_row *)(void *)(p + b_xg);
     for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK) {
         const size_t nc = n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK;
-        for (size_t g = 0; g * KL_TOK < nc; g++) {
-            const size_t tg = t0 + g * KL_TOK, nt = n_tok - tg < KL_TOK ? n_tok - tg : KL_TOK;
-            l32_x_group(xq + tg * cols, cols, xd + tg * nb, nt, xg + g * ng);
-        }
-        for (size_t r = r0; r < r1; r += KL_ROWS) {
-            const size_t nr = r1 - r < KL_ROWS ? r1 - r : KL_ROWS;
-            l32_rows(w, cols, r, nr, rows);
-            for (size_t g = 0; g * KL_TOK < nc; g++) {
-                const size_t tg = g * KL_TOK, nt = nc - tg < KL_TOK ? nc - tg : KL_TOK;
-                float out[KL_ROWS][KL_TOK];
-                l32_tile(rows, xg + g * ng, nb, out);
-                float *yt = y + (t0 + tg) * ldy + r;
-                if (nr == KL_ROWS) {
-                    kl_store(out, nt, yt, ldy);
-                    continue;
-                }
-                for (size_t i = 0; i < nr; i++)
-                    for (size_t k = 0; k < nt; k++)
-                        yt[k * ldy + i] = out[i][k];
-            }
-        }
+        l32_x_groups(xq + t0 * cols, xd + t0 * nb, cols, nc, 0, (nc + KL_TOK - 1) / KL_TOK, xg);
+        l32_chunk(w, cols, r0, r1, xg, nc, rows, y + t0 * ldy, ldy);
     }
     return 1;
 }
@@ -2437,10 +2473,11 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     if (n_tok >= 2 && n_tok <= KT_MAX && cols <= XS_COLS &&
         matmul_k_tokens(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
+    if (t == ML_TYPE_Q4_1 && n_tok >= L32_MIN_TOK &&
+        matmul_q4_1_lanes(w, cols, r0, r1, xq, xd, n_tok, y, ldy))
+        return;
     if (nibbles_at(t) && n_tok >= 2 && n_tok <= NT_MAX && cols <= XS_COLS &&
         matmul_32_tokens(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
-        return;
-    if (t == ML_TYPE_Q4_1 && n_tok > NT_MAX && matmul_q4_1_lanes(w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
 #endif
     if (tile_fn(t) && n_tok >= 2 && cols <= XS_COLS &&
@@ -2455,6 +2492,11 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
  * tokens, made once for all the calls of a job. */
 static size_t kl_x_bytes(ml_type t, size_t cols, size_t n_tok)
 {
+#if HAVE_VNNI
+    if (t == ML_TYPE_Q4_1) /* Q4_1's lanes (matmul_q4_1_lanes) */
+        return n_tok >= L32_MIN_TOK ? (n_tok + KL_TOK - 1) / KL_TOK * ((cols / 32 + 7) / 8) * sizeof(l32_x)
+                                    : 0;
+#endif
     if (!kl_lanes_type(t) || n_tok < kl_min_tok(t) || cols > XS_COLS || cols % 256)
         return 0;
     return (n_tok + KL_TOK - 1) / KL_TOK * (cols / 256) * sizeof(kl_x);
@@ -2464,13 +2506,34 @@ static void kl_x_prepare(ml_type t, const int8_t *xq, const float *xd, size_t co
                          size_t n_tok, unsigned part, unsigned parts, void *xt)
 {
     const size_t groups = (n_tok + KL_TOK - 1) / KL_TOK;
-    kl_x_groups(t, xq, xd, cols, n_tok, groups * part / parts, groups * (part + 1) / parts, xt);
+    const size_t g0 = groups * part / parts, g1 = groups * (part + 1) / parts;
+#if HAVE_VNNI
+    if (t == ML_TYPE_Q4_1) {
+        l32_x_groups(xq, xd, cols, n_tok, g0, g1, xt);
+        return;
+    }
+#endif
+    kl_x_groups(t, xq, xd, cols, n_tok, g0, g1, xt);
 }
 
 static void kl_x_run(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                      const int8_t *xq, const float *xd, const void *xt, size_t n_tok, float *y,
                      size_t ldy)
 {
+#if HAVE_VNNI
+    if (t == ML_TYPE_Q4_1) {
+        const size_t ng = (cols / 32 + 7) / 8;
+        l32_row *rows = kl_scratch(KL_ROWS * ng * sizeof(l32_row));
+        if (!rows) { /* the same bits by the other ways */
+            matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
+            return;
+        }
+        for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK)
+            l32_chunk(w, cols, r0, r1, (const l32_x *)xt + t0 / KL_TOK * ng,
+                      n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK, rows, y + t0 * ldy, ldy);
+        return;
+    }
+#endif
     const size_t nsb = cols / 256;
     kl_row *rows = kl_scratch(KL_ROWS * nsb * sizeof(kl_row));
     if (!rows) { /* the same bits by the other ways */

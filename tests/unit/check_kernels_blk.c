@@ -253,13 +253,13 @@ START_TEST(variants_match_scalar)
             /* either side of the AMX table's threshold (32 tokens), and
              * every row in one call (a whole panel and a partial one);
              * six to eight tokens (the AVX-512 K types' rows unpacked
-             * once for all the tokens, matmul_k_tokens), sixteen (the
-             * nibble types', matmul_32_tokens) */
+             * once for all the tokens, matmul_k_tokens, and the nibble
+             * types', matmul_32_tokens), sixteen */
             for (size_t n_tok = 31; n_tok <= 33; n_tok++)
                 check_matmul(&m, &a, n_tok, 0, 23);
             for (size_t n_tok = 6; n_tok <= 8; n_tok++)
                 check_matmul(&m, &a, n_tok, 1, 23);
-            check_matmul(&m, &a, 16, 0, 23); /* the nibble types' rows at their most */
+            check_matmul(&m, &a, 16, 0, 23); /* a whole group of Q4_1's lanes */
             /* past the AVX-512 K tiles' chunk of 256 tokens, a partial
              * group of sixteen after it */
             if (u < 2)

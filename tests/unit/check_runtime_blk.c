@@ -324,6 +324,33 @@ START_TEST(each_type_follows_ggml)
 }
 END_TEST
 
+/* Q4_1 in every matrix: the prompt in one batch goes past
+ * the few-token rows to the lanes, whose form both threads lay out; the
+ * same bits as the scalar reference with every variant, one and two
+ * threads. */
+START_TEST(q4_1_lanes_invariant)
+{
+    static const ml_type q41 = ML_TYPE_Q4_1;
+    blk_model b;
+    model_open(&b);
+    swap_all(&b, &q41, 1, 0);
+    const size_t bytes = b.n * b.vocab * sizeof(float);
+    float *ref = run(&b, &ml__kernels_scalar, 64, 1);
+    const ml_kernels *vs[8];
+    const size_t nv = ml__kernels_available(vs, 8);
+    for (size_t v = 0; v < nv; v++)
+        for (unsigned threads = 2; threads >= 1; threads--) { /* two first: a
+            * fresh context's form is not the last one's left in memory */
+            float *got = run(&b, vs[v], 64, threads);
+            ck_assert_msg(memcmp(ref, got, bytes) == 0, "%s, %u threads: differs from scalar",
+                          vs[v]->name, threads);
+            free(got);
+        }
+    free(ref);
+    model_close(&b);
+}
+END_TEST
+
 /* A model of mixed types (q, k, v of different types on one input): the
  * same bits for batches of 64 and 1, one and two threads, and every
  * variant's block kernels, whole or with the rest scalar. */
@@ -580,6 +607,7 @@ Suite *suite_runtime_blk(void)
     tcase_add_test(tc, f32_weights_follow_q8);
     tcase_add_loop_test(tc, each_type_follows_ggml, 0, (int)(sizeof each / sizeof each[0]));
     tcase_add_test(tc, mixed_types_invariant);
+    tcase_add_test(tc, q4_1_lanes_invariant);
     tcase_add_test(tc, unsupported_matrix_refused);
     tcase_add_loop_test(tc, k_types_follow_ggml, 0, (int)(sizeof k_types / sizeof k_types[0]));
     tcase_add_test(tc, k_mixed_invariant);
