@@ -2207,6 +2207,19 @@ ALWAYS_INLINE void kl_store(float out[KL_ROWS][KL_TOK], size_t nt, float *y, siz
     }
 }
 
+/* A tile's nr rows (nr <= KL_ROWS) x nt tokens into y (token k's at y
+ * + k * ldy). */
+ALWAYS_INLINE void kl_put(float out[KL_ROWS][KL_TOK], size_t nr, size_t nt, float *y, size_t ldy)
+{
+    if (nr == KL_ROWS) {
+        kl_store(out, nt, y, ldy);
+        return;
+    }
+    for (size_t i = 0; i < nr; i++)
+        for (size_t k = 0; k < nt; k++)
+            y[k * ldy + i] = out[i][k];
+}
+
 /* Rows [r0, r1) times the nc tokens (nc <= KL_CHUNK) whose form is xg:
  * token k's results at y + k * ldy.  rows: scratch for a tile's rows. */
 static void kl_chunk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
@@ -2225,13 +2238,7 @@ static void kl_chunk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t
                 kl_tile_iq4_xs(rows, xg + g * nsb, nsb, out);
             else
                 kl_tile_q4_k(rows, xg + g * nsb, nsb, out);
-            if (nr == KL_ROWS) {
-                kl_store(out, nt, y + tg * ldy + r, ldy);
-                continue;
-            }
-            for (size_t i = 0; i < nr; i++)
-                for (size_t k = 0; k < nt; k++)
-                    y[(tg + k) * ldy + r + i] = out[i][k];
+            kl_put(out, nr, nt, y + tg * ldy + r, ldy);
         }
     }
 }
@@ -2417,13 +2424,7 @@ static void l32_chunk(const uint8_t *w, size_t cols, size_t r0, size_t r1, const
             const size_t tg = g * KL_TOK, nt = nc - tg < KL_TOK ? nc - tg : KL_TOK;
             float out[KL_ROWS][KL_TOK];
             l32_tile(rows, xg + g * ng, nb, out);
-            if (nr == KL_ROWS) {
-                kl_store(out, nt, y + tg * ldy + r, ldy);
-                continue;
-            }
-            for (size_t i = 0; i < nr; i++)
-                for (size_t k = 0; k < nt; k++)
-                    y[(tg + k) * ldy + r + i] = out[i][k];
+            kl_put(out, nr, nt, y + tg * ldy + r, ldy);
         }
     }
 }
@@ -2473,7 +2474,7 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     if (n_tok >= 2 && n_tok <= KT_MAX && cols <= XS_COLS &&
         matmul_k_tokens(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
-    if (t == ML_TYPE_Q4_1 && n_tok >= L32_MIN_TOK &&
+    if (t == ML_TYPE_Q4_1 && n_tok >= L32_MIN_TOK && cols <= XS_COLS &&
         matmul_q4_1_lanes(w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
     if (nibbles_at(t) && n_tok >= 2 && n_tok <= NT_MAX && cols <= XS_COLS &&
@@ -2494,8 +2495,9 @@ static size_t kl_x_bytes(ml_type t, size_t cols, size_t n_tok)
 {
 #if HAVE_VNNI
     if (t == ML_TYPE_Q4_1) /* Q4_1's lanes (matmul_q4_1_lanes) */
-        return n_tok >= L32_MIN_TOK ? (n_tok + KL_TOK - 1) / KL_TOK * ((cols / 32 + 7) / 8) * sizeof(l32_x)
-                                    : 0;
+        return n_tok >= L32_MIN_TOK && cols <= XS_COLS
+                   ? (n_tok + KL_TOK - 1) / KL_TOK * ((cols / 32 + 7) / 8) * sizeof(l32_x)
+                   : 0;
 #endif
     if (!kl_lanes_type(t) || n_tok < kl_min_tok(t) || cols > XS_COLS || cols % 256)
         return 0;
