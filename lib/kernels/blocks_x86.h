@@ -2266,27 +2266,33 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
     return 1;
 }
 
-#if HAVE_VNNI
 /* ---- Q4_1 with the tokens in the lanes ----
  *
  * As the K lanes above, for Q4_1's 32-element blocks: a register holds
- * sixteen tokens' same four activations, each row's four quants are
- * broadcast into vpdpbusd, and a block's sums land in the lanes of
- * sixteen tokens at once.  Each block then takes rule 5's float step,
+ * KL_TOK tokens' same four activations, each row's four quants are
+ * broadcast into vpdpbusd (without VNNI vpmaddubsw, a whole block's
+ * 16-bit pairs added before one vpmaddwd widens them: |pair| <=
+ * 2·15·128, eight of them below 2^15), and a block's sums land in the
+ * lanes of KL_TOK tokens at once.  Each block then takes rule 5's float step,
  * s = (float)isum·(d·xd) + (float)Σx·(m·xd), in group_apply's order,
  * into acc[block % 8], folded as fold8 does: matvec's bits.  Eight
  * blocks (256 elements) make a group, the last one partial when a row's
  * blocks are not a multiple of eight. */
 
 /* From nine tokens on: a group of sixteen lanes costs about the rows'
- * (matmul_32_tokens) eight tokens (docs/speed-history.md, section 23). */
+ * (matmul_32_tokens) eight tokens; without VNNI a group of eight costs
+ * the tiles' ten (docs/speed-history.md, section 23). */
+#if HAVE_VNNI
 #define L32_MIN_TOK 9
+#else
+#define L32_MIN_TOK 10
+#endif
 
 /* A group of KL_TOK tokens' eight blocks. */
 typedef struct l32_x {
-    __m512i c[64];    /* lane t: bytes 4c..4c+3 of token t's (c = 8·block + group) */
-    __m512 xd[8];     /* lane t: token t's scale of the block, +0 past the last token */
-    __m512 as[8];     /* lane t: Σ x over the block, as a float */
+    kl_vi c[64];      /* lane t: bytes 4c..4c+3 of token t's (c = 8·block + group) */
+    kl_vf xd[8];      /* lane t: token t's scale of the block, +0 past the last token */
+    kl_vf as[8];      /* lane t: Σ x over the block, as a float */
 } l32_x;
 
 /* One row's group of eight blocks, decoded. */
@@ -2313,9 +2319,9 @@ static void l32_x_group(const int8_t *x, size_t cols, const float *xd, size_t nt
     for (size_t k = 0; k * 8 < nb; k++) {
         const size_t m = nb - 8 * k < 8 ? nb - 8 * k : 8;
         for (size_t b = 0; b < 8; b++) {
-            __m256i v[2][8];
+            __m256i v[KL_TOK / 8][8];
             UNROLL
-            for (size_t h = 0; h < 2; h++) {
+            for (size_t h = 0; h < KL_TOK / 8; h++) {
                 UNROLL
                 for (size_t t = 0; t < 8; t++)
                     v[h][t] = 8 * h + t < nt && b < m ? load256(x + (8 * h + t) * cols + 256 * k + 32 * b)
@@ -2324,15 +2330,19 @@ static void l32_x_group(const int8_t *x, size_t cols, const float *xd, size_t nt
             }
             UNROLL
             for (int c = 0; c < 8; c++)
+#if HAVE_VNNI
                 xg[k].c[8 * b + c] = _mm512_inserti64x4(_mm512_castsi256_si512(v[0][c]), v[1][c], 1);
+#else
+                xg[k].c[8 * b + c] = v[0][c];
+#endif
             _Alignas(64) float d[KL_TOK], a[KL_TOK];
             for (size_t t = 0; t < KL_TOK; t++) {
                 const int here = t < nt && b < m;
                 d[t] = here ? xd[t * nb + 8 * k + b] : 0.0f;
                 a[t] = here ? (float)block_sum32(x + t * cols + 256 * k + 32 * b) : 0.0f;
             }
-            xg[k].xd[b] = _mm512_load_ps(d);
-            xg[k].as[b] = _mm512_load_ps(a);
+            xg[k].xd[b] = KL(load_ps)(d);
+            xg[k].as[b] = KL(load_ps)(a);
         }
     }
 }
@@ -2359,33 +2369,52 @@ static void l32_rows(const uint8_t *w, size_t cols, size_t r, size_t nr, l32_row
 /* Eight rows x sixteen tokens over every group: out[row][token].  Block
  * b of each group at a time, its acc[b] in registers: a row's and
  * token's blocks meet acc[b] in matvec's order all the same. */
-static void l32_tile(const l32_row *rows, const l32_x *xg, size_t nb, float out[KL_ROWS][KL_TOK])
+/* Block b of a tile's rows (xc: its eight groups of activations): v[r]
+ * row r's sums, token by lane. */
+ALWAYS_INLINE void l32_dots(const l32_row *rw, size_t b, const kl_vi *xc, kl_vi v[KL_ROWS])
 {
-    __m512 part[8][KL_ROWS]; /* part[b][r]: row r's acc[b] */
-    for (size_t b = 0; b < 8; b++) {
-        __m512 acc[KL_ROWS];
+#if HAVE_VNNI
+    UNROLL
+    for (int r = 0; r < KL_ROWS; r++)
+        v[r] = _mm512_setzero_si512();
+    UNROLL
+    for (int g = 0; g < 8; g++)
         UNROLL
         for (int r = 0; r < KL_ROWS; r++)
-            acc[r] = _mm512_setzero_ps();
+            v[r] = _mm512_dpbusd_epi32(v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 32 * b + 4 * g)),
+                                       xc[g]);
+#else
+    UNROLL
+    for (int r = 0; r < KL_ROWS; r++) {
+        const kl_u32 *w4 = (const kl_u32 *)(rw[r].q + 32 * b);
+        __m256i p = _mm256_maddubs_epi16(_mm256_set1_epi32(w4[0]), xc[0]);
+        UNROLL
+        for (int g = 1; g < 8; g++)
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_set1_epi32(w4[g]), xc[g]));
+        v[r] = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+    }
+#endif
+}
+
+static void l32_tile(const l32_row *rows, const l32_x *xg, size_t nb, float out[KL_ROWS][KL_TOK])
+{
+    kl_vf part[8][KL_ROWS]; /* part[b][r]: row r's acc[b] */
+    for (size_t b = 0; b < 8; b++) {
+        kl_vf acc[KL_ROWS];
+        UNROLL
+        for (int r = 0; r < KL_ROWS; r++)
+            acc[r] = KL(setzero_ps)();
         for (size_t k = 0; 8 * k + b < nb; k++) {
             const l32_row *rw = rows + k * KL_ROWS;
             const l32_x *x = xg + k;
-            __m512i v[KL_ROWS];
-            UNROLL
-            for (int r = 0; r < KL_ROWS; r++)
-                v[r] = _mm512_setzero_si512();
-            UNROLL
-            for (int g = 0; g < 8; g++)
-                UNROLL
-                for (int r = 0; r < KL_ROWS; r++)
-                    v[r] = _mm512_dpbusd_epi32(
-                        v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 32 * b + 4 * g)), x->c[8 * b + g]);
+            kl_vi v[KL_ROWS];
+            l32_dots(rw, b, x->c + 8 * b, v);
             UNROLL
             for (int r = 0; r < KL_ROWS; r++) {
-                const __m512 dx = _mm512_mul_ps(_mm512_set1_ps(rw[r].d[b]), x->xd[b]);
-                const __m512 mx = _mm512_mul_ps(_mm512_set1_ps(rw[r].m[b]), x->xd[b]);
-                acc[r] = _mm512_add_ps(acc[r], _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v[r]), dx),
-                                                             _mm512_mul_ps(x->as[b], mx)));
+                const kl_vf dx = KL(mul_ps)(KL(set1_ps)(rw[r].d[b]), x->xd[b]);
+                const kl_vf mx = KL(mul_ps)(KL(set1_ps)(rw[r].m[b]), x->xd[b]);
+                acc[r] = KL(add_ps)(acc[r], KL(add_ps)(KL(mul_ps)(KL(cvtepi32_ps)(v[r]), dx),
+                                                       KL(mul_ps)(x->as[b], mx)));
             }
         }
         UNROLL
@@ -2393,10 +2422,10 @@ static void l32_tile(const l32_row *rows, const l32_x *xg, size_t nb, float out[
             part[b][r] = acc[r];
     }
     for (int r = 0; r < KL_ROWS; r++) /* fold8's order, lane by lane */
-        _mm512_storeu_ps(out[r], _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(part[0][r], part[4][r]),
-                                                             _mm512_add_ps(part[2][r], part[6][r])),
-                                               _mm512_add_ps(_mm512_add_ps(part[1][r], part[5][r]),
-                                                             _mm512_add_ps(part[3][r], part[7][r]))));
+        KL(storeu_ps)(out[r], KL(add_ps)(KL(add_ps)(KL(add_ps)(part[0][r], part[4][r]),
+                                                    KL(add_ps)(part[2][r], part[6][r])),
+                                         KL(add_ps)(KL(add_ps)(part[1][r], part[5][r]),
+                                                    KL(add_ps)(part[3][r], part[7][r]))));
 }
 
 /* Groups of KL_TOK tokens [g0, g1) of n_tok tokens' lane form (group
@@ -2448,15 +2477,14 @@ static int matmul_q4_1_lanes(const uint8_t *w, size_t cols, size_t r0, size_t r1
     }
     return 1;
 }
-#endif
 
 
 /* With VNNI, the K types: two to KT_MAX tokens a row at a time
  * (matmul_k_tokens), more in the lanes (matmul_k_lanes; Q6_K's nine to
  * eleven in tiles); the nibble types two to NT_MAX tokens a row at a time
  * (matmul_32_tokens), Q4_1 more in the lanes (matmul_q4_1_lanes).
- * Without it, Q4_K, Q5_K and Q6_K in the lanes from
- * kl_min_tok on.  The rest of those, the other 256-element types, Q4_1
+ * Without it, Q4_K, Q5_K and Q6_K in the lanes from kl_min_tok on, Q4_1
+ * from L32_MIN_TOK on.  The rest of those, the other 256-element types, Q4_1
  * and Q5_1 in tiles from two tokens on; the rest a token at a time (each (token, row) is
  * matvec's dot; the runtime takes Q5_0, IQ4_NL and MXFP4 to the Q8_0
  * products from four tokens on, blk_to_q8_0).
@@ -2470,12 +2498,12 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     if (n_tok >= kl_min_tok(t) && cols <= XS_COLS &&
         matmul_k_lanes(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
+    if (t == ML_TYPE_Q4_1 && n_tok >= L32_MIN_TOK && cols <= XS_COLS &&
+        matmul_q4_1_lanes(w, cols, r0, r1, xq, xd, n_tok, y, ldy))
+        return;
 #if HAVE_VNNI
     if (n_tok >= 2 && n_tok <= KT_MAX && cols <= XS_COLS &&
         matmul_k_tokens(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
-        return;
-    if (t == ML_TYPE_Q4_1 && n_tok >= L32_MIN_TOK && cols <= XS_COLS &&
-        matmul_q4_1_lanes(w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
     if (nibbles_at(t) && n_tok >= 2 && n_tok <= NT_MAX && cols <= XS_COLS &&
         matmul_32_tokens(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
@@ -2493,12 +2521,10 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
  * tokens, made once for all the calls of a job. */
 static size_t kl_x_bytes(ml_type t, size_t cols, size_t n_tok)
 {
-#if HAVE_VNNI
     if (t == ML_TYPE_Q4_1) /* Q4_1's lanes (matmul_q4_1_lanes) */
         return n_tok >= L32_MIN_TOK && cols <= XS_COLS
                    ? (n_tok + KL_TOK - 1) / KL_TOK * ((cols / 32 + 7) / 8) * sizeof(l32_x)
                    : 0;
-#endif
     if (!kl_lanes_type(t) || n_tok < kl_min_tok(t) || cols > XS_COLS || cols % 256)
         return 0;
     return (n_tok + KL_TOK - 1) / KL_TOK * (cols / 256) * sizeof(kl_x);
@@ -2509,12 +2535,10 @@ static void kl_x_prepare(ml_type t, const int8_t *xq, const float *xd, size_t co
 {
     const size_t groups = (n_tok + KL_TOK - 1) / KL_TOK;
     const size_t g0 = groups * part / parts, g1 = groups * (part + 1) / parts;
-#if HAVE_VNNI
     if (t == ML_TYPE_Q4_1) {
         l32_x_groups(xq, xd, cols, n_tok, g0, g1, xt);
         return;
     }
-#endif
     kl_x_groups(t, xq, xd, cols, n_tok, g0, g1, xt);
 }
 
@@ -2522,7 +2546,6 @@ static void kl_x_run(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t
                      const int8_t *xq, const float *xd, const void *xt, size_t n_tok, float *y,
                      size_t ldy)
 {
-#if HAVE_VNNI
     if (t == ML_TYPE_Q4_1) {
         const size_t ng = (cols / 32 + 7) / 8;
         l32_row *rows = kl_scratch(KL_ROWS * ng * sizeof(l32_row));
@@ -2535,7 +2558,6 @@ static void kl_x_run(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t
                       n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK, rows, y + t0 * ldy, ldy);
         return;
     }
-#endif
     const size_t nsb = cols / 256;
     kl_row *rows = kl_scratch(KL_ROWS * nsb * sizeof(kl_row));
     if (!rows) { /* the same bits by the other ways */
