@@ -1903,6 +1903,28 @@ static void kl_x_sums(ml_type T, const int8_t *x, size_t cols, size_t t, kl_x *x
         }
 }
 
+/* 32 bytes at x of tokens [0, nt) (cols apart; nt <= KL_TOK) into c[0..8)
+ * in the lanes' form (lane t of c[g]: bytes 4g..4g+3 of token t's), the
+ * lanes from nt on zero. */
+ALWAYS_INLINE void kl_x_chunk(const int8_t *x, size_t cols, size_t nt, kl_vi c[8])
+{
+    __m256i v[KL_TOK / 8][8];
+    UNROLL
+    for (size_t h = 0; h < KL_TOK / 8; h++) {
+        UNROLL
+        for (size_t t = 0; t < 8; t++)
+            v[h][t] = 8 * h + t < nt ? load256(x + (8 * h + t) * cols) : _mm256_setzero_si256();
+        transpose8x8(v[h]);
+    }
+    UNROLL
+    for (int g = 0; g < 8; g++)
+#if HAVE_VNNI
+        c[g] = _mm512_inserti64x4(_mm512_castsi256_si512(v[0][g]), v[1][g], 1);
+#else
+        c[g] = v[0][g];
+#endif
+}
+
 /* Tokens [0, nt) of a group (nt <= KL_TOK) into xg[0..nsb): x their
  * activations (cols apart), xd their scales (nsb apart); the lanes past
  * nt zero. */
@@ -1911,24 +1933,8 @@ static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const float *xd,
 {
     const size_t nsb = cols / 256;
     for (size_t k = 0; k < nsb; k++) {
-        for (int q = 0; q < 8; q++) {
-            __m256i v[KL_TOK / 8][8];
-            UNROLL
-            for (size_t h = 0; h < KL_TOK / 8; h++) {
-                UNROLL
-                for (size_t t = 0; t < 8; t++)
-                    v[h][t] = 8 * h + t < nt ? load256(x + (8 * h + t) * cols + 256 * k + 32 * q)
-                                             : _mm256_setzero_si256();
-                transpose8x8(v[h]);
-            }
-            UNROLL
-            for (int c = 0; c < 8; c++)
-#if HAVE_VNNI
-                xg[k].c[8 * q + c] = _mm512_inserti64x4(_mm512_castsi256_si512(v[0][c]), v[1][c], 1);
-#else
-                xg[k].c[8 * q + c] = v[0][c];
-#endif
-        }
+        for (int q = 0; q < 8; q++)
+            kl_x_chunk(x + 256 * k + 32 * q, cols, nt, xg[k].c + 8 * q);
         _Alignas(64) float d[KL_TOK];
         for (size_t t = 0; t < KL_TOK; t++)
             d[t] = t < nt ? xd[t * nsb + k] : 0.0f;
@@ -2319,22 +2325,7 @@ static void l32_x_group(const int8_t *x, size_t cols, const float *xd, size_t nt
     for (size_t k = 0; k * 8 < nb; k++) {
         const size_t m = nb - 8 * k < 8 ? nb - 8 * k : 8;
         for (size_t b = 0; b < 8; b++) {
-            __m256i v[KL_TOK / 8][8];
-            UNROLL
-            for (size_t h = 0; h < KL_TOK / 8; h++) {
-                UNROLL
-                for (size_t t = 0; t < 8; t++)
-                    v[h][t] = 8 * h + t < nt && b < m ? load256(x + (8 * h + t) * cols + 256 * k + 32 * b)
-                                                      : _mm256_setzero_si256();
-                transpose8x8(v[h]);
-            }
-            UNROLL
-            for (int c = 0; c < 8; c++)
-#if HAVE_VNNI
-                xg[k].c[8 * b + c] = _mm512_inserti64x4(_mm512_castsi256_si512(v[0][c]), v[1][c], 1);
-#else
-                xg[k].c[8 * b + c] = v[0][c];
-#endif
+            kl_x_chunk(x + 256 * k + 32 * b, cols, b < m ? nt : 0, xg[k].c + 8 * b);
             _Alignas(64) float d[KL_TOK], a[KL_TOK];
             for (size_t t = 0; t < KL_TOK; t++) {
                 const int here = t < nt && b < m;
