@@ -193,6 +193,13 @@ ML_API ml_status ml_ctx_embed(ml_ctx *c, const ml_token *tokens, size_t n, ml_po
 ML_API ml_status ml_ctx_set_imatrix(ml_ctx *c, ml_mli *imatrix, ml_error *err);
 
 ML_API uint32_t ml_ctx_n_batch(const ml_ctx *c);
+/* The tokens a step of n (ml_ctx_eval, ml_ctx_eval_seqs) is computed in
+ * groups of: the products of some weight types work on a group of tokens
+ * at once (a register's lanes), so that n costs about what n rounded up
+ * to a multiple of the group costs.  1 where a step costs by the token.
+ * For the matrices that hold most of the weights a step reads; for a
+ * caller free to evaluate more tokens (speculation's guesses). */
+ML_API uint32_t ml_ctx_step_group(const ml_ctx *c, uint32_t n);
 ML_API const ml_model *ml_ctx_model(const ml_ctx *c);
 
 /* ------------------------------------------------------------------------

@@ -24,6 +24,11 @@ size_t ml__blk_x_bytes_avx512(ml_type t, size_t cols, size_t n_tok)
     return kl_x_bytes(t, cols, n_tok);
 }
 
+size_t ml__blk_x_group_avx512(ml_type t, size_t cols, size_t n_tok)
+{
+    return kl_x_tokens_at_once(t, cols, n_tok);
+}
+
 void ml__blk_x_prepare_avx512(ml_type t, const int8_t *xq, const float *xd, size_t cols,
                               size_t n_tok, unsigned part, unsigned parts, void *xt)
 {

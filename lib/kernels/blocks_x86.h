@@ -2508,8 +2508,8 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
                    y + k * ldy);
 }
 
-/* matmul_blk_x (kernels.h) for the K lanes: the form of all n_tok
- * tokens, made once for all the calls of a job. */
+/* matmul_blk_x (kernels.h) for the lanes (the K types' and Q4_1's):
+ * the form of all n_tok tokens, made once for all the calls of a job. */
 static size_t kl_x_bytes(ml_type t, size_t cols, size_t n_tok)
 {
     if (t == ML_TYPE_Q4_1) /* Q4_1's lanes (matmul_q4_1_lanes) */
@@ -2519,6 +2519,12 @@ static size_t kl_x_bytes(ml_type t, size_t cols, size_t n_tok)
     if (!kl_lanes_type(t) || n_tok < kl_min_tok(t) || cols > XS_COLS || cols % 256)
         return 0;
     return (n_tok + KL_TOK - 1) / KL_TOK * (cols / 256) * sizeof(kl_x);
+}
+
+/* Its group: a lane a token, KL_TOK of them a register. */
+static size_t kl_x_tokens_at_once(ml_type t, size_t cols, size_t n_tok)
+{
+    return kl_x_bytes(t, cols, n_tok) ? KL_TOK : 1;
 }
 
 static void kl_x_prepare(ml_type t, const int8_t *xq, const float *xd, size_t cols,

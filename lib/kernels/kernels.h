@@ -129,6 +129,12 @@ typedef struct ml_matmul_x {
  * xq and xd as there; the same results. */
 typedef struct ml_matmul_blk_x {
     size_t (*bytes)(ml_type t, size_t cols, size_t n_tok);
+    /* group: the tokens run works on at once for this call (the lanes
+     * of a register), so that a call of n_tok costs about what one of
+     * n_tok rounded up to a multiple of it costs; 1 where it makes no
+     * form.  What a caller free to evaluate more tokens (speculation's
+     * guesses) rounds up to (ml_ctx_step_group). */
+    size_t (*group)(ml_type t, size_t cols, size_t n_tok);
     void (*prepare)(ml_type t, const int8_t *xq, const float *xd, size_t cols, size_t n_tok,
                     unsigned part, unsigned parts, void *xt);
     void (*run)(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,

@@ -527,7 +527,8 @@ const ml_kernels ml__kernels_avx2 = {
                  {matmul_x_bytes, matmul_x_prepare, matmul_x}},
     .matvec_blk = ml__matvec_blk_avx2,
     .matmul_blk = ml__matmul_blk_avx2,
-    .matmul_blk_x = {ml__blk_x_bytes_avx2, ml__blk_x_prepare_avx2, ml__blk_x_run_avx2},
+    .matmul_blk_x = {ml__blk_x_bytes_avx2, ml__blk_x_group_avx2,
+                     ml__blk_x_prepare_avx2, ml__blk_x_run_avx2},
     .blk_to_q8_0 = ml__blk_to_q8_0_avx2,
 };
 

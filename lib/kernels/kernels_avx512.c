@@ -990,7 +990,8 @@ const ml_kernels ml__kernels_avx512 = {
                  {matmul_x_bytes, matmul_x_prepare, matmul_x}},
     .matvec_blk = ml__matvec_blk_avx512,
     .matmul_blk = ml__matmul_blk_avx512,
-    .matmul_blk_x = {ml__blk_x_bytes_avx512, ml__blk_x_prepare_avx512, ml__blk_x_run_avx512},
+    .matmul_blk_x = {ml__blk_x_bytes_avx512, ml__blk_x_group_avx512,
+                     ml__blk_x_prepare_avx512, ml__blk_x_run_avx512},
     .blk_to_q8_0 = ml__blk_to_q8_0_avx512,
 };
 

@@ -23,12 +23,14 @@ void ml__matmul_blk_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, 
                            size_t ldy);
 /* matmul_blk_x's steps (kernels.h). */
 size_t ml__blk_x_bytes_avx2(ml_type t, size_t cols, size_t n_tok);
+size_t ml__blk_x_group_avx2(ml_type t, size_t cols, size_t n_tok);
 void ml__blk_x_prepare_avx2(ml_type t, const int8_t *xq, const float *xd, size_t cols,
                             size_t n_tok, unsigned part, unsigned parts, void *xt);
 void ml__blk_x_run_avx2(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                         const int8_t *xq, const float *xd, const void *xt, size_t n_tok,
                         float *y, size_t ldy);
 size_t ml__blk_x_bytes_avx512(ml_type t, size_t cols, size_t n_tok);
+size_t ml__blk_x_group_avx512(ml_type t, size_t cols, size_t n_tok);
 void ml__blk_x_prepare_avx512(ml_type t, const int8_t *xq, const float *xd, size_t cols,
                               size_t n_tok, unsigned part, unsigned parts, void *xt);
 void ml__blk_x_run_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,

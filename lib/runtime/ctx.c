@@ -440,6 +440,52 @@ ml_status ml_ctx_set_imatrix(ml_ctx *c, ml_mli *imatrix, ml_error *err)
     return ML_OK;
 }
 
+/* The group matrix w's product works in for n tokens (kernels.h's
+ * matmul_blk_x.group; 1: a token at a time, or pairs, which cost by the
+ * token). */
+static size_t mat_group(const ml_kernels *k, const ml_mat *w, size_t n)
+{
+    if (!w->q || ml__mat_spec(w) || !k->matmul_blk_x.group)
+        return 1;
+    return k->matmul_blk_x.group(w->type, w->cols, n);
+}
+
+/* Adds w's bytes to the tally of its group (at most 4 groups kept: the
+ * kernels have two). */
+static void tally_group(const ml_kernels *k, const ml_mat *w, size_t n, size_t group[4],
+                        uint64_t bytes[4])
+{
+    if (!w->q)
+        return;
+    size_t g = mat_group(k, w, n), i = 0;
+    while (i < 3 && group[i] && group[i] != g)
+        i++;
+    group[i] = g;
+    bytes[i] += ml__mat_spec(w) ? (uint64_t)w->rows * w->cols : (uint64_t)w->rows * w->row_bytes;
+}
+
+/* The group of the matrices holding most of the bytes a step reads:
+ * every layer's but the experts' (each sees a share of the tokens) and
+ * the classifier, whose rows every guess of a speculation needs. */
+uint32_t ml_ctx_step_group(const ml_ctx *c, uint32_t n)
+{
+    const ml_model *m = c->m;
+    size_t group[4] = {0}, best = 0;
+    uint64_t bytes[4] = {0};
+    for (uint32_t l = 0; l < m->h.n_layers; l++) {
+        const ml_layer *y = &m->layers[l];
+        const ml_mat *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->wg, &y->w1, &y->w2,
+                              &y->w3, &y->lqkv, &y->lz, &y->lb, &y->la, &y->lout, &y->ws1,
+                              &y->ws2, &y->ws3};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            tally_group(m->k, ws[i], n, group, bytes);
+    }
+    tally_group(m->k, &m->wcls, n, group, bytes);
+    for (size_t i = 1; i < 4; i++)
+        best = bytes[i] > bytes[best] ? i : best;
+    return group[best] ? (uint32_t)group[best] : 1;
+}
+
 uint32_t ml_ctx_n_batch(const ml_ctx *c)
 {
     return c->n_batch;

@@ -184,11 +184,20 @@ static void check_matmul_x(const ml_kernels *v, const blk_mat *m, const acts *a,
                            size_t r0, size_t r1, const float *want, float *got, size_t ldy)
 {
     const ml_matmul_blk_x *bx = &v->matmul_blk_x;
-    ck_assert_msg(!bx->bytes == !bx->prepare && !bx->bytes == !bx->run,
-                  "%s: matmul_blk_x's three entries go together", v->name);
+    ck_assert_msg(!bx->bytes == !bx->prepare && !bx->bytes == !bx->run && !bx->bytes == !bx->group,
+                  "%s: matmul_blk_x's four entries go together", v->name);
     const size_t bytes = bx->bytes ? bx->bytes(m->t, m->cols, n_tok) : 0;
+    /* a form is made of whole groups: as big for n_tok as for its group's end */
+    const size_t group = bx->group ? bx->group(m->t, m->cols, n_tok) : 1;
+    ck_assert_msg((group > 1) == (bytes > 0), "%s %s cols %zu, %zu tokens: group %zu, form %zu bytes",
+                  v->name, ml_type_name(m->t), m->cols, n_tok, group, bytes);
     if (!bytes)
         return;
+    const size_t end = (n_tok + group - 1) / group * group;
+    ck_assert_msg(bx->bytes(m->t, m->cols, end) == bytes &&
+                      bx->bytes(m->t, m->cols, end + 1) > bytes,
+                  "%s %s cols %zu: %zu tokens' form is not its group's (%zu)", v->name,
+                  ml_type_name(m->t), m->cols, n_tok, group);
     void *xt = aligned_alloc(64, (bytes + 63) / 64 * 64);
     ck_assert_ptr_nonnull(xt);
     for (unsigned parts = 1; parts <= 3; parts++) {

@@ -351,6 +351,39 @@ START_TEST(q4_1_lanes_invariant)
 }
 END_TEST
 
+/* ml_ctx_step_group: the group of Q4_1's lanes where a variant has them
+ * (from as many tokens as they take), 1 with the scalar table and for
+ * Q8_0 weights, whose products cost by the token. */
+START_TEST(step_group_follows_kernels)
+{
+    static const ml_type q41 = ML_TYPE_Q4_1;
+    blk_model b;
+    model_open(&b);
+    const ml_kernels *vs[8];
+    const size_t nv = ml__kernels_available(vs, 8);
+    for (int swapped = 0; swapped < 2; swapped++) {
+        if (swapped)
+            swap_all(&b, &q41, 1, 0);
+        for (size_t v = 0; v < nv; v++) {
+            b.model->k = vs[v];
+            ml_ctx_params p = {.n_ctx = 64, .n_batch = 64, .n_threads = 1};
+            ml_ctx *c;
+            ml_error err;
+            ck_assert_msg(ml_ctx_new(b.model, &p, &c, &err) == ML_OK, "%s", err.msg);
+            const ml_matmul_blk_x *bx = &vs[v]->matmul_blk_x;
+            for (uint32_t n = 1; n <= 64; n++) {
+                const size_t want = swapped && bx->group ? bx->group(q41, b.model->h.dim, n) : 1;
+                ck_assert_msg(ml_ctx_step_group(c, n) == want,
+                              "%s, %s, %u tokens: group %u, not %zu", vs[v]->name,
+                              swapped ? "Q4_1" : "Q8_0", n, ml_ctx_step_group(c, n), want);
+            }
+            ml_ctx_free(c);
+        }
+    }
+    model_close(&b);
+}
+END_TEST
+
 /* A model of mixed types (q, k, v of different types on one input): the
  * same bits for batches of 64 and 1, one and two threads, and every
  * variant's block kernels, whole or with the rest scalar. */
@@ -608,6 +641,7 @@ Suite *suite_runtime_blk(void)
     tcase_add_loop_test(tc, each_type_follows_ggml, 0, (int)(sizeof each / sizeof each[0]));
     tcase_add_test(tc, mixed_types_invariant);
     tcase_add_test(tc, q4_1_lanes_invariant);
+    tcase_add_test(tc, step_group_follows_kernels);
     tcase_add_test(tc, unsupported_matrix_refused);
     tcase_add_loop_test(tc, k_types_follow_ggml, 0, (int)(sizeof k_types / sizeof k_types[0]));
     tcase_add_test(tc, k_mixed_invariant);
