@@ -107,10 +107,46 @@ size_t cli_spec_enough(const cli_spec *s, size_t k)
     return k && k >= s->min ? k : 0;
 }
 
-size_t cli_spec_guess(const cli_spec *s, const cli_spec_run *r, const ml_token *hist,
-                      size_t n_hist, uint32_t room_back, size_t budget, ml_token *out)
+size_t cli_spec_left(uint64_t max_tokens, uint64_t kept)
 {
-    size_t most = s->type == CLI_SPEC_NGRAM ? cli_spec_most(r, room_back, budget) : 0;
+    return max_tokens > kept ? (size_t)(max_tokens - kept - 1) : 0;
+}
+
+/* The most guesses the step may hold, whatever the cap. */
+static size_t allowed(const cli_spec *s, const cli_spec_step *st)
+{
+    size_t most = st->room_back < 2 ? 0 : st->room_back - 1;
+    most = most < s->max ? most : (size_t)s->max;
+    return most < st->budget ? most : st->budget;
+}
+
+/* An n-gram's guesses cost only their rows' share of the step (they are
+ * found at once, not a model's step each), and a step computed in
+ * groups of tokens costs as much for its last group's empty places as
+ * for guesses in them: `most` guesses are filled up to their group's
+ * end where allowed.  Where the most allowed ends a quarter of a group
+ * or less into a group of its own, those are left out: a group's cost
+ * for a few guesses at the far end of a draft. */
+static size_t fill_group(const cli_spec *s, const cli_spec_step *st, size_t most)
+{
+    const size_t top = st->used + 1 + allowed(s, st), n = st->used + 1 + most;
+    const size_t g = st->ctx ? ml_ctx_step_group(st->ctx, (uint32_t)n) : 1;
+    if (g <= 1 || n > top) /* n > top: most was not within the allowed */
+        return most;
+    const size_t end = (n + g - 1) / g * g, part = top % g;
+    if (end <= top)
+        return end - st->used - 1;
+    if (part && part <= g / 4 && top - part > st->used + 1)
+        return top - part - st->used - 1;
+    return top - st->used - 1;
+}
+
+size_t cli_spec_guess(const cli_spec *s, const cli_spec_run *r, const cli_spec_step *step,
+                      const ml_token *hist, size_t n_hist, ml_token *out)
+{
+    size_t most = s->type == CLI_SPEC_NGRAM ? cli_spec_most(r, step->room_back, step->budget) : 0;
+    if (most)
+        most = fill_group(s, step, most);
     return cli_spec_enough(s, ml_draft_ngram(hist, n_hist, (size_t)s->n, out, most));
 }
 

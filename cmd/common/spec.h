@@ -86,10 +86,28 @@ void cli_spec_start(cli_spec *s, cli_spec_run *r, size_t most);
 size_t cli_spec_most(const cli_spec_run *r, uint32_t room_back, size_t budget);
 /* k guesses found: k, or 0 when fewer than --spec-draft-n-min. */
 size_t cli_spec_enough(const cli_spec *s, size_t k);
+/* The guesses a generation may still use: those past the token drawn
+ * last, within max_tokens of which `kept` are kept already. */
+size_t cli_spec_left(uint64_t max_tokens, uint64_t kept);
+
+/* The step that checks a sequence's guesses: its context (what a step
+ * costs by its tokens: ml_ctx_step_group), the tokens other sequences
+ * already have in it, what the sequence can take back
+ * (ml_ctx_seq_rewind_room) and the most guesses it may hold (the step's
+ * spare rows, cli_spec_left). */
+typedef struct cli_spec_step {
+    const ml_ctx *ctx;
+    size_t used;
+    uint32_t room_back;
+    size_t budget;
+} cli_spec_step;
+
 /* ngram-simple's guesses of what follows hist[0..n_hist) (its last token
- * included) into out: cli_spec_most of them at most, cli_spec_enough. */
-size_t cli_spec_guess(const cli_spec *s, const cli_spec_run *r, const ml_token *hist,
-                      size_t n_hist, uint32_t room_back, size_t budget, ml_token *out);
+ * included) into out: cli_spec_most of them, or more where the step is
+ * computed in groups of tokens and they fill the last group for free (at
+ * most --spec-draft-n-max, the room and the budget); cli_spec_enough. */
+size_t cli_spec_guess(const cli_spec *s, const cli_spec_run *r, const cli_spec_step *step,
+                      const ml_token *hist, size_t n_hist, ml_token *out);
 /* k guesses were checked and the first `kept` held: the counts, and the
  * next step's cap (one more than kept after a miss but at least s->min,
  * twice k while they hold, up to s->max). */

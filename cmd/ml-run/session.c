@@ -115,17 +115,19 @@ static ml_status draw(run *r, float *logits, uint32_t pos, ml_gen_result *res, m
  * context's room to take them back allow (*n = 0: none). */
 static ml_status guess(run *r, size_t *n, ml_error *err)
 {
-    uint32_t room = r->o.spec.type ? ml_ctx_seq_rewind_room(r->ctx, 0) : 0;
-    size_t most = cli_spec_most(&r->spec_run, room, SIZE_MAX), k = 0;
+    cli_spec_step step = {r->ctx, 0, r->o.spec.type ? ml_ctx_seq_rewind_room(r->ctx, 0) : 0,
+                          cli_spec_left(r->o.n_predict, r->n_gen)};
+    size_t most = cli_spec_most(&r->spec_run, step.room_back, step.budget), k = 0;
     ml_status s = ML_OK;
     *n = 0;
     if (!most)
         return ML_OK;
-    if (r->o.spec.type == CLI_SPEC_DRAFT)
+    if (r->o.spec.type == CLI_SPEC_DRAFT) {
         s = cli_draft_guess(r->drafter, 0, r->ids, r->n_ids, most, r->draft + 1, &k, err);
-    else
-        k = ml_draft_ngram(r->ids, r->n_ids, (size_t)r->o.spec.n, r->draft + 1, most);
-    *n = s ? 0 : cli_spec_enough(&r->o.spec, k);
+        *n = s ? 0 : cli_spec_enough(&r->o.spec, k);
+    } else {
+        *n = cli_spec_guess(&r->o.spec, &r->spec_run, &step, r->ids, r->n_ids, r->draft + 1);
+    }
     return s;
 }
 

@@ -224,3 +224,8 @@ uint32_t srv_ctx_rewind_room(const srv_ctx *c, uint32_t seq)
 {
     return ml_ctx_seq_rewind_room(c->ctx, seq);
 }
+
+const ml_ctx *srv_ctx_ml(const srv_ctx *c)
+{
+    return c->ctx;
+}

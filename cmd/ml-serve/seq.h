@@ -74,5 +74,8 @@ float *srv_ctx_rows(const srv_ctx *c, size_t i);
 /* Tokens sequence seq may evaluate and still be taken back to where it
  * is (speculation's guesses): ml_ctx_seq_rewind_room. */
 uint32_t srv_ctx_rewind_room(const srv_ctx *c, uint32_t seq);
+/* The runtime's context, to read what a step of n tokens costs
+ * (ml_ctx_step_group: speculation fills a group's empty places). */
+const ml_ctx *srv_ctx_ml(const srv_ctx *c);
 
 #endif

@@ -560,13 +560,14 @@ static size_t spec_history(srv_sched *s, slot *sl)
 /* --spec-type ngram-simple: guesses of what follows the slot's history
  * and its next token, as many as the speculation's cap, the sequence's
  * room to take them back and the step's spare rows allow (0: none). */
-static size_t guess(srv_sched *s, slot *sl, size_t *spare)
+static size_t guess(srv_sched *s, slot *sl, size_t used, size_t *spare)
 {
     if (!*spare || !sl->spec_buf)
         return 0;
-    size_t len = spec_history(s, sl);
-    size_t k = cli_spec_guess(&s->spec, &sl->spec, sl->spec_buf, len + 1,
-                              srv_ctx_rewind_room(s->ctx, sl->seq), *spare,
+    size_t len = spec_history(s, sl), left = cli_spec_left(sl->job->max_tokens, sl->job->n_gen);
+    cli_spec_step step = {srv_ctx_ml(s->ctx), used, srv_ctx_rewind_room(s->ctx, sl->seq),
+                          left < *spare ? left : *spare};
+    size_t k = cli_spec_guess(&s->spec, &sl->spec, &step, sl->spec_buf, len + 1,
                               sl->spec_buf + len + 1);
     *spare -= k;
     return k;
@@ -587,7 +588,9 @@ static void draft_guesses(srv_sched *s, size_t n_runs, size_t spare)
         if (sl->fed < sl->job->n_prompt || !sl->spec_buf)
             continue; /* a prefill */
         size_t len = spec_history(s, sl);
-        size_t most = cli_spec_most(&sl->spec, srv_ctx_rewind_room(s->ctx, sl->seq), spare);
+        size_t left = cli_spec_left(sl->job->max_tokens, sl->job->n_gen);
+        size_t most = cli_spec_most(&sl->spec, srv_ctx_rewind_room(s->ctx, sl->seq),
+                                    left < spare ? left : spare);
         if (!most)
             continue;
         spare -= most;
@@ -661,7 +664,7 @@ static void sched_step(srv_sched *s)
         if (sl->job && sl->fed < sl->job->n_prompt)
             pre = sl, s->next_prefill = (i + 1) % s->n_slots;
     }
-    size_t n_runs = 0;
+    size_t n_runs = 0, used = 0; /* the runs so far and their tokens */
     /* guesses only in steps without a prompt chunk: their rows make every
      * token of the step keep its logits */
     size_t spare = s->spec.type && !pre ? srv_ctx_n_score_chunk(s->ctx) : 0;
@@ -692,12 +695,13 @@ static void sched_step(srv_sched *s)
                 slot_end(s, sl, finish, st, &err);
                 continue;
             }
-            sl->guessed = s->draft ? 0 : guess(s, sl, &spare); /* draft: draft_guesses */
+            sl->guessed = s->draft ? 0 : guess(s, sl, used, &spare); /* draft: draft_guesses */
             r->tokens = sl->guessed ? sl->spec_buf + sl->spec_len : &sl->next;
             r->n = 1 + sl->guessed;
             r->all_logits = sl->guessed > 0;
         }
         r->seq = sl->seq;
+        used += r->n;
         s->run_slot[n_runs++] = sl;
     }
     if (!n_runs)

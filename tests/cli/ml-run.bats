@@ -481,6 +481,34 @@ same_with_spec() {
     [[ $output == "$text" ]] || fail_with "with speculation: $text / without: $output"
 }
 
+# spec_counts OPTIONS...: ml-run's text in $output, its speculation line's
+# counts in $guessed and $kept.
+spec_counts() {
+    run -0 --separate-stderr ml-run "$@"
+    [[ ${stderr_lines[-1]} =~ ^ml-run:\ speculation:\ ([0-9]+)\ tokens\ guessed,\ ([0-9]+)\ kept ]] ||
+        fail_with "${stderr_lines[*]}"
+    guessed=${BASH_REMATCH[1]} kept=${BASH_REMATCH[2]}
+}
+
+@test "--spec-type ngram-simple: guesses fill the tokens a step computes at once" {
+    # Q4_1 matrices and a Q6_K classifier, whose products work on sixteen
+    # tokens at once with AVX-512 (ml_ctx_step_group): more guesses a
+    # step there than with the scalar kernels, the same text
+    local d=$BATS_TEST_TMPDIR m=(-p "Once upon a time" -n 120 --temp 0 --ignore-eos) plain
+    gguf2mlb -q -o "$d/q41.mlb" -t "$d/q41.mlt" "$FIX/models/llama2/llama2-q4_1.gguf"
+    plain=$(ml-run -m "$d/q41.mlb" "${m[@]}" -q)
+    local spec=(-m "$d/q41.mlb" "${m[@]}" --spec-type ngram-simple --spec-ngram-simple-size-n 2)
+    local guessed kept scalar
+    ML_KERNELS=scalar spec_counts "${spec[@]}"
+    [[ $output == "$plain" ]] || fail_with "scalar, with speculation: $output / without: $plain"
+    scalar=$guessed
+    ML_KERNELS=avx512 ml-run -m "$d/q41.mlb" -p hi -n 1 -q >/dev/null 2>&1 ||
+        skip "no AVX-512 VNNI here"
+    ML_KERNELS=avx512 spec_counts "${spec[@]}"
+    [[ $output == "$plain" ]] || fail_with "avx512, with speculation: $output / without: $plain"
+    ((guessed > scalar)) || fail_with "guessed: avx512 $guessed, scalar $scalar"
+}
+
 @test "--spec-type: sliding windows and linear attention give the same text" {
     local d=$BATS_TEST_TMPDIR
     gguf2mlb -q -o "$d/g.mlb" -t "$d/g.mlt" "$FIX/models/gemma3/gemma3-q8_0.gguf"
