@@ -450,23 +450,25 @@ static size_t mat_group(const ml_kernels *k, const ml_mat *w, size_t n)
     return k->matmul_blk_x.group(w->type, w->cols, n);
 }
 
-/* Adds w's bytes to the tally of its group (at most 4 groups kept: the
- * kernels have two). */
-static void tally_group(const ml_kernels *k, const ml_mat *w, size_t n, size_t group[4],
+/* Adds `times` w's bytes to the tally of group g (at most 4 groups
+ * kept: the kernels have two). */
+static void tally_group(const ml_mat *w, size_t g, uint64_t times, size_t group[4],
                         uint64_t bytes[4])
 {
     if (!w->q)
         return;
-    size_t g = mat_group(k, w, n), i = 0;
+    size_t i = 0;
     while (i < 3 && group[i] && group[i] != g)
         i++;
     group[i] = g;
-    bytes[i] += ml__mat_spec(w) ? (uint64_t)w->rows * w->cols : (uint64_t)w->rows * w->row_bytes;
+    bytes[i] += times * (ml__mat_spec(w) ? (uint64_t)w->rows * w->cols
+                                         : (uint64_t)w->rows * w->row_bytes);
 }
 
 /* The group of the matrices holding most of the bytes a step reads:
- * every layer's but the experts' (each sees a share of the tokens) and
- * the classifier, whose rows every guess of a speculation needs. */
+ * every layer's and the classifier, whose rows every guess of a
+ * speculation needs.  The experts count by the token: another token
+ * reads other experts. */
 uint32_t ml_ctx_step_group(const ml_ctx *c, uint32_t n)
 {
     const ml_model *m = c->m;
@@ -478,9 +480,11 @@ uint32_t ml_ctx_step_group(const ml_ctx *c, uint32_t n)
                               &y->w3, &y->lqkv, &y->lz, &y->lb, &y->la, &y->lout, &y->ws1,
                               &y->ws2, &y->ws3};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            tally_group(m->k, ws[i], n, group, bytes);
+            tally_group(ws[i], mat_group(m->k, ws[i], n), 1, group, bytes);
+        for (size_t i = 0; y->moe && y->ew && i < 3; i++)
+            tally_group(&y->ew[i], 1, m->h.n_experts, group, bytes);
     }
-    tally_group(m->k, &m->wcls, n, group, bytes);
+    tally_group(&m->wcls, mat_group(m->k, &m->wcls, n), 1, group, bytes);
     for (size_t i = 1; i < 4; i++)
         best = bytes[i] > bytes[best] ? i : best;
     return group[best] ? (uint32_t)group[best] : 1;

@@ -258,6 +258,52 @@ START_TEST(test_gpt_oss_bits)
 }
 END_TEST
 
+/* w as a Q4_1 matrix of its shape (its bytes unread: only the kernels'
+ * grouping is asked of it). */
+static void as_q4_1(ml_mat *w)
+{
+    if (w->q)
+        w->type = ML_TYPE_Q4_1, w->row_bytes = ml__blk_row_bytes(ML_TYPE_Q4_1, w->cols);
+}
+
+/* ml_ctx_step_group counts the experts by the token (another token reads
+ * other experts): with the dense matrices and the classifier in a type
+ * whose products group tokens, and the experts too, still 1. */
+START_TEST(test_step_group_experts)
+{
+    tu_mem file;
+    gpt_oss_model(&file);
+    tu_buf b;
+    ml_mlb *mlb = tu_open_copy(&b, &file);
+    ml_model *model;
+    ml_error err;
+    ck_assert_msg(ml_model_new(mlb, &model, &err) == ML_OK, "%s", err.msg);
+    for (uint32_t l = 0; l < model->h.n_layers; l++) {
+        ml_layer *y = &model->layers[l];
+        as_q4_1(&y->wq), as_q4_1(&y->wk), as_q4_1(&y->wv), as_q4_1(&y->wo);
+        for (uint32_t i = 0; i < 3 * model->h.n_experts; i++)
+            as_q4_1(&y->ew[i]);
+    }
+    as_q4_1(&model->wcls);
+    const ml_kernels *vs[8];
+    const size_t nv = ml__kernels_available(vs, 8);
+    for (size_t v = 0; v < nv; v++) {
+        model->k = vs[v];
+        ml_ctx_params p = {.n_ctx = 64, .n_batch = 32, .n_threads = 1};
+        ml_ctx *c;
+        ck_assert_msg(ml_ctx_new(model, &p, &c, &err) == ML_OK, "%s", err.msg);
+        for (uint32_t n = 1; n <= 32; n++)
+            ck_assert_msg(ml_ctx_step_group(c, n) == 1, "%s, %u tokens: group %u",
+                          vs[v]->name, n, ml_ctx_step_group(c, n));
+        ml_ctx_free(c);
+    }
+    ml_model_free(model);
+    ml_mlb_close(mlb);
+    tu_buf_free(&b);
+    tu_mem_free(&file);
+}
+END_TEST
+
 /* Each of gpt-oss's arrays is read: adding 0.25 to 1.25 to the elements
  * of one role's arrays (all layers, all experts; not all alike, since a
  * softmax does not see a shift of all its logits) changes the logits. */
@@ -306,6 +352,7 @@ Suite *suite_moe(void)
     tcase_add_test(tc, test_select_random);
     tcase_add_test(tc, test_ties_and_bits);
     tcase_add_test(tc, test_gpt_oss_bits);
+    tcase_add_test(tc, test_step_group_experts);
     tcase_add_test(tc, test_gpt_oss_arrays_used);
     suite_add_tcase(s, tc);
     return s;
