@@ -485,8 +485,10 @@ ALWAYS_INLINE int e8m0_of_block(const uint8_t *w, size_t j, size_t m)
 }
 
 /* ggml_e8m0_to_fp32_half of the first byte of each of m blocks: for
- * e < 2 the subnormal 0x00200000 << e, else (e - 1) << 23.  A lane from
- * m on is never used (its block's products are +0). */
+ * e < 2 the subnormal 0x00200000 << e, else (e - 1) << 23: 2^(e - 128)
+ * for every e.  With AVX-512 that exponent, e - 128, which group_apply
+ * gives vscalefps: xd · 2^(e - 128) rounded once, the bits of xd · d.  A
+ * lane from m on is never used (its block's products are +0). */
 ALWAYS_INLINE __m256 e8m0_lanes(const uint8_t *w, size_t m)
 {
     const __m256i e = m == 8 ? _mm256_setr_epi64x(
@@ -495,10 +497,14 @@ ALWAYS_INLINE __m256 e8m0_lanes(const uint8_t *w, size_t m)
                                         e8m0_of_block(w, 2, m), e8m0_of_block(w, 3, m),
                                         e8m0_of_block(w, 4, m), e8m0_of_block(w, 5, m),
                                         e8m0_of_block(w, 6, m), e8m0_of_block(w, 7, m));
+#if HAVE_VNNI
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(e, _mm256_set1_epi32(128)));
+#else
     const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
     const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
     const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
     return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, sub, small));
+#endif
 }
 
 /* xd of m blocks, +0 after m (never read past the row). */
@@ -566,10 +572,14 @@ ALWAYS_INLINE __m256 group_apply(ml_type T, __m256 d, __m256 mn, size_t m, __m25
         const __m256i v = HAVE_VNNI ? _mm256_sub_epi32(isum, _mm256_slli_epi32(a, 7)) : isum;
         return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, xdv));
     }
-    default: { /* MXFP4: - 12 Σx */
+    default: { /* MXFP4: - 12 Σx; d is e8m0_lanes's */
         const __m256i v = _mm256_sub_epi32(
             isum, _mm256_add_epi32(_mm256_slli_epi32(a, 3), _mm256_slli_epi32(a, 2)));
+#if HAVE_VNNI
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_scalef_ps(xdv, d));
+#else
         return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, xdv));
+#endif
     }
     }
 }

@@ -88,9 +88,11 @@ static void random_unit(ml_type t, uint8_t *u, size_t bytes, tu_rng *r, int extr
     for (int j = 0; j < 2; j++)
         if (f16_field(t, j) >= 0)
             put16(u + f16_field(t, j), random_f16(r, extreme));
-    if (t == ML_TYPE_MXFP4) /* 2^(e-128): about 1e-3, or the extremes */
-        u[0] = extreme && tu_below(r, 3) == 0 ? (uint8_t)tu_below(r, 3)
+    if (t == ML_TYPE_MXFP4) { /* 2^(e-128): about 1e-3, or the extremes */
+        static const uint8_t ends[] = {0, 1, 2, 253, 254, 255};
+        u[0] = extreme && tu_below(r, 3) == 0 ? ends[tu_below(r, 6)]
                                               : (uint8_t)(110 + tu_below(r, 20));
+    }
     if (t == ML_TYPE_F16)
         for (size_t i = 0; i < bytes; i += 2)
             put16(u + i, random_f16(r, extreme));
