@@ -21,7 +21,8 @@
 #                      default; q8_0 and q4_0 too (llama-bench then
 #                      with -fa 1, which its quantized V cache needs)
 #   Depths past the shape's context need a shape that has them:
-#   SHAPES=gemma3 (32768), e.g. DEPTHS="4096 16384" CACHES="f16 q8_0 q4_0"
+#   SHAPES=gemma3 or qwen25 (32768; qwen25 attends to all of it in every
+#   layer), e.g. DEPTHS="4096 16384" CACHES="f16 q8_0 q4_0" PROMPTS=" "
 #
 # llama.cpp: `llama-bench -p 0 -n GEN -d N` and `llama-bench -p N -n 0`
 # (a llama-bench without -d gives '-' for depths above 0).  ml-run: a

@@ -24,6 +24,11 @@ SHAPES = {  # dim, layers, heads, kv heads, hidden, vocab, ctx
     "tinyllama": (2048, 22, 32, 4, 5632, 32000, 2048),
     "smollm2": (576, 30, 9, 3, 1536, 49152, 8192),
     "gemma3": (640, 18, 4, 1, 2048, 262144, 32768),
+    # Qwen2.5-0.5B's sizes as a llama (its q/k/v biases left out): every
+    # layer attends to the whole context of 32768, where a deep token's
+    # cache read weighs beside the weights' (Gemma 3 keeps a window of 512
+    # in five layers of six)
+    "qwen25": (896, 24, 14, 2, 4864, 151936, 32768),
     "tiny": (64, 2, 4, 2, 128, 512, 256),  # a test fixture, not a benchmark
 }
 GEMMA3_HEAD_DIM = 256
