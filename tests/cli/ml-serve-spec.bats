@@ -169,7 +169,8 @@ restart() {
         answer "$URL" "${BODIES[$i]}" >/dev/null
     done
     drafted=$(metric draft_tokens_total) accepted=$(metric draft_tokens_accepted_total)
-    # only a request's last step may guess past its end (8 at most)
+    # no step guesses past max_tokens; a request that ends at an end of
+    # generation may have guessed past it (8 at most)
     ((accepted > 300 && drafted - accepted <= 6 * 8)) || fail_with "guessed $drafted, kept $accepted"
 }
 
