@@ -94,12 +94,18 @@ void cli_spec_start(cli_spec *s, cli_spec_run *r, size_t most)
     r->drafted = r->accepted = 0;
 }
 
-size_t cli_spec_most(const cli_spec_run *r, uint32_t room_back, size_t budget)
+/* want, at most room_back - 1 and budget. */
+static size_t within(size_t want, uint32_t room_back, size_t budget)
 {
     if (room_back < 2)
         return 0;
-    size_t most = r->cap < room_back - 1 ? r->cap : room_back - 1;
+    size_t most = want < room_back - 1 ? want : room_back - 1;
     return most < budget ? most : budget;
+}
+
+size_t cli_spec_most(const cli_spec_run *r, uint32_t room_back, size_t budget)
+{
+    return within(r->cap, room_back, budget);
 }
 
 size_t cli_spec_enough(const cli_spec *s, size_t k)
@@ -112,14 +118,6 @@ size_t cli_spec_left(uint64_t max_tokens, uint64_t kept)
     return max_tokens > kept ? (size_t)(max_tokens - kept - 1) : 0;
 }
 
-/* The most guesses the step may hold, whatever the cap. */
-static size_t allowed(const cli_spec *s, const cli_spec_step *st)
-{
-    size_t most = st->room_back < 2 ? 0 : st->room_back - 1;
-    most = most < s->max ? most : (size_t)s->max;
-    return most < st->budget ? most : st->budget;
-}
-
 /* An n-gram's guesses cost only their rows' share of the step (they are
  * found at once, not a model's step each), and a step computed in
  * groups of tokens costs as much for its last group's empty places as
@@ -129,8 +127,9 @@ static size_t allowed(const cli_spec *s, const cli_spec_step *st)
  * for a few guesses at the far end of a draft. */
 static size_t fill_group(const cli_spec *s, const cli_spec_step *st, size_t most)
 {
-    const size_t top = st->used + 1 + allowed(s, st), n = st->used + 1 + most;
-    const size_t g = st->ctx ? ml_ctx_step_group(st->ctx, (uint32_t)n) : 1;
+    /* the most guesses the step may hold, whatever the cap */
+    const size_t top = st->used + 1 + within((size_t)s->max, st->room_back, st->budget);
+    const size_t n = st->used + 1 + most, g = ml_ctx_step_group(st->ctx, (uint32_t)n);
     if (g <= 1 || n > top) /* n > top: most was not within the allowed */
         return most;
     const size_t end = (n + g - 1) / g * g, part = top % g;

@@ -557,6 +557,14 @@ static size_t spec_history(srv_sched *s, slot *sl)
     return sl->spec_len = len;
 }
 
+/* The most guesses slot sl may make in a step with `spare` rows left:
+ * none past its request's max_tokens. */
+static size_t slot_budget(const slot *sl, size_t spare)
+{
+    size_t left = cli_spec_left(sl->job->max_tokens, sl->job->n_gen);
+    return left < spare ? left : spare;
+}
+
 /* --spec-type ngram-simple: guesses of what follows the slot's history
  * and its next token, as many as the speculation's cap, the sequence's
  * room to take them back and the step's spare rows allow (0: none). */
@@ -564,9 +572,9 @@ static size_t guess(srv_sched *s, slot *sl, size_t used, size_t *spare)
 {
     if (!*spare || !sl->spec_buf)
         return 0;
-    size_t len = spec_history(s, sl), left = cli_spec_left(sl->job->max_tokens, sl->job->n_gen);
+    size_t len = spec_history(s, sl);
     cli_spec_step step = {srv_ctx_ml(s->ctx), used, srv_ctx_rewind_room(s->ctx, sl->seq),
-                          left < *spare ? left : *spare};
+                          slot_budget(sl, *spare)};
     size_t k = cli_spec_guess(&s->spec, &sl->spec, &step, sl->spec_buf, len + 1,
                               sl->spec_buf + len + 1);
     *spare -= k;
@@ -588,9 +596,8 @@ static void draft_guesses(srv_sched *s, size_t n_runs, size_t spare)
         if (sl->fed < sl->job->n_prompt || !sl->spec_buf)
             continue; /* a prefill */
         size_t len = spec_history(s, sl);
-        size_t left = cli_spec_left(sl->job->max_tokens, sl->job->n_gen);
         size_t most = cli_spec_most(&sl->spec, srv_ctx_rewind_room(s->ctx, sl->seq),
-                                    left < spare ? left : spare);
+                                    slot_budget(sl, spare));
         if (!most)
             continue;
         spare -= most;

@@ -2367,9 +2367,6 @@ static void l32_rows(const uint8_t *w, size_t cols, size_t r, size_t nr, l32_row
     }
 }
 
-/* Eight rows x sixteen tokens over every group: out[row][token].  Block
- * b of each group at a time, its acc[b] in registers: a row's and
- * token's blocks meet acc[b] in matvec's order all the same. */
 /* Block b of a tile's rows (xc: its eight groups of activations): v[r]
  * row r's sums, token by lane. */
 ALWAYS_INLINE void l32_dots(const l32_row *rw, size_t b, const kl_vi *xc, kl_vi v[KL_ROWS])
@@ -2397,6 +2394,9 @@ ALWAYS_INLINE void l32_dots(const l32_row *rw, size_t b, const kl_vi *xc, kl_vi 
 #endif
 }
 
+/* Eight rows x KL_TOK tokens over every group: out[row][token].  Block
+ * b of each group at a time, its acc[b] in registers: a row's and
+ * token's blocks meet acc[b] in matvec's order all the same. */
 static void l32_tile(const l32_row *rows, const l32_x *xg, size_t nb, float out[KL_ROWS][KL_TOK])
 {
     kl_vf part[8][KL_ROWS]; /* part[b][r]: row r's acc[b] */

@@ -450,19 +450,23 @@ static size_t mat_group(const ml_kernels *k, const ml_mat *w, size_t n)
     return k->matmul_blk_x.group(w->type, w->cols, n);
 }
 
-/* Adds `times` w's bytes to the tally of group g (at most 4 groups
- * kept: the kernels have two). */
-static void tally_group(const ml_mat *w, size_t g, uint64_t times, size_t group[4],
-                        uint64_t bytes[4])
+/* The bytes of w (0 when unset). */
+static uint64_t mat_bytes(const ml_mat *w)
 {
     if (!w->q)
-        return;
-    size_t i = 0;
-    while (i < 3 && group[i] && group[i] != g)
-        i++;
-    group[i] = g;
-    bytes[i] += times * (ml__mat_spec(w) ? (uint64_t)w->rows * w->cols
-                                         : (uint64_t)w->rows * w->row_bytes);
+        return 0;
+    return ml__mat_spec(w) ? (uint64_t)w->rows * w->cols : (uint64_t)w->rows * w->row_bytes;
+}
+
+/* Adds w's bytes to the grouped ones (their group into *g: one table,
+ * one group) or to those that go by the token. */
+static void tally_group(const ml_kernels *k, const ml_mat *w, size_t n, size_t *g,
+                        uint64_t by_group_token[2])
+{
+    size_t wg = mat_group(k, w, n);
+    if (wg > 1)
+        *g = wg;
+    by_group_token[wg > 1 ? 0 : 1] += mat_bytes(w);
 }
 
 /* The group of the matrices holding most of the bytes a step reads:
@@ -472,22 +476,20 @@ static void tally_group(const ml_mat *w, size_t g, uint64_t times, size_t group[
 uint32_t ml_ctx_step_group(const ml_ctx *c, uint32_t n)
 {
     const ml_model *m = c->m;
-    size_t group[4] = {0}, best = 0;
-    uint64_t bytes[4] = {0};
+    size_t g = 1;
+    uint64_t bytes[2] = {0}; /* grouped, by the token */
     for (uint32_t l = 0; l < m->h.n_layers; l++) {
         const ml_layer *y = &m->layers[l];
         const ml_mat *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->wg, &y->w1, &y->w2,
                               &y->w3, &y->lqkv, &y->lz, &y->lb, &y->la, &y->lout, &y->ws1,
                               &y->ws2, &y->ws3};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            tally_group(ws[i], mat_group(m->k, ws[i], n), 1, group, bytes);
+            tally_group(m->k, ws[i], n, &g, bytes);
         for (size_t i = 0; y->moe && y->ew && i < 3; i++)
-            tally_group(&y->ew[i], 1, m->h.n_experts, group, bytes);
+            bytes[1] += m->h.n_experts * mat_bytes(&y->ew[i]);
     }
-    tally_group(&m->wcls, mat_group(m->k, &m->wcls, n), 1, group, bytes);
-    for (size_t i = 1; i < 4; i++)
-        best = bytes[i] > bytes[best] ? i : best;
-    return group[best] ? (uint32_t)group[best] : 1;
+    tally_group(m->k, &m->wcls, n, &g, bytes);
+    return bytes[0] > bytes[1] ? (uint32_t)g : 1;
 }
 
 uint32_t ml_ctx_n_batch(const ml_ctx *c)
