@@ -4,6 +4,9 @@
  * When the importance matrix fits it, the model is converted to Q4_0 with
  * the fit rule weighted by it.
  *
+ * llama.cpp's importance matrices (GGUF, .dat) go through the same reader
+ * and are checked as the .mli they read as (written out and reopened).
+ *
  * Oracles besides the sanitizers: the error contract; an open file has
  * exactly the size its header implies and every sum is finite and >= 0;
  * ml_mli_sums gives the bytes at the documented place and refuses a wrong
@@ -247,6 +250,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const ml_mli_info *i = ml_mli_get_info(m);
     FUZZ_CHECK(i->version == 1 && i->n_layers >= 1 && i->dim >= 1 && i->hidden_dim >= 1);
     uint32_t q = i->q_dim ? i->q_dim : i->dim;
+    /* llama.cpp's files (GGUF, .dat) are checked through the .mli they
+     * read as: written out, it must open and hold the same sums */
+    fuzz_buf as_mli = {0};
+    if (size < 4 || memcmp(data, "MLI1", 4) != 0) {
+        FUZZ_CHECK(ml_mli_write(m, fuzz_buf_sink, &as_mli, &err) == ML_OK);
+        ml_mli *again = NULL;
+        FUZZ_CHECK(ml_mli_open_memory(as_mli.p, as_mli.n, &again, &err) == ML_OK);
+        ml_mli_close(again);
+        data = as_mli.p, size = as_mli.n;
+    }
     FUZZ_CHECK(size == ML_MLI_HEADER_SIZE + 8 * ((uint64_t)i->n_layers *
                                                  (2ull * i->dim + q + i->hidden_dim) + i->dim));
     check_sums(m, data);
@@ -263,5 +276,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                    i->hidden_dim == HIDDEN && q == DIM));
     convert_with(m, fits);
     ml_mli_close(m);
+    free(as_mli.p);
     return 0;
 }

@@ -392,6 +392,32 @@ def corpus_mli(out):
     mli(f"{out}/mli/fits-no-cls-tokens", 2, 32, 64, 0, tokens=(5, 0))
     mli(f"{out}/mli/other", 1, 64, 32, 96)
     mli(f"{out}/mli/tiny", 1, 1, 1, 0)
+    llama_imatrix(out)
+
+
+def llama_imatrix(out):
+    """llama-imatrix's two formats for the fixed model (2 layers, dim 32,
+    hidden 64): a GGUF (general.type imatrix, NAME.in_sum2 and NAME.counts)
+    and a .dat (per entry name, chunks, mean squares times chunks)."""
+    from gguf import GGUFWriter
+    rng = np.random.default_rng(40)
+    mats = [(f"blk.{l}.{m}.weight", 64 if m == "ffn_down" else 32)
+            for l in range(2)
+            for m in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")]
+    w = GGUFWriter(f"{out}/mli/llama-imatrix.gguf", arch="")
+    w.add_string("general.type", "imatrix")
+    dat = struct.pack("<i", len(mats))
+    for name, cols in mats:
+        v = np.float32(np.abs(rng.standard_normal(cols)) * 50)
+        w.add_tensor(name + ".in_sum2", v)
+        w.add_tensor(name + ".counts", np.float32([16 if "ffn" in name else 8]))
+        dat += struct.pack("<i", len(name)) + name.encode() + struct.pack("<ii", 2, cols)
+        dat += (v / 8).tobytes()
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    open(f"{out}/mli/llama-imatrix.dat", "wb").write(dat + struct.pack("<ii", 2, 4) + b"text")
 
 
 def main():

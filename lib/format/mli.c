@@ -53,10 +53,7 @@ static ml_status parse_header(ml_mli *m, const uint8_t *p, size_t size, ml_error
                        "%zu bytes: shorter than the %d-byte header", size, ML_MLI_HEADER_SIZE);
     if (memcmp(p, "MLI1", 4) != 0)
         return ml__err(err, ML_E_FORMAT, "magic", 0, "\"%.4s\" is not \"MLI1\"%s", (const char *)p,
-                       memcmp(p, "MLB1", 4) == 0   ? ": this is an .mlb model"
-                       : memcmp(p, "GGUF", 4) == 0 ? ": this is a GGUF file (llama.cpp's imatrix "
-                                                     "files are not .mli)"
-                                                   : "");
+                       memcmp(p, "MLB1", 4) == 0 ? ": this is an .mlb model" : "");
     ml_mli_info *i = &m->info;
     i->version = ml__rd32(p + 4);
     i->n_layers = ml__rd32(p + 8);
@@ -112,6 +109,8 @@ static ml_status parse(ml_mli *m, const uint8_t *p, size_t size, ml_error *err)
 
 static ml_status open_bytes(const uint8_t *p, size_t size, ml_mli **out, ml_error *err)
 {
+    if ((size >= 4 && memcmp(p, "GGUF", 4) == 0) || ml__mli_looks_llama_dat(p, size))
+        return ml__mli_from_llama(p, size, out, err);
     ml_mli *m = calloc(1, sizeof *m);
     if (!m)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
@@ -149,16 +148,25 @@ ml_status ml_mli_new(const ml_mlb_header *h, ml_mli **out, ml_error *err)
     ml_status s = ml_mlb_header_validate(h, NULL, &d, err);
     if (s)
         return s;
+    const ml_mli_info shape = {.version = 1,
+                               .n_layers = h->n_layers,
+                               .dim = h->dim,
+                               .hidden_dim = h->hidden_dim,
+                               .q_dim = d.q_dim == h->dim ? 0 : d.q_dim};
+    return ml__mli_alloc(&shape, out, err);
+}
+
+ml_status ml__mli_alloc(const ml_mli_info *shape, ml_mli **out, ml_error *err)
+{
+    *out = NULL;
     ml_mli *m = calloc(1, sizeof *m);
     if (!m)
         return ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
-    m->info = (ml_mli_info){.version = 1,
-                            .n_layers = h->n_layers,
-                            .dim = h->dim,
-                            .hidden_dim = h->hidden_dim,
-                            .q_dim = d.q_dim == h->dim ? 0 : d.q_dim};
+    m->info = *shape;
+    m->info.layer_tokens = m->info.cls_tokens = 0;
     set_counts(m);
-    if ((s = alloc_sums(m, err))) {
+    ml_status s = alloc_sums(m, err);
+    if (s) {
         ml_mli_close(m);
         return s;
     }

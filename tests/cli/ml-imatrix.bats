@@ -102,6 +102,19 @@ u64le() { od -An -t u8 -j "$2" -N 8 "$1" | tr -d ' '; }
     [[ ${stderr_lines[0]} == *"ML_E_FORMAT: "*"this is an .mlb model"* ]]
 }
 
+@test "--merge converts llama.cpp's importance matrices (GGUF and .dat) into .mli" {
+    cd "$BATS_TEST_TMPDIR"
+    Q="$BATS_TEST_DIRNAME/../fixtures/quant"
+    # The .mli tools/make-imatrix-fixtures.py wrote from the GGUF with gguf-py.
+    ml-imatrix --merge "$Q/llama2.imatrix" -o gguf.mli
+    cmp gguf.mli "$Q/llama2-imatrix.mli"
+    ml-imatrix --merge "$Q/llama2.imatrix.dat" -o dat.mli
+    [[ $(u64le dat.mli 24) == 8 && $(stat -c %s dat.mli) == $(stat -c %s gguf.mli) ]]
+    run -0 ml-imatrix --show gguf.mli
+    run -1 --separate-stderr ml-imatrix --show "$BATS_TEST_DIRNAME/../fixtures/models/llama2/llama2-q8_0.gguf"
+    [[ ${stderr_lines[0]} == *"ML_E_FORMAT: general.type (offset 101): \"model\": a GGUF model, not an importance matrix" ]]
+}
+
 @test "a corpus shorter than one chunk, an unwritable output, a bad model" {
     cd "$BATS_TEST_TMPDIR"
     printf 'too short' >short.txt

@@ -109,6 +109,35 @@ setup_file() {
     [[ ! -e x.mlb ]]
 }
 
+@test "--imatrix takes llama.cpp's importance matrices, GGUF and .dat, as their .mli" {
+    cd "$BATS_TEST_TMPDIR"
+    # llama-imatrix's files of the tiny Llama 2 and the .mli they stand for
+    # (tools/make-imatrix-fixtures.py, gguf-py): the same bytes each way.
+    Q="$FIX/quant"
+    ml-quant -q "$F32" --wtype q4_k_m --imatrix "$Q/llama2-imatrix.mli" -o mli.mlb
+    ml-quant -q "$F32" --wtype q4_k_m --imatrix "$Q/llama2.imatrix" -o gguf.mlb
+    ml-quant -q "$F32" --wtype q4_k_m --imatrix "$Q/llama2.imatrix.dat" -o dat.mlb
+    cmp mli.mlb gguf.mlb
+    cmp mli.mlb dat.mlb
+    ml-quant -q "$F32" --wtype q4_k_m -o plain.mlb
+    ! cmp -s plain.mlb gguf.mlb
+    # A GGUF model is not an importance matrix; another model's matrix
+    # does not fit (named file and field).
+    run -1 --separate-stderr ml-quant "$F32" --wtype q4_k_m --imatrix "$G" -o x.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: $G: ML_E_FORMAT: general.type (offset "*'): "model": a GGUF model, not an importance matrix' ]]
+    run -1 --separate-stderr ml-quant "$MODELS/smollm2/smollm2-q8_0.gguf" --wtype q4_k_m \
+        --imatrix "$Q/llama2.imatrix" -o x.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: $Q/llama2.imatrix: ML_E_MISMATCH: "* ]]
+    # Cut short: the GGUF reader's own error, naming the offset.
+    head -c 3000 "$Q/llama2.imatrix" >cut.imatrix
+    run -1 --separate-stderr ml-quant "$F32" --wtype q4_k_m --imatrix cut.imatrix -o x.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: cut.imatrix: ML_E_FORMAT: "* ]]
+    head -c 3000 "$Q/llama2.imatrix.dat" >cut.dat
+    run -1 --separate-stderr ml-quant "$F32" --wtype q4_k_m --imatrix cut.dat -o x.mlb
+    [[ ${stderr_lines[0]} == "ml-quant: cut.dat: ML_E_FORMAT: blk.0.attn_q.weight (offset 2150): 256 sums, past the end of the file" ]]
+    [[ ! -e x.mlb ]]
+}
+
 @test "from an .mlb: copies, exact re-encodings, and a warning for a second rounding" {
     cd "$BATS_TEST_TMPDIR"
     # Nothing to change: every array copied.

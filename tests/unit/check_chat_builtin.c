@@ -51,25 +51,6 @@ static const char *const names[] = {"chatml", "llama2", "llama3", "mistral", "mi
                                     "gemma",  "phi3",   "zephyr"};
 enum { N_NAMES = sizeof names / sizeof names[0] };
 
-/* The whole file, NUL-terminated, or NULL when it does not exist. */
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-    long len = ftell(f);
-    ck_assert_int_ge(len, 0);
-    rewind(f);
-    char *p = malloc((size_t)len + 1);
-    ck_assert_ptr_nonnull(p);
-    ck_assert_uint_eq(fread(p, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    p[len] = 0;
-    *n = (size_t)len;
-    return p;
-}
-
 /* Renders template text (len bytes) with JSON variables; *out is NULL on
  * failure. */
 static ml_status render(const char *text, size_t len, const char *vars, size_t vn, char **out,
@@ -96,7 +77,7 @@ static char *conv_vars(const char *conv, size_t *n)
 {
     char path[256];
     snprintf(path, sizeof path, CHAT_DIR "/vars/%s.json", conv);
-    char *vars = slurp(path, n);
+    char *vars = tu_slurp(path, n);
     ck_assert_msg(vars != NULL, "%s", path);
     return vars;
 }
@@ -107,7 +88,7 @@ static char *golden(const char *real, const char *conv, size_t *n)
 {
     char path[512];
     snprintf(path, sizeof path, CHAT_DIR "/golden/%s/%s.txt", real, conv);
-    char *want = slurp(path, n);
+    char *want = tu_slurp(path, n);
     if (want)
         return want;
     snprintf(path, sizeof path, CHAT_DIR "/golden/%s/%s.err", real, conv);
@@ -265,7 +246,7 @@ START_TEST(test_edges)
     size_t tn;
     char path[256];
     snprintf(path, sizeof path, CHAT_DIR "/templates/%s.jinja", p->real);
-    char *real = slurp(path, &tn);
+    char *real = tu_slurp(path, &tn);
     ck_assert_msg(real != NULL, "%s", path);
     for (int k = 0; k < N_EDGE; k++) {
         const char *vars = edge_convs[k];

@@ -15,25 +15,6 @@
 #define CHAT_DIR "tests/fixtures/chat"
 #define NOW 1721995200 /* the golden script's JINJA_GOLDEN_NOW */
 
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, len = 0;
-    char *p = malloc(cap);
-    for (size_t k; p && (k = fread(p + len, 1, cap - len - 1, f)) > 0;) {
-        len += k;
-        if (cap - len < 2)
-            p = realloc(p, cap *= 2);
-    }
-    fclose(f);
-    if (p)
-        p[len] = 0;
-    *n = len;
-    return p;
-}
-
 /* Renders tpl with vars (JSON); returns the status, the output in *out. */
 static ml_status render(const char *tpl, size_t tn, const char *vars, size_t vn,
                         const ml_jinja_options *o, char **out, size_t *on, ml_error *err)
@@ -135,7 +116,7 @@ static ml_status status_of(const char *res, size_t n)
 START_TEST(test_cases)
 {
     size_t n;
-    char *all = slurp(CHAT_DIR "/cases.golden", &n);
+    char *all = tu_slurp(CHAT_DIR "/cases.golden", &n);
     ck_assert_ptr_nonnull(all);
     gcase c;
     int count = 0, bad = 0;
@@ -180,17 +161,17 @@ static int render_matches(const char *tpl, size_t tn, const char *dir, const cha
     char path[1300], *vars, *want, *out;
     size_t vn, wn, on;
     snprintf(path, sizeof path, CHAT_DIR "/vars/%s.json", conv);
-    vars = slurp(path, &vn);
+    vars = tu_slurp(path, &vn);
     ck_assert_msg(vars != NULL, "%s", path);
     ml_error err;
     ml_status st = render(tpl, tn, vars, vn, NULL, &out, &on, &err);
     snprintf(path, sizeof path, "%.600s/%.80s.txt", dir, conv);
     int same;
-    if ((want = slurp(path, &wn)) != NULL) {
+    if ((want = tu_slurp(path, &wn)) != NULL) {
         same = st == ML_OK && on == wn && memcmp(out, want, wn) == 0;
     } else {
         snprintf(path, sizeof path, "%.600s/%.80s.err", dir, conv);
-        want = slurp(path, &wn);
+        want = tu_slurp(path, &wn);
         ck_assert_msg(want != NULL, "no golden file for %s", path);
         same = st == status_of(want, wn);
     }
@@ -209,7 +190,7 @@ static const char *const convs[] = {"system_user", "user_only", "multi_turn", "m
 START_TEST(test_golden)
 {
     size_t rn;
-    char *readme = slurp(CHAT_DIR "/README.md", &rn);
+    char *readme = tu_slurp(CHAT_DIR "/README.md", &rn);
     ck_assert_ptr_nonnull(readme);
     DIR *d = opendir(CHAT_DIR "/templates");
     ck_assert_ptr_nonnull(d);
@@ -222,7 +203,7 @@ START_TEST(test_golden)
         snprintf(path, sizeof path, CHAT_DIR "/templates/%s", e->d_name);
         snprintf(dir, sizeof dir, CHAT_DIR "/golden/%.*s", (int)(len - 6), e->d_name);
         size_t tn;
-        char *tpl = slurp(path, &tn);
+        char *tpl = tu_slurp(path, &tn);
         ck_assert_ptr_nonnull(tpl);
         int listed = known_difference(readme, e->d_name), all = 1;
         for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)

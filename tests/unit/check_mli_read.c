@@ -3,8 +3,12 @@
  * layout written out from the spec's table, the fit to a model, and their
  * use by the converter: a Q4_0 fit matrix quantized with importances must
  * equal the quantizer run with ml_quant_importance of its input channel's
- * sums, and differ from the same matrix without them. */
+ * sums, and differ from the same matrix without them.  llama.cpp's
+ * importance matrices (llama-imatrix's GGUF and .dat) read as the .mli
+ * tools/make-imatrix-fixtures.py writes from them with gguf-py, and their
+ * own rules. */
 #include "check_convert_util.h"
+#include "gguf_build.h"
 #include "suites.h"
 
 #include <math.h>
@@ -283,6 +287,267 @@ START_TEST(test_conversion_with_importances)
 }
 END_TEST
 
+/* ---- llama.cpp's importance matrices (lib/format/mli_llama.c) ---- */
+
+#define QUANT_FIX "tests/fixtures/quant/"
+
+static uint8_t *read_fixture(const char *name, size_t *len)
+{
+    FILE *f = fopen(name, "rb");
+    ck_assert_msg(f != NULL, "%s", name);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    rewind(f);
+    uint8_t *p = malloc(*len);
+    ck_assert_uint_eq(fread(p, 1, *len, f), *len);
+    fclose(f);
+    return p;
+}
+
+static ml_status to_buf(void *ctx, const void *p, size_t n, ml_error *err)
+{
+    (void)err;
+    return ml_buf_append(ctx, p, n);
+}
+
+/* llama-imatrix's GGUF of the tiny Llama 2 reads as exactly the .mli the
+ * fixture script wrote from it with gguf-py; its .dat of the same run has
+ * the same shape and sums in the same proportions. */
+START_TEST(test_llama_imatrix_fixtures)
+{
+    size_t want_len, len;
+    uint8_t *want = read_fixture(QUANT_FIX "llama2-imatrix.mli", &want_len);
+    ml_mli *m, *d;
+    ml_error e;
+    ck_assert_int_eq(ml_mli_open(QUANT_FIX "llama2.imatrix", &m, &e), ML_OK);
+    ml_buf b = {0};
+    ck_assert_int_eq(ml_mli_write(m, to_buf, &b, &e), ML_OK);
+    ck_assert_uint_eq(b.len, want_len);
+    ck_assert(memcmp(b.data, want, want_len) == 0);
+    uint8_t *dat = read_fixture(QUANT_FIX "llama2.imatrix.dat", &len);
+    ck_assert_int_eq(ml_mli_open_memory(dat, len, &d, &e), ML_OK);
+    const ml_mli_info *im = ml_mli_get_info(m), *id = ml_mli_get_info(d);
+    ck_assert_uint_eq(id->n_layers, im->n_layers);
+    ck_assert_uint_eq(id->dim, im->dim);
+    ck_assert_uint_eq(id->hidden_dim, im->hidden_dim);
+    ck_assert_uint_eq(id->q_dim, im->q_dim);
+    ck_assert_uint_eq(id->cls_tokens, 0);
+    double gm[256], gd[256];
+    for (uint32_t l = 0; l < im->n_layers; l++)
+        for (int slot = ML_MLI_ATTN_IN; slot <= ML_MLI_W2_IN; slot++) {
+            size_t n = ml_mli_slot_size(m, (ml_mli_slot)slot);
+            uint64_t tm, td;
+            ck_assert_uint_le(n, 256);
+            ck_assert_int_eq(ml_mli_sums(m, (ml_mli_slot)slot, l, gm, n, &tm, &e), ML_OK);
+            ck_assert_int_eq(ml_mli_sums(d, (ml_mli_slot)slot, l, gd, n, &td, &e), ML_OK);
+            for (size_t c = 0; c < n; c++) /* mean squares: sums over tokens or chunks */
+                ck_assert_double_eq_tol(gd[c] / (double)td, gm[c] / (double)tm,
+                                        1e-6 * gm[c] / (double)tm);
+        }
+    ml_mli_close(m);
+    ml_mli_close(d);
+    ml_buf_free(&b);
+    free(want);
+    free(dat);
+}
+END_TEST
+
+/* A matrix of a built llama-imatrix GGUF: NAME.in_sum2 (cols x rows, of
+ * type; sum c of row r = 1 + c % 5 + r, or bad at channel 1 when bad is
+ * set) and NAME.counts (rows x count), unless no_counts. */
+typedef struct imx_mat {
+    const char *name;
+    uint64_t cols, rows;
+    float count;
+    uint32_t type;
+    int no_counts;
+    float bad;
+} imx_mat;
+
+static void build_imatrix(gb *b, const imx_mat *ms, size_t n, const char *kind)
+{
+    size_t nt = 0;
+    for (size_t i = 0; i < n; i++)
+        nt += ms[i].no_counts ? 1 : 2;
+    gb_init(b, 3);
+    gb_header(b, nt, kind ? 1 : 0);
+    if (kind) {
+        gb_kv(b, 0, "general.type", ML_GGUF_STRING);
+        gb_v_str(b, kind);
+    }
+    uint64_t off = 0;
+    size_t t = 0;
+    for (size_t i = 0; i < n; i++) {
+        char name[96];
+        const uint64_t bytes = ms[i].cols * ms[i].rows * (ms[i].type == ML_GGML_F16 ? 2 : 4);
+        const uint64_t d[2] = {ms[i].cols, ms[i].rows}, c[2] = {1, ms[i].rows};
+        snprintf(name, sizeof name, "%s.in_sum2", ms[i].name);
+        gb_tensor_info(b, t++, name, 2, d, ms[i].type, off, bytes);
+        off += (bytes + 31) / 32 * 32;
+        if (ms[i].no_counts)
+            continue;
+        snprintf(name, sizeof name, "%s.counts", ms[i].name);
+        gb_tensor_info(b, t++, name, 2, c, ML_GGML_F32, off, 4 * ms[i].rows);
+        off += (4 * ms[i].rows + 31) / 32 * 32;
+    }
+    gb_data(b, 32, (size_t)off);
+    t = 0;
+    for (size_t i = 0; i < n; i++) {
+        float *v = (float *)(void *)(b->p + b->data_start + b->t[t++].offset);
+        for (uint64_t k = 0; ms[i].type == ML_GGML_F32 && k < ms[i].cols * ms[i].rows; k++)
+            v[k] = k % ms[i].cols == 1 && ms[i].bad != 0 ? ms[i].bad
+                                                           : 1.0f + (float)(k % ms[i].cols % 5) +
+                                                                 (float)(k / ms[i].cols);
+        if (ms[i].no_counts)
+            continue;
+        float *c = (float *)(void *)(b->p + b->data_start + b->t[t++].offset);
+        for (uint64_t r = 0; r < ms[i].rows; r++)
+            c[r] = ms[i].count;
+    }
+}
+
+/* One layer: dim 4, q_dim 6, hidden 8; attention counted over 10 tokens,
+ * the FFN over 20 (llama-imatrix counts each matrix on its own). */
+#define IMX_GOOD                                                                                 \
+    {"blk.0.attn_q.weight", 4, 1, 10, ML_GGML_F32, 0, 0},                                        \
+        {"blk.0.attn_output.weight", 6, 1, 10, ML_GGML_F32, 0, 0},                               \
+        {"blk.0.ffn_up.weight", 4, 1, 20, ML_GGML_F32, 0, 0},                                    \
+        {"blk.0.ffn_down.weight", 8, 1, 20, ML_GGML_F32, 0, 0}
+
+START_TEST(test_llama_imatrix_scaled)
+{
+    /* experts (three matrices' sums) and norms have no slot: left out */
+    const imx_mat ms[] = {IMX_GOOD,
+                          {"blk.0.ffn_gate_exps.weight", 4, 3, 7, ML_GGML_F32, 0, 0},
+                          {"output.weight", 4, 1, 3, ML_GGML_F32, 0, 0}};
+    gb b;
+    build_imatrix(&b, ms, sizeof ms / sizeof ms[0], "imatrix");
+    ml_mli *m;
+    ml_error e;
+    ck_assert_int_eq(ml_mli_open_memory(b.p, b.len, &m, &e), ML_OK);
+    const ml_mli_info *i = ml_mli_get_info(m);
+    ck_assert_uint_eq(i->n_layers, 1);
+    ck_assert_uint_eq(i->dim, 4);
+    ck_assert_uint_eq(i->q_dim, 6);
+    ck_assert_uint_eq(i->hidden_dim, 8);
+    ck_assert_uint_eq(i->layer_tokens, 20);
+    ck_assert_uint_eq(i->cls_tokens, 3);
+    double v[8];
+    uint64_t tok;
+    /* attention's sums over 10 tokens read as if over 20: doubled */
+    ck_assert_int_eq(ml_mli_sums(m, ML_MLI_ATTN_IN, 0, v, 4, &tok, &e), ML_OK);
+    for (int c = 0; c < 4; c++)
+        ck_assert_double_eq(v[c], 2.0 * (1 + c % 5));
+    ck_assert_int_eq(ml_mli_sums(m, ML_MLI_W2_IN, 0, v, 8, &tok, &e), ML_OK);
+    for (int c = 0; c < 8; c++)
+        ck_assert_double_eq(v[c], 1 + c % 5);
+    ck_assert_int_eq(ml_mli_sums(m, ML_MLI_CLS_IN, 0, v, 4, &tok, &e), ML_OK);
+    ck_assert_uint_eq(tok, 3);
+    ck_assert_double_eq(v[3], 4.0);
+    ml_mli_close(m);
+    gb_free(&b);
+}
+END_TEST
+
+START_TEST(test_llama_imatrix_rules)
+{
+    static const struct {
+        const char *what;
+        int edit;
+        ml_status st;
+        const char *field;
+        int t; /* the tensor whose info (-1: none; 100 + t: whose data + 4) is the offset */
+    } cases[] = {
+        {"a model", 0, ML_E_FORMAT, "general.type", -2},
+        {"no counts", 1, ML_E_FORMAT, "blk.0.ffn_up.weight.in_sum2", 4},
+        {"NaN sum", 2, ML_E_FORMAT, "blk.0.attn_q.weight.in_sum2", 100},
+        {"negative sum", 3, ML_E_FORMAT, "blk.0.attn_q.weight.in_sum2", 100},
+        {"negative count", 4, ML_E_FORMAT, "blk.0.attn_q.weight.counts", 101},
+        {"F16 sums", 5, ML_E_FORMAT, "blk.0.attn_q.weight.in_sum2", 0},
+        {"widths differ", 6, ML_E_SHAPE, "blk.0.ffn_up", 4},
+        {"no ffn_down", 7, ML_E_FORMAT, "", -1},
+        {"no layer", 8, ML_E_FORMAT, "", -1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        imx_mat ms[] = {IMX_GOOD};
+        size_t n = 4;
+        const char *kind = "imatrix";
+        switch (cases[k].edit) {
+        case 0: kind = "model"; break;
+        case 1: ms[2].no_counts = 1; break;
+        case 2: ms[0].bad = NAN; break;
+        case 3: ms[0].bad = -1.0f; break;
+        case 4: ms[0].count = -1.0f; break;
+        case 5: ms[0].type = ML_GGML_F16; break;
+        case 6: ms[2].cols = 5; break;
+        case 7: n = 3; break;
+        case 8: ms[0].name = ms[1].name = ms[2].name = ms[3].name = "blk.0.attn_norm.weight", n = 1;
+            break;
+        }
+        gb b;
+        build_imatrix(&b, ms, n, kind);
+        /* the info of ffn_up's sums is tensor 4 (each matrix has two) */
+        int64_t off = -1;
+        if (cases[k].t >= 100)
+            off = (int64_t)(b.data_start + b.t[cases[k].t - 100].offset) + (cases[k].t == 100 ? 4 : 0);
+        else if (cases[k].t >= 0)
+            off = (int64_t)b.t[cases[k].t].info_at;
+        ml_mli *m = NULL;
+        ml_error e;
+        tu_err_reset(&e);
+        ml_status st = ml_mli_open_memory(b.p, b.len, &m, &e);
+        if (cases[k].t == -2) { /* the value of general.type: past its key and type */
+            ck_assert_int_eq(st, ML_E_FORMAT);
+            ck_assert_str_eq(e.field, "general.type");
+            ck_assert(e.offset > 24 && (size_t)e.offset < b.infos_end);
+        } else {
+            char field[64];
+            snprintf(field, sizeof field, "%s%s", cases[k].field,
+                     cases[k].edit == 6 ? ".weight" : "");
+            TU_CHECK_ERR(cases[k].what, st, e, cases[k].st, field, off);
+        }
+        ck_assert_ptr_null(m);
+        gb_free(&b);
+    }
+}
+END_TEST
+
+/* A .dat (no magic) whose entries run past the end, or whose dataset
+ * name leaves bytes behind, is refused naming where. */
+START_TEST(test_llama_dat_rules)
+{
+    size_t len;
+    uint8_t *good = read_fixture(QUANT_FIX "llama2.imatrix.dat", &len);
+    uint8_t *p = malloc(len + 4);
+    ml_mli *m = NULL;
+    ml_error e;
+    /* the first entry: i32 count, i32 len, name, i32 ncall, i32 nval, sums */
+    const uint32_t name_len = (uint32_t)good[4], nval_at = 8 + name_len + 4;
+    memcpy(p, good, len);
+    p[nval_at + 2] = 0x7f; /* nval far past the end */
+    tu_err_reset(&e);
+    ck_assert_int_eq(ml_mli_open_memory(p, len, &m, &e), ML_E_FORMAT);
+    ck_assert_str_eq(e.field, "blk.0.attn_k.weight");
+    ck_assert_int_eq(e.offset, nval_at + 4);
+    memcpy(p, good, len);
+    p[len] = 0;
+    tu_err_reset(&e);
+    ck_assert_int_eq(ml_mli_open_memory(p, len + 1, &m, &e), ML_E_FORMAT);
+    ck_assert_str_eq(e.field, "dataset");
+    ck_assert_int_eq(e.offset, (int64_t)len);
+    memcpy(p, good, len);
+    float nan = NAN;
+    memcpy(p + nval_at + 4 + 8, &nan, 4);
+    tu_err_reset(&e);
+    ck_assert_int_eq(ml_mli_open_memory(p, len, &m, &e), ML_E_FORMAT);
+    ck_assert_str_eq(e.field, "blk.0.attn_k.weight");
+    ck_assert_int_eq(e.offset, nval_at + 4 + 8);
+    ck_assert_ptr_null(m);
+    free(p);
+    free(good);
+}
+END_TEST
+
 Suite *suite_mli_read(void)
 {
     Suite *s = suite_create("mli_read");
@@ -291,6 +556,10 @@ Suite *suite_mli_read(void)
     tcase_add_test(tc, test_reader_rules);
     tcase_add_test(tc, test_fit_to_model);
     tcase_add_test(tc, test_conversion_with_importances);
+    tcase_add_test(tc, test_llama_imatrix_fixtures);
+    tcase_add_test(tc, test_llama_imatrix_scaled);
+    tcase_add_test(tc, test_llama_imatrix_rules);
+    tcase_add_test(tc, test_llama_dat_rules);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -585,3 +585,21 @@ void tu_moe_header(ml_mlb_header *h, uint32_t wtype)
              wtype);
     tu_apply(h, NULL, spec);
 }
+
+char *tu_slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    ck_assert_int_ge(len, 0);
+    rewind(f);
+    char *p = malloc((size_t)len + 1);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq(fread(p, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    p[len] = 0;
+    *n = (size_t)len;
+    return p;
+}

@@ -150,4 +150,8 @@ void tu_moe_header(ml_mlb_header *h, uint32_t wtype);
 /* Clears an ml_error to recognisable garbage so a test sees what was filled. */
 void tu_err_reset(ml_error *e);
 
+/* The whole file, NUL-terminated (*n: its bytes), or NULL when it cannot
+ * be opened. */
+char *tu_slurp(const char *path, size_t *n);
+
 #endif
