@@ -291,23 +291,12 @@ END_TEST
 
 #define QUANT_FIX "tests/fixtures/quant/"
 
+/* A fixture file whole. */
 static uint8_t *read_fixture(const char *name, size_t *len)
 {
-    FILE *f = fopen(name, "rb");
-    ck_assert_msg(f != NULL, "%s", name);
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    rewind(f);
-    uint8_t *p = malloc(*len);
-    ck_assert_uint_eq(fread(p, 1, *len, f), *len);
-    fclose(f);
+    uint8_t *p = (uint8_t *)tu_slurp(name, len);
+    ck_assert_msg(p != NULL, "%s", name);
     return p;
-}
-
-static ml_status to_buf(void *ctx, const void *p, size_t n, ml_error *err)
-{
-    (void)err;
-    return ml_buf_append(ctx, p, n);
 }
 
 /* llama-imatrix's GGUF of the tiny Llama 2 reads as exactly the .mli the
@@ -320,10 +309,11 @@ START_TEST(test_llama_imatrix_fixtures)
     ml_mli *m, *d;
     ml_error e;
     ck_assert_int_eq(ml_mli_open(QUANT_FIX "llama2.imatrix", &m, &e), ML_OK);
-    ml_buf b = {0};
-    ck_assert_int_eq(ml_mli_write(m, to_buf, &b, &e), ML_OK);
+    tu_mem b;
+    tu_mem_init(&b);
+    ck_assert_int_eq(ml_mli_write(m, tu_mem_sink, &b, &e), ML_OK);
     ck_assert_uint_eq(b.len, want_len);
-    ck_assert(memcmp(b.data, want, want_len) == 0);
+    ck_assert(memcmp(b.p, want, want_len) == 0);
     uint8_t *dat = read_fixture(QUANT_FIX "llama2.imatrix.dat", &len);
     ck_assert_int_eq(ml_mli_open_memory(dat, len, &d, &e), ML_OK);
     const ml_mli_info *im = ml_mli_get_info(m), *id = ml_mli_get_info(d);
@@ -346,7 +336,7 @@ START_TEST(test_llama_imatrix_fixtures)
         }
     ml_mli_close(m);
     ml_mli_close(d);
-    ml_buf_free(&b);
+    tu_mem_free(&b);
     free(want);
     free(dat);
 }
