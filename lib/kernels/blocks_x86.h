@@ -1875,19 +1875,24 @@ ALWAYS_INLINE kl_vi kl_zero(void)
 /* One row's super-block, decoded. */
 typedef struct kl_row {
     uint8_t q[256];   /* unsigned quants (Q6_K: q6 without the -32;
-                       * IQ4_XS: level + 128) */
+                       * IQ4_XS: level + 128), or in the signed form
+                       * (kl_signed) signed ones (Q6_K: q6 - 32; IQ4_XS:
+                       * the levels) */
     int32_t sc[16];   /* sub-block scales: 8 of 32 elements (Q6_K: 16 of
                        * 16; IQ4_XS: ls - 32) */
     int32_t sp[16];   /* without VNNI: sc[j] in both 16-bit halves */
     int32_t mt[8];    /* 16-bit pairs weighting the sub-blocks' activation
                        * sums: Q4_K's, Q5_K's mins; Q6_K's 32·scale,
                        * IQ4_XS's 128·scale (the offsets taken off) */
+    int32_t qx;       /* in the signed form: 128·Σ sc·q, what the
+                       * activations' + 128 adds to the scaled sums */
     float d, dmin;
 } kl_row;
 
 /* A group of KL_TOK tokens' super-block. */
 typedef struct kl_x {
-    kl_vi c[64];      /* lane t: bytes 4c..4c+3 of token t's */
+    kl_vi c[64];      /* lane t: bytes 4c..4c+3 of token t's (+ 128,
+                       * unsigned, in the signed form) */
     kl_vi as[8];      /* lane t: sub-blocks 2p and 2p + 1's sums of x, 16 bits each */
     kl_vf xd;         /* lane t: token t's scale, +0 past the last token */
 } kl_x;
@@ -1895,6 +1900,21 @@ typedef struct kl_x {
 ALWAYS_INLINE int kl_nsub(ml_type T)
 {
     return T == ML_TYPE_Q6_K ? 16 : 8;
+}
+
+/* The signed form: with VNNI, from two groups of tokens on, Q6_K's and
+ * IQ4_XS's quants are kept signed (q6 - 32, the levels) and the
+ * activations go in + 128 (their sign bit flipped: vpdpbusd's unsigned
+ * operand); each row's 128·Σ sc·q (kl_row.qx, once per decode) takes the
+ * + 128 off again, exactly.  That replaces the offset term of every
+ * group of tokens (32·sc·Σx, 128·sc·Σx: the ms products of kl_tile) by
+ * one subtraction per row; for a single group the decode's kl_qx costs
+ * more than the term it saves.  Q4_K and Q5_K keep their unsigned
+ * quants: their mins need the sums of x anyway.  n_tok: the tokens the
+ * form is laid out for. */
+ALWAYS_INLINE int kl_signed(ml_type T, size_t n_tok)
+{
+    return HAVE_VNNI && (T == ML_TYPE_Q6_K || T == ML_TYPE_IQ4_XS) && n_tok > KL_TOK;
 }
 
 /* Token x's sub-block sums (xsums) into lane t of xg[0..nsb)'s as[]: a
@@ -1938,13 +1958,19 @@ ALWAYS_INLINE void kl_x_chunk(const int8_t *x, size_t cols, size_t nt, kl_vi c[8
 /* Tokens [0, nt) of a group (nt <= KL_TOK) into xg[0..nsb): x their
  * activations (cols apart), xd their scales (nsb apart); the lanes past
  * nt zero. */
-static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const float *xd, size_t nt,
-                       kl_x *xg)
+static void kl_x_group(ml_type T, int sgn, const int8_t *x, size_t cols, const float *xd,
+                       size_t nt, kl_x *xg)
 {
     const size_t nsb = cols / 256;
     for (size_t k = 0; k < nsb; k++) {
         for (int q = 0; q < 8; q++)
             kl_x_chunk(x + 256 * k + 32 * q, cols, nt, xg[k].c + 8 * q);
+#if HAVE_VNNI
+        for (int c = 0; sgn && c < 64; c++) /* + 128 */
+            xg[k].c[c] = _mm512_xor_si512(xg[k].c[c], _mm512_set1_epi8(-128));
+#else
+        (void)sgn;
+#endif
         _Alignas(64) float d[KL_TOK];
         for (size_t t = 0; t < KL_TOK; t++)
             d[t] = t < nt ? xd[t * nsb + k] : 0.0f;
@@ -1956,14 +1982,33 @@ static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const float *xd,
         kl_x_sums(T, x + t * cols, cols, t, xg);
 }
 
+/* 128·Σ_s sc[s]·(Σ of sub-block s's quants, as signed bytes): what
+ * the activations' + 128 adds to a super-block's scaled sums in the
+ * signed form.  |Σ sc·q| <= 16·128·16·32 (Q6_K), so 128 times it fits. */
+ALWAYS_INLINE int32_t kl_qx(const kl_row *o, int nsub)
+{
+    __m256i acc = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j++) {
+        const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), load256(o->q + 32 * j));
+        const __m256i sc = nsub == 16 ? _mm256_setr_m128i(_mm_set1_epi16((int16_t)o->sc[2 * j]),
+                                                          _mm_set1_epi16((int16_t)o->sc[2 * j + 1]))
+                                      : _mm256_set1_epi16((int16_t)o->sc[j]);
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, sc));
+    }
+    const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    const __m128i q = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    return 128 * _mm_cvtsi128_si32(_mm_add_epi32(q, _mm_shuffle_epi32(q, 0xb1)));
+}
+
 /* One super-block b of T decoded straight into o. */
-ALWAYS_INLINE void kl_decode(ml_type T, const uint8_t *b, kl_row *o)
+ALWAYS_INLINE void kl_decode(ml_type T, int sgn, const uint8_t *b, kl_row *o)
 {
     const __m256i low = _mm256_set1_epi8(15);
     if (T == ML_TYPE_IQ4_XS) {
         for (int j = 0; j < 8; j++)
             _mm256_storeu_si256((__m256i *)(o->q + 32 * j),
-                                levels(nibbles32(b + 8 + 16 * j), (const int8_t *)iq4nl_levels_u));
+                                levels(nibbles32(b + 8 + 16 * j),
+                                       sgn ? iq4nl_levels : (const int8_t *)iq4nl_levels_u));
         /* the scales (ls - 32) in order, and mt[p] = 128·sc[2p] |
          * 128·sc[2p + 1] << 16 in 16-bit halves (|128·sc| <= 4096):
          * packs pairs lanes 2p, 2p + 1 within each 128-bit half, the
@@ -1978,14 +2023,16 @@ ALWAYS_INLINE void kl_decode(ml_type T, const uint8_t *b, kl_row *o)
         o->d = f16_at(b), o->dmin = 0.0f;
         return;
     }
-    if (T == ML_TYPE_Q6_K) { /* q6 unsigned: no - 32 */
+    if (T == ML_TYPE_Q6_K) { /* q6 unsigned: no - 32 (but in the signed form) */
         for (int j = 0; j < 8; j++) {
             const int h = j / 4, u = j % 4;
             const __m256i l = load256(b + 64 * h + 32 * (u % 2));
             const __m256i lo = _mm256_and_si256(u < 2 ? l : _mm256_srli_epi16(l, 4), low);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(load256(b + 128 + 32 * h), 2 * u),
                                                 _mm256_set1_epi8(3));
-            _mm256_storeu_si256((__m256i *)(o->q + 32 * j), _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
+            const __m256i q6 = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+            _mm256_storeu_si256((__m256i *)(o->q + 32 * j),
+                                sgn ? _mm256_sub_epi8(q6, _mm256_set1_epi8(32)) : q6);
         }
         /* the sixteen int8 scales: as int32, and mt[p] = 32·sc[2p] |
          * 32·sc[2p + 1] << 16 in 16-bit halves (|32·sc| <= 4096) */
@@ -2024,15 +2071,19 @@ ALWAYS_INLINE void kl_scale_pairs(kl_row *o, int nsub)
 
 /* Rows [r, r + nr) (nr <= KL_ROWS) into rows[k * KL_ROWS + i], the last
  * row repeated past nr. */
-static void kl_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t nr, kl_row *rows)
+static void kl_rows(ml_type T, int sgn, const uint8_t *w, size_t cols, size_t r, size_t nr,
+                    kl_row *rows)
 {
     const size_t nsb = cols / 256, bytes = k_bytes(T);
     for (size_t i = 0; i < KL_ROWS; i++) {
         const uint8_t *row = w + (r + (i < nr ? i : nr - 1)) * nsb * bytes;
         for (size_t k = 0; k < nsb; k++) {
-            kl_decode(T, row + k * bytes, &rows[k * KL_ROWS + i]);
+            kl_row *o = &rows[k * KL_ROWS + i];
+            kl_decode(T, sgn, row + k * bytes, o);
+            if (sgn)
+                o->qx = kl_qx(o, kl_nsub(T));
             if (!HAVE_VNNI)
-                kl_scale_pairs(&rows[k * KL_ROWS + i], kl_nsub(T));
+                kl_scale_pairs(o, kl_nsub(T));
         }
     }
 }
@@ -2058,7 +2109,7 @@ ALWAYS_INLINE kl_vi kl_madd16(kl_vi acc, kl_vi a, kl_vi b)
 
 /* Sub-block s of a tile's rows (xc: its per groups of activations)
  * into is[r]: its scale times its byte products' sum. */
-ALWAYS_INLINE void kl_sub(const kl_row *rw, const kl_vi *xc, int s, int per, int run,
+ALWAYS_INLINE void kl_sub(const kl_row *rw, const kl_vi *xc, int s, int per, int run, int sgn,
                           kl_vi is[KL_ROWS])
 {
 #if HAVE_VNNI
@@ -2071,12 +2122,15 @@ ALWAYS_INLINE void kl_sub(const kl_row *rw, const kl_vi *xc, int s, int per, int
     for (int g = 0; g < per; g++)
         UNROLL
         for (int r = 0; r < KL_ROWS; r++)
-            v[r] = _mm512_dpbusd_epi32(
-                v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))), xc[g]);
+            v[r] = sgn ? _mm512_dpbusd_epi32(
+                             v[r], xc[g], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))))
+                       : _mm512_dpbusd_epi32(
+                             v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))), xc[g]);
     UNROLL
     for (int r = 0; r < KL_ROWS; r++)
         is[r] = _mm512_add_epi32(is[r], _mm512_mullo_epi32(v[r], _mm512_set1_epi32(rw[r].sc[s])));
 #else
+    (void)sgn;
     /* a run of groups' 16-bit pairs, then one vpmaddwd by the scale
      * (|scale| <= 128) widens and scales them: no 32-bit multiply */
     UNROLL
@@ -2094,7 +2148,7 @@ ALWAYS_INLINE void kl_sub(const kl_row *rw, const kl_vi *xc, int s, int per, int
 }
 
 /* Eight rows x KL_TOK tokens over every super-block: out[row][token]. */
-ALWAYS_INLINE void kl_tile(ml_type T, const kl_row *rows, const kl_x *xg, size_t nsb,
+ALWAYS_INLINE void kl_tile(ml_type T, int sgn, const kl_row *rows, const kl_x *xg, size_t nsb,
                            float out[KL_ROWS][KL_TOK])
 {
     const int nsub = kl_nsub(T), per = 64 / nsub;
@@ -2115,17 +2169,21 @@ ALWAYS_INLINE void kl_tile(ml_type T, const kl_row *rows, const kl_x *xg, size_t
             is[r] = ms[r] = kl_zero();
         UNROLL
         for (int s = 0; s < nsub; s++)
-            kl_sub(rw, x->c + per * s, s, per, run, is);
-        UNROLL
-        for (int p = 0; p < nsub / 2; p++)
+            kl_sub(rw, x->c + per * s, s, per, run, sgn, is);
+        if (!sgn)
             UNROLL
-            for (int r = 0; r < KL_ROWS; r++)
-                ms[r] = kl_madd16(ms[r], KL(set1_epi32)(rw[r].mt[p]), x->as[p]);
+            for (int p = 0; p < nsub / 2; p++)
+                UNROLL
+                for (int r = 0; r < KL_ROWS; r++)
+                    ms[r] = kl_madd16(ms[r], KL(set1_epi32)(rw[r].mt[p]), x->as[p]);
         UNROLL
         for (int r = 0; r < KL_ROWS; r++) {
-            /* Q6_K and IQ4_XS: ms is the offsets' part of isum */
+            /* Q6_K and IQ4_XS: ms is the offsets' part of isum, or
+             * in the signed form qx the activations' + 128 */
             const int off = T == ML_TYPE_Q6_K || T == ML_TYPE_IQ4_XS;
-            const kl_vi isum = off ? KL(sub_epi32)(is[r], ms[r]) : is[r];
+            const kl_vi isum = sgn   ? KL(sub_epi32)(is[r], KL(set1_epi32)(rw[r].qx))
+                               : off ? KL(sub_epi32)(is[r], ms[r])
+                                     : is[r];
             const kl_vf sv = kl_s(T, isum, off ? kl_zero() : ms[r],
                                   KL(set1_ps)(rw[r].d), KL(set1_ps)(rw[r].dmin), x->xd);
             acc[r][k % 8] = KL(add_ps)(acc[r][k % 8], sv);
@@ -2140,18 +2198,26 @@ ALWAYS_INLINE void kl_tile(ml_type T, const kl_row *rows, const kl_x *xg, size_t
 
 static void kl_tile_q4_k(const kl_row *rows, const kl_x *xg, size_t nsb, float out[KL_ROWS][KL_TOK])
 {
-    kl_tile(ML_TYPE_Q4_K, rows, xg, nsb, out);
+    kl_tile(ML_TYPE_Q4_K, 0, rows, xg, nsb, out);
 }
 
-static void kl_tile_iq4_xs(const kl_row *rows, const kl_x *xg, size_t nsb,
+/* IQ4_XS and Q6_K in either form (sgn: the signed one, kl_signed). */
+static void kl_tile_iq4_xs(int sgn, const kl_row *rows, const kl_x *xg, size_t nsb,
                            float out[KL_ROWS][KL_TOK])
 {
-    kl_tile(ML_TYPE_IQ4_XS, rows, xg, nsb, out);
+    if (sgn)
+        kl_tile(ML_TYPE_IQ4_XS, 1, rows, xg, nsb, out);
+    else
+        kl_tile(ML_TYPE_IQ4_XS, 0, rows, xg, nsb, out);
 }
 
-static void kl_tile_q6_k(const kl_row *rows, const kl_x *xg, size_t nsb, float out[KL_ROWS][KL_TOK])
+static void kl_tile_q6_k(int sgn, const kl_row *rows, const kl_x *xg, size_t nsb,
+                         float out[KL_ROWS][KL_TOK])
 {
-    kl_tile(ML_TYPE_Q6_K, rows, xg, nsb, out);
+    if (sgn)
+        kl_tile(ML_TYPE_Q6_K, 1, rows, xg, nsb, out);
+    else
+        kl_tile(ML_TYPE_Q6_K, 0, rows, xg, nsb, out);
 }
 
 /* A thread's scratch for matmul_k_lanes (and matmul_32_tokens), kept
@@ -2202,7 +2268,7 @@ static void kl_x_groups(ml_type t, const int8_t *xq, const float *xd, size_t col
     const size_t nsb = cols / 256;
     for (size_t g = g0; g < g1; g++) {
         const size_t tg = g * KL_TOK, nt = n_tok - tg < KL_TOK ? n_tok - tg : KL_TOK;
-        kl_x_group(t, xq + tg * cols, cols, xd + tg * nsb, nt, xg + g * nsb);
+        kl_x_group(t, kl_signed(t, n_tok), xq + tg * cols, cols, xd + tg * nsb, nt, xg + g * nsb);
     }
 }
 
@@ -2236,22 +2302,23 @@ ALWAYS_INLINE void kl_put(float out[KL_ROWS][KL_TOK], size_t nr, size_t nt, floa
             y[k * ldy + i] = out[i][k];
 }
 
-/* Rows [r0, r1) times the nc tokens (nc <= KL_CHUNK) whose form is xg:
- * token k's results at y + k * ldy.  rows: scratch for a tile's rows. */
-static void kl_chunk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+/* Rows [r0, r1) times the nc tokens (nc <= KL_CHUNK) whose form is xg
+ * (sgn: the signed one): token k's results at y + k * ldy.  rows:
+ * scratch for a tile's rows. */
+static void kl_chunk(ml_type t, int sgn, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                      const kl_x *xg, size_t nc, kl_row *rows, float *y, size_t ldy)
 {
     const size_t nsb = cols / 256;
     for (size_t r = r0; r < r1; r += KL_ROWS) {
         const size_t nr = r1 - r < KL_ROWS ? r1 - r : KL_ROWS;
-        kl_rows(t, w, cols, r, nr, rows);
+        kl_rows(t, sgn, w, cols, r, nr, rows);
         for (size_t g = 0; g * KL_TOK < nc; g++) {
             const size_t tg = g * KL_TOK, nt = nc - tg < KL_TOK ? nc - tg : KL_TOK;
             float out[KL_ROWS][KL_TOK];
             if (t == ML_TYPE_Q6_K)
-                kl_tile_q6_k(rows, xg + g * nsb, nsb, out);
+                kl_tile_q6_k(sgn, rows, xg + g * nsb, nsb, out);
             else if (t == ML_TYPE_IQ4_XS)
-                kl_tile_iq4_xs(rows, xg + g * nsb, nsb, out);
+                kl_tile_iq4_xs(sgn, rows, xg + g * nsb, nsb, out);
             else
                 kl_tile_q4_k(rows, xg + g * nsb, nsb, out);
             kl_put(out, nr, nt, y + tg * ldy + r, ldy);
@@ -2277,7 +2344,7 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
     for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK) {
         const size_t nc = n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK;
         kl_x_groups(t, xq + t0 * cols, xd + t0 * nsb, cols, nc, 0, (nc + KL_TOK - 1) / KL_TOK, xg);
-        kl_chunk(t, w, cols, r0, r1, xg, nc, rows, y + t0 * ldy, ldy);
+        kl_chunk(t, kl_signed(t, nc), w, cols, r0, r1, xg, nc, rows, y + t0 * ldy, ldy);
     }
     return 1;
 }
@@ -2572,7 +2639,7 @@ static void kl_x_run(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t
         return;
     }
     for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK)
-        kl_chunk(t, w, cols, r0, r1, (const kl_x *)xt + t0 / KL_TOK * nsb,
+        kl_chunk(t, kl_signed(t, n_tok), w, cols, r0, r1, (const kl_x *)xt + t0 / KL_TOK * nsb,
                  n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK, rows, y + t0 * ldy, ldy);
 }
 
