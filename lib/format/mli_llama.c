@@ -223,8 +223,10 @@ static ml_status dat_collect(const uint8_t *p, size_t size, entry **es, size_t *
     }
     if (s || at == size) /* older files end with the entries */
         return s;
-    if ((s = dat_i32(p, size, &at, INT32_MAX, &v, "last chunk", err)) ||
-        (s = dat_i32(p, size, &at, (uint32_t)(size - at >= 4 ? size - at - 4 : 0), &v,
+    if ((s = dat_i32(p, size, &at, INT32_MAX, &v, "last chunk", err)))
+        return s;
+    const size_t left = size - at >= 4 ? size - at - 4 : 0; /* past the length */
+    if ((s = dat_i32(p, size, &at, left < INT32_MAX ? (uint32_t)left : INT32_MAX, &v,
                      "dataset length", err)))
         return s;
     if (size - at != v)
@@ -331,11 +333,25 @@ static ml_status fill(ml_mli *m, const entry *es, size_t n, ml_error *err)
     return ML_OK;
 }
 
-static ml_status from_entries(const entry *es, size_t n, ml_mli **out, ml_error *err)
+/* The .mli of the entries of a file of `size` bytes.  Its sums are at
+ * most one per byte of the file (a layer's matrices hold more floats
+ * than its slots take), so a small hostile file cannot claim a huge
+ * model and have it allocated. */
+static ml_status from_entries(const entry *es, size_t n, size_t size, ml_mli **out,
+                              ml_error *err)
 {
     ml_mli_info info;
     ml_status s = shape_of(es, n, &info, err);
-    if (s || (s = ml__mli_alloc(&info, out, err)))
+    if (s)
+        return s;
+    const uint64_t q = info.q_dim ? info.q_dim : info.dim,
+                   sums = (uint64_t)info.n_layers * (2ull * info.dim + q + info.hidden_dim) + info.dim;
+    if (sums > size)
+        return ml__err(err, ML_E_FORMAT, "", -1,
+                       "%u layers of width %u take %llu sums, more than a file of %zu bytes "
+                       "can have given",
+                       info.n_layers, info.dim, (unsigned long long)sums, size);
+    if ((s = ml__mli_alloc(&info, out, err)))
         return s;
     if ((s = fill(*out, es, n, err))) {
         ml_mli_close(*out);
@@ -357,10 +373,10 @@ ml_status ml__mli_from_llama(const uint8_t *p, size_t size, ml_mli **out, ml_err
         es = calloc(ml_gguf_n_tensors(g) + 1, sizeof *es);
         s = es ? gguf_collect(g, es, &n, err) : ml__err(err, ML_E_NOMEM, "", -1, "out of memory");
         if (!s)
-            s = from_entries(es, n, out, err);
+            s = from_entries(es, n, size, out, err);
         ml_gguf_close(g);
     } else if (!(s = dat_collect(p, size, &es, &n, err))) {
-        s = from_entries(es, n, out, err);
+        s = from_entries(es, n, size, out, err);
     }
     free(es);
     return s;

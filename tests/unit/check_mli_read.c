@@ -457,6 +457,7 @@ START_TEST(test_llama_imatrix_rules)
         {"widths differ", 6, ML_E_SHAPE, "blk.0.ffn_up", 4},
         {"no ffn_down", 7, ML_E_FORMAT, "", -1},
         {"no layer", 8, ML_E_FORMAT, "", -1},
+        {"a huge model from a small file", 9, ML_E_FORMAT, "", -1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         imx_mat ms[] = {IMX_GOOD};
@@ -473,6 +474,7 @@ START_TEST(test_llama_imatrix_rules)
         case 7: n = 3; break;
         case 8: ms[0].name = ms[1].name = ms[2].name = ms[3].name = "blk.0.attn_norm.weight", n = 1;
             break;
+        case 9: ms[0].name = "blk.60000.attn_q.weight"; break; /* 1.3 million sums */
         }
         gb b;
         build_imatrix(&b, ms, n, kind);
