@@ -42,7 +42,7 @@ static const cli_opt opts[] = {
     {QOPT_SCALE_F16, 0, "scale-f16", NULL, "store scales as f16 (default)"},
     {QOPT_SCALE_F32, 0, "scale-f32", NULL, "store scales as f32"},
     {QOPT_Q4_RULE, 0, "q4-rule", "RULE", "fit or round (default: round for gemma3, else fit)"},
-    {QOPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli) for the Q4_0 fit rule"},
+    {QOPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli, or llama-imatrix's GGUF or .dat) for the Q4_0 fit rule"},
     {OPT_THREADS, 0, "threads", "N", "quantizer threads (default: the number of CPUs)"},
     {OPT_DRY_RUN, 'n', "dry-run", NULL, "print metadata, architecture and plan; write nothing"},
     {OPT_FORCE, 'f', "force", NULL, "overwrite existing output files"},

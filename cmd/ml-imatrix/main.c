@@ -37,7 +37,7 @@ static const cli_opt opts[] = {
     {OPT_BATCH, 'b', "batch", "N",
      "tokens per evaluation step (default: fits " CLI_STR(ML_LOGITS_BATCH_MB) " MB of logits)"},
     {OPT_NOBOS, 0, "no-bos", NULL, "do not put BOS at the start of each chunk"},
-    {OPT_MERGE, 0, "merge", NULL, "sum the .mli files given as operands into -o"},
+    {OPT_MERGE, 0, "merge", NULL, "sum the .mli files (or llama-imatrix's) given as operands into -o"},
     {OPT_SHOW, 0, "show", NULL, "print, per matrix, the most important channels and the spread"},
     {OPT_TOP, 0, "top", "N", "channels listed by --show (default " CLI_STR(DEFAULT_TOP) ")"},
     {OPT_QUIET, 'q', "quiet", NULL, "no progress line and no summary"},

@@ -22,7 +22,7 @@ static const cli_opt opts[] = {
     {QOPT_WTYPE, 0, "wtype", "TYPE",
      "q8_0, q4_0, source, or a mix: q4_k_m, q5_k_m, q6_k, iq4_xs (default: the source's)"},
     {QOPT_Q8_MASK, 0, "q8-mask", "CLASSES", "Q4_0 models: matrices kept as Q8_0"},
-    {QOPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli) for Q4_0 (fit rule) or a mix"},
+    {QOPT_IMATRIX, 0, "imatrix", "FILE", "importance matrix (.mli, or llama-imatrix's GGUF or .dat) for Q4_0 (fit rule) or a mix"},
     {OPT_REQUANT, 0, "allow-requantize", NULL,
      "a mix from matrices quantized other than Q8_0"},
     {QOPT_Q4_RULE, 0, "q4-rule", "RULE", "fit or round (default: fit; from a GGUF, as gguf2mlb)"},
