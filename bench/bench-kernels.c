@@ -9,7 +9,8 @@
  * runtime's pool; and the pool's wake-up latency.
  *
  * Build and run without make, from the repository root after `make`:
- *     bash bench/bench-kernels.sh [-s SECONDS] [-m ROWSxCOLS]... [VARIANT...]
+ *     bash bench/bench-kernels.sh [-s SECONDS] [-m ROWSxCOLS]... [-t TYPES] \
+ *          [VARIANT...]
  * which is
  *     cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -Ilib \
  *        bench/bench-kernels.c build/libmlcore.a -ldeflate -lz -lm -lpthread
@@ -17,7 +18,12 @@
  * avx512vnni (default: every one this CPU runs).  -s: seconds per
  * measurement (default 0.3).  -m: a matrix shape instead of the default
  * TinyLlama ones (2048x2048, 5632x2048); a small one (say 64x4096, 128
- * KiB of Q4_0) stays in L2 and measures the kernel's arithmetic alone. */
+ * KiB of Q4_0) stays in L2 and measures the kernel's arithmetic alone.
+ * -t: the weight types, comma-separated (default q8_0,q4_0): also the
+ * block types the files users download hold, q4_k, q5_k, q6_k, iq4_xs
+ * (their random bytes with finite f16 scales; K activations, one scale
+ * per 256, as the runtime gives them), through the table's matvec_blk
+ * and matmul_blk (the rearranging of the activations included). */
 #include "kernels/kernels.h"
 #include "runtime/pool.h"
 
@@ -146,36 +152,95 @@ static void pool_latency(ml_pool *pool)
 /* ---- matrices ---- */
 
 typedef struct matrix {
-    int q4;
+    ml_type type;        /* ML_TYPE_Q8_0, ML_TYPE_Q4_0 or a block type */
     size_t rows, cols;
     size_t copies;       /* the ring of copies for cold runs */
     uint8_t **q;         /* quants of each copy */
     uint16_t **d;        /* f16 scales of each copy (what gguf2mlb writes) */
 } matrix;
 
+/* The types -t names, and where a block type's super-block keeps its f16
+ * scales (d, and dmin or -1), which random bytes would make NaN or
+ * subnormal at times: slow on some CPUs, and not what a file holds. */
+static const struct {
+    const char *name;
+    ml_type type;
+    int d_at, dmin_at;
+} types[] = {
+    {"q8_0", ML_TYPE_Q8_0, -1, -1}, {"q4_0", ML_TYPE_Q4_0, -1, -1},
+    {"q4_k", ML_TYPE_Q4_K, 0, 2},   {"q5_k", ML_TYPE_Q5_K, 0, 2},
+    {"q6_k", ML_TYPE_Q6_K, 208, -1}, {"iq4_xs", ML_TYPE_IQ4_XS, 0, -1},
+};
+#define N_TYPES (sizeof types / sizeof types[0])
+
+static int is_blk(ml_type t)
+{
+    return t != ML_TYPE_Q8_0 && t != ML_TYPE_Q4_0;
+}
+
+static const char *type_name(ml_type t)
+{
+    for (size_t i = 0; i < N_TYPES; i++)
+        if (types[i].type == t)
+            return types[i].name;
+    return "?";
+}
+
+/* Bytes of quants (all of a block type's bytes) and of f16 scales. */
+static size_t quant_bytes(const matrix *m)
+{
+    if (is_blk(m->type))
+        return m->rows * ml__blk_row_bytes(m->type, m->cols);
+    return m->rows * m->cols / (m->type == ML_TYPE_Q4_0 ? 2 : 1);
+}
+
+static size_t scale_count(const matrix *m)
+{
+    return is_blk(m->type) ? 0 : m->rows * m->cols / 32;
+}
+
 static size_t weight_bytes(const matrix *m)
 {
-    return m->rows * m->cols / (m->q4 ? 2 : 1) + m->rows * m->cols / 32 * 2;
+    return quant_bytes(m) + scale_count(m) * 2;
+}
+
+/* Random weights of m's type in m->q[0] and m->d[0]. */
+static void matrix_fill(matrix *m)
+{
+    const size_t qn = quant_bytes(m), dn = scale_count(m);
+    for (size_t i = 0; i < qn; i++)
+        m->q[0][i] = m->type == ML_TYPE_Q8_0 ? (uint8_t)(int8_t)((int)(rnd() % 255) - 127)
+                                             : (uint8_t)rnd();
+    for (size_t i = 0; i < dn; i++)
+        m->d[0][i] = (uint16_t)(0x1000 + rnd() % 0x1000); /* 2^-11 .. 2^-9 */
+    for (size_t t = 0; t < N_TYPES && is_blk(m->type); t++) {
+        if (types[t].type != m->type)
+            continue;
+        const size_t sb = ml__blk_row_bytes(m->type, 256), n = qn / sb;
+        for (size_t b = 0; b < n; b++) {
+            const uint16_t d = (uint16_t)(0x1000 + rnd() % 0x1000);
+            memcpy(m->q[0] + b * sb + types[t].d_at, &d, 2);
+            if (types[t].dmin_at >= 0)
+                memcpy(m->q[0] + b * sb + types[t].dmin_at, &d, 2);
+        }
+    }
 }
 
 /* `copies` copies of one random matrix, together at least `min_bytes`. */
-static void matrix_new(matrix *m, int q4, size_t rows, size_t cols, size_t min_bytes)
+static void matrix_new(matrix *m, ml_type type, size_t rows, size_t cols, size_t min_bytes)
 {
-    m->q4 = q4;
+    m->type = type;
     m->rows = rows;
     m->cols = cols;
     m->copies = min_bytes / weight_bytes(m) + 1;
     m->q = malloc(m->copies * sizeof *m->q);
     m->d = malloc(m->copies * sizeof *m->d);
-    const size_t qn = rows * cols / (q4 ? 2 : 1), dn = rows * cols / 32;
+    const size_t qn = quant_bytes(m), dn = scale_count(m) + 1;
     for (size_t c = 0; c < m->copies; c++) {
         m->q[c] = xalloc(qn);
         m->d[c] = xalloc(dn * sizeof(uint16_t));
         if (c == 0) {
-            for (size_t i = 0; i < qn; i++)
-                m->q[0][i] = q4 ? (uint8_t)rnd() : (uint8_t)(int8_t)((int)(rnd() % 255) - 127);
-            for (size_t i = 0; i < dn; i++)
-                m->d[0][i] = (uint16_t)(0x1000 + rnd() % 0x1000); /* 2^-11 .. 2^-9 */
+            matrix_fill(m);
         } else {
             memcpy(m->q[c], m->q[0], qn);
             memcpy(m->d[c], m->d[0], dn * sizeof(uint16_t));
@@ -200,7 +265,10 @@ typedef struct acts {
     float *y;
 } acts;
 
-static void acts_new(acts *a, const ml_kernels *k, size_t n_tok, size_t cols, size_t rows)
+/* n_tok tokens' activations as type t's products take them: Q8_0, or K
+ * activations (ml__blk_acts_k). */
+static void acts_new(acts *a, const ml_kernels *k, ml_type t, size_t n_tok, size_t cols,
+                     size_t rows)
 {
     float *x = xalloc(n_tok * cols * sizeof(float));
     for (size_t i = 0; i < n_tok * cols; i++)
@@ -209,7 +277,10 @@ static void acts_new(acts *a, const ml_kernels *k, size_t n_tok, size_t cols, si
     a->q = xalloc(n_tok * cols);
     a->d = xalloc(n_tok * cols / 32 * sizeof(float));
     a->y = xalloc(n_tok * rows * sizeof(float));
-    k->quantize_q8_0(x, n_tok * cols, a->q, a->d);
+    if (ml__blk_acts_k(t))
+        k->quantize_q8_k(x, n_tok * cols, a->q, a->d);
+    else
+        k->quantize_q8_0(x, n_tok * cols, a->q, a->d);
     free(x);
 }
 
@@ -237,13 +308,18 @@ static void mm_fn(void *ctx, unsigned ith, unsigned nth)
     const uint8_t *q = m->q[j->copy];
     const ml_wscales d = {m->d[j->copy], 1};
     const acts *a = j->a;
-    if (a->n_tok == 1) {
-        if (m->q4)
+    if (is_blk(m->type)) {
+        if (a->n_tok == 1)
+            j->k->matvec_blk(m->type, q, m->cols, b, e, a->q, a->d, a->y);
+        else
+            j->k->matmul_blk(m->type, q, m->cols, b, e, a->q, a->d, a->n_tok, a->y, m->rows);
+    } else if (a->n_tok == 1) {
+        if (m->type == ML_TYPE_Q4_0)
             j->k->matvec_q4_0(q, d, m->cols, b, e, a->q, a->d, a->y);
         else
             j->k->matvec_q8_0((const int8_t *)q, d, m->cols, b, e, a->q, a->d, a->y);
     } else {
-        if (m->q4)
+        if (m->type == ML_TYPE_Q4_0)
             j->k->matmul_q4_0(q, d, m->cols, b, e, a->q, a->d, a->n_tok, a->y, m->rows);
         else
             j->k->matmul_q8_0((const int8_t *)q, d, m->cols, b, e, a->q, a->d, a->n_tok, a->y,
@@ -272,22 +348,22 @@ static double time_product(ml_pool *pool, const ml_kernels *k, const matrix *m, 
 
 static void header(void)
 {
-    printf("\n%-11s %-12s %-10s %3s %-5s %10s %9s %9s\n", "variant", "op", "shape", "thr",
+    printf("\n%-11s %-13s %-10s %3s %-5s %10s %9s %9s\n", "variant", "op", "shape", "thr",
            "data", "ns/row", "GB/s", "of bw");
 }
 
 static void bench_matvec(ml_pool **pools, const double *bw, const ml_kernels *k, matrix *m)
 {
     acts a;
-    acts_new(&a, k, 1, m->cols, m->rows);
+    acts_new(&a, k, m->type, 1, m->cols, m->rows);
     char shape[32];
     snprintf(shape, sizeof shape, "%zux%zu", m->rows, m->cols);
     for (int cold = 0; cold < 2; cold++)
         for (unsigned t = 1; t <= 2; t++) {
             const double s = time_product(pools[t - 1], k, m, &a, cold);
             const double gbs = (double)weight_bytes(m) / s / 1e9;
-            printf("%-11s matvec %-5s %-10s %3u %-5s %10.2f %9.2f", k->name,
-                   m->q4 ? "Q4_0" : "Q8_0", shape, t, cold ? "cold" : "hot",
+            printf("%-11s matvec %-6s %-10s %3u %-5s %10.2f %9.2f", k->name,
+                   type_name(m->type), shape, t, cold ? "cold" : "hot",
                    s / (double)m->rows * 1e9, gbs);
             if (cold)
                 printf(" %8.0f%%", 100 * gbs / bw[t - 1]);
@@ -301,14 +377,14 @@ static void bench_matvec(ml_pool **pools, const double *bw, const ml_kernels *k,
 static void bench_matmul(ml_pool **pools, const ml_kernels *k, matrix *m, size_t n_tok, int cold)
 {
     acts a;
-    acts_new(&a, k, n_tok, m->cols, m->rows);
+    acts_new(&a, k, m->type, n_tok, m->cols, m->rows);
     char shape[32], data[16];
     snprintf(shape, sizeof shape, "%zux%zu", m->rows, m->cols);
     snprintf(data, sizeof data, "%zu%s", n_tok, cold ? "c" : "");
     for (unsigned t = 1; t <= 2; t++) {
         const double s = time_product(pools[t - 1], k, m, &a, cold);
-        printf("%-11s matmul %-5s %-10s %3u %-5s %10.3f %9.1f Gop/s, %.0f tokens/s", k->name,
-               m->q4 ? "Q4_0" : "Q8_0", shape, t, data, s / (double)(m->rows * n_tok) * 1e9,
+        printf("%-11s matmul %-6s %-10s %3u %-5s %10.3f %9.1f Gop/s, %.0f tokens/s", k->name,
+               type_name(m->type), shape, t, data, s / (double)(m->rows * n_tok) * 1e9,
                2.0 * (double)(m->rows * m->cols * n_tok) / s / 1e9, (double)n_tok / s);
         if (cold)
             printf(", %.1f GB/s", (double)weight_bytes(m) / s / 1e9);
@@ -327,19 +403,44 @@ static int wanted(const ml_kernels *k, int argc, char **argv, int first)
     return 0;
 }
 
+/* -t's comma-separated names into want[] (indices of types[]); 0 when
+ * one is unknown. */
+static int parse_types(const char *list, int want[N_TYPES])
+{
+    memset(want, 0, N_TYPES * sizeof *want);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *name = strtok_r(buf, ",", &save); name;
+         name = strtok_r(NULL, ",", &save)) {
+        size_t i = 0;
+        while (i < N_TYPES && strcmp(types[i].name, name) != 0)
+            i++;
+        if (i == N_TYPES)
+            return 0;
+        want[i] = 1;
+    }
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
-    int first = 1;
+    int first = 1, want[N_TYPES] = {1, 1};
     size_t shapes[8][2] = {{2048, 2048}, {5632, 2048}}, n_shapes = 0;
     while (first + 1 < argc && argv[first][0] == '-') {
+        int ok = 1;
         if (strcmp(argv[first], "-s") == 0)
             seconds = atof(argv[first + 1]);
+        else if (strcmp(argv[first], "-t") == 0)
+            ok = parse_types(argv[first + 1], want);
         else if (strcmp(argv[first], "-m") == 0 && n_shapes < 8 &&
                  sscanf(argv[first + 1], "%zux%zu", &shapes[n_shapes][0], &shapes[n_shapes][1]) == 2 &&
                  shapes[n_shapes][1] % 32 == 0 && shapes[n_shapes][0] > 0)
             n_shapes++;
-        else {
-            fprintf(stderr, "usage: bench-kernels [-s SECONDS] [-m ROWSxCOLS]... [VARIANT...]\n");
+        else
+            ok = 0;
+        if (!ok) {
+            fprintf(stderr, "usage: bench-kernels [-s SECONDS] [-m ROWSxCOLS]... "
+                            "[-t q8_0,q4_0,q4_k,q5_k,q6_k,iq4_xs] [VARIANT...]\n");
             return 2;
         }
         first += 2;
@@ -364,10 +465,15 @@ int main(int argc, char **argv)
 
     const ml_kernels *ks[8];
     const size_t nk = ml__kernels_available(ks, 8);
-    for (int q4 = 0; q4 < 2; q4++)
-        for (size_t s = 0; s < n_shapes; s++) {
+    for (size_t ty = 0; ty < N_TYPES; ty++)
+        for (size_t s = 0; s < n_shapes && want[ty]; s++) {
+            if (is_blk(types[ty].type) && shapes[s][1] % 256 != 0) {
+                printf("\n%s: %zu columns are no whole super-blocks; left out\n", types[ty].name,
+                       shapes[s][1]);
+                continue;
+            }
             matrix m;
-            matrix_new(&m, q4, shapes[s][0], shapes[s][1], cold_bytes());
+            matrix_new(&m, types[ty].type, shapes[s][0], shapes[s][1], cold_bytes());
             header();
             for (size_t v = 0; v < nk; v++)
                 if (wanted(ks[v], argc, argv, first))

@@ -3,7 +3,8 @@
 # libmlcore.a (no make needed) and runs it; see the top of bench-kernels.c
 # for what it measures.
 #
-#   bash bench/bench-kernels.sh [-s SECONDS] [VARIANT...]
+#   bash bench/bench-kernels.sh [-s SECONDS] [-m ROWSxCOLS]... [-t TYPES] [VARIANT...]
+#   (TYPES: q8_0,q4_0 by default; q4_k,q5_k,q6_k,iq4_xs too)
 #   MLCORE_BUILD=build-clang bash bench/bench-kernels.sh avx2
 set -euo pipefail
 cd "$(dirname "$0")/.."
