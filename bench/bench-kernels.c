@@ -235,10 +235,10 @@ static void matrix_new(matrix *m, ml_type type, size_t rows, size_t cols, size_t
     m->copies = min_bytes / weight_bytes(m) + 1;
     m->q = malloc(m->copies * sizeof *m->q);
     m->d = malloc(m->copies * sizeof *m->d);
-    const size_t qn = quant_bytes(m), dn = scale_count(m) + 1;
+    const size_t qn = quant_bytes(m), dn = scale_count(m); /* none for a block type */
     for (size_t c = 0; c < m->copies; c++) {
         m->q[c] = xalloc(qn);
-        m->d[c] = xalloc(dn * sizeof(uint16_t));
+        m->d[c] = xalloc((dn ? dn : 1) * sizeof(uint16_t));
         if (c == 0) {
             matrix_fill(m);
         } else {
