@@ -178,12 +178,18 @@ static int is_blk(ml_type t)
     return t != ML_TYPE_Q8_0 && t != ML_TYPE_Q4_0;
 }
 
+/* t's entry in types[] (every matrix here has one). */
+static size_t type_index(ml_type t)
+{
+    size_t i = 0;
+    while (i + 1 < N_TYPES && types[i].type != t)
+        i++;
+    return i;
+}
+
 static const char *type_name(ml_type t)
 {
-    for (size_t i = 0; i < N_TYPES; i++)
-        if (types[i].type == t)
-            return types[i].name;
-    return "?";
+    return types[type_index(t)].name;
 }
 
 /* Bytes of quants (all of a block type's bytes) and of f16 scales. */
@@ -213,16 +219,14 @@ static void matrix_fill(matrix *m)
                                              : (uint8_t)rnd();
     for (size_t i = 0; i < dn; i++)
         m->d[0][i] = (uint16_t)(0x1000 + rnd() % 0x1000); /* 2^-11 .. 2^-9 */
-    for (size_t t = 0; t < N_TYPES && is_blk(m->type); t++) {
-        if (types[t].type != m->type)
-            continue;
-        const size_t sb = ml__blk_row_bytes(m->type, 256), n = qn / sb;
-        for (size_t b = 0; b < n; b++) {
-            const uint16_t d = (uint16_t)(0x1000 + rnd() % 0x1000);
-            memcpy(m->q[0] + b * sb + types[t].d_at, &d, 2);
-            if (types[t].dmin_at >= 0)
-                memcpy(m->q[0] + b * sb + types[t].dmin_at, &d, 2);
-        }
+    if (!is_blk(m->type))
+        return;
+    const size_t t = type_index(m->type), sb = ml__blk_row_bytes(m->type, 256);
+    for (size_t b = 0; b < qn / sb; b++) {
+        const uint16_t d = (uint16_t)(0x1000 + rnd() % 0x1000);
+        memcpy(m->q[0] + b * sb + types[t].d_at, &d, 2);
+        if (types[t].dmin_at >= 0)
+            memcpy(m->q[0] + b * sb + types[t].dmin_at, &d, 2);
     }
 }
 
