@@ -22,8 +22,10 @@
  * -t: the weight types, comma-separated (default q8_0,q4_0): also the
  * block types the files users download hold, q4_k, q5_k, q6_k, iq4_xs
  * (their random bytes with finite f16 scales; K activations, one scale
- * per 256, as the runtime gives them), through the table's matvec_blk
- * and matmul_blk (the rearranging of the activations included). */
+ * per 256, as the runtime gives them), and the 32-element ones q4_1,
+ * q5_0, q5_1, iq4_nl, mxfp4 (gpt-oss's experts; Q8_0 activations),
+ * through the table's matvec_blk and matmul_blk (the rearranging of the
+ * activations included). */
 #include "kernels/kernels.h"
 #include "runtime/pool.h"
 
@@ -159,17 +161,22 @@ typedef struct matrix {
     uint16_t **d;        /* f16 scales of each copy (what gguf2mlb writes) */
 } matrix;
 
-/* The types -t names, and where a block type's super-block keeps its f16
- * scales (d, and dmin or -1), which random bytes would make NaN or
- * subnormal at times: slow on some CPUs, and not what a file holds. */
+/* The types -t names, and where a block type's block (or super-block)
+ * keeps its scales (d, and dmin or -1: f16, or MXFP4's one e8m0 byte),
+ * which random bytes would make NaN or subnormal at times: slow on some
+ * CPUs (MXFP4's random exponents cost a fivefold slowdown on an Intel
+ * Xeon), and not what a file holds. */
 static const struct {
     const char *name;
     ml_type type;
     int d_at, dmin_at;
 } types[] = {
-    {"q8_0", ML_TYPE_Q8_0, -1, -1}, {"q4_0", ML_TYPE_Q4_0, -1, -1},
-    {"q4_k", ML_TYPE_Q4_K, 0, 2},   {"q5_k", ML_TYPE_Q5_K, 0, 2},
+    {"q8_0", ML_TYPE_Q8_0, -1, -1},  {"q4_0", ML_TYPE_Q4_0, -1, -1},
+    {"q4_k", ML_TYPE_Q4_K, 0, 2},    {"q5_k", ML_TYPE_Q5_K, 0, 2},
     {"q6_k", ML_TYPE_Q6_K, 208, -1}, {"iq4_xs", ML_TYPE_IQ4_XS, 0, -1},
+    {"q4_1", ML_TYPE_Q4_1, 0, 2},    {"q5_0", ML_TYPE_Q5_0, 0, -1},
+    {"q5_1", ML_TYPE_Q5_1, 0, 2},    {"iq4_nl", ML_TYPE_IQ4_NL, 0, -1},
+    {"mxfp4", ML_TYPE_MXFP4, 0, -1},
 };
 #define N_TYPES (sizeof types / sizeof types[0])
 
@@ -221,12 +228,19 @@ static void matrix_fill(matrix *m)
         m->d[0][i] = (uint16_t)(0x1000 + rnd() % 0x1000); /* 2^-11 .. 2^-9 */
     if (!is_blk(m->type))
         return;
-    const size_t t = type_index(m->type), sb = ml__blk_row_bytes(m->type, 256);
+    const size_t t = type_index(m->type);
+    uint32_t sb = 0;
+    ml_type_block(m->type, NULL, &sb, NULL);
     for (size_t b = 0; b < qn / sb; b++) {
+        uint8_t *blk = m->q[0] + b * sb;
         const uint16_t d = (uint16_t)(0x1000 + rnd() % 0x1000);
-        memcpy(m->q[0] + b * sb + types[t].d_at, &d, 2);
+        if (m->type == ML_TYPE_MXFP4) { /* 2^-10 .. 2^-3 */
+            blk[types[t].d_at] = (uint8_t)(118 + rnd() % 8);
+            continue;
+        }
+        memcpy(blk + types[t].d_at, &d, 2);
         if (types[t].dmin_at >= 0)
-            memcpy(m->q[0] + b * sb + types[t].dmin_at, &d, 2);
+            memcpy(blk + types[t].dmin_at, &d, 2);
     }
 }
 
@@ -444,7 +458,8 @@ int main(int argc, char **argv)
             ok = 0;
         if (!ok) {
             fprintf(stderr, "usage: bench-kernels [-s SECONDS] [-m ROWSxCOLS]... "
-                            "[-t q8_0,q4_0,q4_k,q5_k,q6_k,iq4_xs] [VARIANT...]\n");
+                            "[-t q8_0,q4_0,q4_k,...] [VARIANT...]\n"
+                            "(types: q8_0 q4_0 q4_k q5_k q6_k iq4_xs q4_1 q5_0 q5_1 iq4_nl mxfp4)\n");
             return 2;
         }
         first += 2;
@@ -471,14 +486,21 @@ int main(int argc, char **argv)
     const size_t nk = ml__kernels_available(ks, 8);
     for (size_t ty = 0; ty < N_TYPES; ty++)
         for (size_t s = 0; s < n_shapes && want[ty]; s++) {
-            if (is_blk(types[ty].type) && shapes[s][1] % 256 != 0) {
-                printf("\n%s: %zu columns are no whole super-blocks; left out\n", types[ty].name,
+            uint32_t elems = 32;
+            ml_type_block(types[ty].type, &elems, NULL, NULL);
+            if (shapes[s][1] % elems != 0) {
+                printf("\n%s: %zu columns are no whole blocks; left out\n", types[ty].name,
                        shapes[s][1]);
                 continue;
             }
             matrix m;
             matrix_new(&m, types[ty].type, shapes[s][0], shapes[s][1], cold_bytes());
             header();
+            if (is_blk(m.type) && ml__blk_as_q8_0(m.type))
+                printf("(%s: from a few tokens on ml-run unpacks its rows to Q8_0, "
+                       "blk_to_q8_0, and takes the Q8_0 products; the matmul rows below are "
+                       "matmul_blk's own)\n",
+                       types[ty].name);
             for (size_t v = 0; v < nk; v++)
                 if (wanted(ks[v], argc, argv, first))
                     bench_matvec(pools, bw, ks[v], &m);
