@@ -67,7 +67,7 @@ typedef struct xsums {
     int32_t s32[XS_COLS / 32 + 8]; /* + a partial group's zeros */
     int16_t s16[XS_COLS / 16];
     /* x in x_pairs's layout over the row's whole groups of eight blocks
-     * (IQ4_XS, and row_32's nibble types), or NULL */
+     * (Q4_K, Q5_K, IQ4_XS, and row_32's nibble types), or NULL */
     const int8_t *paired;
 } xsums;
 
@@ -176,6 +176,15 @@ ALWAYS_INLINE __m256i spread_halves(int k)
     return _mm256_setr_epi16(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b);
 }
 
+/* m_j·asum_j in lane j from the mins (bytes 8-15 of sm) and the
+ * sub-blocks' activation sums: vpmaddwd of the 32-bit lanes is exact, as
+ * each mins lane's upper half is 0 and |asum| < 2^15 (32·128). */
+ALWAYS_INLINE __m256i k4_mins(__m128i sm, const int32_t *asum)
+{
+    return _mm256_madd_epi16(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)),
+                             _mm256_loadu_si256((const __m256i *)asum));
+}
+
 /* Rule 6's Q4_K / Q5_K lanes: lanes adding up to Σ_j sc_j·isum_j (v[j]:
  * sub-block j's byte products in eight lanes, each below 2^15 in
  * magnitude, so packing two sub-blocks into 16-bit lanes is exact; one
@@ -192,8 +201,7 @@ ALWAYS_INLINE void k4_sums(const uint8_t *blk, const __m256i v[8], const int32_t
         acc = madd16_acc(acc, _mm256_packs_epi32(v[2 * k], v[2 * k + 1]),
                          _mm256_shuffle_epi8(sc, spread_pair(k)));
     *is = acc;
-    *ms = _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)),
-                             _mm256_loadu_si256((const __m256i *)asum));
+    *ms = k4_mins(sm, asum);
 }
 
 /* Q4_K's or Q5_K's super-block w: its 256 unsigned quants, sub-block j
@@ -220,16 +228,78 @@ ALWAYS_INLINE void k45_quants(ml_type T, const uint8_t *w, __m256i q[8])
     }
 }
 
-ALWAYS_INLINE void sums_q45_k(ml_type T, const uint8_t *w, const int8_t *x, const int32_t *asum,
+/* Pair g of Q4_K's or Q5_K's super-block w (sub-blocks 2g and 2g + 1) for
+ * x_pairs's form of the activations: *a elements 0-15 of sub-block 2g
+ * (low 128 bits) and of 2g + 1 (high), *b elements 16-31 alike.  The 16
+ * bytes of a half's nibbles go to both 128-bit lanes, the high lane's
+ * shifted down by 4; Q5_K's fifth bits, bit 2g (2g + 1) of qh[l], are
+ * moved to bit 4 the same way, each lane by its own count (no bit
+ * crosses into the masked one). */
+ALWAYS_INLINE void k45_pair_quants(ml_type T, const uint8_t *w, int g, __m256i *a, __m256i *b)
+{
+    const __m256i low = _mm256_set1_epi8(15), nib = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    const uint8_t *qs = w + (T == ML_TYPE_Q5_K ? 48 : 16) + 32 * g;
+    *a = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs)), nib), low);
+    *b = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(qs + 16))), nib),
+        low);
+    if (T != ML_TYPE_Q5_K)
+        return;
+    const __m256i bit = _mm256_set1_epi8(16);
+    const __m256i ha = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w + 16)));
+    const __m256i hb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w + 32)));
+    const int lo = 2 * g, hi = 2 * g + 1; /* the bits of the two lanes' sub-blocks */
+    if (g < 2) {
+        const __m256i n = _mm256_setr_epi32(4 - lo, 4 - lo, 4 - lo, 4 - lo, 4 - hi, 4 - hi, 4 - hi, 4 - hi);
+        *a = _mm256_or_si256(*a, _mm256_and_si256(_mm256_sllv_epi32(ha, n), bit));
+        *b = _mm256_or_si256(*b, _mm256_and_si256(_mm256_sllv_epi32(hb, n), bit));
+    } else {
+        const __m256i n = _mm256_setr_epi32(lo - 4, lo - 4, lo - 4, lo - 4, hi - 4, hi - 4, hi - 4, hi - 4);
+        *a = _mm256_or_si256(*a, _mm256_and_si256(_mm256_srlv_epi32(ha, n), bit));
+        *b = _mm256_or_si256(*b, _mm256_and_si256(_mm256_srlv_epi32(hb, n), bit));
+    }
+}
+
+/* The byte shuffle that spreads, for packs of pairs 2k and 2k + 1, 16-bit
+ * lanes 4k and 4k + 2 over the low 128-bit lane (four each) and 4k + 1
+ * and 4k + 3 over the high one: the scales of the sub-blocks there. */
+ALWAYS_INLINE __m256i spread_quad(int k)
+{
+    const short a = (short)(8 * k | (8 * k + 1) << 8), b = (short)((8 * k + 2) | (8 * k + 3) << 8);
+    const short c = (short)((8 * k + 4) | (8 * k + 5) << 8), d = (short)((8 * k + 6) | (8 * k + 7) << 8);
+    return _mm256_setr_epi16(a, a, a, a, c, c, c, c, b, b, b, b, d, d, d, d);
+}
+
+/* Q4_K's or Q5_K's super-block w against xp, its 256 activations in
+ * x_pairs's form: a pair's two byte dot products leave sub-block 2g's
+ * partial sums in lanes 0-3 and 2g + 1's in 4-7, each below 2^15 in
+ * magnitude (8·31·127), so two pairs pack into one register's 16-bit
+ * lanes and one vpmaddwd scales four sub-blocks: half the dot products'
+ * accumulators, packs, shuffles and multiply-adds of one sub-block a
+ * register (k4_sums).  *is and *ms as k4_sums gives them. */
+ALWAYS_INLINE void sums_q45_k(ml_type T, const uint8_t *w, const int8_t *xp, const int32_t *asum,
                               __m256i *is, __m256i *ms)
 {
     prefetch_ahead_l2(w, PREFETCH_K, 3);
-    __m256i q[8], v[8];
-    k45_quants(T, w, q);
+    __m256i v[4];
     UNROLL
-    for (int j = 0; j < 8; j++)
-        v[j] = dot_u8s8(q[j], load256(x + 32 * j));
-    k4_sums(w, v, asum, is, ms);
+    for (int g = 0; g < 4; g++) {
+        __m256i a, b;
+        k45_pair_quants(T, w, g, &a, &b);
+        const __m256i xa = load256(xp + 64 * g), xb = load256(xp + 64 * g + 32);
+#if HAVE_VNNI
+        v[g] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), a, xa), b, xb);
+#else
+        v[g] = _mm256_add_epi32(dot_u8s8(a, xa), dot_u8s8(b, xb));
+#endif
+    }
+    const __m128i sm = k4_scales_mins8(w + 4);
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+    const __m256i acc = madd16_acc(_mm256_setzero_si256(), _mm256_packs_epi32(v[0], v[1]),
+                                   _mm256_shuffle_epi8(sc, spread_quad(0)));
+    *is = madd16_acc(acc, _mm256_packs_epi32(v[2], v[3]), _mm256_shuffle_epi8(sc, spread_quad(1)));
+    *ms = k4_mins(sm, asum);
 }
 
 /* ---- Q6_K ---- */
@@ -1082,7 +1152,7 @@ ALWAYS_INLINE void sums_k(ml_type T, const uint8_t *w, const int8_t *x, const xs
     *ms = _mm256_setzero_si256();
     switch (T) {
     case ML_TYPE_Q4_K:
-    case ML_TYPE_Q5_K: sums_q45_k(T, w, x, xs->s32 + 8 * k, is, ms); break;
+    case ML_TYPE_Q5_K: sums_q45_k(T, w, xs->paired + 256 * k, xs->s32 + 8 * k, is, ms); break;
     case ML_TYPE_Q6_K: sums_q6_k(w, x, xs->s16 + 16 * k, is); break;
     case ML_TYPE_Q2_K: sums_q2_k(w, x, xs->s16 + 16 * k, is, ms); break;
     case ML_TYPE_Q3_K: sums_q3_k(w, x, xs->s16 + 16 * k, is); break;
@@ -1380,7 +1450,8 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     xsums xs;
     xsums_init(&xs, xq, cols, halves);
     int8_t paired[XS_COLS];
-    if ((HAVE_VNNI && t == ML_TYPE_IQ4_XS) || nibbles_at(t)) {
+    if ((HAVE_VNNI && t == ML_TYPE_IQ4_XS) || t == ML_TYPE_Q4_K || t == ML_TYPE_Q5_K ||
+        nibbles_at(t)) {
         x_pairs(paired, xq, cols / 256 * 256);
         xs.paired = paired;
     }
