@@ -350,18 +350,30 @@ ALWAYS_INLINE void q6_unpack(const uint8_t *w, q6_unpacked *u)
 /* An unpacked Q6_K super-block against x; a16: x's sixteen half sums. */
 ALWAYS_INLINE void q6_sums(const q6_unpacked *u, const int8_t *x, const int16_t *a16, __m256i *is)
 {
-    __m256i v[8];
-    UNROLL
-    for (int j = 0; j < 8; j++)
-        v[j] = q6_scaled(u->q[j], x + 32 * j, u->s[j]);
     /* Σ sc·q6u·x - 32 Σ sc·asum, exact; row_k needs only the lanes'
      * total, so the sub-blocks are added lane by lane, not transposed */
     const __m256i corr = _mm256_slli_epi32(
         _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a16), u->sc16), 5);
+#if HAVE_VNNI
+    /* vpdpwssd scales and adds at once: two chains of four sub-blocks */
+    __m256i e = _mm256_setzero_si256(), o = _mm256_setzero_si256();
+    UNROLL
+    for (int j = 0; j < 8; j += 2) {
+        e = _mm256_dpwssd_epi32(e, _mm256_maddubs_epi16(u->q[j], load256(x + 32 * j)), u->s[j]);
+        o = _mm256_dpwssd_epi32(o, _mm256_maddubs_epi16(u->q[j + 1], load256(x + 32 * j + 32)),
+                                u->s[j + 1]);
+    }
+    *is = _mm256_sub_epi32(_mm256_add_epi32(e, o), corr);
+#else
+    __m256i v[8];
+    UNROLL
+    for (int j = 0; j < 8; j++)
+        v[j] = q6_scaled(u->q[j], x + 32 * j, u->s[j]);
     const __m256i all = _mm256_add_epi32(
         _mm256_add_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3])),
         _mm256_add_epi32(_mm256_add_epi32(v[4], v[5]), _mm256_add_epi32(v[6], v[7])));
     *is = _mm256_sub_epi32(all, corr);
+#endif
 }
 
 /* a16: the super-block's sixteen half sums of x. */
