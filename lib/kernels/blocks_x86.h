@@ -159,14 +159,6 @@ ALWAYS_INLINE __m256i madd16_acc(__m256i acc, __m256i p, __m256i s)
 #endif
 }
 
-/* The byte shuffle that spreads 16-bit lane 2k over a 128-bit lane's
- * first four 16-bit lanes and lane 2k + 1 over its last four. */
-ALWAYS_INLINE __m256i spread_pair(int k)
-{
-    const short a = (short)(4 * k | (4 * k + 1) << 8), b = (short)((4 * k + 2) | (4 * k + 3) << 8);
-    return _mm256_setr_epi16(a, a, a, a, b, b, b, b, a, a, a, a, b, b, b, b);
-}
-
 /* The byte shuffle that spreads 16-bit lane 2k over the first 128-bit
  * lane and lane 2k + 1 over the second (both lanes holding the same
  * eight). */
@@ -183,49 +175,6 @@ ALWAYS_INLINE __m256i k4_mins(__m128i sm, const int32_t *asum)
 {
     return _mm256_madd_epi16(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8)),
                              _mm256_loadu_si256((const __m256i *)asum));
-}
-
-/* Rule 6's Q4_K / Q5_K lanes: lanes adding up to Σ_j sc_j·isum_j (v[j]:
- * sub-block j's byte products in eight lanes, each below 2^15 in
- * magnitude, so packing two sub-blocks into 16-bit lanes is exact; one
- * vpmaddwd then scales both), and m_j·asum_j in lane j.  row_k needs only
- * each vector's total, so nothing is transposed per super-block. */
-ALWAYS_INLINE void k4_sums(const uint8_t *blk, const __m256i v[8], const int32_t *asum,
-                           __m256i *is, __m256i *ms)
-{
-    const __m128i sm = k4_scales_mins8(blk + 4);
-    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-    __m256i acc = _mm256_setzero_si256();
-    UNROLL
-    for (int k = 0; k < 4; k++)
-        acc = madd16_acc(acc, _mm256_packs_epi32(v[2 * k], v[2 * k + 1]),
-                         _mm256_shuffle_epi8(sc, spread_pair(k)));
-    *is = acc;
-    *ms = k4_mins(sm, asum);
-}
-
-/* Q4_K's or Q5_K's super-block w: its 256 unsigned quants, sub-block j
- * in q[j] (Q5_K's fifth bit: bit j of qh[l] for sub-block j). */
-ALWAYS_INLINE void k45_quants(ml_type T, const uint8_t *w, __m256i q[8])
-{
-    const __m256i low = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(16);
-    const __m256i qh = T == ML_TYPE_Q5_K ? load256(w + 16) : _mm256_setzero_si256();
-    UNROLL
-    for (int g = 0; g < 4; g++) {
-        const __m256i b = load256(w + (T == ML_TYPE_Q5_K ? 48 : 16) + 32 * g);
-        q[2 * g] = _mm256_and_si256(b, low);
-        q[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
-        if (T == ML_TYPE_Q5_K) { /* bits 2g and 2g + 1 of qh to bit 4: shift the
-                                  * 16-bit lanes, mask per byte (no bit crosses
-                                  * into the masked one) */
-            q[2 * g] = _mm256_or_si256(
-                q[2 * g], _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 4 - 2 * g)
-                                                 : _mm256_srli_epi16(qh, 2 * g - 4), bit));
-            q[2 * g + 1] = _mm256_or_si256(
-                q[2 * g + 1], _mm256_and_si256(g < 2 ? _mm256_slli_epi16(qh, 3 - 2 * g)
-                                                     : _mm256_srli_epi16(qh, 2 * g - 3), bit));
-        }
-    }
 }
 
 /* Pair g of Q4_K's or Q5_K's super-block w (sub-blocks 2g and 2g + 1) for
@@ -271,35 +220,61 @@ ALWAYS_INLINE __m256i spread_quad(int k)
     return _mm256_setr_epi16(a, a, a, a, c, c, c, c, b, b, b, b, d, d, d, d);
 }
 
-/* Q4_K's or Q5_K's super-block w against xp, its 256 activations in
- * x_pairs's form: a pair's two byte dot products leave sub-block 2g's
- * partial sums in lanes 0-3 and 2g + 1's in 4-7, each below 2^15 in
- * magnitude (8·31·127), so two pairs pack into one register's 16-bit
- * lanes and one vpmaddwd scales four sub-blocks: half the dot products'
- * accumulators, packs, shuffles and multiply-adds of one sub-block a
- * register (k4_sums).  *is and *ms as k4_sums gives them. */
+/* Q4_K's or Q5_K's super-block unpacked for x_pairs's form of the
+ * activations: a[g], b[g] pair g's quants (k45_pair_quants), s[0], s[1]
+ * the scales spread for the packed pairs (spread_quad), sm the scales
+ * and mins (k4_scales_mins8). */
+typedef struct k45_unpacked {
+    __m256i a[4], b[4], s[2];
+    __m128i sm;
+} k45_unpacked;
+
+ALWAYS_INLINE void k45_unpack(ml_type T, const uint8_t *w, k45_unpacked *u)
+{
+    UNROLL
+    for (int g = 0; g < 4; g++)
+        k45_pair_quants(T, w, g, &u->a[g], &u->b[g]);
+    u->sm = k4_scales_mins8(w + 4);
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(u->sm));
+    u->s[0] = _mm256_shuffle_epi8(sc, spread_quad(0));
+    u->s[1] = _mm256_shuffle_epi8(sc, spread_quad(1));
+}
+
+/* Rule 6's Q4_K / Q5_K lanes of an unpacked super-block against xp, its
+ * 256 activations in x_pairs's form (asum: their sub-blocks' sums):
+ * lanes adding up to Σ_j sc_j·isum_j (*is) and m_j·asum_j in lane j
+ * (*ms); row_k needs only each vector's total.  A pair's two byte dot
+ * products leave sub-block 2g's partial sums in lanes 0-3 and 2g + 1's
+ * in 4-7, each below 2^15 in magnitude (8·31·127), so two pairs pack
+ * exactly into one register's 16-bit lanes and one vpmaddwd scales four
+ * sub-blocks: half the accumulators, packs and multiply-adds of one
+ * sub-block a register. */
+ALWAYS_INLINE void k45_sums(const k45_unpacked *u, const int8_t *xp, const int32_t *asum,
+                            __m256i *is, __m256i *ms)
+{
+    __m256i v[4];
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+        const __m256i xa = load256(xp + 64 * g), xb = load256(xp + 64 * g + 32);
+#if HAVE_VNNI
+        v[g] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u->a[g], xa),
+                                   u->b[g], xb);
+#else
+        v[g] = _mm256_add_epi32(dot_u8s8(u->a[g], xa), dot_u8s8(u->b[g], xb));
+#endif
+    }
+    const __m256i acc = madd16_acc(_mm256_setzero_si256(), _mm256_packs_epi32(v[0], v[1]), u->s[0]);
+    *is = madd16_acc(acc, _mm256_packs_epi32(v[2], v[3]), u->s[1]);
+    *ms = k4_mins(u->sm, asum);
+}
+
 ALWAYS_INLINE void sums_q45_k(ml_type T, const uint8_t *w, const int8_t *xp, const int32_t *asum,
                               __m256i *is, __m256i *ms)
 {
     prefetch_ahead_l2(w, PREFETCH_K, 3);
-    __m256i v[4];
-    UNROLL
-    for (int g = 0; g < 4; g++) {
-        __m256i a, b;
-        k45_pair_quants(T, w, g, &a, &b);
-        const __m256i xa = load256(xp + 64 * g), xb = load256(xp + 64 * g + 32);
-#if HAVE_VNNI
-        v[g] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), a, xa), b, xb);
-#else
-        v[g] = _mm256_add_epi32(dot_u8s8(a, xa), dot_u8s8(b, xb));
-#endif
-    }
-    const __m128i sm = k4_scales_mins8(w + 4);
-    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-    const __m256i acc = madd16_acc(_mm256_setzero_si256(), _mm256_packs_epi32(v[0], v[1]),
-                                   _mm256_shuffle_epi8(sc, spread_quad(0)));
-    *is = madd16_acc(acc, _mm256_packs_epi32(v[2], v[3]), _mm256_shuffle_epi8(sc, spread_quad(1)));
-    *ms = k4_mins(sm, asum);
+    k45_unpacked u;
+    k45_unpack(T, w, &u);
+    k45_sums(&u, xp, asum, is, ms);
 }
 
 /* ---- Q6_K ---- */
@@ -1246,7 +1221,7 @@ ALWAYS_INLINE int kl_type(ml_type t)
  * As matmul_32_tokens for the nibble types: a verify step or a few
  * sequences multiply the same rows by 2 to KT_MAX tokens, and row_k
  * would unpack each super-block's quants again for every token.  Here
- * they are unpacked once (k45_quants, q6_unpack, iq4xs_unpack, as the
+ * they are unpacked once (k45_unpack, q6_unpack, iq4xs_unpack, as the
  * sums_* do for one) and each token's sums, float steps and fold are row_k's:
  * matvec's bits. */
 #define KT_MAX 8 /* nine on go to the lanes (kl_min_tok) or the tiles */
@@ -1277,16 +1252,10 @@ ALWAYS_INLINE void kt_block(ml_type T, const uint8_t *b, size_t k, size_t nt, co
         return;
     }
     prefetch_ahead_l2(b, PREFETCH_K, 3);
-    __m256i q[8];
-    k45_quants(T, b, q);
-    for (size_t t = 0; t < nt; t++) {
-        const int8_t *x = tk[t].x + 256 * k;
-        __m256i v[8];
-        UNROLL
-        for (int s = 0; s < 8; s++)
-            v[s] = dot_u8s8(q[s], load256(x + 32 * s));
-        k4_sums(b, v, tk[t].xs->s32 + 8 * k, &is[t][j], &ms[t][j]);
-    }
+    k45_unpacked u;
+    k45_unpack(T, b, &u);
+    for (size_t t = 0; t < nt; t++)
+        k45_sums(&u, tk[t].xs->paired + 256 * k, tk[t].xs->s32 + 8 * k, &is[t][j], &ms[t][j]);
 }
 
 /* One row against nt <= KT_MAX tokens: out[t] its dot with token t. */
@@ -1331,7 +1300,7 @@ static int matmul_k_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0, 
         return 0;
     const size_t nsb = cols / 256, bytes = k_bytes(T);
     nt_x tk[KT_MAX];
-    if (!few_tokens(xq, xd, cols, nsb, n_tok, T == ML_TYPE_Q6_K, T == ML_TYPE_IQ4_XS, tk))
+    if (!few_tokens(xq, xd, cols, nsb, n_tok, T == ML_TYPE_Q6_K, T != ML_TYPE_Q6_K, tk))
         return 0;
     float out[KT_MAX];
     for (size_t r = r0; r < r1; r++) {
