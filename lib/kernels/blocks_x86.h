@@ -1960,10 +1960,13 @@ ALWAYS_INLINE int kl_nsub(ml_type T)
  * operand); each row's 128·Σ sc·q (kl_row.qx, once per decode) takes the
  * + 128 off again, exactly.  That replaces the offset term of every
  * group of tokens (32·sc·Σx, 128·sc·Σx: the ms products of kl_tile) by
- * one subtraction per row; for a single group the decode's kl_qx costs
- * more than the term it saves.  Q4_K and Q5_K keep their unsigned
- * quants: their mins need the sums of x anyway.  n_tok: the tokens the
- * form is laid out for. */
+ * one subtraction per row, and a row's four quants go in as the
+ * multiply-add's broadcast operand (kl_dot_bcast); for a single group
+ * the decode's kl_qx costs more than the term it saves.  Q4_K and Q5_K
+ * keep their unsigned quants: their mins need the sums of x anyway, and
+ * in this form (their quants, below 32, are the same signed bytes) they
+ * were 5-7% slower (docs/speed-history.md, section 27).  n_tok: the
+ * tokens the form is laid out for. */
 ALWAYS_INLINE int kl_signed(ml_type T, size_t n_tok)
 {
     return HAVE_VNNI && (T == ML_TYPE_Q6_K || T == ML_TYPE_IQ4_XS) && n_tok > KL_TOK;
@@ -2159,6 +2162,19 @@ ALWAYS_INLINE kl_vi kl_madd16(kl_vi acc, kl_vi a, kl_vi b)
 #endif
 }
 
+#if HAVE_VNNI
+/* acc + the byte products of xu (unsigned) and the four signed bytes at
+ * w in every lane.  Written out so that the broadcast is vpdpbusd's own
+ * memory operand ({1to16}): GCC loads it with a vpbroadcastd of its own,
+ * which on Intel's cores takes the multiply-add's port (docs/speed-
+ * history.md, section 27). */
+ALWAYS_INLINE __m512i kl_dot_bcast(__m512i acc, __m512i xu, const kl_u32 *w)
+{
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(xu), "m"(*w));
+    return acc;
+}
+#endif
+
 /* Sub-block s of a tile's rows (xc: its per groups of activations)
  * into is[r]: its scale times its byte products' sum. */
 ALWAYS_INLINE void kl_sub(const kl_row *rw, const kl_vi *xc, int s, int per, int run, int sgn,
@@ -2174,8 +2190,7 @@ ALWAYS_INLINE void kl_sub(const kl_row *rw, const kl_vi *xc, int s, int per, int
     for (int g = 0; g < per; g++)
         UNROLL
         for (int r = 0; r < KL_ROWS; r++)
-            v[r] = sgn ? _mm512_dpbusd_epi32(
-                             v[r], xc[g], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))))
+            v[r] = sgn ? kl_dot_bcast(v[r], xc[g], (const kl_u32 *)(rw[r].q + 4 * (per * s + g)))
                        : _mm512_dpbusd_epi32(
                              v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))), xc[g]);
     UNROLL
