@@ -1965,7 +1965,7 @@ ALWAYS_INLINE int kl_nsub(ml_type T)
  * the decode's kl_qx costs more than the term it saves.  Q4_K and Q5_K
  * keep their unsigned quants: their mins need the sums of x anyway, and
  * in this form (their quants, below 32, are the same signed bytes) they
- * were 5-7% slower (docs/speed-history.md, section 27).  n_tok: the
+ * measured slower (docs/speed-history.md, section 27).  n_tok: the
  * tokens the form is laid out for. */
 ALWAYS_INLINE int kl_signed(ml_type T, size_t n_tok)
 {
@@ -2166,8 +2166,8 @@ ALWAYS_INLINE kl_vi kl_madd16(kl_vi acc, kl_vi a, kl_vi b)
 /* acc + the byte products of xu (unsigned) and the four signed bytes at
  * w in every lane.  Written out so that the broadcast is vpdpbusd's own
  * memory operand ({1to16}): GCC loads it with a vpbroadcastd of its own,
- * which on Intel's cores takes the multiply-add's port (docs/speed-
- * history.md, section 27). */
+ * which can compete with the multiply-adds for their execution port
+ * (docs/speed-history.md, section 27). */
 ALWAYS_INLINE __m512i kl_dot_bcast(__m512i acc, __m512i xu, const kl_u32 *w)
 {
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(xu), "m"(*w));
