@@ -164,8 +164,8 @@ typedef struct matrix {
 /* The types -t names, and where a block type's block (or super-block)
  * keeps its scales (d, and dmin or -1: f16, or MXFP4's one e8m0 byte),
  * which random bytes would make NaN or subnormal at times: slow on some
- * CPUs (MXFP4's random exponents cost a fivefold slowdown on an Intel
- * Xeon), and not what a file holds. */
+ * CPUs (MXFP4's random exponents: docs/speed-history.md, section 27),
+ * and not what a file holds. */
 static const struct {
     const char *name;
     ml_type type;
