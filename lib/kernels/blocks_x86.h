@@ -49,6 +49,17 @@ ALWAYS_INLINE __m256i dot_u8s8(__m256i u, __m256i x)
 #endif
 }
 
+/* dot_u8s8(a, xa) + dot_u8s8(b, xb): with VNNI one chain of two
+ * vpdpbusd. */
+ALWAYS_INLINE __m256i dot2_u8s8(__m256i a, __m256i xa, __m256i b, __m256i xb)
+{
+#if HAVE_VNNI
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), a, xa), b, xb);
+#else
+    return _mm256_add_epi32(dot_u8s8(a, xa), dot_u8s8(b, xb));
+#endif
+}
+
 ALWAYS_INLINE __m256i load256(const void *p)
 {
     return _mm256_loadu_si256((const __m256i *)p);
@@ -254,15 +265,8 @@ ALWAYS_INLINE void k45_sums(const k45_unpacked *u, const int8_t *xp, const int32
 {
     __m256i v[4];
     UNROLL
-    for (int g = 0; g < 4; g++) {
-        const __m256i xa = load256(xp + 64 * g), xb = load256(xp + 64 * g + 32);
-#if HAVE_VNNI
-        v[g] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u->a[g], xa),
-                                   u->b[g], xb);
-#else
-        v[g] = _mm256_add_epi32(dot_u8s8(u->a[g], xa), dot_u8s8(u->b[g], xb));
-#endif
-    }
+    for (int g = 0; g < 4; g++)
+        v[g] = dot2_u8s8(u->a[g], load256(xp + 64 * g), u->b[g], load256(xp + 64 * g + 32));
     const __m256i acc = madd16_acc(_mm256_setzero_si256(), _mm256_packs_epi32(v[0], v[1]), u->s[0]);
     *is = madd16_acc(acc, _mm256_packs_epi32(v[2], v[3]), u->s[1]);
     *ms = k4_mins(u->sm, asum);
@@ -684,14 +688,9 @@ ALWAYS_INLINE void pair_nibbles(ml_type T, const uint8_t *b, size_t bytes, __m25
 ALWAYS_INLINE __m256i pair_sums(ml_type T, __m256i lo, __m256i hi, const int8_t *xp)
 {
     const __m256i x0 = load256(xp), x1 = load256(xp + 32);
-#if HAVE_VNNI
-    (void)T;
-    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, x0), hi, x1);
-#else
-    if (T == ML_TYPE_IQ4_NL)
+    if (!HAVE_VNNI && T == ML_TYPE_IQ4_NL)
         return _mm256_add_epi32(dot_s8s8(lo, x0), dot_s8s8(hi, x1));
-    return _mm256_add_epi32(dot_u8s8(lo, x0), dot_u8s8(hi, x1));
-#endif
+    return dot2_u8s8(lo, x0, hi, x1);
 }
 
 ALWAYS_INLINE __m256i pair_dot(ml_type T, const uint8_t *b, size_t bytes, const int8_t *xp)
