@@ -2392,6 +2392,293 @@ static void kl_chunk(ml_type t, int sgn, const uint8_t *w, size_t cols, size_t r
     }
 }
 
+/* From this many tokens on, with VNNI, the rows in the lanes (below). */
+#define KR_MIN_TOK 17
+
+ALWAYS_INLINE int kr_takes(size_t n_tok)
+{
+    return HAVE_VNNI && n_tok >= KR_MIN_TOK;
+}
+
+#if HAVE_VNNI
+/* ---- matmul of Q4_K, Q5_K, Q6_K and IQ4_XS with the rows in the lanes ----
+ *
+ * The lanes above broadcast a row's four quants into every multiply-add;
+ * here the broadcast is a token's four activations, and each one feeds
+ * KR_R registers of sixteen rows' quants (lane i: row 16a + i), so a
+ * broadcast costs 1/KR_R of a multiply-add instead of one, and KR_T
+ * tokens share each register of quants.  The rows of a tile (KR_R·16)
+ * are decoded and transposed once per call (kr_rows, into kr_sb), the
+ * activations are read where they lie, and the form made ahead is only
+ * each token's sub-block sums (for the mins and offsets).  Every lane does
+ * kl_tile's integer sums (exact) and float step (the same operations per
+ * (row, token): d·xd is a product of the same two floats), and rule 3's
+ * eight partial sums per (row, token) are kept in memory: matvec's bits. */
+#define KR_R 2   /* registers of sixteen rows a tile */
+#define KR_T 6   /* tokens a tile */
+#define KR_ROWS (16 * KR_R)
+
+/* One super-block of a tile's KR_ROWS rows, transposed: lane i of [..][a]
+ * is row 16a + i's. */
+typedef struct kr_sb {
+    __m512i q[64][KR_R];  /* group g: quants 4g..4g+3 (kl_row.q) */
+    __m512i sc[16][KR_R]; /* sub-block scales (kl_row.sc) */
+    __m512i mt[8][KR_R];  /* kl_row.mt */
+    __m512 d[KR_R], dmin[KR_R];
+} kr_sb;
+
+/* r[j] lane i = r[i] lane j, for sixteen 32-bit lanes. */
+ALWAYS_INLINE void transpose16x16(__m512i r[16])
+{
+    __m512i t[16], u[16];
+    UNROLL
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    /* u[4m + c], 128-bit lane L: rows 4m..4m + 3 of column 4L + c */
+    UNROLL
+    for (int i = 0; i < 16; i += 4) {
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    /* then the 128-bit lanes as a 4 x 4 transpose */
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88),
+                      v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xdd),
+                      v2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88),
+                      v3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xdd);
+        r[c] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+        r[4 + c] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+        r[8 + c] = _mm512_shuffle_i32x4(v0, v2, 0xdd);
+        r[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xdd);
+    }
+}
+
+/* Sixteen decoded rows o[] into sb's half a. */
+ALWAYS_INLINE void kr_put(const kl_row o[16], int nsub, int a, kr_sb *sb)
+{
+    for (int b = 0; b < 4; b++) { /* quants 64b..64b + 63: groups 16b.. */
+        __m512i r[16];
+        UNROLL
+        for (int i = 0; i < 16; i++)
+            r[i] = _mm512_loadu_si512(o[i].q + 64 * b);
+        transpose16x16(r);
+        UNROLL
+        for (int j = 0; j < 16; j++)
+            sb->q[16 * b + j][a] = r[j];
+    }
+    __m512i r[16];
+    UNROLL
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_loadu_si512(o[i].sc);
+    transpose16x16(r);
+    for (int j = 0; j < nsub; j++)
+        sb->sc[j][a] = r[j];
+    _Alignas(64) int32_t mt[8][16];
+    _Alignas(64) float d[16], dmin[16];
+    for (int i = 0; i < 16; i++) {
+        for (int p = 0; p < nsub / 2; p++)
+            mt[p][i] = o[i].mt[p];
+        d[i] = o[i].d, dmin[i] = o[i].dmin;
+    }
+    for (int p = 0; p < nsub / 2; p++)
+        sb->mt[p][a] = _mm512_load_si512(mt[p]);
+    sb->d[a] = _mm512_load_ps(d), sb->dmin[a] = _mm512_load_ps(dmin);
+}
+
+/* Rows [r, r + nr) (nr <= KR_ROWS) into sb[0..nsb), the last row
+ * repeated past nr. */
+static void kr_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t nr, kr_sb *sb)
+{
+    const size_t nsb = cols / 256, bytes = k_bytes(T);
+    for (size_t k = 0; k < nsb; k++)
+        for (int a = 0; a < KR_R; a++) {
+            kl_row o[16];
+            for (size_t i = 0; i < 16; i++) {
+                const size_t row = r + (16 * a + i < nr ? 16 * a + i : nr - 1);
+                kl_decode(T, 0, w + (row * nsb + k) * bytes, &o[i]);
+            }
+            kr_put(o, kl_nsub(T), a, &sb[k]);
+        }
+}
+
+/* A tile's KR_ROWS rows x KR_T tokens over every super-block; token t's
+ * activations at x[t], its sub-block pairs' sums (kl_x.as's, nsub / 2 a
+ * super-block) at as[t], its scales at xd[t]; facc: rule 3's partial
+ * sums, out[t][a]: the result. */
+ALWAYS_INLINE void kr_tile(ml_type T, const kr_sb *sb, size_t nsb, const int8_t *const x[KR_T],
+                           const int32_t *const as[KR_T], const float *const xd[KR_T],
+                           __m512 facc[KR_T][KR_R][8], __m512 out[KR_T][KR_R])
+{
+    const int nsub = kl_nsub(T), per = 64 / nsub;
+    for (int t = 0; t < KR_T; t++)
+        for (int a = 0; a < KR_R; a++)
+            for (int j = 0; j < 8; j++)
+                facc[t][a][j] = _mm512_setzero_ps();
+    for (size_t k = 0; k < nsb; k++) {
+        const kr_sb *s = &sb[k];
+        __m512i is[KR_T][KR_R];
+        UNROLL
+        for (int t = 0; t < KR_T; t++)
+            UNROLL
+            for (int a = 0; a < KR_R; a++)
+                is[t][a] = _mm512_setzero_si512();
+        for (int j = 0; j < nsub; j++) {
+            __m512i v[KR_T][KR_R];
+            UNROLL
+            for (int t = 0; t < KR_T; t++)
+                UNROLL
+                for (int a = 0; a < KR_R; a++)
+                    v[t][a] = _mm512_setzero_si512();
+            UNROLL
+            for (int gg = 0; gg < per; gg++) {
+                const int g = per * j + gg;
+                UNROLL
+                for (int t = 0; t < KR_T; t++) {
+                    const __m512i xb = _mm512_set1_epi32(*(const kl_u32 *)(x[t] + 256 * k + 4 * g));
+                    UNROLL
+                    for (int a = 0; a < KR_R; a++)
+                        v[t][a] = _mm512_dpbusd_epi32(v[t][a], s->q[g][a], xb);
+                }
+            }
+            UNROLL
+            for (int t = 0; t < KR_T; t++)
+                UNROLL
+                for (int a = 0; a < KR_R; a++)
+                    is[t][a] = _mm512_add_epi32(is[t][a], _mm512_mullo_epi32(v[t][a], s->sc[j][a]));
+        }
+        UNROLL
+        for (int t = 0; t < KR_T; t++) {
+            const __m512 xdv = _mm512_set1_ps(xd[t][k]);
+            UNROLL
+            for (int a = 0; a < KR_R; a++) {
+                __m512i ms = _mm512_setzero_si512();
+                for (int p = 0; p < nsub / 2; p++)
+                    ms = _mm512_dpwssd_epi32(ms, s->mt[p][a],
+                                             _mm512_set1_epi32(as[t][k * (size_t)(nsub / 2) + p]));
+                const int off = T == ML_TYPE_Q6_K || T == ML_TYPE_IQ4_XS;
+                const __m512i isum = off ? _mm512_sub_epi32(is[t][a], ms) : is[t][a];
+                const __m512 sv = kl_s(T, isum, off ? _mm512_setzero_si512() : ms, s->d[a],
+                                       s->dmin[a], xdv);
+                facc[t][a][k % 8] = _mm512_add_ps(facc[t][a][k % 8], sv);
+            }
+        }
+    }
+    for (int t = 0; t < KR_T; t++) /* rule 3's fold, lane by lane */
+        for (int a = 0; a < KR_R; a++) {
+            __m512 *f = facc[t][a];
+            out[t][a] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(f[0], f[4]), _mm512_add_ps(f[2], f[6])),
+                                      _mm512_add_ps(_mm512_add_ps(f[1], f[5]), _mm512_add_ps(f[3], f[7])));
+        }
+}
+
+__attribute__((noinline)) static void kr_tile_q4_k(const kr_sb *sb, size_t nsb, const int8_t *const x[KR_T],
+                         const int32_t *const as[KR_T], const float *const xd[KR_T],
+                         __m512 facc[KR_T][KR_R][8], __m512 out[KR_T][KR_R])
+{
+    kr_tile(ML_TYPE_Q4_K, sb, nsb, x, as, xd, facc, out);
+}
+
+__attribute__((noinline)) static void kr_tile_q6_k(const kr_sb *sb, size_t nsb, const int8_t *const x[KR_T],
+                         const int32_t *const as[KR_T], const float *const xd[KR_T],
+                         __m512 facc[KR_T][KR_R][8], __m512 out[KR_T][KR_R])
+{
+    kr_tile(ML_TYPE_Q6_K, sb, nsb, x, as, xd, facc, out);
+}
+
+__attribute__((noinline)) static void kr_tile_iq4_xs(const kr_sb *sb, size_t nsb, const int8_t *const x[KR_T],
+                           const int32_t *const as[KR_T], const float *const xd[KR_T],
+                           __m512 facc[KR_T][KR_R][8], __m512 out[KR_T][KR_R])
+{
+    kr_tile(ML_TYPE_IQ4_XS, sb, nsb, x, as, xd, facc, out);
+}
+
+/* Token x's sub-block pairs' sums (as kl_x_sums makes them) at as. */
+static void kr_x_sums(ml_type T, const int8_t *x, size_t cols, int32_t *as)
+{
+    xsums xs;
+    xsums_init(&xs, x, cols, T == ML_TYPE_Q6_K);
+    const int nsub = kl_nsub(T);
+    for (size_t k = 0; k < cols / 256; k++)
+        for (int p = 0; p < nsub / 2; p++) {
+            const int lo = nsub == 16 ? xs.s16[16 * k + 2 * p] : xs.s32[8 * k + 2 * p],
+                      hi = nsub == 16 ? xs.s16[16 * k + 2 * p + 1] : xs.s32[8 * k + 2 * p + 1];
+            *as++ = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
+        }
+}
+
+/* The form the rows' tiles read: each token's sub-block pairs' sums, for
+ * n_tok tokens rounded up to whole tiles, after room for the lanes' form
+ * of the most tokens they take, which it never undercuts: the runtime
+ * sizes the form for its largest batch (matmul_blk_x.bytes). */
+ALWAYS_INLINE size_t kr_x_bytes(ml_type T, size_t cols, size_t n_tok)
+{
+    const size_t lanes = (KR_MIN_TOK - 1 + KL_TOK - 1) / KL_TOK * (cols / 256) * sizeof(kl_x);
+    return lanes + (n_tok + KR_T - 1) / KR_T * KR_T * (cols / 256) *
+                       (size_t)(kl_nsub(T) / 2) * sizeof(int32_t);
+}
+
+/* Tokens [t0, t1)'s sums into as (the form of all the tokens). */
+static void kr_x_tokens(ml_type T, const int8_t *xq, size_t cols, size_t t0, size_t t1, int32_t *as)
+{
+    const size_t npair = cols / 256 * (size_t)(kl_nsub(T) / 2);
+    for (size_t t = t0; t < t1; t++)
+        kr_x_sums(T, xq + t * cols, cols, as + t * npair);
+}
+
+/* Rows [r0, r1) x n_tok tokens whose sums are as; sb: scratch for a
+ * tile's rows (cols / 256 of them). */
+static void kr_run(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r1, const int8_t *xq,
+                   const float *xd, const int32_t *as, size_t n_tok, kr_sb *sb, float *y, size_t ldy)
+{
+    const size_t nsb = cols / 256, npair = nsb * (size_t)(kl_nsub(T) / 2);
+    for (size_t r = r0; r < r1; r += KR_ROWS) {
+        const size_t nr = r1 - r < KR_ROWS ? r1 - r : KR_ROWS;
+        kr_rows(T, w, cols, r, nr, sb);
+        const __mmask16 m[KR_R] = {
+            (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1),
+            (__mmask16)(nr >= 32 ? 0xffff : nr <= 16 ? 0 : (1u << (nr - 16)) - 1)};
+        for (size_t t0 = 0; t0 < n_tok; t0 += KR_T) {
+            const size_t nt = n_tok - t0 < KR_T ? n_tok - t0 : KR_T;
+            const int8_t *x[KR_T];
+            const int32_t *a[KR_T];
+            const float *d[KR_T];
+            for (size_t t = 0; t < KR_T; t++) { /* the last token again past nt */
+                const size_t u = t0 + (t < nt ? t : nt - 1);
+                x[t] = xq + u * cols, a[t] = as + u * npair, d[t] = xd + u * nsb;
+            }
+            __m512 facc[KR_T][KR_R][8], out[KR_T][KR_R];
+            if (T == ML_TYPE_Q6_K)
+                kr_tile_q6_k(sb, nsb, x, a, d, facc, out);
+            else if (T == ML_TYPE_IQ4_XS)
+                kr_tile_iq4_xs(sb, nsb, x, a, d, facc, out);
+            else
+                kr_tile_q4_k(sb, nsb, x, a, d, facc, out);
+            for (size_t t = 0; t < nt; t++)
+                for (int q = 0; q < KR_R; q++)
+                    _mm512_mask_storeu_ps(y + (t0 + t) * ldy + r + 16 * q, m[q], out[t][q]);
+        }
+    }
+}
+
+/* kr_run with the sums made here; 0 when out of memory. */
+static int matmul_k_rows(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                         const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+{
+    const size_t b_sb = kl_lines(cols / 256 * sizeof(kr_sb));
+    unsigned char *p = kl_scratch(b_sb + kr_x_bytes(T, cols, n_tok));
+    if (!p)
+        return 0;
+    int32_t *as = (int32_t *)(void *)(p + b_sb);
+    kr_x_tokens(T, xq, cols, 0, n_tok, as);
+    kr_run(T, w, cols, r0, r1, xq, xd, as, n_tok, (kr_sb *)(void *)p, y, ldy);
+    return 1;
+}
+#endif
 /* Q4_K, Q5_K (decoded alike), Q6_K and IQ4_XS, rows [r0, r1) x n_tok
  * tokens, the activations rearranged here a chunk at a time; 0 for
  * another type or when out of memory. */
@@ -2400,6 +2687,10 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
 {
     if (!kl_lanes_type(t))
         return 0;
+#if HAVE_VNNI
+    if (kr_takes(n_tok))
+        return matmul_k_rows(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
+#endif
     const size_t nsb = cols / 256;
     const size_t b_xg = kl_lines(KL_CHUNK / KL_TOK * nsb * sizeof(kl_x));
     unsigned char *p = kl_scratch(b_xg + KL_ROWS * nsb * sizeof(kl_row));
@@ -2661,13 +2952,24 @@ static size_t kl_x_bytes(ml_type t, size_t cols, size_t n_tok)
                    : 0;
     if (!kl_lanes_type(t) || n_tok < kl_min_tok(t) || cols > XS_COLS || cols % 256)
         return 0;
+#if HAVE_VNNI
+    if (kr_takes(n_tok))
+        return kr_x_bytes(t, cols, n_tok);
+#endif
     return (n_tok + KL_TOK - 1) / KL_TOK * (cols / 256) * sizeof(kl_x);
 }
 
-/* Its group: a lane a token, KL_TOK of them a register. */
+/* Its group: a lane a token, KL_TOK of them a register; or a tile of the
+ * rows in the lanes. */
 static size_t kl_x_tokens_at_once(ml_type t, size_t cols, size_t n_tok)
 {
-    return kl_x_bytes(t, cols, n_tok) ? KL_TOK : 1;
+    if (!kl_x_bytes(t, cols, n_tok))
+        return 1;
+#if HAVE_VNNI
+    if (kl_lanes_type(t) && kr_takes(n_tok))
+        return KR_T;
+#endif
+    return KL_TOK;
 }
 
 static void kl_x_prepare(ml_type t, const int8_t *xq, const float *xd, size_t cols,
@@ -2679,6 +2981,14 @@ static void kl_x_prepare(ml_type t, const int8_t *xq, const float *xd, size_t co
         l32_x_groups(xq, xd, cols, n_tok, g0, g1, xt);
         return;
     }
+#if HAVE_VNNI
+    if (kr_takes(n_tok)) {
+        const size_t tiles = (n_tok + KR_T - 1) / KR_T;
+        const size_t t0 = tiles * part / parts * KR_T, t1 = tiles * (part + 1) / parts * KR_T;
+        kr_x_tokens(t, xq, cols, t0, t1 < n_tok ? t1 : n_tok, xt);
+        return;
+    }
+#endif
     kl_x_groups(t, xq, xd, cols, n_tok, g0, g1, xt);
 }
 
@@ -2698,6 +3008,16 @@ static void kl_x_run(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t
                       n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK, rows, y + t0 * ldy, ldy);
         return;
     }
+#if HAVE_VNNI
+    if (kr_takes(n_tok)) {
+        kr_sb *sb = kl_scratch(cols / 256 * sizeof(kr_sb));
+        if (sb)
+            kr_run(t, w, cols, r0, r1, xq, xd, xt, n_tok, sb, y, ldy);
+        else /* the same bits by the other ways */
+            matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
+        return;
+    }
+#endif
     const size_t nsb = cols / 256;
     kl_row *rows = kl_scratch(KL_ROWS * nsb * sizeof(kl_row));
     if (!rows) { /* the same bits by the other ways */
