@@ -1927,7 +1927,7 @@ ALWAYS_INLINE kl_vi kl_zero(void)
 typedef struct kl_row {
     uint8_t q[256];   /* unsigned quants (Q6_K: q6 without the -32;
                        * IQ4_XS: level + 128), or in the signed form
-                       * (kl_signed) signed ones (Q6_K: q6 - 32; IQ4_XS:
+                       * (kr_signed) signed ones (Q6_K: q6 - 32; IQ4_XS:
                        * the levels) */
     int32_t sc[16];   /* sub-block scales: 8 of 32 elements (Q6_K: 16 of
                        * 16; IQ4_XS: ls - 32) */
@@ -1942,8 +1942,7 @@ typedef struct kl_row {
 
 /* A group of KL_TOK tokens' super-block. */
 typedef struct kl_x {
-    kl_vi c[64];      /* lane t: bytes 4c..4c+3 of token t's (+ 128,
-                       * unsigned, in the signed form) */
+    kl_vi c[64];      /* lane t: bytes 4c..4c+3 of token t's */
     kl_vi as[8];      /* lane t: sub-blocks 2p and 2p + 1's sums of x, 16 bits each */
     kl_vf xd;         /* lane t: token t's scale, +0 past the last token */
 } kl_x;
@@ -1951,24 +1950,6 @@ typedef struct kl_x {
 ALWAYS_INLINE int kl_nsub(ml_type T)
 {
     return T == ML_TYPE_Q6_K ? 16 : 8;
-}
-
-/* The signed form: with VNNI, from two groups of tokens on, Q6_K's and
- * IQ4_XS's quants are kept signed (q6 - 32, the levels) and the
- * activations go in + 128 (their sign bit flipped: vpdpbusd's unsigned
- * operand); each row's 128·Σ sc·q (kl_row.qx, once per decode) takes the
- * + 128 off again, exactly.  That replaces the offset term of every
- * group of tokens (32·sc·Σx, 128·sc·Σx: the ms products of kl_tile) by
- * one subtraction per row, and a row's four quants go in as the
- * multiply-add's broadcast operand (kl_dot_bcast); for a single group
- * the decode's kl_qx costs more than the term it saves.  Q4_K and Q5_K
- * keep their unsigned quants: their mins need the sums of x anyway, and
- * in this form (their quants, below 32, are the same signed bytes) they
- * measured slower (docs/speed-history.md, section 27).  n_tok: the
- * tokens the form is laid out for. */
-ALWAYS_INLINE int kl_signed(ml_type T, size_t n_tok)
-{
-    return HAVE_VNNI && (T == ML_TYPE_Q6_K || T == ML_TYPE_IQ4_XS) && n_tok > KL_TOK;
 }
 
 /* Token x's sub-block sums (xsums) into lane t of xg[0..nsb)'s as[]: a
@@ -2012,19 +1993,13 @@ ALWAYS_INLINE void kl_x_chunk(const int8_t *x, size_t cols, size_t nt, kl_vi c[8
 /* Tokens [0, nt) of a group (nt <= KL_TOK) into xg[0..nsb): x their
  * activations (cols apart), xd their scales (nsb apart); the lanes past
  * nt zero. */
-static void kl_x_group(ml_type T, int sgn, const int8_t *x, size_t cols, const float *xd,
-                       size_t nt, kl_x *xg)
+static void kl_x_group(ml_type T, const int8_t *x, size_t cols, const float *xd, size_t nt,
+                       kl_x *xg)
 {
     const size_t nsb = cols / 256;
     for (size_t k = 0; k < nsb; k++) {
         for (int q = 0; q < 8; q++)
             kl_x_chunk(x + 256 * k + 32 * q, cols, nt, xg[k].c + 8 * q);
-#if HAVE_VNNI
-        for (int c = 0; sgn && c < 64; c++) /* + 128 */
-            xg[k].c[c] = _mm512_xor_si512(xg[k].c[c], _mm512_set1_epi8(-128));
-#else
-        (void)sgn;
-#endif
         _Alignas(64) float d[KL_TOK];
         for (size_t t = 0; t < KL_TOK; t++)
             d[t] = t < nt ? xd[t * nsb + k] : 0.0f;
@@ -2054,7 +2029,8 @@ ALWAYS_INLINE int32_t kl_qx(const kl_row *o, int nsub)
     return 128 * _mm_cvtsi128_si32(_mm_add_epi32(q, _mm_shuffle_epi32(q, 0xb1)));
 }
 
-/* One super-block b of T decoded straight into o. */
+/* One super-block b of T decoded straight into o (sgn: in the signed
+ * form, kr_signed). */
 ALWAYS_INLINE void kl_decode(ml_type T, int sgn, const uint8_t *b, kl_row *o)
 {
     const __m256i low = _mm256_set1_epi8(15);
@@ -2125,17 +2101,14 @@ ALWAYS_INLINE void kl_scale_pairs(kl_row *o, int nsub)
 
 /* Rows [r, r + nr) (nr <= KL_ROWS) into rows[k * KL_ROWS + i], the last
  * row repeated past nr. */
-static void kl_rows(ml_type T, int sgn, const uint8_t *w, size_t cols, size_t r, size_t nr,
-                    kl_row *rows)
+static void kl_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t nr, kl_row *rows)
 {
     const size_t nsb = cols / 256, bytes = k_bytes(T);
     for (size_t i = 0; i < KL_ROWS; i++) {
         const uint8_t *row = w + (r + (i < nr ? i : nr - 1)) * nsb * bytes;
         for (size_t k = 0; k < nsb; k++) {
             kl_row *o = &rows[k * KL_ROWS + i];
-            kl_decode(T, sgn, row + k * bytes, o);
-            if (sgn)
-                o->qx = kl_qx(o, kl_nsub(T));
+            kl_decode(T, 0, row + k * bytes, o);
             if (!HAVE_VNNI)
                 kl_scale_pairs(o, kl_nsub(T));
         }
@@ -2161,22 +2134,9 @@ ALWAYS_INLINE kl_vi kl_madd16(kl_vi acc, kl_vi a, kl_vi b)
 #endif
 }
 
-#if HAVE_VNNI
-/* acc + the byte products of xu (unsigned) and the four signed bytes at
- * w in every lane.  Written out so that the broadcast is vpdpbusd's own
- * memory operand ({1to16}): GCC loads it with a vpbroadcastd of its own,
- * which can compete with the multiply-adds for their execution port
- * (docs/speed-history.md, section 27). */
-ALWAYS_INLINE __m512i kl_dot_bcast(__m512i acc, __m512i xu, const kl_u32 *w)
-{
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(xu), "m"(*w));
-    return acc;
-}
-#endif
-
 /* Sub-block s of a tile's rows (xc: its per groups of activations)
  * into is[r]: its scale times its byte products' sum. */
-ALWAYS_INLINE void kl_sub(const kl_row *rw, const kl_vi *xc, int s, int per, int run, int sgn,
+ALWAYS_INLINE void kl_sub(const kl_row *rw, const kl_vi *xc, int s, int per, int run,
                           kl_vi is[KL_ROWS])
 {
 #if HAVE_VNNI
@@ -2189,14 +2149,12 @@ ALWAYS_INLINE void kl_sub(const kl_row *rw, const kl_vi *xc, int s, int per, int
     for (int g = 0; g < per; g++)
         UNROLL
         for (int r = 0; r < KL_ROWS; r++)
-            v[r] = sgn ? kl_dot_bcast(v[r], xc[g], (const kl_u32 *)(rw[r].q + 4 * (per * s + g)))
-                       : _mm512_dpbusd_epi32(
-                             v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))), xc[g]);
+            v[r] = _mm512_dpbusd_epi32(
+                v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))), xc[g]);
     UNROLL
     for (int r = 0; r < KL_ROWS; r++)
         is[r] = _mm512_add_epi32(is[r], _mm512_mullo_epi32(v[r], _mm512_set1_epi32(rw[r].sc[s])));
 #else
-    (void)sgn;
     /* a run of groups' 16-bit pairs, then one vpmaddwd by the scale
      * (|scale| <= 128) widens and scales them: no 32-bit multiply */
     UNROLL
@@ -2214,7 +2172,7 @@ ALWAYS_INLINE void kl_sub(const kl_row *rw, const kl_vi *xc, int s, int per, int
 }
 
 /* Eight rows x KL_TOK tokens over every super-block: out[row][token]. */
-ALWAYS_INLINE void kl_tile(ml_type T, int sgn, const kl_row *rows, const kl_x *xg, size_t nsb,
+ALWAYS_INLINE void kl_tile(ml_type T, const kl_row *rows, const kl_x *xg, size_t nsb,
                            float out[KL_ROWS][KL_TOK])
 {
     const int nsub = kl_nsub(T), per = 64 / nsub;
@@ -2235,21 +2193,17 @@ ALWAYS_INLINE void kl_tile(ml_type T, int sgn, const kl_row *rows, const kl_x *x
             is[r] = ms[r] = kl_zero();
         UNROLL
         for (int s = 0; s < nsub; s++)
-            kl_sub(rw, x->c + per * s, s, per, run, sgn, is);
-        if (!sgn)
+            kl_sub(rw, x->c + per * s, s, per, run, is);
+        UNROLL
+        for (int p = 0; p < nsub / 2; p++)
             UNROLL
-            for (int p = 0; p < nsub / 2; p++)
-                UNROLL
-                for (int r = 0; r < KL_ROWS; r++)
-                    ms[r] = kl_madd16(ms[r], KL(set1_epi32)(rw[r].mt[p]), x->as[p]);
+            for (int r = 0; r < KL_ROWS; r++)
+                ms[r] = kl_madd16(ms[r], KL(set1_epi32)(rw[r].mt[p]), x->as[p]);
         UNROLL
         for (int r = 0; r < KL_ROWS; r++) {
-            /* Q6_K and IQ4_XS: ms is the offsets' part of isum, or
-             * in the signed form qx the activations' + 128 */
+            /* Q6_K and IQ4_XS: ms is the offsets' part of isum */
             const int off = T == ML_TYPE_Q6_K || T == ML_TYPE_IQ4_XS;
-            const kl_vi isum = sgn   ? KL(sub_epi32)(is[r], KL(set1_epi32)(rw[r].qx))
-                               : off ? KL(sub_epi32)(is[r], ms[r])
-                                     : is[r];
+            const kl_vi isum = off ? KL(sub_epi32)(is[r], ms[r]) : is[r];
             const kl_vf sv = kl_s(T, isum, off ? kl_zero() : ms[r],
                                   KL(set1_ps)(rw[r].d), KL(set1_ps)(rw[r].dmin), x->xd);
             acc[r][k % 8] = KL(add_ps)(acc[r][k % 8], sv);
@@ -2264,26 +2218,18 @@ ALWAYS_INLINE void kl_tile(ml_type T, int sgn, const kl_row *rows, const kl_x *x
 
 static void kl_tile_q4_k(const kl_row *rows, const kl_x *xg, size_t nsb, float out[KL_ROWS][KL_TOK])
 {
-    kl_tile(ML_TYPE_Q4_K, 0, rows, xg, nsb, out);
+    kl_tile(ML_TYPE_Q4_K, rows, xg, nsb, out);
 }
 
-/* IQ4_XS and Q6_K in either form (sgn: the signed one, kl_signed). */
-static void kl_tile_iq4_xs(int sgn, const kl_row *rows, const kl_x *xg, size_t nsb,
+static void kl_tile_iq4_xs(const kl_row *rows, const kl_x *xg, size_t nsb,
                            float out[KL_ROWS][KL_TOK])
 {
-    if (sgn)
-        kl_tile(ML_TYPE_IQ4_XS, 1, rows, xg, nsb, out);
-    else
-        kl_tile(ML_TYPE_IQ4_XS, 0, rows, xg, nsb, out);
+    kl_tile(ML_TYPE_IQ4_XS, rows, xg, nsb, out);
 }
 
-static void kl_tile_q6_k(int sgn, const kl_row *rows, const kl_x *xg, size_t nsb,
-                         float out[KL_ROWS][KL_TOK])
+static void kl_tile_q6_k(const kl_row *rows, const kl_x *xg, size_t nsb, float out[KL_ROWS][KL_TOK])
 {
-    if (sgn)
-        kl_tile(ML_TYPE_Q6_K, 1, rows, xg, nsb, out);
-    else
-        kl_tile(ML_TYPE_Q6_K, 0, rows, xg, nsb, out);
+    kl_tile(ML_TYPE_Q6_K, rows, xg, nsb, out);
 }
 
 /* A thread's scratch for matmul_k_lanes (and matmul_32_tokens), kept
@@ -2334,7 +2280,7 @@ static void kl_x_groups(ml_type t, const int8_t *xq, const float *xd, size_t col
     const size_t nsb = cols / 256;
     for (size_t g = g0; g < g1; g++) {
         const size_t tg = g * KL_TOK, nt = n_tok - tg < KL_TOK ? n_tok - tg : KL_TOK;
-        kl_x_group(t, kl_signed(t, n_tok), xq + tg * cols, cols, xd + tg * nsb, nt, xg + g * nsb);
+        kl_x_group(t, xq + tg * cols, cols, xd + tg * nsb, nt, xg + g * nsb);
     }
 }
 
@@ -2368,23 +2314,23 @@ ALWAYS_INLINE void kl_put(float out[KL_ROWS][KL_TOK], size_t nr, size_t nt, floa
             y[k * ldy + i] = out[i][k];
 }
 
-/* Rows [r0, r1) times the nc tokens (nc <= KL_CHUNK) whose form is xg
- * (sgn: the signed one): token k's results at y + k * ldy.  rows:
+/* Rows [r0, r1) times the nc tokens (nc <= KL_CHUNK) whose form is xg:
+ * token k's results at y + k * ldy.  rows:
  * scratch for a tile's rows. */
-static void kl_chunk(ml_type t, int sgn, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+static void kl_chunk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                      const kl_x *xg, size_t nc, kl_row *rows, float *y, size_t ldy)
 {
     const size_t nsb = cols / 256;
     for (size_t r = r0; r < r1; r += KL_ROWS) {
         const size_t nr = r1 - r < KL_ROWS ? r1 - r : KL_ROWS;
-        kl_rows(t, sgn, w, cols, r, nr, rows);
+        kl_rows(t, w, cols, r, nr, rows);
         for (size_t g = 0; g * KL_TOK < nc; g++) {
             const size_t tg = g * KL_TOK, nt = nc - tg < KL_TOK ? nc - tg : KL_TOK;
             float out[KL_ROWS][KL_TOK];
             if (t == ML_TYPE_Q6_K)
-                kl_tile_q6_k(sgn, rows, xg + g * nsb, nsb, out);
+                kl_tile_q6_k(rows, xg + g * nsb, nsb, out);
             else if (t == ML_TYPE_IQ4_XS)
-                kl_tile_iq4_xs(sgn, rows, xg + g * nsb, nsb, out);
+                kl_tile_iq4_xs(rows, xg + g * nsb, nsb, out);
             else
                 kl_tile_q4_k(rows, xg + g * nsb, nsb, out);
             kl_put(out, nr, nt, y + tg * ldy + r, ldy);
@@ -2424,8 +2370,23 @@ typedef struct kr_sb {
     __m512i q[64][KR_R];  /* group g: quants 4g..4g+3 (kl_row.q) */
     __m512i sc[16][KR_R]; /* sub-block scales (kl_row.sc) */
     __m512i mt[8][KR_R];  /* kl_row.mt */
+    __m512i qx[KR_R];     /* kl_row.qx, in the signed form */
     __m512 d[KR_R], dmin[KR_R];
 } kr_sb;
+
+/* The signed form: Q6_K's and IQ4_XS's quants are kept signed (q6 - 32,
+ * the levels) and the activations go in + 128 (their sign bit flipped:
+ * vpdpbusd's unsigned operand, a copy made once with the form); each
+ * row's 128·Σ sc·q (kl_row.qx, once per decode) takes the + 128 off
+ * again, exactly.  That replaces the offsets' term (32·sc·Σx,
+ * 128·sc·Σx: eight and four 16-bit products per row, token and
+ * super-block, and the sums of x behind them) by one subtraction.  Q4_K
+ * and Q5_K keep their unsigned quants: their mins need the sums of x
+ * anyway. */
+ALWAYS_INLINE int kr_signed(ml_type T)
+{
+    return T == ML_TYPE_Q6_K || T == ML_TYPE_IQ4_XS;
+}
 
 /* r[j] lane i = r[i] lane j, for sixteen 32-bit lanes. */
 ALWAYS_INLINE void transpose16x16(__m512i r[16])
@@ -2478,15 +2439,16 @@ ALWAYS_INLINE void kr_put(const kl_row o[16], int nsub, int a, kr_sb *sb)
     transpose16x16(r);
     for (int j = 0; j < nsub; j++)
         sb->sc[j][a] = r[j];
-    _Alignas(64) int32_t mt[8][16];
+    _Alignas(64) int32_t mt[8][16], qx[16];
     _Alignas(64) float d[16], dmin[16];
     for (int i = 0; i < 16; i++) {
         for (int p = 0; p < nsub / 2; p++)
             mt[p][i] = o[i].mt[p];
-        d[i] = o[i].d, dmin[i] = o[i].dmin;
+        qx[i] = o[i].qx, d[i] = o[i].d, dmin[i] = o[i].dmin;
     }
     for (int p = 0; p < nsub / 2; p++)
         sb->mt[p][a] = _mm512_load_si512(mt[p]);
+    sb->qx[a] = _mm512_load_si512(qx);
     sb->d[a] = _mm512_load_ps(d), sb->dmin[a] = _mm512_load_ps(dmin);
 }
 
@@ -2500,16 +2462,25 @@ static void kr_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t n
             kl_row o[16];
             for (size_t i = 0; i < 16; i++) {
                 const size_t row = r + (16 * a + i < nr ? 16 * a + i : nr - 1);
-                kl_decode(T, 0, w + (row * nsb + k) * bytes, &o[i]);
+                const uint8_t *b = w + (row * nsb + k) * bytes;
+                /* sixteen rows are sixteen streams, more than the
+                 * hardware's prefetcher follows: the weights come from
+                 * memory, and waiting for them was a tenth of the time */
+                if (k + 2 < nsb)
+                    for (size_t c = 0; c < bytes; c += 64)
+                        _mm_prefetch((const char *)b + 2 * bytes + c, _MM_HINT_T0);
+                kl_decode(T, kr_signed(T), b, &o[i]);
+                o[i].qx = kr_signed(T) ? kl_qx(&o[i], kl_nsub(T)) : 0;
             }
             kr_put(o, kl_nsub(T), a, &sb[k]);
         }
 }
 
 /* A tile's KR_ROWS rows x KR_T tokens over every super-block; token t's
- * activations at x[t], its sub-block pairs' sums (kl_x.as's, nsub / 2 a
- * super-block) at as[t], its scales at xd[t]; facc: rule 3's partial
- * sums, out[t][a]: the result. */
+ * activations at x[t] (+ 128 in the signed form), its sub-block pairs'
+ * sums (kl_x.as's, nsub / 2 a super-block; not in the signed form) at
+ * as[t], its scales at xd[t]; facc: rule 3's partial sums, out[t][a]:
+ * the result. */
 ALWAYS_INLINE void kr_tile(ml_type T, const kr_sb *sb, size_t nsb, const int8_t *const x[KR_T],
                            const int32_t *const as[KR_T], const float *const xd[KR_T],
                            __m512 facc[KR_T][KR_R][8], __m512 out[KR_T][KR_R])
@@ -2542,7 +2513,8 @@ ALWAYS_INLINE void kr_tile(ml_type T, const kr_sb *sb, size_t nsb, const int8_t 
                     const __m512i xb = _mm512_set1_epi32(*(const kl_u32 *)(x[t] + 256 * k + 4 * g));
                     UNROLL
                     for (int a = 0; a < KR_R; a++)
-                        v[t][a] = _mm512_dpbusd_epi32(v[t][a], s->q[g][a], xb);
+                        v[t][a] = kr_signed(T) ? _mm512_dpbusd_epi32(v[t][a], xb, s->q[g][a])
+                                               : _mm512_dpbusd_epi32(v[t][a], s->q[g][a], xb);
                 }
             }
             UNROLL
@@ -2557,13 +2529,11 @@ ALWAYS_INLINE void kr_tile(ml_type T, const kr_sb *sb, size_t nsb, const int8_t 
             UNROLL
             for (int a = 0; a < KR_R; a++) {
                 __m512i ms = _mm512_setzero_si512();
-                for (int p = 0; p < nsub / 2; p++)
+                for (int p = 0; !kr_signed(T) && p < nsub / 2; p++)
                     ms = _mm512_dpwssd_epi32(ms, s->mt[p][a],
                                              _mm512_set1_epi32(as[t][k * (size_t)(nsub / 2) + p]));
-                const int off = T == ML_TYPE_Q6_K || T == ML_TYPE_IQ4_XS;
-                const __m512i isum = off ? _mm512_sub_epi32(is[t][a], ms) : is[t][a];
-                const __m512 sv = kl_s(T, isum, off ? _mm512_setzero_si512() : ms, s->d[a],
-                                       s->dmin[a], xdv);
+                const __m512i isum = kr_signed(T) ? _mm512_sub_epi32(is[t][a], s->qx[a]) : is[t][a];
+                const __m512 sv = kl_s(T, isum, ms, s->d[a], s->dmin[a], xdv);
                 facc[t][a][k % 8] = _mm512_add_ps(facc[t][a][k % 8], sv);
             }
         }
@@ -2611,37 +2581,51 @@ static void kr_x_sums(ml_type T, const int8_t *x, size_t cols, int32_t *as)
         }
 }
 
-/* The form the rows' tiles read: each token's sub-block pairs' sums, for
- * n_tok tokens rounded up to whole tiles, after room for the lanes' form
- * of the most tokens they take, which it never undercuts: the runtime
- * sizes the form for its largest batch (matmul_blk_x.bytes). */
+/* A token's bytes in the form the rows' tiles read: its sub-block pairs'
+ * sums, or in the signed form its activations + 128. */
+ALWAYS_INLINE size_t kr_x_token(ml_type T, size_t cols)
+{
+    return kr_signed(T) ? cols : cols / 256 * (size_t)(kl_nsub(T) / 2) * sizeof(int32_t);
+}
+
+/* That form for n_tok tokens rounded up to whole tiles, after room for
+ * the lanes' form of the most tokens they take, which it never
+ * undercuts: the runtime sizes the form for its largest batch
+ * (matmul_blk_x.bytes). */
 ALWAYS_INLINE size_t kr_x_bytes(ml_type T, size_t cols, size_t n_tok)
 {
     const size_t lanes = (KR_MIN_TOK - 1 + KL_TOK - 1) / KL_TOK * (cols / 256) * sizeof(kl_x);
-    return lanes + (n_tok + KR_T - 1) / KR_T * KR_T * (cols / 256) *
-                       (size_t)(kl_nsub(T) / 2) * sizeof(int32_t);
+    return lanes + (n_tok + KR_T - 1) / KR_T * KR_T * kr_x_token(T, cols);
 }
 
-/* Tokens [t0, t1)'s sums into as (the form of all the tokens). */
-static void kr_x_tokens(ml_type T, const int8_t *xq, size_t cols, size_t t0, size_t t1, int32_t *as)
+/* Tokens [t0, t1) into the form of all the tokens, xt. */
+static void kr_x_tokens(ml_type T, const int8_t *xq, size_t cols, size_t t0, size_t t1, void *xt)
 {
-    const size_t npair = cols / 256 * (size_t)(kl_nsub(T) / 2);
-    for (size_t t = t0; t < t1; t++)
-        kr_x_sums(T, xq + t * cols, cols, as + t * npair);
+    const size_t per = kr_x_token(T, cols);
+    for (size_t t = t0; t < t1; t++) {
+        unsigned char *o = (unsigned char *)xt + t * per;
+        if (!kr_signed(T)) {
+            kr_x_sums(T, xq + t * cols, cols, (int32_t *)(void *)o);
+            continue;
+        }
+        for (size_t c = 0; c < cols; c += 64) /* + 128 */
+            _mm512_storeu_si512(o + c, _mm512_xor_si512(_mm512_loadu_si512(xq + t * cols + c),
+                                                        _mm512_set1_epi8(-128)));
+    }
 }
 
-/* Rows [r0, r1) x n_tok tokens whose sums are as; sb: scratch for a
+/* Rows [r0, r1) x n_tok tokens whose form is xt; sb: scratch for a
  * tile's rows (cols / 256 of them). */
 static void kr_run(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r1, const int8_t *xq,
-                   const float *xd, const int32_t *as, size_t n_tok, kr_sb *sb, float *y, size_t ldy)
+                   const float *xd, const void *xt, size_t n_tok, kr_sb *sb, float *y, size_t ldy)
 {
-    const size_t nsb = cols / 256, npair = nsb * (size_t)(kl_nsub(T) / 2);
+    const size_t nsb = cols / 256, per = kr_x_token(T, cols);
     for (size_t r = r0; r < r1; r += KR_ROWS) {
         const size_t nr = r1 - r < KR_ROWS ? r1 - r : KR_ROWS;
         kr_rows(T, w, cols, r, nr, sb);
-        const __mmask16 m[KR_R] = {
-            (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1),
-            (__mmask16)(nr >= 32 ? 0xffff : nr <= 16 ? 0 : (1u << (nr - 16)) - 1)};
+        __mmask16 m[KR_R]; /* register q's rows that exist */
+        for (size_t q = 0; q < KR_R; q++)
+            m[q] = (__mmask16)(nr >= 16 * (q + 1) ? 0xffff : nr <= 16 * q ? 0 : (1u << (nr - 16 * q)) - 1);
         for (size_t t0 = 0; t0 < n_tok; t0 += KR_T) {
             const size_t nt = n_tok - t0 < KR_T ? n_tok - t0 : KR_T;
             const int8_t *x[KR_T];
@@ -2649,7 +2633,10 @@ static void kr_run(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r
             const float *d[KR_T];
             for (size_t t = 0; t < KR_T; t++) { /* the last token again past nt */
                 const size_t u = t0 + (t < nt ? t : nt - 1);
-                x[t] = xq + u * cols, a[t] = as + u * npair, d[t] = xd + u * nsb;
+                const unsigned char *f = (const unsigned char *)xt + u * per;
+                x[t] = kr_signed(T) ? (const int8_t *)f : xq + u * cols;
+                a[t] = kr_signed(T) ? NULL : (const int32_t *)(const void *)f;
+                d[t] = xd + u * nsb;
             }
             __m512 facc[KR_T][KR_R][8], out[KR_T][KR_R];
             if (T == ML_TYPE_Q6_K)
@@ -2673,9 +2660,8 @@ static int matmul_k_rows(ml_type T, const uint8_t *w, size_t cols, size_t r0, si
     unsigned char *p = kl_scratch(b_sb + kr_x_bytes(T, cols, n_tok));
     if (!p)
         return 0;
-    int32_t *as = (int32_t *)(void *)(p + b_sb);
-    kr_x_tokens(T, xq, cols, 0, n_tok, as);
-    kr_run(T, w, cols, r0, r1, xq, xd, as, n_tok, (kr_sb *)(void *)p, y, ldy);
+    kr_x_tokens(T, xq, cols, 0, n_tok, p + b_sb);
+    kr_run(T, w, cols, r0, r1, xq, xd, p + b_sb, n_tok, (kr_sb *)(void *)p, y, ldy);
     return 1;
 }
 #endif
@@ -2701,7 +2687,7 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
     for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK) {
         const size_t nc = n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK;
         kl_x_groups(t, xq + t0 * cols, xd + t0 * nsb, cols, nc, 0, (nc + KL_TOK - 1) / KL_TOK, xg);
-        kl_chunk(t, kl_signed(t, nc), w, cols, r0, r1, xg, nc, rows, y + t0 * ldy, ldy);
+        kl_chunk(t, w, cols, r0, r1, xg, nc, rows, y + t0 * ldy, ldy);
     }
     return 1;
 }
@@ -2905,8 +2891,9 @@ static int matmul_q4_1_lanes(const uint8_t *w, size_t cols, size_t r0, size_t r1
 
 
 /* With VNNI, the K types: two to KT_MAX tokens a row at a time
- * (matmul_k_tokens), more in the lanes (matmul_k_lanes; Q6_K's nine to
- * eleven in tiles); the nibble types two to NT_MAX tokens a row at a time
+ * (matmul_k_tokens), up to sixteen in the lanes (matmul_k_lanes; Q6_K's
+ * nine to eleven in tiles), from KR_MIN_TOK on the rows in the lanes
+ * (matmul_k_rows); the nibble types two to NT_MAX tokens a row at a time
  * (matmul_32_tokens), Q4_1 more in the lanes (matmul_q4_1_lanes).
  * Without it, Q4_K, Q5_K and Q6_K in the lanes from kl_min_tok on, Q4_1
  * from L32_MIN_TOK on.  The rest of those, the other 256-element types, Q4_1
@@ -3025,7 +3012,7 @@ static void kl_x_run(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t
         return;
     }
     for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK)
-        kl_chunk(t, kl_signed(t, n_tok), w, cols, r0, r1, (const kl_x *)xt + t0 / KL_TOK * nsb,
+        kl_chunk(t, w, cols, r0, r1, (const kl_x *)xt + t0 / KL_TOK * nsb,
                  n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK, rows, y + t0 * ldy, ldy);
 }
 
