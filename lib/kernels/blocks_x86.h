@@ -2486,9 +2486,9 @@ ALWAYS_INLINE void kr_tile(ml_type T, const kr_sb *sb, size_t nsb, const int8_t 
                            __m512 facc[KR_T][KR_R][8], __m512 out[KR_T][KR_R])
 {
     const int nsub = kl_nsub(T), per = 64 / nsub;
-    for (int t = 0; t < KR_T; t++)
+    for (int t = 0; t < KR_T; t++) /* the slots no super-block reaches */
         for (int a = 0; a < KR_R; a++)
-            for (int j = 0; j < 8; j++)
+            for (size_t j = nsb; j < 8; j++)
                 facc[t][a][j] = _mm512_setzero_ps();
     for (size_t k = 0; k < nsb; k++) {
         const kr_sb *s = &sb[k];
@@ -2534,7 +2534,9 @@ ALWAYS_INLINE void kr_tile(ml_type T, const kr_sb *sb, size_t nsb, const int8_t 
                                              _mm512_set1_epi32(as[t][k * (size_t)(nsub / 2) + p]));
                 const __m512i isum = kr_signed(T) ? _mm512_sub_epi32(is[t][a], s->qx[a]) : is[t][a];
                 const __m512 sv = kl_s(T, isum, ms, s->d[a], s->dmin[a], xdv);
-                facc[t][a][k % 8] = _mm512_add_ps(facc[t][a][k % 8], sv);
+                /* rule 3's acc starts at +0: the first add is to +0 (not
+                 * a plain store, which would keep a -0) */
+                facc[t][a][k % 8] = _mm512_add_ps(k < 8 ? _mm512_setzero_ps() : facc[t][a][k % 8], sv);
             }
         }
     }
