@@ -1952,9 +1952,9 @@ ALWAYS_INLINE int kl_nsub(ml_type T)
     return T == ML_TYPE_Q6_K ? 16 : 8;
 }
 
-/* Token x's sub-block sums (xsums) into lane t of xg[0..nsb)'s as[]: a
- * sub-block pair's sums as 16-bit halves. */
-static void kl_x_sums(ml_type T, const int8_t *x, size_t cols, size_t t, kl_x *xg)
+/* Token x's sub-block sums (xsums), a pair of sub-blocks' as the 16-bit
+ * halves of one int32: nsub / 2 pairs a super-block into pairs. */
+static void k_pair_sums(ml_type T, const int8_t *x, size_t cols, int32_t *pairs)
 {
     xsums xs;
     xsums_init(&xs, x, cols, T == ML_TYPE_Q6_K);
@@ -1963,9 +1963,19 @@ static void kl_x_sums(ml_type T, const int8_t *x, size_t cols, size_t t, kl_x *x
         for (int p = 0; p < nsub / 2; p++) {
             const int lo = nsub == 16 ? xs.s16[16 * k + 2 * p] : xs.s32[8 * k + 2 * p],
                       hi = nsub == 16 ? xs.s16[16 * k + 2 * p + 1] : xs.s32[8 * k + 2 * p + 1];
-            const int32_t pair = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
-            memcpy((char *)&xg[k].as[p] + 4 * t, &pair, 4);
+            *pairs++ = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
         }
+}
+
+/* Token x's pairs' sums (k_pair_sums) into lane t of xg[0..nsb)'s as[]. */
+static void kl_x_sums(ml_type T, const int8_t *x, size_t cols, size_t t, kl_x *xg)
+{
+    int32_t pairs[XS_COLS / 256 * 8];
+    k_pair_sums(T, x, cols, pairs);
+    const int half = kl_nsub(T) / 2;
+    for (size_t k = 0; k < cols / 256; k++)
+        for (int p = 0; p < half; p++)
+            memcpy((char *)&xg[k].as[p] + 4 * t, &pairs[k * (size_t)half + (size_t)p], 4);
 }
 
 /* 32 bytes at x of tokens [0, nt) (cols apart; nt <= KL_TOK) into c[0..8)
@@ -2478,7 +2488,7 @@ static void kr_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t n
 
 /* A tile's KR_ROWS rows x KR_T tokens over every super-block; token t's
  * activations at x[t] (+ 128 in the signed form), its sub-block pairs'
- * sums (kl_x.as's, nsub / 2 a super-block; not in the signed form) at
+ * sums (k_pair_sums, nsub / 2 a super-block; not in the signed form) at
  * as[t], its scales at xd[t]; facc: rule 3's partial sums, out[t][a]:
  * the result. */
 ALWAYS_INLINE void kr_tile(ml_type T, const kr_sb *sb, size_t nsb, const int8_t *const x[KR_T],
@@ -2569,20 +2579,6 @@ __attribute__((noinline)) static void kr_tile_iq4_xs(const kr_sb *sb, size_t nsb
     kr_tile(ML_TYPE_IQ4_XS, sb, nsb, x, as, xd, facc, out);
 }
 
-/* Token x's sub-block pairs' sums (as kl_x_sums makes them) at as. */
-static void kr_x_sums(ml_type T, const int8_t *x, size_t cols, int32_t *as)
-{
-    xsums xs;
-    xsums_init(&xs, x, cols, T == ML_TYPE_Q6_K);
-    const int nsub = kl_nsub(T);
-    for (size_t k = 0; k < cols / 256; k++)
-        for (int p = 0; p < nsub / 2; p++) {
-            const int lo = nsub == 16 ? xs.s16[16 * k + 2 * p] : xs.s32[8 * k + 2 * p],
-                      hi = nsub == 16 ? xs.s16[16 * k + 2 * p + 1] : xs.s32[8 * k + 2 * p + 1];
-            *as++ = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
-        }
-}
-
 /* A token's bytes in the form the rows' tiles read: its sub-block pairs'
  * sums, or in the signed form its activations + 128. */
 ALWAYS_INLINE size_t kr_x_token(ml_type T, size_t cols)
@@ -2607,7 +2603,7 @@ static void kr_x_tokens(ml_type T, const int8_t *xq, size_t cols, size_t t0, siz
     for (size_t t = t0; t < t1; t++) {
         unsigned char *o = (unsigned char *)xt + t * per;
         if (!kr_signed(T)) {
-            kr_x_sums(T, xq + t * cols, cols, (int32_t *)(void *)o);
+            k_pair_sums(T, xq + t * cols, cols, (int32_t *)(void *)o);
             continue;
         }
         for (size_t c = 0; c < cols; c += 64) /* + 128 */
