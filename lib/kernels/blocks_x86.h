@@ -1942,7 +1942,7 @@ typedef struct kl_row {
 
 /* A group of KL_TOK tokens' super-block. */
 typedef struct kl_x {
-    kl_vi c[64];      /* lane t: bytes 4c..4c+3 of token t's */
+    kl_vi c[64];      /* lane t: token t's activations 4c..4c+3 */
     kl_vi as[8];      /* lane t: sub-blocks 2p and 2p + 1's sums of x, 16 bits each */
     kl_vf xd;         /* lane t: token t's scale, +0 past the last token */
 } kl_x;
@@ -1952,8 +1952,8 @@ ALWAYS_INLINE int kl_nsub(ml_type T)
     return T == ML_TYPE_Q6_K ? 16 : 8;
 }
 
-/* Token x's sub-block sums (xsums), a pair of sub-blocks' as the 16-bit
- * halves of one int32: nsub / 2 pairs a super-block into pairs. */
+/* Token x's sub-block sums (xsums) into pairs[], nsub / 2 a super-block:
+ * sub-blocks 2p and 2p + 1's as the 16-bit halves of one int32. */
 static void k_pair_sums(ml_type T, const int8_t *x, size_t cols, int32_t *pairs)
 {
     xsums xs;
@@ -2242,7 +2242,8 @@ static void kl_tile_q6_k(const kl_row *rows, const kl_x *xg, size_t nsb, float o
     kl_tile(ML_TYPE_Q6_K, rows, xg, nsb, out);
 }
 
-/* A thread's scratch for matmul_k_lanes (and matmul_32_tokens), kept
+/* A thread's scratch for matmul_k_lanes, matmul_k_rows and kl_x_run (and
+ * matmul_32_tokens), kept
  * from call to call: prefill calls it once per matrix and batch, and a
  * fresh allocation of this size came as fresh pages from the system
  * (glibc maps them) each time, faulted in and zeroed: a third of the
@@ -2364,9 +2365,12 @@ ALWAYS_INLINE int kr_takes(size_t n_tok)
  * KR_R registers of sixteen rows' quants (lane i: row 16a + i), so a
  * broadcast costs 1/KR_R of a multiply-add instead of one, and KR_T
  * tokens share each register of quants.  The rows of a tile (KR_R·16)
- * are decoded and transposed once per call (kr_rows, into kr_sb), the
- * activations are read where they lie, and the form made ahead is only
- * each token's sub-block sums (for the mins and offsets).  Every lane does
+ * are decoded and transposed once per call (kr_rows, into kr_sb).  The
+ * form made ahead is small: for Q4_K and Q5_K each token's sub-block sums
+ * (for the mins), the activations read where they lie; for Q6_K and
+ * IQ4_XS a copy of the activations + 128 (the signed form, kr_signed).
+ * A call's last rows, when sixteen or fewer, take a tile of one register
+ * (kr_tile's R), not two half empty.  Every lane does
  * kl_tile's integer sums (exact) and float step (the same operations per
  * (row, token): d·xd is a product of the same two floats), and rule 3's
  * eight partial sums per (row, token) are kept in memory: matvec's bits. */
@@ -2444,8 +2448,8 @@ ALWAYS_INLINE void kr_put(const kl_row o[16], int nsub, int a, kr_sb *sb)
     }
     __m512i r[16];
     UNROLL
-    for (int i = 0; i < 16; i++)
-        r[i] = _mm512_loadu_si512(o[i].sc);
+    for (int i = 0; i < 16; i++) /* sc[nsub..16) are not set */
+        r[i] = _mm512_maskz_loadu_epi32((__mmask16)((1u << nsub) - 1), o[i].sc);
     transpose16x16(r);
     for (int j = 0; j < nsub; j++)
         sb->sc[j][a] = r[j];
@@ -2462,13 +2466,13 @@ ALWAYS_INLINE void kr_put(const kl_row o[16], int nsub, int a, kr_sb *sb)
     sb->d[a] = _mm512_load_ps(d), sb->dmin[a] = _mm512_load_ps(dmin);
 }
 
-/* Rows [r, r + nr) (nr <= KR_ROWS) into sb[0..nsb), the last row
- * repeated past nr. */
-static void kr_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t nr, kr_sb *sb)
+/* Rows [r, r + nr) (nr <= 16·R, R <= KR_R registers) into sb[0..nsb),
+ * the last row repeated past nr. */
+static void kr_rows(ml_type T, int R, const uint8_t *w, size_t cols, size_t r, size_t nr, kr_sb *sb)
 {
     const size_t nsb = cols / 256, bytes = k_bytes(T);
     for (size_t k = 0; k < nsb; k++)
-        for (int a = 0; a < KR_R; a++) {
+        for (int a = 0; a < R; a++) {
             kl_row o[16];
             for (size_t i = 0; i < 16; i++) {
                 const size_t row = r + (16 * a + i < nr ? 16 * a + i : nr - 1);
@@ -2486,18 +2490,19 @@ static void kr_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t n
         }
 }
 
-/* A tile's KR_ROWS rows x KR_T tokens over every super-block; token t's
+/* A tile's 16·R rows (R <= KR_R registers, a constant) x KR_T tokens
+ * over every super-block; token t's
  * activations at x[t] (+ 128 in the signed form), its sub-block pairs'
  * sums (k_pair_sums, nsub / 2 a super-block; not in the signed form) at
  * as[t], its scales at xd[t]; facc: rule 3's partial sums, out[t][a]:
  * the result. */
-ALWAYS_INLINE void kr_tile(ml_type T, const kr_sb *sb, size_t nsb, const int8_t *const x[KR_T],
+ALWAYS_INLINE void kr_tile(ml_type T, int R, const kr_sb *sb, size_t nsb, const int8_t *const x[KR_T],
                            const int32_t *const as[KR_T], const float *const xd[KR_T],
                            __m512 facc[KR_T][KR_R][8], __m512 out[KR_T][KR_R])
 {
     const int nsub = kl_nsub(T), per = 64 / nsub;
     for (int t = 0; t < KR_T; t++) /* the slots no super-block reaches */
-        for (int a = 0; a < KR_R; a++)
+        for (int a = 0; a < R; a++)
             for (size_t j = nsb; j < 8; j++)
                 facc[t][a][j] = _mm512_setzero_ps();
     for (size_t k = 0; k < nsb; k++) {
@@ -2506,23 +2511,25 @@ ALWAYS_INLINE void kr_tile(ml_type T, const kr_sb *sb, size_t nsb, const int8_t 
         UNROLL
         for (int t = 0; t < KR_T; t++)
             UNROLL
-            for (int a = 0; a < KR_R; a++)
+            for (int a = 0; a < R; a++)
                 is[t][a] = _mm512_setzero_si512();
         for (int j = 0; j < nsub; j++) {
             __m512i v[KR_T][KR_R];
             UNROLL
             for (int t = 0; t < KR_T; t++)
                 UNROLL
-                for (int a = 0; a < KR_R; a++)
+                for (int a = 0; a < R; a++)
                     v[t][a] = _mm512_setzero_si512();
             UNROLL
             for (int gg = 0; gg < per; gg++) {
                 const int g = per * j + gg;
                 UNROLL
                 for (int t = 0; t < KR_T; t++) {
-                    const __m512i xb = _mm512_set1_epi32(*(const kl_u32 *)(x[t] + 256 * k + 4 * g));
+                    int32_t x4; /* activations 4g..4g + 3, at any alignment */
+                    memcpy(&x4, x[t] + 256 * k + 4 * g, 4);
+                    const __m512i xb = _mm512_set1_epi32(x4);
                     UNROLL
-                    for (int a = 0; a < KR_R; a++)
+                    for (int a = 0; a < R; a++)
                         v[t][a] = kr_signed(T) ? _mm512_dpbusd_epi32(v[t][a], xb, s->q[g][a])
                                                : _mm512_dpbusd_epi32(v[t][a], s->q[g][a], xb);
                 }
@@ -2530,14 +2537,14 @@ ALWAYS_INLINE void kr_tile(ml_type T, const kr_sb *sb, size_t nsb, const int8_t 
             UNROLL
             for (int t = 0; t < KR_T; t++)
                 UNROLL
-                for (int a = 0; a < KR_R; a++)
+                for (int a = 0; a < R; a++)
                     is[t][a] = _mm512_add_epi32(is[t][a], _mm512_mullo_epi32(v[t][a], s->sc[j][a]));
         }
         UNROLL
         for (int t = 0; t < KR_T; t++) {
             const __m512 xdv = _mm512_set1_ps(xd[t][k]);
             UNROLL
-            for (int a = 0; a < KR_R; a++) {
+            for (int a = 0; a < R; a++) {
                 __m512i ms = _mm512_setzero_si512();
                 for (int p = 0; !kr_signed(T) && p < nsub / 2; p++)
                     ms = _mm512_dpwssd_epi32(ms, s->mt[p][a],
@@ -2551,33 +2558,29 @@ ALWAYS_INLINE void kr_tile(ml_type T, const kr_sb *sb, size_t nsb, const int8_t 
         }
     }
     for (int t = 0; t < KR_T; t++) /* rule 3's fold, lane by lane */
-        for (int a = 0; a < KR_R; a++) {
+        for (int a = 0; a < R; a++) {
             __m512 *f = facc[t][a];
             out[t][a] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(f[0], f[4]), _mm512_add_ps(f[2], f[6])),
                                       _mm512_add_ps(_mm512_add_ps(f[1], f[5]), _mm512_add_ps(f[3], f[7])));
         }
 }
 
-__attribute__((noinline)) static void kr_tile_q4_k(const kr_sb *sb, size_t nsb, const int8_t *const x[KR_T],
-                         const int32_t *const as[KR_T], const float *const xd[KR_T],
-                         __m512 facc[KR_T][KR_R][8], __m512 out[KR_T][KR_R])
-{
-    kr_tile(ML_TYPE_Q4_K, sb, nsb, x, as, xd, facc, out);
-}
-
-__attribute__((noinline)) static void kr_tile_q6_k(const kr_sb *sb, size_t nsb, const int8_t *const x[KR_T],
-                         const int32_t *const as[KR_T], const float *const xd[KR_T],
-                         __m512 facc[KR_T][KR_R][8], __m512 out[KR_T][KR_R])
-{
-    kr_tile(ML_TYPE_Q6_K, sb, nsb, x, as, xd, facc, out);
-}
-
-__attribute__((noinline)) static void kr_tile_iq4_xs(const kr_sb *sb, size_t nsb, const int8_t *const x[KR_T],
-                           const int32_t *const as[KR_T], const float *const xd[KR_T],
-                           __m512 facc[KR_T][KR_R][8], __m512 out[KR_T][KR_R])
-{
-    kr_tile(ML_TYPE_IQ4_XS, sb, nsb, x, as, xd, facc, out);
-}
+/* The tiles of each type, of one register or two (R). */
+#define KR_TILE(name, T)                                                                          \
+    __attribute__((noinline)) static void kr_tile_##name(                                         \
+        int R, const kr_sb *sb, size_t nsb, const int8_t *const x[KR_T],                          \
+        const int32_t *const as[KR_T], const float *const xd[KR_T], __m512 facc[KR_T][KR_R][8],  \
+        __m512 out[KR_T][KR_R])                                                                   \
+    {                                                                                             \
+        if (R == 1)                                                                               \
+            kr_tile(T, 1, sb, nsb, x, as, xd, facc, out);                                         \
+        else                                                                                      \
+            kr_tile(T, KR_R, sb, nsb, x, as, xd, facc, out);                                      \
+    }
+KR_TILE(q4_k, ML_TYPE_Q4_K)
+KR_TILE(q6_k, ML_TYPE_Q6_K)
+KR_TILE(iq4_xs, ML_TYPE_IQ4_XS)
+#undef KR_TILE
 
 /* A token's bytes in the form the rows' tiles read: its sub-block pairs'
  * sums, or in the signed form its activations + 128. */
@@ -2586,14 +2589,20 @@ ALWAYS_INLINE size_t kr_x_token(ml_type T, size_t cols)
     return kr_signed(T) ? cols : cols / 256 * (size_t)(kl_nsub(T) / 2) * sizeof(int32_t);
 }
 
-/* That form for n_tok tokens rounded up to whole tiles, after room for
- * the lanes' form of the most tokens they take, which it never
- * undercuts: the runtime sizes the form for its largest batch
- * (matmul_blk_x.bytes). */
+/* That form for n_tok tokens rounded up to whole tiles. */
+ALWAYS_INLINE size_t kr_x_form(ml_type T, size_t cols, size_t n_tok)
+{
+    return (n_tok + KR_T - 1) / KR_T * KR_T * kr_x_token(T, cols);
+}
+
+/* The bytes matmul_blk_x asks for it: the form, then unused room as
+ * large as the lanes' form of the most tokens they take, so that the
+ * size never shrinks as tokens grow (the runtime sizes the form once,
+ * for its largest batch). */
 ALWAYS_INLINE size_t kr_x_bytes(ml_type T, size_t cols, size_t n_tok)
 {
     const size_t lanes = (KR_MIN_TOK - 1 + KL_TOK - 1) / KL_TOK * (cols / 256) * sizeof(kl_x);
-    return lanes + (n_tok + KR_T - 1) / KR_T * KR_T * kr_x_token(T, cols);
+    return kr_x_form(T, cols, n_tok) + lanes;
 }
 
 /* Tokens [t0, t1) into the form of all the tokens, xt. */
@@ -2620,10 +2629,11 @@ static void kr_run(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r
     const size_t nsb = cols / 256, per = kr_x_token(T, cols);
     for (size_t r = r0; r < r1; r += KR_ROWS) {
         const size_t nr = r1 - r < KR_ROWS ? r1 - r : KR_ROWS;
-        kr_rows(T, w, cols, r, nr, sb);
+        const int R = nr <= 16 ? 1 : KR_R; /* registers of rows the tile needs */
+        kr_rows(T, R, w, cols, r, nr, sb);
         __mmask16 m[KR_R]; /* register q's rows that exist */
-        for (size_t q = 0; q < KR_R; q++)
-            m[q] = (__mmask16)(nr >= 16 * (q + 1) ? 0xffff : nr <= 16 * q ? 0 : (1u << (nr - 16 * q)) - 1);
+        for (int q = 0; q < R; q++)
+            m[q] = (__mmask16)(nr >= 16 * (size_t)(q + 1) ? 0xffff : (1u << (nr - 16 * (size_t)q)) - 1);
         for (size_t t0 = 0; t0 < n_tok; t0 += KR_T) {
             const size_t nt = n_tok - t0 < KR_T ? n_tok - t0 : KR_T;
             const int8_t *x[KR_T];
@@ -2638,24 +2648,24 @@ static void kr_run(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r
             }
             __m512 facc[KR_T][KR_R][8], out[KR_T][KR_R];
             if (T == ML_TYPE_Q6_K)
-                kr_tile_q6_k(sb, nsb, x, a, d, facc, out);
+                kr_tile_q6_k(R, sb, nsb, x, a, d, facc, out);
             else if (T == ML_TYPE_IQ4_XS)
-                kr_tile_iq4_xs(sb, nsb, x, a, d, facc, out);
+                kr_tile_iq4_xs(R, sb, nsb, x, a, d, facc, out);
             else
-                kr_tile_q4_k(sb, nsb, x, a, d, facc, out);
+                kr_tile_q4_k(R, sb, nsb, x, a, d, facc, out);
             for (size_t t = 0; t < nt; t++)
-                for (int q = 0; q < KR_R; q++)
+                for (int q = 0; q < R; q++)
                     _mm512_mask_storeu_ps(y + (t0 + t) * ldy + r + 16 * q, m[q], out[t][q]);
         }
     }
 }
 
-/* kr_run with the sums made here; 0 when out of memory. */
+/* kr_run with the form made here; 0 when out of memory. */
 static int matmul_k_rows(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                          const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
     const size_t b_sb = kl_lines(cols / 256 * sizeof(kr_sb));
-    unsigned char *p = kl_scratch(b_sb + kr_x_bytes(T, cols, n_tok));
+    unsigned char *p = kl_scratch(b_sb + kr_x_form(T, cols, n_tok));
     if (!p)
         return 0;
     kr_x_tokens(T, xq, cols, 0, n_tok, p + b_sb);
