@@ -271,8 +271,8 @@ START_TEST(variants_match_scalar)
             for (size_t n_tok = 6; n_tok <= 8; n_tok++)
                 check_matmul(&m, &a, n_tok, 1, 23);
             check_matmul(&m, &a, 16, 0, 23); /* a whole group of Q4_1's lanes */
-            /* past the AVX-512 K tiles' chunk of 256 tokens, a partial
-             * group of sixteen after it */
+            /* past the lanes' chunk of 256 tokens (without VNNI), a
+             * partial group of sixteen after it */
             if (u < 2)
                 check_matmul(&m, &a, 263, 0, 23);
             acts_free(&a);
@@ -320,6 +320,31 @@ START_TEST(k_types_at_their_bounds)
             acts_free(&a);
             free(m.w);
         }
+}
+END_TEST
+
+/* The K products in tiles of many rows (with VNNI, 32 rows x 6 tokens
+ * from 17 tokens on): 70 rows, so whole tiles, several a call and tails
+ * of one register's rows; nine super-blocks a row, so rule 3's partial
+ * sums take a second super-block each (k % 8) and some take none; 40
+ * tokens (six tiles and a partial one); random and extreme values. */
+START_TEST(k_types_in_row_tiles)
+{
+    static const ml_type k_types[] = {ML_TYPE_Q4_K, ML_TYPE_Q5_K, ML_TYPE_Q6_K, ML_TYPE_IQ4_XS};
+    static const size_t spans[][2] = {{0, 70}, {5, 69}, {0, 16}, {3, 50}, {33, 70}};
+    const ml_type t = k_types[_i];
+    tu_rng r = {0x38200 + (uint64_t)_i};
+    for (int extreme = 0; extreme <= 1; extreme++) {
+        blk_mat m;
+        acts a;
+        blk_mat_new(&m, t, 70, 9 * 256, &r, extreme);
+        acts_new(&a, t, 40, m.cols, &r, extreme);
+        for (size_t k = 0; k < sizeof spans / sizeof spans[0]; k++)
+            check_matmul(&m, &a, 40, spans[k][0], spans[k][1]);
+        check_matmul(&m, &a, 17, 0, 70);
+        acts_free(&a);
+        free(m.w);
+    }
 }
 END_TEST
 
@@ -517,6 +542,7 @@ Suite *suite_kernels_blk(void)
     tcase_add_loop_test(tc, as_q8_0_matches_matvec, 0,
                         (int)(sizeof as_q8_types / sizeof as_q8_types[0]));
     tcase_add_loop_test(tc, k_types_at_their_bounds, 0, 6);
+    tcase_add_loop_test(tc, k_types_in_row_tiles, 0, 4);
     tcase_add_test(tc, row_bytes);
     tcase_add_test(tc, q4_k_by_hand);
     suite_add_tcase(s, tc);
