@@ -2191,8 +2191,8 @@ ALWAYS_INLINE void kl_tile(ml_type T, const kl_row *rows, const kl_x *xg, size_t
      * Q5_K (4 groups) */
     const int run = T == ML_TYPE_Q6_K ? 2 : 4;
     kl_vf acc[KL_ROWS][8];
-    for (int r = 0; r < KL_ROWS; r++)
-        for (int a = 0; a < 8; a++)
+    for (int r = 0; r < KL_ROWS; r++) /* the slots no super-block reaches */
+        for (size_t a = nsb; a < 8; a++)
             acc[r][a] = KL(setzero_ps)();
     for (size_t k = 0; k < nsb; k++) {
         const kl_row *rw = rows + k * KL_ROWS;
@@ -2216,7 +2216,8 @@ ALWAYS_INLINE void kl_tile(ml_type T, const kl_row *rows, const kl_x *xg, size_t
             const kl_vi isum = off ? KL(sub_epi32)(is[r], ms[r]) : is[r];
             const kl_vf sv = kl_s(T, isum, off ? kl_zero() : ms[r],
                                   KL(set1_ps)(rw[r].d), KL(set1_ps)(rw[r].dmin), x->xd);
-            acc[r][k % 8] = KL(add_ps)(acc[r][k % 8], sv);
+            /* rule 3's acc starts at +0: the first add is to +0 */
+            acc[r][k % 8] = KL(add_ps)(k < 8 ? KL(setzero_ps)() : acc[r][k % 8], sv);
         }
     }
     for (int r = 0; r < KL_ROWS; r++) /* rule 3's fold, lane by lane */
