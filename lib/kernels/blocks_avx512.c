@@ -1,6 +1,6 @@
 /* blocks_avx512.c - the block-type kernels (blocks_x86.h) compiled for
- * AVX-512 VNNI: the same 256-bit code, its byte dot products one vpdpbusd
- * (no 512-bit widening yet). */
+ * AVX-512 VNNI: AVX2's code with each byte dot product one vpdpbusd, and
+ * the K prompts' rows in the lanes of 512-bit registers. */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__)
@@ -13,34 +13,13 @@ void ml__matvec_blk_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, 
     matvec_blk(t, w, cols, r0, r1, xq, xd, y);
 }
 
-void ml__matmul_blk_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
-                        const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
-{
-    matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
-}
-
-size_t ml__blk_x_bytes_avx512(ml_type t, size_t cols, size_t n_tok)
-{
-    return kl_x_bytes(t, cols, n_tok);
-}
-
-size_t ml__blk_x_group_avx512(ml_type t, size_t cols, size_t n_tok)
-{
-    return kl_x_tokens_at_once(t, cols, n_tok);
-}
-
-void ml__blk_x_prepare_avx512(ml_type t, const int8_t *xq, const float *xd, size_t cols,
-                              size_t n_tok, unsigned part, unsigned parts, void *xt)
-{
-    kl_x_prepare(t, xq, xd, cols, n_tok, part, parts, xt);
-}
-
-void ml__blk_x_run_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
-                          const int8_t *xq, const float *xd, const void *xt, size_t n_tok,
-                          float *y, size_t ldy)
-{
-    kl_x_run(t, w, cols, r0, r1, xq, xd, xt, n_tok, y, ldy);
-}
+/* The prompt kernels twice: with the K types' rows in the lanes from
+ * KR_MIN_TOK tokens on (the avx512vnni table), and with their tokens in
+ * the lanes at every count (avx512vnni-lanes), for the chooser to measure
+ * against each other: the rows won where a broadcast load costs a
+ * multiply-add's port, and nothing says they win where it does not. */
+PROMPT_KERNELS(avx512, 1)
+PROMPT_KERNELS(avx512_lanes, 0)
 
 int ml__blk_to_q8_0_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                        int8_t *q, float *d)

@@ -2350,12 +2350,15 @@ static void kl_chunk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t
     }
 }
 
-/* From this many tokens on, with VNNI, the rows in the lanes (below). */
+/* From this many tokens on, with VNNI, the rows in the lanes (below),
+ * where the table has them (kr_on: the avx512vnni table's, not the
+ * avx512vnni-lanes one, which the chooser takes where the tokens in the
+ * lanes measure faster). */
 #define KR_MIN_TOK 17
 
-ALWAYS_INLINE int kr_takes(size_t n_tok)
+ALWAYS_INLINE int kr_takes(int kr_on, size_t n_tok)
 {
-    return HAVE_VNNI && n_tok >= KR_MIN_TOK;
+    return HAVE_VNNI && kr_on && n_tok >= KR_MIN_TOK;
 }
 
 #if HAVE_VNNI
@@ -2678,13 +2681,16 @@ static int matmul_k_rows(ml_type T, const uint8_t *w, size_t cols, size_t r0, si
  * tokens, the activations rearranged here a chunk at a time; 0 for
  * another type or when out of memory. */
 static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
-                          const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+                          const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy,
+                          int kr_on)
 {
     if (!kl_lanes_type(t))
         return 0;
 #if HAVE_VNNI
-    if (kr_takes(n_tok))
+    if (kr_takes(kr_on, n_tok))
         return matmul_k_rows(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
+#else
+    (void)kr_on; /* no rows in the lanes without VNNI */
 #endif
     const size_t nsb = cols / 256;
     const size_t b_xg = kl_lines(KL_CHUNK / KL_TOK * nsb * sizeof(kl_x));
@@ -2914,10 +2920,11 @@ static int matmul_q4_1_lanes(const uint8_t *w, size_t cols, size_t r0, size_t r1
  * tokens: 0.36 ms a token either way): the dot is bound by its
  * instructions, which the tiles cut. */
 static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
-                       const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
+                       const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy,
+                       int kr_on)
 {
     if (n_tok >= kl_min_tok(t) && cols <= XS_COLS &&
-        matmul_k_lanes(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
+        matmul_k_lanes(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy, kr_on))
         return;
     if (t == ML_TYPE_Q4_1 && n_tok >= L32_MIN_TOK && cols <= XS_COLS &&
         matmul_q4_1_lanes(w, cols, r0, r1, xq, xd, n_tok, y, ldy))
@@ -2940,7 +2947,7 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
 
 /* matmul_blk_x (kernels.h) for the lanes (the K types' and Q4_1's):
  * the form of all n_tok tokens, made once for all the calls of a job. */
-static size_t kl_x_bytes(ml_type t, size_t cols, size_t n_tok)
+static size_t kl_x_bytes(ml_type t, size_t cols, size_t n_tok, int kr_on)
 {
     if (t == ML_TYPE_Q4_1) /* Q4_1's lanes (matmul_q4_1_lanes) */
         return n_tok >= L32_MIN_TOK && cols <= XS_COLS
@@ -2949,27 +2956,29 @@ static size_t kl_x_bytes(ml_type t, size_t cols, size_t n_tok)
     if (!kl_lanes_type(t) || n_tok < kl_min_tok(t) || cols > XS_COLS || cols % 256)
         return 0;
 #if HAVE_VNNI
-    if (kr_takes(n_tok))
+    if (kr_takes(kr_on, n_tok))
         return kr_x_bytes(t, cols, n_tok);
+#else
+    (void)kr_on; /* no rows in the lanes without VNNI */
 #endif
     return (n_tok + KL_TOK - 1) / KL_TOK * (cols / 256) * sizeof(kl_x);
 }
 
 /* Its group: a lane a token, KL_TOK of them a register; or a tile of the
  * rows in the lanes. */
-static size_t kl_x_tokens_at_once(ml_type t, size_t cols, size_t n_tok)
+static size_t kl_x_tokens_at_once(ml_type t, size_t cols, size_t n_tok, int kr_on)
 {
-    if (!kl_x_bytes(t, cols, n_tok))
+    if (!kl_x_bytes(t, cols, n_tok, kr_on))
         return 1;
 #if HAVE_VNNI
-    if (kl_lanes_type(t) && kr_takes(n_tok))
+    if (kl_lanes_type(t) && kr_takes(kr_on, n_tok))
         return KR_T;
 #endif
     return KL_TOK;
 }
 
 static void kl_x_prepare(ml_type t, const int8_t *xq, const float *xd, size_t cols,
-                         size_t n_tok, unsigned part, unsigned parts, void *xt)
+                         size_t n_tok, unsigned part, unsigned parts, void *xt, int kr_on)
 {
     const size_t groups = (n_tok + KL_TOK - 1) / KL_TOK;
     const size_t g0 = groups * part / parts, g1 = groups * (part + 1) / parts;
@@ -2978,25 +2987,27 @@ static void kl_x_prepare(ml_type t, const int8_t *xq, const float *xd, size_t co
         return;
     }
 #if HAVE_VNNI
-    if (kr_takes(n_tok)) {
+    if (kr_takes(kr_on, n_tok)) {
         const size_t tiles = (n_tok + KR_T - 1) / KR_T;
         const size_t t0 = tiles * part / parts * KR_T, t1 = tiles * (part + 1) / parts * KR_T;
         kr_x_tokens(t, xq, cols, t0, t1 < n_tok ? t1 : n_tok, xt);
         return;
     }
+#else
+    (void)kr_on; /* no rows in the lanes without VNNI */
 #endif
     kl_x_groups(t, xq, xd, cols, n_tok, g0, g1, xt);
 }
 
 static void kl_x_run(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                      const int8_t *xq, const float *xd, const void *xt, size_t n_tok, float *y,
-                     size_t ldy)
+                     size_t ldy, int kr_on)
 {
     if (t == ML_TYPE_Q4_1) {
         const size_t ng = (cols / 32 + 7) / 8;
         l32_row *rows = kl_scratch(KL_ROWS * ng * sizeof(l32_row));
         if (!rows) { /* the same bits by the other ways */
-            matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
+            matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy, kr_on);
             return;
         }
         for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK)
@@ -3005,24 +3016,53 @@ static void kl_x_run(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t
         return;
     }
 #if HAVE_VNNI
-    if (kr_takes(n_tok)) {
+    if (kr_takes(kr_on, n_tok)) {
         kr_sb *sb = kl_scratch(cols / 256 * sizeof(kr_sb));
         if (sb)
             kr_run(t, w, cols, r0, r1, xq, xd, xt, n_tok, sb, y, ldy);
         else /* the same bits by the other ways */
-            matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
+            matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy, kr_on);
         return;
     }
 #endif
     const size_t nsb = cols / 256;
     kl_row *rows = kl_scratch(KL_ROWS * nsb * sizeof(kl_row));
     if (!rows) { /* the same bits by the other ways */
-        matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy);
+        matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy, kr_on);
         return;
     }
     for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK)
         kl_chunk(t, w, cols, r0, r1, (const kl_x *)xt + t0 / KL_TOK * nsb,
                  n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK, rows, y + t0 * ldy, ldy);
 }
+
+/* A variant's matmul_blk and matmul_blk_x entries, named ml__..._SUFFIX
+ * (kernels_x86.h), with the rows in the lanes or not (kr_on). */
+#define PROMPT_KERNELS(SUFFIX, KR_ON)                                                           \
+    void ml__matmul_blk_##SUFFIX(ml_type t, const uint8_t *w, size_t cols, size_t r0,          \
+                                 size_t r1, const int8_t *xq, const float *xd, size_t n_tok,   \
+                                 float *y, size_t ldy)                                         \
+    {                                                                                          \
+        matmul_blk(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy, KR_ON);                          \
+    }                                                                                          \
+    size_t ml__blk_x_bytes_##SUFFIX(ml_type t, size_t cols, size_t n_tok)                      \
+    {                                                                                          \
+        return kl_x_bytes(t, cols, n_tok, KR_ON);                                              \
+    }                                                                                          \
+    size_t ml__blk_x_group_##SUFFIX(ml_type t, size_t cols, size_t n_tok)                      \
+    {                                                                                          \
+        return kl_x_tokens_at_once(t, cols, n_tok, KR_ON);                                     \
+    }                                                                                          \
+    void ml__blk_x_prepare_##SUFFIX(ml_type t, const int8_t *xq, const float *xd, size_t cols, \
+                                    size_t n_tok, unsigned part, unsigned parts, void *xt)     \
+    {                                                                                          \
+        kl_x_prepare(t, xq, xd, cols, n_tok, part, parts, xt, KR_ON);                          \
+    }                                                                                          \
+    void ml__blk_x_run_##SUFFIX(ml_type t, const uint8_t *w, size_t cols, size_t r0,           \
+                                size_t r1, const int8_t *xq, const float *xd, const void *xt,  \
+                                size_t n_tok, float *y, size_t ldy)                            \
+    {                                                                                          \
+        kl_x_run(t, w, cols, r0, r1, xq, xd, xt, n_tok, y, ldy, KR_ON);                        \
+    }
 
 #endif

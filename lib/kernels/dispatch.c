@@ -33,6 +33,7 @@
 
 extern const ml_kernels ml__kernels_avx2;
 extern const ml_kernels ml__kernels_avx512;
+extern const ml_kernels ml__kernels_avx512_lanes;
 extern const ml_kernels ml__kernels_amx;
 
 /* fmath_avx2.c's products are fused multiply-adds (fmath.h). */
@@ -134,10 +135,14 @@ static const variant variants[] = {
     {.env = "scalar", .table = &ml__kernels_scalar, .runs = cpu_has_nothing_special},
 #if defined(__x86_64__)
     {.env = "avx2", .table = &ml__kernels_avx2, .runs = cpu_has_avx2},
+    /* avx512's kernels, the K prompts but one way (blocks_avx512.c):
+     * before avx512, which stays the widest, the one it must beat */
+    {.env = "avx512lanes", .table = &ml__kernels_avx512_lanes, .runs = cpu_has_avx512vnni},
     {.env = "avx512", .table = &ml__kernels_avx512, .runs = cpu_has_avx512vnni},
     {.env = "amx", .table = &ml__kernels_amx, .runs = cpu_has_amx},
 #else
     {.env = "avx2"},
+    {.env = "avx512lanes"},
     {.env = "avx512"},
     {.env = "amx"},
 #endif
@@ -361,7 +366,7 @@ typedef struct request {
 /* The refusals: what is wrong, without the variable, which
  * ml__kernels_refused_var names. */
 static const char unknown_variant[] =
-    "unknown kernel variant (expected scalar, avx2, avx512, amx, neon, neondot or "
+    "unknown kernel variant (expected scalar, avx2, avx512lanes, avx512, amx, neon, neondot or "
     "auto, then optionally ,KERNEL=VARIANT with KERNEL one of quantize_q8_0, matvec_q8_0, "
     "matvec_q4_0, matmul_q8_0, matmul_q4_0, matvec_blk, matmul_blk, fmath)";
 
@@ -369,7 +374,7 @@ static const char unknown_variant[] =
 static const char *refusal(const variant *v)
 {
     if (!v->table)
-        return "this build has no such kernel variant (avx2, avx512 and amx: "
+        return "this build has no such kernel variant (avx2, avx512lanes, avx512 and amx: "
                "x86-64 builds only; neon and neondot: AArch64 builds only)";
     if (!v->runs())
         return "this CPU lacks the instructions of the requested kernel variant";
@@ -380,7 +385,7 @@ static const char *refusal(const variant *v)
  * its table name), or NULL. */
 static const variant *find_n(const char *name, size_t n)
 {
-    char buf[16];
+    char buf[24];
     if (n >= sizeof buf)
         return NULL;
     memcpy(buf, name, n);
@@ -486,12 +491,9 @@ const ml_kernels *ml__kernels_select_into(ml_kernels *buf, const char **why)
 size_t ml__kernels_available(const ml_kernels **out, size_t cap)
 {
     size_t n = 0;
-    for (size_t i = 0; i < N_VARIANTS; i++)
-        if (usable(&variants[i])) {
-            if (n < cap)
-                out[n] = variants[i].table;
-            n++;
-        }
+    for (size_t i = 0; i < N_VARIANTS && n < cap; i++)
+        if (usable(&variants[i]))
+            out[n++] = variants[i].table;
     return n;
 }
 

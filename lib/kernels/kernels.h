@@ -143,7 +143,8 @@ typedef struct ml_matmul_blk_x {
 } ml_matmul_blk_x;
 
 typedef struct ml_kernels {
-    const char *name; /* "scalar", "avx2", "avx512vnni", "amx", "neon", "neondot" */
+    const char *name; /* "scalar", "avx2", "avx512vnni-lanes", "avx512vnni", "amx", "neon",
+                       * "neondot" */
 
     /* The float math (fmath.h: attention's and linear attention's float32
      * products, the activations) to use with this table: the reference
@@ -326,8 +327,9 @@ typedef struct ml_prefetch {
 } ml_prefetch;
 extern ml_prefetch ml__prefetch;
 
-/* Every table this build has and this CPU can run (scalar first); for
- * tests that compare variants.  Returns the count. */
+/* Every table this build has and this CPU can run (scalar first), at
+ * most cap of them; for tests that compare variants.  Returns how many
+ * it wrote. */
 size_t ml__kernels_available(const ml_kernels **out, size_t cap);
 
 #endif

@@ -974,25 +974,33 @@ static void tile_pairs(const uint8_t *wt, size_t wstride, const float *wd, size_
 
 #include "kernels/matmul_tiles.h"
 
+/* Every kernel but the block types' prompts, which the two tables below
+ * take in two ways (blocks_avx512.c).  The float products in 512 bits
+ * (fmath_avx512.c), the rest of them AVX2's, which every CPU these tables
+ * run on has (dispatch.c checks avx2 with the AVX-512 features). */
+#define AVX512_KERNELS                                                                       \
+    .fmath = &ml__fmath_avx512, .quantize_q8_0 = quantize_q8_0,                            \
+    .quantize_q8_k = quantize_q8_k, .matvec_q8_0 = matvec_q8_0, .matvec_q4_0 = matvec_q4_0, \
+    .matmul_q8_0 = matmul_q8_0, .matmul_q4_0 = matmul_q4_0,                                \
+    .matmul_x = {{matmul_x_bytes, matmul_x_prepare, matmul_x},                             \
+                 {matmul_x_bytes, matmul_x_prepare, matmul_x}},                            \
+    .matvec_blk = ml__matvec_blk_avx512, .blk_to_q8_0 = ml__blk_to_q8_0_avx512
+
 const ml_kernels ml__kernels_avx512 = {
     .name = "avx512vnni",
-    /* The float products in 512 bits (fmath_avx512.c), the rest of them
-     * AVX2's, which every CPU this table runs on has (dispatch.c checks
-     * avx2 with the AVX-512 features). */
-    .fmath = &ml__fmath_avx512,
-    .quantize_q8_0 = quantize_q8_0,
-    .quantize_q8_k = quantize_q8_k,
-    .matvec_q8_0 = matvec_q8_0,
-    .matvec_q4_0 = matvec_q4_0,
-    .matmul_q8_0 = matmul_q8_0,
-    .matmul_q4_0 = matmul_q4_0,
-    .matmul_x = {{matmul_x_bytes, matmul_x_prepare, matmul_x},
-                 {matmul_x_bytes, matmul_x_prepare, matmul_x}},
-    .matvec_blk = ml__matvec_blk_avx512,
+    AVX512_KERNELS,
     .matmul_blk = ml__matmul_blk_avx512,
     .matmul_blk_x = {ml__blk_x_bytes_avx512, ml__blk_x_group_avx512,
                      ml__blk_x_prepare_avx512, ml__blk_x_run_avx512},
-    .blk_to_q8_0 = ml__blk_to_q8_0_avx512,
+};
+
+/* The same with the K prompts' tokens in the lanes at every count. */
+const ml_kernels ml__kernels_avx512_lanes = {
+    .name = "avx512vnni-lanes",
+    AVX512_KERNELS,
+    .matmul_blk = ml__matmul_blk_avx512_lanes,
+    .matmul_blk_x = {ml__blk_x_bytes_avx512_lanes, ml__blk_x_group_avx512_lanes,
+                     ml__blk_x_prepare_avx512_lanes, ml__blk_x_run_avx512_lanes},
 };
 
 #endif /* __x86_64__ */

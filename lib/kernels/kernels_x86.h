@@ -36,6 +36,17 @@ void ml__blk_x_prepare_avx512(ml_type t, const int8_t *xq, const float *xd, size
 void ml__blk_x_run_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                           const int8_t *xq, const float *xd, const void *xt, size_t n_tok,
                           float *y, size_t ldy);
+/* The same without the rows in the lanes (blocks_avx512.c). */
+void ml__matmul_blk_avx512_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                                 const int8_t *xq, const float *xd, size_t n_tok, float *y,
+                                 size_t ldy);
+size_t ml__blk_x_bytes_avx512_lanes(ml_type t, size_t cols, size_t n_tok);
+size_t ml__blk_x_group_avx512_lanes(ml_type t, size_t cols, size_t n_tok);
+void ml__blk_x_prepare_avx512_lanes(ml_type t, const int8_t *xq, const float *xd, size_t cols,
+                                    size_t n_tok, unsigned part, unsigned parts, void *xt);
+void ml__blk_x_run_avx512_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                                const int8_t *xq, const float *xd, const void *xt,
+                                size_t n_tok, float *y, size_t ldy);
 int ml__blk_to_q8_0_avx2(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,
                          int8_t *q, float *d);
 int ml__blk_to_q8_0_avx512(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t r1,

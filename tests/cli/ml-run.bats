@@ -316,7 +316,7 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     # Each variant this build and CPU run: AVX2's float math with the AVX2
     # kernels, AVX-512's with the AVX-512 and AMX ones, the reference with
     # NEON's (no NEON float math yet).
-    for k in avx2:avx2 avx512vnni:avx512 amx:avx512 neon:scalar neondot:scalar; do
+    for k in avx2:avx2 avx512vnni-lanes:avx512 avx512vnni:avx512 amx:avx512 neon:scalar neondot:scalar; do
         ML_KERNELS=${k%%:*} ml-run -q -m "$m" --ids -p 1 -n 0 2>/dev/null || continue
         want="kernels ${k%%:*}, float math ${k#*:}, prefetch"
         ML_KERNELS=${k%%:*} run -0 --separate-stderr ml-run -v -m "$m" --ids -p "1 2 3" -n 2 -q
@@ -411,6 +411,26 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     echo "some text to collect from" >"$d/corpus.txt"
     run -0 --separate-stderr ml-imatrix -m "$d/k.mlb" -f "$d/corpus.txt" -o "$d/k.mli" -c 16
     [[ -s $d/k.mli ]]
+}
+
+@test "ML_KERNELS: a K prompt's rows or its tokens in the lanes (avx512, avx512lanes), the same bits; -v names each" {
+    local d=$BATS_TEST_TMPDIR ids k b
+    ML_KERNELS=avx512lanes ml-run -q -m "$FIX/runtime/llama-q4.mlb" --ids -p 1 -n 0 2>/dev/null ||
+        skip "this CPU has no AVX-512 VNNI"
+    gguf2mlb -f -q "$FIX/models/llama2/llama2-q4_k_m.gguf" -o "$d/k.mlb" -t "$d/k.mlt"
+    ids=$(seq 3 42 | tr '\n' ' ')
+    ML_KERNELS=scalar ml-run -m "$d/k.mlb" --ids -p "$ids" -n 0 --logits "$d/ref" -q -b 40
+    # 17 and 40 tokens a batch: the rows in the lanes from 17 on (avx512), the tokens (avx512lanes)
+    for k in avx512 avx512lanes avx512,matmul_blk=avx512lanes avx512lanes,matmul_blk=avx512; do
+        for b in 17 40; do
+            ML_KERNELS=$k ml-run -m "$d/k.mlb" --ids -p "$ids" -n 0 --logits "$d/out" -q -t 2 -b $b
+            cmp "$d/ref" "$d/out"
+        done
+    done
+    ML_KERNELS=avx512,matmul_blk=avx512lanes run -0 --separate-stderr ml-run -v -m "$d/k.mlb" --ids -p "1 2 3" -n 1 -q
+    [[ ${stderr_lines[1]} == *" matvec_blk=avx512vnni matmul_blk=avx512vnni-lanes fmath=avx512vnni" ]]
+    ML_KERNELS=avx512lanes run -0 --separate-stderr ml-run -v -m "$d/k.mlb" --ids -p "1 2 3" -n 1 -q
+    [[ ${stderr_lines[0]} == *", kernels avx512vnni-lanes, float math avx512, "* ]]
 }
 
 @test "--grammar, --grammar-file: the text follows the grammar, the same on any threads and batch; bad grammars fail at their line and column" {

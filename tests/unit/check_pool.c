@@ -266,8 +266,8 @@ static void mv_fn(void *ctx, unsigned ith, unsigned nth)
 
 START_TEST(kernels_thread_independent)
 {
-    const ml_kernels *ks[4];
-    const size_t nk = ml__kernels_available(ks, 4);
+    const ml_kernels *ks[8];
+    const size_t nk = ml__kernels_available(ks, 8);
     const size_t rows = 203, cols = 544, n_tok = 6;
     tu_rng r = {41};
     int8_t *wq = malloc(rows * cols), *xq = malloc(n_tok * cols);
