@@ -15,7 +15,9 @@
  *     cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -Ilib \
  *        bench/bench-kernels.c build/libmlcore.a -ldeflate -lz -lm -lpthread
  * (MLCORE_BUILD=DIR uses DIR/libmlcore.a).  VARIANT: scalar, avx2,
- * avx512vnni (default: every one this CPU runs).  -s: seconds per
+ * avx512vnni-lanes, avx512vnni, amx (default: every one this CPU runs; a
+ * table's product is timed once where it is an earlier table's code, so
+ * avx512vnni-lanes shows only its matmul_blk rows).  -s: seconds per
  * measurement (default 0.3).  -m: a matrix shape instead of the default
  * TinyLlama ones (2048x2048, 5632x2048); a small one (say 64x4096, 128
  * KiB of Q4_0) stays in L2 and measures the kernel's arithmetic alone.
@@ -366,7 +368,7 @@ static double time_product(ml_pool *pool, const ml_kernels *k, const matrix *m, 
 
 static void header(void)
 {
-    printf("\n%-11s %-13s %-10s %3s %-5s %10s %9s %9s\n", "variant", "op", "shape", "thr",
+    printf("\n%-16s %-13s %-10s %3s %-5s %10s %9s %9s\n", "variant", "op", "shape", "thr",
            "data", "ns/row", "GB/s", "of bw");
 }
 
@@ -380,7 +382,7 @@ static void bench_matvec(ml_pool **pools, const double *bw, const ml_kernels *k,
         for (unsigned t = 1; t <= 2; t++) {
             const double s = time_product(pools[t - 1], k, m, &a, cold);
             const double gbs = (double)weight_bytes(m) / s / 1e9;
-            printf("%-11s matvec %-6s %-10s %3u %-5s %10.2f %9.2f", k->name,
+            printf("%-16s matvec %-6s %-10s %3u %-5s %10.2f %9.2f", k->name,
                    type_name(m->type), shape, t, cold ? "cold" : "hot",
                    s / (double)m->rows * 1e9, gbs);
             if (cold)
@@ -401,7 +403,7 @@ static void bench_matmul(ml_pool **pools, const ml_kernels *k, matrix *m, size_t
     snprintf(data, sizeof data, "%zu%s", n_tok, cold ? "c" : "");
     for (unsigned t = 1; t <= 2; t++) {
         const double s = time_product(pools[t - 1], k, m, &a, cold);
-        printf("%-11s matmul %-6s %-10s %3u %-5s %10.3f %9.1f Gop/s, %.0f tokens/s", k->name,
+        printf("%-16s matmul %-6s %-10s %3u %-5s %10.3f %9.1f Gop/s, %.0f tokens/s", k->name,
                type_name(m->type), shape, t, data, s / (double)(m->rows * n_tok) * 1e9,
                2.0 * (double)(m->rows * m->cols * n_tok) / s / 1e9, (double)n_tok / s);
         if (cold)
@@ -419,6 +421,30 @@ static int wanted(const ml_kernels *k, int argc, char **argv, int first)
         if (strcmp(argv[i], k->name) == 0)
             return 1;
     return 0;
+}
+
+/* The slot that multiplies type t by one token or by many. */
+static ml_kslot slot_of(ml_type t, int many)
+{
+    if (t == ML_TYPE_Q8_0)
+        return many ? ML_KS_MATMUL_Q8_0 : ML_KS_MATVEC_Q8_0;
+    if (t == ML_TYPE_Q4_0)
+        return many ? ML_KS_MATMUL_Q4_0 : ML_KS_MATVEC_Q4_0;
+    return many ? ML_KS_MATMUL_BLK : ML_KS_MATVEC_BLK;
+}
+
+/* Whether ks[v] is asked for and runs other code for slot s than the
+ * tables before it that are (avx512vnni-lanes differs from avx512vnni
+ * only in matmul_blk: its other rows would be the same code again). */
+static int to_time(const ml_kernels *const *ks, size_t v, ml_kslot s, int argc, char **argv,
+                   int first)
+{
+    if (!wanted(ks[v], argc, argv, first))
+        return 0;
+    for (size_t u = 0; u < v; u++)
+        if (wanted(ks[u], argc, argv, first) && ml__kernels_same(s, ks[u], ks[v]))
+            return 0;
+    return 1;
 }
 
 /* -t's comma-separated names into want[] (indices of types[]); 0 when
@@ -501,16 +527,17 @@ int main(int argc, char **argv)
                        "blk_to_q8_0, and takes the Q8_0 products; the matmul rows below are "
                        "matmul_blk's own)\n",
                        types[ty].name);
+            const ml_kslot one = slot_of(m.type, 0), many = slot_of(m.type, 1);
             for (size_t v = 0; v < nk; v++)
-                if (wanted(ks[v], argc, argv, first))
+                if (to_time(ks, v, one, argc, argv, first))
                     bench_matvec(pools, bw, ks[v], &m);
             for (size_t n_tok = 2; n_tok <= 8; n_tok *= 2) /* "4c": 4 tokens, cold */
                 for (size_t v = 0; v < nk; v++)
-                    if (wanted(ks[v], argc, argv, first))
+                    if (to_time(ks, v, many, argc, argv, first))
                         bench_matmul(pools, ks[v], &m, n_tok, 1);
             for (size_t n_tok = 64; n_tok <= 512; n_tok *= 8)
                 for (size_t v = 0; v < nk; v++)
-                    if (wanted(ks[v], argc, argv, first))
+                    if (to_time(ks, v, many, argc, argv, first))
                         bench_matmul(pools, ks[v], &m, n_tok, 0);
             matrix_free(&m);
         }
