@@ -2353,7 +2353,9 @@ static void kl_chunk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t
 /* From this many tokens on, with VNNI, the rows in the lanes (below),
  * where the table has them (kr_on: the avx512vnni table's, not the
  * avx512vnni-lanes one, which the chooser takes where the tokens in the
- * lanes measure faster). */
+ * lanes measure faster).  Up to sixteen tokens fill one register of the
+ * lanes; past that, their second register runs partly empty, where the
+ * rows measured faster (docs/speed-history.md, section 28). */
 #define KR_MIN_TOK 17
 
 ALWAYS_INLINE int kr_takes(int kr_on, size_t n_tok)
@@ -2437,8 +2439,9 @@ ALWAYS_INLINE void transpose16x16(__m512i r[16])
     }
 }
 
-/* Sixteen decoded rows o[] into sb's half a. */
-ALWAYS_INLINE void kr_put(const kl_row o[16], int nsub, int a, kr_sb *sb)
+/* Sixteen decoded rows o[] into sb's half a; their mt[] only where the
+ * tiles read it (npairs of them; none in the signed form). */
+ALWAYS_INLINE void kr_put(const kl_row o[16], int nsub, int npairs, int a, kr_sb *sb)
 {
     for (int b = 0; b < 4; b++) { /* quants 64b..64b + 63: groups 16b.. */
         __m512i r[16];
@@ -2460,11 +2463,11 @@ ALWAYS_INLINE void kr_put(const kl_row o[16], int nsub, int a, kr_sb *sb)
     _Alignas(64) int32_t mt[8][16], qx[16];
     _Alignas(64) float d[16], dmin[16];
     for (int i = 0; i < 16; i++) {
-        for (int p = 0; p < nsub / 2; p++)
+        for (int p = 0; p < npairs; p++)
             mt[p][i] = o[i].mt[p];
         qx[i] = o[i].qx, d[i] = o[i].d, dmin[i] = o[i].dmin;
     }
-    for (int p = 0; p < nsub / 2; p++)
+    for (int p = 0; p < npairs; p++)
         sb->mt[p][a] = _mm512_load_si512(mt[p]);
     sb->qx[a] = _mm512_load_si512(qx);
     sb->d[a] = _mm512_load_ps(d), sb->dmin[a] = _mm512_load_ps(dmin);
@@ -2490,7 +2493,7 @@ static void kr_rows(ml_type T, int R, const uint8_t *w, size_t cols, size_t r, s
                 kl_decode(T, kr_signed(T), b, &o[i]);
                 o[i].qx = kr_signed(T) ? kl_qx(&o[i], kl_nsub(T)) : 0;
             }
-            kr_put(o, kl_nsub(T), a, &sb[k]);
+            kr_put(o, kl_nsub(T), kr_signed(T) ? 0 : kl_nsub(T) / 2, a, &sb[k]);
         }
 }
 
