@@ -1193,6 +1193,49 @@ ALWAYS_INLINE float row_k(ml_type T, const uint8_t *w, size_t nsb, const int8_t 
     return fold8(acc);
 }
 
+/* Two rows of at most four super-blocks (an MoE expert's down product:
+ * 768 columns) in one group: row a's super-block k in lane k, row b's in
+ * lane 4 + k, so that the group's fixed steps (hsum8x8, the f16 loads,
+ * the float step), as long as three super-blocks' sums, are taken once
+ * for both.  Each row's half is then folded as row_k folds its one
+ * partial group: its lanes k < nsb hold +0 + s_k, every other lane +0
+ * (no sums, d or xd there), which is exactly row_k's acc. */
+ALWAYS_INLINE void row_k_pair(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb,
+                              const int8_t *x, const float *xd, const xsums *xs, float *y)
+{
+    const size_t bytes = k_bytes(T);
+    __m256i is[8], ms[8];
+    UNROLL
+    for (size_t j = 0; j < 8; j++) {
+        is[j] = ms[j] = _mm256_setzero_si256();
+        if (j % 4 < nsb)
+            sums_k(T, w + j / 4 * row_bytes + j % 4 * bytes, x + 256 * (j % 4), xs, j % 4, &is[j],
+                   &ms[j]);
+    }
+    const uint8_t *b = w + row_bytes;
+    const __m256 d = _mm256_cvtph_ps(_mm_setr_epi16(
+        half_of_block(w + k_d_at(T), bytes, 0, nsb), half_of_block(w + k_d_at(T), bytes, 1, nsb),
+        half_of_block(w + k_d_at(T), bytes, 2, nsb), half_of_block(w + k_d_at(T), bytes, 3, nsb),
+        half_of_block(b + k_d_at(T), bytes, 0, nsb), half_of_block(b + k_d_at(T), bytes, 1, nsb),
+        half_of_block(b + k_d_at(T), bytes, 2, nsb), half_of_block(b + k_d_at(T), bytes, 3, nsb)));
+    __m256 dmin = _mm256_setzero_ps();
+    __m256i msum = _mm256_setzero_si256();
+    if (k_dmin_at(T) >= 0) {
+        const int at = k_dmin_at(T);
+        dmin = _mm256_cvtph_ps(_mm_setr_epi16(
+            half_of_block(w + at, bytes, 0, nsb), half_of_block(w + at, bytes, 1, nsb),
+            half_of_block(w + at, bytes, 2, nsb), half_of_block(w + at, bytes, 3, nsb),
+            half_of_block(b + at, bytes, 0, nsb), half_of_block(b + at, bytes, 1, nsb),
+            half_of_block(b + at, bytes, 2, nsb), half_of_block(b + at, bytes, 3, nsb)));
+        msum = hsum8x8(ms);
+    }
+    const __m128 x4 = _mm_maskload_ps(xd, _mm256_castsi256_si128(lanes_below(nsb)));
+    const __m256 acc = _mm256_add_ps(_mm256_setzero_ps(),
+                                     k_s(T, hsum8x8(is), msum, d, dmin, _mm256_set_m128(x4, x4)));
+    y[0] = fold8(_mm256_blend_ps(acc, _mm256_setzero_ps(), 0xf0));
+    y[1] = fold8(_mm256_zextps128_ps256(_mm256_extractf128_ps(acc, 1)));
+}
+
 #define ROW_K(name, T)                                                                          \
     static float row_##name(const uint8_t *w, size_t nsb, const int8_t *x, const float *xd,   \
                             const xsums *xs)                                                  \
@@ -1206,6 +1249,38 @@ ROW_K(q2_k, ML_TYPE_Q2_K)
 ROW_K(q3_k, ML_TYPE_Q3_K)
 ROW_K(iq4_xs, ML_TYPE_IQ4_XS)
 #undef ROW_K
+
+typedef void (*row_pair_fn)(const uint8_t *w, size_t row_bytes, size_t nsb, const int8_t *x,
+                            const float *xd, const xsums *xs, float *y);
+
+#define ROW_K_PAIR(name, T)                                                                     \
+    static void row_pair_##name(const uint8_t *w, size_t row_bytes, size_t nsb,               \
+                                const int8_t *x, const float *xd, const xsums *xs, float *y)  \
+    {                                                                                         \
+        row_k_pair(T, w, row_bytes, nsb, x, xd, xs, y);                                       \
+    }
+ROW_K_PAIR(q4_k, ML_TYPE_Q4_K)
+ROW_K_PAIR(q5_k, ML_TYPE_Q5_K)
+ROW_K_PAIR(q6_k, ML_TYPE_Q6_K)
+ROW_K_PAIR(q2_k, ML_TYPE_Q2_K)
+ROW_K_PAIR(q3_k, ML_TYPE_Q3_K)
+ROW_K_PAIR(iq4_xs, ML_TYPE_IQ4_XS)
+#undef ROW_K_PAIR
+
+/* The two-row dot of a 256-element type, for rows of at most four
+ * super-blocks; NULL for the others. */
+static row_pair_fn row_pair_for(ml_type t)
+{
+    switch (t) {
+    case ML_TYPE_Q4_K: return row_pair_q4_k;
+    case ML_TYPE_Q5_K: return row_pair_q5_k;
+    case ML_TYPE_Q6_K: return row_pair_q6_k;
+    case ML_TYPE_Q2_K: return row_pair_q2_k;
+    case ML_TYPE_Q3_K: return row_pair_q3_k;
+    case ML_TYPE_IQ4_XS: return row_pair_iq4_xs;
+    default: return NULL;
+    }
+}
 
 /* The types taken a few tokens at a time (matmul_k_tokens) and in the
  * lanes (matmul_k_lanes) below. */
@@ -1439,7 +1514,11 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     uint32_t elems = 1;
     ml_type_block(t, &elems, NULL, NULL);
     const size_t units = cols / (elems == 256 ? 256 : 32); /* the float types: blocks of 32 */
-    for (size_t r = r0; r < r1; r++)
+    const row_pair_fn pair = units <= 4 ? row_pair_for(t) : NULL;
+    size_t r = r0;
+    for (; pair && r + 2 <= r1; r += 2)
+        pair(w + r * row_bytes, row_bytes, units, xq, xd, &xs, y + r);
+    for (; r < r1; r++)
         y[r] = row(w + r * row_bytes, units, xq, xd, &xs);
 }
 
