@@ -1176,6 +1176,9 @@ ALWAYS_INLINE float row_k(ml_type T, const uint8_t *w, size_t nsb, const int8_t 
         const size_t m = nsb - g < 8 ? nsb - g : 8;
         const uint8_t *wg = w + g * bytes;
         __m256i is[8], ms[8];
+        /* unrolled, the eight super-blocks' sums stay in registers for
+         * hsum8x8 instead of going through the stack */
+        UNROLL
         for (size_t j = 0; j < 8; j++) {
             if (j < m) {
                 sums_k(T, wg + j * bytes, x + 256 * (g + j), xs, g + j, &is[j], &ms[j]);
