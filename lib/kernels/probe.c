@@ -28,10 +28,14 @@
 #define P_HIDDEN 2048   /* and an FFN's hidden width */
 #define P_BLK_TYPE ML_TYPE_Q4_K /* the block kernels' slot: the common type */
 #define P_BLK_ROWS 128  /* matvec_blk rows (Q4_K: 144 KiB) */
+/* matmul_blk times Q6_K too (the K mixes' other type, 27 KiB), whose
+ * prompts gain most from the rows in the lanes and Q4_K's least: the two
+ * avx512vnni tables differ in that choice alone. */
+#define P_BLK_TYPE2 ML_TYPE_Q6_K
 
 typedef struct probe_data {
     int8_t *wq8, *xq;
-    uint8_t *wq4, *wblk;
+    uint8_t *wq4, *wblk, *wblk2;
     uint16_t *wd;      /* f16 scales, as in most files */
     float *xd, *x, *y, *keys, *scores;
     void *xt;          /* matmul_x's rearranged activations */
@@ -65,7 +69,8 @@ static void fill_floats(float *f, size_t n, uint32_t seed)
 
 static void probe_free(probe_data *d)
 {
-    free(d->wq8), free(d->xq), free(d->wq4), free(d->wblk), free(d->wd), free(d->xd);
+    free(d->wq8), free(d->xq), free(d->wq4), free(d->wblk), free(d->wblk2), free(d->wd);
+    free(d->xd);
     free(d->x), free(d->y), free(d->keys), free(d->scores), free(d->xt);
 }
 
@@ -99,6 +104,22 @@ static void fill_blk(uint8_t *w)
     }
 }
 
+static size_t blk2_bytes(void)
+{
+    return P_MM_ROWS * ml__blk_row_bytes(P_BLK_TYPE2, P_MM_COLS);
+}
+
+/* Random Q6_K blocks with a typical d (at byte 208). */
+static void fill_blk2(uint8_t *w)
+{
+    fill_bytes(w, blk2_bytes(), 6);
+    for (size_t i = 0; i < blk2_bytes() / 210; i++) {
+        const uint16_t d = ml_f32_to_f16(0.001f * (float)(1 + i % 5));
+        w[210 * i + 208] = (uint8_t)d;
+        w[210 * i + 209] = (uint8_t)(d >> 8);
+    }
+}
+
 static int probe_alloc(probe_data *d, const ml_kernels *const *ks, size_t n)
 {
     const size_t wbytes = (size_t)P_ROWS * P_COLS, xbytes = (size_t)P_MM_TOK * P_MM_COLS;
@@ -106,6 +127,7 @@ static int probe_alloc(probe_data *d, const ml_kernels *const *ks, size_t n)
     d->wq8 = aligned_alloc(64, wbytes);
     d->wq4 = aligned_alloc(64, wbytes);
     d->wblk = malloc(blk_bytes());
+    d->wblk2 = malloc(blk2_bytes());
     d->wd = malloc(wbytes / 16 * sizeof *d->wd); /* Q4_0: two rows a Q8_0 row's bytes */
     d->xq = aligned_alloc(64, xbytes > P_HIDDEN ? xbytes : P_HIDDEN);
     d->xd = malloc(xbytes / 32 * sizeof *d->xd);
@@ -115,7 +137,7 @@ static int probe_alloc(probe_data *d, const ml_kernels *const *ks, size_t n)
     d->scores = aligned_alloc(64, (size_t)P_KEYS * sizeof *d->scores);
     d->xt_bytes = xt_bytes(ks, n);
     d->xt = d->xt_bytes ? aligned_alloc(64, (d->xt_bytes + 63) / 64 * 64) : NULL;
-    if (!d->wq8 || !d->wq4 || !d->wblk || !d->wd || !d->xq || !d->xd || !d->x || !d->y ||
+    if (!d->wq8 || !d->wq4 || !d->wblk || !d->wblk2 || !d->wd || !d->xq || !d->xd || !d->x || !d->y ||
         !d->keys || !d->scores || (d->xt_bytes && !d->xt)) {
         probe_free(d);
         return 0;
@@ -127,6 +149,7 @@ static int probe_alloc(probe_data *d, const ml_kernels *const *ks, size_t n)
     for (size_t i = 0; i < wbytes / 16; i++)
         d->wd[i] = ml_f32_to_f16(0.01f + 0.001f * (float)(i % 7));
     fill_blk(d->wblk);
+    fill_blk2(d->wblk2);
     fill_floats(d->x, (size_t)P_HIDDEN * 2, 3);
     fill_floats(d->keys, (size_t)P_KEYS * P_HEAD, 4);
     ml__kernels_scalar.quantize_q8_0(d->x, P_HIDDEN, d->xq, d->xd);
@@ -194,6 +217,8 @@ static void run_slot(ml_kslot s, const ml_kernels *k, probe_data *d)
     case ML_KS_MATMUL_BLK:
         k->matmul_blk(P_BLK_TYPE, d->wblk, P_MM_COLS, 0, P_MM_ROWS, d->xq, d->xd, P_MM_TOK, d->y,
                       P_MM_ROWS);
+        k->matmul_blk(P_BLK_TYPE2, d->wblk2, P_MM_COLS, 0, P_MM_ROWS, d->xq, d->xd, P_MM_TOK,
+                      d->y, P_MM_ROWS);
         break;
     case ML_KS_FMATH:
         for (int i = 0; i < 4; i++)
