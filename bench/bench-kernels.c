@@ -16,7 +16,7 @@
  *        bench/bench-kernels.c build/libmlcore.a -ldeflate -lz -lm -lpthread
  * (MLCORE_BUILD=DIR uses DIR/libmlcore.a).  VARIANT: scalar, avx2,
  * avx512vnni-lanes, avx512vnni, amx (default: every one this CPU runs; a
- * table's product is timed once where it is an earlier table's code, so
+ * table's product is timed once where it is a later table's code, so
  * avx512vnni-lanes shows only its matmul_blk rows).  -s: seconds per
  * measurement (default 0.3).  -m: a matrix shape instead of the default
  * TinyLlama ones (2048x2048, 5632x2048); a small one (say 64x4096, 128
@@ -434,14 +434,15 @@ static ml_kslot slot_of(ml_type t, int many)
 }
 
 /* Whether ks[v] is asked for and runs other code for slot s than the
- * tables before it that are (avx512vnni-lanes differs from avx512vnni
- * only in matmul_blk: its other rows would be the same code again). */
+ * tables after it that are (avx512vnni-lanes differs from avx512vnni,
+ * listed after it, only in matmul_blk: its other rows would be
+ * avx512vnni's code again). */
 static int to_time(const ml_kernels *const *ks, size_t v, ml_kslot s, int argc, char **argv,
                    int first)
 {
     if (!wanted(ks[v], argc, argv, first))
         return 0;
-    for (size_t u = 0; u < v; u++)
+    for (size_t u = v + 1; ks[u]; u++)
         if (wanted(ks[u], argc, argv, first) && ml__kernels_same(s, ks[u], ks[v]))
             return 0;
     return 1;
@@ -508,7 +509,7 @@ int main(int argc, char **argv)
         printf(" %s=%s", ml_kernels_slot(i), ml_kernels_slot_variant(i));
     printf("\n");
 
-    const ml_kernels *ks[8];
+    const ml_kernels *ks[9] = {NULL}; /* a NULL after the last */
     const size_t nk = ml__kernels_available(ks, 8);
     for (size_t ty = 0; ty < N_TYPES; ty++)
         for (size_t s = 0; s < n_shapes && want[ty]; s++) {

@@ -6,8 +6,8 @@
  * the activation functions) is taken at run time from the variant that
  * measures fastest on this CPU (a short probe, once per process, at the
  * first model or query), or all from the one variant the
- * environment variable ML_KERNELS names (scalar, avx2, avx512, amx, neon,
- * neondot; auto is the probe's choice), and kernel by kernel by items
+ * environment variable ML_KERNELS names (scalar, avx2, avx512lanes, avx512,
+ * amx, neon, neondot; auto is the probe's choice), and kernel by kernel by items
  * ,KERNEL=VARIANT after it (KERNEL as ml_kernels_slot names them).
  * Included by mlcore.h. */
 #ifndef MLCORE_KERNELS_H
@@ -20,7 +20,8 @@ extern "C" {
 #endif
 
 /* The name of the kernel variant the runtime would use now: "scalar",
- * "avx2", "avx512vnni", "amx", "neon" or "neondot" (the widest this CPU
+ * "avx2", "avx512vnni-lanes" (avx512vnni with another prompt product for
+ * the K-quants), "avx512vnni", "amx", "neon" or "neondot" (the widest this CPU
  * runs, on which the probe's choice is based, or the one ML_KERNELS
  * names; ml_kernels_slot_variant tells where each kernel comes from).  "none" when ML_KERNELS names an unknown
  * variant or one this CPU or build lacks; the runtime then refuses to
@@ -30,7 +31,7 @@ ML_API const char *ml_kernels_name(void);
 
 /* The float-math variant in use: "scalar" (that of the scalar and,
  * having no NEON version yet, the NEON kernels), "avx2" (of avx2) or
- * "avx512" (of avx512vnni and amx); "none" as above.  The same rules
+ * "avx512" (of avx512vnni-lanes, avx512vnni and amx); "none" as above.  The same rules
  * otherwise. */
 ML_API const char *ml_kernels_fmath_name(void);
 

@@ -123,8 +123,9 @@ int ml__cpu_x86_level(void)
 #endif
 }
 
-/* Every variant the library knows, slowest first.  `table` is NULL where
- * this build does not have it. */
+/* Every variant the library knows, slowest first (but avx512lanes, which
+ * sits below avx512 so that avx512 stays the widest).  `table` is NULL
+ * where this build does not have it. */
 typedef struct variant {
     const char *env;       /* the ML_KERNELS value */
     const ml_kernels *table;
@@ -258,8 +259,8 @@ unsigned ml__kernels_beating(const double *t, size_t n)
 size_t ml__kernels_fastest(const double *t, unsigned set, size_t n)
 {
     size_t best = n - 1;
-    for (size_t i = 0; i + 1 < n; i++)
-        if ((set & 1u << i) && (best == n - 1 || t[i] < t[best]))
+    for (size_t i = 0; i + 1 < n; i++) /* a tie: the later (wider) one */
+        if ((set & 1u << i) && (best == n - 1 || t[i] <= t[best]))
             best = i;
     return best;
 }
