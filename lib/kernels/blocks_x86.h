@@ -1196,6 +1196,19 @@ ALWAYS_INLINE float row_k(ml_type T, const uint8_t *w, size_t nsb, const int8_t 
     return fold8(acc);
 }
 
+/* The f16 at byte `at` of super-blocks 0-3 of the row at w (lanes 0-3)
+ * and of the row after it (lanes 4-7), 0 from super-block m on. */
+ALWAYS_INLINE __m256 f16_pair_lanes(const uint8_t *w, size_t row_bytes, size_t bytes, int at,
+                                    size_t m)
+{
+    const uint8_t *a = w + at, *b = w + row_bytes + at;
+    return _mm256_cvtph_ps(_mm_setr_epi16(
+        half_of_block(a, bytes, 0, m), half_of_block(a, bytes, 1, m),
+        half_of_block(a, bytes, 2, m), half_of_block(a, bytes, 3, m),
+        half_of_block(b, bytes, 0, m), half_of_block(b, bytes, 1, m),
+        half_of_block(b, bytes, 2, m), half_of_block(b, bytes, 3, m)));
+}
+
 /* Two rows of at most four super-blocks (an MoE expert's down product:
  * 768 columns) in one group: row a's super-block k in lane k, row b's in
  * lane 4 + k, so that the group's fixed steps (hsum8x8, the f16 loads,
@@ -1215,21 +1228,11 @@ ALWAYS_INLINE void row_k_pair(ml_type T, const uint8_t *w, size_t row_bytes, siz
             sums_k(T, w + j / 4 * row_bytes + j % 4 * bytes, x + 256 * (j % 4), xs, j % 4, &is[j],
                    &ms[j]);
     }
-    const uint8_t *b = w + row_bytes;
-    const __m256 d = _mm256_cvtph_ps(_mm_setr_epi16(
-        half_of_block(w + k_d_at(T), bytes, 0, nsb), half_of_block(w + k_d_at(T), bytes, 1, nsb),
-        half_of_block(w + k_d_at(T), bytes, 2, nsb), half_of_block(w + k_d_at(T), bytes, 3, nsb),
-        half_of_block(b + k_d_at(T), bytes, 0, nsb), half_of_block(b + k_d_at(T), bytes, 1, nsb),
-        half_of_block(b + k_d_at(T), bytes, 2, nsb), half_of_block(b + k_d_at(T), bytes, 3, nsb)));
+    const __m256 d = f16_pair_lanes(w, row_bytes, bytes, k_d_at(T), nsb);
     __m256 dmin = _mm256_setzero_ps();
     __m256i msum = _mm256_setzero_si256();
     if (k_dmin_at(T) >= 0) {
-        const int at = k_dmin_at(T);
-        dmin = _mm256_cvtph_ps(_mm_setr_epi16(
-            half_of_block(w + at, bytes, 0, nsb), half_of_block(w + at, bytes, 1, nsb),
-            half_of_block(w + at, bytes, 2, nsb), half_of_block(w + at, bytes, 3, nsb),
-            half_of_block(b + at, bytes, 0, nsb), half_of_block(b + at, bytes, 1, nsb),
-            half_of_block(b + at, bytes, 2, nsb), half_of_block(b + at, bytes, 3, nsb)));
+        dmin = f16_pair_lanes(w, row_bytes, bytes, k_dmin_at(T), nsb);
         msum = hsum8x8(ms);
     }
     const __m128 x4 = _mm_maskload_ps(xd, _mm256_castsi256_si128(lanes_below(nsb)));

@@ -92,31 +92,25 @@ static size_t blk_bytes(void)
     return P_BLK_ROWS * ml__blk_row_bytes(P_BLK_TYPE, P_COLS);
 }
 
-/* Random Q4_K blocks with typical (normal, small) d and dmin: random f16
- * bits would make subnormals and NaNs, which some CPUs compute slowly. */
-static void fill_blk(uint8_t *w)
-{
-    fill_bytes(w, blk_bytes(), 5);
-    for (size_t i = 0; i < blk_bytes() / 144; i++) {
-        const uint16_t d = ml_f32_to_f16(0.001f * (float)(1 + i % 5));
-        w[144 * i] = w[144 * i + 2] = (uint8_t)d;
-        w[144 * i + 1] = w[144 * i + 3] = (uint8_t)(d >> 8);
-    }
-}
-
 static size_t blk2_bytes(void)
 {
     return P_MM_ROWS * ml__blk_row_bytes(P_BLK_TYPE2, P_MM_COLS);
 }
 
-/* Random Q6_K blocks with a typical d (at byte 208). */
-static void fill_blk2(uint8_t *w)
+/* n bytes of random blocks of `block` bytes, each with a typical (normal,
+ * small) f16 at byte d_at and, where dmin_at >= 0, at dmin_at too: random
+ * f16 bits would make subnormals and NaNs, which some CPUs compute
+ * slowly. */
+static void fill_k_blocks(uint8_t *w, size_t n, size_t block, size_t d_at, int dmin_at,
+                          uint32_t seed)
 {
-    fill_bytes(w, blk2_bytes(), 6);
-    for (size_t i = 0; i < blk2_bytes() / 210; i++) {
+    fill_bytes(w, n, seed);
+    for (size_t i = 0; i < n / block; i++) {
         const uint16_t d = ml_f32_to_f16(0.001f * (float)(1 + i % 5));
-        w[210 * i + 208] = (uint8_t)d;
-        w[210 * i + 209] = (uint8_t)(d >> 8);
+        uint8_t *b = w + block * i;
+        b[d_at] = (uint8_t)d, b[d_at + 1] = (uint8_t)(d >> 8);
+        if (dmin_at >= 0)
+            b[dmin_at] = (uint8_t)d, b[dmin_at + 1] = (uint8_t)(d >> 8);
     }
 }
 
@@ -148,8 +142,8 @@ static int probe_alloc(probe_data *d, const ml_kernels *const *ks, size_t n)
     fill_bytes(d->wq4, wbytes, 2);
     for (size_t i = 0; i < wbytes / 16; i++)
         d->wd[i] = ml_f32_to_f16(0.01f + 0.001f * (float)(i % 7));
-    fill_blk(d->wblk);
-    fill_blk2(d->wblk2);
+    fill_k_blocks(d->wblk, blk_bytes(), 144, 0, 2, 5);      /* Q4_K: d, dmin */
+    fill_k_blocks(d->wblk2, blk2_bytes(), 210, 208, -1, 6); /* Q6_K: d */
     fill_floats(d->x, (size_t)P_HIDDEN * 2, 3);
     fill_floats(d->keys, (size_t)P_KEYS * P_HEAD, 4);
     ml__kernels_scalar.quantize_q8_0(d->x, P_HIDDEN, d->xq, d->xd);
