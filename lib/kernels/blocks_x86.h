@@ -188,6 +188,17 @@ ALWAYS_INLINE __m256i k4_mins(__m128i sm, const int32_t *asum)
                              _mm256_loadu_si256((const __m256i *)asum));
 }
 
+/* a | (b & m), as one vpternlogd where AVX-512VL has it: the quants'
+ * high bits put beside their nibbles with one instruction, not two. */
+ALWAYS_INLINE __m256i or_and(__m256i a, __m256i b, __m256i m)
+{
+#if HAVE_VNNI
+    return _mm256_ternarylogic_epi32(a, b, m, 0xF8); /* A | (B & C) */
+#else
+    return _mm256_or_si256(a, _mm256_and_si256(b, m));
+#endif
+}
+
 /* Pair g of Q4_K's or Q5_K's super-block w (sub-blocks 2g and 2g + 1) for
  * x_pairs's form of the activations: *a elements 0-15 of sub-block 2g
  * (low 128 bits) and of 2g + 1 (high), *b elements 16-31 alike.  The 16
@@ -210,15 +221,16 @@ ALWAYS_INLINE void k45_pair_quants(ml_type T, const uint8_t *w, int g, __m256i *
     const __m256i ha = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w + 16)));
     const __m256i hb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w + 32)));
     const int lo = 2 * g, hi = 2 * g + 1; /* the bits of the two lanes' sub-blocks */
+    __m256i sa, sb; /* ha, hb with the two lanes' bits at bit 4 */
     if (g < 2) {
         const __m256i n = _mm256_setr_epi32(4 - lo, 4 - lo, 4 - lo, 4 - lo, 4 - hi, 4 - hi, 4 - hi, 4 - hi);
-        *a = _mm256_or_si256(*a, _mm256_and_si256(_mm256_sllv_epi32(ha, n), bit));
-        *b = _mm256_or_si256(*b, _mm256_and_si256(_mm256_sllv_epi32(hb, n), bit));
+        sa = _mm256_sllv_epi32(ha, n), sb = _mm256_sllv_epi32(hb, n);
     } else {
         const __m256i n = _mm256_setr_epi32(lo - 4, lo - 4, lo - 4, lo - 4, hi - 4, hi - 4, hi - 4, hi - 4);
-        *a = _mm256_or_si256(*a, _mm256_and_si256(_mm256_srlv_epi32(ha, n), bit));
-        *b = _mm256_or_si256(*b, _mm256_and_si256(_mm256_srlv_epi32(hb, n), bit));
+        sa = _mm256_srlv_epi32(ha, n), sb = _mm256_srlv_epi32(hb, n);
     }
+    *a = or_and(*a, sa, bit);
+    *b = or_and(*b, sb, bit);
 }
 
 /* The byte shuffle that spreads, for packs of pairs 2k and 2k + 1, 16-bit
@@ -291,9 +303,19 @@ ALWAYS_INLINE __m256i q6_scaled(__m256i q, const int8_t *x, __m256i s)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(x)), s);
 }
 
+#if HAVE_VNNI
+/* Sub-block j's unsigned quants q against x, four products a lane
+ * (lanes 0-3 its first half, 4-7 its second). */
+ALWAYS_INLINE __m256i q6_quads(__m256i q, const int8_t *x)
+{
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, load256(x));
+}
+#endif
+
 /* A Q6_K super-block unpacked: q[j] sub-block j's 32 unsigned quants
  * (q6 without the -32), s[j] the scales its halves' 16-bit pairs take in
- * q6_scaled, sc16 the sixteen scales as 16-bit lanes. */
+ * q6_scaled (with VNNI: s[j], j even, those of sub-blocks j and j + 1
+ * packed by q6_sums), sc16 the sixteen scales as 16-bit lanes. */
 typedef struct q6_unpacked {
     __m256i q[8], s[8], sc16;
 } q6_unpacked;
@@ -310,19 +332,25 @@ ALWAYS_INLINE void q6_unpack(const uint8_t *w, q6_unpacked *u)
     for (int h = 0; h < 2; h++) {
         const __m256i l0 = load256(w + 64 * h), l1 = load256(w + 64 * h + 32);
         const __m256i qh = load256(w + 128 + 32 * h);
-        /* bits 2u, 2u+1 of qh to bits 4, 5 */
-        const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(qh, 4), two);
-        const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(qh, 2), two);
-        const __m256i h2 = _mm256_and_si256(qh, two);
-        const __m256i h3 = _mm256_and_si256(_mm256_srli_epi16(qh, 2), two);
-        const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, low), h0);
-        const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, low), h1);
-        const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low), h2);
-        const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low), h3);
+        /* the nibbles, and bits 2u, 2u+1 of qh at bits 4, 5 */
+        const __m256i n0 = _mm256_and_si256(l0, low), n1 = _mm256_and_si256(l1, low);
+        const __m256i n2 = _mm256_and_si256(_mm256_srli_epi16(l0, 4), low);
+        const __m256i n3 = _mm256_and_si256(_mm256_srli_epi16(l1, 4), low);
+        const __m256i q0 = or_and(n0, _mm256_slli_epi16(qh, 4), two);
+        const __m256i q1 = or_and(n1, _mm256_slli_epi16(qh, 2), two);
+        const __m256i q2 = or_and(n2, qh, two);
+        const __m256i q3 = or_and(n3, _mm256_srli_epi16(qh, 2), two);
         u->q[4 * h] = q0, u->q[4 * h + 1] = q1, u->q[4 * h + 2] = q2, u->q[4 * h + 3] = q3;
+#if HAVE_VNNI
+        /* q6_sums packs sub-blocks i and i + 1: their four halves' scales */
+        UNROLL
+        for (int i = 0; i < 4; i += 2)
+            u->s[4 * h + i] = _mm256_shuffle_epi8(scs[h], spread_quad(i / 2));
+#else
         UNROLL
         for (int i = 0; i < 4; i++)
             u->s[4 * h + i] = _mm256_shuffle_epi8(scs[h], spread_halves(i));
+#endif
     }
 }
 
@@ -334,13 +362,19 @@ ALWAYS_INLINE void q6_sums(const q6_unpacked *u, const int8_t *x, const int16_t 
     const __m256i corr = _mm256_slli_epi32(
         _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a16), u->sc16), 5);
 #if HAVE_VNNI
-    /* vpdpwssd scales and adds at once: two chains of four sub-blocks */
+    /* vpdpbusd sums each sub-block's products four at a time, at most
+     * 4·63·128 in magnitude, so two sub-blocks pack exactly into one
+     * register's 16-bit lanes (as k45_sums) and one vpdpwssd scales and
+     * adds four halves: two chains of two */
     __m256i e = _mm256_setzero_si256(), o = _mm256_setzero_si256();
     UNROLL
-    for (int j = 0; j < 8; j += 2) {
-        e = _mm256_dpwssd_epi32(e, _mm256_maddubs_epi16(u->q[j], load256(x + 32 * j)), u->s[j]);
-        o = _mm256_dpwssd_epi32(o, _mm256_maddubs_epi16(u->q[j + 1], load256(x + 32 * j + 32)),
-                                u->s[j + 1]);
+    for (int j = 0; j < 8; j += 4) {
+        e = _mm256_dpwssd_epi32(e, _mm256_packs_epi32(q6_quads(u->q[j], x + 32 * j),
+                                                      q6_quads(u->q[j + 1], x + 32 * j + 32)),
+                                u->s[j]);
+        o = _mm256_dpwssd_epi32(o, _mm256_packs_epi32(q6_quads(u->q[j + 2], x + 32 * j + 64),
+                                                      q6_quads(u->q[j + 3], x + 32 * j + 96)),
+                                u->s[j + 2]);
     }
     *is = _mm256_sub_epi32(_mm256_add_epi32(e, o), corr);
 #else
