@@ -1049,13 +1049,23 @@ static inline int blk_unpack_k(ml_type t, const uint8_t *w, size_t cols, size_t 
  * nib[i] / 4 (pair[i] = nib[i] / 2). */
 ALWAYS_INLINE __m256i iq4_xs_scales(const uint8_t *b, __m256i nib, __m256i pair)
 {
-    uint32_t sl, sh = (uint32_t)(b[2] | b[3] << 8);
+    uint32_t sl;
     memcpy(&sl, b + 4, 4);
     const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sl), nib),
                                         _mm256_set1_epi32(15));
+#if HAVE_VNNI
+    /* scales_h in both halves of each lane, rotated right by pair - 4
+     * (mod 32) so that bits pair, pair + 1 land on bits 4, 5: one
+     * rotation and one vpternlogd where the shifts, and and or were four */
+    const __m256i hi = _mm256_rorv_epi32(_mm256_broadcastw_epi16(_mm_loadu_si16(b + 2)),
+                                         _mm256_sub_epi32(pair, _mm256_set1_epi32(4)));
+    return _mm256_sub_epi32(or_and(lo, hi, _mm256_set1_epi32(0x30)), _mm256_set1_epi32(32));
+#else
+    const uint32_t sh = (uint32_t)(b[2] | b[3] << 8);
     const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)sh), pair),
                                         _mm256_set1_epi32(3));
     return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+#endif
 }
 
 /* IQ4_XS: row_k needs only the lanes' total, so each sub-block's 16-bit
