@@ -2517,7 +2517,7 @@ ALWAYS_INLINE int kr_takes(int kr_on, size_t n_tok)
  * is row 16a + i's. */
 typedef struct kr_sb {
     __m512i q[64][KR_R];  /* group g: quants 4g..4g+3 (kl_row.q) */
-    __m512i sc[16][KR_R]; /* sub-block scales (kl_row.sc) */
+    __m512i sc[16][KR_R]; /* sub-block scales in kr_scaled's pairs */
     __m512i mt[8][KR_R];  /* kl_row.mt */
     __m512i qx[KR_R];     /* kl_row.qx, in the signed form */
     __m512 d[KR_R], dmin[KR_R];
@@ -2587,8 +2587,9 @@ ALWAYS_INLINE void kr_put(const kl_row o[16], int nsub, int npairs, int a, kr_sb
     for (int i = 0; i < 16; i++) /* sc[nsub..16) are not set */
         r[i] = _mm512_maskz_loadu_epi32((__mmask16)((1u << nsub) - 1), o[i].sc);
     transpose16x16(r);
-    for (int j = 0; j < nsub; j++)
-        sb->sc[j][a] = r[j];
+    for (int j = 0; j < nsub; j++) /* sc as the 16-bit pair (sc, 256·sc) */
+        sb->sc[j][a] = _mm512_or_si512(_mm512_and_si512(r[j], _mm512_set1_epi32(0xffff)),
+                                       _mm512_slli_epi32(r[j], 24));
     _Alignas(64) int32_t mt[8][16], qx[16];
     _Alignas(64) float d[16], dmin[16];
     for (int i = 0; i < 16; i++) {
@@ -2624,6 +2625,21 @@ static void kr_rows(ml_type T, int R, const uint8_t *w, size_t cols, size_t r, s
             }
             kr_put(o, kl_nsub(T), kr_signed(T) ? 0 : kl_nsub(T) / 2, a, &sb[k]);
         }
+}
+
+/* is + sc·v, exactly, for a sub-block's integer sum v and its scale sc
+ * held as the 16-bit pair (sc, 256·sc) (kr_put): one byte shuffle makes v
+ * the pair (v & 255, v >> 8) and one vpdpwssd adds
+ * (v & 255)·sc + (v >> 8)·256·sc, two instructions where vpmulld (two
+ * micro-ops) and an add were three.  Exact while v >> 8 fits 16 bits:
+ * |v| is at most 32·31·128 (Q5_K's unsigned quants), 16·255·32 (Q6_K's
+ * signed form) or 32·255·127 (IQ4_XS's), so |v >> 8| <= 4048; and
+ * 256·sc fits 16 bits for every scale (|sc| <= 128). */
+ALWAYS_INLINE __m512i kr_scaled(__m512i is, __m512i v, __m512i sc)
+{
+    /* bytes of each lane: v's byte 0, a zero, bytes 1 and 2 */
+    const __m512i pair = _mm512_set4_epi32(0x0e0d800c, 0x0a098008, 0x06058004, 0x02018000);
+    return _mm512_dpwssd_epi32(is, _mm512_shuffle_epi8(v, pair), sc);
 }
 
 /* A tile's 16·R rows (R <= KR_R registers, a constant) x KR_T tokens
@@ -2674,7 +2690,7 @@ ALWAYS_INLINE void kr_tile(ml_type T, int R, const kr_sb *sb, size_t nsb, const 
             for (int t = 0; t < KR_T; t++)
                 UNROLL
                 for (int a = 0; a < R; a++)
-                    is[t][a] = _mm512_add_epi32(is[t][a], _mm512_mullo_epi32(v[t][a], s->sc[j][a]));
+                    is[t][a] = kr_scaled(is[t][a], v[t][a], s->sc[j][a]);
         }
         UNROLL
         for (int t = 0; t < KR_T; t++) {
