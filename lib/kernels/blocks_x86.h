@@ -2060,7 +2060,8 @@ typedef struct kl_row {
                        * the levels) */
     int32_t sc[16];   /* sub-block scales: 8 of 32 elements (Q6_K: 16 of
                        * 16; IQ4_XS: ls - 32) */
-    int32_t sp[16];   /* without VNNI: sc[j] in both 16-bit halves */
+    int32_t sp[16];   /* sc[j] as 16-bit pairs: (sc, 256·sc) for
+                       * kl_scaled with VNNI, (sc, sc) without */
     int32_t mt[8];    /* 16-bit pairs weighting the sub-blocks' activation
                        * sums: Q4_K's, Q5_K's mins; Q6_K's 32·scale,
                        * IQ4_XS's 128·scale (the offsets taken off) */
@@ -2234,7 +2235,7 @@ ALWAYS_INLINE void kl_scale_pairs(kl_row *o, int nsub)
         const __m256i v = load256(o->sc + j);
         _mm256_storeu_si256((__m256i *)(o->sp + j),
                             _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xffff)),
-                                            _mm256_slli_epi32(v, 16)));
+                                            _mm256_slli_epi32(v, HAVE_VNNI ? 24 : 16)));
     }
 }
 
@@ -2248,8 +2249,7 @@ static void kl_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t n
         for (size_t k = 0; k < nsb; k++) {
             kl_row *o = &rows[k * KL_ROWS + i];
             kl_decode(T, 0, row + k * bytes, o);
-            if (!HAVE_VNNI)
-                kl_scale_pairs(o, kl_nsub(T));
+            kl_scale_pairs(o, kl_nsub(T));
         }
     }
 }
@@ -2273,6 +2273,24 @@ ALWAYS_INLINE kl_vi kl_madd16(kl_vi acc, kl_vi a, kl_vi b)
 #endif
 }
 
+#if HAVE_VNNI
+/* is + sc·v, exactly, lane by lane, for a sub-block's integer sum v and
+ * its scale sc held as the 16-bit pair (sc, 256·sc) (kl_scale_pairs,
+ * kr_put): one byte shuffle makes v the pair (v & 255, v >> 8) and one
+ * vpdpwssd adds (v & 255)·sc + (v >> 8)·256·sc, two instructions where
+ * vpmulld (two micro-ops) and an add were three.  Exact while v >> 8 fits 16 bits:
+ * |v| is at most 32·31·128 (Q5_K's unsigned quants), 16·63·128 (Q6_K's),
+ * 32·241·128 (IQ4_XS's levels + 128), 16·255·32 (Q6_K's signed form) or
+ * 32·255·127 (IQ4_XS's), so |v >> 8| <= 4048; and 256·sc fits 16 bits
+ * for every scale (|sc| <= 128). */
+ALWAYS_INLINE __m512i kl_scaled(__m512i is, __m512i v, __m512i sc)
+{
+    /* bytes of each lane: v's byte 0, a zero, bytes 1 and 2 */
+    const __m512i pair = _mm512_set4_epi32(0x0e0d800c, 0x0a098008, 0x06058004, 0x02018000);
+    return _mm512_dpwssd_epi32(is, _mm512_shuffle_epi8(v, pair), sc);
+}
+#endif
+
 /* Sub-block s of a tile's rows (xc: its per groups of activations)
  * into is[r]: its scale times its byte products' sum. */
 ALWAYS_INLINE void kl_sub(const kl_row *rw, const kl_vi *xc, int s, int per, int run,
@@ -2292,7 +2310,7 @@ ALWAYS_INLINE void kl_sub(const kl_row *rw, const kl_vi *xc, int s, int per, int
                 v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 4 * (per * s + g))), xc[g]);
     UNROLL
     for (int r = 0; r < KL_ROWS; r++)
-        is[r] = _mm512_add_epi32(is[r], _mm512_mullo_epi32(v[r], _mm512_set1_epi32(rw[r].sc[s])));
+        is[r] = kl_scaled(is[r], v[r], _mm512_set1_epi32(rw[r].sp[s]));
 #else
     /* a run of groups' 16-bit pairs, then one vpmaddwd by the scale
      * (|scale| <= 128) widens and scales them: no 32-bit multiply */
@@ -2517,7 +2535,7 @@ ALWAYS_INLINE int kr_takes(int kr_on, size_t n_tok)
  * is row 16a + i's. */
 typedef struct kr_sb {
     __m512i q[64][KR_R];  /* group g: quants 4g..4g+3 (kl_row.q) */
-    __m512i sc[16][KR_R]; /* sub-block scales in kr_scaled's pairs */
+    __m512i sc[16][KR_R]; /* sub-block scales in kl_scaled's pairs */
     __m512i mt[8][KR_R];  /* kl_row.mt */
     __m512i qx[KR_R];     /* kl_row.qx, in the signed form */
     __m512 d[KR_R], dmin[KR_R];
@@ -2627,21 +2645,6 @@ static void kr_rows(ml_type T, int R, const uint8_t *w, size_t cols, size_t r, s
         }
 }
 
-/* is + sc·v, exactly, for a sub-block's integer sum v and its scale sc
- * held as the 16-bit pair (sc, 256·sc) (kr_put): one byte shuffle makes v
- * the pair (v & 255, v >> 8) and one vpdpwssd adds
- * (v & 255)·sc + (v >> 8)·256·sc, two instructions where vpmulld (two
- * micro-ops) and an add were three.  Exact while v >> 8 fits 16 bits:
- * |v| is at most 32·31·128 (Q5_K's unsigned quants), 16·255·32 (Q6_K's
- * signed form) or 32·255·127 (IQ4_XS's), so |v >> 8| <= 4048; and
- * 256·sc fits 16 bits for every scale (|sc| <= 128). */
-ALWAYS_INLINE __m512i kr_scaled(__m512i is, __m512i v, __m512i sc)
-{
-    /* bytes of each lane: v's byte 0, a zero, bytes 1 and 2 */
-    const __m512i pair = _mm512_set4_epi32(0x0e0d800c, 0x0a098008, 0x06058004, 0x02018000);
-    return _mm512_dpwssd_epi32(is, _mm512_shuffle_epi8(v, pair), sc);
-}
-
 /* A tile's 16·R rows (R <= KR_R registers, a constant) x KR_T tokens
  * over every super-block; token t's
  * activations at x[t] (+ 128 in the signed form), its sub-block pairs'
@@ -2690,7 +2693,7 @@ ALWAYS_INLINE void kr_tile(ml_type T, int R, const kr_sb *sb, size_t nsb, const 
             for (int t = 0; t < KR_T; t++)
                 UNROLL
                 for (int a = 0; a < R; a++)
-                    is[t][a] = kr_scaled(is[t][a], v[t][a], s->sc[j][a]);
+                    is[t][a] = kl_scaled(is[t][a], v[t][a], s->sc[j][a]);
         }
         UNROLL
         for (int t = 0; t < KR_T; t++) {
