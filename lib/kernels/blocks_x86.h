@@ -2275,11 +2275,11 @@ ALWAYS_INLINE kl_vi kl_madd16(kl_vi acc, kl_vi a, kl_vi b)
 
 #if HAVE_VNNI
 /* is + sc·v, exactly, lane by lane, for a sub-block's integer sum v and
- * its scale sc held as the 16-bit pair (sc, 256·sc) (kl_scale_pairs,
- * kr_put): one byte shuffle makes v the pair (v & 255, v >> 8) and one
- * vpdpwssd adds (v & 255)·sc + (v >> 8)·256·sc, two instructions where
- * vpmulld (two micro-ops) and an add were three.  Exact while v >> 8 fits 16 bits:
- * |v| is at most 32·31·128 (Q5_K's unsigned quants), 16·63·128 (Q6_K's),
+ * its scale sc held as the 16-bit pair (sc, 256·sc) (kl_scale_pairs):
+ * one byte shuffle makes v the pair (v & 255, v >> 8) and one vpdpwssd
+ * adds (v & 255)·sc + (v >> 8)·256·sc, two instructions where vpmulld
+ * (two micro-ops) and an add were three.  Exact while v >> 8 fits 16
+ * bits: |v| is at most 32·31·128 (Q5_K's unsigned quants), 16·63·128 (Q6_K's),
  * 32·241·128 (IQ4_XS's levels + 128), 16·255·32 (Q6_K's signed form) or
  * 32·255·127 (IQ4_XS's), so |v >> 8| <= 4048; and 256·sc fits 16 bits
  * for every scale (|sc| <= 128). */
@@ -2535,7 +2535,7 @@ ALWAYS_INLINE int kr_takes(int kr_on, size_t n_tok)
  * is row 16a + i's. */
 typedef struct kr_sb {
     __m512i q[64][KR_R];  /* group g: quants 4g..4g+3 (kl_row.q) */
-    __m512i sc[16][KR_R]; /* sub-block scales in kl_scaled's pairs */
+    __m512i sc[16][KR_R]; /* sub-block scales as kl_scaled's pairs (kl_row.sp) */
     __m512i mt[8][KR_R];  /* kl_row.mt */
     __m512i qx[KR_R];     /* kl_row.qx, in the signed form */
     __m512 d[KR_R], dmin[KR_R];
@@ -2602,12 +2602,11 @@ ALWAYS_INLINE void kr_put(const kl_row o[16], int nsub, int npairs, int a, kr_sb
     }
     __m512i r[16];
     UNROLL
-    for (int i = 0; i < 16; i++) /* sc[nsub..16) are not set */
-        r[i] = _mm512_maskz_loadu_epi32((__mmask16)((1u << nsub) - 1), o[i].sc);
+    for (int i = 0; i < 16; i++) /* sp[nsub..16) are not set */
+        r[i] = _mm512_maskz_loadu_epi32((__mmask16)((1u << nsub) - 1), o[i].sp);
     transpose16x16(r);
-    for (int j = 0; j < nsub; j++) /* sc as the 16-bit pair (sc, 256·sc) */
-        sb->sc[j][a] = _mm512_or_si512(_mm512_and_si512(r[j], _mm512_set1_epi32(0xffff)),
-                                       _mm512_slli_epi32(r[j], 24));
+    for (int j = 0; j < nsub; j++)
+        sb->sc[j][a] = r[j];
     _Alignas(64) int32_t mt[8][16], qx[16];
     _Alignas(64) float d[16], dmin[16];
     for (int i = 0; i < 16; i++) {
@@ -2639,6 +2638,7 @@ static void kr_rows(ml_type T, int R, const uint8_t *w, size_t cols, size_t r, s
                     for (size_t c = 0; c < bytes; c += 64)
                         _mm_prefetch((const char *)b + 2 * bytes + c, _MM_HINT_T0);
                 kl_decode(T, kr_signed(T), b, &o[i]);
+                kl_scale_pairs(&o[i], kl_nsub(T));
                 o[i].qx = kr_signed(T) ? kl_qx(&o[i], kl_nsub(T)) : 0;
             }
             kr_put(o, kl_nsub(T), kr_signed(T) ? 0 : kl_nsub(T) / 2, a, &sb[k]);
