@@ -795,7 +795,7 @@ static void *kl_scratch(size_t bytes);
  * of blocks are unpacked (and put through their levels) once for all the
  * tokens, the scales read once, and each token's sums are row_32's, its
  * float steps group_apply's in row_32's order: matvec's bits.  Up to
- * eight (Q4_1's lanes take more, matmul_q4_1_lanes): the tiles cost a
+ * eight (Q4_1's lanes take more, matmul_32_lanes): the tiles cost a
  * token's whole dot per row and token, the rows only its sums
  * (docs/speed-history.md, section 23). */
 #define NT_MAX 8
@@ -2860,12 +2860,13 @@ static int matmul_k_lanes(ml_type t, const uint8_t *w, size_t cols, size_t r0, s
 
 /* ---- Q4_1 with the tokens in the lanes ----
  *
- * As the K lanes above, for Q4_1's 32-element blocks: a register holds
- * KL_TOK tokens' same four activations, each row's four quants are
- * broadcast into vpdpbusd (without VNNI vpmaddubsw, a whole block's
- * 16-bit pairs added before one vpmaddwd widens them: |pair| <=
- * 2·15·128, eight of them below 2^15), and a block's sums land in the
- * lanes of KL_TOK tokens at once.  Each block then takes rule 5's float step,
+ * As the K lanes above, for Q4_1's and Q5_1's 32-element blocks (their
+ * unsigned quants, 0..15 and 0..31): a register holds KL_TOK tokens'
+ * same four activations, each row's four quants are broadcast into
+ * vpdpbusd (without VNNI vpmaddubsw, 16-bit pairs added before a
+ * vpmaddwd widens them: |pair| <= 2·15·128 for Q4_1, a whole block's
+ * eight below 2^15; 2·31·128 for Q5_1, four of them), and a block's sums
+ * land in the lanes of KL_TOK tokens at once.  Each block then takes rule 5's float step,
  * s = (float)isum·(d·xd) + (float)Σx·(m·xd), in group_apply's order,
  * into acc[block % 8], folded as fold8 does: matvec's bits.  Eight
  * blocks (256 elements) make a group, the last one partial when a row's
@@ -2886,6 +2887,12 @@ typedef struct l32_x {
     kl_vf xd[8];      /* lane t: token t's scale of the block, +0 past the last token */
     kl_vf as[8];      /* lane t: Σ x over the block, as a float */
 } l32_x;
+
+/* The types of these lanes. */
+ALWAYS_INLINE int l32_type(ml_type t)
+{
+    return t == ML_TYPE_Q4_1 || t == ML_TYPE_Q5_1;
+}
 
 /* One row's group of eight blocks, decoded. */
 typedef struct l32_row {
@@ -2924,20 +2931,27 @@ static void l32_x_group(const int8_t *x, size_t cols, const float *xd, size_t nt
     }
 }
 
-/* Rows [r, r + nr) (nr <= KL_ROWS) into rows[k * KL_ROWS + i], the last
- * row repeated past nr. */
-static void l32_rows(const uint8_t *w, size_t cols, size_t r, size_t nr, l32_row *rows)
+/* Rows [r, r + nr) (nr <= KL_ROWS) of Q4_1 or Q5_1 into
+ * rows[k * KL_ROWS + i], the last row repeated past nr: block_dot's
+ * quants. */
+static void l32_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t nr, l32_row *rows)
 {
-    const size_t nb = cols / 32;
-    const __m128i low = _mm_set1_epi8(15);
+    const size_t nb = cols / 32, bb = T == ML_TYPE_Q4_1 ? 20 : 24;
     for (size_t i = 0; i < KL_ROWS; i++) {
-        const uint8_t *row = w + (r + (i < nr ? i : nr - 1)) * nb * 20;
+        const uint8_t *row = w + (r + (i < nr ? i : nr - 1)) * nb * bb;
         for (size_t j = 0; j < nb; j++) {
             l32_row *o = &rows[j / 8 * KL_ROWS + i];
-            const uint8_t *blk = row + 20 * j;
-            const __m128i v = _mm_loadu_si128((const __m128i *)(blk + 4));
-            _mm_storeu_si128((__m128i *)(o->q + 32 * (j % 8)), _mm_and_si128(v, low));
-            _mm_storeu_si128((__m128i *)(o->q + 32 * (j % 8) + 16), _mm_and_si128(_mm_srli_epi16(v, 4), low));
+            const uint8_t *blk = row + bb * j;
+            __m256i q;
+            if (T == ML_TYPE_Q4_1) {
+                q = nibbles32(blk + 4);
+            } else {
+                uint32_t qh;
+                memcpy(&qh, blk + 4, 4);
+                q = _mm256_or_si256(nibbles32(blk + 8),
+                                    _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(16)));
+            }
+            _mm256_storeu_si256((__m256i *)(void *)(o->q + 32 * (j % 8)), q);
             o->d[j % 8] = f16_at(blk), o->m[j % 8] = f16_at(blk + 2);
         }
     }
@@ -2945,9 +2959,11 @@ static void l32_rows(const uint8_t *w, size_t cols, size_t r, size_t nr, l32_row
 
 /* Block b of a tile's rows (xc: its eight groups of activations): v[r]
  * row r's sums, token by lane. */
-ALWAYS_INLINE void l32_dots(const l32_row *rw, size_t b, const kl_vi *xc, kl_vi v[KL_ROWS])
+ALWAYS_INLINE void l32_dots(ml_type T, const l32_row *rw, size_t b, const kl_vi *xc,
+                            kl_vi v[KL_ROWS])
 {
 #if HAVE_VNNI
+    (void)T; /* no overflow in 32 bits */
     UNROLL
     for (int r = 0; r < KL_ROWS; r++)
         v[r] = _mm512_setzero_si512();
@@ -2958,14 +2974,19 @@ ALWAYS_INLINE void l32_dots(const l32_row *rw, size_t b, const kl_vi *xc, kl_vi 
             v[r] = _mm512_dpbusd_epi32(v[r], _mm512_set1_epi32(*(const kl_u32 *)(rw[r].q + 32 * b + 4 * g)),
                                        xc[g]);
 #else
+    const int run = T == ML_TYPE_Q4_1 ? 8 : 4; /* pairs added in 16 bits */
     UNROLL
     for (int r = 0; r < KL_ROWS; r++) {
         const kl_u32 *w4 = (const kl_u32 *)(rw[r].q + 32 * b);
-        __m256i p = _mm256_maddubs_epi16(_mm256_set1_epi32(w4[0]), xc[0]);
+        v[r] = _mm256_setzero_si256();
         UNROLL
-        for (int g = 1; g < 8; g++)
-            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_set1_epi32(w4[g]), xc[g]));
-        v[r] = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+        for (int g0 = 0; g0 < 8; g0 += run) {
+            __m256i p = _mm256_maddubs_epi16(_mm256_set1_epi32(w4[g0]), xc[g0]);
+            UNROLL
+            for (int g = g0 + 1; g < g0 + run; g++)
+                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_set1_epi32(w4[g]), xc[g]));
+            v[r] = _mm256_add_epi32(v[r], _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        }
     }
 #endif
 }
@@ -2973,7 +2994,8 @@ ALWAYS_INLINE void l32_dots(const l32_row *rw, size_t b, const kl_vi *xc, kl_vi 
 /* Eight rows x KL_TOK tokens over every group: out[row][token].  Block
  * b of each group at a time, its acc[b] in registers: a row's and
  * token's blocks meet acc[b] in matvec's order all the same. */
-static void l32_tile(const l32_row *rows, const l32_x *xg, size_t nb, float out[KL_ROWS][KL_TOK])
+ALWAYS_INLINE void l32_tile(ml_type T, const l32_row *rows, const l32_x *xg, size_t nb,
+                            float out[KL_ROWS][KL_TOK])
 {
     kl_vf part[8][KL_ROWS]; /* part[b][r]: row r's acc[b] */
     for (size_t b = 0; b < 8; b++) {
@@ -2985,7 +3007,7 @@ static void l32_tile(const l32_row *rows, const l32_x *xg, size_t nb, float out[
             const l32_row *rw = rows + k * KL_ROWS;
             const l32_x *x = xg + k;
             kl_vi v[KL_ROWS];
-            l32_dots(rw, b, x->c + 8 * b, v);
+            l32_dots(T, rw, b, x->c + 8 * b, v);
             UNROLL
             for (int r = 0; r < KL_ROWS; r++) {
                 const kl_vf dx = KL(mul_ps)(KL(set1_ps)(rw[r].d[b]), x->xd[b]);
@@ -3005,6 +3027,17 @@ static void l32_tile(const l32_row *rows, const l32_x *xg, size_t nb, float out[
                                                     KL(add_ps)(part[3][r], part[7][r]))));
 }
 
+/* The tile of each type, its quants' width folded in. */
+static void l32_tile_q4_1(const l32_row *rows, const l32_x *xg, size_t nb, float out[KL_ROWS][KL_TOK])
+{
+    l32_tile(ML_TYPE_Q4_1, rows, xg, nb, out);
+}
+
+static void l32_tile_q5_1(const l32_row *rows, const l32_x *xg, size_t nb, float out[KL_ROWS][KL_TOK])
+{
+    l32_tile(ML_TYPE_Q5_1, rows, xg, nb, out);
+}
+
 /* Groups of KL_TOK tokens [g0, g1) of n_tok tokens' lane form (group
  * g: tokens 16g on, at xg + g * (its groups of blocks)). */
 static void l32_x_groups(const int8_t *xq, const float *xd, size_t cols, size_t n_tok, size_t g0,
@@ -3019,26 +3052,29 @@ static void l32_x_groups(const int8_t *xq, const float *xd, size_t cols, size_t 
 
 /* Rows [r0, r1) times the nc tokens (nc <= KL_CHUNK) whose form is xg:
  * token k's results at y + k * ldy.  rows: scratch for a tile's rows. */
-static void l32_chunk(const uint8_t *w, size_t cols, size_t r0, size_t r1, const l32_x *xg,
-                      size_t nc, l32_row *rows, float *y, size_t ldy)
+static void l32_chunk(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                      const l32_x *xg, size_t nc, l32_row *rows, float *y, size_t ldy)
 {
     const size_t nb = cols / 32, ng = (nb + 7) / 8;
     for (size_t r = r0; r < r1; r += KL_ROWS) {
         const size_t nr = r1 - r < KL_ROWS ? r1 - r : KL_ROWS;
-        l32_rows(w, cols, r, nr, rows);
+        l32_rows(T, w, cols, r, nr, rows);
         for (size_t g = 0; g * KL_TOK < nc; g++) {
             const size_t tg = g * KL_TOK, nt = nc - tg < KL_TOK ? nc - tg : KL_TOK;
             float out[KL_ROWS][KL_TOK];
-            l32_tile(rows, xg + g * ng, nb, out);
+            if (T == ML_TYPE_Q4_1)
+                l32_tile_q4_1(rows, xg + g * ng, nb, out);
+            else
+                l32_tile_q5_1(rows, xg + g * ng, nb, out);
             kl_put(out, nr, nt, y + tg * ldy + r, ldy);
         }
     }
 }
 
-/* Q4_1, rows [r0, r1) x n_tok tokens, the activations laid out here a
- * chunk at a time; 0 when out of memory. */
-static int matmul_q4_1_lanes(const uint8_t *w, size_t cols, size_t r0, size_t r1, const int8_t *xq,
-                             const float *xd, size_t n_tok, float *y, size_t ldy)
+/* Q4_1 or Q5_1, rows [r0, r1) x n_tok tokens, the activations laid out
+ * here a chunk at a time; 0 when out of memory. */
+static int matmul_32_lanes(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r1,
+                           const int8_t *xq, const float *xd, size_t n_tok, float *y, size_t ldy)
 {
     const size_t nb = cols / 32, ng = (nb + 7) / 8;
     const size_t b_xg = kl_lines(KL_CHUNK / KL_TOK * ng * sizeof(l32_x));
@@ -3050,7 +3086,7 @@ static int matmul_q4_1_lanes(const uint8_t *w, size_t cols, size_t r0, size_t r1
     for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK) {
         const size_t nc = n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK;
         l32_x_groups(xq + t0 * cols, xd + t0 * nb, cols, nc, 0, (nc + KL_TOK - 1) / KL_TOK, xg);
-        l32_chunk(w, cols, r0, r1, xg, nc, rows, y + t0 * ldy, ldy);
+        l32_chunk(T, w, cols, r0, r1, xg, nc, rows, y + t0 * ldy, ldy);
     }
     return 1;
 }
@@ -3060,10 +3096,10 @@ static int matmul_q4_1_lanes(const uint8_t *w, size_t cols, size_t r0, size_t r1
  * (matmul_k_tokens), up to sixteen in the lanes (matmul_k_lanes; Q6_K's
  * nine to eleven in tiles), from KR_MIN_TOK on the rows in the lanes
  * (matmul_k_rows); the nibble types two to NT_MAX tokens a row at a time
- * (matmul_32_tokens), Q4_1 more in the lanes (matmul_q4_1_lanes).
- * Without it, Q4_K, Q5_K and Q6_K in the lanes from kl_min_tok on, Q4_1
- * from L32_MIN_TOK on.  The rest of those, the other 256-element types, Q4_1
- * and Q5_1 in tiles from two tokens on; the rest a token at a time (each (token, row) is
+ * (matmul_32_tokens), Q4_1 and Q5_1 from L32_MIN_TOK on in the lanes
+ * (matmul_32_lanes).  Without it, Q4_K, Q5_K and Q6_K in the lanes from
+ * kl_min_tok on, Q4_1 and Q5_1 from L32_MIN_TOK on.  The rest of those,
+ * the other 256-element types, Q4_1 and Q5_1 in tiles from two tokens on; the rest a token at a time (each (token, row) is
  * matvec's dot; the runtime takes Q5_0, IQ4_NL and MXFP4 to the Q8_0
  * products from four tokens on, blk_to_q8_0).
  * Blocking rows for the cache across tokens (16 rows, 4 tokens) was
@@ -3077,8 +3113,8 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     if (n_tok >= kl_min_tok(t) && cols <= XS_COLS &&
         matmul_k_lanes(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy, kr_on))
         return;
-    if (t == ML_TYPE_Q4_1 && n_tok >= L32_MIN_TOK && cols <= XS_COLS &&
-        matmul_q4_1_lanes(w, cols, r0, r1, xq, xd, n_tok, y, ldy))
+    if (l32_type(t) && n_tok >= L32_MIN_TOK && cols <= XS_COLS &&
+        matmul_32_lanes(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
 #if HAVE_VNNI
     if (n_tok >= 2 && n_tok <= KT_MAX && cols <= XS_COLS &&
@@ -3100,7 +3136,7 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
  * the form of all n_tok tokens, made once for all the calls of a job. */
 static size_t kl_x_bytes(ml_type t, size_t cols, size_t n_tok, int kr_on)
 {
-    if (t == ML_TYPE_Q4_1) /* Q4_1's lanes (matmul_q4_1_lanes) */
+    if (l32_type(t)) /* Q4_1's and Q5_1's lanes (matmul_32_lanes) */
         return n_tok >= L32_MIN_TOK && cols <= XS_COLS
                    ? (n_tok + KL_TOK - 1) / KL_TOK * ((cols / 32 + 7) / 8) * sizeof(l32_x)
                    : 0;
@@ -3133,7 +3169,7 @@ static void kl_x_prepare(ml_type t, const int8_t *xq, const float *xd, size_t co
 {
     const size_t groups = (n_tok + KL_TOK - 1) / KL_TOK;
     const size_t g0 = groups * part / parts, g1 = groups * (part + 1) / parts;
-    if (t == ML_TYPE_Q4_1) {
+    if (l32_type(t)) {
         l32_x_groups(xq, xd, cols, n_tok, g0, g1, xt);
         return;
     }
@@ -3154,7 +3190,7 @@ static void kl_x_run(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t
                      const int8_t *xq, const float *xd, const void *xt, size_t n_tok, float *y,
                      size_t ldy, int kr_on)
 {
-    if (t == ML_TYPE_Q4_1) {
+    if (l32_type(t)) {
         const size_t ng = (cols / 32 + 7) / 8;
         l32_row *rows = kl_scratch(KL_ROWS * ng * sizeof(l32_row));
         if (!rows) { /* the same bits by the other ways */
@@ -3162,7 +3198,7 @@ static void kl_x_run(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_t
             return;
         }
         for (size_t t0 = 0; t0 < n_tok; t0 += KL_CHUNK)
-            l32_chunk(w, cols, r0, r1, (const l32_x *)xt + t0 / KL_TOK * ng,
+            l32_chunk(t, w, cols, r0, r1, (const l32_x *)xt + t0 / KL_TOK * ng,
                       n_tok - t0 < KL_CHUNK ? n_tok - t0 : KL_CHUNK, rows, y + t0 * ldy, ldy);
         return;
     }

@@ -324,16 +324,17 @@ START_TEST(each_type_follows_ggml)
 }
 END_TEST
 
-/* Q4_1 in every matrix: the prompt in one batch goes past
+/* Q4_1, then Q5_1, in every matrix: the prompt in one batch goes past
  * the few-token rows to the lanes, whose form both threads lay out; the
  * same bits as the scalar reference with every variant, one and two
  * threads. */
-START_TEST(q4_1_lanes_invariant)
+START_TEST(lanes_32_invariant)
 {
-    static const ml_type q41 = ML_TYPE_Q4_1;
+    static const ml_type types[] = {ML_TYPE_Q4_1, ML_TYPE_Q5_1};
+    const ml_type t = types[_i];
     blk_model b;
     model_open(&b);
-    swap_all(&b, &q41, 1, 0);
+    swap_all(&b, &t, 1, 0);
     const size_t bytes = b.n * b.vocab * sizeof(float);
     float *ref = run(&b, &ml__kernels_scalar, 64, 1);
     const ml_kernels *vs[8];
@@ -342,8 +343,8 @@ START_TEST(q4_1_lanes_invariant)
         for (unsigned threads = 2; threads >= 1; threads--) { /* two first: a
             * fresh context's form is not the last one's left in memory */
             float *got = run(&b, vs[v], 64, threads);
-            ck_assert_msg(memcmp(ref, got, bytes) == 0, "%s, %u threads: differs from scalar",
-                          vs[v]->name, threads);
+            ck_assert_msg(memcmp(ref, got, bytes) == 0, "%s, %s, %u threads: differs from scalar",
+                          ml_type_name(t), vs[v]->name, threads);
             free(got);
         }
     free(ref);
@@ -640,7 +641,7 @@ Suite *suite_runtime_blk(void)
     tcase_add_test(tc, f32_weights_follow_q8);
     tcase_add_loop_test(tc, each_type_follows_ggml, 0, (int)(sizeof each / sizeof each[0]));
     tcase_add_test(tc, mixed_types_invariant);
-    tcase_add_test(tc, q4_1_lanes_invariant);
+    tcase_add_loop_test(tc, lanes_32_invariant, 0, 2);
     tcase_add_test(tc, step_group_follows_kernels);
     tcase_add_test(tc, unsupported_matrix_refused);
     tcase_add_loop_test(tc, k_types_follow_ggml, 0, (int)(sizeof k_types / sizeof k_types[0]));
