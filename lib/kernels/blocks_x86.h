@@ -502,6 +502,22 @@ ALWAYS_INLINE __m256i nibbles32(const uint8_t *qs)
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
 }
 
+/* Q5_0's and Q5_1's unsigned quants (0..31) of the block whose 32 bits
+ * of fifth bits are at qh, its nibbles after them: nibbles32's, 16 added
+ * where a bit is set.  With AVX-512 the bits are a mask of one masked
+ * add, where bits_to_bytes and the and and or were six operations. */
+ALWAYS_INLINE __m256i q5_quants(const uint8_t *qh)
+{
+    uint32_t bits;
+    memcpy(&bits, qh, 4);
+    const __m256i n = nibbles32(qh + 4), sixteen = _mm256_set1_epi8(16);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    return _mm256_mask_add_epi8(n, _cvtu32_mask32(bits), n, sixteen);
+#else
+    return _mm256_or_si256(n, _mm256_and_si256(bits_to_bytes(bits), sixteen));
+#endif
+}
+
 /* Σ v·x for signed v (|v| <= 127): the sign moved onto x. */
 ALWAYS_INLINE __m256i dot_s8s8(__m256i v, __m256i x)
 {
@@ -617,13 +633,7 @@ ALWAYS_INLINE __m256i block_dot(ml_type T, const uint8_t *b, const int8_t *x)
     switch (T) {
     case ML_TYPE_Q4_1: return dot_u8s8(nibbles32(b + 4), xv);
     case ML_TYPE_Q5_0:
-    case ML_TYPE_Q5_1: {
-        const int at = T == ML_TYPE_Q5_0 ? 2 : 4;
-        uint32_t qh;
-        memcpy(&qh, b + at, 4);
-        const __m256i hi = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(16));
-        return dot_u8s8(_mm256_or_si256(nibbles32(b + at + 4), hi), xv);
-    }
+    case ML_TYPE_Q5_1: return dot_u8s8(q5_quants(b + (T == ML_TYPE_Q5_0 ? 2 : 4)), xv);
 #if HAVE_VNNI
     case ML_TYPE_IQ4_NL: /* + 128, taken off in group_s */
         return dot_u8s8(levels(nibbles32(b + 2), (const int8_t *)iq4nl_levels_u), xv);
@@ -687,12 +697,26 @@ ALWAYS_INLINE __m256 group_s(ml_type T, const uint8_t *w, size_t bytes, size_t m
     return group_apply(T, d, mn, m, isum, asum, xd);
 }
 
-/* The types whose quants are nibbles alone, at byte `at` of a block
- * (pair_dot's); 0 for the others. */
+/* The types whose quants are nibbles, at byte `at` of a block
+ * (pair_dot's), with VNNI Q5_0's and Q5_1's too (their fifth bits added
+ * by masks, pair_nibbles); 0 for the others. */
 ALWAYS_INLINE int nibbles_at(ml_type T)
 {
     /* Q4_1 without VNNI: slower by pairs (speed-history section 21) */
-    return T == ML_TYPE_Q4_1 ? (HAVE_VNNI ? 4 : 0) : T == ML_TYPE_IQ4_NL ? 2 : T == ML_TYPE_MXFP4 ? 1 : 0;
+    switch (T) {
+    case ML_TYPE_Q4_1: return HAVE_VNNI ? 4 : 0;
+    case ML_TYPE_Q5_0: return HAVE_VNNI ? 6 : 0;
+    case ML_TYPE_Q5_1: return HAVE_VNNI ? 8 : 0;
+    case ML_TYPE_IQ4_NL: return 2;
+    case ML_TYPE_MXFP4: return 1;
+    default: return 0;
+    }
+}
+
+/* The types of matmul_32_tokens's rows. */
+ALWAYS_INLINE int nt_type(ml_type T)
+{
+    return nibbles_at(T) && T != ML_TYPE_Q5_0 && T != ML_TYPE_Q5_1;
 }
 
 /* Blocks b and b + 1 of a nibble type at once: their nibbles in one
@@ -708,6 +732,15 @@ ALWAYS_INLINE void pair_nibbles(ml_type T, const uint8_t *b, size_t bytes, __m25
         _mm_loadu_si128((const __m128i *)(b + bytes + at)), 1);
     const __m256i low = _mm256_set1_epi8(15);
     *lo = _mm256_and_si256(v, low), *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+#if HAVE_VNNI
+    if (T == ML_TYPE_Q5_0 || T == ML_TYPE_Q5_1) { /* q5_quants's add, both blocks at once */
+        uint32_t h0, h1;
+        memcpy(&h0, b + at - 4, 4), memcpy(&h1, b + bytes + at - 4, 4);
+        const __m256i sixteen = _mm256_set1_epi8(16);
+        *lo = _mm256_mask_add_epi8(*lo, _cvtu32_mask32((h0 & 0xffff) | h1 << 16), *lo, sixteen);
+        *hi = _mm256_mask_add_epi8(*hi, _cvtu32_mask32(h0 >> 16 | (h1 & 0xffff0000u)), *hi, sixteen);
+    }
+#endif
     /* IQ4_NL's levels + 128 and MXFP4's + 12, taken off in group_apply;
      * without VNNI IQ4_NL's signed levels (dot_s8s8) */
     const int8_t *table = T == ML_TYPE_MXFP4    ? (const int8_t *)mxfp4_levels_u
@@ -945,11 +978,7 @@ static int blk_unpack(ml_type t, const uint8_t *w, size_t cols, size_t r0, size_
     for (size_t i = 0; i < nb; i++, b += bytes) {
         __m256i v;
         if (t == ML_TYPE_Q5_0 || t == ML_TYPE_Q5_1) {
-            const int at = t == ML_TYPE_Q5_0 ? 2 : 4;
-            uint32_t qh;
-            memcpy(&qh, b + at, 4);
-            const __m256i hi = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(16));
-            v = _mm256_or_si256(nibbles32(b + at + 4), hi);
+            v = q5_quants(b + (t == ML_TYPE_Q5_0 ? 2 : 4));
             if (t == ML_TYPE_Q5_0)
                 v = _mm256_sub_epi8(v, _mm256_set1_epi8(16));
         } else if (t == ML_TYPE_Q4_1) {
@@ -1660,12 +1689,8 @@ ALWAYS_INLINE void tile_decode(ml_type T, const uint8_t *b, size_t m, tile_row *
             t->q[j] = _mm256_setzero_si256();
             if (j < m && T == ML_TYPE_Q4_1)
                 t->q[j] = nibbles32(b + bb * j + 4);
-            if (j < m && T == ML_TYPE_Q5_1) {
-                uint32_t qh;
-                memcpy(&qh, b + bb * j + 4, 4);
-                const __m256i hi = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(16));
-                t->q[j] = _mm256_or_si256(nibbles32(b + bb * j + 8), hi);
-            }
+            if (j < m && T == ML_TYPE_Q5_1)
+                t->q[j] = q5_quants(b + bb * j + 4);
         }
         t->d = f16_lanes(b, bb, 0, m), t->dmin = f16_lanes(b, bb, 2, m);
     } else if (T == ML_TYPE_Q4_K || T == ML_TYPE_Q5_K) {
@@ -2942,15 +2967,7 @@ static void l32_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t 
         for (size_t j = 0; j < nb; j++) {
             l32_row *o = &rows[j / 8 * KL_ROWS + i];
             const uint8_t *blk = row + bb * j;
-            __m256i q;
-            if (T == ML_TYPE_Q4_1) {
-                q = nibbles32(blk + 4);
-            } else {
-                uint32_t qh;
-                memcpy(&qh, blk + 4, 4);
-                q = _mm256_or_si256(nibbles32(blk + 8),
-                                    _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(16)));
-            }
+            const __m256i q = T == ML_TYPE_Q4_1 ? nibbles32(blk + 4) : q5_quants(blk + 4);
             _mm256_storeu_si256((__m256i *)(void *)(o->q + 32 * (j % 8)), q);
             o->d[j % 8] = f16_at(blk), o->m[j % 8] = f16_at(blk + 2);
         }
@@ -3120,7 +3137,7 @@ static void matmul_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     if (n_tok >= 2 && n_tok <= KT_MAX && cols <= XS_COLS &&
         matmul_k_tokens(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
-    if (nibbles_at(t) && n_tok >= 2 && n_tok <= NT_MAX && cols <= XS_COLS &&
+    if (nt_type(t) && n_tok >= 2 && n_tok <= NT_MAX && cols <= XS_COLS &&
         matmul_32_tokens(t, w, cols, r0, r1, xq, xd, n_tok, y, ldy))
         return;
 #endif
