@@ -576,6 +576,12 @@ ALWAYS_INLINE __m256 f16_lanes(const uint8_t *w, size_t bytes, int at, size_t m)
     const uint8_t *p = w + at;
     if (m == 8) /* whole groups: four halves a general register, two moves */
         return _mm256_cvtph_ps(_mm_set_epi64x(halves4(p + 4 * bytes, bytes), halves4(p, bytes)));
+    if (m >= 4) /* a last group's first four alike, the rest lane by lane */
+        return _mm256_cvtph_ps(_mm_set_epi64x(
+            (int64_t)((uint64_t)(uint16_t)half_of_block(p, bytes, 4, m) |
+                      (uint64_t)(uint16_t)half_of_block(p, bytes, 5, m) << 16 |
+                      (uint64_t)(uint16_t)half_of_block(p, bytes, 6, m) << 32),
+            halves4(p, bytes)));
     return _mm256_cvtph_ps(_mm_setr_epi16(
         half_of_block(p, bytes, 0, m), half_of_block(p, bytes, 1, m),
         half_of_block(p, bytes, 2, m), half_of_block(p, bytes, 3, m),
@@ -781,9 +787,10 @@ ALWAYS_INLINE __m256i hsum_pairs(const __m256i p[4])
     return _mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/* Block 8g + j's Σ v·x in lane j, m <= 8 blocks: a whole group of a
- * nibble type by pairs (x_pairs's layout at xs->paired), others block
- * by block. */
+/* Block 8g + j's Σ v·x in lane j, m <= 8 blocks: a group of a nibble
+ * type by pairs (x_pairs's layout at xs->paired, which covers every
+ * whole pair of blocks), a last group of an odd count and the others
+ * block by block. */
 ALWAYS_INLINE __m256i group_isum(ml_type T, size_t bytes, const uint8_t *wg, size_t g, size_t m,
                                  const int8_t *x, const xsums *xs)
 {
@@ -792,6 +799,14 @@ ALWAYS_INLINE __m256i group_isum(ml_type T, size_t bytes, const uint8_t *wg, siz
         UNROLL
         for (size_t k = 0; k < 4; k++)
             p[k] = pair_dot(T, wg + 2 * k * bytes, bytes, xs->paired + 32 * (g + 2 * k));
+        return hsum_pairs(p);
+    }
+    if (nibbles_at(T) && m % 2 == 0 && xs->paired) {
+        __m256i p[4];
+        UNROLL
+        for (size_t k = 0; k < 4; k++) /* pairs past m: lanes 2k, 2k + 1 are 0 */
+            p[k] = 2 * k < m ? pair_dot(T, wg + 2 * k * bytes, bytes, xs->paired + 32 * (g + 2 * k))
+                             : _mm256_setzero_si256();
         return hsum_pairs(p);
     }
     __m256i v[8];
@@ -854,7 +869,7 @@ static xsums *few_tokens(const int8_t *xq, const float *xd, size_t cols, size_t 
     for (size_t t = 0; t < n_tok; t++) {
         xsums_init(&xs[t], xq + t * cols, cols, halves);
         if (pairs) {
-            x_pairs(paired + t * cols, xq + t * cols, cols / 256 * 256);
+            x_pairs(paired + t * cols, xq + t * cols, cols / 64 * 64);
             xs[t].paired = paired + t * cols;
         }
         tk[t] = (nt_x){xq + t * cols, xd + t * per_tok, &xs[t]};
@@ -1586,7 +1601,9 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     int8_t paired[XS_COLS];
     if ((HAVE_VNNI && t == ML_TYPE_IQ4_XS) || t == ML_TYPE_Q4_K || t == ML_TYPE_Q5_K ||
         nibbles_at(t)) {
-        x_pairs(paired, xq, cols / 256 * 256);
+        /* the nibble types' last group by pairs too (group_isum) */
+        const size_t unit = nibbles_at(t) ? 64 : 256;
+        x_pairs(paired, xq, cols / unit * unit);
         xs.paired = paired;
     }
     const size_t row_bytes = ml__blk_row_bytes(t, cols);

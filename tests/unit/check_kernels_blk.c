@@ -240,12 +240,13 @@ static void check_matmul(const blk_mat *m, const acts *a, size_t n_tok, size_t r
 static const size_t ranges[][2] = {{0, 1}, {3, 4}, {1, 6}, {5, 22}, {0, 23}, {2, 2}};
 #define N_RANGES (sizeof ranges / sizeof ranges[0])
 
-/* Loop over the types: a row of 1, 2, 3, 4, 9 and 17 units (K rows of
- * up to four super-blocks go two at a time in matvec). */
+/* Loop over the types: a row of 1, 2, 3, 4, 6, 7, 9 and 17 units (K
+ * rows of up to four super-blocks go two at a time in matvec; a group of
+ * 32-element blocks ends after each of 1 to 4, 6 and 7 of its eight). */
 START_TEST(variants_match_scalar)
 {
     const ml_type t = blk_types[_i];
-    static const size_t units[] = {1, 2, 3, 4, 9, 17};
+    static const size_t units[] = {1, 2, 3, 4, 6, 7, 9, 17};
     tu_rng r = {0x38000 + (uint64_t)_i};
     for (int extreme = 0; extreme <= 1; extreme++)
         for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
