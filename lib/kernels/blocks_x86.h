@@ -2818,16 +2818,30 @@ static void kr_x_tokens(ml_type T, const int8_t *xq, size_t cols, size_t t0, siz
     }
 }
 
+/* Part i of parts of the n bytes at p into L2, a line at a time. */
+ALWAYS_INLINE void prefetch_part_l2(const uint8_t *p, size_t n, size_t i, size_t parts)
+{
+    const size_t lines = (n + 63) / 64;
+    for (size_t l = lines * i / parts; l < lines * (i + 1) / parts; l++)
+        _mm_prefetch((const char *)p + 64 * l, _MM_HINT_T1);
+}
+
 /* Rows [r0, r1) x n_tok tokens whose form is xt; sb: scratch for a
- * tile's rows (cols / 256 of them). */
+ * tile's rows (cols / 256 of them).  While a block of rows runs its
+ * tiles, the next block's weights come into L2 a part a tile: kr_rows
+ * reads each row from memory once and waited on it there (sixteen
+ * streams at a time), most of all when another process shares the
+ * memory. */
 static void kr_run(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r1, const int8_t *xq,
                    const float *xd, const void *xt, size_t n_tok, kr_sb *sb, float *y, size_t ldy)
 {
-    const size_t nsb = cols / 256, per = kr_x_token(T, cols);
+    const size_t nsb = cols / 256, per = kr_x_token(T, cols), row_bytes = nsb * k_bytes(T);
+    const size_t tiles = (n_tok + KR_T - 1) / KR_T;
     for (size_t r = r0; r < r1; r += KR_ROWS) {
         const size_t nr = r1 - r < KR_ROWS ? r1 - r : KR_ROWS;
         const int R = nr <= 16 ? 1 : KR_R; /* registers of rows the tile needs */
         kr_rows(T, R, w, cols, r, nr, sb);
+        const size_t next = r + nr, nn = r1 - next < KR_ROWS ? r1 - next : KR_ROWS;
         __mmask16 m[KR_R]; /* register q's rows that exist */
         for (int q = 0; q < R; q++)
             m[q] = (__mmask16)(nr >= 16 * (size_t)(q + 1) ? 0xffff : (1u << (nr - 16 * (size_t)q)) - 1);
@@ -2843,6 +2857,7 @@ static void kr_run(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r
                 a[t] = kr_signed(T) ? NULL : (const int32_t *)(const void *)f;
                 d[t] = xd + u * nsb;
             }
+            prefetch_part_l2(w + next * row_bytes, nn * row_bytes, t0 / KR_T, tiles);
             __m512 facc[KR_T][KR_R][8], out[KR_T][KR_R];
             if (T == ML_TYPE_Q6_K)
                 kr_tile_q6_k(R, sb, nsb, x, a, d, facc, out);
