@@ -502,20 +502,27 @@ ALWAYS_INLINE __m256i nibbles32(const uint8_t *qs)
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
 }
 
-/* Q5_0's and Q5_1's unsigned quants (0..31) of the block whose 32 bits
- * of fifth bits are at qh, its nibbles after them: nibbles32's, 16 added
- * where a bit is set.  With AVX-512 the bits are a mask of one masked
- * add, where bits_to_bytes and the and and or were six operations. */
-ALWAYS_INLINE __m256i q5_quants(const uint8_t *qh)
+/* Nibbles n (bytes 0..15) with 16 added to byte j where bit j is set:
+ * Q5_0's and Q5_1's fifth bits.  With AVX-512 the bits are a mask of one
+ * masked add, where bits_to_bytes and the and and or were six
+ * operations. */
+ALWAYS_INLINE __m256i add_fifth_bits(__m256i n, uint32_t bits)
 {
-    uint32_t bits;
-    memcpy(&bits, qh, 4);
-    const __m256i n = nibbles32(qh + 4), sixteen = _mm256_set1_epi8(16);
+    const __m256i sixteen = _mm256_set1_epi8(16);
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
     return _mm256_mask_add_epi8(n, _cvtu32_mask32(bits), n, sixteen);
 #else
     return _mm256_or_si256(n, _mm256_and_si256(bits_to_bytes(bits), sixteen));
 #endif
+}
+
+/* Q5_0's and Q5_1's unsigned quants (0..31) of the block whose 32 bits
+ * of fifth bits are at qh, its nibbles after them. */
+ALWAYS_INLINE __m256i q5_quants(const uint8_t *qh)
+{
+    uint32_t bits;
+    memcpy(&bits, qh, 4);
+    return add_fifth_bits(nibbles32(qh + 4), bits);
 }
 
 /* Σ v·x for signed v (|v| <= 127): the sign moved onto x. */
@@ -738,15 +745,12 @@ ALWAYS_INLINE void pair_nibbles(ml_type T, const uint8_t *b, size_t bytes, __m25
         _mm_loadu_si128((const __m128i *)(b + bytes + at)), 1);
     const __m256i low = _mm256_set1_epi8(15);
     *lo = _mm256_and_si256(v, low), *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-#if HAVE_VNNI
-    if (T == ML_TYPE_Q5_0 || T == ML_TYPE_Q5_1) { /* q5_quants's add, both blocks at once */
+    if (T == ML_TYPE_Q5_0 || T == ML_TYPE_Q5_1) { /* both blocks' fifth bits */
         uint32_t h0, h1;
         memcpy(&h0, b + at - 4, 4), memcpy(&h1, b + bytes + at - 4, 4);
-        const __m256i sixteen = _mm256_set1_epi8(16);
-        *lo = _mm256_mask_add_epi8(*lo, _cvtu32_mask32((h0 & 0xffff) | h1 << 16), *lo, sixteen);
-        *hi = _mm256_mask_add_epi8(*hi, _cvtu32_mask32(h0 >> 16 | (h1 & 0xffff0000u)), *hi, sixteen);
+        *lo = add_fifth_bits(*lo, (h0 & 0xffff) | h1 << 16);
+        *hi = add_fifth_bits(*hi, h0 >> 16 | (h1 & 0xffff0000u));
     }
-#endif
     /* IQ4_NL's levels + 128 and MXFP4's + 12, taken off in group_apply;
      * without VNNI IQ4_NL's signed levels (dot_s8s8) */
     const int8_t *table = T == ML_TYPE_MXFP4    ? (const int8_t *)mxfp4_levels_u
@@ -1601,9 +1605,7 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     int8_t paired[XS_COLS];
     if ((HAVE_VNNI && t == ML_TYPE_IQ4_XS) || t == ML_TYPE_Q4_K || t == ML_TYPE_Q5_K ||
         nibbles_at(t)) {
-        /* the nibble types' last group by pairs too (group_isum) */
-        const size_t unit = nibbles_at(t) ? 64 : 256;
-        x_pairs(paired, xq, cols / unit * unit);
+        x_pairs(paired, xq, cols / 64 * 64); /* every whole pair of blocks (group_isum) */
         xs.paired = paired;
     }
     const size_t row_bytes = ml__blk_row_bytes(t, cols);
