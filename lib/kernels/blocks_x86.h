@@ -76,6 +76,7 @@ ALWAYS_INLINE float f16_at(const uint8_t *p)
  * its half h (Q6_K's and Q3_K's 16-element scales). */
 typedef struct xsums {
     int32_t s32[XS_COLS / 32 + 8]; /* + a partial group's zeros */
+    int16_t s32_i16[XS_COLS / 32 + 8]; /* s32 as int16 (|s| <= 32·128), the same zeros */
     int16_t s16[XS_COLS / 16];
     /* x in x_pairs's layout over the row's whole groups of eight blocks
      * (Q4_K, Q5_K, IQ4_XS, and row_32's nibble types), or NULL */
@@ -102,6 +103,7 @@ static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
     xs->paired = NULL; /* the callers that use x_pairs set it */
     /* a partial group of eight blocks reads zeros after the row's end */
     memset(xs->s32 + cols / 32 / 8 * 8, 0, 8 * sizeof xs->s32[0]);
+    memset(xs->s32_i16 + cols / 32 / 8 * 8, 0, 8 * sizeof xs->s32_i16[0]);
     for (size_t b = 0; b < cols / 32; b++) {
         /* 1·x pairs: 16 int16 lanes, 0-7 the first half */
         const __m256i p = _mm256_maddubs_epi16(ones, load256(x + 32 * b));
@@ -110,6 +112,7 @@ static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
         __m128i s = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
         s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
         xs->s32[b] = _mm_cvtsi128_si32(s);
+        xs->s32_i16[b] = (int16_t)xs->s32[b];
         if (halves) {
             __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
             lo = _mm_add_epi32(lo, _mm_shuffle_epi32(lo, 0x4e));
@@ -252,11 +255,16 @@ typedef struct k45_unpacked {
     __m128i sm;
 } k45_unpacked;
 
-ALWAYS_INLINE void k45_unpack(ml_type T, const uint8_t *w, k45_unpacked *u)
+ALWAYS_INLINE void k45_quants(ml_type T, const uint8_t *w, k45_unpacked *u)
 {
     UNROLL
     for (int g = 0; g < 4; g++)
         k45_pair_quants(T, w, g, &u->a[g], &u->b[g]);
+}
+
+ALWAYS_INLINE void k45_unpack(ml_type T, const uint8_t *w, k45_unpacked *u)
+{
+    k45_quants(T, w, u);
     u->sm = k4_scales_mins8(w + 4);
     const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(u->sm));
     u->s[0] = _mm256_shuffle_epi8(sc, spread_quad(0));
@@ -272,15 +280,20 @@ ALWAYS_INLINE void k45_unpack(ml_type T, const uint8_t *w, k45_unpacked *u)
  * exactly into one register's 16-bit lanes and one vpmaddwd scales four
  * sub-blocks: half the accumulators, packs and multiply-adds of one
  * sub-block a register. */
-ALWAYS_INLINE void k45_sums(const k45_unpacked *u, const int8_t *xp, const int32_t *asum,
-                            __m256i *is, __m256i *ms)
+ALWAYS_INLINE __m256i k45_isum(const k45_unpacked *u, const __m256i s[2], const int8_t *xp)
 {
     __m256i v[4];
     UNROLL
     for (int g = 0; g < 4; g++)
         v[g] = dot2_u8s8(u->a[g], load256(xp + 64 * g), u->b[g], load256(xp + 64 * g + 32));
-    const __m256i acc = madd16_acc(_mm256_setzero_si256(), _mm256_packs_epi32(v[0], v[1]), u->s[0]);
-    *is = madd16_acc(acc, _mm256_packs_epi32(v[2], v[3]), u->s[1]);
+    const __m256i acc = madd16_acc(_mm256_setzero_si256(), _mm256_packs_epi32(v[0], v[1]), s[0]);
+    return madd16_acc(acc, _mm256_packs_epi32(v[2], v[3]), s[1]);
+}
+
+ALWAYS_INLINE void k45_sums(const k45_unpacked *u, const int8_t *xp, const int32_t *asum,
+                            __m256i *is, __m256i *ms)
+{
+    *is = k45_isum(u, u->s, xp);
     *ms = k4_mins(u->sm, asum);
 }
 
@@ -292,6 +305,90 @@ ALWAYS_INLINE void sums_q45_k(ml_type T, const uint8_t *w, const int8_t *xp, con
     k45_unpack(T, w, &u);
     k45_sums(&u, xp, asum, is, ms);
 }
+
+#if HAVE_VNNI
+/* The vpermw index that gives spread_quad(k)'s lanes from scales in
+ * 16-bit lanes o..o + 7. */
+ALWAYS_INLINE __m256i quad_index(int k, short o)
+{
+    const short a = (short)(o + 4 * k), b = (short)(a + 1), c = (short)(a + 2), d = (short)(a + 3);
+    return _mm256_setr_epi16(a, a, a, a, c, c, c, c, b, b, b, b, d, d, d, d);
+}
+
+/* The scales and mins of two Q4_K / Q5_K super-blocks unpacked at once,
+ * a's 12 packed bytes at qa in the low 128-bit lane and b's at qb (NULL:
+ * none, zeros) in the high one, by k4_scales_mins8's steps: half its
+ * instructions a super-block.  s[0][k], s[1][k]: a's and b's scales as
+ * k45_unpack's s[k] (picked by vpermw across the lanes); *ms: a's
+ * m_j·asum_j summed in pairs in lanes 0-3, b's in 4-7, from asum, their
+ * sixteen sub-block sums as int16 (vpmaddwd: exact). */
+ALWAYS_INLINE void k45_scales_two(const uint8_t *qa, const uint8_t *qb, const int16_t *asum,
+                                  __m256i s[2][2], __m256i *ms)
+{
+    const __m128i b = qb ? _mm_loadu_si128((const __m128i *)qb) : _mm_setzero_si128();
+    const __m256i v =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)qa)), b, 1);
+    const __m256i acbc = _mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));
+    const __m256i aabb = _mm256_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));
+    const int m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x30303030;
+    const __m256i low = _mm256_and_si256(_mm256_srlv_epi32(acbc, _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4)),
+                                         _mm256_setr_epi32(m6, m4, m6, m4, m6, m4, m6, m4));
+    const __m256i sm = or_and(low, _mm256_srli_epi32(aabb, 2), _mm256_setr_epi32(0, m2, 0, m2, 0, m2, 0, m2));
+    const __m256i zero = _mm256_setzero_si256(), sc = _mm256_unpacklo_epi8(sm, zero);
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        UNROLL
+        for (int k = 0; k < 2; k++)
+            s[h][k] = _mm256_permutexvar_epi16(quad_index(k, (short)(8 * h)), sc);
+    }
+    *ms = _mm256_madd_epi16(_mm256_unpackhi_epi8(sm, zero), load256(asum));
+}
+
+/* Lane j = the sum of super-block j's lanes, where v[p] holds super-block
+ * 2p's in lanes 0-3 and 2p + 1's in 4-7 (hsum8x8 for k45_scales_two's
+ * mins). */
+ALWAYS_INLINE __m256i hsum4x2(const __m256i v[4])
+{
+    __m256i a[2];
+    UNROLL
+    for (int i = 0; i < 2; i++)
+        a[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                                _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+    /* super-blocks 0, 2, 4, 6 in the low lane, 1, 3, 5, 7 in the high */
+    const __m256i b = _mm256_add_epi32(_mm256_unpacklo_epi64(a[0], a[1]), _mm256_unpackhi_epi64(a[0], a[1]));
+    return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* row_k's group of m Q4_K or Q5_K super-blocks at wg (xp, asum: their
+ * activations in x_pairs's form and sub-block sums as int16): is[j] as
+ * sums_k gives, *msum lane j super-block j's Σ m·asum, with the scales
+ * and mins unpacked two super-blocks at a time. */
+ALWAYS_INLINE void group_q45_k(ml_type T, const uint8_t *wg, size_t m, const int8_t *xp,
+                               const int16_t *asum, __m256i is[8], __m256i *msum)
+{
+    const size_t bytes = T == ML_TYPE_Q5_K ? 176 : 144;
+    __m256i ms[4];
+    UNROLL
+    for (size_t j = 0; j < 8; j += 2) {
+        is[j] = is[j + 1] = ms[j / 2] = _mm256_setzero_si256();
+        if (j >= m)
+            continue;
+        const uint8_t *w = wg + j * bytes;
+        __m256i s[2][2];
+        k45_scales_two(w + 4, j + 1 < m ? w + bytes + 4 : NULL, asum + 8 * j, s, &ms[j / 2]);
+        UNROLL
+        for (size_t h = 0; h < 2; h++) {
+            if (j + h < m) {
+                prefetch_ahead_l2(w + h * bytes, PREFETCH_K, 3);
+                k45_unpacked u;
+                k45_quants(T, w + h * bytes, &u);
+                is[j + h] = k45_isum(&u, s[h], xp + 256 * (j + h));
+            }
+        }
+    }
+    *msum = hsum4x2(ms);
+}
+#endif
 
 /* ---- Q6_K ---- */
 
@@ -1254,6 +1351,27 @@ ALWAYS_INLINE __m256 k_s(ml_type T, __m256i isum, __m256i msum, __m256 d, __m256
     return _mm256_sub_ps(s, _mm256_mul_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, xdv)));
 }
 
+/* row_k's group of m super-blocks from super-block g of the row (wg):
+ * is[j] super-block g + j's sums, *msum lane j its Σ m·asum (+0 where
+ * the type has no mins).  Unrolled, the eight super-blocks' sums stay in
+ * registers for hsum8x8 instead of going through the stack. */
+ALWAYS_INLINE void group_k(ml_type T, const uint8_t *wg, size_t m, const int8_t *x,
+                           const xsums *xs, size_t g, __m256i is[8], __m256i *msum)
+{
+    const size_t bytes = k_bytes(T);
+    __m256i ms[8];
+    UNROLL
+    for (size_t j = 0; j < 8; j++) {
+        if (j < m) {
+            sums_k(T, wg + j * bytes, x + 256 * (g + j), xs, g + j, &is[j], &ms[j]);
+        } else {
+            is[j] = _mm256_setzero_si256();
+            ms[j] = _mm256_setzero_si256();
+        }
+    }
+    *msum = k_dmin_at(T) < 0 ? _mm256_setzero_si256() : hsum8x8(ms);
+}
+
 /* Eight super-blocks a group: lane j of the two hsum8x8 is super-block
  * 8g + j's isum and msum, so the float step is one vector op per eight
  * super-blocks and lands in rule 3's acc[k % 8].  A last partial group's
@@ -1267,22 +1385,16 @@ ALWAYS_INLINE float row_k(ml_type T, const uint8_t *w, size_t nsb, const int8_t 
     for (size_t g = 0; g < nsb; g += 8) {
         const size_t m = nsb - g < 8 ? nsb - g : 8;
         const uint8_t *wg = w + g * bytes;
-        __m256i is[8], ms[8];
-        /* unrolled, the eight super-blocks' sums stay in registers for
-         * hsum8x8 instead of going through the stack */
-        UNROLL
-        for (size_t j = 0; j < 8; j++) {
-            if (j < m) {
-                sums_k(T, wg + j * bytes, x + 256 * (g + j), xs, g + j, &is[j], &ms[j]);
-            } else {
-                is[j] = _mm256_setzero_si256();
-                ms[j] = _mm256_setzero_si256();
-            }
-        }
+        __m256i is[8], msum;
+#if HAVE_VNNI
+        if (T == ML_TYPE_Q4_K || T == ML_TYPE_Q5_K)
+            group_q45_k(T, wg, m, xs->paired + 256 * g, xs->s32_i16 + 8 * g, is, &msum);
+        else
+#endif
+            group_k(T, wg, m, x, xs, g, is, &msum);
         const __m256 d = f16_lanes(wg, bytes, k_d_at(T), m);
         const __m256 dmin =
             k_dmin_at(T) < 0 ? _mm256_setzero_ps() : f16_lanes(wg, bytes, k_dmin_at(T), m);
-        const __m256i msum = k_dmin_at(T) < 0 ? _mm256_setzero_si256() : hsum8x8(ms);
         acc = _mm256_add_ps(acc, k_s(T, hsum8x8(is), msum, d, dmin, xd_lanes(xd + g, m)));
     }
     return fold8(acc);
