@@ -320,9 +320,10 @@ ALWAYS_INLINE __m256i quad_index(int k, short o)
  * none, zeros) in the high one, by k4_scales_mins8's steps: half its
  * instructions a super-block.  s[0][k], s[1][k]: a's and b's scales as
  * k45_unpack's s[k] (picked by vpermw across the lanes); *ms: a's
- * m_j·asum_j summed in pairs in lanes 0-3, b's in 4-7, from asum, their
- * sixteen sub-block sums as int16 (vpmaddwd: exact). */
-ALWAYS_INLINE void k45_scales_two(const uint8_t *qa, const uint8_t *qb, const int16_t *asum,
+ * m_j·asum_j summed in pairs in lanes 0-3, b's in 4-7, from asum, the
+ * sixteen sub-block sums of their activations as int16, a's in the low
+ * lane (vpmaddwd: exact). */
+ALWAYS_INLINE void k45_scales_two(const uint8_t *qa, const uint8_t *qb, __m256i asum,
                                   __m256i s[2][2], __m256i *ms)
 {
     const __m128i b = qb ? _mm_loadu_si128((const __m128i *)qb) : _mm_setzero_si128();
@@ -341,12 +342,11 @@ ALWAYS_INLINE void k45_scales_two(const uint8_t *qa, const uint8_t *qb, const in
         for (int k = 0; k < 2; k++)
             s[h][k] = _mm256_permutexvar_epi16(quad_index(k, (short)(8 * h)), sc);
     }
-    *ms = _mm256_madd_epi16(_mm256_unpackhi_epi8(sm, zero), load256(asum));
+    *ms = _mm256_madd_epi16(_mm256_unpackhi_epi8(sm, zero), asum);
 }
 
-/* Lane j = the sum of super-block j's lanes, where v[p] holds super-block
- * 2p's in lanes 0-3 and 2p + 1's in 4-7 (hsum8x8 for k45_scales_two's
- * mins). */
+/* Lane p = the sum of lanes 0-3 of v[p], lane 4 + p that of its lanes
+ * 4-7 (hsum8x8 for k45_scales_two's mins: v[p] holds two super-blocks'). */
 ALWAYS_INLINE __m256i hsum4x2(const __m256i v[4])
 {
     __m256i a[2];
@@ -354,9 +354,7 @@ ALWAYS_INLINE __m256i hsum4x2(const __m256i v[4])
     for (int i = 0; i < 2; i++)
         a[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
                                 _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
-    /* super-blocks 0, 2, 4, 6 in the low lane, 1, 3, 5, 7 in the high */
-    const __m256i b = _mm256_add_epi32(_mm256_unpacklo_epi64(a[0], a[1]), _mm256_unpackhi_epi64(a[0], a[1]));
-    return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(a[0], a[1]), _mm256_unpackhi_epi64(a[0], a[1]));
 }
 
 /* row_k's group of m Q4_K or Q5_K super-blocks at wg (xp, asum: their
@@ -375,7 +373,8 @@ ALWAYS_INLINE void group_q45_k(ml_type T, const uint8_t *wg, size_t m, const int
             continue;
         const uint8_t *w = wg + j * bytes;
         __m256i s[2][2];
-        k45_scales_two(w + 4, j + 1 < m ? w + bytes + 4 : NULL, asum + 8 * j, s, &ms[j / 2]);
+        k45_scales_two(w + 4, j + 1 < m ? w + bytes + 4 : NULL, load256(asum + 8 * j), s,
+                       &ms[j / 2]);
         UNROLL
         for (size_t h = 0; h < 2; h++) {
             if (j + h < m) {
@@ -384,6 +383,38 @@ ALWAYS_INLINE void group_q45_k(ml_type T, const uint8_t *wg, size_t m, const int
                 k45_quants(T, w + h * bytes, &u);
                 is[j + h] = k45_isum(&u, s[h], xp + 256 * (j + h));
             }
+        }
+    }
+    /* hsum4x2 leaves super-blocks 0, 2, 4, 6 in lanes 0-3, 1, 3, 5, 7 in 4-7 */
+    *msum = _mm256_permutevar8x32_epi32(hsum4x2(ms), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* row_k_pair's super-blocks for Q4_K and Q5_K: row a's (at w) k in is[k],
+ * row b's (w + row_bytes) in is[4 + k], *msum lane k and 4 + k their
+ * Σ m·asum; a's and b's super-block k unpack their scales and mins
+ * together (k45_scales_two), against the same activations. */
+ALWAYS_INLINE void pair_q45_k(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb,
+                              const xsums *xs, __m256i is[8], __m256i *msum)
+{
+    const size_t bytes = T == ML_TYPE_Q5_K ? 176 : 144;
+    __m256i ms[4];
+    UNROLL
+    for (size_t k = 0; k < 4; k++) {
+        is[k] = is[4 + k] = ms[k] = _mm256_setzero_si256();
+        if (k >= nsb)
+            continue;
+        const uint8_t *wa = w + k * bytes, *wb = wa + row_bytes;
+        __m256i s[2][2];
+        k45_scales_two(wa + 4, wb + 4,
+                       _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(xs->s32_i16 + 8 * k))),
+                       s, &ms[k]);
+        UNROLL
+        for (size_t h = 0; h < 2; h++) {
+            const uint8_t *b = h ? wb : wa;
+            prefetch_ahead_l2(b, PREFETCH_K, 3);
+            k45_unpacked u;
+            k45_quants(T, b, &u);
+            is[4 * h + k] = k45_isum(&u, s[h], xs->paired + 256 * k);
         }
     }
     *msum = hsum4x2(ms);
@@ -1424,21 +1455,27 @@ ALWAYS_INLINE void row_k_pair(ml_type T, const uint8_t *w, size_t row_bytes, siz
                               const int8_t *x, const float *xd, const xsums *xs, float *y)
 {
     const size_t bytes = k_bytes(T);
-    __m256i is[8], ms[8];
-    UNROLL
-    for (size_t j = 0; j < 8; j++) {
-        is[j] = ms[j] = _mm256_setzero_si256();
-        if (j % 4 < nsb)
-            sums_k(T, w + j / 4 * row_bytes + j % 4 * bytes, x + 256 * (j % 4), xs, j % 4, &is[j],
-                   &ms[j]);
+    __m256i is[8], msum = _mm256_setzero_si256();
+#if HAVE_VNNI
+    if (T == ML_TYPE_Q4_K || T == ML_TYPE_Q5_K) {
+        pair_q45_k(T, w, row_bytes, nsb, xs, is, &msum);
+    } else
+#endif
+    {
+        __m256i ms[8];
+        UNROLL
+        for (size_t j = 0; j < 8; j++) {
+            is[j] = ms[j] = _mm256_setzero_si256();
+            if (j % 4 < nsb)
+                sums_k(T, w + j / 4 * row_bytes + j % 4 * bytes, x + 256 * (j % 4), xs, j % 4,
+                       &is[j], &ms[j]);
+        }
+        if (k_dmin_at(T) >= 0)
+            msum = hsum8x8(ms);
     }
     const __m256 d = f16_pair_lanes(w, row_bytes, bytes, k_d_at(T), nsb);
-    __m256 dmin = _mm256_setzero_ps();
-    __m256i msum = _mm256_setzero_si256();
-    if (k_dmin_at(T) >= 0) {
-        dmin = f16_pair_lanes(w, row_bytes, bytes, k_dmin_at(T), nsb);
-        msum = hsum8x8(ms);
-    }
+    const __m256 dmin =
+        k_dmin_at(T) < 0 ? _mm256_setzero_ps() : f16_pair_lanes(w, row_bytes, bytes, k_dmin_at(T), nsb);
     const __m128 x4 = _mm_maskload_ps(xd, _mm256_castsi256_si128(lanes_below(nsb)));
     const __m256 acc = _mm256_add_ps(_mm256_setzero_ps(),
                                      k_s(T, hsum8x8(is), msum, d, dmin, _mm256_set_m128(x4, x4)));
