@@ -451,11 +451,13 @@ typedef struct q6_unpacked {
 ALWAYS_INLINE void q6_unpack(const uint8_t *w, q6_unpacked *u)
 {
     const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(3 << 4);
+    u->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 192)));
+#if !HAVE_VNNI
     /* scales 0-7 (8-15) in both 128-bit lanes, whence spread_halves
      * takes each sub-block's two */
-    u->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 192)));
     const __m256i scs[2] = {_mm256_permute2x128_si256(u->sc16, u->sc16, 0x00),
                             _mm256_permute2x128_si256(u->sc16, u->sc16, 0x11)};
+#endif
     UNROLL
     for (int h = 0; h < 2; h++) {
         const __m256i l0 = load256(w + 64 * h), l1 = load256(w + 64 * h + 32);
@@ -470,10 +472,11 @@ ALWAYS_INLINE void q6_unpack(const uint8_t *w, q6_unpacked *u)
         const __m256i q3 = or_and(n3, _mm256_srli_epi16(qh, 2), two);
         u->q[4 * h] = q0, u->q[4 * h + 1] = q1, u->q[4 * h + 2] = q2, u->q[4 * h + 3] = q3;
 #if HAVE_VNNI
-        /* q6_sums packs sub-blocks i and i + 1: their four halves' scales */
+        /* q6_sums packs sub-blocks i and i + 1: their four halves' scales,
+         * picked across the lanes by one vpermw */
         UNROLL
         for (int i = 0; i < 4; i += 2)
-            u->s[4 * h + i] = _mm256_shuffle_epi8(scs[h], spread_quad(i / 2));
+            u->s[4 * h + i] = _mm256_permutexvar_epi16(quad_index(i / 2, (short)(8 * h)), u->sc16);
 #else
         UNROLL
         for (int i = 0; i < 4; i++)
