@@ -24,6 +24,9 @@
 #                   its default and with -rtr 1 (its run-time repacking),
 #                   and rows pp$PROMPT/ik and tg$GEN/ik compare mlcore with
 #                   its best.  Optional: without it those rows are left out.
+#                   Its two runs a round make two draws of a noisy
+#                   machine's fast moments, so llama.cpp and ml-run then
+#                   run twice a round too: every program gets as many.
 #   ISA=avx2        both programs as on an AVX2 machine, on any newer x86
 #                   one: llama.cpp built with AVX2 only (llama.sh's
 #                   LLAMA_ISA) and mlcore under ML_KERNELS=avx2 (ik_llama.cpp
@@ -145,12 +148,18 @@ for ty in $TYPES; do
     # tokens generated from an empty context); the best of each program's
     # rounds is compared, so a noisy neighbour hurts neither more.
     l_pp=0 l_tg=0 best_pp=0 best_tg=0 l_rb=0 m_rb=0 ik_pp=0 ik_tg=0
+    draws=1
+    [ -n "$IKB" ] && draws=2 # ik_llama.cpp's default and -rtr 1
     for _ in $(seq "${ROUNDS:-3}"); do
         measure_bw
-        json=$("$LB/llama-bench" -m "$g" -t "$T" -p "$NP" -n "$NG" -r 1 -o json 2>/dev/null)
-        l_pp=$(max "$l_pp" "$(echo "$json" | bench_ts pp)")
-        tg=$(echo "$json" | bench_ts tg)
-        l_tg=$(max "$l_tg" "$tg")
+        r_tg=0 # the round's best, for l_rb
+        for _ in $(seq "$draws"); do
+            json=$("$LB/llama-bench" -m "$g" -t "$T" -p "$NP" -n "$NG" -r 1 -o json 2>/dev/null)
+            l_pp=$(max "$l_pp" "$(echo "$json" | bench_ts pp)")
+            r_tg=$(max "$r_tg" "$(echo "$json" | bench_ts tg)")
+        done
+        l_tg=$(max "$l_tg" "$r_tg")
+        tg=$r_tg
         if [ -n "$IKB" ]; then
             for rtr in 0 1; do
                 json=$("$IKB/llama-bench" -m "$g" -t "$T" -p "$NP" -n "$NG" -r 1 -rtr "$rtr" \
@@ -164,13 +173,18 @@ for ty in $TYPES; do
         bw_frame=$(max "$bw_before" "$bw_now")
         l_rb=$(max "$l_rb" "$(awk -v t="$tg" -v p="$per_tok" -v b="$bw_frame" 'BEGIN { print t * p / (b * 1e9) }')")
         bw_before=$bw_now
-        line=$("$B/bin/ml-run" -m "$m" --ids -p "$ids" -n 0 -t "$T" --ctx $((NP + 8)) 2>&1 >/dev/null | tail -1)
-        pp=$(echo "$line" | sed -n 's/.*prompt [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p')
-        line=$("$B/bin/ml-run" -m "$m" --ids -p 1 -n "$NG" --ignore-eos --temp 0 -t "$T" \
-            --ctx $((NG + 8)) 2>&1 >/dev/null | tail -1)
-        tg=$(echo "$line" | sed -n 's/.*generation [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p')
-        best_pp=$(max "$best_pp" "$pp")
-        best_tg=$(max "$best_tg" "$tg")
+        m_tg=0
+        for _ in $(seq "$draws"); do
+            line=$("$B/bin/ml-run" -m "$m" --ids -p "$ids" -n 0 -t "$T" --ctx $((NP + 8)) 2>&1 >/dev/null | tail -1)
+            pp=$(echo "$line" | sed -n 's/.*prompt [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p')
+            line=$("$B/bin/ml-run" -m "$m" --ids -p 1 -n "$NG" --ignore-eos --temp 0 -t "$T" \
+                --ctx $((NG + 8)) 2>&1 >/dev/null | tail -1)
+            tg=$(echo "$line" | sed -n 's/.*generation [0-9]* tokens, \([0-9.]*\) tokens\/s.*/\1/p')
+            best_pp=$(max "$best_pp" "$pp")
+            m_tg=$(max "$m_tg" "$tg")
+        done
+        best_tg=$(max "$best_tg" "$m_tg")
+        tg=$m_tg
         measure_bw
         bw_frame=$(max "$bw_before" "$bw_now")
         m_rb=$(max "$m_rb" "$(awk -v t="$tg" -v p="$per_tok" -v b="$bw_frame" 'BEGIN { print t * p / (b * 1e9) }')")
