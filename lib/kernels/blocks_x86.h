@@ -137,6 +137,17 @@ static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
  * per lane.  The sums are exact integers, so any order gives the
  * reference's. */
 
+/* A super-block's bytes. */
+ALWAYS_INLINE size_t k_bytes(ml_type T)
+{
+    return T == ML_TYPE_Q4_K   ? 144
+           : T == ML_TYPE_Q5_K ? 176
+           : T == ML_TYPE_Q6_K ? 210
+           : T == ML_TYPE_Q2_K ? 84
+           : T == ML_TYPE_Q3_K ? 110
+                               : 136; /* IQ4_XS */
+}
+
 /* ---- Q4_K ---- */
 
 /* The 6-bit scales (bytes 0-7) and mins (8-15) of a Q4_K / Q5_K block in
@@ -364,7 +375,7 @@ ALWAYS_INLINE __m256i hsum4x2(const __m256i v[4])
 ALWAYS_INLINE void group_q45_k(ml_type T, const uint8_t *wg, size_t m, const int8_t *xp,
                                const int16_t *asum, __m256i is[8], __m256i *msum)
 {
-    const size_t bytes = T == ML_TYPE_Q5_K ? 176 : 144;
+    const size_t bytes = k_bytes(T);
     __m256i ms[4];
     UNROLL
     for (size_t j = 0; j < 8; j += 2) {
@@ -396,7 +407,7 @@ ALWAYS_INLINE void group_q45_k(ml_type T, const uint8_t *wg, size_t m, const int
 ALWAYS_INLINE void pair_q45_k(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb,
                               const xsums *xs, __m256i is[8], __m256i *msum)
 {
-    const size_t bytes = T == ML_TYPE_Q5_K ? 176 : 144;
+    const size_t bytes = k_bytes(T);
     __m256i ms[4];
     UNROLL
     for (size_t k = 0; k < 4; k++) {
@@ -1332,17 +1343,7 @@ ALWAYS_INLINE void sums_iq4_xs(const uint8_t *w, const int8_t *x, __m256i *is)
 
 /* ---- the 256-element types' rows (rule 6) ---- */
 
-/* A super-block's bytes, and where its f16 d and dmin are (-1: none). */
-ALWAYS_INLINE size_t k_bytes(ml_type T)
-{
-    return T == ML_TYPE_Q4_K   ? 144
-           : T == ML_TYPE_Q5_K ? 176
-           : T == ML_TYPE_Q6_K ? 210
-           : T == ML_TYPE_Q2_K ? 84
-           : T == ML_TYPE_Q3_K ? 110
-                               : 136; /* IQ4_XS */
-}
-
+/* Where a super-block's f16 d and dmin are (-1: none). */
 ALWAYS_INLINE int k_d_at(ml_type T)
 {
     return T == ML_TYPE_Q6_K ? 208 : T == ML_TYPE_Q2_K ? 80 : T == ML_TYPE_Q3_K ? 108 : 0;
