@@ -3,7 +3,7 @@
 # libmlcore.a (no make needed) and runs it; see the top of bench-kernels.c
 # for what it measures.
 #
-#   bash bench/bench-kernels.sh [-s SECONDS] [-m ROWSxCOLS]... [-t TYPES] [VARIANT...]
+#   bash bench/bench-kernels.sh [-s SECONDS] [-r mean|best] [-m ROWSxCOLS]... [-t TYPES] [VARIANT...]
 #   (TYPES: q8_0,q4_0 by default; q4_k,q5_k,q6_k,iq4_xs,q4_1,q5_0,q5_1,iq4_nl,mxfp4 too)
 #   MLCORE_BUILD=build-clang bash bench/bench-kernels.sh avx2
 set -euo pipefail
