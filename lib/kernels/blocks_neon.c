@@ -530,22 +530,12 @@ ALWAYS_INLINE float row32(ml_type T, const uint8_t *w, size_t cols, const int8_t
     return fold(acc[0], acc[1]);
 }
 
-ALWAYS_INLINE size_t bytes256(ml_type T)
-{
-    return T == ML_TYPE_Q4_K   ? 144
-         : T == ML_TYPE_Q5_K ? 176
-         : T == ML_TYPE_Q6_K ? 210
-         : T == ML_TYPE_Q3_K ? 110
-         : T == ML_TYPE_Q2_K ? 84
-                             : 136; /* IQ4_XS */
-}
-
 /* A row of a 256-element type: super-block k's s into acc[k % 8] (xd
  * one scale a super-block). */
 ALWAYS_INLINE float row256(ml_type T, const uint8_t *w, size_t cols, const int8_t *x,
                            const int32_t *xh, const float *xd)
 {
-    const size_t bytes = bytes256(T);
+    const size_t bytes = ml__blk_k_bytes(T);
     float acc[8] = {0};
     for (size_t k = 0; k < cols / 256; k++) {
         __builtin_prefetch(w + k * bytes + 1024);
@@ -626,7 +616,7 @@ ALWAYS_INLINE void decode(ml_type T, const uint8_t *w, size_t cols, const drow *
         }
         return;
     }
-    const size_t bytes = bytes256(T);
+    const size_t bytes = ml__blk_k_bytes(T);
     for (size_t k = 0; k < cols / 256; k++, w += bytes) {
         UNROLL
         for (int j = 0; j < 8; j++) {

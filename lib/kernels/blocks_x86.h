@@ -137,17 +137,6 @@ static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
  * per lane.  The sums are exact integers, so any order gives the
  * reference's. */
 
-/* A super-block's bytes. */
-ALWAYS_INLINE size_t k_bytes(ml_type T)
-{
-    return T == ML_TYPE_Q4_K   ? 144
-           : T == ML_TYPE_Q5_K ? 176
-           : T == ML_TYPE_Q6_K ? 210
-           : T == ML_TYPE_Q2_K ? 84
-           : T == ML_TYPE_Q3_K ? 110
-                               : 136; /* IQ4_XS */
-}
-
 /* ---- Q4_K ---- */
 
 /* The 6-bit scales (bytes 0-7) and mins (8-15) of a Q4_K / Q5_K block in
@@ -375,7 +364,7 @@ ALWAYS_INLINE __m256i hsum4x2(const __m256i v[4])
 ALWAYS_INLINE void group_q45_k(ml_type T, const uint8_t *wg, size_t m, const int8_t *xp,
                                const int16_t *asum, __m256i is[8], __m256i *msum)
 {
-    const size_t bytes = k_bytes(T);
+    const size_t bytes = ml__blk_k_bytes(T);
     __m256i ms[4];
     UNROLL
     for (size_t j = 0; j < 8; j += 2) {
@@ -407,7 +396,7 @@ ALWAYS_INLINE void group_q45_k(ml_type T, const uint8_t *wg, size_t m, const int
 ALWAYS_INLINE void pair_q45_k(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb,
                               const xsums *xs, __m256i is[8], __m256i *msum)
 {
-    const size_t bytes = k_bytes(T);
+    const size_t bytes = ml__blk_k_bytes(T);
     __m256i ms[4];
     UNROLL
     for (size_t k = 0; k < 4; k++) {
@@ -1393,7 +1382,7 @@ ALWAYS_INLINE __m256 k_s(ml_type T, __m256i isum, __m256i msum, __m256 d, __m256
 ALWAYS_INLINE void group_k(ml_type T, const uint8_t *wg, size_t m, const int8_t *x,
                            const xsums *xs, size_t g, __m256i is[8], __m256i *msum)
 {
-    const size_t bytes = k_bytes(T);
+    const size_t bytes = ml__blk_k_bytes(T);
     __m256i ms[8];
     UNROLL
     for (size_t j = 0; j < 8; j++) {
@@ -1415,7 +1404,7 @@ ALWAYS_INLINE void group_k(ml_type T, const uint8_t *wg, size_t m, const int8_t 
 ALWAYS_INLINE float row_k(ml_type T, const uint8_t *w, size_t nsb, const int8_t *x,
                           const float *xd, const xsums *xs)
 {
-    const size_t bytes = k_bytes(T);
+    const size_t bytes = ml__blk_k_bytes(T);
     __m256 acc = _mm256_setzero_ps();
     for (size_t g = 0; g < nsb; g += 8) {
         const size_t m = nsb - g < 8 ? nsb - g : 8;
@@ -1458,7 +1447,7 @@ ALWAYS_INLINE __m256 f16_pair_lanes(const uint8_t *w, size_t row_bytes, size_t b
 ALWAYS_INLINE void row_k_pair(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb,
                               const int8_t *x, const float *xd, const xsums *xs, float *y)
 {
-    const size_t bytes = k_bytes(T);
+    const size_t bytes = ml__blk_k_bytes(T);
     __m256i is[8], msum = _mm256_setzero_si256();
 #if HAVE_VNNI
     if (T == ML_TYPE_Q4_K || T == ML_TYPE_Q5_K) {
@@ -1587,7 +1576,7 @@ ALWAYS_INLINE void kt_block(ml_type T, const uint8_t *b, size_t k, size_t nt, co
 ALWAYS_INLINE void row_k_tokens(ml_type T, const uint8_t *w, size_t nsb, size_t nt,
                                 const nt_x *tk, float *out)
 {
-    const size_t bytes = k_bytes(T);
+    const size_t bytes = ml__blk_k_bytes(T);
     __m256 acc[KT_MAX];
     for (size_t t = 0; t < KT_MAX; t++)
         acc[t] = _mm256_setzero_ps();
@@ -1623,7 +1612,7 @@ static int matmul_k_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0, 
 {
     if (!kl_type(T))
         return 0;
-    const size_t nsb = cols / 256, bytes = k_bytes(T);
+    const size_t nsb = cols / 256, bytes = ml__blk_k_bytes(T);
     nt_x tk[KT_MAX];
     if (!few_tokens(xq, xd, cols, nsb, n_tok, T == ML_TYPE_Q6_K, T != ML_TYPE_Q6_K, tk))
         return 0;
@@ -2070,7 +2059,7 @@ ALWAYS_INLINE void tile_k(ml_type T, const uint8_t *w, size_t row_bytes, size_t 
                           size_t nt, float *y, size_t ldy)
 {
     _Static_assert(TILE_TOK == 8, "a row's tokens are the eight lanes of one hsum8x8");
-    const size_t cols = 256 * nsb, bytes = k_bytes(T);
+    const size_t cols = 256 * nsb, bytes = ml__blk_k_bytes(T);
     const int mins = k_dmin_at(T) >= 0;
     __m256 acc[TILE_ROWS][8]; /* [row][k % 8], lane t: token t */
     for (size_t r = 0; r < nr; r++)
@@ -2440,7 +2429,7 @@ ALWAYS_INLINE void kl_scale_pairs(kl_row *o, int nsub)
  * row repeated past nr. */
 static void kl_rows(ml_type T, const uint8_t *w, size_t cols, size_t r, size_t nr, kl_row *rows)
 {
-    const size_t nsb = cols / 256, bytes = k_bytes(T);
+    const size_t nsb = cols / 256, bytes = ml__blk_k_bytes(T);
     for (size_t i = 0; i < KL_ROWS; i++) {
         const uint8_t *row = w + (r + (i < nr ? i : nr - 1)) * nsb * bytes;
         for (size_t k = 0; k < nsb; k++) {
@@ -2821,7 +2810,7 @@ ALWAYS_INLINE void kr_put(const kl_row o[16], int nsub, int npairs, int a, kr_sb
  * the last row repeated past nr. */
 static void kr_rows(ml_type T, int R, const uint8_t *w, size_t cols, size_t r, size_t nr, kr_sb *sb)
 {
-    const size_t nsb = cols / 256, bytes = k_bytes(T);
+    const size_t nsb = cols / 256, bytes = ml__blk_k_bytes(T);
     for (size_t k = 0; k < nsb; k++)
         for (int a = 0; a < R; a++) {
             kl_row o[16];
@@ -2990,7 +2979,7 @@ ALWAYS_INLINE void prefetch_part_l2(const uint8_t *p, size_t n, size_t i, size_t
 static void kr_run(ml_type T, const uint8_t *w, size_t cols, size_t r0, size_t r1, const int8_t *xq,
                    const float *xd, const void *xt, size_t n_tok, kr_sb *sb, float *y, size_t ldy)
 {
-    const size_t nsb = cols / 256, per = kr_x_token(T, cols), row_bytes = nsb * k_bytes(T);
+    const size_t nsb = cols / 256, per = kr_x_token(T, cols), row_bytes = nsb * ml__blk_k_bytes(T);
     const size_t tiles = (n_tok + KR_T - 1) / KR_T;
     for (size_t r = r0; r < r1; r += KR_ROWS) {
         const size_t nr = r1 - r < KR_ROWS ? r1 - r : KR_ROWS;

@@ -223,6 +223,19 @@ static inline int ml__blk_acts_k(ml_type t)
            t == ML_TYPE_Q6_K || t == ML_TYPE_IQ4_XS;
 }
 
+/* A super-block's bytes for the types of ml__blk_acts_k (a constant
+ * where t is: the kernels' loops fold it); 0 for another type. */
+static inline size_t ml__blk_k_bytes(ml_type t)
+{
+    return t == ML_TYPE_Q4_K   ? 144
+           : t == ML_TYPE_Q5_K ? 176
+           : t == ML_TYPE_Q6_K ? 210
+           : t == ML_TYPE_Q2_K ? 84
+           : t == ML_TYPE_Q3_K ? 110
+           : t == ML_TYPE_IQ4_XS ? 136
+                               : 0;
+}
+
 /* The activation scales of one token for a row of `cols` weights of
  * type t: token k's start at xd + k * ml__blk_xd_count(t, cols). */
 static inline size_t ml__blk_xd_count(ml_type t, size_t cols)
