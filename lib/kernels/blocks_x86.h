@@ -78,8 +78,9 @@ typedef struct xsums {
     int32_t s32[XS_COLS / 32 + 8]; /* + a partial group's zeros */
     int16_t s32_i16[XS_COLS / 32 + 8]; /* s32 as int16 (|s| <= 32·128), the same zeros */
     int16_t s16[XS_COLS / 16];
-    /* x in x_pairs's layout over the row's whole groups of eight blocks
-     * (Q4_K, Q5_K, IQ4_XS, and row_32's nibble types), or NULL */
+    /* x regrouped over the row's whole groups of eight blocks: x_pairs's
+     * layout (Q4_K, Q5_K, IQ4_XS) or x_spread's (row_32's nibble types),
+     * or NULL */
     const int8_t *paired;
 } xsums;
 
@@ -97,10 +98,25 @@ static void x_pairs(int8_t *xp, const int8_t *x, size_t cols)
     }
 }
 
+/* x for row_32's nibble types: in each whole group of eight blocks,
+ * for k = 0..3, elements 0-15 of block k, 0-15 of k + 4, 16-31 of k,
+ * 16-31 of k + 4 (pair_nibbles of blocks k and k + 4): hsum_pairs then
+ * leaves block j's sum in lane j with no lane permute.  The whole groups
+ * of cols' blocks. */
+static void x_spread(int8_t *xp, const int8_t *x, size_t cols)
+{
+    for (size_t g = 0; g + 256 <= cols; g += 256)
+        for (size_t k = 0; k < 4; k++) {
+            const __m256i a = load256(x + g + 32 * k), c = load256(x + g + 32 * k + 128);
+            _mm256_storeu_si256((__m256i *)(xp + g + 64 * k), _mm256_permute2x128_si256(a, c, 0x20));
+            _mm256_storeu_si256((__m256i *)(xp + g + 64 * k + 32), _mm256_permute2x128_si256(a, c, 0x31));
+        }
+}
+
 static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
 {
     const __m256i ones = _mm256_set1_epi8(1);
-    xs->paired = NULL; /* the callers that use x_pairs set it */
+    xs->paired = NULL; /* the callers that use x_pairs or x_spread set it */
     /* a partial group of eight blocks reads zeros after the row's end */
     memset(xs->s32 + cols / 32 / 8 * 8, 0, 8 * sizeof xs->s32[0]);
     memset(xs->s32_i16 + cols / 32 / 8 * 8, 0, 8 * sizeof xs->s32_i16[0]);
@@ -863,10 +879,11 @@ ALWAYS_INLINE int nt_type(ml_type T)
     return nibbles_at(T) && T != ML_TYPE_Q5_0 && T != ML_TYPE_Q5_1;
 }
 
-/* Blocks b and b + 1 of a nibble type at once: their nibbles in one
- * register (b's sixteen bytes low, b + 1's high), the low nibbles
- * against x_pairs's first 32 bytes and the high ones against the next:
- * lanes 0-3 hold block b's partial sums, 4-7 block b + 1's.  Half the
+/* Two blocks of a nibble type at once, at b and `bytes` after it (the
+ * group's blocks k and k + 4): their nibbles in one register (the first
+ * block's sixteen bytes low, the second's high), the low nibbles against
+ * x_spread's first 32 bytes and the high ones against the next: lanes
+ * 0-3 hold the first block's partial sums, 4-7 the second's.  Half the
  * unpacking and dot products of block_dot twice. */
 ALWAYS_INLINE void pair_nibbles(ml_type T, const uint8_t *b, size_t bytes, __m256i *lo, __m256i *hi)
 {
@@ -892,7 +909,7 @@ ALWAYS_INLINE void pair_nibbles(ml_type T, const uint8_t *b, size_t bytes, __m25
         *lo = levels(*lo, table), *hi = levels(*hi, table);
 }
 
-/* pair_nibbles's two registers against x_pairs's 64 activations at xp. */
+/* pair_nibbles's two registers against x_spread's 64 activations at xp. */
 ALWAYS_INLINE __m256i pair_sums(ml_type T, __m256i lo, __m256i hi, const int8_t *xp)
 {
     const __m256i x0 = load256(xp), x1 = load256(xp + 32);
@@ -909,23 +926,20 @@ ALWAYS_INLINE __m256i pair_dot(ml_type T, const uint8_t *b, size_t bytes, const 
 }
 
 /* Lane j = the sum of block j's four lanes, from pair_dot's four
- * registers of a group (p[k]: block 2k in lanes 0-3, 2k + 1 in 4-7). */
+ * registers of a group (p[k]: block k in lanes 0-3, k + 4 in 4-7). */
 ALWAYS_INLINE __m256i hsum_pairs(const __m256i p[4])
 {
-    /* [b0 b2 b0 b2 | b1 b3 b1 b3] and [b4 b6 b4 b6 | b5 b7 b5 b7] */
+    /* [b0 b1 b0 b1 | b4 b5 b4 b5] and [b2 b3 b2 b3 | b6 b7 b6 b7] */
     const __m256i a = _mm256_add_epi32(_mm256_unpacklo_epi32(p[0], p[1]),
                                        _mm256_unpackhi_epi32(p[0], p[1]));
     const __m256i c = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2], p[3]),
                                        _mm256_unpackhi_epi32(p[2], p[3]));
-    /* [b0 b2 b4 b6 | b1 b3 b5 b7] */
-    const __m256i s = _mm256_add_epi32(_mm256_unpacklo_epi64(a, c), _mm256_unpackhi_epi64(a, c));
-    return _mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(a, c), _mm256_unpackhi_epi64(a, c));
 }
 
-/* Block 8g + j's Σ v·x in lane j, m <= 8 blocks: a group of a nibble
- * type by pairs (x_pairs's layout at xs->paired, which covers every
- * whole pair of blocks), a last group of an odd count and the others
- * block by block. */
+/* Block 8g + j's Σ v·x in lane j, m <= 8 blocks: a whole group of a
+ * nibble type by pairs (x_spread's layout at xs->paired), a last
+ * partial group and the others block by block. */
 ALWAYS_INLINE __m256i group_isum(ml_type T, size_t bytes, const uint8_t *wg, size_t g, size_t m,
                                  const int8_t *x, const xsums *xs)
 {
@@ -933,15 +947,7 @@ ALWAYS_INLINE __m256i group_isum(ml_type T, size_t bytes, const uint8_t *wg, siz
         __m256i p[4];
         UNROLL
         for (size_t k = 0; k < 4; k++)
-            p[k] = pair_dot(T, wg + 2 * k * bytes, bytes, xs->paired + 32 * (g + 2 * k));
-        return hsum_pairs(p);
-    }
-    if (nibbles_at(T) && m % 2 == 0 && xs->paired) {
-        __m256i p[4];
-        UNROLL
-        for (size_t k = 0; k < 4; k++) /* pairs past m: lanes 2k, 2k + 1 are 0 */
-            p[k] = 2 * k < m ? pair_dot(T, wg + 2 * k * bytes, bytes, xs->paired + 32 * (g + 2 * k))
-                             : _mm256_setzero_si256();
+            p[k] = pair_dot(T, wg + k * bytes, 4 * bytes, xs->paired + 32 * (g + 2 * k));
         return hsum_pairs(p);
     }
     __m256i v[8];
@@ -991,11 +997,15 @@ typedef struct nt_x {
     const xsums *xs;
 } nt_x;
 
+/* The regrouped activations a kernel reads at xsums.paired. */
+enum x_form { X_PLAIN, X_PAIRS, X_SPREAD };
+
 /* n_tok tokens' activations (xd: per_tok scales a token) into tk, with
- * their sums (halves: the 16-element ones too) and, with pairs, their
- * x_pairs form, in the thread's scratch; NULL when out of memory. */
+ * their sums (halves: the 16-element ones too) and their regrouped form
+ * (x_pairs's or x_spread's), in the thread's scratch; NULL when out of
+ * memory. */
 static xsums *few_tokens(const int8_t *xq, const float *xd, size_t cols, size_t per_tok,
-                         size_t n_tok, int halves, int pairs, nt_x *tk)
+                         size_t n_tok, int halves, enum x_form form, nt_x *tk)
 {
     xsums *xs = kl_scratch(n_tok * (sizeof *xs + cols));
     if (!xs)
@@ -1003,8 +1013,11 @@ static xsums *few_tokens(const int8_t *xq, const float *xd, size_t cols, size_t 
     int8_t *paired = (int8_t *)(xs + n_tok);
     for (size_t t = 0; t < n_tok; t++) {
         xsums_init(&xs[t], xq + t * cols, cols, halves);
-        if (pairs) {
-            x_pairs(paired + t * cols, xq + t * cols, cols / 64 * 64);
+        if (form != X_PLAIN) {
+            if (form == X_SPREAD)
+                x_spread(paired + t * cols, xq + t * cols, cols);
+            else
+                x_pairs(paired + t * cols, xq + t * cols, cols / 64 * 64);
             xs[t].paired = paired + t * cols;
         }
         tk[t] = (nt_x){xq + t * cols, xd + t * per_tok, &xs[t]};
@@ -1030,7 +1043,7 @@ ALWAYS_INLINE void row_32_tokens(ml_type T, size_t bytes, const uint8_t *w, size
             __m256i lo[4], hi[4];
             UNROLL
             for (size_t k = 0; k < 4; k++)
-                pair_nibbles(T, wg + 2 * k * bytes, bytes, &lo[k], &hi[k]);
+                pair_nibbles(T, wg + k * bytes, 4 * bytes, &lo[k], &hi[k]);
             for (size_t t = 0; t < nt; t++) {
                 const int8_t *xp = tk[t].xs->paired + 32 * g;
                 __m256i p[4];
@@ -1058,7 +1071,7 @@ static int matmul_32_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0,
 {
     const size_t nb = cols / 32;
     nt_x tk[NT_MAX];
-    if (!few_tokens(xq, xd, cols, nb, n_tok, 0, 1, tk))
+    if (!few_tokens(xq, xd, cols, nb, n_tok, 0, X_SPREAD, tk))
         return 0;
     float out[NT_MAX];
     const int small = n_tok <= NT_SMALL;
@@ -1614,7 +1627,7 @@ static int matmul_k_tokens(ml_type T, const uint8_t *w, size_t cols, size_t r0, 
         return 0;
     const size_t nsb = cols / 256, bytes = ml__blk_k_bytes(T);
     nt_x tk[KT_MAX];
-    if (!few_tokens(xq, xd, cols, nsb, n_tok, T == ML_TYPE_Q6_K, T != ML_TYPE_Q6_K, tk))
+    if (!few_tokens(xq, xd, cols, nsb, n_tok, T == ML_TYPE_Q6_K, T != ML_TYPE_Q6_K ? X_PAIRS : X_PLAIN, tk))
         return 0;
     float out[KT_MAX];
     for (size_t r = r0; r < r1; r++) {
@@ -1745,9 +1758,11 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     xsums xs;
     xsums_init(&xs, xq, cols, halves);
     int8_t paired[XS_COLS];
-    if ((HAVE_VNNI && t == ML_TYPE_IQ4_XS) || t == ML_TYPE_Q4_K || t == ML_TYPE_Q5_K ||
-        nibbles_at(t)) {
-        x_pairs(paired, xq, cols / 64 * 64); /* every whole pair of blocks (group_isum) */
+    if (nibbles_at(t)) {
+        x_spread(paired, xq, cols); /* every whole group of blocks (group_isum) */
+        xs.paired = paired;
+    } else if ((HAVE_VNNI && t == ML_TYPE_IQ4_XS) || t == ML_TYPE_Q4_K || t == ML_TYPE_Q5_K) {
+        x_pairs(paired, xq, cols / 64 * 64);
         xs.paired = paired;
     }
     const size_t row_bytes = ml__blk_row_bytes(t, cols);
