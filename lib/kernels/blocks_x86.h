@@ -688,12 +688,13 @@ ALWAYS_INLINE __m256i levels(__m256i idx, const int8_t *table)
 static const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                         1,    13,   25,  38,  53,  69,  89,  113};
 static const int8_t mxfp4_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-/* The same levels made unsigned, + 12 and + 128, for byte products with
- * no sign tricks: Σ v·x = Σ (v + o)·x - o·Σ x, exact in int32.  MXFP4's
- * (0..24) keep even vpmaddubsw's 16-bit pairs far from saturating;
+/* The same levels made unsigned, + 16 and + 128, for byte products with
+ * no sign tricks: Σ v·x = Σ (v + o)·x - o·Σ x, exact in int32 (a power
+ * of two: o·Σ x is one shift).  MXFP4's (4..28) keep even vpmaddubsw's
+ * 16-bit pairs far from saturating;
  * IQ4_NL's (1..241) need vpdpbusd's 32-bit sums (VNNI). */
-static const uint8_t mxfp4_levels_u[16] = {12, 13, 14, 15, 16, 18, 20, 24,
-                                           12, 11, 10, 9,  8,  6,  4,  0};
+static const uint8_t mxfp4_levels_u[16] = {16, 17, 18, 19, 20, 22, 24, 28,
+                                           16, 15, 14, 13, 12, 10, 8,  4};
 static const uint8_t iq4nl_levels_u[16] = {1,   24,  45,  63,  79,  93,  106, 118,
                                            129, 141, 153, 166, 181, 197, 217, 241};
 
@@ -800,7 +801,7 @@ ALWAYS_INLINE __m256i block_dot(ml_type T, const uint8_t *b, const int8_t *x)
 #else
     case ML_TYPE_IQ4_NL: return dot_s8s8(levels(nibbles32(b + 2), iq4nl_levels), xv);
 #endif
-    default: /* MXFP4: + 12, taken off in group_s */
+    default: /* MXFP4: + 16, taken off in group_s */
         return dot_u8s8(levels(nibbles32(b + 1), (const int8_t *)mxfp4_levels_u), xv);
     }
 }
@@ -837,9 +838,8 @@ ALWAYS_INLINE __m256 group_apply(ml_type T, __m256 d, __m256 mn, size_t m, __m25
         const __m256i v = HAVE_VNNI ? _mm256_sub_epi32(isum, _mm256_slli_epi32(a, 7)) : isum;
         return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, xdv));
     }
-    default: { /* MXFP4: - 12 Σx; d is e8m0_lanes's */
-        const __m256i v = _mm256_sub_epi32(
-            isum, _mm256_add_epi32(_mm256_slli_epi32(a, 3), _mm256_slli_epi32(a, 2)));
+    default: { /* MXFP4: - 16 Σx; d is e8m0_lanes's */
+        const __m256i v = _mm256_sub_epi32(isum, _mm256_slli_epi32(a, 4));
 #if HAVE_VNNI
         return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_scalef_ps(xdv, d));
 #else
@@ -899,7 +899,7 @@ ALWAYS_INLINE void pair_nibbles(ml_type T, const uint8_t *b, size_t bytes, __m25
         *lo = add_fifth_bits(*lo, (h0 & 0xffff) | h1 << 16);
         *hi = add_fifth_bits(*hi, h0 >> 16 | (h1 & 0xffff0000u));
     }
-    /* IQ4_NL's levels + 128 and MXFP4's + 12, taken off in group_apply;
+    /* IQ4_NL's levels + 128 and MXFP4's + 16, taken off in group_apply;
      * without VNNI IQ4_NL's signed levels (dot_s8s8) */
     const int8_t *table = T == ML_TYPE_MXFP4    ? (const int8_t *)mxfp4_levels_u
                           : T != ML_TYPE_IQ4_NL ? NULL
@@ -925,10 +925,28 @@ ALWAYS_INLINE __m256i pair_dot(ml_type T, const uint8_t *b, size_t bytes, const 
     return pair_sums(T, lo, hi, xp);
 }
 
+/* Whether pair_dot's lanes (eight products each) fit int16: quants
+ * below 32 against int8 activations, 8 · 31 · 128 < 2^15; not IQ4_NL's
+ * levels (+ 128 with VNNI). */
+ALWAYS_INLINE int pair_sums_fit_i16(ml_type T)
+{
+    return T != ML_TYPE_IQ4_NL;
+}
+
 /* Lane j = the sum of block j's four lanes, from pair_dot's four
  * registers of a group (p[k]: block k in lanes 0-3, k + 4 in 4-7). */
-ALWAYS_INLINE __m256i hsum_pairs(const __m256i p[4])
+ALWAYS_INLINE __m256i hsum_pairs(ml_type T, const __m256i p[4])
 {
+    if (pair_sums_fit_i16(T)) {
+        /* packed to int16 and added in pairs by vpmaddwd (exact): a
+         * and c are [b0 b0 b1 b1 | b4 b4 b5 b5] and [b2 b2 b3 b3 | b6
+         * b6 b7 b7]; seven operations where the unpack tree takes nine */
+        const __m256i ones = _mm256_set1_epi16(1);
+        const __m256 a = _mm256_castsi256_ps(_mm256_madd_epi16(_mm256_packs_epi32(p[0], p[1]), ones));
+        const __m256 c = _mm256_castsi256_ps(_mm256_madd_epi16(_mm256_packs_epi32(p[2], p[3]), ones));
+        return _mm256_add_epi32(_mm256_castps_si256(_mm256_shuffle_ps(a, c, _MM_SHUFFLE(2, 0, 2, 0))),
+                                _mm256_castps_si256(_mm256_shuffle_ps(a, c, _MM_SHUFFLE(3, 1, 3, 1))));
+    }
     /* [b0 b1 b0 b1 | b4 b5 b4 b5] and [b2 b3 b2 b3 | b6 b7 b6 b7] */
     const __m256i a = _mm256_add_epi32(_mm256_unpacklo_epi32(p[0], p[1]),
                                        _mm256_unpackhi_epi32(p[0], p[1]));
@@ -948,7 +966,7 @@ ALWAYS_INLINE __m256i group_isum(ml_type T, size_t bytes, const uint8_t *wg, siz
         UNROLL
         for (size_t k = 0; k < 4; k++)
             p[k] = pair_dot(T, wg + k * bytes, 4 * bytes, xs->paired + 32 * (g + 2 * k));
-        return hsum_pairs(p);
+        return hsum_pairs(T, p);
     }
     __m256i v[8];
     UNROLL
@@ -961,7 +979,25 @@ ALWAYS_INLINE float row_32(ml_type T, size_t bytes, const uint8_t *w, size_t nb,
                            const float *xd, const xsums *xs)
 {
     __m256 acc = _mm256_setzero_ps();
-    for (size_t g = 0; g < nb; g += 8) {
+    size_t g = 0;
+    const size_t whole = nb / 8 * 8;
+    if (nibbles_at(T) && xs->paired && whole) {
+        /* software-pipelined: group g + 8's products are issued before
+         * group g's float steps, which wait on its long chain of
+         * unpacking, products and sums */
+        __m256i isum = group_isum(T, bytes, w, 0, 8, x, xs);
+        for (; g + 8 < whole; g += 8) {
+            const uint8_t *wg = w + g * bytes;
+            prefetch_ahead_l2(wg + 8 * bytes, PREFETCH_Q4_L2, (int)((8 * bytes + 63) / 64));
+            prefetch_ahead(wg + 8 * bytes, PREFETCH_Q4, (int)((8 * bytes + 63) / 64));
+            const __m256i next = group_isum(T, bytes, wg + 8 * bytes, g + 8, 8, x, xs);
+            acc = _mm256_add_ps(acc, group_s(T, wg, bytes, 8, isum, xs->s32 + g, xd + g));
+            isum = next;
+        }
+        acc = _mm256_add_ps(acc, group_s(T, w + g * bytes, bytes, 8, isum, xs->s32 + g, xd + g));
+        g += 8;
+    }
+    for (; g < nb; g += 8) {
         const size_t m = nb - g < 8 ? nb - g : 8;
         const uint8_t *wg = w + g * bytes;
         prefetch_ahead_l2(wg, PREFETCH_Q4_L2, (int)((8 * bytes + 63) / 64));
@@ -1050,7 +1086,7 @@ ALWAYS_INLINE void row_32_tokens(ml_type T, size_t bytes, const uint8_t *w, size
                 UNROLL
                 for (size_t k = 0; k < 4; k++)
                     p[k] = pair_sums(T, lo[k], hi[k], xp + 64 * k);
-                acc[t] = _mm256_add_ps(acc[t], group_apply(T, d, mn, m, hsum_pairs(p),
+                acc[t] = _mm256_add_ps(acc[t], group_apply(T, d, mn, m, hsum_pairs(T, p),
                                                            tk[t].xs->s32 + g, tk[t].xd + g));
             }
         } else {

@@ -283,39 +283,48 @@ START_TEST(variants_match_scalar)
 }
 END_TEST
 
-/* The integer bounds: every byte of the rule-6 types' units but their
- * f16 fields one pattern (0x00: IQ4_XS's ls 0 and level -127, Q6_K's
- * q6 0; 0xff, 0x80, 0x7f, 0x08, 0xf0: the other ends), every activation
- * +-max, so that every product and every split of a scale (the AMX
- * table's folded panels) meets its largest magnitudes; 33 tokens. */
-START_TEST(k_types_at_their_bounds)
+/* The integer bounds: every byte of the integer types' units but their
+ * f16 fields (and MXFP4's scale byte) one pattern (0x00: IQ4_XS's ls 0
+ * and level -127, Q6_K's q6 0; 0xff, 0x80, 0x7f, 0x08, 0xf0, 0x77: the
+ * other ends, MXFP4's level 12 among them), every activation +-max, so
+ * that every product, every split of a scale (the AMX table's folded
+ * panels) and the nibble types' partial sums packed to int16
+ * (hsum_pairs) meet their largest magnitudes; rows of three whole
+ * groups of 256; 33 tokens. */
+START_TEST(types_at_their_bounds)
 {
-    static const ml_type k_types[] = {ML_TYPE_Q2_K, ML_TYPE_Q3_K, ML_TYPE_Q4_K,
-                                      ML_TYPE_Q5_K, ML_TYPE_Q6_K, ML_TYPE_IQ4_XS};
-    static const uint8_t patterns[] = {0x00, 0xff, 0x80, 0x7f, 0x08, 0xf0};
-    const ml_type t = k_types[_i];
+    static const ml_type types[] = {ML_TYPE_Q2_K, ML_TYPE_Q3_K, ML_TYPE_Q4_K, ML_TYPE_Q5_K,
+                                    ML_TYPE_Q6_K, ML_TYPE_IQ4_XS, ML_TYPE_Q4_1, ML_TYPE_Q5_0,
+                                    ML_TYPE_Q5_1, ML_TYPE_IQ4_NL, ML_TYPE_MXFP4};
+    static const uint8_t patterns[] = {0x00, 0xff, 0x80, 0x7f, 0x08, 0xf0, 0x77};
+    const ml_type t = types[_i];
     tu_rng r = {0x38100 + (uint64_t)_i};
     for (size_t p = 0; p < sizeof patterns; p++)
         for (int sign = -1; sign <= 1; sign += 2) {
             size_t elems, bytes;
             unit_of(t, &elems, &bytes);
             blk_mat m;
-            blk_mat_new(&m, t, 23, 3 * elems, &r, 0);
-            for (size_t i = 0; i < 23 * 3; i++) {
+            blk_mat_new(&m, t, 23, 768, &r, 0);
+            for (size_t i = 0; i < 23 * 768 / elems; i++) {
                 uint8_t *u = m.w + i * bytes;
                 memset(u, patterns[p], bytes);
                 for (int j = 0; j < 2; j++)
                     if (f16_field(t, j) >= 0)
                         put16(u + f16_field(t, j), random_f16(&r, 0));
+                if (t == ML_TYPE_MXFP4)
+                    u[0] = (uint8_t)(110 + tu_below(&r, 20));
             }
             acts a;
-            a.per = 256;
+            a.per = ml__blk_acts_k(t) ? 256 : 32;
             a.q = xmalloc(33 * m.cols);
-            a.d = xmalloc(33 * m.cols / 256 * sizeof *a.d);
+            a.d = xmalloc(33 * m.cols / a.per * sizeof *a.d);
             float *x = xmalloc(33 * m.cols * sizeof *x);
             for (size_t i = 0; i < 33 * m.cols; i++)
                 x[i] = (float)sign * (i % 7 == 3 ? -1.0f : 1.0f);
-            ml_quantize_row_q8_k(x, 33 * m.cols, a.q, a.d);
+            if (a.per == 256)
+                ml_quantize_row_q8_k(x, 33 * m.cols, a.q, a.d);
+            else
+                ml__kernels_scalar.quantize_q8_0(x, 33 * m.cols, a.q, a.d);
             free(x);
             check_matvec(&m, &a, 0, 23);
             check_matmul(&m, &a, 33, 0, 23);
@@ -543,7 +552,7 @@ Suite *suite_kernels_blk(void)
     tcase_add_loop_test(tc, scalar_matches_ggml, 0, (int)N_TYPES);
     tcase_add_loop_test(tc, as_q8_0_matches_matvec, 0,
                         (int)(sizeof as_q8_types / sizeof as_q8_types[0]));
-    tcase_add_loop_test(tc, k_types_at_their_bounds, 0, 6);
+    tcase_add_loop_test(tc, types_at_their_bounds, 0, 11);
     tcase_add_loop_test(tc, k_types_in_row_tiles, 0, 4);
     tcase_add_test(tc, row_bytes);
     tcase_add_test(tc, q4_k_by_hand);
