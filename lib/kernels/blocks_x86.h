@@ -405,7 +405,7 @@ ALWAYS_INLINE void group_q45_k(ml_type T, const uint8_t *wg, size_t m, const int
     *msum = _mm256_permutevar8x32_epi32(hsum4x2(ms), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/* row_k_pair's super-blocks for Q4_K and Q5_K: row a's (at w) k in is[k],
+/* A pair's super-blocks for Q4_K and Q5_K (pair_k_sums): row a's (at w) k in is[k],
  * row b's (w + row_bytes) in is[4 + k], *msum lane k and 4 + k their
  * Σ m·asum; a's and b's super-block k unpack their scales and mins
  * together (k45_scales_two), against the same activations. */
@@ -1450,6 +1450,32 @@ ALWAYS_INLINE void group_k(ml_type T, const uint8_t *wg, size_t m, const int8_t 
  * super-blocks and lands in rule 3's acc[k % 8].  A last partial group's
  * missing lanes are +0 throughout (zero sums, d and xd) and add +0: acc,
  * which starts at +0, never holds -0, so that changes nothing. */
+/* The integer part of row_k's group of m super-blocks from super-block
+ * g (at wg): lane j super-block g + j's isum and msum. */
+ALWAYS_INLINE void group_k_sums(ml_type T, const uint8_t *wg, size_t m, const int8_t *x,
+                                const xsums *xs, size_t g, __m256i *isum, __m256i *msum)
+{
+    __m256i is[8];
+#if HAVE_VNNI
+    if (T == ML_TYPE_Q4_K || T == ML_TYPE_Q5_K)
+        group_q45_k(T, wg, m, xs->paired + 256 * g, xs->s32_i16 + 8 * g, is, msum);
+    else
+#endif
+        group_k(T, wg, m, x, xs, g, is, msum);
+    *isum = hsum8x8(is);
+}
+
+/* Its float part: the group's s lanes (xdg: xd from super-block g). */
+ALWAYS_INLINE __m256 group_k_s(ml_type T, const uint8_t *wg, size_t m, const float *xdg,
+                               __m256i isum, __m256i msum)
+{
+    const size_t bytes = ml__blk_k_bytes(T);
+    const __m256 d = f16_lanes(wg, bytes, k_d_at(T), m);
+    const __m256 dmin =
+        k_dmin_at(T) < 0 ? _mm256_setzero_ps() : f16_lanes(wg, bytes, k_dmin_at(T), m);
+    return k_s(T, isum, msum, d, dmin, xd_lanes(xdg, m));
+}
+
 ALWAYS_INLINE float row_k(ml_type T, const uint8_t *w, size_t nsb, const int8_t *x,
                           const float *xd, const xsums *xs)
 {
@@ -1458,19 +1484,34 @@ ALWAYS_INLINE float row_k(ml_type T, const uint8_t *w, size_t nsb, const int8_t 
     for (size_t g = 0; g < nsb; g += 8) {
         const size_t m = nsb - g < 8 ? nsb - g : 8;
         const uint8_t *wg = w + g * bytes;
-        __m256i is[8], msum;
-#if HAVE_VNNI
-        if (T == ML_TYPE_Q4_K || T == ML_TYPE_Q5_K)
-            group_q45_k(T, wg, m, xs->paired + 256 * g, xs->s32_i16 + 8 * g, is, &msum);
-        else
-#endif
-            group_k(T, wg, m, x, xs, g, is, &msum);
-        const __m256 d = f16_lanes(wg, bytes, k_d_at(T), m);
-        const __m256 dmin =
-            k_dmin_at(T) < 0 ? _mm256_setzero_ps() : f16_lanes(wg, bytes, k_dmin_at(T), m);
-        acc = _mm256_add_ps(acc, k_s(T, hsum8x8(is), msum, d, dmin, xd_lanes(xd + g, m)));
+        __m256i isum, msum;
+        group_k_sums(T, wg, m, x, xs, g, &isum, &msum);
+        acc = _mm256_add_ps(acc, group_k_s(T, wg, m, xd + g, isum, msum));
     }
     return fold8(acc);
+}
+
+/* n rows of one group each (5 to 8 super-blocks), row_k's bits,
+ * software-pipelined: row r + 1's sums are issued before row r's float
+ * steps, which wait on their chain (as row_32's groups).  The rows done. */
+ALWAYS_INLINE size_t rows_k_one_group(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb,
+                                      size_t n, const int8_t *x, const float *xd,
+                                      const xsums *xs, float *y)
+{
+    if (!n)
+        return 0;
+    __m256i isum, msum;
+    group_k_sums(T, w, nsb, x, xs, 0, &isum, &msum);
+    for (size_t r = 0; r + 1 < n; r++) {
+        __m256i next_i, next_m;
+        group_k_sums(T, w + (r + 1) * row_bytes, nsb, x, xs, 0, &next_i, &next_m);
+        y[r] = fold8(_mm256_add_ps(_mm256_setzero_ps(),
+                                   group_k_s(T, w + r * row_bytes, nsb, xd, isum, msum)));
+        isum = next_i, msum = next_m;
+    }
+    y[n - 1] = fold8(_mm256_add_ps(_mm256_setzero_ps(),
+                                   group_k_s(T, w + (n - 1) * row_bytes, nsb, xd, isum, msum)));
+    return n;
 }
 
 /* The f16 at byte `at` of super-blocks 0-3 of the row at w (lanes 0-3)
@@ -1486,21 +1527,25 @@ ALWAYS_INLINE __m256 f16_pair_lanes(const uint8_t *w, size_t row_bytes, size_t b
         half_of_block(b, bytes, 2, m), half_of_block(b, bytes, 3, m)));
 }
 
-/* Two rows of at most four super-blocks (an MoE expert's down product:
- * 768 columns) in one group: row a's super-block k in lane k, row b's in
- * lane 4 + k, so that the group's fixed steps (hsum8x8, the f16 loads,
- * the float step), as long as three super-blocks' sums, are taken once
- * for both.  Each row's half is then folded as row_k folds its one
- * partial group: its lanes k < nsb hold +0 + s_k, every other lane +0
- * (no sums, d or xd there), which is exactly row_k's acc. */
-ALWAYS_INLINE void row_k_pair(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb,
-                              const int8_t *x, const float *xd, const xsums *xs, float *y)
+/* A pair of rows of at most four super-blocks (an MoE expert's down
+ * product: 768 columns) in one group: row a's super-block k in lane k,
+ * row b's in lane 4 + k, so that the group's fixed steps (hsum8x8, the
+ * f16 loads, the float step), as long as three super-blocks' sums, are
+ * taken once for both.  Each row's half is then folded as row_k folds
+ * its one partial group: its lanes k < nsb hold +0 + s_k, every other
+ * lane +0 (no sums, d or xd there), which is exactly row_k's acc.
+ *
+ * The pair's integer part: *isum lane k row a's super-block k's sums,
+ * lane 4 + k row b's, *msum likewise. */
+ALWAYS_INLINE void pair_k_sums(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb,
+                               const int8_t *x, const xsums *xs, __m256i *isum, __m256i *msum)
 {
     const size_t bytes = ml__blk_k_bytes(T);
-    __m256i is[8], msum = _mm256_setzero_si256();
+    __m256i is[8];
+    *msum = _mm256_setzero_si256();
 #if HAVE_VNNI
     if (T == ML_TYPE_Q4_K || T == ML_TYPE_Q5_K) {
-        pair_q45_k(T, w, row_bytes, nsb, xs, is, &msum);
+        pair_q45_k(T, w, row_bytes, nsb, xs, is, msum);
     } else
 #endif
     {
@@ -1513,16 +1558,46 @@ ALWAYS_INLINE void row_k_pair(ml_type T, const uint8_t *w, size_t row_bytes, siz
                        &is[j], &ms[j]);
         }
         if (k_dmin_at(T) >= 0)
-            msum = hsum8x8(ms);
+            *msum = hsum8x8(ms);
     }
+    *isum = hsum8x8(is);
+}
+
+/* The pair's float part, from pair_k_sums's lanes, into y[0], y[1]. */
+ALWAYS_INLINE void pair_k_finish(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb,
+                                 const float *xd, __m256i isum, __m256i msum, float *y)
+{
+    const size_t bytes = ml__blk_k_bytes(T);
     const __m256 d = f16_pair_lanes(w, row_bytes, bytes, k_d_at(T), nsb);
     const __m256 dmin =
         k_dmin_at(T) < 0 ? _mm256_setzero_ps() : f16_pair_lanes(w, row_bytes, bytes, k_dmin_at(T), nsb);
     const __m128 x4 = _mm_maskload_ps(xd, _mm256_castsi256_si128(lanes_below(nsb)));
     const __m256 acc = _mm256_add_ps(_mm256_setzero_ps(),
-                                     k_s(T, hsum8x8(is), msum, d, dmin, _mm256_set_m128(x4, x4)));
+                                     k_s(T, isum, msum, d, dmin, _mm256_set_m128(x4, x4)));
     y[0] = fold8(_mm256_blend_ps(acc, _mm256_setzero_ps(), 0xf0));
     y[1] = fold8(_mm256_zextps128_ps256(_mm256_extractf128_ps(acc, 1)));
+}
+
+/* The whole pairs of n rows from w (pair_k_sums, pair_k_finish),
+ * software-pipelined: pair p + 1's sums are issued before pair p's float
+ * steps, which wait on their chain (as row_32's groups).  The rows done. */
+ALWAYS_INLINE size_t rows_k_pairs(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb,
+                                  size_t rows, const int8_t *x, const float *xd,
+                                  const xsums *xs, float *y)
+{
+    const size_t n = rows / 2;
+    if (!n)
+        return 0;
+    __m256i isum, msum;
+    pair_k_sums(T, w, row_bytes, nsb, x, xs, &isum, &msum);
+    for (size_t p = 0; p + 1 < n; p++) {
+        __m256i next_i, next_m;
+        pair_k_sums(T, w + 2 * (p + 1) * row_bytes, row_bytes, nsb, x, xs, &next_i, &next_m);
+        pair_k_finish(T, w + 2 * p * row_bytes, row_bytes, nsb, xd, isum, msum, y + 2 * p);
+        isum = next_i, msum = next_m;
+    }
+    pair_k_finish(T, w + 2 * (n - 1) * row_bytes, row_bytes, nsb, xd, isum, msum, y + 2 * (n - 1));
+    return 2 * n;
 }
 
 #define ROW_K(name, T)                                                                          \
@@ -1539,34 +1614,61 @@ ROW_K(q3_k, ML_TYPE_Q3_K)
 ROW_K(iq4_xs, ML_TYPE_IQ4_XS)
 #undef ROW_K
 
-typedef void (*row_pair_fn)(const uint8_t *w, size_t row_bytes, size_t nsb, const int8_t *x,
-                            const float *xd, const xsums *xs, float *y);
+/* Several rows of a 256-element type at once, the rows done (rows_k_pairs,
+ * rows_k_one_group). */
+typedef size_t (*rows_fn)(const uint8_t *w, size_t row_bytes, size_t nsb, size_t n,
+                          const int8_t *x, const float *xd, const xsums *xs, float *y);
 
-#define ROW_K_PAIR(name, T)                                                                     \
-    static void row_pair_##name(const uint8_t *w, size_t row_bytes, size_t nsb,               \
-                                const int8_t *x, const float *xd, const xsums *xs, float *y)  \
+/* AVX2 (sixteen registers) takes its pairs one call each: pipelined, or
+ * looped in one function, they were slower (speed-history section 35). */
+#define ROWS_K(name, T)                                                                         \
+    __attribute__((noinline)) static void pair_##name(const uint8_t *w, size_t row_bytes,     \
+                                                      size_t nsb, const int8_t *x,            \
+                                                      const float *xd, const xsums *xs,       \
+                                                      float *y)                               \
     {                                                                                         \
-        row_k_pair(T, w, row_bytes, nsb, x, xd, xs, y);                                       \
+        __m256i isum, msum;                                                                   \
+        pair_k_sums(T, w, row_bytes, nsb, x, xs, &isum, &msum);                               \
+        pair_k_finish(T, w, row_bytes, nsb, xd, isum, msum, y);                               \
+    }                                                                                         \
+    static size_t rows_pairs_##name(const uint8_t *w, size_t row_bytes, size_t nsb, size_t n, \
+                                    const int8_t *x, const float *xd, const xsums *xs,        \
+                                    float *y)                                                 \
+    {                                                                                         \
+        if (HAVE_VNNI)                                                                        \
+            return rows_k_pairs(T, w, row_bytes, nsb, n, x, xd, xs, y);                       \
+        for (size_t p = 0; p < n / 2; p++)                                                    \
+            pair_##name(w + 2 * p * row_bytes, row_bytes, nsb, x, xd, xs, y + 2 * p);         \
+        return n / 2 * 2;                                                                     \
+    }                                                                                         \
+    static size_t rows_one_##name(const uint8_t *w, size_t row_bytes, size_t nsb, size_t n,   \
+                                  const int8_t *x, const float *xd, const xsums *xs,          \
+                                  float *y)                                                   \
+    {                                                                                         \
+        return rows_k_one_group(T, w, row_bytes, nsb, n, x, xd, xs, y);                       \
     }
-ROW_K_PAIR(q4_k, ML_TYPE_Q4_K)
-ROW_K_PAIR(q5_k, ML_TYPE_Q5_K)
-ROW_K_PAIR(q6_k, ML_TYPE_Q6_K)
-ROW_K_PAIR(q2_k, ML_TYPE_Q2_K)
-ROW_K_PAIR(q3_k, ML_TYPE_Q3_K)
-ROW_K_PAIR(iq4_xs, ML_TYPE_IQ4_XS)
-#undef ROW_K_PAIR
+ROWS_K(q4_k, ML_TYPE_Q4_K)
+ROWS_K(q5_k, ML_TYPE_Q5_K)
+ROWS_K(q6_k, ML_TYPE_Q6_K)
+ROWS_K(q2_k, ML_TYPE_Q2_K)
+ROWS_K(q3_k, ML_TYPE_Q3_K)
+ROWS_K(iq4_xs, ML_TYPE_IQ4_XS)
+#undef ROWS_K
 
-/* The two-row dot of a 256-element type, for rows of at most four
- * super-blocks; NULL for the others. */
-static row_pair_fn row_pair_for(ml_type t)
+/* The several-row form of a 256-element type for rows of nsb super-
+ * blocks: pairs up to four, one group up to eight; NULL for the others. */
+static rows_fn rows_for(ml_type t, size_t nsb)
 {
+    if (nsb > 8)
+        return NULL;
+    const int pairs = nsb <= 4;
     switch (t) {
-    case ML_TYPE_Q4_K: return row_pair_q4_k;
-    case ML_TYPE_Q5_K: return row_pair_q5_k;
-    case ML_TYPE_Q6_K: return row_pair_q6_k;
-    case ML_TYPE_Q2_K: return row_pair_q2_k;
-    case ML_TYPE_Q3_K: return row_pair_q3_k;
-    case ML_TYPE_IQ4_XS: return row_pair_iq4_xs;
+    case ML_TYPE_Q4_K: return pairs ? rows_pairs_q4_k : rows_one_q4_k;
+    case ML_TYPE_Q5_K: return pairs ? rows_pairs_q5_k : rows_one_q5_k;
+    case ML_TYPE_Q6_K: return pairs ? rows_pairs_q6_k : rows_one_q6_k;
+    case ML_TYPE_Q2_K: return pairs ? rows_pairs_q2_k : rows_one_q2_k;
+    case ML_TYPE_Q3_K: return pairs ? rows_pairs_q3_k : rows_one_q3_k;
+    case ML_TYPE_IQ4_XS: return pairs ? rows_pairs_iq4_xs : rows_one_iq4_xs;
     default: return NULL;
     }
 }
@@ -1805,10 +1907,10 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     uint32_t elems = 1;
     ml_type_block(t, &elems, NULL, NULL);
     const size_t units = cols / (elems == 256 ? 256 : 32); /* the float types: blocks of 32 */
-    const row_pair_fn pair = units <= 4 ? row_pair_for(t) : NULL;
+    const rows_fn rows = elems == 256 ? rows_for(t, units) : NULL;
     size_t r = r0;
-    for (; pair && r + 2 <= r1; r += 2)
-        pair(w + r * row_bytes, row_bytes, units, xq, xd, &xs, y + r);
+    if (rows && r1 > r0)
+        r += rows(w + r * row_bytes, row_bytes, units, r1 - r0, xq, xd, &xs, y + r);
     for (; r < r1; r++)
         y[r] = row(w + r * row_bytes, units, xq, xd, &xs);
 }
