@@ -84,34 +84,26 @@ typedef struct xsums {
     const int8_t *paired;
 } xsums;
 
-/* x with each two blocks' halves regrouped: elements 0-15 of block 2p,
- * 0-15 of 2p + 1, then 16-31 of 2p, 16-31 of 2p + 1, so that one 32-byte
- * load of two consecutive sub-blocks' nibbles (low nibbles, then high
- * ones) meets its activations lane for lane with no shuffle of the
- * weights (sums_iq4_xs, pair_dot).  The whole pairs of cols' blocks. */
-static void x_pairs(int8_t *xp, const int8_t *x, size_t cols)
+/* x regrouped for pair_dot and sums_iq4_xs, so that one 32-byte load of
+ * two blocks' nibbles (low nibbles, then high ones) meets its
+ * activations lane for lane with no shuffle of the weights: in each span
+ * of 2·d elements, for k < d / 32, elements 0-15 of block k, 0-15 of
+ * block k + d / 32, 16-31 of k, 16-31 of k + d / 32.  x_pairs (d = 32):
+ * consecutive blocks, the K types' sub-blocks 2p and 2p + 1.  x_spread
+ * (d = 128): blocks k and k + 4 of a group of eight, row_32's nibble
+ * types, whose hsum_pairs then leaves block j's sum in lane j with no
+ * lane permute.  The whole spans of cols. */
+static void x_regroup(int8_t *xp, const int8_t *x, size_t cols, size_t d)
 {
-    for (size_t b = 0; b + 64 <= cols; b += 64) {
-        const __m256i a = load256(x + b), c = load256(x + b + 32);
-        _mm256_storeu_si256((__m256i *)(xp + b), _mm256_permute2x128_si256(a, c, 0x20));
-        _mm256_storeu_si256((__m256i *)(xp + b + 32), _mm256_permute2x128_si256(a, c, 0x31));
-    }
-}
-
-/* x for row_32's nibble types: in each whole group of eight blocks,
- * for k = 0..3, elements 0-15 of block k, 0-15 of k + 4, 16-31 of k,
- * 16-31 of k + 4 (pair_nibbles of blocks k and k + 4): hsum_pairs then
- * leaves block j's sum in lane j with no lane permute.  The whole groups
- * of cols' blocks. */
-static void x_spread(int8_t *xp, const int8_t *x, size_t cols)
-{
-    for (size_t g = 0; g + 256 <= cols; g += 256)
-        for (size_t k = 0; k < 4; k++) {
-            const __m256i a = load256(x + g + 32 * k), c = load256(x + g + 32 * k + 128);
-            _mm256_storeu_si256((__m256i *)(xp + g + 64 * k), _mm256_permute2x128_si256(a, c, 0x20));
-            _mm256_storeu_si256((__m256i *)(xp + g + 64 * k + 32), _mm256_permute2x128_si256(a, c, 0x31));
+    for (size_t s = 0; s + 2 * d <= cols; s += 2 * d)
+        for (size_t k = 0; k < d / 32; k++) {
+            const __m256i a = load256(x + s + 32 * k), c = load256(x + s + 32 * k + d);
+            _mm256_storeu_si256((__m256i *)(xp + s + 64 * k), _mm256_permute2x128_si256(a, c, 0x20));
+            _mm256_storeu_si256((__m256i *)(xp + s + 64 * k + 32), _mm256_permute2x128_si256(a, c, 0x31));
         }
 }
+#define X_PAIRS_D 32
+#define X_SPREAD_D 128
 
 static void xsums_init(xsums *xs, const int8_t *x, size_t cols, int halves)
 {
@@ -1051,9 +1043,9 @@ static xsums *few_tokens(const int8_t *xq, const float *xd, size_t cols, size_t 
         xsums_init(&xs[t], xq + t * cols, cols, halves);
         if (form != X_PLAIN) {
             if (form == X_SPREAD)
-                x_spread(paired + t * cols, xq + t * cols, cols);
+                x_regroup(paired + t * cols, xq + t * cols, cols, X_SPREAD_D);
             else
-                x_pairs(paired + t * cols, xq + t * cols, cols / 64 * 64);
+                x_regroup(paired + t * cols, xq + t * cols, cols, X_PAIRS_D);
             xs[t].paired = paired + t * cols;
         }
         tk[t] = (nt_x){xq + t * cols, xd + t * per_tok, &xs[t]};
@@ -1897,10 +1889,10 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     xsums_init(&xs, xq, cols, halves);
     int8_t paired[XS_COLS];
     if (nibbles_at(t)) {
-        x_spread(paired, xq, cols); /* every whole group of blocks (group_isum) */
+        x_regroup(paired, xq, cols, X_SPREAD_D); /* every whole group of blocks (group_isum) */
         xs.paired = paired;
     } else if ((HAVE_VNNI && t == ML_TYPE_IQ4_XS) || t == ML_TYPE_Q4_K || t == ML_TYPE_Q5_K) {
-        x_pairs(paired, xq, cols / 64 * 64);
+        x_regroup(paired, xq, cols, X_PAIRS_D);
         xs.paired = paired;
     }
     const size_t row_bytes = ml__blk_row_bytes(t, cols);
