@@ -78,15 +78,24 @@ static void weights(const ml_mlb_header *h, const ml_fmath *fm, const float *p,
             w[i] = w[i] * h->expert_scale;
 }
 
-/* The router multiplies the F32 input by F32 weights (dots, not the
- * quantized-activation kernels): llama.cpp does, and an activation
- * quantized to Q8_0 would move the scores enough to flip its choices. */
-void ml__moe_route(const ml_model *m, const ml_layer *L, const float *h, float *p,
-                   uint32_t *chosen, float *w)
+/* The scores p[e] of experts [e0, e1) for h, each its own dot (any split
+ * of the experts gives the same bits).  The router multiplies the F32
+ * input by F32 weights (dots, not the quantized-activation kernels):
+ * llama.cpp does, and an activation quantized to Q8_0 would move the
+ * scores enough to flip its choices. */
+static void router_scores(const ml_model *m, const ml_layer *L, const float *h, uint32_t e0,
+                          uint32_t e1, float *p)
+{
+    const uint32_t dim = m->h.dim;
+    m->k->fmath->dots(1, &h, e1 - e0, L->wr + (size_t)e0 * dim, dim, dim, p + e0, e1 - e0);
+}
+
+/* The choice and weights from the scores p (route's second half). */
+static void route_choose(const ml_model *m, const ml_layer *L, float *p, uint32_t *chosen,
+                         float *w)
 {
     const ml_fmath *fm = m->k->fmath;
-    const uint32_t E = m->h.n_experts, dim = m->h.dim;
-    fm->dots(1, &h, E, L->wr, dim, dim, p, E);
+    const uint32_t E = m->h.n_experts;
     for (uint32_t e = 0; L->rb && e < E; e++)
         p[e] += L->rb[e];
     if (m->h.moe_gating == ML_MOE_SOFTMAX)
@@ -103,6 +112,13 @@ void ml__moe_route(const ml_model *m, const ml_layer *L, const float *h, float *
     }
     ml__moe_select(s, E, m->h.n_experts_used, chosen);
     weights(&m->h, fm, p, chosen, w);
+}
+
+void ml__moe_route(const ml_model *m, const ml_layer *L, const float *h, float *p,
+                   uint32_t *chosen, float *w)
+{
+    router_scores(m, L, h, 0, m->h.n_experts, p);
+    route_choose(m, L, p, chosen, w);
 }
 
 /* ---------------------------------------------------------------------------
@@ -124,6 +140,29 @@ static void route_rows(void *arg, size_t b, size_t e, unsigned ith)
     for (size_t t = b; t < e; t++)
         ml__moe_route(m, j->L, c->xb + t * dim, c->moe_p + t * 2 * E, c->moe_c + t * k,
                       c->moe_w + t * k);
+}
+
+/* Experts [b, e) of one token's scores. */
+static void router_rows(void *arg, size_t b, size_t e, unsigned ith)
+{
+    (void)ith;
+    const moe_job *j = arg;
+    router_scores(j->c->m, j->L, j->c->xb, (uint32_t)b, (uint32_t)e, j->c->moe_p);
+}
+
+/* Every token's routing: a batch a token a thread; one token (decode) its
+ * scores by all the threads (the router of 128 experts is a megabyte of
+ * floats a layer, which one thread alone read while the others waited),
+ * then the choice on this one. */
+static void route(ml_ctx *c, const ml_layer *L, size_t n_tok)
+{
+    moe_job j = {c, L};
+    if (n_tok > 1) {
+        ml__parallel(c, n_tok, route_rows, &j);
+        return;
+    }
+    ml__parallel(c, c->m->h.n_experts, router_rows, &j);
+    route_choose(c->m, L, c->moe_p, c->moe_c, c->moe_w);
 }
 
 /* A counting sort of the batch's slots (token t's i-th choice is slot
@@ -279,7 +318,7 @@ void ml__moe_ffn(ml_ctx *c, uint32_t l, size_t n_tok)
     const uint32_t E = c->m->h.n_experts;
     ml__ctx_observe(c, ML_MLI_FFN_IN, l, c->xb, n_tok, c->m->h.dim);
     moe_job j = {c, L};
-    ml__parallel(c, n_tok, route_rows, &j);
+    route(c, L, n_tok);
     if (n_tok == 1 && c->m->h.n_experts_used <= c->n_batch) { /* hb holds k rows of F */
         run_experts_of_token(c, L);
     } else {
