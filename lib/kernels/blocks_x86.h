@@ -1149,6 +1149,63 @@ static float row_mxfp4(const uint8_t *w, size_t nb, const int8_t *x, const float
     return row_32(ML_TYPE_MXFP4, 17, w, nb, x, xd, xs);
 }
 
+/* Two rows of a nibble type at once, their groups interleaved: each row's
+ * sums and float steps are row_32's, in its order (the same bits), and
+ * the two rows' chains are independent work for the window.  Rows with a
+ * whole group only; the rows done. */
+ALWAYS_INLINE size_t rows_32_two(ml_type T, size_t bytes, const uint8_t *w, size_t row_bytes,
+                                 size_t nb, size_t n, const int8_t *x, const float *xd,
+                                 const xsums *xs, float *y)
+{
+    const size_t whole = nb / 8 * 8;
+    if (!whole || !xs->paired)
+        return 0;
+    for (size_t r = 0; r + 2 <= n; r += 2) {
+        const uint8_t *wa = w + r * row_bytes, *wb = wa + row_bytes;
+        __m256 acc_a = _mm256_setzero_ps(), acc_b = _mm256_setzero_ps();
+        __m256i ia = group_isum(T, bytes, wa, 0, 8, x, xs), ib = group_isum(T, bytes, wb, 0, 8, x, xs);
+        size_t g = 0;
+        for (; g + 8 < whole; g += 8) {
+            const uint8_t *ga = wa + g * bytes, *gb = wb + g * bytes;
+            prefetch_ahead_l2(ga + 8 * bytes, PREFETCH_Q4_L2, (int)((8 * bytes + 63) / 64));
+            prefetch_ahead_l2(gb + 8 * bytes, PREFETCH_Q4_L2, (int)((8 * bytes + 63) / 64));
+            prefetch_ahead(ga + 8 * bytes, PREFETCH_Q4, (int)((8 * bytes + 63) / 64));
+            prefetch_ahead(gb + 8 * bytes, PREFETCH_Q4, (int)((8 * bytes + 63) / 64));
+            const __m256i na = group_isum(T, bytes, ga + 8 * bytes, g + 8, 8, x, xs);
+            const __m256i nb2 = group_isum(T, bytes, gb + 8 * bytes, g + 8, 8, x, xs);
+            acc_a = _mm256_add_ps(acc_a, group_s(T, ga, bytes, 8, ia, xs->s32 + g, xd + g));
+            acc_b = _mm256_add_ps(acc_b, group_s(T, gb, bytes, 8, ib, xs->s32 + g, xd + g));
+            ia = na, ib = nb2;
+        }
+        acc_a = _mm256_add_ps(acc_a, group_s(T, wa + g * bytes, bytes, 8, ia, xs->s32 + g, xd + g));
+        acc_b = _mm256_add_ps(acc_b, group_s(T, wb + g * bytes, bytes, 8, ib, xs->s32 + g, xd + g));
+        for (g += 8; g < nb; g += 8) {
+            const size_t m = nb - g < 8 ? nb - g : 8;
+            acc_a = _mm256_add_ps(acc_a, group_s(T, wa + g * bytes, bytes, m,
+                                                 group_isum(T, bytes, wa + g * bytes, g, m, x, xs),
+                                                 xs->s32 + g, xd + g));
+            acc_b = _mm256_add_ps(acc_b, group_s(T, wb + g * bytes, bytes, m,
+                                                 group_isum(T, bytes, wb + g * bytes, g, m, x, xs),
+                                                 xs->s32 + g, xd + g));
+        }
+        y[r] = fold8(acc_a), y[r + 1] = fold8(acc_b);
+    }
+    return n / 2 * 2;
+}
+
+#define ROWS_32(name, T, bytes)                                                                 \
+    static size_t rows_##name(const uint8_t *w, size_t row_bytes, size_t nb, size_t n,        \
+                              const int8_t *x, const float *xd, const xsums *xs, float *y)    \
+    {                                                                                         \
+        return rows_32_two(T, bytes, w, row_bytes, nb, n, x, xd, xs, y);                      \
+    }
+ROWS_32(q4_1, ML_TYPE_Q4_1, 20)
+ROWS_32(q5_0, ML_TYPE_Q5_0, 22)
+ROWS_32(q5_1, ML_TYPE_Q5_1, 24)
+ROWS_32(iq4_nl, ML_TYPE_IQ4_NL, 18)
+ROWS_32(mxfp4, ML_TYPE_MXFP4, 17)
+#undef ROWS_32
+
 /* Rows [r0, r1) of t unpacked, row by row: each block's 32 integer
  * weights at q (32 apart) and its scale at d; Q4_1's and Q5_1's
  * unsigned quants with their mins at m, the others blocks_scalar.c's
@@ -1665,6 +1722,23 @@ static rows_fn rows_for(ml_type t, size_t nsb)
     }
 }
 
+/* The two-row form of a 32-element nibble type; NULL for the others
+ * (and for Q4_1, Q5_0 and Q5_1 without VNNI, whose row_32 is not by
+ * pairs: nibbles_at). */
+static rows_fn rows_32_for(ml_type t)
+{
+    if (!nibbles_at(t))
+        return NULL;
+    switch (t) {
+    case ML_TYPE_Q4_1: return rows_q4_1;
+    case ML_TYPE_Q5_0: return rows_q5_0;
+    case ML_TYPE_Q5_1: return rows_q5_1;
+    case ML_TYPE_IQ4_NL: return rows_iq4_nl;
+    case ML_TYPE_MXFP4: return rows_mxfp4;
+    default: return NULL;
+    }
+}
+
 /* The types taken a few tokens at a time (matmul_k_tokens) and in the
  * lanes (matmul_k_lanes) below. */
 ALWAYS_INLINE int kl_type(ml_type t)
@@ -1899,7 +1973,7 @@ static void matvec_blk(ml_type t, const uint8_t *w, size_t cols, size_t r0, size
     uint32_t elems = 1;
     ml_type_block(t, &elems, NULL, NULL);
     const size_t units = cols / (elems == 256 ? 256 : 32); /* the float types: blocks of 32 */
-    const rows_fn rows = elems == 256 ? rows_for(t, units) : NULL;
+    const rows_fn rows = elems == 256 ? rows_for(t, units) : rows_32_for(t);
     size_t r = r0;
     if (rows && r1 > r0)
         r += rows(w + r * row_bytes, row_bytes, units, r1 - r0, xq, xd, &xs, y + r);
