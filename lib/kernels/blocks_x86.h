@@ -1563,6 +1563,33 @@ ALWAYS_INLINE size_t rows_k_one_group(ml_type T, const uint8_t *w, size_t row_by
     return n;
 }
 
+/* n rows of more than one group, each software-pipelined: group g + 8's
+ * sums issued before group g's float steps, row_k's bits.  The rows
+ * done. */
+ALWAYS_INLINE size_t rows_k_groups(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb,
+                                size_t n, const int8_t *x, const float *xd, const xsums *xs,
+                                float *y)
+{
+    const size_t bytes = ml__blk_k_bytes(T);
+    for (size_t r = 0; r < n; r++) {
+        const uint8_t *wr = w + r * row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        __m256i isum, msum;
+        group_k_sums(T, wr, 8, x, xs, 0, &isum, &msum);
+        size_t g = 0;
+        for (; g + 8 < nsb; g += 8) {
+            const size_t m = nsb - g - 8 < 8 ? nsb - g - 8 : 8;
+            __m256i ni, nm;
+            group_k_sums(T, wr + (g + 8) * bytes, m, x, xs, g + 8, &ni, &nm);
+            acc = _mm256_add_ps(acc, group_k_s(T, wr + g * bytes, 8, xd + g, isum, msum));
+            isum = ni, msum = nm;
+        }
+        acc = _mm256_add_ps(acc, group_k_s(T, wr + g * bytes, nsb - g, xd + g, isum, msum));
+        y[r] = fold8(acc);
+    }
+    return n;
+}
+
 /* The f16 at byte `at` of super-blocks 0-3 of the row at w (lanes 0-3)
  * and of the row after it (lanes 4-7), 0 from super-block m on. */
 ALWAYS_INLINE __m256 f16_pair_lanes(const uint8_t *w, size_t row_bytes, size_t bytes, int at,
@@ -1695,6 +1722,12 @@ typedef size_t (*rows_fn)(const uint8_t *w, size_t row_bytes, size_t nsb, size_t
                                   float *y)                                                   \
     {                                                                                         \
         return rows_k_one_group(T, w, row_bytes, nsb, n, x, xd, xs, y);                       \
+    }                                                                                         \
+    static size_t rows_groups_##name(const uint8_t *w, size_t row_bytes, size_t nsb,          \
+                                     size_t n, const int8_t *x, const float *xd,              \
+                                     const xsums *xs, float *y)                               \
+    {                                                                                         \
+        return rows_k_groups(T, w, row_bytes, nsb, n, x, xd, xs, y);                          \
     }
 ROWS_K(q4_k, ML_TYPE_Q4_K)
 ROWS_K(q5_k, ML_TYPE_Q5_K)
@@ -1705,11 +1738,22 @@ ROWS_K(iq4_xs, ML_TYPE_IQ4_XS)
 #undef ROWS_K
 
 /* The several-row form of a 256-element type for rows of nsb super-
- * blocks: pairs up to four, one group up to eight; NULL for the others. */
+ * blocks: pairs up to four, one group up to eight, pipelined groups
+ * beyond; NULL for the others. */
 static rows_fn rows_for(ml_type t, size_t nsb)
 {
-    if (nsb > 8)
-        return NULL;
+    if (nsb > 8) {
+        switch (t) {
+        case ML_TYPE_Q4_K: return rows_groups_q4_k;
+        case ML_TYPE_Q5_K: return rows_groups_q5_k;
+        /* AVX2's Q6_K pipelined is slower: sixteen registers */
+        case ML_TYPE_Q6_K: return HAVE_VNNI ? rows_groups_q6_k : NULL;
+        case ML_TYPE_Q2_K: return rows_groups_q2_k;
+        case ML_TYPE_Q3_K: return rows_groups_q3_k;
+        case ML_TYPE_IQ4_XS: return rows_groups_iq4_xs;
+        default: return NULL;
+        }
+    }
     const int pairs = nsb <= 4;
     switch (t) {
     case ML_TYPE_Q4_K: return pairs ? rows_pairs_q4_k : rows_one_q4_k;
