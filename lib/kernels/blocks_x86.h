@@ -1567,8 +1567,8 @@ ALWAYS_INLINE size_t rows_k_one_group(ml_type T, const uint8_t *w, size_t row_by
  * sums issued before group g's float steps, row_k's bits.  The rows
  * done. */
 ALWAYS_INLINE size_t rows_k_groups(ml_type T, const uint8_t *w, size_t row_bytes, size_t nsb,
-                                size_t n, const int8_t *x, const float *xd, const xsums *xs,
-                                float *y)
+                                   size_t n, const int8_t *x, const float *xd, const xsums *xs,
+                                   float *y)
 {
     const size_t bytes = ml__blk_k_bytes(T);
     for (size_t r = 0; r < n; r++) {

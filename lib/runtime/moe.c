@@ -90,7 +90,7 @@ static void router_scores(const ml_model *m, const ml_layer *L, const float *h, 
     m->k->fmath->dots(1, &h, e1 - e0, L->wr + (size_t)e0 * dim, dim, dim, p + e0, e1 - e0);
 }
 
-/* The choice and weights from the scores p (route's second half). */
+/* The choice and weights from the scores p (ml__moe_route's second half). */
 static void route_choose(const ml_model *m, const ml_layer *L, float *p, uint32_t *chosen,
                          float *w)
 {
