@@ -35,10 +35,10 @@ ML_API const char *ml_kernels_name(void);
  * otherwise. */
 ML_API const char *ml_kernels_fmath_name(void);
 
-/* How far ahead the decode kernels prefetch their weights: "near" or
- * "far" (a profile of distances per CPU: far on AMD Zen 4, near
- * elsewhere, or the one the environment variable ML_PREFETCH names:
- * near, far, or auto for the CPU's); "none" as above, or when
+/* How far ahead the decode kernels prefetch their weights: "near", "far"
+ * or "far-k" (a profile of distances per CPU: far on AMD Zen 4, far-k on
+ * Zen 5, near elsewhere, or the one the environment variable ML_PREFETCH
+ * names: near, far, far-k, or auto for the CPU's); "none" as above, or when
  * ML_PREFETCH names no profile.  The profile is fixed for the process at
  * the first model or query; it changes no result. */
 ML_API const char *ml_kernels_prefetch_name(void);

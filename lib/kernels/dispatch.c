@@ -79,8 +79,9 @@ static int cpu_has_amx(void)
 #endif
 }
 
-/* An AMD Zen 4: family 25 (Zen 3 and 4) with AVX-512 (Zen 3 has none). */
-static int cpu_is_zen4(void)
+/* The family of an AMD CPU with AVX-512 (25: Zen 4, 26: Zen 5; Zen 3,
+ * also 25, has none), 0 for any other CPU. */
+static unsigned amd_avx512_family(void)
 {
     unsigned a, b, c, d;
     if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u /* "Auth" */ ||
@@ -89,7 +90,7 @@ static int cpu_is_zen4(void)
     __get_cpuid(1, &a, &b, &c, &d);
     const unsigned family = ((a >> 8) & 0xf) + ((a >> 20) & 0xff);
     __builtin_cpu_init();
-    return family == 25 && __builtin_cpu_supports("avx512f");
+    return __builtin_cpu_supports("avx512f") ? family : 0;
 }
 #endif
 
@@ -316,45 +317,56 @@ static const char *const slot_names[ML_KS_COUNT] = {
 
 /* Decode's prefetch distances (ml_prefetch, kernels_x86.h), a profile
  * per CPU, each measured on its machines (docs/speed-history.md, sections
- * 17 and 20).  near: Intel Xeons (Sapphire and Emerald Rapids), where 3
- * KiB of a K-quant beat 1 to 4 KiB and 6 + 2 KiB of Q4_0 beat 4 + 1 and
+ * 17, 20 and 38).  near: Intel Xeons (Sapphire and Emerald Rapids), where
+ * 3 KiB of a K-quant beat 1 to 4 KiB and 6 + 2 KiB of Q4_0 beat 4 + 1 and
  * 3 + 1.  far: Zen 4, where the K-quants' decode read 13% more bytes a
  * second 8 KiB ahead than 3, and the two-row Q4_0 (AVX-512) 4% more 8
- * KiB ahead than 6; Q8_0 lost there when asked farther.  Other CPUs
- * (Zen 3 and 5 unmeasured, AArch64, which has its own) keep near. */
+ * KiB ahead than 6; Q8_0 lost there when asked farther.  far-k: Zen 5,
+ * where the K-quants gained 8 KiB ahead as on Zen 4 but Q4_0's two
+ * threads lost at 8 + 2 KiB.  Other CPUs (Zen 3 unmeasured, AArch64,
+ * which has its own) keep near. */
 static const ml_prefetch prefetch_near = {3072, 1024, 6144, 2048, 3072, "near"};
 static const ml_prefetch prefetch_far = {3072, 1024, 8192, 2048, 8192, "far"};
+static const ml_prefetch prefetch_far_k = {3072, 1024, 6144, 2048, 8192, "far-k"};
+static const ml_prefetch *const prefetch_profiles[] = {&prefetch_near, &prefetch_far,
+                                                       &prefetch_far_k};
 ml_prefetch ml__prefetch = {3072, 1024, 6144, 2048, 3072, "near"};
 static pthread_once_t prefetch_once = PTHREAD_ONCE_INIT;
 
-/* The profile ML_PREFETCH names (near, far; auto or unset: NULL, the
- * CPU's); *bad set when it names none. */
+/* The profile ML_PREFETCH names (near, far, far-k; auto or unset: NULL,
+ * the CPU's); *bad set when it names none. */
 static const ml_prefetch *prefetch_named(int *bad)
 {
     const char *env = getenv("ML_PREFETCH");
     *bad = 0;
     if (!env || !*env || strcmp(env, "auto") == 0)
         return NULL;
-    if (strcmp(env, "near") == 0)
-        return &prefetch_near;
-    if (strcmp(env, "far") == 0)
-        return &prefetch_far;
+    for (size_t i = 0; i < sizeof prefetch_profiles / sizeof prefetch_profiles[0]; i++)
+        if (strcmp(env, prefetch_profiles[i]->name) == 0)
+            return prefetch_profiles[i];
     *bad = 1;
     return NULL;
+}
+
+/* This CPU's profile (the comment above prefetch_near). */
+static const ml_prefetch *prefetch_of_cpu(void)
+{
+#if defined(__x86_64__)
+    switch (amd_avx512_family()) {
+    case 25:
+        return &prefetch_far;
+    case 26:
+        return &prefetch_far_k;
+    }
+#endif
+    return &prefetch_near;
 }
 
 static void set_prefetch(void)
 {
     int bad;
     const ml_prefetch *p = prefetch_named(&bad);
-#if defined(__x86_64__)
-    if (!p)
-        p = cpu_is_zen4() ? &prefetch_far : &prefetch_near;
-#else
-    if (!p)
-        p = &prefetch_near;
-#endif
-    ml__prefetch = *p;
+    ml__prefetch = p ? *p : *prefetch_of_cpu();
 }
 
 /* What ML_KERNELS asks for: a variant for every kernel (NULL: the
@@ -410,7 +422,7 @@ static const char *read_own(const char *item, size_t n, request *r)
 }
 
 static const char unknown_prefetch[] =
-    "unknown prefetch profile (expected near, far or auto)";
+    "unknown prefetch profile (expected near, far, far-k or auto)";
 
 const char *ml__kernels_refused_var(const char *why)
 {

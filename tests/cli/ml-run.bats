@@ -312,7 +312,7 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
 @test "-v: the kernel variant and the float math that comes with it" {
     local m="$FIX/runtime/llama-q8.mlb" k want
     ML_KERNELS=scalar run -0 --separate-stderr ml-run -v -m "$m" --ids -p "1 2 3" -n 2 -q
-    [[ ${stderr_lines[0]} =~ ^"ml-run: $m: 2 layers, dim 64, vocab 96, context 128, cache f32/f32, "[0-9]+" threads, kernels scalar, float math scalar, prefetch "(near|far)", seed "[0-9]+$ ]]
+    [[ ${stderr_lines[0]} =~ ^"ml-run: $m: 2 layers, dim 64, vocab 96, context 128, cache f32/f32, "[0-9]+" threads, kernels scalar, float math scalar, prefetch "(near|far|far-k)", seed "[0-9]+$ ]]
     # Each variant this build and CPU run: AVX2's float math with the AVX2
     # kernels, AVX-512's with the AVX-512 and AMX ones, the reference with
     # NEON's (no NEON float math yet).
@@ -324,19 +324,28 @@ M() { echo "$BATS_FILE_TMPDIR/m.mlb"; }
     done
 }
 
-@test "ML_PREFETCH: near or far, the same bits; -v names it; another value is refused" {
+@test "ML_PREFETCH: near, far or far-k, the same bits; -v names it; another value is refused" {
     local m="$FIX/runtime/llama-q4.mlb" d=$BATS_TEST_TMPDIR p
-    for p in near far; do
+    # Q4_0 and the K-quants (llama2's Q4_K_M holds Q4_K and Q6_K rows),
+    # whose distances the three profiles set differently.
+    gguf2mlb -q -o "$d/k.mlb" -t "$d/k.mlt" "$FIX/models/llama2/llama2-q4_k_m.gguf"
+    for p in near far far-k; do
         ML_PREFETCH=$p run -0 --separate-stderr ml-run -v -m "$m" --ids -p "1 2 3" -n 2 -q
         [[ ${stderr_lines[0]} == *", prefetch $p, seed "* ]]
         ML_PREFETCH=$p ml-run -m "$m" --ids -f "$FIX/runtime/llama-q4.ids" -n 0 --ctx 64 --logits "$d/$p" -q -t 2
+        ML_PREFETCH=$p ml-run -m "$d/k.mlb" --ids -p "1 5 9 14 20 27" -n 0 --logits "$d/k-$p" -q -t 2
     done
     cmp "$d/near" "$d/far"
+    cmp "$d/near" "$d/far-k"
+    cmp "$d/k-near" "$d/k-far"
+    cmp "$d/k-near" "$d/k-far-k"
     ML_PREFETCH=auto run -0 --separate-stderr ml-run -v -m "$m" --ids -p 1 -n 1 -q
-    [[ ${stderr_lines[0]} =~ ", prefetch "(near|far)", seed " ]]
-    ML_PREFETCH=farther run -2 --separate-stderr ml-run -m "$m" --ids -p 1
-    [[ ${stderr_lines[0]} == "ml-run: $m: ML_E_INVAL: ML_PREFETCH: unknown prefetch profile (expected near, far or auto)" ]]
-    [[ -z $output ]]
+    [[ ${stderr_lines[0]} =~ ", prefetch "(near|far|far-k)", seed " ]]
+    for p in farther far-; do
+        ML_PREFETCH=$p run -2 --separate-stderr ml-run -m "$m" --ids -p 1
+        [[ ${stderr_lines[0]} == "ml-run: $m: ML_E_INVAL: ML_PREFETCH: unknown prefetch profile (expected near, far, far-k or auto)" ]]
+        [[ -z $output ]]
+    done
 }
 
 @test "ML_KERNELS=VARIANT,KERNEL=VARIANT: a kernel's own variant, the same bits; -v names each" {

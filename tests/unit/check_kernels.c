@@ -928,17 +928,18 @@ START_TEST(select_unknown)
 END_TEST
 
 /* ML_PREFETCH: the profile is fixed at the first selection (the CPU's,
- * or the one named then), and reported; a name outside near, far and
- * auto refuses the kernels as an unknown ML_KERNELS does.  Both profiles
- * ask for the L1 after the L2 and far no nearer than near. */
+ * or the one named then), and reported; a name outside near, far, far-k
+ * and auto refuses the kernels as an unknown ML_KERNELS does.  Every
+ * profile asks for the L1 after the L2. */
 START_TEST(select_prefetch)
 {
     const char *why = NULL;
     ck_assert_ptr_nonnull(ml__kernels_select(&why));
-    ck_assert(strcmp(ml__prefetch.name, "near") == 0 || strcmp(ml__prefetch.name, "far") == 0);
+    ck_assert(strcmp(ml__prefetch.name, "near") == 0 || strcmp(ml__prefetch.name, "far") == 0 ||
+              strcmp(ml__prefetch.name, "far-k") == 0);
     ck_assert_str_eq(ml_kernels_prefetch_name(), ml__prefetch.name);
     ck_assert(ml__prefetch.q8_l1 < ml__prefetch.q8_l2 && ml__prefetch.q4_l1 < ml__prefetch.q4_l2);
-    static const char *const bad[] = {"farther", "NEAR", "near "};
+    static const char *const bad[] = {"farther", "NEAR", "near ", "far-", "far-k "};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv("ML_PREFETCH", bad[i], 1);
         why = NULL;
@@ -949,7 +950,7 @@ START_TEST(select_prefetch)
         ck_assert_str_eq(ml_kernels_prefetch_name(), "none");
         ck_assert_str_eq(ml_kernels_name(), "none");
     }
-    static const char *const good[] = {"near", "far", "auto", ""};
+    static const char *const good[] = {"near", "far", "far-k", "auto", ""};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         setenv("ML_PREFETCH", good[i], 1);
         ck_assert_ptr_nonnull(ml__kernels_select(&why));
