@@ -263,10 +263,14 @@ serve() {
         [[ $id =~ ^[0-9]+$ ]] || fail_with "$w is not one token: $id"
         bias+="${bias:+,}\"$id\":$([[ $w == '<|return|>' ]] && echo 59 || echo 60)"
     done
+    # The template writes today's date into the prompt, and the seeded
+    # replies follow the prompt: a fixed date keeps them the same every day.
+    sed 's/strftime_now("%Y-%m-%d")/"2026-12-07"/' "$T/openai-gpt-oss-120b.jinja" >"$d/gpt-oss.jinja"
+    ! grep -q strftime_now "$d/gpt-oss.jinja" || fail_with "the template's date was not fixed"
     start_server "$d/log-none" -m "$d/g.mlb" -t 1 --reasoning-format none \
-        --chat-template-file "$T/openai-gpt-oss-120b.jinja"
+        --chat-template-file "$d/gpt-oss.jinja"
     local none_url=$URL none_pid=$SERVER_PID
-    start_server "$d/log-split" -m "$d/g.mlb" -t 1 --chat-template-file "$T/openai-gpt-oss-120b.jinja"
+    start_server "$d/log-split" -m "$d/g.mlb" -t 1 --chat-template-file "$d/gpt-oss.jinja"
     local reasoned=0 answered=0 ended=0 went_on=0
     for seed in 1 2 3 4 5 6 7 8 9 10; do
         local body="{\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}],\"max_tokens\":24,\"temperature\":2,\"seed\":$seed,\"logit_bias\":{$bias}"
